@@ -1,0 +1,1 @@
+//! pmo-alloc (work in progress)

@@ -1,0 +1,1 @@
+//! pmo-capi (work in progress)

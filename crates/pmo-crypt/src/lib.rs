@@ -1,0 +1,1 @@
+//! pmo-crypt (work in progress)

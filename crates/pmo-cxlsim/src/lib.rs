@@ -1,0 +1,1 @@
+//! pmo-cxlsim (work in progress)

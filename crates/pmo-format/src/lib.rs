@@ -1,0 +1,1 @@
+//! pmo-format (work in progress)

@@ -1,0 +1,1 @@
+//! pmo-medium (work in progress)

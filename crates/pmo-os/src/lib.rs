@@ -1,0 +1,1 @@
+//! pmo-os (work in progress)

@@ -1,0 +1,1 @@
+//! pmo-peers (work in progress)

@@ -1,0 +1,1 @@
+//! pmo-store (work in progress)
