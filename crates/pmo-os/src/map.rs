@@ -176,6 +176,23 @@ impl Drop for FileMapping {
     }
 }
 
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// Whether `path` lives on a memory-backed file system (tmpfs, e.g. `/dev/shm`).
+pub fn on_tmpfs(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `c` is a valid NUL-terminated path and `st` is writable storage for one statfs.
+    let rc = unsafe { libc::statfs(c.as_ptr(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return false;
+    }
+    // SAFETY: statfs returned 0, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    st.f_type as i64 == TMPFS_MAGIC
+}
+
 /// Whether `file` is a character device (device DAX).
 pub fn is_char_device(file: &File) -> bool {
     file.metadata().map(|m| m.file_type().is_char_device()).unwrap_or(false)

@@ -1,0 +1,58 @@
+//! Byte-addressable persistent memory: a DAX mapping (`MAP_SYNC`) or emulated persistent memory
+//! (a file in `/dev/shm`). `flush` writes back cache lines, `fence` is `sfence`.
+
+use std::path::{Path, PathBuf};
+
+use pmo_os::map::{FileMapping, MapMode};
+use pmo_os::persist;
+
+use crate::{check_range, Medium, MediumError, MediumKind};
+
+/// Persistent memory reached with loads, stores, cache-line flushes and fences.
+pub struct PmemMedium {
+    map: FileMapping,
+    path: PathBuf,
+    kind: MediumKind,
+}
+
+impl PmemMedium {
+    /// Map `file` as persistent memory. `kind` is [`MediumKind::Dax`] (requires `MAP_SYNC` to
+    /// succeed, or a device DAX character device) or [`MediumKind::EmulatedPmem`].
+    pub fn new(file: std::fs::File, path: &Path, kind: MediumKind) -> Result<PmemMedium, MediumError> {
+        if persist::flush_kind() == persist::FlushKind::None {
+            return Err(MediumError::Unsupported("this CPU has no cache-line flush instruction".into()));
+        }
+        let map = match kind {
+            MediumKind::Dax if !pmo_os::map::is_char_device(&file) => FileMapping::new(file, MapMode::SharedSync)?,
+            _ => FileMapping::new(file, MapMode::Shared)?,
+        };
+        Ok(PmemMedium { map, path: path.to_path_buf(), kind })
+    }
+}
+
+impl Medium for PmemMedium {
+    fn len(&self) -> u64 {
+        self.map.len()
+    }
+    fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), MediumError> {
+        Ok(self.map.read_at(offset, buf)?)
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), MediumError> {
+        Ok(self.map.write_at(offset, data)?)
+    }
+    fn flush(&self, offset: u64, len: u64) -> Result<(), MediumError> {
+        check_range(offset, len, self.len())?;
+        self.map.flush_lines(offset, len as usize)?;
+        Ok(())
+    }
+    fn fence(&self) -> Result<(), MediumError> {
+        persist::fence();
+        Ok(())
+    }
+    fn kind(&self) -> MediumKind {
+        self.kind
+    }
+    fn path(&self) -> Option<&Path> {
+        Some(&self.path)
+    }
+}
