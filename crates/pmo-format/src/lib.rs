@@ -1,1 +1,57 @@
-//! pmo-format (work in progress)
+//! The on-medium format of a pmo pool, byte by byte (see `docs/format.md`, which this crate
+//! mirrors with named offsets). This crate does no I/O: it encodes and decodes fixed-size records
+//! and computes layouts. Every integer on the medium is fixed-width little-endian; every metadata
+//! record carries a CRC-32C of its bytes, so a torn or corrupted record reads as invalid, never as
+//! a different valid record.
+//!
+//! Glossary:
+//! - *pool*: one medium holding a superblock, a namespace and a heap of PMO extents.
+//! - *PMO*: a named persistent memory object; its *extent* holds its metadata and two data slots.
+//! - *page*: 4 KiB of a PMO; its *page-map entry* says which slot holds its current contents
+//!   (or that it was never written and reads as zeros) and its version.
+//! - *psync*: a commit of dirty pages: pages to the free slot, a *journal* of new page-map entries,
+//!   then a *commit record*; recovery re-applies the journal of the newest valid record.
+#![deny(unsafe_code)]
+
+pub mod codec;
+pub mod entry;
+pub mod layout;
+pub mod record;
+pub mod superblock;
+
+pub use entry::{Entry, ENTRY_SIZE, NAME_MAX};
+pub use layout::{PageLoc, PageMapEntry, PmoLayout};
+pub use record::{CommitRecord, JournalEntry, RECORD_SIZE};
+pub use superblock::{PoolConfig, Superblock, KdfParams};
+
+/// Bytes per PMO page (and per OS page).
+pub const PAGE_SIZE: u64 = 4096;
+
+/// The format version this code writes and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Why a record does not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    #[error("not a pmo pool (no pmo magic number)")]
+    Foreign,
+    #[error("{what}: checksum mismatch")]
+    Checksum { what: &'static str },
+    #[error("{what}: bad magic number")]
+    Magic { what: &'static str },
+    #[error("pool format version {found} is newer than this pmo supports ({supported})")]
+    TooNew { found: u32, supported: u32 },
+    #[error("{what}: invalid field: {detail}")]
+    Invalid { what: &'static str, detail: String },
+}
+
+/// CRC-32C of `bytes`.
+pub fn crc(bytes: &[u8]) -> u32 {
+    crc32c::crc32c(bytes)
+}
+
+/// Round `x` up to a multiple of `align` (a power of two). `None` on overflow.
+pub fn align_up(x: u64, align: u64) -> Option<u64> {
+    debug_assert!(align.is_power_of_two());
+    Some(x.checked_add(align - 1)? & !(align - 1))
+}

@@ -1,0 +1,154 @@
+//! The layout of one PMO's extent (`docs/format.md` §4) and its page-map entries.
+//!
+//! ```text
+//! +0              header page: commit records [2] at +0 and +64; the rest reserved (protection state)
+//! +4096           page map: npages x 8 bytes                 (rounded up to 4096)
+//! map_end         journal 0: npages x 16 bytes               (rounded up to 4096)
+//! journal0_end    journal 1: npages x 16 bytes               (rounded up to 4096)
+//! journal1_end    tags: 2 slots x npages x tag_bytes         (rounded up to 4096; absent if 0)
+//! data            slot 0: npages x 4096, then slot 1: npages x 4096
+//! ```
+
+use crate::{align_up, PAGE_SIZE};
+
+/// Where a page's current contents are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageLoc {
+    /// Never written: reads as zeros.
+    Zero,
+    /// In data slot 0 or 1.
+    Slot(u8),
+}
+
+/// One page-map entry: bits 0-1 location (0 zero, 1 slot 0, 2 slot 1), bits 2-7 flags
+/// (reserved, zero), bits 8-63 the page version (incremented by every psync of the page).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PageMapEntry(pub u64);
+
+impl PageMapEntry {
+    /// The entry of a page that was never written.
+    pub const ZERO: PageMapEntry = PageMapEntry(0);
+    /// Largest page version.
+    pub const VERSION_MAX: u64 = (1 << 56) - 1;
+
+    /// Build an entry.
+    pub fn new(loc: PageLoc, version: u64) -> PageMapEntry {
+        let l = match loc {
+            PageLoc::Zero => 0,
+            PageLoc::Slot(s) => 1 + (s as u64 & 1),
+        };
+        PageMapEntry(l | (version & Self::VERSION_MAX) << 8)
+    }
+    /// Decode the location; `None` for the invalid code 3 or set reserved bits.
+    pub fn loc(self) -> Option<PageLoc> {
+        if self.0 & 0xFC != 0 {
+            return None;
+        }
+        match self.0 & 3 {
+            0 => Some(PageLoc::Zero),
+            1 => Some(PageLoc::Slot(0)),
+            2 => Some(PageLoc::Slot(1)),
+            _ => None,
+        }
+    }
+    /// The page version.
+    pub fn version(self) -> u64 {
+        self.0 >> 8
+    }
+    /// The entry a psync of this page writes: the other slot, version + 1.
+    pub fn next(self) -> Option<PageMapEntry> {
+        let slot = match self.loc()? {
+            PageLoc::Zero | PageLoc::Slot(1) => 0,
+            PageLoc::Slot(_) => 1,
+        };
+        let version = self.version().checked_add(1).filter(|&v| v <= Self::VERSION_MAX)?;
+        Some(PageMapEntry::new(PageLoc::Slot(slot), version))
+    }
+}
+
+/// Offsets (relative to the extent) of every area of a PMO with `npages` pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PmoLayout {
+    pub npages: u64,
+    pub tag_bytes: u64,
+    pub map_off: u64,
+    pub journal_off: [u64; 2],
+    pub tags_off: u64,
+    pub data_off: u64,
+    /// Total bytes of the extent.
+    pub extent_len: u64,
+}
+
+/// Bytes of one page-map entry.
+pub const MAP_ENTRY_SIZE: u64 = 8;
+/// Bytes of one journal entry.
+pub const JOURNAL_ENTRY_SIZE: u64 = 16;
+
+impl PmoLayout {
+    /// Compute the layout; `None` if it would overflow.
+    pub fn new(npages: u64, tag_bytes: u64) -> Option<PmoLayout> {
+        let map_off = PAGE_SIZE;
+        let j0 = align_up(map_off.checked_add(npages.checked_mul(MAP_ENTRY_SIZE)?)?, PAGE_SIZE)?;
+        let jlen = align_up(npages.checked_mul(JOURNAL_ENTRY_SIZE)?, PAGE_SIZE)?;
+        let j1 = j0.checked_add(jlen)?;
+        let tags_off = j1.checked_add(jlen)?;
+        let data_off = align_up(tags_off.checked_add(npages.checked_mul(2)?.checked_mul(tag_bytes)?)?, PAGE_SIZE)?;
+        let extent_len = data_off.checked_add(npages.checked_mul(2 * PAGE_SIZE)?)?;
+        Some(PmoLayout { npages, tag_bytes, map_off, journal_off: [j0, j1], tags_off, data_off, extent_len })
+    }
+    /// Offset of page `page`'s entry in the page map.
+    pub fn map_entry(&self, page: u64) -> u64 {
+        debug_assert!(page < self.npages);
+        self.map_off + page * MAP_ENTRY_SIZE
+    }
+    /// Offset of page `page` in data slot `slot`.
+    pub fn page(&self, slot: u8, page: u64) -> u64 {
+        debug_assert!(page < self.npages && slot < 2);
+        self.data_off + (slot as u64 * self.npages + page) * PAGE_SIZE
+    }
+    /// Offset of the protection metadata of page `page` in slot `slot`.
+    pub fn tag(&self, slot: u8, page: u64) -> u64 {
+        debug_assert!(page < self.npages && slot < 2);
+        self.tags_off + (slot as u64 * self.npages + page) * self.tag_bytes
+    }
+    /// Offset of commit record slot `i` (0 or 1).
+    pub fn record(&self, i: u64) -> u64 {
+        debug_assert!(i < 2);
+        i * crate::RECORD_SIZE as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn entry_transitions() {
+        let z = PageMapEntry::ZERO;
+        assert_eq!(z.loc(), Some(PageLoc::Zero));
+        let a = z.next().unwrap();
+        assert_eq!((a.loc(), a.version()), (Some(PageLoc::Slot(0)), 1));
+        let b = a.next().unwrap();
+        assert_eq!((b.loc(), b.version()), (Some(PageLoc::Slot(1)), 2));
+        assert_eq!(b.next().unwrap().loc(), Some(PageLoc::Slot(0)));
+        assert_eq!(PageMapEntry(3).loc(), None);
+        assert_eq!(PageMapEntry(4).loc(), None);
+        assert_eq!(PageMapEntry::new(PageLoc::Slot(1), PageMapEntry::VERSION_MAX).next(), None);
+    }
+
+    proptest! {
+        #[test]
+        fn areas_do_not_overlap(npages in 1u64..1_000_000, tag in prop::sample::select(vec![0u64, 16, 32, 48])) {
+            let l = PmoLayout::new(npages, tag).unwrap();
+            prop_assert!(l.map_off >= crate::RECORD_SIZE as u64 * 2);
+            prop_assert!(l.map_entry(npages - 1) + MAP_ENTRY_SIZE <= l.journal_off[0]);
+            prop_assert!(l.journal_off[0] + npages * JOURNAL_ENTRY_SIZE <= l.journal_off[1]);
+            prop_assert!(l.journal_off[1] + npages * JOURNAL_ENTRY_SIZE <= l.tags_off);
+            if tag > 0 { prop_assert!(l.tag(1, npages - 1) + tag <= l.data_off); }
+            prop_assert!(l.page(0, npages - 1) + PAGE_SIZE == l.page(1, 0));
+            prop_assert_eq!(l.page(1, npages - 1) + PAGE_SIZE, l.extent_len);
+            prop_assert_eq!(l.data_off % PAGE_SIZE, 0);
+        }
+    }
+}
