@@ -1,0 +1,733 @@
+//! The peer benchmarks: parameters, scratch files, threads, timing and repeats.
+//!
+//! Owns the definition of each benchmark (what one op is, what is timed, how the pool is sized).
+//! Every public function creates its own scratch pool or directory under [`Options::dir`], runs
+//! one untimed warm-up, then [`Options::repeats`] timed samples, and removes the scratch before it
+//! returns. Threads start together on a barrier; a multi-threaded sample's figure is the ops of
+//! all threads divided by the longest thread's time.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use crate::error::{Error, Result};
+use crate::stats::{Measurement, Unit};
+use crate::sys::{LmdbEnv, MallocSlots, OidSlots, Permutation, PmdkPool, PMDK_MIN_POOL_BYTES};
+
+/// Blocks allocated then freed in one round of the POSEIDON microbenchmark.
+pub const ROUND_BLOCKS: u32 = 100;
+/// Distinct random free orders a thread cycles through (shuffled before timing, so the timed
+/// loop does no shuffling).
+const ORDERS_PER_THREAD: usize = 16;
+/// Size of the large object the transaction benchmark updates (the pool's root object).
+pub const TX_OBJECT_BYTES: u64 = 64 << 20;
+/// Transactions between two clock reads in a time-bounded transaction sample.
+const TX_CHUNK_OPS: u64 = 256;
+/// Nodes linked before the list is freed (untimed) in the alloc + link benchmark: bounds the pool.
+pub const TX_ALLOC_LINK_MAX_OPS_PER_BATCH: u64 = 20_000;
+/// Puts in one LMDB sample at most, whatever the time budget: bounds the database file.
+pub const LMDB_MAX_OPS_PER_SAMPLE: u64 = 50_000;
+/// LMDB put + commits between two clock reads.
+const LMDB_CHUNK_OPS: u64 = 64;
+/// Larson operations between two clock reads.
+const LARSON_CHUNK_OPS: u64 = 1_000;
+/// Largest block the allocation benchmarks accept.
+const MAX_BLOCK_BYTES: u64 = 64 << 20;
+/// Most threads a benchmark accepts.
+const MAX_THREADS: usize = 64;
+/// Most slots per Larson thread.
+const MAX_LARSON_SLOTS: u32 = 1 << 20;
+/// Most repeats.
+const MAX_REPEATS: usize = 1_000;
+
+/// Where and how the benchmarks run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Directory for scratch pools and databases: `/dev/shm` for emulated persistent memory.
+    pub dir: PathBuf,
+    /// Timed samples per measurement (after one untimed warm-up); the figure is their median.
+    pub repeats: usize,
+    /// Seed of every random choice (orders, offsets, sizes, keys); print it with the figures.
+    pub seed: u64,
+    /// Fail a PMDK benchmark if libpmem does not treat the pool as persistent memory.
+    pub require_pmem: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            dir: PathBuf::from("/dev/shm"),
+            repeats: 5,
+            seed: 0x5045_4552_5321, // "PEERS!"
+            require_pmem: true,
+        }
+    }
+}
+
+impl Options {
+    fn check(&self) -> Result<()> {
+        if self.repeats == 0 || self.repeats > MAX_REPEATS {
+            return Err(Error::InvalidParameter(format!(
+                "repeats {} (need 1..={MAX_REPEATS})",
+                self.repeats
+            )));
+        }
+        if !self.dir.is_dir() {
+            return Err(Error::InvalidParameter(format!(
+                "{} is not a directory",
+                self.dir.display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// How much work one sample does, per thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// At least this many ops per thread (rounded up to the benchmark's unit of work, e.g. whole
+    /// rounds of [`ROUND_BLOCKS`]).
+    Ops(u64),
+    /// Run for about this long per thread (checked between units of work).
+    Duration(Duration),
+}
+
+impl Work {
+    fn check(self) -> Result<()> {
+        match self {
+            Work::Ops(0) => Err(Error::InvalidParameter("Work::Ops(0)".into())),
+            Work::Duration(d) if d.is_zero() || d > Duration::from_secs(600) => Err(
+                Error::InvalidParameter(format!("Work::Duration({d:?}) (need 0 < d <= 600 s)")),
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    fn done(self, ops: u64, elapsed: Duration) -> bool {
+        match self {
+            Work::Ops(n) => ops >= n,
+            Work::Duration(d) => elapsed >= d,
+        }
+    }
+
+    /// Ops for the next chunk, at most `chunk`, never past an op budget.
+    fn next_chunk(self, ops_done: u64, chunk: u64) -> u64 {
+        match self {
+            Work::Ops(n) => chunk.min(n.saturating_sub(ops_done)).max(1),
+            Work::Duration(_) => chunk,
+        }
+    }
+}
+
+/// A scratch file or directory name under the options' directory, removed on drop.
+struct Scratch {
+    path: PathBuf,
+    is_dir: bool,
+}
+
+static SCRATCH_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl Scratch {
+    fn name(dir: &Path, what: &str) -> PathBuf {
+        let n = SCRATCH_COUNTER.fetch_add(1, Ordering::Relaxed);
+        dir.join(format!("pmo-peers-{}-{what}-{n}", std::process::id()))
+    }
+
+    /// A file path that does not exist yet (PMDK creates it).
+    fn file(dir: &Path, what: &str) -> Result<Self> {
+        let path = Self::name(dir, what);
+        if path.exists() {
+            std::fs::remove_file(&path).map_err(|source| Error::Io {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        Ok(Scratch {
+            path,
+            is_dir: false,
+        })
+    }
+
+    /// A fresh empty directory.
+    fn dir(dir: &Path, what: &str) -> Result<Self> {
+        let path = Self::name(dir, what);
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir(&path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Scratch { path, is_dir: true })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // Scratch only: a leftover is harmless, and there is no caller to tell.
+        if self.is_dir {
+            let _ = std::fs::remove_dir_all(&self.path);
+        } else {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// A non-zero xorshift64* state for the C side, derived from the seed and a stream number
+/// (splitmix64, so nearby streams are unrelated).
+fn c_rng_state(seed: u64, stream: u64) -> u64 {
+    let mut z = seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    if z == 0 {
+        0x2545_F491_4F6C_DD1D
+    } else {
+        z
+    }
+}
+
+fn check_threads(threads: usize) -> Result<()> {
+    if threads == 0 || threads > MAX_THREADS {
+        return Err(Error::InvalidParameter(format!(
+            "threads {threads} (need 1..={MAX_THREADS})"
+        )));
+    }
+    Ok(())
+}
+
+fn check_block(size_bytes: u64) -> Result<()> {
+    if size_bytes == 0 || size_bytes > MAX_BLOCK_BYTES {
+        return Err(Error::InvalidParameter(format!(
+            "block size {size_bytes} (need 1..={MAX_BLOCK_BYTES})"
+        )));
+    }
+    Ok(())
+}
+
+/// Runs `step` on every state, one thread per state, all released together by a barrier, each
+/// until `work` is done; `step` does one unit of work and returns the ops it did. Returns the ops
+/// of all threads and the longest thread's time.
+fn run_threads<S, F>(states: &mut [S], work: Work, step: F) -> Result<(u64, Duration)>
+where
+    S: Send,
+    F: Fn(&mut S, u64) -> Result<u64> + Sync,
+{
+    let barrier = Barrier::new(states.len());
+    let results: Vec<Result<(u64, Duration)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = states
+            .iter_mut()
+            .map(|state| {
+                let barrier = &barrier;
+                let step = &step;
+                scope.spawn(move || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    let mut ops = 0u64;
+                    let mut failure = None;
+                    while !work.done(ops, start.elapsed()) {
+                        match step(state, ops) {
+                            Ok(done) => ops += done,
+                            Err(err) => {
+                                failure = Some(err);
+                                break;
+                            }
+                        }
+                    }
+                    let elapsed = start.elapsed();
+                    match failure {
+                        Some(err) => Err(err),
+                        None => Ok((ops, elapsed)),
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(Err(Error::ThreadPanicked)))
+            .collect()
+    });
+    let mut ops_total = 0u64;
+    let mut longest = Duration::ZERO;
+    for result in results {
+        let (ops, elapsed) = result?;
+        ops_total += ops;
+        longest = longest.max(elapsed);
+    }
+    Ok((ops_total, longest))
+}
+
+fn ops_per_sec(ops: u64, elapsed: Duration) -> f64 {
+    ops as f64 / elapsed.as_secs_f64()
+}
+
+fn micros_per_op(ops: u64, elapsed: Duration) -> f64 {
+    elapsed.as_secs_f64() * 1e6 / ops as f64
+}
+
+/// Pool for `threads` x [`ROUND_BLOCKS`] live blocks of `size_bytes`: PMDK rounds a huge block
+/// (above 256 KiB) up to whole 256 KiB chunks and adds headers; 1.5x slack and 64 MiB of
+/// metadata on top.
+fn alloc_pool_bytes(size_bytes: u64, live_blocks: u64) -> u64 {
+    const CHUNK: u64 = 256 << 10;
+    let per_block = if size_bytes + 64 > CHUNK {
+        (size_bytes + 64).div_ceil(CHUNK) * CHUNK
+    } else {
+        size_bytes + 64
+    };
+    (live_blocks * per_block * 3 / 2 + (64 << 20)).max(PMDK_MIN_POOL_BYTES)
+}
+
+struct RoundState<Slots> {
+    slots: Slots,
+    orders: Vec<Permutation>,
+    next: usize,
+}
+
+fn round_states<Slots>(
+    threads: usize,
+    opts: &Options,
+    sample: u64,
+    mut make: impl FnMut() -> Slots,
+) -> Vec<RoundState<Slots>> {
+    (0..threads)
+        .map(|t| {
+            let mut rng = StdRng::seed_from_u64(c_rng_state(opts.seed, sample * 1000 + t as u64));
+            RoundState {
+                slots: make(),
+                orders: (0..ORDERS_PER_THREAD)
+                    .map(|_| Permutation::shuffled(ROUND_BLOCKS, &mut rng))
+                    .collect(),
+                next: 0,
+            }
+        })
+        .collect()
+}
+
+/// PMDK `pmemobj_alloc` + `pmemobj_free`, the POSEIDON pattern: each thread allocates
+/// [`ROUND_BLOCKS`] blocks of `size_bytes`, frees them in a random order, and repeats. One op is
+/// one alloc + free pair. Returns ops/s over all threads (median of the repeats), on a fresh
+/// pool in [`Options::dir`].
+pub fn pmdk_alloc_free(
+    opts: &Options,
+    size_bytes: u64,
+    threads: usize,
+    work: Work,
+) -> Result<Measurement> {
+    opts.check()?;
+    check_threads(threads)?;
+    check_block(size_bytes)?;
+    work.check()?;
+    let scratch = Scratch::file(&opts.dir, "alloc")?;
+    let pool_bytes = alloc_pool_bytes(size_bytes, threads as u64 * u64::from(ROUND_BLOCKS));
+    let pool = PmdkPool::create(&scratch.path, pool_bytes, opts.require_pmem)?;
+    alloc_free_samples(opts, threads, work, || OidSlots::new(&pool, ROUND_BLOCKS), |s, o| {
+        s.alloc_free_round(o, size_bytes)
+    })
+}
+
+/// glibc `malloc` + `free` in the same pattern as [`pmdk_alloc_free`]: the volatile bound.
+pub fn glibc_alloc_free(
+    opts: &Options,
+    size_bytes: u64,
+    threads: usize,
+    work: Work,
+) -> Result<Measurement> {
+    opts.check()?;
+    check_threads(threads)?;
+    check_block(size_bytes)?;
+    work.check()?;
+    alloc_free_samples(opts, threads, work, || MallocSlots::new(ROUND_BLOCKS), |s, o| {
+        s.alloc_free_round(o, size_bytes)
+    })
+}
+
+fn alloc_free_samples<Slots: Send>(
+    opts: &Options,
+    threads: usize,
+    work: Work,
+    mut make: impl FnMut() -> Slots,
+    round: impl Fn(&mut Slots, &Permutation) -> Result<()> + Sync,
+) -> Result<Measurement> {
+    let step = |state: &mut RoundState<Slots>, _ops: u64| -> Result<u64> {
+        let order = &state.orders[state.next % ORDERS_PER_THREAD];
+        state.next += 1;
+        round(&mut state.slots, order)?;
+        Ok(u64::from(ROUND_BLOCKS))
+    };
+    let mut samples = Vec::with_capacity(opts.repeats);
+    let mut ops_total = 0;
+    // Sample 0 is the warm-up: one round per thread, untimed (faults in the pool's pages).
+    for sample in 0..=opts.repeats as u64 {
+        let mut states = round_states(threads, opts, sample, &mut make);
+        let this_work = if sample == 0 { Work::Ops(1) } else { work };
+        let (ops, elapsed) = run_threads(&mut states, this_work, step)?;
+        if sample > 0 {
+            samples.push(ops_per_sec(ops, elapsed));
+            ops_total += ops;
+        }
+    }
+    Measurement::from_samples(Unit::OpsPerSec, samples, ops_total)
+}
+
+/// Parameters of the Larson server simulation.
+///
+/// Each of `threads` threads owns `slots_per_thread` slots, first filled with blocks of a size
+/// uniform in `[min_bytes, max_bytes]`. One op frees a random slot of the thread's array and
+/// allocates a new block of a random size into it. A sample is `epochs` epochs; after each epoch
+/// every thread's array goes to the next thread (thread t gets t+1's), so most frees hit blocks
+/// another thread allocated, as in a server whose requests are served by other threads. The
+/// figure is the ops of all epochs over the sum of the epochs' times (the initial fill and the
+/// hand-over are not timed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LarsonParams {
+    /// Threads (and slot arrays).
+    pub threads: usize,
+    /// Slots per thread.
+    pub slots_per_thread: u32,
+    /// Smallest block.
+    pub min_bytes: u64,
+    /// Largest block.
+    pub max_bytes: u64,
+    /// Epochs per sample.
+    pub epochs: u32,
+    /// Work of one epoch, per thread.
+    pub work_per_epoch: Work,
+}
+
+impl LarsonParams {
+    /// The parameters pmo's allocator benchmark matches: 64..=1024 B, 1000 slots per thread,
+    /// 4 epochs of 100 ms.
+    pub fn standard(threads: usize) -> Self {
+        LarsonParams {
+            threads,
+            slots_per_thread: 1000,
+            min_bytes: 64,
+            max_bytes: 1024,
+            epochs: 4,
+            work_per_epoch: Work::Duration(Duration::from_millis(100)),
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        check_threads(self.threads)?;
+        check_block(self.max_bytes)?;
+        if self.min_bytes == 0 || self.min_bytes > self.max_bytes {
+            return Err(Error::InvalidParameter(format!(
+                "Larson sizes [{}, {}] (need 0 < min <= max)",
+                self.min_bytes, self.max_bytes
+            )));
+        }
+        if self.slots_per_thread == 0 || self.slots_per_thread > MAX_LARSON_SLOTS {
+            return Err(Error::InvalidParameter(format!(
+                "Larson slots per thread {} (need 1..={MAX_LARSON_SLOTS})",
+                self.slots_per_thread
+            )));
+        }
+        if self.epochs == 0 || self.epochs > 10_000 {
+            return Err(Error::InvalidParameter(format!(
+                "Larson epochs {} (need 1..=10000)",
+                self.epochs
+            )));
+        }
+        self.work_per_epoch.check()
+    }
+}
+
+/// Larson server simulation (see [`LarsonParams`]) over PMDK `pmemobj_alloc`/`pmemobj_free` on a
+/// fresh pool in [`Options::dir`]. Returns ops/s (one op = one free + one alloc).
+pub fn pmdk_larson(opts: &Options, params: &LarsonParams) -> Result<Measurement> {
+    opts.check()?;
+    params.check()?;
+    let scratch = Scratch::file(&opts.dir, "larson")?;
+    let live = params.threads as u64 * u64::from(params.slots_per_thread);
+    let pool = PmdkPool::create(
+        &scratch.path,
+        alloc_pool_bytes(params.max_bytes, live),
+        opts.require_pmem,
+    )?;
+    larson_samples(
+        opts,
+        params,
+        || OidSlots::new(&pool, params.slots_per_thread),
+        |s, rng| s.larson_fill(params.min_bytes, params.max_bytes, rng),
+        |s, ops, rng| s.larson_run(params.min_bytes, params.max_bytes, ops, rng),
+    )
+}
+
+/// Larson server simulation over glibc `malloc`/`free`: the volatile bound.
+pub fn glibc_larson(opts: &Options, params: &LarsonParams) -> Result<Measurement> {
+    opts.check()?;
+    params.check()?;
+    larson_samples(
+        opts,
+        params,
+        || MallocSlots::new(params.slots_per_thread),
+        |s, rng| s.larson_fill(params.min_bytes, params.max_bytes, rng),
+        |s, ops, rng| s.larson_run(params.min_bytes, params.max_bytes, ops, rng),
+    )
+}
+
+struct LarsonState<Slots> {
+    slots: Slots,
+    rng: u64,
+}
+
+fn larson_samples<Slots: Send>(
+    opts: &Options,
+    params: &LarsonParams,
+    mut make: impl FnMut() -> Slots,
+    fill: impl Fn(&mut Slots, &mut u64) -> Result<()>,
+    run: impl Fn(&mut Slots, u64, &mut u64) -> Result<()> + Sync,
+) -> Result<Measurement> {
+    let work = params.work_per_epoch;
+    let step = |state: &mut LarsonState<Slots>, ops_done: u64| -> Result<u64> {
+        let chunk = work.next_chunk(ops_done, LARSON_CHUNK_OPS);
+        run(&mut state.slots, chunk, &mut state.rng)?;
+        Ok(chunk)
+    };
+    let mut samples = Vec::with_capacity(opts.repeats);
+    let mut ops_total = 0;
+    for sample in 0..=opts.repeats as u64 {
+        let mut states: Vec<LarsonState<Slots>> = (0..params.threads)
+            .map(|t| LarsonState {
+                slots: make(),
+                rng: c_rng_state(opts.seed, sample * 1000 + t as u64),
+            })
+            .collect();
+        for state in &mut states {
+            fill(&mut state.slots, &mut state.rng)?;
+        }
+        // Sample 0 is the warm-up: one short epoch, untimed.
+        let (epochs, epoch_work) = if sample == 0 {
+            (1, Work::Ops(LARSON_CHUNK_OPS))
+        } else {
+            (params.epochs, work)
+        };
+        let mut ops_sample = 0;
+        let mut time_sample = Duration::ZERO;
+        for _ in 0..epochs {
+            let (ops, elapsed) = run_threads(&mut states, epoch_work, step)?;
+            ops_sample += ops;
+            time_sample += elapsed;
+            // Hand every thread's slots (not its random stream) to the next thread.
+            let mut rngs: Vec<u64> = states.iter().map(|s| s.rng).collect();
+            states.rotate_left(1);
+            for (state, rng) in states.iter_mut().zip(rngs.drain(..)) {
+                state.rng = rng;
+            }
+        }
+        if sample > 0 {
+            samples.push(ops_per_sec(ops_sample, time_sample));
+            ops_total += ops_sample;
+        }
+    }
+    Measurement::from_samples(Unit::OpsPerSec, samples, ops_total)
+}
+
+/// A PMDK transaction updating `len_bytes` at a random 64-byte-aligned place in a large object
+/// ([`TX_OBJECT_BYTES`], the pool's root): `TX_BEGIN`, `pmemobj_tx_add_range`, `memcpy`,
+/// `TX_END`. One op is one committed transaction; returns µs per transaction, one thread.
+pub fn pmdk_tx_update(opts: &Options, len_bytes: u64, work: Work) -> Result<Measurement> {
+    opts.check()?;
+    work.check()?;
+    if len_bytes == 0 || len_bytes > TX_OBJECT_BYTES {
+        return Err(Error::InvalidParameter(format!(
+            "update length {len_bytes} (need 1..={TX_OBJECT_BYTES})"
+        )));
+    }
+    let scratch = Scratch::file(&opts.dir, "tx")?;
+    let pool = PmdkPool::create(&scratch.path, TX_OBJECT_BYTES + (64 << 20), opts.require_pmem)?;
+    pool.tx_root(TX_OBJECT_BYTES)?;
+    let src: Vec<u8> = (0..len_bytes).map(|i| (i % 251) as u8).collect();
+    let mut states = [c_rng_state(opts.seed, 0x7478)];
+    let step = |rng: &mut u64, ops_done: u64| -> Result<u64> {
+        let chunk = work.next_chunk(ops_done, TX_CHUNK_OPS);
+        pool.tx_update_run(TX_OBJECT_BYTES, &src, chunk, rng)?;
+        Ok(chunk)
+    };
+    let mut samples = Vec::with_capacity(opts.repeats);
+    let mut ops_total = 0;
+    for sample in 0..=opts.repeats {
+        let this_work = if sample == 0 { Work::Ops(TX_CHUNK_OPS) } else { work };
+        let (ops, elapsed) = run_threads(&mut states, this_work, step)?;
+        if sample > 0 {
+            samples.push(micros_per_op(ops, elapsed));
+            ops_total += ops;
+        }
+    }
+    Measurement::from_samples(Unit::MicrosPerOp, samples, ops_total)
+}
+
+/// PMDK transactional allocation, the durability peer of pmo's "alloc + link + psync": one op is
+/// `TX_BEGIN`, `pmemobj_tx_alloc(size_bytes)`, write the new node's link and value, snapshot and
+/// update the list head in the root object, `TX_END`. The list is freed (untimed) every
+/// [`TX_ALLOC_LINK_MAX_OPS_PER_BATCH`] ops. Returns µs per op, one thread.
+pub fn pmdk_tx_alloc_link(opts: &Options, size_bytes: u64, work: Work) -> Result<Measurement> {
+    opts.check()?;
+    work.check()?;
+    if !(24..=MAX_BLOCK_BYTES).contains(&size_bytes) {
+        return Err(Error::InvalidParameter(format!(
+            "node size {size_bytes} (need 24..={MAX_BLOCK_BYTES}: a node holds a 16-byte link \
+             and an 8-byte value)"
+        )));
+    }
+    let scratch = Scratch::file(&opts.dir, "txalloc")?;
+    let batch = TX_ALLOC_LINK_MAX_OPS_PER_BATCH;
+    let pool = PmdkPool::create(
+        &scratch.path,
+        alloc_pool_bytes(size_bytes, batch),
+        opts.require_pmem,
+    )?;
+    let mut samples = Vec::with_capacity(opts.repeats);
+    let mut ops_total = 0;
+    for sample in 0..=opts.repeats {
+        let this_work = if sample == 0 { Work::Ops(TX_CHUNK_OPS) } else { work };
+        let mut ops = 0u64;
+        let mut timed = Duration::ZERO;
+        while !this_work.done(ops, timed) {
+            // One batch: timed in chunks, then the list is freed untimed.
+            let mut in_batch = 0u64;
+            while in_batch < batch && !this_work.done(ops, timed) {
+                let chunk = this_work.next_chunk(ops, TX_CHUNK_OPS).min(batch - in_batch);
+                let start = Instant::now();
+                pool.tx_alloc_link_run(size_bytes, chunk)?;
+                timed += start.elapsed();
+                ops += chunk;
+                in_batch += chunk;
+            }
+            let freed = pool.tx_list_free()?;
+            debug_assert_eq!(freed, in_batch);
+        }
+        if sample > 0 {
+            samples.push(micros_per_op(ops, timed));
+            ops_total += ops;
+        }
+    }
+    Measurement::from_samples(Unit::MicrosPerOp, samples, ops_total)
+}
+
+/// LMDB put + synchronous commit: one op is `mdb_txn_begin`, `mdb_put` of a `value_bytes` value
+/// under a random 8-byte key, `mdb_txn_commit` (which fdatasyncs: the environment is opened
+/// without `MDB_NOSYNC`). Each sample uses a fresh environment in [`Options::dir`] (`/dev/shm`
+/// for the emulated-PM figure, a disk directory for the fsync figure) and does at most
+/// [`LMDB_MAX_OPS_PER_SAMPLE`] ops. Returns µs per op, one thread.
+pub fn lmdb_put_commit(opts: &Options, value_bytes: u64, work: Work) -> Result<Measurement> {
+    opts.check()?;
+    work.check()?;
+    if value_bytes == 0 || value_bytes > (1 << 20) {
+        return Err(Error::InvalidParameter(format!(
+            "LMDB value size {value_bytes} (need 1..=1 MiB)"
+        )));
+    }
+    let cap = LMDB_MAX_OPS_PER_SAMPLE;
+    // Leaf or overflow pages per value, twice for copy-on-write garbage, plus room for the tree.
+    let map_bytes = cap * (value_bytes + 4096 + 64) * 2 + (64 << 20);
+    let value: Vec<u8> = (0..value_bytes).map(|i| (i % 253) as u8).collect();
+    let mut samples = Vec::with_capacity(opts.repeats);
+    let mut ops_total = 0;
+    for sample in 0..=opts.repeats as u64 {
+        let scratch = Scratch::dir(&opts.dir, "lmdb")?;
+        let mut env = LmdbEnv::open(&scratch.path, map_bytes, 0)?;
+        let mut rng = c_rng_state(opts.seed, 0x6c6d_6462 + sample);
+        let this_work = if sample == 0 { Work::Ops(LMDB_CHUNK_OPS) } else { work };
+        let mut ops = 0u64;
+        let start = Instant::now();
+        while !this_work.done(ops, start.elapsed()) && ops < cap {
+            let chunk = this_work.next_chunk(ops, LMDB_CHUNK_OPS).min(cap - ops);
+            env.put_commit_run(&value, chunk, &mut rng)?;
+            ops += chunk;
+        }
+        let elapsed = start.elapsed();
+        drop(env);
+        if sample > 0 {
+            samples.push(micros_per_op(ops, elapsed));
+            ops_total += ops;
+        }
+    }
+    Measurement::from_samples(Unit::MicrosPerOp, samples, ops_total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_budgets() {
+        assert!(Work::Ops(10).done(10, Duration::ZERO));
+        assert!(!Work::Ops(10).done(9, Duration::from_secs(100)));
+        assert_eq!(Work::Ops(10).next_chunk(4, 100), 6);
+        assert_eq!(Work::Ops(10).next_chunk(10, 100), 1);
+        assert_eq!(Work::Duration(Duration::from_millis(5)).next_chunk(0, 64), 64);
+        assert!(Work::Ops(0).check().is_err());
+        assert!(Work::Duration(Duration::ZERO).check().is_err());
+    }
+
+    #[test]
+    fn rng_states_are_nonzero_and_distinct() {
+        let a = c_rng_state(1, 0);
+        let b = c_rng_state(1, 1);
+        assert_ne!(a, 0);
+        assert_ne!(a, b);
+        assert_eq!(a, c_rng_state(1, 0));
+    }
+
+    #[test]
+    fn pool_sizing_covers_huge_blocks() {
+        // 400 blocks of 1 MiB take 5 chunks of 256 KiB each.
+        let bytes = alloc_pool_bytes(1 << 20, 400);
+        assert!(bytes >= 400 * 5 * (256 << 10));
+        assert!(alloc_pool_bytes(64, 1) >= PMDK_MIN_POOL_BYTES);
+    }
+
+    #[test]
+    fn run_threads_sums_ops_of_all_threads() {
+        let mut states = vec![0u64; 3];
+        let (ops, elapsed) = run_threads(&mut states, Work::Ops(10), |s, _| {
+            *s += 1;
+            Ok(5)
+        })
+        .unwrap();
+        assert_eq!(ops, 30);
+        assert_eq!(states, vec![2, 2, 2]);
+        assert!(elapsed > Duration::ZERO);
+    }
+
+    #[test]
+    fn run_threads_reports_a_failing_step() {
+        let mut states = vec![(); 2];
+        let err = run_threads(&mut states, Work::Ops(10), |_, _| Err(Error::OutOfMemory));
+        assert!(matches!(err, Err(Error::OutOfMemory)));
+    }
+
+    #[test]
+    fn glibc_alloc_free_gives_a_positive_figure() {
+        let opts = Options {
+            dir: std::env::temp_dir(),
+            repeats: 3,
+            ..Options::default()
+        };
+        let m = glibc_alloc_free(&opts, 64, 2, Work::Ops(1000)).unwrap();
+        assert_eq!(m.samples.len(), 3);
+        assert!(m.median > 0.0);
+        assert_eq!(m.ops_total, 3 * 2 * 1000);
+    }
+
+    #[test]
+    fn bad_parameters_are_errors() {
+        let opts = Options::default();
+        assert!(glibc_alloc_free(&opts, 0, 1, Work::Ops(1)).is_err());
+        assert!(glibc_alloc_free(&opts, 64, 0, Work::Ops(1)).is_err());
+        let no_repeats = Options {
+            repeats: 0,
+            ..Options::default()
+        };
+        assert!(glibc_alloc_free(&no_repeats, 64, 1, Work::Ops(1)).is_err());
+        let mut larson = LarsonParams::standard(1);
+        larson.min_bytes = 2000;
+        assert!(glibc_larson(&opts, &larson).is_err());
+    }
+}

@@ -1,0 +1,94 @@
+//! Measurements: the samples of the repeats of one benchmark and their median, min and max.
+//!
+//! Invariant: a [`Measurement`] has at least one sample and every sample is finite and positive
+//! (a zero or negative figure is reported as an error by the benchmark that produced it).
+
+use crate::error::{Error, Result};
+
+/// What a figure counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Operations per second (higher is better).
+    OpsPerSec,
+    /// Microseconds per operation (lower is better).
+    MicrosPerOp,
+}
+
+impl Unit {
+    /// Short label used in tables and CSV.
+    pub fn label(self) -> &'static str {
+        match self {
+            Unit::OpsPerSec => "ops/s",
+            Unit::MicrosPerOp => "us/op",
+        }
+    }
+}
+
+/// The samples of the repeats of one benchmark and their summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measurement {
+    /// What the figures count.
+    pub unit: Unit,
+    /// One figure per repeat, in run order.
+    pub samples: Vec<f64>,
+    /// Median of the samples (mean of the middle two for an even count).
+    pub median: f64,
+    /// Smallest sample.
+    pub min: f64,
+    /// Largest sample.
+    pub max: f64,
+    /// Operations counted over all samples (all threads).
+    pub ops_total: u64,
+}
+
+impl Measurement {
+    /// Builds a measurement; fails if there is no sample or a sample is not finite and positive.
+    pub fn from_samples(unit: Unit, samples: Vec<f64>, ops_total: u64) -> Result<Self> {
+        if samples.is_empty() {
+            return Err(Error::InvalidParameter("a measurement needs at least one sample".into()));
+        }
+        if let Some(bad) = samples.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
+            return Err(Error::InvalidParameter(format!(
+                "sample {bad} is not a positive figure (timer too coarse for the work?)"
+            )));
+        }
+        let mut sorted = samples.clone();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
+        Ok(Measurement {
+            unit,
+            min: sorted[0],
+            max: sorted[n - 1],
+            median,
+            samples,
+            ops_total,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        let m = Measurement::from_samples(Unit::OpsPerSec, vec![3.0, 1.0, 2.0], 30).unwrap();
+        assert_eq!((m.median, m.min, m.max), (2.0, 1.0, 3.0));
+        let m = Measurement::from_samples(Unit::MicrosPerOp, vec![4.0, 1.0, 2.0, 3.0], 4).unwrap();
+        assert_eq!((m.median, m.min, m.max), (2.5, 1.0, 4.0));
+        assert_eq!(m.samples, vec![4.0, 1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn rejects_empty_and_non_positive_samples() {
+        assert!(Measurement::from_samples(Unit::OpsPerSec, vec![], 0).is_err());
+        assert!(Measurement::from_samples(Unit::OpsPerSec, vec![1.0, 0.0], 1).is_err());
+        assert!(Measurement::from_samples(Unit::OpsPerSec, vec![f64::NAN], 1).is_err());
+        assert!(Measurement::from_samples(Unit::OpsPerSec, vec![f64::INFINITY], 1).is_err());
+    }
+}
