@@ -1,0 +1,283 @@
+//! Parallel page crypto for psync and detach: a fixed worker pool that runs one batch of page
+//! jobs split across its threads.
+//!
+//! Owns a dedicated rayon thread pool (N threads, default = available cores). A batch call
+//! blocks until every job is done, so the caller's slices are borrowed, never copied.
+//!
+//! Bounds: each batch is split into at most `threads` tasks; at most `max_batches_in_flight`
+//! batches use the workers at once, any further caller runs its batch on its own thread instead
+//! of queueing, so the pool's queue never holds more than `threads * max_batches_in_flight`
+//! tasks. Batches smaller than `min_parallel_pages` also run on the caller: waking an idle vCPU
+//! costs tens of microseconds here (shared/measured.md), more than a few pages of AES-GCM.
+//!
+//! Who calls it: the store's psync (seal dirty pages) and detach/attach of whole-PMO schemes.
+//! Not for the fault path (a fault handles one page on the faulting thread).
+//!
+//! ```
+//! use pmo_crypt::{CryptoPool, MasterKey, PmoKeys, PageCtx, PAGE_SIZE};
+//! use pmo_crypt::pool::SealJob;
+//! let keys = PmoKeys::derive(&MasterKey::from_bytes([1; 32]), [2; 16], [3; 16]).unwrap();
+//! let pool = CryptoPool::new(2).unwrap();
+//! let plain = vec![[7u8; PAGE_SIZE]; 8];
+//! let mut sealed = vec![[0u8; PAGE_SIZE]; 8];
+//! let mut jobs: Vec<SealJob> = plain.iter().zip(sealed.iter_mut()).enumerate()
+//!     .map(|(i, (p, o))| SealJob::new(PageCtx { pool_uuid: [2; 16], pmo_uuid: [3; 16],
+//!         page_index: i as u64, version: 100 + i as u64 }, p, o))
+//!     .collect();
+//! pool.seal_batch(&keys, &mut jobs).unwrap();
+//! assert!(jobs.iter().all(|j| j.tag.is_some()));
+//! ```
+
+use crate::error::CryptError;
+use crate::faithful::{page_checksum, FaithfulKeys, PageChecksum};
+use crate::keys::PmoKeys;
+use crate::page::{open_page, seal_page, PageCtx, Tag};
+use crate::Page;
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Default smallest batch worth sending to the workers (see the module doc).
+pub const DEFAULT_MIN_PARALLEL_PAGES: usize = 16;
+/// Default number of batches that may use the workers at once.
+pub const DEFAULT_MAX_BATCHES_IN_FLIGHT: usize = 4;
+
+/// Seal one page: `plaintext` -> `out`, tag written to `tag`.
+pub struct SealJob<'a> {
+    /// Where the page belongs.
+    pub ctx: PageCtx,
+    /// The page to seal.
+    pub plaintext: &'a Page,
+    /// Where its ciphertext goes.
+    pub out: &'a mut Page,
+    /// Set on success.
+    pub tag: Option<Tag>,
+}
+
+impl<'a> SealJob<'a> {
+    /// A job with no tag yet.
+    pub fn new(ctx: PageCtx, plaintext: &'a Page, out: &'a mut Page) -> Self {
+        Self { ctx, plaintext, out, tag: None }
+    }
+}
+
+/// Open (verify and decrypt) one page: `sealed` -> `out`.
+pub struct OpenJob<'a> {
+    /// Where the page belongs.
+    pub ctx: PageCtx,
+    /// The sealed page.
+    pub sealed: &'a Page,
+    /// Its stored tag.
+    pub tag: Tag,
+    /// Where the plaintext goes (zeroed on failure).
+    pub out: &'a mut Page,
+}
+
+/// Faithful mode: XTS-encrypt one page and compute its plaintext checksum.
+pub struct XtsJob<'a> {
+    /// Page index (the XTS tweak).
+    pub page_index: u64,
+    /// Input page.
+    pub input: &'a Page,
+    /// Output page.
+    pub out: &'a mut Page,
+    /// Encrypt: the checksum of the plaintext input, computed if asked. Decrypt: if set, the
+    /// decrypted page is verified against it.
+    pub checksum: Option<PageChecksum>,
+}
+
+/// A fixed pool of crypto workers.
+pub struct CryptoPool {
+    pool: rayon::ThreadPool,
+    threads: usize,
+    min_parallel_pages: usize,
+    max_batches_in_flight: usize,
+    in_flight: AtomicUsize,
+}
+
+impl std::fmt::Debug for CryptoPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CryptoPool")
+            .field("threads", &self.threads)
+            .field("min_parallel_pages", &self.min_parallel_pages)
+            .finish()
+    }
+}
+
+impl CryptoPool {
+    /// A pool of `threads` workers (0 = number of available cores).
+    pub fn new(threads: usize) -> Result<Self, CryptError> {
+        Self::with_limits(threads, DEFAULT_MIN_PARALLEL_PAGES, DEFAULT_MAX_BATCHES_IN_FLIGHT)
+    }
+
+    /// A pool with explicit bounds (see the module doc).
+    pub fn with_limits(threads: usize, min_parallel_pages: usize, max_batches_in_flight: usize) -> Result<Self, CryptError> {
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        } else {
+            threads
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("pmo-crypt-{i}"))
+            .build()
+            .map_err(|e| CryptError::Pool(e.to_string()))?;
+        Ok(Self {
+            pool,
+            threads,
+            min_parallel_pages: min_parallel_pages.max(1),
+            max_batches_in_flight: max_batches_in_flight.max(1),
+            in_flight: AtomicUsize::new(0),
+        })
+    }
+
+    /// Number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Run `f` on every job, in parallel when the batch is large enough and the pool has room.
+    /// Returns the first failure by job index (all jobs are still attempted).
+    pub fn run<J, F>(&self, jobs: &mut [J], f: F) -> Result<(), CryptError>
+    where
+        J: Send,
+        F: Fn(&mut J) -> Result<(), CryptError> + Sync,
+    {
+        let sequential = |jobs: &mut [J], base: usize| -> Result<(), (usize, CryptError)> {
+            let mut first = Ok(());
+            for (i, job) in jobs.iter_mut().enumerate() {
+                if let Err(e) = f(job) {
+                    if first.is_ok() {
+                        first = Err((base + i, e));
+                    }
+                }
+            }
+            first
+        };
+        let wrap = |r: Result<(), (usize, CryptError)>| {
+            r.map_err(|(job_index, e)| CryptError::Batch { job_index, source: Box::new(e) })
+        };
+        if jobs.len() < self.min_parallel_pages || self.threads == 1 {
+            return wrap(sequential(jobs, 0));
+        }
+        if self.in_flight.fetch_add(1, Ordering::AcqRel) >= self.max_batches_in_flight {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return wrap(sequential(jobs, 0));
+        }
+        let chunk = jobs.len().div_ceil(self.threads);
+        let result = self.pool.install(|| {
+            jobs.par_chunks_mut(chunk)
+                .enumerate()
+                .map(|(c, part)| sequential(part, c * chunk))
+                .reduce(|| Ok(()), |a, b| match (a, b) {
+                    (Err(x), Err(y)) => Err(if x.0 <= y.0 { x } else { y }),
+                    (Err(x), _) | (_, Err(x)) => Err(x),
+                    _ => Ok(()),
+                })
+        });
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        wrap(result)
+    }
+
+    /// Seal every job's page (secure mode).
+    pub fn seal_batch(&self, keys: &PmoKeys, jobs: &mut [SealJob<'_>]) -> Result<(), CryptError> {
+        self.run(jobs, |j| {
+            j.tag = Some(seal_page(keys, &j.ctx, j.plaintext, j.out)?);
+            Ok(())
+        })
+    }
+
+    /// Verify and decrypt every job's page (secure mode).
+    pub fn open_batch(&self, keys: &PmoKeys, jobs: &mut [OpenJob<'_>]) -> Result<(), CryptError> {
+        self.run(jobs, |j| open_page(keys, &j.ctx, j.sealed, &j.tag, j.out))
+    }
+
+    /// Faithful mode: XTS-encrypt every page; with `checksums`, also compute each plaintext's
+    /// SHA-256 into the job.
+    pub fn xts_encrypt_batch(&self, keys: &FaithfulKeys, jobs: &mut [XtsJob<'_>], checksums: bool) -> Result<(), CryptError> {
+        self.run(jobs, |j| {
+            if checksums {
+                j.checksum = Some(page_checksum(j.input));
+            }
+            keys.encrypt_page(j.page_index, j.input, j.out)
+        })
+    }
+
+    /// Faithful mode: XTS-decrypt every page, verifying those whose job carries a checksum.
+    pub fn xts_decrypt_batch(&self, keys: &FaithfulKeys, jobs: &mut [XtsJob<'_>]) -> Result<(), CryptError> {
+        self.run(jobs, |j| match j.checksum {
+            Some(sum) => keys.decrypt_and_verify(j.page_index, j.input, &sum, j.out),
+            None => keys.decrypt_page(j.page_index, j.input, j.out),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MasterKey, PAGE_SIZE};
+
+    fn ctx(i: u64) -> PageCtx {
+        PageCtx { pool_uuid: [1; 16], pmo_uuid: [2; 16], page_index: i, version: 1000 + i }
+    }
+
+    #[test]
+    fn parallel_batch_matches_sequential_and_reports_first_failure() {
+        let keys = PmoKeys::derive(&MasterKey::from_bytes([8; 32]), [1; 16], [2; 16]).unwrap();
+        let pool = CryptoPool::with_limits(2, 4, 2).unwrap();
+        let n = 40;
+        let plain: Vec<Page> = (0..n).map(|i| [i as u8; PAGE_SIZE]).collect();
+        let mut sealed = vec![[0u8; PAGE_SIZE]; n];
+        let mut jobs: Vec<SealJob> =
+            plain.iter().zip(sealed.iter_mut()).enumerate().map(|(i, (p, o))| SealJob::new(ctx(i as u64), p, o)).collect();
+        pool.seal_batch(&keys, &mut jobs).unwrap();
+        let tags: Vec<Tag> = jobs.iter().map(|j| j.tag.unwrap()).collect();
+        drop(jobs);
+        for i in 0..n {
+            let mut one = [0u8; PAGE_SIZE];
+            let t = seal_page(&keys, &ctx(i as u64), &plain[i], &mut one).unwrap();
+            assert_eq!(t, tags[i]);
+            assert_eq!(one, sealed[i]);
+        }
+        sealed[7][0] ^= 1;
+        sealed[30][0] ^= 1;
+        let mut outs = vec![[0u8; PAGE_SIZE]; n];
+        let mut jobs: Vec<OpenJob> = sealed
+            .iter()
+            .zip(outs.iter_mut())
+            .enumerate()
+            .map(|(i, (s, o))| OpenJob { ctx: ctx(i as u64), sealed: s, tag: tags[i], out: o })
+            .collect();
+        let err = pool.open_batch(&keys, &mut jobs).unwrap_err();
+        assert_eq!(err, CryptError::Batch { job_index: 7, source: Box::new(CryptError::Integrity) });
+        drop(jobs);
+        assert_eq!(outs[0], plain[0]);
+        assert!(outs[30].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn xts_batch_round_trip_with_checksums() {
+        let keys = FaithfulKeys::derive(&MasterKey::from_bytes([8; 32]), [1; 16], [2; 16]).unwrap();
+        let pool = CryptoPool::with_limits(2, 1, 2).unwrap();
+        let plain: Vec<Page> = (0..20).map(|i| [i as u8 ^ 0x5A; PAGE_SIZE]).collect();
+        let mut ct = vec![[0u8; PAGE_SIZE]; 20];
+        let mut jobs: Vec<XtsJob> = plain
+            .iter()
+            .zip(ct.iter_mut())
+            .enumerate()
+            .map(|(i, (p, o))| XtsJob { page_index: i as u64, input: p, out: o, checksum: None })
+            .collect();
+        pool.xts_encrypt_batch(&keys, &mut jobs, true).unwrap();
+        let sums: Vec<PageChecksum> = jobs.iter().map(|j| j.checksum.unwrap()).collect();
+        drop(jobs);
+        let mut back = vec![[0u8; PAGE_SIZE]; 20];
+        let mut jobs: Vec<XtsJob> = ct
+            .iter()
+            .zip(back.iter_mut())
+            .enumerate()
+            .map(|(i, (c, o))| XtsJob { page_index: i as u64, input: c, out: o, checksum: Some(sums[i]) })
+            .collect();
+        pool.xts_decrypt_batch(&keys, &mut jobs).unwrap();
+        drop(jobs);
+        assert_eq!(back, plain);
+    }
+}
