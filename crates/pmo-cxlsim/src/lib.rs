@@ -1,1 +1,32 @@
-//! pmo-cxlsim (work in progress)
+//! pmo-cxlsim: a fast, deterministic simulator of a persistent CXL switch, after Hadi et al.,
+//! "The Case for Persistent CXL Switches" (`shared/seeds/001_...`).
+//!
+//! Glossary:
+//! - **line**: 64-byte cache line, named by its number (`address / 64`).
+//! - **version / value**: a unique number per store; lines hold versions, not bytes.
+//! - **PD**: persistent domain; a persist is complete once it enters the PD.
+//! - **PB / PBE**: persist buffer in the first switch / one of its entries.
+//! - **PBC / PBCS**: the PB controller / its selector; **PI / PO**: its input / output buffers.
+//! - **hop**: one CXL switch between host and PM; `hops = 0` puts PM on the memory bus.
+//! - **drain**: the write a PBE sends to PM; the entry stays until PM acknowledges it.
+//!
+//! Codemap: `config` (parameters), `trace` (format, reader, recorder), `kernels` (workload
+//! generators), `cache` (cache arrays), `pb` (the PB table), `sim` (the event-driven model),
+//! `checker` (sequential model and crash checks), `study` (the paper's figures), `cli`.
+//! This crate depends on no other pmo crate.
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod cache;
+pub mod checker;
+pub mod config;
+pub mod error;
+pub mod pb;
+pub mod sim;
+pub mod trace;
+
+pub use config::{Fault, Params, Scheme};
+pub use error::{CxlsimError, Result};
+pub use sim::{simulate, Simulator, Stats};
+pub use trace::{Op, OpKind, Recorder, Trace};
