@@ -369,6 +369,33 @@ peers_lmdb_close(MDB_env *env)
 }
 
 /*
+ * Puts count values under random keys in one transaction (the untimed prefill that gives every
+ * sample the same starting tree).
+ */
+int
+peers_lmdb_prefill(MDB_env *env, const uint8_t *value, uint64_t value_len, uint64_t count,
+		   uint64_t *rng)
+{
+	MDB_txn *txn = NULL;
+	MDB_dbi dbi;
+	int rc = mdb_txn_begin(env, NULL, 0, &txn);
+	if (rc != 0)
+		return rc;
+	rc = mdb_dbi_open(txn, NULL, 0, &dbi);
+	for (uint64_t k = 0; rc == 0 && k < count; k++) {
+		uint64_t key_bytes = peers_rand(rng);
+		MDB_val key = { sizeof(key_bytes), &key_bytes };
+		MDB_val data = { (size_t)value_len, (void *)value };
+		rc = mdb_put(txn, dbi, &key, &data, 0);
+	}
+	if (rc != 0) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	return mdb_txn_commit(txn);
+}
+
+/*
  * ops operations, each: begin a write transaction, put one value of value_len bytes under a random
  * 8-byte key, commit (synchronous: fdatasync unless the env was opened with MDB_NOSYNC).
  */

@@ -31,6 +31,9 @@ const TX_CHUNK_OPS: u64 = 256;
 pub const TX_ALLOC_LINK_MAX_OPS_PER_BATCH: u64 = 20_000;
 /// Puts in one LMDB sample at most, whatever the time budget: bounds the database file.
 pub const LMDB_MAX_OPS_PER_SAMPLE: u64 = 50_000;
+/// Values put (in one untimed transaction) into each fresh LMDB environment before a sample, so
+/// every sample starts from the same tree depth.
+pub const LMDB_PREFILL_KEYS: u64 = 10_000;
 /// LMDB put + commits between two clock reads.
 const LMDB_CHUNK_OPS: u64 = 64;
 /// Larson operations between two clock reads.
@@ -324,9 +327,13 @@ pub fn pmdk_alloc_free(
     let scratch = Scratch::file(&opts.dir, "alloc")?;
     let pool_bytes = alloc_pool_bytes(size_bytes, threads as u64 * u64::from(ROUND_BLOCKS));
     let pool = PmdkPool::create(&scratch.path, pool_bytes, opts.require_pmem)?;
-    alloc_free_samples(opts, threads, work, || OidSlots::new(&pool, ROUND_BLOCKS), |s, o| {
-        s.alloc_free_round(o, size_bytes)
-    })
+    alloc_free_samples(
+        opts,
+        threads,
+        work,
+        || OidSlots::new(&pool, ROUND_BLOCKS),
+        |s, o| s.alloc_free_round(o, size_bytes),
+    )
 }
 
 /// glibc `malloc` + `free` in the same pattern as [`pmdk_alloc_free`]: the volatile bound.
@@ -340,9 +347,13 @@ pub fn glibc_alloc_free(
     check_threads(threads)?;
     check_block(size_bytes)?;
     work.check()?;
-    alloc_free_samples(opts, threads, work, || MallocSlots::new(ROUND_BLOCKS), |s, o| {
-        s.alloc_free_round(o, size_bytes)
-    })
+    alloc_free_samples(
+        opts,
+        threads,
+        work,
+        || MallocSlots::new(ROUND_BLOCKS),
+        |s, o| s.alloc_free_round(o, size_bytes),
+    )
 }
 
 fn alloc_free_samples<Slots: Send>(
@@ -540,7 +551,11 @@ pub fn pmdk_tx_update(opts: &Options, len_bytes: u64, work: Work) -> Result<Meas
         )));
     }
     let scratch = Scratch::file(&opts.dir, "tx")?;
-    let pool = PmdkPool::create(&scratch.path, TX_OBJECT_BYTES + (64 << 20), opts.require_pmem)?;
+    let pool = PmdkPool::create(
+        &scratch.path,
+        TX_OBJECT_BYTES + (64 << 20),
+        opts.require_pmem,
+    )?;
     pool.tx_root(TX_OBJECT_BYTES)?;
     let src: Vec<u8> = (0..len_bytes).map(|i| (i % 251) as u8).collect();
     let mut states = [c_rng_state(opts.seed, 0x7478)];
@@ -552,7 +567,11 @@ pub fn pmdk_tx_update(opts: &Options, len_bytes: u64, work: Work) -> Result<Meas
     let mut samples = Vec::with_capacity(opts.repeats);
     let mut ops_total = 0;
     for sample in 0..=opts.repeats {
-        let this_work = if sample == 0 { Work::Ops(TX_CHUNK_OPS) } else { work };
+        let this_work = if sample == 0 {
+            Work::Ops(TX_CHUNK_OPS)
+        } else {
+            work
+        };
         let (ops, elapsed) = run_threads(&mut states, this_work, step)?;
         if sample > 0 {
             samples.push(micros_per_op(ops, elapsed));
@@ -585,14 +604,20 @@ pub fn pmdk_tx_alloc_link(opts: &Options, size_bytes: u64, work: Work) -> Result
     let mut samples = Vec::with_capacity(opts.repeats);
     let mut ops_total = 0;
     for sample in 0..=opts.repeats {
-        let this_work = if sample == 0 { Work::Ops(TX_CHUNK_OPS) } else { work };
+        let this_work = if sample == 0 {
+            Work::Ops(TX_CHUNK_OPS)
+        } else {
+            work
+        };
         let mut ops = 0u64;
         let mut timed = Duration::ZERO;
         while !this_work.done(ops, timed) {
             // One batch: timed in chunks, then the list is freed untimed.
             let mut in_batch = 0u64;
             while in_batch < batch && !this_work.done(ops, timed) {
-                let chunk = this_work.next_chunk(ops, TX_CHUNK_OPS).min(batch - in_batch);
+                let chunk = this_work
+                    .next_chunk(ops, TX_CHUNK_OPS)
+                    .min(batch - in_batch);
                 let start = Instant::now();
                 pool.tx_alloc_link_run(size_bytes, chunk)?;
                 timed += start.elapsed();
@@ -613,8 +638,9 @@ pub fn pmdk_tx_alloc_link(opts: &Options, size_bytes: u64, work: Work) -> Result
 /// LMDB put + synchronous commit: one op is `mdb_txn_begin`, `mdb_put` of a `value_bytes` value
 /// under a random 8-byte key, `mdb_txn_commit` (which fdatasyncs: the environment is opened
 /// without `MDB_NOSYNC`). Each sample uses a fresh environment in [`Options::dir`] (`/dev/shm`
-/// for the emulated-PM figure, a disk directory for the fsync figure) and does at most
-/// [`LMDB_MAX_OPS_PER_SAMPLE`] ops. Returns µs per op, one thread.
+/// for the emulated-PM figure, a disk directory for the fsync figure), prefilled untimed with
+/// [`LMDB_PREFILL_KEYS`] values of the same size, and does at most [`LMDB_MAX_OPS_PER_SAMPLE`]
+/// ops. Returns µs per op, one thread.
 pub fn lmdb_put_commit(opts: &Options, value_bytes: u64, work: Work) -> Result<Measurement> {
     opts.check()?;
     work.check()?;
@@ -625,7 +651,7 @@ pub fn lmdb_put_commit(opts: &Options, value_bytes: u64, work: Work) -> Result<M
     }
     let cap = LMDB_MAX_OPS_PER_SAMPLE;
     // Leaf or overflow pages per value, twice for copy-on-write garbage, plus room for the tree.
-    let map_bytes = cap * (value_bytes + 4096 + 64) * 2 + (64 << 20);
+    let map_bytes = (cap + LMDB_PREFILL_KEYS) * (value_bytes + 4096 + 64) * 2 + (64 << 20);
     let value: Vec<u8> = (0..value_bytes).map(|i| (i % 253) as u8).collect();
     let mut samples = Vec::with_capacity(opts.repeats);
     let mut ops_total = 0;
@@ -633,7 +659,12 @@ pub fn lmdb_put_commit(opts: &Options, value_bytes: u64, work: Work) -> Result<M
         let scratch = Scratch::dir(&opts.dir, "lmdb")?;
         let mut env = LmdbEnv::open(&scratch.path, map_bytes, 0)?;
         let mut rng = c_rng_state(opts.seed, 0x6c6d_6462 + sample);
-        let this_work = if sample == 0 { Work::Ops(LMDB_CHUNK_OPS) } else { work };
+        env.prefill(&value, LMDB_PREFILL_KEYS, &mut rng)?;
+        let this_work = if sample == 0 {
+            Work::Ops(LMDB_CHUNK_OPS)
+        } else {
+            work
+        };
         let mut ops = 0u64;
         let start = Instant::now();
         while !this_work.done(ops, start.elapsed()) && ops < cap {
@@ -661,7 +692,10 @@ mod tests {
         assert!(!Work::Ops(10).done(9, Duration::from_secs(100)));
         assert_eq!(Work::Ops(10).next_chunk(4, 100), 6);
         assert_eq!(Work::Ops(10).next_chunk(10, 100), 1);
-        assert_eq!(Work::Duration(Duration::from_millis(5)).next_chunk(0, 64), 64);
+        assert_eq!(
+            Work::Duration(Duration::from_millis(5)).next_chunk(0, 64),
+            64
+        );
         assert!(Work::Ops(0).check().is_err());
         assert!(Work::Duration(Duration::ZERO).check().is_err());
     }

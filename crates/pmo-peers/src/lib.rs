@@ -31,7 +31,7 @@ mod sys;
 pub use bench::{
     glibc_alloc_free, glibc_larson, lmdb_put_commit, pmdk_alloc_free, pmdk_larson,
     pmdk_tx_alloc_link, pmdk_tx_update, LarsonParams, Options, Work, LMDB_MAX_OPS_PER_SAMPLE,
-    ROUND_BLOCKS, TX_ALLOC_LINK_MAX_OPS_PER_BATCH, TX_OBJECT_BYTES,
+    LMDB_PREFILL_KEYS, ROUND_BLOCKS, TX_ALLOC_LINK_MAX_OPS_PER_BATCH, TX_OBJECT_BYTES,
 };
 pub use error::{Error, Result};
 pub use stats::{Measurement, Unit};

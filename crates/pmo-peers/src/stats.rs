@@ -45,7 +45,9 @@ impl Measurement {
     /// Builds a measurement; fails if there is no sample or a sample is not finite and positive.
     pub fn from_samples(unit: Unit, samples: Vec<f64>, ops_total: u64) -> Result<Self> {
         if samples.is_empty() {
-            return Err(Error::InvalidParameter("a measurement needs at least one sample".into()));
+            return Err(Error::InvalidParameter(
+                "a measurement needs at least one sample".into(),
+            ));
         }
         if let Some(bad) = samples.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
             return Err(Error::InvalidParameter(format!(

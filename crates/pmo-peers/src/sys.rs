@@ -53,8 +53,11 @@ pub(crate) struct RawMdbEnv {
 
 extern "C" {
     fn peers_pmdk_errormsg() -> *const c_char;
-    fn peers_pmdk_create(path: *const c_char, pool_size_bytes: u64, out: *mut *mut RawPool)
-        -> c_int;
+    fn peers_pmdk_create(
+        path: *const c_char,
+        pool_size_bytes: u64,
+        out: *mut *mut RawPool,
+    ) -> c_int;
     fn peers_pmdk_close(pop: *mut RawPool);
     fn peers_pmdk_is_pmem(pop: *mut RawPool) -> c_int;
     fn peers_pmdk_alloc_free_round(
@@ -123,6 +126,13 @@ extern "C" {
         out: *mut *mut RawMdbEnv,
     ) -> c_int;
     fn peers_lmdb_close(env: *mut RawMdbEnv);
+    fn peers_lmdb_prefill(
+        env: *mut RawMdbEnv,
+        value: *const u8,
+        value_len: u64,
+        count: u64,
+        rng: *mut u64,
+    ) -> c_int;
     fn peers_lmdb_put_commit_run(
         env: *mut RawMdbEnv,
         value: *const u8,
@@ -157,8 +167,9 @@ pub fn ensure_pmem_force() {
 }
 
 fn path_to_cstring(path: &Path) -> Result<CString> {
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| Error::InvalidParameter(format!("path {} contains a NUL byte", path.display())))
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        Error::InvalidParameter(format!("path {} contains a NUL byte", path.display()))
+    })
 }
 
 fn pmdk_error(operation: &'static str, errno: c_int) -> Error {
@@ -396,7 +407,12 @@ impl<'pool> OidSlots<'pool> {
     }
 
     /// Allocates every empty slot with a size uniform in `[min_bytes, max_bytes]`.
-    pub(crate) fn larson_fill(&mut self, min_bytes: u64, max_bytes: u64, rng: &mut u64) -> Result<()> {
+    pub(crate) fn larson_fill(
+        &mut self,
+        min_bytes: u64,
+        max_bytes: u64,
+        rng: &mut u64,
+    ) -> Result<()> {
         check_range(min_bytes, max_bytes)?;
         // SAFETY: oids is n long and holds OID_NULL or oids of this pool; rng is valid.
         let rc = unsafe {
@@ -425,7 +441,9 @@ impl<'pool> OidSlots<'pool> {
     ) -> Result<()> {
         check_range(min_bytes, max_bytes)?;
         if self.oids.is_empty() {
-            return Err(Error::InvalidParameter("Larson needs at least one slot".into()));
+            return Err(Error::InvalidParameter(
+                "Larson needs at least one slot".into(),
+            ));
         }
         // SAFETY: as in larson_fill; the C side frees an oid before it reallocates the slot.
         let rc = unsafe {
@@ -507,11 +525,22 @@ impl MallocSlots {
         Ok(())
     }
 
-    pub(crate) fn larson_fill(&mut self, min_bytes: u64, max_bytes: u64, rng: &mut u64) -> Result<()> {
+    pub(crate) fn larson_fill(
+        &mut self,
+        min_bytes: u64,
+        max_bytes: u64,
+        rng: &mut u64,
+    ) -> Result<()> {
         check_range(min_bytes, max_bytes)?;
         // SAFETY: blocks is n long and holds NULL or blocks this value owns.
         let rc = unsafe {
-            peers_glibc_larson_fill(self.blocks.as_mut_ptr(), self.n(), min_bytes, max_bytes, rng)
+            peers_glibc_larson_fill(
+                self.blocks.as_mut_ptr(),
+                self.n(),
+                min_bytes,
+                max_bytes,
+                rng,
+            )
         };
         if rc != 0 {
             return Err(Error::OutOfMemory);
@@ -528,7 +557,9 @@ impl MallocSlots {
     ) -> Result<()> {
         check_range(min_bytes, max_bytes)?;
         if self.blocks.is_empty() {
-            return Err(Error::InvalidParameter("Larson needs at least one slot".into()));
+            return Err(Error::InvalidParameter(
+                "Larson needs at least one slot".into(),
+            ));
         }
         // SAFETY: as in larson_fill; a slot is freed before it is reallocated.
         let rc = unsafe {
@@ -576,11 +607,35 @@ impl LmdbEnv {
         Ok(LmdbEnv { env })
     }
 
+    /// Puts `count` values under random keys in one transaction.
+    pub(crate) fn prefill(&mut self, value: &[u8], count: u64, rng: &mut u64) -> Result<()> {
+        // SAFETY: the env is open and used only through &mut self; value is valid for its length.
+        let rc = unsafe {
+            peers_lmdb_prefill(
+                self.env.as_ptr(),
+                value.as_ptr(),
+                value.len() as u64,
+                count,
+                rng,
+            )
+        };
+        if rc != 0 {
+            return Err(lmdb_error("prefill", rc));
+        }
+        Ok(())
+    }
+
     /// `ops` write transactions, each putting `value` under a random 8-byte key and committing.
     pub(crate) fn put_commit_run(&mut self, value: &[u8], ops: u64, rng: &mut u64) -> Result<()> {
         // SAFETY: the env is open and used only through &mut self; value is valid for its length.
         let rc = unsafe {
-            peers_lmdb_put_commit_run(self.env.as_ptr(), value.as_ptr(), value.len() as u64, ops, rng)
+            peers_lmdb_put_commit_run(
+                self.env.as_ptr(),
+                value.as_ptr(),
+                value.len() as u64,
+                ops,
+                rng,
+            )
         };
         if rc != 0 {
             return Err(lmdb_error("put + commit", rc));

@@ -99,7 +99,9 @@ fn lmdb_put_commit_small_and_page_values() {
 #[test]
 fn pool_is_emulated_pmem_and_scratch_is_removed() {
     let opts = tiny();
-    let path = opts.dir.join(format!("pmo-peers-{}-own-pool", std::process::id()));
+    let path = opts
+        .dir
+        .join(format!("pmo-peers-{}-own-pool", std::process::id()));
     {
         let pool = PmdkPool::create(&path, 16 << 20, true).unwrap();
         assert!(pool.is_pmem());
