@@ -315,3 +315,52 @@ mod tests {
         assert!(matches!(m.read(u64::MAX - 1, &mut [0; 4]), Err(MediumError::OutOfRange { .. })));
     }
 }
+
+/// One explored crash: power was lost at persist point `point` of the operation (or after it
+/// completed, when `completed`), leaving `image`.
+#[derive(Debug)]
+pub struct CrashPoint {
+    pub point: u64,
+    /// The operation had finished (power lost after its last persist point).
+    pub completed: bool,
+    /// Which of the images of this point this is (0: no pending line survived, 1: all did,
+    /// 2..: random subsets, then one torn image).
+    pub variant: usize,
+    pub image: Vec<u8>,
+}
+
+/// Cut power at every persist point of `op`, and once after it completes.
+///
+/// `op` runs against a fresh [`CrashMedium`] holding `base`; for each persist point the images a
+/// power failure could leave there (none, all and `random` random subsets of the unfenced lines,
+/// plus one torn image) are handed to `check`. Deterministic for a `seed`. Returns the number of
+/// persist points of an uninterrupted run.
+pub fn explore<T>(
+    base: &[u8],
+    random: usize,
+    seed: u64,
+    op: impl Fn(&std::sync::Arc<CrashMedium>) -> T,
+    mut check: impl FnMut(&CrashPoint),
+) -> u64 {
+    let probe = std::sync::Arc::new(CrashMedium::from_image(base.to_vec()));
+    let _ = op(&probe);
+    let points = probe.fences();
+    for point in 0..=points {
+        let m = std::sync::Arc::new(CrashMedium::from_image(base.to_vec()));
+        m.crash_at(Some(point));
+        let _ = op(&m);
+        let completed = !m.crashed();
+        if completed {
+            m.crash_now();
+        }
+        let point_seed = seed ^ (point.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut images = m.crash_images(random, point_seed);
+        if m.pending_lines() > 0 {
+            images.push(m.torn_image(point_seed));
+        }
+        for (variant, image) in images.into_iter().enumerate() {
+            check(&CrashPoint { point, completed, variant, image });
+        }
+    }
+    points
+}

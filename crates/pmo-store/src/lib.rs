@@ -1,1 +1,34 @@
-//! pmo-store (work in progress)
+//! The pmo store: pools of named Persistent Memory Objects on any medium.
+//!
+//! | module      | owns |
+//! |-------------|------|
+//! | [`pool`]    | create/open(= recover) a pool; pcreate, pdestroy, list, info, check; page-level [`PmoHandle`] |
+//! | [`engine`]  | one PMO's shadow-paging commit (psync) and recovery |
+//! | [`namespace`] | the in-memory namespace copy and the free-space map derived from it |
+//! | [`keys`]    | Argon2id master keys and key verifiers |
+//! | [`locks`]   | attach and metadata locks across threads and processes |
+//! | [`attach`]  | mapped attach at a stable address, dirty tracking, psync, detach |
+//! | [`pptr`]    | relocatable typed offset pointers |
+//!
+//! Invariants:
+//! - The store writes the medium only through [`pmo_medium::Medium`].
+//! - Free space is derived from the namespace: a crash can never leak space.
+//! - After any crash, each PMO reads as of its newest committed psync (see [`engine`]).
+//! - A persistence failure poisons the pool: every later call fails with `Poisoned`.
+#![deny(unsafe_code)]
+
+pub mod attach;
+pub mod engine;
+pub mod error;
+pub mod keys;
+pub mod locks;
+pub mod namespace;
+pub mod pool;
+pub mod pptr;
+
+pub use attach::{AttachOptions, Attachment};
+pub use engine::{CommitStats, Page};
+pub use error::{Result, StoreError};
+pub use pmo_format::KdfParams;
+pub use pool::{AttachState, CheckReport, Perm, PmoHandle, PmoInfo, Pool, PoolInfo, PoolOptions};
+pub use pptr::PPtr;

@@ -1,0 +1,276 @@
+//! The shadow-paging engine of one PMO: page reads, psync commits and recovery.
+//!
+//! Every page has two slots on the medium and a page-map entry naming the current one (or "zero").
+//! A psync of pages P with sequence number `s`:
+//! 1. writes each page of P to its *other* slot and flushes it;
+//! 2. writes journal `s % 2` (page, new page-map entry) for P and flushes it; **fence**;
+//! 3. writes commit record slot `s % 2` {s, |P|, CRC of the journal}; **fence** (the commit point);
+//! 4. writes the new page-map entries; **fence**.
+//!
+//! A crash before 3 completes leaves the previous record the newest valid one; a crash after it
+//! leaves record `s`. Recovery re-applies the journal of the newest valid record, which is always
+//! intact (the next psync writes the other journal) and idempotent (it *sets* entries). Pages of
+//! an uncommitted psync sit in slots no entry points to. So after any crash each PMO is exactly
+//! as of its last committed psync; the cost of a psync grows with |P|, not with the PMO size.
+//!
+//! Invariant: the page-map entries on the medium reflect every committed psync except possibly
+//! the newest one (whose journal recovery re-applies).
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use pmo_format::record::{CommitRecord, JournalEntry};
+use pmo_format::layout::{PageLoc, PageMapEntry, PmoLayout, JOURNAL_ENTRY_SIZE};
+use pmo_format::{crc, Entry, PAGE_SIZE};
+use pmo_medium::Medium;
+
+use crate::error::{Result, StoreError};
+
+/// One page of bytes.
+pub type Page = [u8; PAGE_SIZE as usize];
+
+/// What a psync did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Sequence number of the commit (0 if there was nothing to commit).
+    pub seq: u64,
+    /// Pages written.
+    pub pages: u64,
+    /// Bytes written to the medium (data, journal, record, page map).
+    pub bytes_persisted: u64,
+    /// Fences issued.
+    pub fences: u64,
+    /// Wall time in nanoseconds.
+    pub elapsed_ns: u64,
+}
+
+/// What recovery did for one PMO.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoverReport {
+    /// Sequence number of the newest committed psync.
+    pub seq: u64,
+    /// Page-map entries that had to be re-applied.
+    pub replayed: u64,
+}
+
+/// The engine state of one PMO (shared by all handles of this process to it).
+pub struct PmoCore {
+    pub name: String,
+    pub uuid: [u8; 16],
+    pub extent_off: u64,
+    pub size: u64,
+    pub base_addr: u64,
+    pub layout: PmoLayout,
+    /// First 8 bytes of the uuid, stamped into commit records.
+    tag: u64,
+    /// Sequence number of the newest committed psync; the mutex also serialises psyncs.
+    seq: Mutex<u64>,
+}
+
+impl PmoCore {
+    /// Engine for a namespace entry. Fails if the entry's layout does not fit its extent.
+    pub fn new(entry: &Entry) -> Result<PmoCore> {
+        let npages = entry.size / PAGE_SIZE;
+        let layout = PmoLayout::new(npages, entry.tag_bytes as u64)
+            .filter(|l| l.extent_len <= entry.extent_len)
+            .ok_or_else(|| StoreError::Corrupt(format!("PMO '{}': extent too small for its size", entry.name)))?;
+        Ok(PmoCore {
+            name: entry.name.clone(),
+            uuid: entry.uuid,
+            extent_off: entry.extent_off,
+            size: entry.size,
+            base_addr: entry.base_addr,
+            layout,
+            tag: u64::from_le_bytes(entry.uuid[..8].try_into().expect("8 bytes")),
+            seq: Mutex::new(0),
+        })
+    }
+
+    fn abs(&self, rel: u64) -> u64 {
+        self.extent_off + rel
+    }
+
+    /// Pages in the PMO.
+    pub fn npages(&self) -> u64 {
+        self.layout.npages
+    }
+
+    /// Newest committed sequence number known to this process.
+    pub fn seq(&self) -> u64 {
+        *self.seq.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Prepare a fresh extent: no commit records, every page "zero". Flushed, not fenced.
+    pub fn init_on_medium(&self, m: &dyn Medium) -> Result<()> {
+        m.zero(self.abs(0), PAGE_SIZE)?;
+        m.flush(self.abs(0), PAGE_SIZE)?;
+        let map_len = self.layout.journal_off[0] - self.layout.map_off;
+        m.zero(self.abs(self.layout.map_off), map_len)?;
+        m.flush(self.abs(self.layout.map_off), map_len)?;
+        Ok(())
+    }
+
+    /// The page-map entry of `page` as stored.
+    pub fn map_entry(&self, m: &dyn Medium, page: u64) -> Result<PageMapEntry> {
+        let mut b = [0u8; 8];
+        m.read(self.abs(self.layout.map_entry(page)), &mut b)?;
+        Ok(PageMapEntry(u64::from_le_bytes(b)))
+    }
+
+    /// Fill `dst` with the current contents of `page`. Allocation-free and lock-free on media
+    /// that are mapped (file, PM), so it may run inside a page-fault handler.
+    pub fn fill_page(&self, m: &dyn Medium, page: u64, dst: &mut Page) -> Result<(), &'static str> {
+        if page >= self.layout.npages {
+            return Err("page index beyond the PMO");
+        }
+        let mut b = [0u8; 8];
+        m.read(self.abs(self.layout.map_entry(page)), &mut b).map_err(|_| "medium read failed")?;
+        match PageMapEntry(u64::from_le_bytes(b)).loc() {
+            Some(PageLoc::Zero) => {
+                dst.fill(0);
+                Ok(())
+            }
+            Some(PageLoc::Slot(s)) => m.read(self.abs(self.layout.page(s, page)), dst).map_err(|_| "medium read failed"),
+            None => Err("corrupted page-map entry"),
+        }
+    }
+
+    /// [`PmoCore::fill_page`] with a typed error.
+    pub fn read_page(&self, m: &dyn Medium, page: u64, dst: &mut Page) -> Result<()> {
+        self.fill_page(m, page, dst).map_err(|reason| StoreError::Integrity { name: self.name.clone(), page, reason: reason.into() })
+    }
+
+    /// Commit `pages` (ascending, unique, in range) atomically; `src` provides each page's new
+    /// contents. On error the medium is in an unknown state and the caller poisons the pool.
+    pub fn commit(&self, m: &dyn Medium, pages: &[u64], src: &mut dyn FnMut(u64, &mut Page) -> Result<()>) -> Result<CommitStats> {
+        let t0 = Instant::now();
+        if pages.windows(2).any(|w| w[0] >= w[1]) || pages.last().is_some_and(|&p| p >= self.layout.npages) {
+            return Err(StoreError::Invalid("psync pages must be ascending, unique and inside the PMO".into()));
+        }
+        let mut seq = self.seq.lock().unwrap_or_else(|e| e.into_inner());
+        if pages.is_empty() {
+            return Ok(CommitStats { seq: *seq, ..Default::default() });
+        }
+        let new_seq = *seq + 1;
+        let j = new_seq % 2;
+        let mut journal = Vec::with_capacity(pages.len() * JOURNAL_ENTRY_SIZE as usize);
+        let mut next_entries = Vec::with_capacity(pages.len());
+        let mut buf: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
+        for &p in pages {
+            let cur = self.map_entry(m, p)?;
+            let next = cur.next().ok_or_else(|| StoreError::Corrupt(format!("PMO '{}' page {p}: invalid page-map entry {:#x}", self.name, cur.0)))?;
+            let Some(PageLoc::Slot(slot)) = next.loc() else { unreachable!("next() always names a slot") };
+            src(p, &mut buf)?;
+            let off = self.abs(self.layout.page(slot, p));
+            m.write(off, &buf[..])?;
+            m.flush(off, PAGE_SIZE)?;
+            journal.extend_from_slice(&JournalEntry { page: p, entry: next }.encode());
+            next_entries.push(next);
+        }
+        let joff = self.abs(self.layout.journal_off[j as usize]);
+        m.write(joff, &journal)?;
+        m.flush(joff, journal.len() as u64)?;
+        m.fence()?;
+        let record = CommitRecord { seq: new_seq, count: pages.len() as u64, journal_crc: crc(&journal), pmo_tag: self.tag };
+        let roff = self.abs(self.layout.record(j));
+        m.write(roff, &record.encode())?;
+        m.flush(roff, pmo_format::RECORD_SIZE as u64)?;
+        m.fence()?;
+        for (&p, e) in pages.iter().zip(&next_entries) {
+            let off = self.abs(self.layout.map_entry(p));
+            m.write(off, &e.0.to_le_bytes())?;
+            m.flush(off, 8)?;
+        }
+        m.fence()?;
+        *seq = new_seq;
+        let k = pages.len() as u64;
+        Ok(CommitStats {
+            seq: new_seq,
+            pages: k,
+            bytes_persisted: k * PAGE_SIZE + journal.len() as u64 + pmo_format::RECORD_SIZE as u64 + 8 * k,
+            fences: 3,
+            elapsed_ns: t0.elapsed().as_nanos() as u64,
+        })
+    }
+
+    /// The newest valid commit record, if any.
+    fn newest_record(&self, m: &dyn Medium) -> Result<Option<CommitRecord>> {
+        let mut newest: Option<CommitRecord> = None;
+        for i in 0..2 {
+            let mut b = [0u8; pmo_format::RECORD_SIZE];
+            m.read(self.abs(self.layout.record(i)), &mut b)?;
+            if let Some(r) = CommitRecord::decode(&b, self.tag, self.layout.npages) {
+                if r.seq % 2 == i && newest.is_none_or(|n| r.seq > n.seq) {
+                    newest = Some(r);
+                }
+            }
+        }
+        Ok(newest)
+    }
+
+    /// Read and check the journal of `record`.
+    fn journal(&self, m: &dyn Medium, record: &CommitRecord) -> Result<Vec<JournalEntry>> {
+        let mut journal = vec![0u8; (record.count * JOURNAL_ENTRY_SIZE) as usize];
+        m.read(self.abs(self.layout.journal_off[(record.seq % 2) as usize]), &mut journal)?;
+        if crc(&journal) != record.journal_crc {
+            return Err(StoreError::Corrupt(format!("PMO '{}': journal of psync {} fails its checksum", self.name, record.seq)));
+        }
+        let entries: Vec<JournalEntry> = journal.chunks_exact(JOURNAL_ENTRY_SIZE as usize).map(JournalEntry::decode).collect();
+        for e in &entries {
+            if e.page >= self.layout.npages || !matches!(e.entry.loc(), Some(PageLoc::Slot(_))) {
+                return Err(StoreError::Corrupt(format!("PMO '{}': invalid journal entry for page {}", self.name, e.page)));
+            }
+        }
+        Ok(entries)
+    }
+
+    /// Bring the page map up to the newest committed psync (idempotent; safe to crash in).
+    /// The caller holds the PMO's exclusive attach lock.
+    pub fn recover(&self, m: &dyn Medium) -> Result<RecoverReport> {
+        let mut seq = self.seq.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(record) = self.newest_record(m)? else {
+            *seq = 0;
+            return Ok(RecoverReport::default());
+        };
+        let mut replayed = 0;
+        for e in self.journal(m, &record)? {
+            if self.map_entry(m, e.page)? != e.entry {
+                let off = self.abs(self.layout.map_entry(e.page));
+                m.write(off, &e.entry.0.to_le_bytes())?;
+                m.flush(off, 8)?;
+                replayed += 1;
+            }
+        }
+        if replayed > 0 {
+            m.fence()?;
+        }
+        *seq = record.seq;
+        Ok(RecoverReport { seq: record.seq, replayed })
+    }
+
+    /// Learn the newest sequence number without writing (a reader joining other readers: the
+    /// first of them recovered the PMO under the exclusive lock).
+    pub fn recover_readonly(&self, m: &dyn Medium) -> Result<()> {
+        let newest = self.newest_record(m)?;
+        *self.seq.lock().unwrap_or_else(|e| e.into_inner()) = newest.map_or(0, |r| r.seq);
+        Ok(())
+    }
+
+    /// Problems found by a read-only check of this PMO's metadata (empty: none).
+    pub fn check(&self, m: &dyn Medium) -> Result<Vec<String>> {
+        let mut problems = Vec::new();
+        if let Some(record) = self.newest_record(m)? {
+            if let Err(e) = self.journal(m, &record) {
+                problems.push(e.to_string());
+            }
+        }
+        let map_len = (self.layout.npages * 8) as usize;
+        let mut map = vec![0u8; map_len];
+        m.read(self.abs(self.layout.map_off), &mut map)?;
+        let bad = map.chunks_exact(8).filter(|c| PageMapEntry(u64::from_le_bytes((*c).try_into().expect("8"))).loc().is_none()).count();
+        if bad > 0 {
+            problems.push(format!("PMO '{}': {bad} corrupted page-map entries", self.name));
+        }
+        Ok(problems)
+    }
+}

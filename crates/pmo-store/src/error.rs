@@ -1,0 +1,87 @@
+//! The store's error type.
+
+use pmo_format::FormatError;
+use pmo_medium::MediumError;
+
+/// Everything that can go wrong in the store. Integrity errors ([`StoreError::is_integrity`])
+/// mean the medium does not hold what pmo wrote; all others are usage or environment errors.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    #[error("wrong key for PMO '{0}'")]
+    WrongKey(String),
+    #[error("no PMO named '{0}'")]
+    NotFound(String),
+    #[error("a PMO named '{0}' already exists")]
+    Exists(String),
+    #[error("pool is full: {0}")]
+    NoSpace(String),
+    #[error("PMO '{name}' is attached {how} by another user")]
+    Busy { name: String, how: &'static str },
+    #[error("address range {addr:#x}+{len:#x} for PMO '{name}' is already mapped in this process (attach with relocation allowed to map it elsewhere)")]
+    AddressInUse { name: String, addr: u64, len: u64 },
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    #[error("PMO '{0}' is attached read-only")]
+    ReadOnly(String),
+    #[error("not a pmo pool: {0}")]
+    NotAPool(String),
+    #[error("pool file already exists: {0}")]
+    PoolExists(String),
+    #[error("corrupted pool: {0}")]
+    Corrupt(String),
+    #[error("integrity check failed for PMO '{name}' page {page}: {reason}")]
+    Integrity { name: String, page: u64, reason: String },
+    #[error("the pool is unusable after an earlier persistence failure; reopen it")]
+    Poisoned,
+    #[error("medium error: {0}")]
+    Medium(#[from] MediumError),
+    #[error("{op}: {source}")]
+    Io { op: String, source: std::io::Error },
+    #[error("{0}")]
+    Os(String),
+}
+
+impl StoreError {
+    /// True for corruption and integrity failures (CLI exit code 2).
+    pub fn is_integrity(&self) -> bool {
+        matches!(self, StoreError::Corrupt(_) | StoreError::Integrity { .. })
+    }
+    /// The errno the C API reports for this error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            StoreError::WrongKey(_) | StoreError::ReadOnly(_) => libc_errno::EACCES,
+            StoreError::NotFound(_) => libc_errno::ENOENT,
+            StoreError::Exists(_) | StoreError::PoolExists(_) => libc_errno::EEXIST,
+            StoreError::NoSpace(_) => libc_errno::ENOSPC,
+            StoreError::Busy { .. } | StoreError::AddressInUse { .. } => libc_errno::EBUSY,
+            StoreError::Invalid(_) | StoreError::NotAPool(_) => libc_errno::EINVAL,
+            StoreError::Corrupt(_) | StoreError::Integrity { .. } | StoreError::Poisoned => libc_errno::EIO,
+            StoreError::Medium(_) | StoreError::Io { .. } | StoreError::Os(_) => libc_errno::EIO,
+        }
+    }
+}
+
+impl From<FormatError> for StoreError {
+    fn from(e: FormatError) -> StoreError {
+        match e {
+            FormatError::Foreign => StoreError::NotAPool("no pmo superblock (a foreign or empty file)".into()),
+            FormatError::TooNew { .. } => StoreError::NotAPool(e.to_string()),
+            other => StoreError::Corrupt(other.to_string()),
+        }
+    }
+}
+
+/// The errno values the store maps to (Linux numbering), without a libc dependency.
+mod libc_errno {
+    pub const ENOENT: i32 = 2;
+    pub const EIO: i32 = 5;
+    pub const EACCES: i32 = 13;
+    pub const EBUSY: i32 = 16;
+    pub const EEXIST: i32 = 17;
+    pub const EINVAL: i32 = 22;
+    pub const ENOSPC: i32 = 28;
+}
+
+/// Result with [`StoreError`].
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -1,0 +1,106 @@
+//! User keys: Argon2id derivation of a per-PMO master key, and the key verifier.
+//!
+//! The user key never reaches the medium. At pcreate a random 32-byte salt is drawn and
+//! `master = Argon2id(key, salt, params)`; the entry stores `verifier = HKDF-Expand(master,
+//! "pmo/v1/verifier" || pmo uuid)`. Attach and pdestroy re-derive and compare in constant time.
+//! Later layers derive their data keys from the same master with other HKDF labels.
+//!
+//! Argon2id is deliberately slow (tens of milliseconds), so a process caches masters it has
+//! derived, keyed by a SHA-256 of (uuid, salt, params, key); entries are zeroized on eviction.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use hkdf::Hkdf;
+use pmo_format::KdfParams;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use zeroize::Zeroizing;
+
+use crate::error::{Result, StoreError};
+
+/// A per-PMO master key (zeroized on drop).
+pub type MasterKey = Zeroizing<[u8; 32]>;
+
+/// Most cached derivations kept per process.
+const CACHE_MAX: usize = 256;
+
+static CACHE: Mutex<Option<HashMap<[u8; 32], MasterKey>>> = Mutex::new(None);
+
+fn cache_key(uuid: &[u8; 16], salt: &[u8; 32], params: &KdfParams, key: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"pmo/v1/kdf-cache");
+    h.update(uuid);
+    h.update(salt);
+    for v in [params.alg, params.m_kib, params.t, params.p] {
+        h.update(v.to_le_bytes());
+    }
+    h.update(key);
+    h.finalize().into()
+}
+
+/// Derive the master key of a PMO from the user key (cached per process).
+pub fn derive_master(uuid: &[u8; 16], salt: &[u8; 32], params: &KdfParams, key: &[u8]) -> Result<MasterKey> {
+    params.validate()?;
+    let ck = cache_key(uuid, salt, params, key);
+    if let Some(m) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.get(&ck)) {
+        return Ok(m.clone());
+    }
+    let argon = argon2::Argon2::new(
+        argon2::Algorithm::Argon2id,
+        argon2::Version::V0x13,
+        argon2::Params::new(params.m_kib, params.t, params.p, Some(32)).map_err(|e| StoreError::Invalid(format!("kdf parameters: {e}")))?,
+    );
+    let mut out = Zeroizing::new([0u8; 32]);
+    argon.hash_password_into(key, salt, out.as_mut()).map_err(|e| StoreError::Invalid(format!("key derivation: {e}")))?;
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let map = cache.get_or_insert_with(HashMap::new);
+    if map.len() >= CACHE_MAX {
+        map.clear(); // values are Zeroizing: cleared masters are wiped
+    }
+    map.insert(ck, out.clone());
+    Ok(out)
+}
+
+/// The verifier stored in the namespace entry.
+pub fn verifier(master: &MasterKey, uuid: &[u8; 16]) -> [u8; 32] {
+    let hk = Hkdf::<Sha256>::from_prk(master.as_ref()).expect("32-byte PRK is valid");
+    let mut out = [0u8; 32];
+    hk.expand_multi_info(&[b"pmo/v1/verifier", uuid], &mut out).expect("32 bytes is a valid HKDF length");
+    out
+}
+
+/// Check `key` against a stored verifier; the master key on success.
+pub fn check_key(name: &str, uuid: &[u8; 16], salt: &[u8; 32], params: &KdfParams, stored: &[u8; 32], key: &[u8]) -> Result<MasterKey> {
+    let master = derive_master(uuid, salt, params, key)?;
+    if bool::from(verifier(&master, uuid).ct_eq(stored)) {
+        Ok(master)
+    } else {
+        Err(StoreError::WrongKey(name.to_string()))
+    }
+}
+
+/// Fresh random bytes from the operating system.
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    use rand::RngCore;
+    let mut b = [0u8; N];
+    rand::rngs::OsRng.fill_bytes(&mut b);
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn right_key_verifies_wrong_key_does_not() {
+        let (uuid, salt) = ([1u8; 16], [2u8; 32]);
+        let p = KdfParams::INSECURE_FAST;
+        let m = derive_master(&uuid, &salt, &p, b"secret").unwrap();
+        let v = verifier(&m, &uuid);
+        assert!(check_key("x", &uuid, &salt, &p, &v, b"secret").is_ok());
+        assert!(matches!(check_key("x", &uuid, &salt, &p, &v, b"Secret"), Err(StoreError::WrongKey(_))));
+        // Another PMO's uuid gives another verifier.
+        assert_ne!(verifier(&m, &[9; 16]), v);
+    }
+}

@@ -1,0 +1,780 @@
+//! Pools: create, open (= recover), the namespace operations, and page-level PMO handles.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pmo_format::superblock::{PoolConfig, CONFIG_OFFSET, CONFIG_SIZE, NS_OFFSET, SB_OFFSETS, SB_SIZE};
+use pmo_format::{align_up, Entry, KdfParams, PmoLayout, Superblock, ENTRY_SIZE, FORMAT_VERSION, PAGE_SIZE};
+use pmo_medium::{Medium, MediumKind};
+use pmo_os::lock::LockKind;
+
+use crate::engine::{CommitStats, Page, PmoCore};
+use crate::error::{Result, StoreError};
+use crate::keys::{self, MasterKey};
+use crate::locks::{self, LocalLocks, LockGuard, Locker};
+use crate::namespace::{self, Namespace};
+
+/// Smallest pool: superblocks, config, a small namespace and one small PMO.
+pub const POOL_SIZE_MIN: u64 = 1 << 20;
+/// Where stable base addresses are drawn from: [16 TiB, 64 TiB) of the user address space.
+const BASE_LO: u64 = 0x1000_0000_0000;
+const BASE_HI: u64 = 0x4000_0000_0000;
+const BASE_ALIGN: u64 = 1 << 30;
+
+/// Options of `Pool::create`.
+#[derive(Clone, Debug)]
+pub struct PoolOptions {
+    /// KDF parameters for PMOs created in this pool.
+    pub kdf: KdfParams,
+    /// Namespace slots (default: pool size / 256 KiB, between 16 and 4096).
+    pub ns_capacity: Option<u64>,
+    /// Virtual address of heap offset 0 (default: random in [16 TiB, 64 TiB), 1 GiB aligned).
+    pub base_addr: Option<u64>,
+    /// Force a backend (default: detect, or `PMO_MEDIUM`).
+    pub medium: Option<MediumKind>,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        PoolOptions { kdf: KdfParams::DEFAULT, ns_capacity: None, base_addr: None, medium: None }
+    }
+}
+
+/// Read-only or read-write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Perm {
+    Read,
+    Write,
+}
+
+/// Who has a PMO attached right now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttachState {
+    AtRest,
+    Readers,
+    Writer,
+}
+
+impl AttachState {
+    /// Short name for listings.
+    pub fn name(self) -> &'static str {
+        match self {
+            AttachState::AtRest => "at-rest",
+            AttachState::Readers => "attached-ro",
+            AttachState::Writer => "attached-rw",
+        }
+    }
+}
+
+/// What `list` and `info` report about a PMO.
+#[derive(Clone, Debug)]
+pub struct PmoInfo {
+    pub name: String,
+    pub size: u64,
+    pub uuid: [u8; 16],
+    pub base_addr: u64,
+    pub extent_off: u64,
+    pub extent_len: u64,
+    pub scheme: u32,
+    pub state: AttachState,
+    pub created_unix_s: u64,
+}
+
+/// What `Pool::info` reports about the pool.
+#[derive(Clone, Debug)]
+pub struct PoolInfo {
+    pub path: Option<PathBuf>,
+    pub medium: MediumKind,
+    pub uuid: [u8; 16],
+    pub format_version: u32,
+    pub pool_size: u64,
+    pub heap_len: u64,
+    pub free_bytes: u64,
+    pub largest_free: u64,
+    pub ns_capacity: u64,
+    pub pmos: usize,
+    pub base_addr: u64,
+    pub kdf: KdfParams,
+    pub config: PoolConfig,
+}
+
+/// What `Pool::check` found.
+#[derive(Clone, Debug, Default)]
+pub struct CheckReport {
+    /// Integrity problems (corruption): exit code 2.
+    pub problems: Vec<String>,
+    /// PMOs checked.
+    pub pmos: usize,
+    /// PMOs skipped because another user has them attached for writing.
+    pub skipped: Vec<String>,
+    /// Bytes used by PMO extents and free in the heap: `used + free == heap_len` when healthy.
+    pub used_bytes: u64,
+    pub free_bytes: u64,
+    pub heap_len: u64,
+}
+
+pub(crate) struct PoolInner {
+    pub medium: Arc<dyn Medium>,
+    pub sb: Superblock,
+    pub locker: Locker,
+    pub ns: Mutex<Namespace>,
+    pub poisoned: AtomicBool,
+}
+
+impl PoolInner {
+    pub fn alive(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            Err(StoreError::Poisoned)
+        } else {
+            Ok(())
+        }
+    }
+    /// Record a persistence failure: every later call fails.
+    pub fn poison<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if matches!(e, StoreError::Medium(_)) {
+                self.poisoned.store(true, Ordering::Release);
+            }
+        }
+        r
+    }
+    fn ns(&self) -> std::sync::MutexGuard<'_, Namespace> {
+        self.ns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// An open pool. Cheap to clone; shareable between threads.
+#[derive(Clone)]
+pub struct Pool {
+    pub(crate) inner: Arc<PoolInner>,
+}
+
+fn now_unix_s() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+fn locker_for(m: &Arc<dyn Medium>) -> Locker {
+    match m.path() {
+        Some(p) => Locker::Ofd(p.to_path_buf()),
+        None => Locker::Local(Arc::new(LocalLocks::default())),
+    }
+}
+
+impl Pool {
+    /// Create a pool file of `size` bytes at `path` (which must not exist), or format an existing
+    /// device DAX character device (`size` 0 = the whole device).
+    pub fn create(path: &Path, size: u64, opts: &PoolOptions) -> Result<Pool> {
+        let is_dev = std::fs::metadata(path).map(|m| {
+            use std::os::unix::fs::FileTypeExt;
+            m.file_type().is_char_device()
+        });
+        match is_dev {
+            Ok(true) => {}
+            Ok(false) => return Err(StoreError::PoolExists(path.display().to_string())),
+            Err(_) => {
+                if size < POOL_SIZE_MIN {
+                    return Err(StoreError::Invalid(format!("pool size {size} is below the minimum of {POOL_SIZE_MIN} bytes")));
+                }
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(path)
+                    .map_err(|source| StoreError::Io { op: format!("create {}", path.display()), source })?;
+                f.set_len(size).map_err(|source| StoreError::Io { op: "size the pool file".into(), source })?;
+            }
+        }
+        let medium = pmo_medium::open_medium(path, opts.medium)?;
+        let size = if size == 0 { medium.len() } else { size.min(medium.len()) };
+        Self::format(medium, size, opts)
+    }
+
+    /// Format `medium` as a new pool of `size` bytes (the crash tests' entry point).
+    pub fn create_on(medium: Arc<dyn Medium>, opts: &PoolOptions) -> Result<Pool> {
+        let size = medium.len();
+        Self::format(medium, size, opts)
+    }
+
+    fn format(medium: Arc<dyn Medium>, size: u64, opts: &PoolOptions) -> Result<Pool> {
+        opts.kdf.validate()?;
+        let size = size & !(PAGE_SIZE - 1);
+        if size < POOL_SIZE_MIN {
+            return Err(StoreError::Invalid(format!("pool size {size} is below the minimum of {POOL_SIZE_MIN} bytes")));
+        }
+        let ns_capacity = opts.ns_capacity.unwrap_or((size / (256 << 10)).clamp(16, 4096));
+        if ns_capacity == 0 || ns_capacity > 1 << 20 {
+            return Err(StoreError::Invalid(format!("namespace capacity {ns_capacity} out of range")));
+        }
+        let heap_offset = align_up(NS_OFFSET + ns_capacity * ENTRY_SIZE as u64, 64 << 10).expect("small");
+        if heap_offset + 16 * PAGE_SIZE > size {
+            return Err(StoreError::Invalid("pool too small for its namespace".into()));
+        }
+        let heap_len = size - heap_offset;
+        let base_addr = match opts.base_addr {
+            Some(a) if a % PAGE_SIZE == 0 && a.checked_add(heap_len).is_some_and(|e| e < 1 << 47) => a,
+            Some(a) => return Err(StoreError::Invalid(format!("base address {a:#x} is unaligned or too high"))),
+            None => {
+                let span = (BASE_HI - BASE_LO).saturating_sub(heap_len) / BASE_ALIGN;
+                if span == 0 {
+                    return Err(StoreError::Invalid("pool too large for a stable address range".into()));
+                }
+                BASE_LO + (u64::from_le_bytes(keys::random_bytes::<8>()) % span) * BASE_ALIGN
+            }
+        };
+        let sb = Superblock {
+            version: FORMAT_VERSION,
+            flags: 0,
+            uuid: keys::random_bytes(),
+            pool_size: size,
+            ns_offset: NS_OFFSET,
+            ns_capacity,
+            heap_offset,
+            heap_len,
+            base_addr,
+            created_unix_s: now_unix_s(),
+            kdf: opts.kdf,
+            config_offset: CONFIG_OFFSET,
+        };
+        let m = &*medium;
+        // Namespace and configuration first, superblocks last: a crash before the superblocks are
+        // durable leaves something that is not a pool yet, never a pool with garbage entries.
+        m.zero(CONFIG_OFFSET, heap_offset - CONFIG_OFFSET)?;
+        m.flush(CONFIG_OFFSET, heap_offset - CONFIG_OFFSET)?;
+        let cfg = PoolConfig { seq: 1, ..Default::default() };
+        m.write(CONFIG_OFFSET + PoolConfig::slot(1) * CONFIG_SIZE as u64, &cfg.encode())?;
+        m.flush(CONFIG_OFFSET, PAGE_SIZE)?;
+        m.fence()?;
+        let enc = sb.encode();
+        for off in SB_OFFSETS {
+            m.write(off, &enc)?;
+            m.flush(off, SB_SIZE as u64)?;
+            m.fence()?;
+        }
+        Self::open_on(medium)
+    }
+
+    /// Open the pool at `path` and recover it.
+    pub fn open(path: &Path) -> Result<Pool> {
+        Self::open_with(path, None)
+    }
+
+    /// Open with a forced backend.
+    pub fn open_with(path: &Path, kind: Option<MediumKind>) -> Result<Pool> {
+        let meta = std::fs::metadata(path).map_err(|source| StoreError::Io { op: format!("open {}", path.display()), source })?;
+        if meta.is_dir() {
+            return Err(StoreError::NotAPool(format!("{} is a directory", path.display())));
+        }
+        if meta.len() == 0 && meta.is_file() {
+            return Err(StoreError::NotAPool(format!("{} is empty", path.display())));
+        }
+        Self::open_on(pmo_medium::open_medium(path, kind)?)
+    }
+
+    /// Open a pool on `medium` and recover it: choose a valid superblock (repairing the other
+    /// copy), drop stale namespace entries left by an interrupted update, and bring every PMO
+    /// nobody has attached up to its newest committed psync. Safe to run concurrently with other
+    /// processes opening the same pool (recovery holds the metadata lock) and to crash in.
+    pub fn open_on(medium: Arc<dyn Medium>) -> Result<Pool> {
+        let len = medium.len();
+        let mut copies = Vec::new();
+        for off in SB_OFFSETS {
+            let mut b = [0u8; SB_SIZE];
+            if off + SB_SIZE as u64 <= len {
+                medium.read(off, &mut b)?;
+            }
+            copies.push(Superblock::decode(&b, len));
+        }
+        let sb = match (&copies[0], &copies[1]) {
+            (Ok(a), _) => a.clone(),
+            (Err(_), Ok(b)) => b.clone(),
+            (Err(a), Err(b)) => {
+                use pmo_format::FormatError::Foreign;
+                return Err(match (a, b) {
+                    (Foreign, Foreign) => StoreError::NotAPool("no pmo superblock (a foreign or empty file)".into()),
+                    // One copy never written: `init` was interrupted before the pool existed.
+                    (Foreign, e) | (e, Foreign) => StoreError::NotAPool(format!("no valid superblock ({e}; the other copy was never written): an interrupted `pmo init`?")),
+                    (e, _) => e.clone().into(),
+                });
+            }
+        };
+        let locker = locker_for(&medium);
+        let pool = Pool { inner: Arc::new(PoolInner { medium, sb, locker, ns: Mutex::new(Namespace::default()), poisoned: AtomicBool::new(false) }) };
+        let r = pool.recover(&copies);
+        pool.inner.poison(r)?;
+        Ok(pool)
+    }
+
+    fn recover(&self, copies: &[std::result::Result<Superblock, pmo_format::FormatError>]) -> Result<()> {
+        let inner = &*self.inner;
+        let m = &*inner.medium;
+        let _meta = inner.locker.lock_blocking(locks::META, LockKind::Exclusive)?;
+        // Superblock copies.
+        let enc = inner.sb.encode();
+        for (i, off) in SB_OFFSETS.into_iter().enumerate() {
+            if copies[i].as_ref().ok() != Some(&inner.sb) {
+                m.write(off, &enc)?;
+                m.flush(off, SB_SIZE as u64)?;
+                m.fence()?;
+            }
+        }
+        // Namespace: older generations of a renamed/rewritten entry are cleared.
+        let mut ns = inner.ns();
+        ns.reload(m, &inner.sb)?;
+        let stale = ns.stale();
+        if !stale.is_empty() {
+            for i in stale {
+                clear_slot(m, &inner.sb, i)?;
+            }
+            m.fence()?;
+            ns.reload(m, &inner.sb)?;
+        }
+        if namespace::read_gen(m, &inner.sb)? % 2 == 1 {
+            namespace::bump_gen(m, &inner.sb)?;
+        }
+        // PMOs nobody has attached: replay their newest psync.
+        let live: Vec<Entry> = ns.live().into_iter().map(|(_, e)| e.clone()).collect();
+        drop(ns);
+        for e in live {
+            let Some(_guard) = inner.locker.lock(locks::attach_word(e.extent_off), LockKind::Exclusive, None)? else { continue };
+            PmoCore::new(&e)?.recover(m)?;
+        }
+        Ok(())
+    }
+
+    /// The pool's superblock.
+    pub fn superblock(&self) -> &Superblock {
+        &self.inner.sb
+    }
+
+    /// The medium (for tools and tests).
+    pub fn medium(&self) -> &Arc<dyn Medium> {
+        &self.inner.medium
+    }
+
+    /// The pool configuration record in force.
+    pub fn config(&self) -> Result<PoolConfig> {
+        read_config(&*self.inner.medium, &self.inner.sb)
+    }
+
+    /// Store a new pool configuration (e.g. the default scheme).
+    pub fn set_config(&self, scheme: u32, shadow: u32) -> Result<PoolConfig> {
+        let inner = &*self.inner;
+        inner.alive()?;
+        let _meta = inner.locker.lock_blocking(locks::META, LockKind::Exclusive)?;
+        let m = &*inner.medium;
+        let cur = read_config(m, &inner.sb)?;
+        let next = PoolConfig { seq: cur.seq + 1, scheme, shadow };
+        let off = inner.sb.config_offset + PoolConfig::slot(next.seq) * CONFIG_SIZE as u64;
+        let r = (|| {
+            m.write(off, &next.encode())?;
+            m.persist(off, CONFIG_SIZE as u64)?;
+            Ok(next)
+        })();
+        inner.poison(r)
+    }
+
+    /// Create a PMO of `size` bytes (rounded up to whole pages) protected by `key`.
+    pub fn pcreate(&self, name: &str, size: u64, key: &[u8]) -> Result<PmoInfo> {
+        let inner = &*self.inner;
+        inner.alive()?;
+        Entry::validate_name(name)?;
+        if size == 0 {
+            return Err(StoreError::Invalid("PMO size must be positive".into()));
+        }
+        let size = align_up(size, PAGE_SIZE).ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
+        let layout = PmoLayout::new(size / PAGE_SIZE, 0).ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
+        let uuid = keys::random_bytes::<16>();
+        let salt = keys::random_bytes::<32>();
+        let master = keys::derive_master(&uuid, &salt, &inner.sb.kdf, key)?;
+        let verifier = keys::verifier(&master, &uuid);
+
+        let _meta = inner.locker.lock_blocking(locks::META, LockKind::Exclusive)?;
+        let m = &*inner.medium;
+        let mut ns = inner.ns();
+        ns.refresh(m, &inner.sb)?;
+        if ns.find(name).is_some() {
+            return Err(StoreError::Exists(name.into()));
+        }
+        let slot = ns.free_slot().ok_or_else(|| StoreError::NoSpace(format!("the namespace is full ({} PMOs)", inner.sb.ns_capacity)))?;
+        let free = ns.free_extents(&inner.sb);
+        let Some(&(extent_off, _)) = free.iter().find(|(_, len)| *len >= layout.extent_len) else {
+            let largest = free.iter().map(|f| f.1).max().unwrap_or(0);
+            return Err(StoreError::NoSpace(format!(
+                "a {size}-byte PMO needs {} bytes of pool space; the largest free extent has {largest}",
+                layout.extent_len
+            )));
+        };
+        let entry = Entry {
+            generation: 1,
+            uuid,
+            size,
+            extent_off,
+            extent_len: layout.extent_len,
+            base_addr: inner.sb.base_addr + (extent_off - inner.sb.heap_offset),
+            scheme: 0,
+            flags: 0,
+            kdf: inner.sb.kdf,
+            salt,
+            verifier,
+            name: name.into(),
+            created_unix_s: now_unix_s(),
+            tag_bytes: 0,
+        };
+        let r = (|| {
+            namespace::bump_gen(m, &inner.sb)?;
+            PmoCore::new(&entry)?.init_on_medium(m)?;
+            m.fence()?;
+            write_entry(m, &inner.sb, slot, &entry)?;
+            namespace::bump_gen(m, &inner.sb)?;
+            Ok(())
+        })();
+        ns.invalidate();
+        inner.poison(r)?;
+        Ok(self.info_of(&entry))
+    }
+
+    /// Destroy a PMO. Fails with `Busy` while anyone has it attached.
+    pub fn pdestroy(&self, name: &str, key: &[u8]) -> Result<()> {
+        let inner = &*self.inner;
+        inner.alive()?;
+        let _meta = inner.locker.lock_blocking(locks::META, LockKind::Exclusive)?;
+        let m = &*inner.medium;
+        let mut ns = inner.ns();
+        ns.refresh(m, &inner.sb)?;
+        let (slot, entry) = ns.find(name).map(|(i, e)| (i, e.clone())).ok_or_else(|| StoreError::NotFound(name.into()))?;
+        keys::check_key(name, &entry.uuid, &entry.salt, &entry.kdf, &entry.verifier, key)?;
+        let Some(_attach) = inner.locker.lock(locks::attach_word(entry.extent_off), LockKind::Exclusive, None)? else {
+            return Err(self.busy(&entry));
+        };
+        let r = (|| {
+            namespace::bump_gen(m, &inner.sb)?;
+            clear_slot(m, &inner.sb, slot)?;
+            m.fence()?;
+            namespace::bump_gen(m, &inner.sb)?;
+            Ok(())
+        })();
+        ns.invalidate();
+        inner.poison(r)
+    }
+
+    fn busy(&self, e: &Entry) -> StoreError {
+        let how = match self.inner.locker.holder(locks::attach_word(e.extent_off)) {
+            Ok(Some(LockKind::Shared)) => "read-only",
+            _ => "read-write",
+        };
+        StoreError::Busy { name: e.name.clone(), how }
+    }
+
+    fn state_of(&self, e: &Entry) -> AttachState {
+        match self.inner.locker.holder(locks::attach_word(e.extent_off)) {
+            Ok(Some(LockKind::Exclusive)) => AttachState::Writer,
+            Ok(Some(LockKind::Shared)) => AttachState::Readers,
+            _ => AttachState::AtRest,
+        }
+    }
+
+    fn info_of(&self, e: &Entry) -> PmoInfo {
+        PmoInfo {
+            name: e.name.clone(),
+            size: e.size,
+            uuid: e.uuid,
+            base_addr: e.base_addr,
+            extent_off: e.extent_off,
+            extent_len: e.extent_len,
+            scheme: e.scheme,
+            state: self.state_of(e),
+            created_unix_s: e.created_unix_s,
+        }
+    }
+
+    fn entry(&self, name: &str) -> Result<Entry> {
+        let inner = &*self.inner;
+        let mut ns = inner.ns();
+        ns.refresh(&*inner.medium, &inner.sb)?;
+        ns.find(name).map(|(_, e)| e.clone()).ok_or_else(|| StoreError::NotFound(name.into()))
+    }
+
+    /// Every PMO, in namespace order.
+    pub fn list(&self) -> Result<Vec<PmoInfo>> {
+        let inner = &*self.inner;
+        inner.alive()?;
+        let entries: Vec<Entry> = {
+            let mut ns = inner.ns();
+            ns.refresh(&*inner.medium, &inner.sb)?;
+            ns.live().into_iter().map(|(_, e)| e.clone()).collect()
+        };
+        Ok(entries.iter().map(|e| self.info_of(e)).collect())
+    }
+
+    /// One PMO.
+    pub fn info(&self, name: &str) -> Result<PmoInfo> {
+        self.inner.alive()?;
+        Ok(self.info_of(&self.entry(name)?))
+    }
+
+    /// Whether a PMO exists.
+    pub fn exists(&self, name: &str) -> Result<bool> {
+        match self.entry(name) {
+            Ok(_) => Ok(true),
+            Err(StoreError::NotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Pool-wide figures.
+    pub fn pool_info(&self) -> Result<PoolInfo> {
+        let inner = &*self.inner;
+        let (free, pmos) = {
+            let mut ns = inner.ns();
+            ns.refresh(&*inner.medium, &inner.sb)?;
+            (ns.free_extents(&inner.sb), ns.live().len())
+        };
+        Ok(PoolInfo {
+            path: inner.medium.path().map(Path::to_path_buf),
+            medium: inner.medium.kind(),
+            uuid: inner.sb.uuid,
+            format_version: inner.sb.version,
+            pool_size: inner.sb.pool_size,
+            heap_len: inner.sb.heap_len,
+            free_bytes: free.iter().map(|f| f.1).sum(),
+            largest_free: free.iter().map(|f| f.1).max().unwrap_or(0),
+            ns_capacity: inner.sb.ns_capacity,
+            pmos,
+            base_addr: inner.sb.base_addr,
+            kdf: inner.sb.kdf,
+            config: self.config()?,
+        })
+    }
+
+    /// Open a PMO for page-level access (no mapping): the key is checked and the attach lock
+    /// taken exactly as for a mapped attach, and the PMO is recovered first. `wait`: how long to
+    /// wait for a conflicting user to detach (`None`: fail at once with `Busy`).
+    pub fn open_pmo(&self, name: &str, perm: Perm, key: &[u8], wait: Option<Duration>) -> Result<PmoHandle> {
+        let inner = &*self.inner;
+        inner.alive()?;
+        let entry = self.entry(name)?;
+        let master = keys::check_key(name, &entry.uuid, &entry.salt, &entry.kdf, &entry.verifier, key)?;
+        let checked_uuid = entry.uuid;
+        let word = locks::attach_word(entry.extent_off);
+        // Take the lock exclusively first so a dead writer's half-done psync can be replayed,
+        // then (readers) downgrade. Readers that find other readers just share.
+        let (mut guard, exclusive) = match inner.locker.lock(word, LockKind::Exclusive, if perm == Perm::Write { wait } else { None })? {
+            Some(g) => (g, true),
+            None if perm == Perm::Read => match inner.locker.lock(word, LockKind::Shared, wait)? {
+                Some(g) => (g, false),
+                None => return Err(self.busy(&entry)),
+            },
+            None => return Err(self.busy(&entry)),
+        };
+        // The entry may have been destroyed or replaced while we waited.
+        let entry = self.entry(name)?;
+        if entry.uuid != checked_uuid {
+            return Err(StoreError::NotFound(name.into()));
+        }
+        let core = Arc::new(PmoCore::new(&entry)?);
+        let r = if exclusive { core.recover(&*inner.medium).map(|_| ()) } else { core.recover_readonly(&*inner.medium) };
+        inner.poison(r)?;
+        if perm == Perm::Read && exclusive {
+            guard.downgrade()?;
+        }
+        Ok(PmoHandle { pool: self.clone(), core, perm, _lock: guard, master })
+    }
+
+    /// Check every checksum, the namespace and the space accounting. PMOs attached for writing
+    /// by someone else are skipped (listed in the report).
+    pub fn check(&self) -> Result<CheckReport> {
+        let inner = &*self.inner;
+        let m = &*inner.medium;
+        let mut report = CheckReport { heap_len: inner.sb.heap_len, ..Default::default() };
+        for off in SB_OFFSETS {
+            let mut b = [0u8; SB_SIZE];
+            m.read(off, &mut b)?;
+            if let Err(e) = Superblock::decode(&b, m.len()) {
+                report.problems.push(format!("superblock copy at {off}: {e}"));
+            }
+        }
+        let live: Vec<Entry> = {
+            let mut ns = inner.ns();
+            ns.reload(m, &inner.sb)?;
+            for (slot, why) in &ns.corrupt {
+                report.problems.push(format!("namespace slot {slot}: {why}"));
+            }
+            report.problems.extend(ns.extent_problems(&inner.sb));
+            let free = ns.free_extents(&inner.sb);
+            report.free_bytes = free.iter().map(|f| f.1).sum();
+            let live: Vec<Entry> = ns.live().into_iter().map(|(_, e)| e.clone()).collect();
+            report.used_bytes = live.iter().map(|e| e.extent_len).sum();
+            ns.invalidate();
+            live
+        };
+        if report.used_bytes + report.free_bytes != report.heap_len && report.problems.is_empty() {
+            report.problems.push(format!(
+                "space accounting: used {} + free {} != heap {}",
+                report.used_bytes, report.free_bytes, report.heap_len
+            ));
+        }
+        for e in live {
+            match PmoCore::new(&e) {
+                Err(err) => report.problems.push(err.to_string()),
+                Ok(core) => {
+                    if inner.locker.holder(locks::attach_word(e.extent_off))? == Some(LockKind::Exclusive) {
+                        report.skipped.push(e.name.clone());
+                        continue;
+                    }
+                    report.problems.extend(core.check(m)?);
+                    report.pmos += 1;
+                }
+            }
+        }
+        Ok(report)
+    }
+}
+
+fn read_config(m: &dyn Medium, sb: &Superblock) -> Result<PoolConfig> {
+    let mut best: Option<PoolConfig> = None;
+    for i in 0..2u64 {
+        let mut b = [0u8; CONFIG_SIZE];
+        m.read(sb.config_offset + i * CONFIG_SIZE as u64, &mut b)?;
+        if let Some(c) = PoolConfig::decode(&b) {
+            if PoolConfig::slot(c.seq) == i && best.is_none_or(|x| c.seq > x.seq) {
+                best = Some(c);
+            }
+        }
+    }
+    best.ok_or_else(|| StoreError::Corrupt("no valid pool configuration record".into()))
+}
+
+/// Write an entry so that a crash leaves either no entry or the whole entry: the body first with
+/// the magic word zeroed, then the magic word in one 8-byte store. Fenced.
+fn write_entry(m: &dyn Medium, sb: &Superblock, slot: usize, e: &Entry) -> Result<()> {
+    let off = namespace::slot_offset(sb, slot);
+    let enc = e.encode();
+    let mut body = enc;
+    body[..8].fill(0);
+    m.write(off, &body)?;
+    m.flush(off, ENTRY_SIZE as u64)?;
+    m.fence()?;
+    m.write(off, &enc[..8])?;
+    m.flush(off, 8)?;
+    m.fence()?;
+    Ok(())
+}
+
+/// Free a slot by zeroing its first 8 bytes (one atomic store). Flushed, not fenced.
+fn clear_slot(m: &dyn Medium, sb: &Superblock, slot: usize) -> Result<()> {
+    let off = namespace::slot_offset(sb, slot);
+    m.write(off, &[0u8; 8])?;
+    m.flush(off, 8)?;
+    Ok(())
+}
+
+/// An attached PMO without a mapping: page-level reads and atomic commits. Holds the attach lock
+/// (shared for readers, exclusive for the writer) until dropped.
+pub struct PmoHandle {
+    pool: Pool,
+    pub(crate) core: Arc<PmoCore>,
+    perm: Perm,
+    _lock: LockGuard,
+    #[allow(dead_code)] // used by the protection layer's key derivation
+    pub(crate) master: MasterKey,
+}
+
+impl PmoHandle {
+    /// The PMO's name.
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.core.size
+    }
+    /// Stable virtual address recorded for the PMO.
+    pub fn base_addr(&self) -> u64 {
+        self.core.base_addr
+    }
+    /// Read-only or read-write.
+    pub fn perm(&self) -> Perm {
+        self.perm
+    }
+    /// The pool this PMO lives in.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+    /// Sequence number of the newest committed psync.
+    pub fn seq(&self) -> u64 {
+        self.core.seq()
+    }
+    pub(crate) fn medium(&self) -> &dyn Medium {
+        &*self.pool.inner.medium
+    }
+
+    /// Read one page as of the last psync.
+    pub fn read_page(&self, page: u64, dst: &mut Page) -> Result<()> {
+        self.pool.inner.alive()?;
+        self.core.read_page(self.medium(), page, dst)
+    }
+
+    /// Read bytes at `offset` as of the last psync.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        if offset.checked_add(buf.len() as u64).is_none_or(|e| e > self.size()) {
+            return Err(StoreError::Invalid(format!("range {offset}+{} is outside the {}-byte PMO", buf.len(), self.size())));
+        }
+        let mut page = Box::new([0u8; PAGE_SIZE as usize]);
+        let mut done = 0usize;
+        while done < buf.len() {
+            let pos = offset + done as u64;
+            let (p, within) = (pos / PAGE_SIZE, (pos % PAGE_SIZE) as usize);
+            self.read_page(p, &mut page)?;
+            let n = (PAGE_SIZE as usize - within).min(buf.len() - done);
+            buf[done..done + n].copy_from_slice(&page[within..within + n]);
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Atomically replace whole pages (ascending, unique): one psync.
+    pub fn commit_pages(&self, pages: &[(u64, &Page)]) -> Result<CommitStats> {
+        let idx: Vec<u64> = pages.iter().map(|p| p.0).collect();
+        self.commit_with(&idx, &mut |p, dst| {
+            let (_, src) = pages.iter().find(|x| x.0 == p).expect("page from the list");
+            dst.copy_from_slice(&src[..]);
+            Ok(())
+        })
+    }
+
+    /// Atomically write `data` at `offset` (read-modify-write of the touched pages): one psync.
+    pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<CommitStats> {
+        if offset.checked_add(data.len() as u64).is_none_or(|e| e > self.size()) {
+            return Err(StoreError::Invalid(format!("range {offset}+{} is outside the {}-byte PMO", data.len(), self.size())));
+        }
+        if data.is_empty() {
+            return Ok(CommitStats { seq: self.seq(), ..Default::default() });
+        }
+        let first = offset / PAGE_SIZE;
+        let last = (offset + data.len() as u64 - 1) / PAGE_SIZE;
+        let pages: Vec<u64> = (first..=last).collect();
+        let core = self.core.clone();
+        let m = self.pool.inner.medium.clone();
+        self.commit_with(&pages, &mut |p, dst| {
+            core.read_page(&*m, p, dst)?;
+            let page_start = p * PAGE_SIZE;
+            let lo = offset.max(page_start);
+            let hi = (offset + data.len() as u64).min(page_start + PAGE_SIZE);
+            dst[(lo - page_start) as usize..(hi - page_start) as usize].copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
+            Ok(())
+        })
+    }
+
+    /// Commit `pages` with contents from `src` (the path psync takes).
+    pub fn commit_with(&self, pages: &[u64], src: &mut dyn FnMut(u64, &mut Page) -> Result<()>) -> Result<CommitStats> {
+        let inner = &*self.pool.inner;
+        inner.alive()?;
+        if self.perm != Perm::Write {
+            return Err(StoreError::ReadOnly(self.name().into()));
+        }
+        let r = self.core.commit(&*inner.medium, pages, src);
+        inner.poison(r)
+    }
+}
