@@ -17,6 +17,7 @@
 pub mod lock;
 pub mod map;
 pub mod persist;
+pub mod view;
 
 /// errno of the last failed call, as a plain integer.
 pub(crate) fn last_errno() -> i32 {

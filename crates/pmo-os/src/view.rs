@@ -1,0 +1,550 @@
+//! Fault-driven application views of a PMO: pages filled on first touch, writes tracked per page.
+//!
+//! A [`View`] is a range of virtual memory at a stable address that presents a PMO's pages to the
+//! application. A page is filled by a [`PageSource`] callback the first time it is touched (plain
+//! copy today; decrypt + verify later), and writes are tracked per 4 KiB page so that `psync`
+//! copies only the pages written since the previous [`View::collect_dirty`].
+//!
+//! Two mechanisms serve the faults (see `docs/faults.md` for the measurements and the choice):
+//!
+//! - [`Mechanism::Userfaultfd`]: anonymous private memory registered with a userfaultfd for
+//!   missing pages with `UFFD_FEATURE_SIGBUS`: the *faulting thread* gets `SIGBUS`, fills a page
+//!   buffer on its stack and installs it with `UFFDIO_COPY` (no cross-CPU wake-up). Writable
+//!   views are also registered for asynchronous write-protection (`UFFD_FEATURE_WP_ASYNC`): pages
+//!   are installed write-protected, the kernel itself un-protects a page on its first write, and
+//!   `PAGEMAP_SCAN` on `/proc/self/pagemap` reports and re-protects the written pages in one call.
+//!   No user-space fault per dirty page. Module [`uffd`].
+//! - [`Mechanism::Sigsegv`]: a memfd mapped twice: the application's view starts `PROT_NONE`; the
+//!   `SIGSEGV` handler fills the page through a private writable alias and opens it `PROT_READ`;
+//!   on a writable view, the first write marks the page dirty in an atomic bitmap and opens it
+//!   `PROT_READ | PROT_WRITE`. Works without any privilege. Module [`segv`].
+//!
+//! Owns: the view mappings, their per-page state, the process-wide fault handler and the registry
+//! of live views ([`registry`]). Callers: the store's attach / psync (lead), prediction (install),
+//! the cache (discard).
+//!
+//! Invariants:
+//! - The fault path allocates nothing, takes no lock and never panics; a failed fill prints one
+//!   line with `write(2)` and kills the process with `SIGBUS` (see [`PageSource`]).
+//! - A page is reported by `collect_dirty` iff it was written since it was last reported (or
+//!   installed / filled clean); re-protection happens before `collect_dirty` returns.
+//! - Every view is registered in a fixed table of [`MAX_VIEWS`] slots; `View::drop` unregisters,
+//!   waits for handlers still inside the view, then unmaps.
+//! - Views are not inherited by `fork` children (`MADV_DONTFORK`): a child touching the old range
+//!   gets an ordinary `SIGSEGV`, never silently zeroed or shared pages.
+#![allow(unsafe_code)] // `Shared::drop` unmaps the view; all other raw code lives in the submodules.
+
+mod registry;
+mod segv;
+mod sys;
+mod uffd;
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+pub use registry::MAX_VIEWS;
+
+/// Size of a PMO page (and of an OS page on the platforms pmo supports).
+pub const PAGE_SIZE: usize = 4096;
+
+/// How faults on a view are served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mechanism {
+    /// userfaultfd with SIGBUS delivery, `UFFDIO_COPY`, async write-protect + `PAGEMAP_SCAN`.
+    Userfaultfd,
+    /// `SIGSEGV` + `mprotect` over a memfd mapped twice.
+    Sigsegv,
+}
+
+impl Mechanism {
+    /// The mechanisms that work in this process (probed once and cached).
+    pub fn available() -> Vec<Mechanism> {
+        let mut v = Vec::with_capacity(2);
+        if uffd::probe().is_ok() {
+            v.push(Mechanism::Userfaultfd);
+        }
+        if segv::probe().is_ok() {
+            v.push(Mechanism::Sigsegv);
+        }
+        v
+    }
+
+    /// Whether this mechanism works in this process.
+    pub fn is_available(self) -> bool {
+        match self {
+            Mechanism::Userfaultfd => uffd::probe().is_ok(),
+            Mechanism::Sigsegv => segv::probe().is_ok(),
+        }
+    }
+
+    /// The faster mechanism on this machine, measured by `examples/fault_bench.rs` (see
+    /// `docs/faults.md`), if available; otherwise the other one.
+    pub fn best() -> Mechanism {
+        // Measured: userfaultfd serves a read fault and tracks a write faster than sigsegv here,
+        // and its dirty tracking costs no user-space fault per page (docs/faults.md).
+        const PREFERENCE: [Mechanism; 2] = [Mechanism::Userfaultfd, Mechanism::Sigsegv];
+        PREFERENCE
+            .into_iter()
+            .find(|m| m.is_available())
+            .unwrap_or(Mechanism::Sigsegv)
+    }
+
+    /// Stable lower-case name: `"userfaultfd"` / `"sigsegv"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Userfaultfd => "userfaultfd",
+            Mechanism::Sigsegv => "sigsegv",
+        }
+    }
+
+    /// Parse a name as printed by [`Mechanism::name`].
+    pub fn from_name(name: &str) -> Option<Mechanism> {
+        match name.trim() {
+            "userfaultfd" | "uffd" => Some(Mechanism::Userfaultfd),
+            "sigsegv" | "segv" => Some(Mechanism::Sigsegv),
+            _ => None,
+        }
+    }
+
+    /// The mechanism named by the environment variable `PMO_FAULT` (`userfaultfd` | `sigsegv`).
+    pub fn from_env() -> Option<Mechanism> {
+        std::env::var("PMO_FAULT")
+            .ok()
+            .and_then(|v| Mechanism::from_name(&v))
+    }
+}
+
+impl fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where the view is mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Wherever the kernel chooses.
+    Anywhere,
+    /// Exactly at this (page-aligned) address, with `MAP_FIXED_NOREPLACE`; a taken range is
+    /// [`ViewError::AddressInUse`], never replaced.
+    Fixed(usize),
+}
+
+/// Parameters of [`View::new`].
+#[derive(Clone, Copy, Debug)]
+pub struct ViewOptions {
+    /// Length in bytes: a multiple of [`PAGE_SIZE`], greater than zero.
+    pub len_bytes: usize,
+    /// Where to map.
+    pub placement: Placement,
+    /// Read-write (with dirty tracking) or read-only (`PROT_READ`, no tracking).
+    pub writable: bool,
+    /// `None`: [`Mechanism::from_env`], else [`Mechanism::best`].
+    pub mechanism: Option<Mechanism>,
+}
+
+impl ViewOptions {
+    /// A writable view of `len_bytes` anywhere, with the default mechanism.
+    pub fn new(len_bytes: usize) -> ViewOptions {
+        ViewOptions {
+            len_bytes,
+            placement: Placement::Anywhere,
+            writable: true,
+            mechanism: None,
+        }
+    }
+}
+
+/// Why a page could not be filled. `reason` is static so that building it allocates nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FillError {
+    /// Short human-readable reason, e.g. `"authentication tag mismatch"`.
+    pub reason: &'static str,
+}
+
+/// Fills a page on its first touch.
+///
+/// Runs on the faulting thread inside a signal handler: implementations must not allocate, must
+/// not take locks the application may hold, must not panic, must not touch any view, and must
+/// keep their stack use modest (with the sigsegv mechanism they may run on the thread's
+/// alternate signal stack, 8 KiB or more on threads made by Rust's std). If `fill` fails on the
+/// fault path, the process prints `pmo: integrity error in PMO '<label>' page <n>: <reason>` to
+/// stderr and dies with `SIGBUS`; from [`View::populate_all`], [`View::prefault`] it is an error.
+pub trait PageSource: Send + Sync + 'static {
+    /// Write the contents of page `page_index` into `dst`.
+    fn fill(&self, page_index: u64, dst: &mut [u8; PAGE_SIZE]) -> Result<(), FillError>;
+    /// A name for messages, e.g. the PMO name. Called from the fault path: must not allocate.
+    fn label(&self) -> &str;
+}
+
+/// Errors of view operations.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ViewError {
+    /// A fixed placement overlaps an existing mapping.
+    #[error("address range {addr:#x}..+{len:#x} is already in use")]
+    AddressInUse { addr: usize, len: usize },
+    /// The requested mechanism does not work here.
+    #[error("fault mechanism {mechanism} is not available: {why}")]
+    Unsupported { mechanism: Mechanism, why: String },
+    /// A system call failed.
+    #[error("{op} failed: {}", std::io::Error::from_raw_os_error(*errno))]
+    Os { op: &'static str, errno: i32 },
+    /// The page source could not fill a page (outside the fault path).
+    #[error("fill of page {page} failed: {reason}")]
+    Fill { page: u64, reason: &'static str },
+    /// Length zero or not a multiple of the page size.
+    #[error("view length must be a non-zero multiple of {PAGE_SIZE} bytes")]
+    InvalidLength,
+    /// A fixed address that is not page-aligned (or a range that overflows).
+    #[error("address {addr:#x} is not page-aligned or the range overflows")]
+    InvalidAddress { addr: usize },
+    /// The registry of live views is full.
+    #[error("too many live views (at most {max})")]
+    TooManyViews { max: usize },
+    /// A page index or byte range outside the view.
+    #[error("page {page} is outside the view ({pages} pages)")]
+    PageOutOfRange { page: u64, pages: u64 },
+}
+
+/// Counters of a view since it was created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ViewStats {
+    /// Faults served by the handler (first touches, and with sigsegv also write faults).
+    pub faults: u64,
+    /// Pages filled through the source (fault path, populate, prefault).
+    pub fills: u64,
+    /// Write faults the mechanism saw (sigsegv: each first write after a collect; userfaultfd:
+    /// only first touches that were writes, later writes are resolved by the kernel unseen).
+    pub write_faults: u64,
+    /// Total time spent inside `PageSource::fill`, nanoseconds.
+    pub fill_ns: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct StatCounters {
+    faults: AtomicU64,
+    fills: AtomicU64,
+    write_faults: AtomicU64,
+    fill_ns: AtomicU64,
+}
+
+pub(crate) enum Backend {
+    Uffd(uffd::UffdState),
+    Segv(segv::SegvState),
+}
+
+/// The state shared between a [`View`] handle and the fault handler.
+pub(crate) struct Shared {
+    pub(crate) base: usize,
+    pub(crate) len_bytes: usize,
+    pub(crate) pages: u64,
+    pub(crate) writable: bool,
+    pub(crate) mechanism: Mechanism,
+    pub(crate) source: Arc<dyn PageSource>,
+    pub(crate) stats: StatCounters,
+    pub(crate) backend: Backend,
+}
+
+impl Shared {
+    /// Fill `page` into `dst` through the source, counting time. Async-signal-safe.
+    pub(crate) fn fill_page(&self, page: u64, dst: &mut [u8; PAGE_SIZE]) -> Result<(), FillError> {
+        let t0 = sys::now_ns();
+        let r = self.source.fill(page, dst);
+        let dt = sys::now_ns().saturating_sub(t0);
+        self.stats.fill_ns.fetch_add(dt, Ordering::Relaxed);
+        self.stats.fills.fetch_add(1, Ordering::Relaxed);
+        r
+    }
+
+    pub(crate) fn count_fault(&self, write: bool) {
+        self.stats.faults.fetch_add(1, Ordering::Relaxed);
+        if write {
+            self.stats.write_faults.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn page_addr(&self, page: u64) -> usize {
+        self.base + page as usize * PAGE_SIZE
+    }
+
+    /// Called by the registry's signal handler for a fault at `addr` inside this view.
+    pub(crate) fn service_fault(
+        &self,
+        sig: libc::c_int,
+        addr: usize,
+        write: Option<bool>,
+    ) -> registry::Outcome {
+        let page = ((addr - self.base) / PAGE_SIZE) as u64;
+        match &self.backend {
+            Backend::Uffd(st) if sig == libc::SIGBUS => uffd::service(self, st, page, write),
+            Backend::Segv(st) if sig == libc::SIGSEGV => segv::service(self, st, page, write),
+            _ => registry::Outcome::NotOurs,
+        }
+    }
+
+    fn check_page(&self, page: u64) -> Result<(), ViewError> {
+        if page < self.pages {
+            Ok(())
+        } else {
+            Err(ViewError::PageOutOfRange {
+                page,
+                pages: self.pages,
+            })
+        }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: the view is unregistered (View::drop) and no handler is inside it; the mapping
+        // is ours and no reference into it outlives the View (the API only hands out raw
+        // addresses, documented as invalid after drop).
+        unsafe { sys::unmap(self.base, self.len_bytes) };
+        if let Backend::Segv(st) = &self.backend {
+            // SAFETY: the alias mapping is private to this view and no longer used.
+            unsafe { sys::unmap(st.alias, self.len_bytes) };
+        }
+    }
+}
+
+/// An application view of a PMO. `Send + Sync`; the memory at [`View::addr`] stays valid until
+/// the `View` is dropped.
+pub struct View {
+    shared: Arc<Shared>,
+    slot: usize,
+}
+
+impl fmt::Debug for View {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("View")
+            .field("addr", &format_args!("{:#x}", self.shared.base))
+            .field("len_bytes", &self.shared.len_bytes)
+            .field("writable", &self.shared.writable)
+            .field("mechanism", &self.shared.mechanism)
+            .finish()
+    }
+}
+
+impl View {
+    /// Map a new view whose pages are filled from `source` on first touch.
+    pub fn new(opts: ViewOptions, source: Arc<dyn PageSource>) -> Result<View, ViewError> {
+        if opts.len_bytes == 0
+            || opts.len_bytes & (PAGE_SIZE - 1) != 0
+            || opts.len_bytes > isize::MAX as usize / 2
+        {
+            return Err(ViewError::InvalidLength);
+        }
+        if let Placement::Fixed(addr) = opts.placement {
+            if addr == 0
+                || addr & (PAGE_SIZE - 1) != 0
+                || addr.checked_add(opts.len_bytes).is_none()
+            {
+                return Err(ViewError::InvalidAddress { addr });
+            }
+        }
+        let mechanism = opts
+            .mechanism
+            .or_else(Mechanism::from_env)
+            .unwrap_or_else(Mechanism::best);
+        let shared = match mechanism {
+            Mechanism::Userfaultfd => uffd::create(&opts, source)?,
+            Mechanism::Sigsegv => segv::create(&opts, source)?,
+        };
+        let shared = Arc::new(shared);
+        let slot = registry::register(&shared)?;
+        Ok(View { shared, slot })
+    }
+
+    /// First byte of the view.
+    pub fn addr(&self) -> *mut u8 {
+        self.shared.base as *mut u8
+    }
+
+    /// Length in bytes.
+    pub fn len_bytes(&self) -> usize {
+        self.shared.len_bytes
+    }
+
+    /// Number of pages.
+    pub fn pages(&self) -> u64 {
+        self.shared.pages
+    }
+
+    /// Whether the view is writable.
+    pub fn writable(&self) -> bool {
+        self.shared.writable
+    }
+
+    /// The mechanism serving this view's faults.
+    pub fn mechanism(&self) -> Mechanism {
+        self.shared.mechanism
+    }
+
+    /// Pages written since the previous call, ascending, appended to `out`. Write tracking is
+    /// re-armed for each reported page before this returns, so a write racing with the call is
+    /// reported now or next time, never lost. A read-only view reports nothing.
+    pub fn collect_dirty(&self, out: &mut Vec<u64>) -> Result<(), ViewError> {
+        if !self.shared.writable {
+            return Ok(());
+        }
+        match &self.shared.backend {
+            Backend::Uffd(st) => uffd::collect_dirty(&self.shared, st, out),
+            Backend::Segv(st) => segv::collect_dirty(&self.shared, st, out),
+        }
+    }
+
+    /// Whether the page has been filled (advisory while other threads fault or discard it).
+    pub fn is_present(&self, page_index: u64) -> bool {
+        if page_index >= self.shared.pages {
+            return false;
+        }
+        match &self.shared.backend {
+            Backend::Uffd(st) => st.is_present(page_index),
+            Backend::Segv(st) => st.is_present(page_index),
+        }
+    }
+
+    /// Install a page if not yet present (used by prediction); `Ok(false)` if it already was.
+    /// Installed pages are clean (not reported dirty until written).
+    pub fn install(&self, page_index: u64, data: &[u8; PAGE_SIZE]) -> Result<bool, ViewError> {
+        self.shared.check_page(page_index)?;
+        match &self.shared.backend {
+            Backend::Uffd(st) => uffd::install(&self.shared, st, page_index, data, false),
+            Backend::Segv(st) => segv::install(&self.shared, st, page_index, data, false),
+        }
+    }
+
+    /// Fill every absent page now through the source (whole-PMO schemes). Pages filled here are
+    /// clean; pages already present keep their state (a written page stays dirty).
+    pub fn populate_all(&self) -> Result<(), ViewError> {
+        self.fill_range(0..self.shared.pages, false)
+    }
+
+    /// Fill the absent pages overlapping the byte range `bytes` (offsets in the view) from normal
+    /// context, clean. Use before handing view memory to a system call that *reads* it
+    /// (`write(2)` from the view): the kernel's own accesses to a missing page get `EFAULT`
+    /// instead of a fill.
+    pub fn prefault(&self, bytes: Range<usize>) -> Result<(), ViewError> {
+        let pages = self.byte_range_to_pages(bytes)?;
+        self.fill_range(pages, false)
+    }
+
+    /// Like [`View::prefault`], for a system call that will *write* the range (`read(2)` into
+    /// the view): the pages are filled (if absent), made writable and reported dirty by the next
+    /// `collect_dirty`.
+    pub fn prefault_for_write(&self, bytes: Range<usize>) -> Result<(), ViewError> {
+        if !self.shared.writable {
+            return Err(ViewError::Os {
+                op: "prefault_for_write on a read-only view",
+                errno: libc::EACCES,
+            });
+        }
+        let pages = self.byte_range_to_pages(bytes)?;
+        self.fill_range(pages, true)
+    }
+
+    fn byte_range_to_pages(&self, bytes: Range<usize>) -> Result<Range<u64>, ViewError> {
+        if bytes.start > bytes.end || bytes.end > self.shared.len_bytes {
+            let page = (bytes.end.max(bytes.start) / PAGE_SIZE) as u64;
+            return Err(ViewError::PageOutOfRange {
+                page,
+                pages: self.shared.pages,
+            });
+        }
+        let first = (bytes.start / PAGE_SIZE) as u64;
+        let end = bytes.end.div_ceil(PAGE_SIZE) as u64;
+        Ok(first..end)
+    }
+
+    fn fill_range(&self, pages: Range<u64>, for_write: bool) -> Result<(), ViewError> {
+        match &self.shared.backend {
+            Backend::Uffd(st) => uffd::fill_range(&self.shared, st, pages, for_write),
+            Backend::Segv(st) => segv::fill_range(&self.shared, st, pages, for_write),
+        }
+    }
+
+    /// Drop a page so that the next touch faults and fills again (cache eviction; rollback of a
+    /// failed psync). Its unsaved writes are lost and it is no longer reported dirty. Ok even if
+    /// absent.
+    pub fn discard(&self, page_index: u64) -> Result<(), ViewError> {
+        self.shared.check_page(page_index)?;
+        match &self.shared.backend {
+            Backend::Uffd(st) => uffd::discard(&self.shared, st, page_index),
+            Backend::Segv(st) => segv::discard(&self.shared, st, page_index),
+        }
+    }
+
+    /// Counters since creation.
+    pub fn stats(&self) -> ViewStats {
+        let s = &self.shared.stats;
+        ViewStats {
+            faults: s.faults.load(Ordering::Relaxed),
+            fills: s.fills.load(Ordering::Relaxed),
+            write_faults: s.write_faults.load(Ordering::Relaxed),
+            fill_ns: s.fill_ns.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        // Unregister and wait for handlers inside this view; `shared` (and with it the mappings
+        // and descriptors) is dropped right after, when no handler can reach it any more.
+        registry::unregister(self.slot);
+    }
+}
+
+/// Number of live views in the process (diagnostics).
+pub fn live_views() -> usize {
+    registry::live_views()
+}
+
+/// Cached probe result shared by the mechanism modules.
+pub(crate) type Probe = OnceLock<Result<(), String>>;
+
+/// Map the application's range for a new view.
+pub(crate) fn map_view(
+    opts: &ViewOptions,
+    prot: libc::c_int,
+    flags: libc::c_int,
+    fd: i32,
+) -> Result<usize, ViewError> {
+    let (hint, fixed) = match opts.placement {
+        Placement::Anywhere => (0, false),
+        Placement::Fixed(addr) => (addr, true),
+    };
+    match sys::map(hint, opts.len_bytes, prot, flags, fd, fixed) {
+        Ok(addr) => Ok(addr),
+        Err(sys::MapError::AddressInUse) => Err(ViewError::AddressInUse {
+            addr: hint,
+            len: opts.len_bytes,
+        }),
+        Err(sys::MapError::Os(errno)) => Err(ViewError::Os { op: "mmap", errno }),
+    }
+}
+
+/// Atomic bitmap with one bit per page.
+pub(crate) struct PageBits(Box<[AtomicU64]>);
+
+impl PageBits {
+    pub(crate) fn new(pages: u64) -> PageBits {
+        let words = pages.div_ceil(64) as usize;
+        PageBits((0..words).map(|_| AtomicU64::new(0)).collect())
+    }
+    pub(crate) fn set(&self, page: u64) -> bool {
+        let bit = 1u64 << (page % 64);
+        self.0[(page / 64) as usize].fetch_or(bit, Ordering::AcqRel) & bit != 0
+    }
+    pub(crate) fn clear(&self, page: u64) {
+        self.0[(page / 64) as usize].fetch_and(!(1u64 << (page % 64)), Ordering::AcqRel);
+    }
+    pub(crate) fn get(&self, page: u64) -> bool {
+        self.0[(page / 64) as usize].load(Ordering::Acquire) & (1u64 << (page % 64)) != 0
+    }
+    pub(crate) fn words(&self) -> &[AtomicU64] {
+        &self.0
+    }
+}

@@ -1,0 +1,343 @@
+//! The process-wide fault handler and the registry of live views.
+//!
+//! Owns: the one `SIGBUS` + `SIGSEGV` handler of the process (installed once, on the first
+//! [`super::View::new`]), the actions it replaced (to chain to them), and a fixed table of
+//! [`MAX_VIEWS`] slots mapping an address range to the view that serves its faults.
+//!
+//! Invariants:
+//! - The handler allocates nothing and takes no lock: it reads atomics, calls the view's
+//!   `PageSource::fill` and makes async-signal-safe system calls.
+//! - A slot's `inner` pointer is valid while the slot's `active` count is non-zero or the pointer
+//!   is published: [`unregister`] clears the pointer, then waits for `active` to drop to zero,
+//!   and only then may the view's memory and `Shared` state be freed. The handler increments
+//!   `active` *before* re-reading the pointer (both sequentially consistent), so it either sees
+//!   null or holds the count while it uses the view.
+//! - Faults that are not ours (address outside every view, a write to a read-only view, a
+//!   non-fault signal) go to the previous action: Rust's stack-overflow reporter, another
+//!   library's handler, or the default action (terminate with the same signal).
+//!
+//! Signal flags: `SA_SIGINFO` always. `SIGSEGV` also gets `SA_ONSTACK`, so that a stack overflow
+//! (which faults on the guard page) can still be delivered on the thread's alternate stack and
+//! reach Rust's reporter; the sigsegv mechanism's fill therefore may run on that alternate stack
+//! (8 KiB or more on threads made by std). `SIGBUS` (the userfaultfd mechanism) runs on the
+//! faulting thread's own stack, because its handler keeps a 4 KiB page buffer on the stack.
+#![allow(unsafe_code)] // sigaction, siginfo/ucontext access and the raw registry pointers.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::Once;
+
+use libc::{c_int, c_void, siginfo_t};
+
+use super::{sys, Shared, ViewError};
+
+/// `si_code` of a SIGBUS for a nonexistent physical address (userfaultfd with SIGBUS uses it).
+const BUS_ADRERR: c_int = 2;
+/// `si_code` of a SIGSEGV for a mapped page without the needed permission.
+const SEGV_ACCERR: c_int = 2;
+
+/// Most views alive at once in one process.
+pub const MAX_VIEWS: usize = 256;
+
+struct Slot {
+    claimed: AtomicBool,
+    start: AtomicUsize,
+    end: AtomicUsize,
+    inner: AtomicPtr<Shared>,
+    active: AtomicUsize,
+}
+
+impl Slot {
+    const fn new() -> Slot {
+        Slot {
+            claimed: AtomicBool::new(false),
+            start: AtomicUsize::new(0),
+            end: AtomicUsize::new(0),
+            inner: AtomicPtr::new(std::ptr::null_mut()),
+            active: AtomicUsize::new(0),
+        }
+    }
+}
+
+static SLOTS: [Slot; MAX_VIEWS] = [const { Slot::new() }; MAX_VIEWS];
+/// One past the highest slot ever claimed: the handler scans only `SLOTS[..HIGH]`.
+static HIGH: AtomicUsize = AtomicUsize::new(0);
+
+/// A saved previous `sigaction`, written once before `ready` is set.
+struct PrevAction {
+    ready: AtomicBool,
+    action: UnsafeCell<libc::sigaction>,
+}
+
+// SAFETY: `action` is written exactly once, by the thread running `INSTALL`, before `ready` is
+// set with Release; it is only read after `ready` is observed with Acquire.
+unsafe impl Sync for PrevAction {}
+
+impl PrevAction {
+    const fn new() -> PrevAction {
+        PrevAction {
+            ready: AtomicBool::new(false),
+            // SAFETY: sigaction is a plain C struct for which all-zero bytes is valid (SIG_DFL).
+            action: UnsafeCell::new(unsafe { std::mem::zeroed() }),
+        }
+    }
+}
+
+static PREV_SEGV: PrevAction = PrevAction::new();
+static PREV_BUS: PrevAction = PrevAction::new();
+static INSTALL: Once = Once::new();
+static INSTALL_ERRNO: AtomicUsize = AtomicUsize::new(0);
+
+fn prev_for(sig: c_int) -> &'static PrevAction {
+    if sig == libc::SIGBUS {
+        &PREV_BUS
+    } else {
+        &PREV_SEGV
+    }
+}
+
+fn install_one(sig: c_int, extra_flags: c_int) -> Result<(), i32> {
+    // SAFETY: zeroed sigaction is valid; we fill the fields we need.
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    act.sa_sigaction = on_fault as extern "C" fn(c_int, *mut siginfo_t, *mut c_void) as usize;
+    act.sa_flags = libc::SA_SIGINFO | extra_flags;
+    // SAFETY: `act.sa_mask` is a valid sigset to initialise.
+    unsafe { libc::sigemptyset(&mut act.sa_mask) };
+    let prev = prev_for(sig);
+    // SAFETY: `INSTALL` runs this once; nobody reads `prev.action` before `ready` is set, so we
+    // may write it; `act` is a fully initialised sigaction.
+    let r = unsafe { libc::sigaction(sig, &act, prev.action.get()) };
+    if r < 0 {
+        return Err(sys::errno());
+    }
+    prev.ready.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Install the process-wide handler (once).
+pub fn install_handlers() -> Result<(), ViewError> {
+    INSTALL.call_once(|| {
+        let r = install_one(libc::SIGBUS, 0)
+            .and_then(|()| install_one(libc::SIGSEGV, libc::SA_ONSTACK));
+        if let Err(e) = r {
+            INSTALL_ERRNO.store(e.max(1) as usize, Ordering::Release);
+        }
+    });
+    match INSTALL_ERRNO.load(Ordering::Acquire) {
+        0 => Ok(()),
+        e => Err(ViewError::Os {
+            op: "sigaction",
+            errno: e as i32,
+        }),
+    }
+}
+
+/// Publish `shared` (which must outlive the registration) for faults in its range.
+/// Returns the slot index to pass to [`unregister`].
+pub fn register(shared: &Shared) -> Result<usize, ViewError> {
+    install_handlers()?;
+    for (index, slot) in SLOTS.iter().enumerate() {
+        if slot
+            .claimed
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            slot.start.store(shared.base, Ordering::SeqCst);
+            slot.end
+                .store(shared.base + shared.len_bytes, Ordering::SeqCst);
+            slot.inner
+                .store(shared as *const Shared as *mut Shared, Ordering::SeqCst);
+            HIGH.fetch_max(index + 1, Ordering::SeqCst);
+            return Ok(index);
+        }
+    }
+    Err(ViewError::TooManyViews { max: MAX_VIEWS })
+}
+
+/// Withdraw a registration and wait until no handler is using it. Afterwards faults in the old
+/// range are not ours (they chain to the previous action).
+pub fn unregister(index: usize) {
+    let slot = &SLOTS[index];
+    slot.inner.store(std::ptr::null_mut(), Ordering::SeqCst);
+    // Bounded by the duration of the handlers already inside: each finishes one fill.
+    while slot.active.load(Ordering::SeqCst) != 0 {
+        std::thread::yield_now();
+    }
+    slot.start.store(0, Ordering::SeqCst);
+    slot.end.store(0, Ordering::SeqCst);
+    slot.claimed.store(false, Ordering::Release);
+}
+
+/// Number of slots claimed now (for tests and diagnostics).
+pub fn live_views() -> usize {
+    SLOTS
+        .iter()
+        .filter(|s| s.claimed.load(Ordering::Acquire))
+        .count()
+}
+
+/// What the dispatcher decided.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The fault was served; return and let the access retry.
+    Handled,
+    /// Not ours: pass to the previous action.
+    NotOurs,
+}
+
+/// Whether the x86 page-fault error code in the signal context says "write" (bit 1).
+fn fault_was_write(ctx: *mut c_void) -> Option<bool> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        if ctx.is_null() {
+            return None;
+        }
+        // SAFETY: the kernel passes a valid ucontext_t as the third handler argument.
+        let uc = unsafe { &*(ctx as *const libc::ucontext_t) };
+        let err = uc.uc_mcontext.gregs[libc::REG_ERR as usize];
+        Some(err & 2 != 0)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        let _ = ctx;
+        None
+    }
+}
+
+extern "C" fn on_fault(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
+    let saved_errno = sys::errno();
+    let outcome = dispatch(sig, info, ctx);
+    sys::set_errno(saved_errno);
+    if outcome == Outcome::NotOurs {
+        chain(sig, info, ctx);
+    }
+}
+
+fn dispatch(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) -> Outcome {
+    if info.is_null() {
+        return Outcome::NotOurs;
+    }
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo_t.
+    let info = unsafe { &*info };
+    let ours = (sig == libc::SIGBUS && info.si_code == BUS_ADRERR)
+        || (sig == libc::SIGSEGV && info.si_code == SEGV_ACCERR);
+    if !ours {
+        return Outcome::NotOurs;
+    }
+    // SAFETY: for SIGBUS/SIGSEGV raised by a fault, si_addr is set.
+    let addr = unsafe { info.si_addr() } as usize;
+    let high = HIGH.load(Ordering::Acquire).min(MAX_VIEWS);
+    for slot in &SLOTS[..high] {
+        let start = slot.start.load(Ordering::Acquire);
+        let end = slot.end.load(Ordering::Acquire);
+        if addr < start || addr >= end {
+            continue;
+        }
+        slot.active.fetch_add(1, Ordering::SeqCst);
+        let p = slot.inner.load(Ordering::SeqCst);
+        let outcome = if p.is_null() {
+            Outcome::NotOurs
+        } else {
+            // SAFETY: `p` was published by `register` and cannot be freed while `active` > 0
+            // (see the module invariant).
+            let shared = unsafe { &*p };
+            if addr >= shared.base && addr < shared.base + shared.len_bytes {
+                shared.service_fault(sig, addr, fault_was_write(ctx))
+            } else {
+                Outcome::NotOurs
+            }
+        };
+        slot.active.fetch_sub(1, Ordering::SeqCst);
+        return outcome;
+    }
+    Outcome::NotOurs
+}
+
+fn reset_to_default(sig: c_int) {
+    // SAFETY: zeroed sigaction = SIG_DFL with an empty mask; installing it is always valid.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(sig, &act, std::ptr::null_mut());
+    }
+}
+
+/// Pass a signal that is not ours to the action we replaced.
+fn chain(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
+    let prev = prev_for(sig);
+    let handler = if prev.ready.load(Ordering::Acquire) {
+        // SAFETY: written once before `ready` was set (see PrevAction).
+        let act = unsafe { &*prev.action.get() };
+        Some((act.sa_sigaction, act.sa_flags))
+    } else {
+        None
+    };
+    match handler {
+        Some((h, flags)) if h != libc::SIG_DFL && h != libc::SIG_IGN => {
+            if flags & libc::SA_SIGINFO != 0 {
+                // SAFETY: the previous action declared SA_SIGINFO, so `h` is a three-argument
+                // handler; we pass it the arguments the kernel gave us.
+                let f: extern "C" fn(c_int, *mut siginfo_t, *mut c_void) =
+                    unsafe { std::mem::transmute(h) };
+                f(sig, info, ctx);
+            } else {
+                // SAFETY: without SA_SIGINFO, `h` is a one-argument handler.
+                let f: extern "C" fn(c_int) = unsafe { std::mem::transmute(h) };
+                f(sig);
+            }
+        }
+        _ => {
+            // Default action (an ignored synchronous fault would loop forever, so treat SIG_IGN
+            // as default too). Returning re-executes the faulting access, which now terminates
+            // the process with `sig`; a signal sent by kill() is raised again instead.
+            reset_to_default(sig);
+            // SAFETY: `info` is the kernel's siginfo (checked non-null) or we re-raise anyway.
+            let from_fault = !info.is_null() && unsafe { (*info).si_code } > 0;
+            if !from_fault {
+                raise_unblocked(sig);
+            }
+        }
+    }
+}
+
+/// Unblock `sig` for this thread and send it to this thread.
+fn raise_unblocked(sig: c_int) {
+    // SAFETY: sigset manipulation on a local set, then pthread_sigmask and raise, all
+    // async-signal-safe.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+    }
+}
+
+/// Print `pmo: integrity error in PMO '<label>' page <n>: <reason>` (or another `what`) to stderr
+/// with write(2), then die with SIGBUS. Never returns.
+pub fn fatal(what: &str, label: &str, page: u64, reason: &str) -> ! {
+    let mut digits = [0u8; 20];
+    let mut n = page;
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    sys::write_stderr(b"pmo: ");
+    sys::write_stderr(what.as_bytes());
+    sys::write_stderr(b" in PMO '");
+    sys::write_stderr(label.as_bytes());
+    sys::write_stderr(b"' page ");
+    sys::write_stderr(&digits[i..]);
+    sys::write_stderr(b": ");
+    sys::write_stderr(reason.as_bytes());
+    sys::write_stderr(b"\n");
+    reset_to_default(libc::SIGBUS);
+    raise_unblocked(libc::SIGBUS);
+    // SIGBUS with the default action terminates; if something still ignored it, abort.
+    std::process::abort()
+}

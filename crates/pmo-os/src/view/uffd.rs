@@ -1,0 +1,510 @@
+//! The userfaultfd mechanism: demand fill with `UFFD_FEATURE_SIGBUS` + `UFFDIO_COPY`, dirty
+//! tracking with `UFFD_FEATURE_WP_ASYNC` + `PAGEMAP_SCAN`.
+//!
+//! Owns: one userfaultfd per view (registered for missing pages, and for write-protect on
+//! writable views), a descriptor of `/proc/self/pagemap` (writable views), and an advisory
+//! "present" bitmap.
+//!
+//! How a fault is served: the view is anonymous private memory (`MAP_PRIVATE | MAP_ANONYMOUS`).
+//! A first touch of a missing page makes the kernel send `SIGBUS` (`BUS_ADRERR`) to the faulting
+//! thread; the handler fills a page buffer on that thread's stack and installs it with
+//! `UFFDIO_COPY`. On a writable view the page is installed write-protected (`UFFDIO_COPY_MODE_WP`)
+//! unless the first touch was itself a write (x86 page-fault error code), in which case it is
+//! installed writable and is already "written". Later writes to a protected page are resolved by
+//! the kernel alone (`WP_ASYNC`), which clears the protection: `PAGEMAP_SCAN` with
+//! `PM_SCAN_WP_MATCHING` then reports exactly those pages and protects them again, atomically
+//! per page table entry, in one system call.
+//!
+//! Races: two threads faulting on the same page both fill; the second `UFFDIO_COPY` fails with
+//! `EEXIST`, which means another thread won, and is success. No state is kept per page on the
+//! fault path except the advisory present bit, so nothing can be left half-done.
+//!
+//! Caveat: with `UFFD_FEATURE_SIGBUS` (and with `UFFD_USER_MODE_ONLY`), a kernel access to a
+//! missing page (a `read(2)` into the view) fails with `EFAULT` instead of filling: callers
+//! prefault such ranges ([`super::View::prefault`]).
+#![allow(unsafe_code)] // UFFDIO_COPY from raw addresses and madvise on the view.
+
+use std::ops::Range;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+use super::registry::{self, Outcome};
+use super::sys::{self, PageRegion, PmScanArg, UffdioApi, UffdioCopy, UffdioRange, UffdioRegister};
+use super::{
+    map_view, Backend, Mechanism, PageBits, PageSource, Probe, Shared, StatCounters, ViewError,
+    ViewOptions, PAGE_SIZE,
+};
+
+/// Features every userfaultfd of a view asks for.
+const FEATURES: u64 =
+    sys::UFFD_FEATURE_SIGBUS | sys::UFFD_FEATURE_WP_ASYNC | sys::UFFD_FEATURE_WP_UNPOPULATED;
+/// Pages filled and copied per `UFFDIO_COPY` by `fill_range`.
+const BATCH_PAGES: usize = 64;
+/// Retries of `UFFDIO_COPY` on `EAGAIN` (the address space was changing) before giving up.
+const COPY_RETRIES_MAX: u32 = 10_000;
+/// Regions per `PAGEMAP_SCAN` call; the scan resumes where a full vector stopped.
+const SCAN_REGIONS: usize = 128;
+
+/// Per-view state of the userfaultfd mechanism.
+pub(crate) struct UffdState {
+    uffd: OwnedFd,
+    pagemap: Option<OwnedFd>,
+    present: PageBits,
+}
+
+impl UffdState {
+    pub(crate) fn is_present(&self, page: u64) -> bool {
+        self.present.get(page)
+    }
+}
+
+#[repr(C, align(64))]
+struct PageBuf([u8; PAGE_SIZE]);
+
+static PROBE: Probe = Probe::new();
+
+/// Whether userfaultfd with all needed features, and `PAGEMAP_SCAN`, work here (cached).
+pub(crate) fn probe() -> Result<(), String> {
+    PROBE.get_or_init(run_probe).clone()
+}
+
+fn run_probe() -> Result<(), String> {
+    // Build a one-page writable view with a source of zeros and scan it once: this exercises
+    // every system call the mechanism uses.
+    struct Zero;
+    impl PageSource for Zero {
+        fn fill(&self, _: u64, dst: &mut [u8; PAGE_SIZE]) -> Result<(), super::FillError> {
+            dst.fill(0);
+            Ok(())
+        }
+        fn label(&self) -> &str {
+            "probe"
+        }
+    }
+    let opts = ViewOptions {
+        len_bytes: PAGE_SIZE,
+        placement: super::Placement::Anywhere,
+        writable: true,
+        mechanism: None,
+    };
+    let shared = create(&opts, Arc::new(Zero)).map_err(|e| e.to_string())?;
+    let Backend::Uffd(st) = &shared.backend else {
+        return Err("internal: wrong backend".into());
+    };
+    install(&shared, st, 0, &[0u8; PAGE_SIZE], false).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    collect_dirty(&shared, st, &mut out).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn unsupported(why: String) -> ViewError {
+    ViewError::Unsupported {
+        mechanism: Mechanism::Userfaultfd,
+        why,
+    }
+}
+
+/// Open a userfaultfd: plain (privileged or `vm.unprivileged_userfaultfd=1`), then user-mode only
+/// (any user), then through `/dev/userfaultfd`.
+fn open_uffd() -> Result<OwnedFd, ViewError> {
+    let first = match sys::userfaultfd(0) {
+        Ok(fd) => return Ok(fd),
+        Err(e) => e,
+    };
+    if let Ok(fd) = sys::userfaultfd(sys::UFFD_USER_MODE_ONLY) {
+        return Ok(fd);
+    }
+    sys::userfaultfd_from_device().map_err(|dev| {
+        unsupported(format!(
+            "userfaultfd(2): {}; /dev/userfaultfd: {}",
+            std::io::Error::from_raw_os_error(first),
+            std::io::Error::from_raw_os_error(dev)
+        ))
+    })
+}
+
+/// Create the state and mapping of a userfaultfd view (not yet registered with the handler).
+pub(crate) fn create(opts: &ViewOptions, source: Arc<dyn PageSource>) -> Result<Shared, ViewError> {
+    let uffd = open_uffd()?;
+    let mut api = UffdioApi {
+        api: sys::UFFD_API,
+        features: FEATURES,
+        ioctls: 0,
+    };
+    // SAFETY: UFFDIO_API takes a uffdio_api, which `api` is.
+    unsafe { sys::ioctl(uffd.as_raw_fd(), sys::UFFDIO_API, &mut api) }.map_err(|e| {
+        unsupported(format!(
+            "UFFDIO_API: {}",
+            std::io::Error::from_raw_os_error(e)
+        ))
+    })?;
+    if api.features & FEATURES != FEATURES {
+        return Err(unsupported(format!(
+            "kernel lacks features {:#x}",
+            FEATURES & !api.features
+        )));
+    }
+
+    let prot = if opts.writable {
+        libc::PROT_READ | libc::PROT_WRITE
+    } else {
+        libc::PROT_READ
+    };
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+    let base = map_view(opts, prot, flags, -1)?;
+    let guard = UnmapOnError {
+        addr: base,
+        len: opts.len_bytes,
+    };
+
+    // SAFETY: the range is the mapping we just created; advice only changes kernel policy.
+    unsafe {
+        // No transparent huge pages: dirty tracking and fills are per 4 KiB page.
+        let _ = sys::madvise(base, opts.len_bytes, libc::MADV_NOHUGEPAGE);
+        // A fork child must not inherit a view whose faults nobody would serve.
+        sys::madvise(base, opts.len_bytes, libc::MADV_DONTFORK).map_err(|errno| ViewError::Os {
+            op: "madvise(MADV_DONTFORK)",
+            errno,
+        })?;
+    }
+
+    let mode = sys::UFFDIO_REGISTER_MODE_MISSING
+        | if opts.writable {
+            sys::UFFDIO_REGISTER_MODE_WP
+        } else {
+            0
+        };
+    let mut reg = UffdioRegister {
+        range: UffdioRange {
+            start: base as u64,
+            len: opts.len_bytes as u64,
+        },
+        mode,
+        ioctls: 0,
+    };
+    // SAFETY: UFFDIO_REGISTER takes a uffdio_register describing our own mapping.
+    unsafe { sys::ioctl(uffd.as_raw_fd(), sys::UFFDIO_REGISTER, &mut reg) }.map_err(|errno| {
+        ViewError::Os {
+            op: "UFFDIO_REGISTER",
+            errno,
+        }
+    })?;
+
+    let pagemap = if opts.writable {
+        let f = std::fs::File::open("/proc/self/pagemap").map_err(|e| ViewError::Os {
+            op: "open /proc/self/pagemap",
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+        })?;
+        Some(OwnedFd::from(f))
+    } else {
+        None
+    };
+
+    let pages = (opts.len_bytes / PAGE_SIZE) as u64;
+    std::mem::forget(guard);
+    Ok(Shared {
+        base,
+        len_bytes: opts.len_bytes,
+        pages,
+        writable: opts.writable,
+        mechanism: Mechanism::Userfaultfd,
+        source,
+        stats: StatCounters::default(),
+        backend: Backend::Uffd(UffdState {
+            uffd,
+            pagemap,
+            present: PageBits::new(pages),
+        }),
+    })
+}
+
+struct UnmapOnError {
+    addr: usize,
+    len: usize,
+}
+
+impl Drop for UnmapOnError {
+    fn drop(&mut self) {
+        // SAFETY: only alive on the error path of `create`, when nothing else knows the mapping.
+        unsafe { sys::unmap(self.addr, self.len) };
+    }
+}
+
+/// Outcome of one `UFFDIO_COPY` attempt loop.
+enum Copied {
+    /// All `len` bytes installed.
+    All,
+    /// The first page was already present; `done` bytes before it were installed.
+    Exists { done: usize },
+    /// Failure with errno.
+    Failed { errno: i32 },
+}
+
+/// `UFFDIO_COPY` of `len` bytes from `src` to `dst` (async-signal-safe).
+///
+/// # Safety
+/// `src..src+len` must be readable; `dst..dst+len` must lie in the view registered on `fd`.
+unsafe fn copy(fd: RawFd, dst: usize, src: *const u8, len: usize, mode: u64) -> Copied {
+    let mut done = 0usize;
+    let mut retries = 0u32;
+    while done < len {
+        let mut arg = UffdioCopy {
+            dst: (dst + done) as u64,
+            src: src as u64 + done as u64,
+            len: (len - done) as u64,
+            mode,
+            copy: 0,
+        };
+        // SAFETY: forwarded to the caller: a uffdio_copy with a readable source and a
+        // destination inside our registered range.
+        let r = unsafe { sys::ioctl(fd, sys::UFFDIO_COPY, &mut arg) };
+        match r {
+            Ok(()) => return Copied::All,
+            Err(errno) => {
+                if arg.copy > 0 {
+                    done += arg.copy as usize;
+                    continue;
+                }
+                match errno {
+                    libc::EEXIST => return Copied::Exists { done },
+                    libc::EAGAIN | libc::ENOENT if retries < COPY_RETRIES_MAX => {
+                        retries += 1;
+                        sys::yield_cpu();
+                    }
+                    _ => return Copied::Failed { errno },
+                }
+            }
+        }
+    }
+    Copied::All
+}
+
+/// Serve a missing-page fault on `page` (signal handler context).
+pub(crate) fn service(shared: &Shared, st: &UffdState, page: u64, write: Option<bool>) -> Outcome {
+    let write_first = shared.writable && write == Some(true);
+    shared.count_fault(write_first);
+    let mut buf = PageBuf([0u8; PAGE_SIZE]);
+    if let Err(e) = shared.fill_page(page, &mut buf.0) {
+        registry::fatal("integrity error", shared.source.label(), page, e.reason);
+    }
+    // Install write-protected so the first write is tracked, unless this fault is that write.
+    let wp = if shared.writable && !write_first {
+        sys::UFFDIO_COPY_MODE_WP
+    } else {
+        0
+    };
+    // SAFETY: `buf` is a readable page on our stack; the destination page is inside the view.
+    let r = unsafe {
+        copy(
+            st.uffd.as_raw_fd(),
+            shared.page_addr(page),
+            buf.0.as_ptr(),
+            PAGE_SIZE,
+            wp | sys::UFFDIO_COPY_MODE_DONTWAKE,
+        )
+    };
+    match r {
+        Copied::All | Copied::Exists { .. } => {
+            st.present.set(page);
+            Outcome::Handled
+        }
+        Copied::Failed { .. } => registry::fatal(
+            "fault service failed",
+            shared.source.label(),
+            page,
+            "UFFDIO_COPY failed",
+        ),
+    }
+}
+
+/// Install `data` as `page` if absent; `dirty` installs it writable (reported by the next
+/// collect), otherwise clean.
+pub(crate) fn install(
+    shared: &Shared,
+    st: &UffdState,
+    page: u64,
+    data: &[u8; PAGE_SIZE],
+    dirty: bool,
+) -> Result<bool, ViewError> {
+    let wp = if shared.writable && !dirty {
+        sys::UFFDIO_COPY_MODE_WP
+    } else {
+        0
+    };
+    // SAFETY: `data` is a readable page; the destination page is inside the view.
+    match unsafe {
+        copy(
+            st.uffd.as_raw_fd(),
+            shared.page_addr(page),
+            data.as_ptr(),
+            PAGE_SIZE,
+            wp | sys::UFFDIO_COPY_MODE_DONTWAKE,
+        )
+    } {
+        Copied::All => {
+            st.present.set(page);
+            Ok(true)
+        }
+        Copied::Exists { .. } => {
+            st.present.set(page);
+            Ok(false)
+        }
+        Copied::Failed { errno } => Err(ViewError::Os {
+            op: "UFFDIO_COPY",
+            errno,
+        }),
+    }
+}
+
+/// Fill the absent pages of `pages` through the source, in batches of [`BATCH_PAGES`].
+pub(crate) fn fill_range(
+    shared: &Shared,
+    st: &UffdState,
+    pages: Range<u64>,
+    for_write: bool,
+) -> Result<(), ViewError> {
+    if pages.end > shared.pages {
+        return Err(ViewError::PageOutOfRange {
+            page: pages.end - 1,
+            pages: shared.pages,
+        });
+    }
+    let wp = if shared.writable && !for_write {
+        sys::UFFDIO_COPY_MODE_WP
+    } else {
+        0
+    };
+    let mut buf = vec![0u8; BATCH_PAGES * PAGE_SIZE];
+    let mut page = pages.start;
+    while page < pages.end {
+        if st.present.get(page) {
+            page += 1;
+            continue;
+        }
+        // A run of absent pages, at most BATCH_PAGES long.
+        let run_start = page;
+        let mut run_len = 0usize;
+        let mut failed = None;
+        while page < pages.end && run_len < BATCH_PAGES && !st.present.get(page) {
+            let dst: &mut [u8; PAGE_SIZE] = (&mut buf
+                [run_len * PAGE_SIZE..(run_len + 1) * PAGE_SIZE])
+                .try_into()
+                .expect("page-sized slice");
+            if let Err(e) = shared.fill_page(page, dst) {
+                // Install what was filled before the failure, then report it.
+                failed = Some(ViewError::Fill {
+                    page,
+                    reason: e.reason,
+                });
+                break;
+            }
+            run_len += 1;
+            page += 1;
+        }
+        let mut done_pages = 0usize;
+        while done_pages < run_len {
+            let off = done_pages * PAGE_SIZE;
+            // SAFETY: `buf[off..run_len*PAGE_SIZE]` is readable; the destination pages are inside
+            // the view (checked against shared.pages above).
+            let r = unsafe {
+                copy(
+                    st.uffd.as_raw_fd(),
+                    shared.page_addr(run_start) + off,
+                    buf.as_ptr().add(off),
+                    (run_len - done_pages) * PAGE_SIZE,
+                    wp | sys::UFFDIO_COPY_MODE_DONTWAKE,
+                )
+            };
+            match r {
+                Copied::All => {
+                    for p in done_pages..run_len {
+                        st.present.set(run_start + p as u64);
+                    }
+                    done_pages = run_len;
+                }
+                Copied::Exists { done } => {
+                    // Pages before `done` were installed; the next one was already there.
+                    let installed = done / PAGE_SIZE;
+                    for p in done_pages..done_pages + installed + 1 {
+                        st.present.set(run_start + p as u64);
+                    }
+                    done_pages += installed + 1;
+                }
+                Copied::Failed { errno } => {
+                    return Err(ViewError::Os {
+                        op: "UFFDIO_COPY",
+                        errno,
+                    })
+                }
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Drop `page`: the next touch faults and fills again.
+pub(crate) fn discard(shared: &Shared, st: &UffdState, page: u64) -> Result<(), ViewError> {
+    // SAFETY: the page lies inside our private anonymous mapping; discarding its contents is the
+    // purpose of the call (callers access views only through raw pointers).
+    unsafe { sys::madvise(shared.page_addr(page), PAGE_SIZE, libc::MADV_DONTNEED) }.map_err(
+        |errno| ViewError::Os {
+            op: "madvise(MADV_DONTNEED)",
+            errno,
+        },
+    )?;
+    st.present.clear(page);
+    Ok(())
+}
+
+/// Report and re-protect the written pages with `PAGEMAP_SCAN`.
+pub(crate) fn collect_dirty(
+    shared: &Shared,
+    st: &UffdState,
+    out: &mut Vec<u64>,
+) -> Result<(), ViewError> {
+    let Some(pagemap) = &st.pagemap else {
+        return Ok(());
+    };
+    let end = (shared.base + shared.len_bytes) as u64;
+    let mut start = shared.base as u64;
+    let mut regions = [PageRegion::default(); SCAN_REGIONS];
+    // Each call either finishes the walk or fills the region vector; bound the loop by the
+    // number of pages (at worst one region per page).
+    let mut calls_left = shared.pages / SCAN_REGIONS as u64 + 2;
+    while start < end && calls_left > 0 {
+        calls_left -= 1;
+        let mut arg = PmScanArg {
+            flags: sys::PM_SCAN_WP_MATCHING | sys::PM_SCAN_CHECK_WPASYNC,
+            start,
+            end,
+            // Unpopulated entries count as "written" (they carry no protection bit); only pages
+            // that exist, in memory or in swap, can have been written.
+            category_mask: sys::PAGE_IS_WRITTEN,
+            category_anyof_mask: sys::PAGE_IS_PRESENT | sys::PAGE_IS_SWAPPED,
+            return_mask: sys::PAGE_IS_WRITTEN,
+            ..PmScanArg::default()
+        };
+        let n =
+            sys::pagemap_scan(pagemap.as_raw_fd(), &mut arg, &mut regions).map_err(|errno| {
+                ViewError::Os {
+                    op: "ioctl(PAGEMAP_SCAN)",
+                    errno,
+                }
+            })?;
+        for r in &regions[..n.min(SCAN_REGIONS)] {
+            let mut a = r.start;
+            while a < r.end {
+                out.push((a - shared.base as u64) / PAGE_SIZE as u64);
+                a += PAGE_SIZE as u64;
+            }
+        }
+        if arg.walk_end <= start {
+            break;
+        }
+        start = arg.walk_end;
+    }
+    Ok(())
+}

@@ -1,0 +1,305 @@
+//! View behaviour on one thread: fill on read and write, exact dirty tracking, install, discard,
+//! populate_all, prefault, placement, several live views. Every test runs for every mechanism
+//! available here.
+
+#[path = "view_common.rs"]
+mod view_common;
+
+use std::io::Read;
+
+use pmo_os::view::{Mechanism, Placement, View, ViewError, ViewOptions, PAGE_SIZE};
+use view_common::*;
+
+#[test]
+fn fill_on_read() {
+    for m in mechanisms() {
+        let src = Pattern::new("fill-read");
+        let v = view(m, 64, true, src.clone());
+        assert_eq!(v.mechanism(), m);
+        assert!(!v.is_present(5));
+        assert_eq!(read(&v, 5, 3), word(5, 3), "{m}");
+        assert_eq!(read(&v, 5, 511), word(5, 511), "{m}");
+        assert!(v.is_present(5));
+        assert!(!v.is_present(6));
+        assert_eq!(
+            src.fills.load(std::sync::atomic::Ordering::Relaxed),
+            1,
+            "{m}"
+        );
+        let s = v.stats();
+        assert_eq!(s.fills, 1, "{m}");
+        assert!(s.faults >= 1, "{m}");
+        assert_eq!(dirty(&v), Vec::<u64>::new(), "{m}: a read must not dirty");
+    }
+}
+
+#[test]
+fn fill_on_write() {
+    for m in mechanisms() {
+        let v = view(m, 32, true, Pattern::new("fill-write"));
+        write(&v, 9, 7, 0xDEAD_BEEF);
+        assert_eq!(read(&v, 9, 7), 0xDEAD_BEEF, "{m}");
+        assert_eq!(
+            read(&v, 9, 6),
+            word(9, 6),
+            "{m}: rest of the page is filled"
+        );
+        assert_eq!(read(&v, 9, 8), word(9, 8), "{m}");
+        assert_eq!(dirty(&v), vec![9], "{m}");
+        assert!(v.stats().write_faults >= 1, "{m}");
+        assert_eq!(v.stats().fills, 1, "{m}");
+    }
+}
+
+#[test]
+fn dirty_tracking_is_exact() {
+    for m in mechanisms() {
+        let v = view(m, 128, true, Pattern::new("dirty"));
+        // Page 3 is read before it is written (write-protect path); 7 and 100 are first touched
+        // by a write; 50 is only read.
+        assert_eq!(read(&v, 3, 0), word(3, 0));
+        assert_eq!(read(&v, 50, 0), word(50, 0));
+        write(&v, 100, 1, 1);
+        write(&v, 3, 2, 2);
+        write(&v, 7, 3, 3);
+        assert_eq!(dirty(&v), vec![3, 7, 100], "{m}");
+        assert_eq!(dirty(&v), Vec::<u64>::new(), "{m}: second collect");
+        write(&v, 7, 4, 4);
+        write(&v, 3, 5, 5);
+        assert_eq!(dirty(&v), vec![3, 7], "{m}: written again");
+        // Several writes to one page are one dirty page; the data stays.
+        for i in 0..512 {
+            write(&v, 100, i, i as u64);
+        }
+        assert_eq!(dirty(&v), vec![100], "{m}");
+        assert_eq!(read(&v, 100, 511), 511);
+        assert_eq!(read(&v, 3, 2), 2);
+        assert_eq!(dirty(&v), Vec::<u64>::new(), "{m}");
+    }
+}
+
+#[test]
+fn dirty_runs_and_many_pages() {
+    for m in mechanisms() {
+        let pages = 1024u64;
+        let v = view(m, pages as usize, true, Pattern::new("runs"));
+        // Contiguous runs, isolated pages, and word boundaries of the bitmap.
+        let mut expect: Vec<u64> = (60..70)
+            .chain([127, 128, 129])
+            .chain((500..700).step_by(3))
+            .chain([1023])
+            .collect();
+        expect.sort();
+        for &p in &expect {
+            write(&v, p, 0, p);
+        }
+        assert_eq!(dirty(&v), expect, "{m}");
+        // Everything written.
+        for p in 0..pages {
+            write(&v, p, 1, p);
+        }
+        assert_eq!(dirty(&v), (0..pages).collect::<Vec<_>>(), "{m}");
+        assert_eq!(dirty(&v), Vec::<u64>::new(), "{m}");
+    }
+}
+
+#[test]
+fn install_discard_populate() {
+    for m in mechanisms() {
+        let src = Pattern::new("install");
+        let v = view(m, 16, true, src.clone());
+        let data = [0xA5u8; PAGE_SIZE];
+        assert!(v.install(2, &data).unwrap(), "{m}");
+        assert!(!v.install(2, &data).unwrap(), "{m}: already present");
+        assert!(v.is_present(2));
+        assert_eq!(read(&v, 2, 10), 0xA5A5_A5A5_A5A5_A5A5, "{m}");
+        assert_eq!(
+            dirty(&v),
+            Vec::<u64>::new(),
+            "{m}: installed pages are clean"
+        );
+        write(&v, 2, 0, 1);
+        assert_eq!(dirty(&v), vec![2], "{m}");
+        // Discard drops contents and dirtiness; the next touch fills from the source.
+        write(&v, 2, 0, 2);
+        v.discard(2).unwrap();
+        v.discard(2).unwrap();
+        v.discard(11).unwrap(); // absent: fine
+        assert!(!v.is_present(2));
+        assert_eq!(
+            dirty(&v),
+            Vec::<u64>::new(),
+            "{m}: discarded page is not dirty"
+        );
+        assert_eq!(read(&v, 2, 0), word(2, 0), "{m}: refilled");
+        assert_eq!(dirty(&v), Vec::<u64>::new(), "{m}");
+        // Out of range.
+        assert!(matches!(
+            v.install(16, &data),
+            Err(ViewError::PageOutOfRange { .. })
+        ));
+        assert!(matches!(
+            v.discard(99),
+            Err(ViewError::PageOutOfRange { .. })
+        ));
+        assert!(!v.is_present(16));
+
+        let src2 = Pattern::new("populate");
+        let w = view(m, 200, true, src2.clone());
+        write(&w, 5, 0, 77); // present and dirty before populate: stays dirty
+        w.populate_all().unwrap();
+        assert!((0..200).all(|p| w.is_present(p)), "{m}");
+        assert_eq!(w.stats().fills, 200, "{m}");
+        assert_eq!(dirty(&w), vec![5], "{m}: populated pages are clean");
+        let faults_before = w.stats().faults;
+        for p in 0..200 {
+            assert_eq!(read(&w, p, 1), word(p, 1), "{m} page {p}");
+        }
+        assert_eq!(
+            w.stats().faults,
+            faults_before,
+            "{m}: no faults after populate_all"
+        );
+        write(&w, 150, 0, 1);
+        assert_eq!(dirty(&w), vec![150], "{m}");
+    }
+}
+
+#[test]
+fn populate_fill_error_is_an_error() {
+    for m in mechanisms() {
+        let v = view(m, 8, true, Pattern::failing("bad", 6));
+        match v.populate_all() {
+            Err(ViewError::Fill { page: 6, reason }) => assert!(reason.contains("tag")),
+            other => panic!("{m}: expected a fill error, got {other:?}"),
+        }
+        assert!(v.is_present(0));
+        assert!(!v.is_present(6));
+    }
+}
+
+#[test]
+fn read_only_view_fills_and_reports_nothing() {
+    for m in mechanisms() {
+        let v = view(m, 8, false, Pattern::new("ro"));
+        assert!(!v.writable());
+        assert_eq!(read(&v, 4, 4), word(4, 4), "{m}");
+        v.populate_all().unwrap();
+        assert_eq!(read(&v, 7, 0), word(7, 0), "{m}");
+        assert_eq!(dirty(&v), Vec::<u64>::new());
+    }
+}
+
+#[test]
+fn kernel_access_needs_prefault() {
+    for m in mechanisms() {
+        let v = view(m, 8, true, Pattern::new("kernel"));
+        let mut zero = std::fs::File::open("/dev/zero").unwrap();
+        // SAFETY: pages 2..4 of the view; the view stays alive while the slice is used.
+        let slice =
+            unsafe { std::slice::from_raw_parts_mut(v.addr().add(2 * PAGE_SIZE), 2 * PAGE_SIZE) };
+        let err = zero
+            .read(slice)
+            .expect_err("a kernel write to a missing page fails");
+        assert_eq!(err.raw_os_error(), Some(libc::EFAULT), "{m}");
+        v.prefault_for_write(2 * PAGE_SIZE..4 * PAGE_SIZE).unwrap();
+        assert_eq!(zero.read(slice).unwrap(), 2 * PAGE_SIZE, "{m}");
+        assert_eq!(read(&v, 3, 100), 0, "{m}");
+        assert_eq!(dirty(&v), vec![2, 3], "{m}");
+        // Reading prefault: clean, and the kernel can read it.
+        v.prefault(5 * PAGE_SIZE..5 * PAGE_SIZE + 1).unwrap();
+        assert!(v.is_present(5));
+        assert_eq!(dirty(&v), Vec::<u64>::new(), "{m}");
+        assert!(v.prefault(0..9 * PAGE_SIZE).is_err());
+    }
+}
+
+#[test]
+fn fixed_placement_and_address_in_use() {
+    for m in mechanisms() {
+        let len = 16 * PAGE_SIZE;
+        let probe = view(m, 16, true, Pattern::new("probe"));
+        let addr = probe.addr() as usize;
+        drop(probe);
+        let opts = ViewOptions {
+            len_bytes: len,
+            placement: Placement::Fixed(addr),
+            writable: true,
+            mechanism: Some(m),
+        };
+        let a = View::new(opts, Pattern::new("fixed")).unwrap();
+        assert_eq!(a.addr() as usize, addr, "{m}");
+        write(&a, 1, 0, 5);
+        assert_eq!(read(&a, 1, 0), 5);
+        // Same range, and a range overlapping its end: refused, nothing replaced.
+        for at in [addr, addr + 8 * PAGE_SIZE] {
+            let opts = ViewOptions {
+                len_bytes: len,
+                placement: Placement::Fixed(at),
+                writable: true,
+                mechanism: Some(m),
+            };
+            match View::new(opts, Pattern::new("clash")) {
+                Err(ViewError::AddressInUse { addr: got, len: l }) => {
+                    assert_eq!((got, l), (at, len));
+                }
+                other => panic!("{m}: expected AddressInUse, got {other:?}"),
+            }
+        }
+        assert_eq!(read(&a, 1, 0), 5, "{m}: the existing view is intact");
+        let bad = ViewOptions {
+            len_bytes: len,
+            placement: Placement::Fixed(addr + 1),
+            writable: true,
+            mechanism: Some(m),
+        };
+        assert!(matches!(
+            View::new(bad, Pattern::new("x")),
+            Err(ViewError::InvalidAddress { .. })
+        ));
+    }
+}
+
+#[test]
+fn invalid_lengths() {
+    for len in [0, 100, PAGE_SIZE + 1] {
+        let opts = ViewOptions::new(len);
+        assert!(matches!(
+            View::new(opts, Pattern::new("len")),
+            Err(ViewError::InvalidLength)
+        ));
+    }
+}
+
+#[test]
+fn drop_while_other_views_live() {
+    for m in mechanisms() {
+        let a = view(m, 8, true, Pattern::new("a"));
+        let b = view(m, 8, true, Pattern::new("b"));
+        let c = view(m, 8, false, Pattern::new("c"));
+        assert_eq!(read(&a, 0, 0), word(0, 0));
+        assert_eq!(read(&b, 1, 0), word(1, 0));
+        write(&b, 2, 0, 9);
+        drop(b);
+        assert_eq!(read(&a, 3, 3), word(3, 3), "{m}");
+        assert_eq!(read(&c, 4, 4), word(4, 4), "{m}");
+        write(&a, 5, 0, 1);
+        assert_eq!(dirty(&a), vec![5]);
+        let d = view(m, 8, true, Pattern::new("d"));
+        assert_eq!(read(&d, 7, 1), word(7, 1), "{m}");
+    }
+}
+
+#[test]
+fn env_and_names() {
+    assert_eq!(
+        Mechanism::from_name("userfaultfd"),
+        Some(Mechanism::Userfaultfd)
+    );
+    assert_eq!(Mechanism::from_name("sigsegv"), Some(Mechanism::Sigsegv));
+    assert_eq!(Mechanism::from_name("nope"), None);
+    for m in [Mechanism::Userfaultfd, Mechanism::Sigsegv] {
+        assert_eq!(Mechanism::from_name(m.name()), Some(m));
+    }
+    assert!(Mechanism::available().contains(&Mechanism::best()));
+}
