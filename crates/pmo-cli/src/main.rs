@@ -1,1 +1,13 @@
-fn main() {}
+//! `pmo`: create, inspect and use pools of Persistent Memory Objects.
+//!
+//! Exit codes: 0 success; 1 usage or user error (wrong key, no such PMO, pool full, ...);
+//! 2 integrity or corruption. Errors are one line on stderr.
+
+mod cmd;
+mod keysrc;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    cmd::main()
+}

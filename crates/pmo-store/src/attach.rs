@@ -1,6 +1,196 @@
-//! Mapped attach (placeholder until the view layer lands).
-/// Options of a mapped attach.
-#[derive(Clone, Debug, Default)]
-pub struct AttachOptions {}
-/// A mapped attachment.
-pub struct Attachment {}
+//! Mapped attach: a PMO as plain memory at its stable address.
+//!
+//! An [`Attachment`] is a [`PmoHandle`] (key checked, attach lock held, PMO recovered) plus a
+//! `pmo_os::view::View` at the PMO's recorded base address (`MAP_FIXED_NOREPLACE`: a taken range
+//! is an error unless relocation was asked for). Pages are filled from the medium on first
+//! touch, writes are tracked per page, and [`Attachment::psync`] commits exactly the pages
+//! written since the previous psync. Changes not psynced are discarded at detach.
+#![allow(unsafe_code)] // copying pages out of and into the attached mapping.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pmo_medium::Medium;
+use pmo_os::view::{FillError, Mechanism, PageSource, Placement, View, ViewError, ViewOptions, ViewStats, PAGE_SIZE};
+
+use crate::engine::{CommitStats, PmoCore};
+use crate::error::{Result, StoreError};
+use crate::pool::{Perm, PmoHandle, Pool};
+
+/// Options of [`Pool::attach_with`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AttachOptions {
+    /// Wait up to this long for a conflicting user to detach (`None`: fail at once with `Busy`).
+    pub wait: Option<Duration>,
+    /// Map elsewhere if the stable address is taken (raw pointers stored in the PMO then do not
+    /// point into it: use `PPtr` for such PMOs).
+    pub relocate: bool,
+    /// Fault mechanism (`None`: `PMO_FAULT`, else the fastest available).
+    pub mechanism: Option<Mechanism>,
+    /// Fill every page at attach instead of on first touch.
+    pub populate: bool,
+}
+
+/// Name of the page-fault mechanism attach uses by default in this process.
+pub fn fault_mechanism_name() -> &'static str {
+    Mechanism::from_env().unwrap_or_else(Mechanism::best).name()
+}
+
+/// Fills pages straight from the medium (no protection).
+struct PlainSource {
+    core: Arc<PmoCore>,
+    medium: Arc<dyn Medium>,
+}
+
+impl PageSource for PlainSource {
+    fn fill(&self, page_index: u64, dst: &mut [u8; PAGE_SIZE]) -> Result<(), FillError> {
+        self.core.fill_page(&*self.medium, page_index, dst).map_err(|reason| FillError { reason })
+    }
+    fn label(&self) -> &str {
+        &self.core.name
+    }
+}
+
+/// An attached PMO. Detaches on drop.
+pub struct Attachment {
+    // Field order matters: the view is unmapped before the lock is released.
+    view: View,
+    handle: PmoHandle,
+    relocated: bool,
+    attach_ns: u64,
+}
+
+impl Pool {
+    /// `attach(name, perm, key)`: map a PMO at its stable address.
+    pub fn attach(&self, name: &str, perm: Perm, key: &[u8]) -> Result<Attachment> {
+        self.attach_with(name, perm, key, AttachOptions::default())
+    }
+
+    /// Attach with options.
+    pub fn attach_with(&self, name: &str, perm: Perm, key: &[u8], opts: AttachOptions) -> Result<Attachment> {
+        let t0 = Instant::now();
+        let handle = self.open_pmo(name, perm, key, opts.wait)?;
+        let source = Arc::new(PlainSource { core: handle.core.clone(), medium: self.medium().clone() });
+        let size = usize::try_from(handle.size()).map_err(|_| StoreError::Invalid("PMO larger than the address space".into()))?;
+        let mut vopts = ViewOptions { len_bytes: size, placement: Placement::Fixed(handle.base_addr() as usize), writable: perm == Perm::Write, mechanism: opts.mechanism };
+        let mut relocated = false;
+        let view = match View::new(vopts, source.clone()) {
+            Ok(v) => v,
+            Err(ViewError::AddressInUse { .. }) if opts.relocate => {
+                vopts.placement = Placement::Anywhere;
+                relocated = true;
+                View::new(vopts, source).map_err(view_err)?
+            }
+            Err(ViewError::AddressInUse { addr, len }) => {
+                return Err(StoreError::AddressInUse { name: name.into(), addr: addr as u64, len: len as u64 });
+            }
+            Err(e) => return Err(view_err(e)),
+        };
+        if opts.populate {
+            view.populate_all().map_err(view_err)?;
+        }
+        Ok(Attachment { view, handle, relocated, attach_ns: t0.elapsed().as_nanos() as u64 })
+    }
+}
+
+fn view_err(e: ViewError) -> StoreError {
+    match e {
+        ViewError::Fill { page, reason } => StoreError::Integrity { name: String::new(), page, reason: reason.into() },
+        other => StoreError::Os(other.to_string()),
+    }
+}
+
+impl Attachment {
+    /// Address of the first byte.
+    pub fn addr(&self) -> *mut u8 {
+        self.view.addr()
+    }
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.view.len_bytes()
+    }
+    /// Never true: a PMO has at least one page.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+    /// The PMO's name.
+    pub fn name(&self) -> &str {
+        self.handle.name()
+    }
+    /// Read-only or read-write.
+    pub fn perm(&self) -> Perm {
+        self.handle.perm()
+    }
+    /// True if the stable address was taken and the PMO was mapped elsewhere.
+    pub fn relocated(&self) -> bool {
+        self.relocated
+    }
+    /// The fault mechanism serving this attachment.
+    pub fn mechanism(&self) -> Mechanism {
+        self.view.mechanism()
+    }
+    /// Fault and fill counters of the mapping.
+    pub fn view_stats(&self) -> ViewStats {
+        self.view.stats()
+    }
+    /// Nanoseconds the attach took.
+    pub fn attach_ns(&self) -> u64 {
+        self.attach_ns
+    }
+    /// The page-level handle.
+    pub fn handle(&self) -> &PmoHandle {
+        &self.handle
+    }
+
+    /// `psync`: make every change since the previous psync durable, atomically.
+    /// Writes racing with a psync from other threads land in this psync or the next.
+    pub fn psync(&self) -> Result<CommitStats> {
+        if self.perm() != Perm::Write {
+            return Err(StoreError::ReadOnly(self.name().into()));
+        }
+        let mut pages = Vec::new();
+        self.view.collect_dirty(&mut pages).map_err(view_err)?;
+        let base = self.view.addr();
+        self.handle.commit_with(&pages, &mut |p, dst| {
+            // SAFETY: `p` was reported dirty by the view, so it is inside the mapping
+            // (p < pages) and present; the view lives as long as `self`. A concurrent writer
+            // may change the bytes while they are copied: the page is then dirty again and
+            // the next psync commits it.
+            unsafe { std::ptr::copy_nonoverlapping(base.add(p as usize * PAGE_SIZE), dst.as_mut_ptr(), PAGE_SIZE) };
+            Ok(())
+        })
+    }
+
+    /// Copy bytes out of the mapping (faulting pages in as needed).
+    pub fn read_at(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
+        self.check_range(offset, buf.len())?;
+        // SAFETY: the range is inside the live mapping (checked); pages fault in on access.
+        unsafe { std::ptr::copy_nonoverlapping(self.view.addr().add(offset), buf.as_mut_ptr(), buf.len()) };
+        Ok(())
+    }
+
+    /// Copy bytes into the mapping (not durable until `psync`).
+    pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<()> {
+        if self.perm() != Perm::Write {
+            return Err(StoreError::ReadOnly(self.name().into()));
+        }
+        self.check_range(offset, data.len())?;
+        // SAFETY: the range is inside the live, writable mapping (checked); pages fault in and
+        // are marked dirty on access.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.view.addr().add(offset), data.len()) };
+        Ok(())
+    }
+
+    fn check_range(&self, offset: usize, len: usize) -> Result<()> {
+        if offset.checked_add(len).is_none_or(|e| e > self.len()) {
+            return Err(StoreError::Invalid(format!("range {offset}+{len} is outside the {}-byte PMO", self.len())));
+        }
+        Ok(())
+    }
+
+    /// `detach`: unmap and release. Changes since the last psync are discarded.
+    pub fn detach(self) -> Result<()> {
+        drop(self);
+        Ok(())
+    }
+}

@@ -32,3 +32,20 @@ pub use error::{Result, StoreError};
 pub use pmo_format::KdfParams;
 pub use pool::{AttachState, CheckReport, Perm, PmoHandle, PmoInfo, Pool, PoolInfo, PoolOptions};
 pub use pptr::PPtr;
+
+/// The pool used when none is named: `PMO_POOL`, else `$XDG_DATA_HOME/pmo/default.pool`,
+/// else `$HOME/.local/share/pmo/default.pool`.
+pub fn default_pool_path() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("PMO_POOL").filter(|p| !p.is_empty()) {
+        return p.into();
+    }
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".local/share")))
+        .unwrap_or_else(std::env::temp_dir);
+    data.join("pmo").join("default.pool")
+}
+
+/// Size of a default pool created on first use.
+pub const DEFAULT_POOL_SIZE: u64 = 1 << 30;

@@ -1,0 +1,269 @@
+//! Command-line parsing and the commands.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use clap::{Parser, Subcommand};
+use pmo_store::{KdfParams, Perm, Pool, PoolOptions, StoreError};
+
+#[derive(Parser)]
+#[command(name = "pmo", version, about = "Persistent Memory Objects: named, crash-consistent, at-rest protected memory", long_about = None)]
+struct Cli {
+    /// Pool file or device [env: PMO_POOL; default: ~/.local/share/pmo/default.pool]
+    #[arg(long, global = true)]
+    pool: Option<PathBuf>,
+    /// File holding the key (else env PMO_KEY; a prompt only on a terminal)
+    #[arg(long, global = true)]
+    key_file: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create a pool (a file, or format a /dev/daxX.Y device)
+    Init {
+        /// Size, e.g. 1GiB, 512MiB (ignored for devices)
+        #[arg(long, value_parser = parse_bytes)]
+        size: u64,
+        /// Argon2id memory in KiB for keys of this pool
+        #[arg(long, default_value_t = KdfParams::DEFAULT.m_kib)]
+        kdf_mem_kib: u32,
+        /// Argon2id iterations
+        #[arg(long, default_value_t = KdfParams::DEFAULT.t)]
+        kdf_iters: u32,
+        /// Namespace slots (maximum number of PMOs)
+        #[arg(long)]
+        max_pmos: Option<u64>,
+        /// Backend: file, dax or pmem-emul (default: detect)
+        #[arg(long)]
+        medium: Option<String>,
+    },
+    /// Create a PMO
+    Create {
+        name: String,
+        #[arg(long, value_parser = parse_bytes)]
+        size: u64,
+    },
+    /// Destroy a PMO (needs its key; fails while attached)
+    Destroy { name: String },
+    /// List PMOs: name, size, state, address
+    List,
+    /// Show the pool, or one PMO
+    Info { name: Option<String> },
+    /// Write bytes into a PMO atomically (attach read-write, copy, psync, detach)
+    Write {
+        name: String,
+        #[arg(long, default_value_t = 0, value_parser = parse_bytes)]
+        offset: u64,
+        /// Read the bytes from this file (default: standard input)
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Wait up to this many seconds for another writer to detach
+        #[arg(long)]
+        wait: Option<f64>,
+    },
+    /// Copy bytes of a PMO to standard output (attach read-only)
+    Read {
+        name: String,
+        #[arg(long, default_value_t = 0, value_parser = parse_bytes)]
+        offset: u64,
+        #[arg(long, value_parser = parse_bytes)]
+        len: u64,
+    },
+    /// Verify every checksum, the namespace and the space accounting (exit 2 on any problem)
+    Check,
+}
+
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    parse_size::Config::new().with_binary().parse_size(s).map_err(|e| format!("'{s}': {e}"))
+}
+
+/// Exit code and one-line message for an error.
+fn report(e: &anyhow::Error) -> ExitCode {
+    let integrity = e.chain().any(|c| c.downcast_ref::<StoreError>().is_some_and(StoreError::is_integrity)) || e.downcast_ref::<IntegrityProblem>().is_some();
+    let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+    eprintln!("pmo: {}", msg.join(": "));
+    ExitCode::from(if integrity { 2 } else { 1 })
+}
+
+/// `check` found problems.
+#[derive(Debug)]
+struct IntegrityProblem(String);
+impl std::fmt::Display for IntegrityProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for IntegrityProblem {}
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 1 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => report(&e),
+    }
+}
+
+fn pool_path(cli: &Cli) -> PathBuf {
+    cli.pool.clone().unwrap_or_else(pmo_store::default_pool_path)
+}
+
+fn open(cli: &Cli) -> anyhow::Result<Pool> {
+    let path = pool_path(cli);
+    Pool::open(&path).with_context(|| format!("pool {}", path.display()))
+}
+
+fn key(cli: &Cli) -> anyhow::Result<zeroize::Zeroizing<Vec<u8>>> {
+    crate::keysrc::load(cli.key_file.as_deref()).map_err(|e| anyhow!(e))
+}
+
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 || v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match &cli.cmd {
+        Cmd::Init { size, kdf_mem_kib, kdf_iters, max_pmos, medium } => {
+            let path = pool_path(&cli);
+            let medium = match medium {
+                None => None,
+                Some(m) => Some(pmo_medium::MediumKind::parse(m).ok_or_else(|| anyhow!("unknown medium '{m}' (file, dax, pmem-emul)"))?),
+            };
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+            }
+            let opts = PoolOptions { kdf: KdfParams { alg: 1, m_kib: *kdf_mem_kib, t: *kdf_iters, p: 1 }, ns_capacity: *max_pmos, base_addr: None, medium };
+            let pool = Pool::create(&path, *size, &opts).with_context(|| format!("pool {}", path.display()))?;
+            let info = pool.pool_info()?;
+            println!("created pool {} ({}, {} usable, up to {} PMOs, medium {})", path.display(), human(info.pool_size), human(info.heap_len), info.ns_capacity, info.medium.name());
+        }
+        Cmd::Create { name, size } => {
+            let pool = open(&cli)?;
+            let key = key(&cli)?;
+            let info = pool.pcreate(name, *size, &key)?;
+            println!("created PMO '{}' ({}) at {:#x}", info.name, human(info.size), info.base_addr);
+        }
+        Cmd::Destroy { name } => {
+            let pool = open(&cli)?;
+            let key = key(&cli)?;
+            pool.pdestroy(name, &key)?;
+            println!("destroyed PMO '{name}'");
+        }
+        Cmd::List => {
+            let pool = open(&cli)?;
+            let list = pool.list()?;
+            println!("{:<32} {:>12} {:<12} {:<8} ADDRESS", "NAME", "SIZE", "STATE", "SCHEME");
+            for p in list {
+                println!("{:<32} {:>12} {:<12} {:<8} {:#x}", p.name, human(p.size), p.state.name(), scheme_name(p.scheme), p.base_addr);
+            }
+        }
+        Cmd::Info { name: None } => {
+            let pool = open(&cli)?;
+            let i = pool.pool_info()?;
+            println!("pool:            {}", i.path.as_deref().map(|p| p.display().to_string()).unwrap_or_default());
+            println!("medium:          {}", i.medium.name());
+            println!("format version:  {}", i.format_version);
+            println!("uuid:            {}", hex(&i.uuid));
+            println!("size:            {} (heap {}, free {}, largest free extent {})", human(i.pool_size), human(i.heap_len), human(i.free_bytes), human(i.largest_free));
+            println!("PMOs:            {} of {}", i.pmos, i.ns_capacity);
+            println!("address range:   {:#x}..{:#x}", i.base_addr, i.base_addr + i.heap_len);
+            println!("kdf:             argon2id m={} KiB t={} p={}", i.kdf.m_kib, i.kdf.t, i.kdf.p);
+            println!("default scheme:  {}", scheme_name(i.config.scheme));
+            println!("fault mechanism: {}", pmo_store::attach::fault_mechanism_name());
+            println!("cache flush:     {}", pmo_os::persist::flush_kind().name());
+        }
+        Cmd::Info { name: Some(name) } => {
+            let pool = open(&cli)?;
+            let p = pool.info(name)?;
+            println!("name:            {}", p.name);
+            println!("size:            {} ({} pages)", human(p.size), p.size / 4096);
+            println!("uuid:            {}", hex(&p.uuid));
+            println!("state:           {}", p.state.name());
+            println!("scheme:          {}", scheme_name(p.scheme));
+            println!("stable address:  {:#x}", p.base_addr);
+            println!("extent:          {:#x} + {} (data twice, for shadow paging)", p.extent_off, human(p.extent_len));
+            println!("fault mechanism: {}", pmo_store::attach::fault_mechanism_name());
+        }
+        Cmd::Write { name, offset, file, wait } => {
+            let pool = open(&cli)?;
+            let key = key(&cli)?;
+            let size = pool.info(name)?.size;
+            let mut data = Vec::new();
+            let limit = size.saturating_sub(*offset) + 1;
+            match file {
+                Some(f) => std::fs::File::open(f).with_context(|| format!("open {}", f.display()))?.take(limit).read_to_end(&mut data)?,
+                None => std::io::stdin().lock().take(limit).read_to_end(&mut data)?,
+            };
+            if *offset + data.len() as u64 > size {
+                bail!("{} bytes at offset {offset} do not fit in the {}-byte PMO '{name}'", data.len(), size);
+            }
+            let h = pool.open_pmo(name, Perm::Write, &key, wait.map(Duration::from_secs_f64))?;
+            let stats = h.write_at(*offset, &data)?;
+            eprintln!("wrote {} bytes at offset {offset} of '{name}' (psync {}: {} pages)", data.len(), stats.seq, stats.pages);
+        }
+        Cmd::Read { name, offset, len } => {
+            let pool = open(&cli)?;
+            let key = key(&cli)?;
+            let h = pool.open_pmo(name, Perm::Read, &key, None)?;
+            let mut out = std::io::stdout().lock();
+            let mut done = 0u64;
+            let mut buf = vec![0u8; 1 << 20];
+            while done < *len {
+                let n = (*len - done).min(buf.len() as u64) as usize;
+                h.read_at(offset + done, &mut buf[..n])?;
+                out.write_all(&buf[..n])?;
+                done += n as u64;
+            }
+            out.flush()?;
+        }
+        Cmd::Check => {
+            let pool = open(&cli)?;
+            let r = pool.check()?;
+            for s in &r.skipped {
+                eprintln!("skipped '{s}': attached read-write by another user");
+            }
+            println!("checked {} PMOs; heap {} = used {} + free {}", r.pmos, r.heap_len, r.used_bytes, r.free_bytes);
+            if !r.problems.is_empty() {
+                for p in &r.problems {
+                    eprintln!("problem: {p}");
+                }
+                return Err(IntegrityProblem(format!("{} problem(s) found", r.problems.len())).into());
+            }
+            println!("ok");
+        }
+    }
+    Ok(())
+}
+
+fn scheme_name(code: u32) -> &'static str {
+    match code {
+        0 => "none",
+        _ => "unknown",
+    }
+}

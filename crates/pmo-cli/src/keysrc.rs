@@ -1,0 +1,36 @@
+//! Where the user key comes from: `--key-file FILE`, else `PMO_KEY`. Never a prompt when standard
+//! input is not a terminal.
+
+use std::io::IsTerminal;
+use std::path::Path;
+
+use zeroize::Zeroizing;
+
+/// Read the key. The trailing newline of a key file is not part of the key.
+pub fn load(key_file: Option<&Path>) -> Result<Zeroizing<Vec<u8>>, String> {
+    if let Some(path) = key_file {
+        let mut bytes = Zeroizing::new(std::fs::read(path).map_err(|e| format!("cannot read key file {}: {e}", path.display()))?);
+        while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+            bytes.pop();
+        }
+        if bytes.is_empty() {
+            return Err(format!("key file {} is empty", path.display()));
+        }
+        return Ok(bytes);
+    }
+    if let Some(k) = std::env::var_os("PMO_KEY") {
+        use std::os::unix::ffi::OsStrExt;
+        if k.is_empty() {
+            return Err("PMO_KEY is empty".into());
+        }
+        return Ok(Zeroizing::new(k.as_bytes().to_vec()));
+    }
+    if std::io::stdin().is_terminal() {
+        let k = Zeroizing::new(rpassword::prompt_password("key: ").map_err(|e| format!("cannot read key: {e}"))?);
+        if k.is_empty() {
+            return Err("empty key".into());
+        }
+        return Ok(Zeroizing::new(k.as_bytes().to_vec()));
+    }
+    Err("no key given: use --key-file FILE or set PMO_KEY".into())
+}

@@ -1,0 +1,204 @@
+//! Mapped attach: stable addresses, pointer-rich data across detach/attach, psync of dirty pages
+//! only, reader/writer exclusion across threads, wrong keys, taken address ranges.
+#![allow(unsafe_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pmo_os::view::Mechanism;
+use pmo_store::{AttachOptions, KdfParams, Perm, Pool, PoolOptions, StoreError};
+
+const KEY: &[u8] = b"attach-key";
+
+fn pool(tag: &str) -> (Pool, PathBuf) {
+    let path = std::env::temp_dir().join(format!("pmo-attach-{tag}-{}.pool", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let opts = PoolOptions { kdf: KdfParams::INSECURE_FAST, ..Default::default() };
+    (Pool::create(&path, 64 << 20, &opts).unwrap(), path)
+}
+
+fn mechanisms() -> Vec<Mechanism> {
+    Mechanism::available()
+}
+
+/// A linked list node stored in a PMO with raw pointers.
+#[repr(C)]
+struct Node {
+    value: u64,
+    next: *mut Node,
+}
+
+#[test]
+fn raw_pointer_list_survives_detach_attach() {
+    for mech in mechanisms() {
+        let (pool, path) = pool(&format!("list-{}", mech.name()));
+        pool.pcreate("list", 1 << 20, KEY).unwrap();
+        let opts = AttachOptions { mechanism: Some(mech), ..Default::default() };
+        let a = pool.attach_with("list", Perm::Write, KEY, opts).unwrap();
+        let base = a.addr();
+        assert_eq!(base as u64, pool.info("list").unwrap().base_addr, "mapped at the stable address");
+        // Nodes spread over many pages, linked by raw pointers.
+        let n = 200usize;
+        unsafe {
+            let nodes = base.cast::<Node>();
+            for i in 0..n {
+                let node = base.add(i * 4096 + 64).cast::<Node>();
+                (*node).value = i as u64 * 7;
+                (*node).next = if i + 1 < n { base.add((i + 1) * 4096 + 64).cast() } else { std::ptr::null_mut() };
+            }
+            (*nodes).next = base.add(64).cast(); // head pointer in page 0's first bytes
+        }
+        let stats = a.psync().unwrap();
+        assert_eq!(stats.pages, n as u64, "exactly the written pages are committed");
+        assert_eq!(a.psync().unwrap().pages, 0, "nothing dirty after a psync");
+        a.detach().unwrap();
+
+        let pool = Pool::open(&path).unwrap();
+        let a = pool.attach_with("list", Perm::Read, KEY, opts).unwrap();
+        assert_eq!(a.addr(), base);
+        let mut count = 0;
+        unsafe {
+            let mut p = (*a.addr().cast::<Node>()).next;
+            while !p.is_null() {
+                assert_eq!((*p).value, count * 7);
+                count += 1;
+                p = (*p).next;
+            }
+        }
+        assert_eq!(count, n as u64);
+        drop(a);
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+#[test]
+fn unsynced_changes_are_discarded_at_detach() {
+    let (pool, path) = pool("discard");
+    pool.pcreate("x", 8192, KEY).unwrap();
+    let a = pool.attach("x", Perm::Write, KEY).unwrap();
+    a.write_at(0, b"kept").unwrap();
+    a.psync().unwrap();
+    a.write_at(0, b"lost").unwrap();
+    a.write_at(5000, b"lost too").unwrap();
+    a.detach().unwrap();
+    let a = pool.attach("x", Perm::Read, KEY).unwrap();
+    let mut b = [0u8; 4];
+    a.read_at(0, &mut b).unwrap();
+    assert_eq!(&b, b"kept");
+    let mut c = [1u8; 8];
+    a.read_at(5000, &mut c).unwrap();
+    assert_eq!(c, [0u8; 8]);
+    drop(a);
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn readers_share_writers_exclude_and_waiting_works() {
+    let (pool, path) = pool("excl");
+    pool.pcreate("x", 4096, KEY).unwrap();
+    let r1 = pool.attach_with("x", Perm::Read, KEY, AttachOptions { relocate: true, ..Default::default() }).unwrap();
+    // A second reader of the same PMO in the same process needs another address range.
+    let r2 = pool.attach_with("x", Perm::Read, KEY, AttachOptions { relocate: true, ..Default::default() }).unwrap();
+    assert!(r2.relocated());
+    assert!(matches!(pool.attach("x", Perm::Write, KEY), Err(StoreError::Busy { how: "read-only", .. })));
+    assert!(matches!(pool.pdestroy("x", KEY), Err(StoreError::Busy { .. })));
+    drop((r1, r2));
+    let w = pool.attach("x", Perm::Write, KEY).unwrap();
+    assert!(matches!(
+        pool.attach_with("x", Perm::Read, KEY, AttachOptions { relocate: true, ..Default::default() }),
+        Err(StoreError::Busy { how: "read-write", .. })
+    ));
+    let p2 = pool.clone();
+    let waiter = std::thread::spawn(move || {
+        p2.attach_with("x", Perm::Write, KEY, AttachOptions { wait: Some(Duration::from_secs(10)), relocate: true, ..Default::default() }).map(|_| ())
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    drop(w);
+    waiter.join().unwrap().unwrap();
+    let t0 = std::time::Instant::now();
+    let _w = pool.attach("x", Perm::Write, KEY).unwrap();
+    let r = pool.attach_with("x", Perm::Write, KEY, AttachOptions { wait: Some(Duration::from_millis(100)), relocate: true, ..Default::default() });
+    assert!(matches!(r, Err(StoreError::Busy { .. })));
+    assert!(t0.elapsed() >= Duration::from_millis(100));
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn wrong_key_maps_nothing() {
+    let (pool, path) = pool("key");
+    pool.pcreate("x", 4096, KEY).unwrap();
+    let before = pmo_os::view::live_views();
+    assert!(matches!(pool.attach("x", Perm::Write, b"nope"), Err(StoreError::WrongKey(_))));
+    assert!(matches!(pool.pdestroy("x", b"nope"), Err(StoreError::WrongKey(_))));
+    assert_eq!(pmo_os::view::live_views(), before);
+    assert!(pool.exists("x").unwrap());
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn taken_address_is_an_error_unless_relocation_is_allowed() {
+    let (pool, path) = pool("addr");
+    let info = pool.pcreate("x", 3 * 4096, KEY).unwrap();
+    // Occupy the PMO's stable range with an ordinary mapping.
+    let blocker = unsafe {
+        libc::mmap(info.base_addr as *mut libc::c_void, 4096, libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE, -1, 0)
+    };
+    assert_eq!(blocker as u64, info.base_addr);
+    match pool.attach("x", Perm::Write, KEY) {
+        Err(StoreError::AddressInUse { addr, .. }) => assert_eq!(addr, info.base_addr),
+        other => panic!("expected AddressInUse, got {:?}", other.map(|a| a.addr())),
+    }
+    let a = pool.attach_with("x", Perm::Write, KEY, AttachOptions { relocate: true, ..Default::default() }).unwrap();
+    assert!(a.relocated());
+    a.write_at(10, b"moved").unwrap();
+    a.psync().unwrap();
+    drop(a);
+    unsafe { libc::munmap(blocker, 4096) };
+    let a = pool.attach("x", Perm::Read, KEY).unwrap();
+    let mut b = [0u8; 5];
+    a.read_at(10, &mut b).unwrap();
+    assert_eq!(&b, b"moved");
+    drop(a);
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn many_threads_fault_and_write_at_once() {
+    let (pool, path) = pool("threads");
+    let pages = 512usize;
+    pool.pcreate("x", (pages * 4096) as u64, KEY).unwrap();
+    {
+        let h = pool.open_pmo("x", Perm::Write, KEY, None).unwrap();
+        let data: Vec<u8> = (0..pages * 4096).map(|i| (i / 4096) as u8).collect();
+        h.write_at(0, &data).unwrap();
+    }
+    let a = pool.attach("x", Perm::Write, KEY).unwrap();
+    let base = a.addr() as usize;
+    std::thread::scope(|s| {
+        for t in 0..8usize {
+            s.spawn(move || {
+                for p in (0..pages).rev() {
+                    let ptr = (base + p * 4096) as *mut u8;
+                    // SAFETY: inside the attached mapping, which outlives the scope.
+                    let v = unsafe { std::ptr::read_volatile(ptr.add(100)) };
+                    assert_eq!(v, p as u8, "thread {t} page {p}");
+                    if p % 8 == t {
+                        unsafe { std::ptr::write_volatile(ptr.add(200 + t), 0xC0 | t as u8) };
+                    }
+                }
+            });
+        }
+    });
+    let stats = a.psync().unwrap();
+    assert_eq!(stats.pages, pages as u64);
+    drop(a);
+    let h = pool.open_pmo("x", Perm::Read, KEY, None).unwrap();
+    let mut page = [0u8; 4096];
+    for p in 0..pages {
+        h.read_page(p as u64, &mut page).unwrap();
+        assert_eq!(page[100], p as u8);
+        assert_eq!(page[200 + p % 8], 0xC0 | (p % 8) as u8);
+    }
+    drop(h);
+    std::fs::remove_file(&path).unwrap();
+}
