@@ -219,8 +219,8 @@ fn print_table(rows: &[Row], opts: &Options, sample_ms: u64, took: Duration) {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "{:<16} {:<6} {:<10} {:>9} {:>3} {:>16}  {:>21}",
-        "benchmark", "peer", "medium", "size", "thr", "median", "min .. max"
+        "{:<16} {:<6} {:<10} {:>9} {:>3} {:>16}  {:>21} {:>5}",
+        "benchmark", "peer", "medium", "size", "thr", "median", "min .. max", "cpu"
     );
     for r in rows {
         let m = &r.measurement;
@@ -229,30 +229,36 @@ fn print_table(rows: &[Row], opts: &Options, sample_ms: u64, took: Duration) {
             pmo_peers::Unit::MicrosPerOp => format!("{:.2}..{:.2} us", m.min, m.max),
         };
         println!(
-            "{:<16} {:<6} {:<10} {:>9} {:>3} {:>16}  {:>21}",
+            "{:<16} {:<6} {:<10} {:>9} {:>3} {:>16}  {:>21} {:>5.2}",
             r.benchmark,
             r.peer,
             r.medium,
             human_size(r.size_bytes),
             r.threads,
             human_figure(m),
-            spread
+            spread,
+            m.cpu_share
         );
     }
-    println!("({} figures in {:.1} s)", rows.len(), took.as_secs_f64());
+    println!(
+        "({} figures in {:.1} s; cpu = CPU time the benchmark threads got / (threads x wall): \
+         near 1 when uncontended, at most cores/threads)",
+        rows.len(),
+        took.as_secs_f64()
+    );
 }
 
 fn write_csv(path: &PathBuf, rows: &[Row], opts: &Options) -> Result<()> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
     writeln!(
         out,
-        "benchmark,peer,medium,size_bytes,threads,unit,median,min,max,repeats,ops_total,seed"
+        "benchmark,peer,medium,size_bytes,threads,unit,median,min,max,repeats,ops_total,cpu_share,seed"
     )?;
     for r in rows {
         let m = &r.measurement;
         writeln!(
             out,
-            "{},{},{},{},{},{},{:.6},{:.6},{:.6},{},{},{}",
+            "{},{},{},{},{},{},{:.6},{:.6},{:.6},{},{},{:.3},{}",
             r.benchmark,
             r.peer,
             r.medium,
@@ -264,6 +270,7 @@ fn write_csv(path: &PathBuf, rows: &[Row], opts: &Options) -> Result<()> {
             m.max,
             m.samples.len(),
             m.ops_total,
+            m.cpu_share,
             opts.seed
         )?;
     }

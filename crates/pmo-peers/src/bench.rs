@@ -16,7 +16,9 @@ use rand::SeedableRng;
 
 use crate::error::{Error, Result};
 use crate::stats::{Measurement, Unit};
-use crate::sys::{LmdbEnv, MallocSlots, OidSlots, Permutation, PmdkPool, PMDK_MIN_POOL_BYTES};
+use crate::sys::{
+    thread_cpu_time, LmdbEnv, MallocSlots, OidSlots, Permutation, PmdkPool, PMDK_MIN_POOL_BYTES,
+};
 
 /// Blocks allocated then freed in one round of the POSEIDON microbenchmark.
 pub const ROUND_BLOCKS: u32 = 100;
@@ -211,16 +213,91 @@ fn check_block(size_bytes: u64) -> Result<()> {
     Ok(())
 }
 
+/// What one timed stretch did: ops of all threads, the longest thread's wall time, and the CPU
+/// time all threads got.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Timed {
+    ops: u64,
+    wall: Duration,
+    cpu: Duration,
+    threads: usize,
+}
+
+impl Timed {
+    /// Adds another stretch run after this one by the same threads.
+    fn then(self, next: Timed) -> Timed {
+        Timed {
+            ops: self.ops + next.ops,
+            wall: self.wall + next.wall,
+            cpu: self.cpu + next.cpu,
+            threads: self.threads.max(next.threads),
+        }
+    }
+
+    fn cpu_share(&self) -> f64 {
+        self.cpu.as_secs_f64() / (self.threads.max(1) as f64 * self.wall.as_secs_f64())
+    }
+}
+
+/// Times `f` on this thread (wall and CPU time); `f` returns the ops it did.
+fn time_here(f: impl FnOnce() -> Result<u64>) -> Result<Timed> {
+    let cpu_start = thread_cpu_time();
+    let start = Instant::now();
+    let ops = f()?;
+    Ok(Timed {
+        ops,
+        wall: start.elapsed(),
+        cpu: thread_cpu_time().saturating_sub(cpu_start),
+        threads: 1,
+    })
+}
+
+/// The timed samples of one measurement (the warm-up is not pushed).
+struct Samples {
+    unit: Unit,
+    figures: Vec<f64>,
+    shares: Vec<f64>,
+    ops_total: u64,
+}
+
+impl Samples {
+    fn new(unit: Unit, repeats: usize) -> Self {
+        Samples {
+            unit,
+            figures: Vec::with_capacity(repeats),
+            shares: Vec::with_capacity(repeats),
+            ops_total: 0,
+        }
+    }
+
+    fn push(&mut self, timed: Timed) {
+        let figure = match self.unit {
+            Unit::OpsPerSec => timed.ops as f64 / timed.wall.as_secs_f64(),
+            Unit::MicrosPerOp => timed.wall.as_secs_f64() * 1e6 / timed.ops as f64,
+        };
+        self.figures.push(figure);
+        self.shares.push(timed.cpu_share());
+        self.ops_total += timed.ops;
+    }
+
+    fn finish(self) -> Result<Measurement> {
+        Ok(
+            Measurement::from_samples(self.unit, self.figures, self.ops_total)?
+                .with_cpu_shares(&self.shares),
+        )
+    }
+}
+
 /// Runs `step` on every state, one thread per state, all released together by a barrier, each
 /// until `work` is done; `step` does one unit of work and returns the ops it did. Returns the ops
-/// of all threads and the longest thread's time.
-fn run_threads<S, F>(states: &mut [S], work: Work, step: F) -> Result<(u64, Duration)>
+/// of all threads, the longest thread's time and the CPU time of all threads.
+fn run_threads<S, F>(states: &mut [S], work: Work, step: F) -> Result<Timed>
 where
     S: Send,
     F: Fn(&mut S, u64) -> Result<u64> + Sync,
 {
     let barrier = Barrier::new(states.len());
-    let results: Vec<Result<(u64, Duration)>> = std::thread::scope(|scope| {
+    let results: Vec<Result<Timed>> = std::thread::scope(|scope| {
         let handles: Vec<_> = states
             .iter_mut()
             .map(|state| {
@@ -228,23 +305,14 @@ where
                 let step = &step;
                 scope.spawn(move || {
                     barrier.wait();
-                    let start = Instant::now();
-                    let mut ops = 0u64;
-                    let mut failure = None;
-                    while !work.done(ops, start.elapsed()) {
-                        match step(state, ops) {
-                            Ok(done) => ops += done,
-                            Err(err) => {
-                                failure = Some(err);
-                                break;
-                            }
+                    time_here(|| {
+                        let start = Instant::now();
+                        let mut ops = 0u64;
+                        while !work.done(ops, start.elapsed()) {
+                            ops += step(state, ops)?;
                         }
-                    }
-                    let elapsed = start.elapsed();
-                    match failure {
-                        Some(err) => Err(err),
-                        None => Ok((ops, elapsed)),
-                    }
+                        Ok(ops)
+                    })
                 })
             })
             .collect();
@@ -253,22 +321,17 @@ where
             .map(|h| h.join().unwrap_or(Err(Error::ThreadPanicked)))
             .collect()
     });
-    let mut ops_total = 0u64;
-    let mut longest = Duration::ZERO;
+    let mut total = Timed {
+        threads: results.len(),
+        ..Timed::default()
+    };
     for result in results {
-        let (ops, elapsed) = result?;
-        ops_total += ops;
-        longest = longest.max(elapsed);
+        let timed = result?;
+        total.ops += timed.ops;
+        total.wall = total.wall.max(timed.wall);
+        total.cpu += timed.cpu;
     }
-    Ok((ops_total, longest))
-}
-
-fn ops_per_sec(ops: u64, elapsed: Duration) -> f64 {
-    ops as f64 / elapsed.as_secs_f64()
-}
-
-fn micros_per_op(ops: u64, elapsed: Duration) -> f64 {
-    elapsed.as_secs_f64() * 1e6 / ops as f64
+    Ok(total)
 }
 
 /// Pool for `threads` x [`ROUND_BLOCKS`] live blocks of `size_bytes`: PMDK rounds a huge block
@@ -369,19 +432,17 @@ fn alloc_free_samples<Slots: Send>(
         round(&mut state.slots, order)?;
         Ok(u64::from(ROUND_BLOCKS))
     };
-    let mut samples = Vec::with_capacity(opts.repeats);
-    let mut ops_total = 0;
+    let mut samples = Samples::new(Unit::OpsPerSec, opts.repeats);
     // Sample 0 is the warm-up: one round per thread, untimed (faults in the pool's pages).
     for sample in 0..=opts.repeats as u64 {
         let mut states = round_states(threads, opts, sample, &mut make);
         let this_work = if sample == 0 { Work::Ops(1) } else { work };
-        let (ops, elapsed) = run_threads(&mut states, this_work, step)?;
+        let timed = run_threads(&mut states, this_work, step)?;
         if sample > 0 {
-            samples.push(ops_per_sec(ops, elapsed));
-            ops_total += ops;
+            samples.push(timed);
         }
     }
-    Measurement::from_samples(Unit::OpsPerSec, samples, ops_total)
+    samples.finish()
 }
 
 /// Parameters of the Larson server simulation.
@@ -500,8 +561,7 @@ fn larson_samples<Slots: Send>(
         run(&mut state.slots, chunk, &mut state.rng)?;
         Ok(chunk)
     };
-    let mut samples = Vec::with_capacity(opts.repeats);
-    let mut ops_total = 0;
+    let mut samples = Samples::new(Unit::OpsPerSec, opts.repeats);
     for sample in 0..=opts.repeats as u64 {
         let mut states: Vec<LarsonState<Slots>> = (0..params.threads)
             .map(|t| LarsonState {
@@ -518,12 +578,9 @@ fn larson_samples<Slots: Send>(
         } else {
             (params.epochs, work)
         };
-        let mut ops_sample = 0;
-        let mut time_sample = Duration::ZERO;
+        let mut timed = Timed::default();
         for _ in 0..epochs {
-            let (ops, elapsed) = run_threads(&mut states, epoch_work, step)?;
-            ops_sample += ops;
-            time_sample += elapsed;
+            timed = timed.then(run_threads(&mut states, epoch_work, step)?);
             // Hand every thread's slots (not its random stream) to the next thread.
             let mut rngs: Vec<u64> = states.iter().map(|s| s.rng).collect();
             states.rotate_left(1);
@@ -532,11 +589,10 @@ fn larson_samples<Slots: Send>(
             }
         }
         if sample > 0 {
-            samples.push(ops_per_sec(ops_sample, time_sample));
-            ops_total += ops_sample;
+            samples.push(timed);
         }
     }
-    Measurement::from_samples(Unit::OpsPerSec, samples, ops_total)
+    samples.finish()
 }
 
 /// A PMDK transaction updating `len_bytes` at a random 64-byte-aligned place in a large object
@@ -564,21 +620,19 @@ pub fn pmdk_tx_update(opts: &Options, len_bytes: u64, work: Work) -> Result<Meas
         pool.tx_update_run(TX_OBJECT_BYTES, &src, chunk, rng)?;
         Ok(chunk)
     };
-    let mut samples = Vec::with_capacity(opts.repeats);
-    let mut ops_total = 0;
+    let mut samples = Samples::new(Unit::MicrosPerOp, opts.repeats);
     for sample in 0..=opts.repeats {
         let this_work = if sample == 0 {
             Work::Ops(TX_CHUNK_OPS)
         } else {
             work
         };
-        let (ops, elapsed) = run_threads(&mut states, this_work, step)?;
+        let timed = run_threads(&mut states, this_work, step)?;
         if sample > 0 {
-            samples.push(micros_per_op(ops, elapsed));
-            ops_total += ops;
+            samples.push(timed);
         }
     }
-    Measurement::from_samples(Unit::MicrosPerOp, samples, ops_total)
+    samples.finish()
 }
 
 /// PMDK transactional allocation, the durability peer of pmo's "alloc + link + psync": one op is
@@ -601,38 +655,35 @@ pub fn pmdk_tx_alloc_link(opts: &Options, size_bytes: u64, work: Work) -> Result
         alloc_pool_bytes(size_bytes, batch),
         opts.require_pmem,
     )?;
-    let mut samples = Vec::with_capacity(opts.repeats);
-    let mut ops_total = 0;
+    let mut samples = Samples::new(Unit::MicrosPerOp, opts.repeats);
     for sample in 0..=opts.repeats {
         let this_work = if sample == 0 {
             Work::Ops(TX_CHUNK_OPS)
         } else {
             work
         };
-        let mut ops = 0u64;
-        let mut timed = Duration::ZERO;
-        while !this_work.done(ops, timed) {
+        let mut timed = Timed::default();
+        while !this_work.done(timed.ops, timed.wall) {
             // One batch: timed in chunks, then the list is freed untimed.
             let mut in_batch = 0u64;
-            while in_batch < batch && !this_work.done(ops, timed) {
+            while in_batch < batch && !this_work.done(timed.ops, timed.wall) {
                 let chunk = this_work
-                    .next_chunk(ops, TX_CHUNK_OPS)
+                    .next_chunk(timed.ops, TX_CHUNK_OPS)
                     .min(batch - in_batch);
-                let start = Instant::now();
-                pool.tx_alloc_link_run(size_bytes, chunk)?;
-                timed += start.elapsed();
-                ops += chunk;
+                timed = timed.then(time_here(|| {
+                    pool.tx_alloc_link_run(size_bytes, chunk)?;
+                    Ok(chunk)
+                })?);
                 in_batch += chunk;
             }
             let freed = pool.tx_list_free()?;
             debug_assert_eq!(freed, in_batch);
         }
         if sample > 0 {
-            samples.push(micros_per_op(ops, timed));
-            ops_total += ops;
+            samples.push(timed);
         }
     }
-    Measurement::from_samples(Unit::MicrosPerOp, samples, ops_total)
+    samples.finish()
 }
 
 /// LMDB put + synchronous commit: one op is `mdb_txn_begin`, `mdb_put` of a `value_bytes` value
@@ -653,8 +704,7 @@ pub fn lmdb_put_commit(opts: &Options, value_bytes: u64, work: Work) -> Result<M
     // Leaf or overflow pages per value, twice for copy-on-write garbage, plus room for the tree.
     let map_bytes = (cap + LMDB_PREFILL_KEYS) * (value_bytes + 4096 + 64) * 2 + (64 << 20);
     let value: Vec<u8> = (0..value_bytes).map(|i| (i % 253) as u8).collect();
-    let mut samples = Vec::with_capacity(opts.repeats);
-    let mut ops_total = 0;
+    let mut samples = Samples::new(Unit::MicrosPerOp, opts.repeats);
     for sample in 0..=opts.repeats as u64 {
         let scratch = Scratch::dir(&opts.dir, "lmdb")?;
         let mut env = LmdbEnv::open(&scratch.path, map_bytes, 0)?;
@@ -665,21 +715,22 @@ pub fn lmdb_put_commit(opts: &Options, value_bytes: u64, work: Work) -> Result<M
         } else {
             work
         };
-        let mut ops = 0u64;
-        let start = Instant::now();
-        while !this_work.done(ops, start.elapsed()) && ops < cap {
-            let chunk = this_work.next_chunk(ops, LMDB_CHUNK_OPS).min(cap - ops);
-            env.put_commit_run(&value, chunk, &mut rng)?;
-            ops += chunk;
-        }
-        let elapsed = start.elapsed();
+        let timed = time_here(|| {
+            let mut ops = 0u64;
+            let start = Instant::now();
+            while !this_work.done(ops, start.elapsed()) && ops < cap {
+                let chunk = this_work.next_chunk(ops, LMDB_CHUNK_OPS).min(cap - ops);
+                env.put_commit_run(&value, chunk, &mut rng)?;
+                ops += chunk;
+            }
+            Ok(ops)
+        })?;
         drop(env);
         if sample > 0 {
-            samples.push(micros_per_op(ops, elapsed));
-            ops_total += ops;
+            samples.push(timed);
         }
     }
-    Measurement::from_samples(Unit::MicrosPerOp, samples, ops_total)
+    samples.finish()
 }
 
 #[cfg(test)]
@@ -720,14 +771,20 @@ mod tests {
     #[test]
     fn run_threads_sums_ops_of_all_threads() {
         let mut states = vec![0u64; 3];
-        let (ops, elapsed) = run_threads(&mut states, Work::Ops(10), |s, _| {
+        let timed = run_threads(&mut states, Work::Ops(10), |s, _| {
             *s += 1;
             Ok(5)
         })
         .unwrap();
-        assert_eq!(ops, 30);
+        assert_eq!(timed.ops, 30);
+        assert_eq!(timed.threads, 3);
         assert_eq!(states, vec![2, 2, 2]);
-        assert!(elapsed > Duration::ZERO);
+        assert!(timed.wall > Duration::ZERO);
+        let both = timed.then(timed);
+        assert_eq!(
+            (both.ops, both.wall, both.cpu),
+            (60, timed.wall * 2, timed.cpu * 2)
+        );
     }
 
     #[test]

@@ -39,10 +39,15 @@ pub struct Measurement {
     pub max: f64,
     /// Operations counted over all samples (all threads).
     pub ops_total: u64,
+    /// Median over the samples of the CPU time the benchmark threads got, divided by threads x
+    /// wall time: near 1.0 when nothing else competed for the cores (at most cores / threads
+    /// when there are more threads than cores). A low share marks a figure taken under load.
+    pub cpu_share: f64,
 }
 
 impl Measurement {
     /// Builds a measurement; fails if there is no sample or a sample is not finite and positive.
+    /// `cpu_share` is left at 0.0 (unknown); see [`Measurement::with_cpu_shares`].
     pub fn from_samples(unit: Unit, samples: Vec<f64>, ops_total: u64) -> Result<Self> {
         if samples.is_empty() {
             return Err(Error::InvalidParameter(
@@ -57,19 +62,38 @@ impl Measurement {
         let mut sorted = samples.clone();
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
-        let median = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
         Ok(Measurement {
             unit,
             min: sorted[0],
             max: sorted[n - 1],
-            median,
+            median: median_of_sorted(&sorted),
             samples,
             ops_total,
+            cpu_share: 0.0,
         })
+    }
+
+    /// Sets [`Measurement::cpu_share`] to the median of the given per-sample shares (non-finite
+    /// shares are ignored; none left means 0.0, unknown).
+    pub fn with_cpu_shares(mut self, shares: &[f64]) -> Self {
+        let mut sorted: Vec<f64> = shares.iter().copied().filter(|s| s.is_finite()).collect();
+        sorted.sort_by(f64::total_cmp);
+        self.cpu_share = if sorted.is_empty() {
+            0.0
+        } else {
+            median_of_sorted(&sorted)
+        };
+        self
+    }
+}
+
+/// Median of a sorted, non-empty slice (mean of the middle two for an even count).
+fn median_of_sorted(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
     }
 }
 
@@ -84,6 +108,9 @@ mod tests {
         let m = Measurement::from_samples(Unit::MicrosPerOp, vec![4.0, 1.0, 2.0, 3.0], 4).unwrap();
         assert_eq!((m.median, m.min, m.max), (2.5, 1.0, 4.0));
         assert_eq!(m.samples, vec![4.0, 1.0, 2.0, 3.0]);
+        assert_eq!(m.cpu_share, 0.0);
+        let m = m.with_cpu_shares(&[0.5, f64::NAN, 0.9, 1.0]);
+        assert_eq!(m.cpu_share, 0.9);
     }
 
     #[test]

@@ -142,6 +142,20 @@ extern "C" {
     ) -> c_int;
 }
 
+/// CPU time this thread has used (`CLOCK_THREAD_CPUTIME_ID`), zero if the clock is missing.
+pub(crate) fn thread_cpu_time() -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec; the call writes nothing else.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 || ts.tv_sec < 0 || ts.tv_nsec < 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// PMDK's smallest pool (`PMEMOBJ_MIN_POOL`, 8 MiB).
 pub(crate) const PMDK_MIN_POOL_BYTES: u64 = 8 << 20;
 

@@ -31,6 +31,8 @@ fn assert_positive(m: &Measurement, unit: Unit) {
     assert!(m.samples.iter().all(|s| s.is_finite() && *s > 0.0), "{m:?}");
     assert!(m.min <= m.median && m.median <= m.max, "{m:?}");
     assert!(m.ops_total > 0);
+    // Some CPU time was seen, and never more than the threads could get.
+    assert!(m.cpu_share > 0.0 && m.cpu_share <= 1.05, "{m:?}");
 }
 
 fn leftovers(opts: &Options) -> Vec<String> {
