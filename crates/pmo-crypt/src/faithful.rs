@@ -37,34 +37,68 @@ impl FaithfulKeys {
     pub fn derive(master: &MasterKey, pool_uuid: Uuid, pmo_uuid: Uuid) -> Result<Self, CryptError> {
         let mut key = Zeroizing::new([0u8; XTS_KEY_LEN]);
         master.expand(label::FAITHFUL_XTS, &pool_uuid, &pmo_uuid, &mut key[..])?;
-        Ok(Self { xts: XtsKey::new(&key)? })
+        Ok(Self {
+            xts: XtsKey::new(&key)?,
+        })
     }
 
     /// Use the 64-byte key pair as given, like the reference kernel keying XTS with the user's key
     /// directly (the same key for every PMO of that key). For paper reproduction and tests.
     pub fn from_raw_xts_key(key: &[u8; 64]) -> Result<Self, CryptError> {
-        Ok(Self { xts: XtsKey::new(key)? })
+        Ok(Self {
+            xts: XtsKey::new(key)?,
+        })
     }
 
     /// Encrypt a page with tweak = `page_index`.
-    pub fn encrypt_page(&self, page_index: u64, plaintext: &Page, out: &mut Page) -> Result<(), CryptError> {
-        self.xts.run(true, &tweak(page_index), plaintext.as_ptr(), out.as_mut_ptr(), PAGE_SIZE)
+    pub fn encrypt_page(
+        &self,
+        page_index: u64,
+        plaintext: &Page,
+        out: &mut Page,
+    ) -> Result<(), CryptError> {
+        self.xts.run(
+            true,
+            &tweak(page_index),
+            plaintext.as_ptr(),
+            out.as_mut_ptr(),
+            PAGE_SIZE,
+        )
     }
 
     /// Decrypt a page with tweak = `page_index`. XTS has no integrity: a wrong key or tampered
     /// data decrypts to garbage; verify with [`page_checksum`].
-    pub fn decrypt_page(&self, page_index: u64, ciphertext: &Page, out: &mut Page) -> Result<(), CryptError> {
-        self.xts.run(false, &tweak(page_index), ciphertext.as_ptr(), out.as_mut_ptr(), PAGE_SIZE)
+    pub fn decrypt_page(
+        &self,
+        page_index: u64,
+        ciphertext: &Page,
+        out: &mut Page,
+    ) -> Result<(), CryptError> {
+        self.xts.run(
+            false,
+            &tweak(page_index),
+            ciphertext.as_ptr(),
+            out.as_mut_ptr(),
+            PAGE_SIZE,
+        )
     }
 
     /// [`Self::encrypt_page`] in place.
-    pub fn encrypt_page_in_place(&self, page_index: u64, page: &mut Page) -> Result<(), CryptError> {
+    pub fn encrypt_page_in_place(
+        &self,
+        page_index: u64,
+        page: &mut Page,
+    ) -> Result<(), CryptError> {
         let p = page.as_mut_ptr();
         self.xts.run(true, &tweak(page_index), p, p, PAGE_SIZE)
     }
 
     /// [`Self::decrypt_page`] in place.
-    pub fn decrypt_page_in_place(&self, page_index: u64, page: &mut Page) -> Result<(), CryptError> {
+    pub fn decrypt_page_in_place(
+        &self,
+        page_index: u64,
+        page: &mut Page,
+    ) -> Result<(), CryptError> {
         let p = page.as_mut_ptr();
         self.xts.run(false, &tweak(page_index), p, p, PAGE_SIZE)
     }
@@ -122,7 +156,10 @@ pub struct WholePmoChecksum {
 impl WholePmoChecksum {
     /// Start an empty checksum.
     pub fn new() -> Self {
-        Self { ctx: digest::Context::new(&digest::SHA256), pages: 0 }
+        Self {
+            ctx: digest::Context::new(&digest::SHA256),
+            pages: 0,
+        }
     }
 
     /// Add the next page (pages must come in index order, each exactly once).
@@ -156,7 +193,8 @@ impl WholePmoChecksum {
     /// Compare with the stored whole-PMO checksum (constant time).
     pub fn verify(self, stored: &PageChecksum) -> Result<(), CryptError> {
         let actual = self.finish();
-        constant_time::verify_slices_are_equal(&actual.0, &stored.0).map_err(|_| CryptError::Integrity)
+        constant_time::verify_slices_are_equal(&actual.0, &stored.0)
+            .map_err(|_| CryptError::Integrity)
     }
 }
 
@@ -174,8 +212,15 @@ mod tests {
     fn sha256_known_answer() {
         // SHA-256 of 4096 zero bytes.
         let z = [0u8; PAGE_SIZE];
-        let hex: String = page_checksum(&z).0.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(hex, "ad7facb2586fc6e966c004d7d1d16b024f5805ff7cb47c7a85dabd8b48892ca7");
+        let hex: String = page_checksum(&z)
+            .0
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(
+            hex,
+            "ad7facb2586fc6e966c004d7d1d16b024f5805ff7cb47c7a85dabd8b48892ca7"
+        );
     }
 
     #[test]
@@ -208,6 +253,38 @@ mod tests {
         let mut c = WholePmoChecksum::new();
         c.update_page(&b);
         c.update_page(&a);
-        assert_eq!(c.verify(&whole), Err(CryptError::Integrity), "order matters");
+        assert_eq!(
+            c.verify(&whole),
+            Err(CryptError::Integrity),
+            "order matters"
+        );
+    }
+}
+
+#[cfg(test)]
+mod cross_check {
+    use super::*;
+    use aes::cipher::KeyInit;
+    use aes::Aes256;
+    use xts_mode::{get_tweak_default, Xts128};
+
+    /// AWS-LC's XTS with our tweak encoding equals RustCrypto's `xts-mode` with the standard
+    /// little-endian sector-number tweak (IEEE 1619 data-unit sequence number).
+    #[test]
+    fn xts_matches_rustcrypto_xts_mode() {
+        let key: [u8; 64] = core::array::from_fn(|i| (i as u8).wrapping_mul(37).wrapping_add(1));
+        let ours = FaithfulKeys::from_raw_xts_key(&key).unwrap();
+        let theirs = Xts128::<Aes256>::new(
+            Aes256::new_from_slice(&key[..32]).unwrap(),
+            Aes256::new_from_slice(&key[32..]).unwrap(),
+        );
+        for index in [0u64, 1, 255, 0x1_0000_0001, u64::MAX] {
+            let pt: Page = core::array::from_fn(|i| (i as u8) ^ (index as u8));
+            let mut a = [0u8; PAGE_SIZE];
+            ours.encrypt_page(index, &pt, &mut a).unwrap();
+            let mut b = pt;
+            theirs.encrypt_sector(&mut b, get_tweak_default(u128::from(index)));
+            assert_eq!(a, b, "page index {index}");
+        }
     }
 }

@@ -176,7 +176,10 @@ unsafe impl Send for XtsKey {}
 // SAFETY: as above.
 unsafe impl Sync for XtsKey {}
 
-fn new_xts_ctx(key: &[u8; XTS_KEY_LEN], encrypt: bool) -> Result<*mut sys::EVP_CIPHER_CTX, CryptError> {
+fn new_xts_ctx(
+    key: &[u8; XTS_KEY_LEN],
+    encrypt: bool,
+) -> Result<*mut sys::EVP_CIPHER_CTX, CryptError> {
     // SAFETY: plain allocation; checked for NULL below.
     let ctx = unsafe { sys::EVP_CIPHER_CTX_new() };
     if ctx.is_null() {
@@ -234,7 +237,11 @@ impl XtsKey {
                     return Err(e);
                 }
             };
-            built.push(XtsSlot { busy: AtomicBool::new(false), encrypt, decrypt });
+            built.push(XtsSlot {
+                busy: AtomicBool::new(false),
+                encrypt,
+                decrypt,
+            });
         }
         let slots: [XtsSlot; XTS_SLOTS] = match built.try_into() {
             Ok(s) => s,
@@ -280,7 +287,11 @@ impl XtsKey {
         len: usize,
     ) -> Result<(), CryptError> {
         let guard = self.acquire();
-        let ctx = if encrypt { guard.0.encrypt } else { guard.0.decrypt };
+        let ctx = if encrypt {
+            guard.0.encrypt
+        } else {
+            guard.0.decrypt
+        };
         let len_c = i32::try_from(len).map_err(|_| CryptError::Backend("xts length"))?;
         // SAFETY: ctx is keyed and exclusively ours while the guard lives; cipher NULL keeps the
         // key and sets only the tweak (no allocation); enc -1 keeps the direction.
@@ -376,12 +387,12 @@ mod tests {
     fn aes256_block_matches_fips197() {
         let key: [u8; 32] = core::array::from_fn(|i| i as u8);
         let pt: [u8; 16] = [
-            0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee,
-            0xff,
+            0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd,
+            0xee, 0xff,
         ];
         let expect: [u8; 16] = [
-            0x8e, 0xa2, 0xb7, 0xca, 0x51, 0x67, 0x45, 0xbf, 0xea, 0xfc, 0x49, 0x90, 0x4b, 0x49, 0x60,
-            0x89,
+            0x8e, 0xa2, 0xb7, 0xca, 0x51, 0x67, 0x45, 0xbf, 0xea, 0xfc, 0x49, 0x90, 0x4b, 0x49,
+            0x60, 0x89,
         ];
         let k = AesBlockKey::new(&key).unwrap();
         assert_eq!(k.encrypt_block(&pt), expect);
@@ -412,11 +423,14 @@ mod tests {
         let mut ct = vec![0u8; 4096];
         let mut ct2 = vec![0u8; 4096];
         let mut back = vec![0u8; 4096];
-        k.run(true, &[1; 16], pt.as_ptr(), ct.as_mut_ptr(), 4096).unwrap();
-        k.run(true, &[2; 16], pt.as_ptr(), ct2.as_mut_ptr(), 4096).unwrap();
+        k.run(true, &[1; 16], pt.as_ptr(), ct.as_mut_ptr(), 4096)
+            .unwrap();
+        k.run(true, &[2; 16], pt.as_ptr(), ct2.as_mut_ptr(), 4096)
+            .unwrap();
         assert_ne!(ct, pt);
         assert_ne!(ct, ct2);
-        k.run(false, &[1; 16], ct.as_ptr(), back.as_mut_ptr(), 4096).unwrap();
+        k.run(false, &[1; 16], ct.as_ptr(), back.as_mut_ptr(), 4096)
+            .unwrap();
         assert_eq!(back, pt);
     }
 }

@@ -54,7 +54,9 @@ impl MasterKey {
 
     /// Copy the key from a slice, which must be exactly [`KEY_LEN`] bytes.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, CryptError> {
-        let arr: [u8; KEY_LEN] = bytes.try_into().map_err(|_| CryptError::Backend("master key must be 32 bytes"))?;
+        let arr: [u8; KEY_LEN] = bytes
+            .try_into()
+            .map_err(|_| CryptError::Backend("master key must be 32 bytes"))?;
         Ok(Self::from_bytes(arr))
     }
 
@@ -72,7 +74,9 @@ impl MasterKey {
                 self.0
             }
         }
-        let label_len = [u8::try_from(label.len()).map_err(|_| CryptError::Backend("hkdf label too long"))?];
+        let label_len = [
+            u8::try_from(label.len()).map_err(|_| CryptError::Backend("hkdf label too long"))?
+        ];
         let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, EXTRACT_SALT).extract(&self.0[..]);
         let info: [&[u8]; 5] = [INFO_PREFIX, &label_len, label, pool_uuid, pmo_uuid];
         prk.expand(&info, Len(out.len()))
@@ -80,7 +84,12 @@ impl MasterKey {
             .map_err(|_| CryptError::Backend("hkdf expand"))
     }
 
-    fn expand32(&self, label: &[u8], pool_uuid: &Uuid, pmo_uuid: &Uuid) -> Result<Zeroizing<[u8; KEY_LEN]>, CryptError> {
+    fn expand32(
+        &self,
+        label: &[u8],
+        pool_uuid: &Uuid,
+        pmo_uuid: &Uuid,
+    ) -> Result<Zeroizing<[u8; KEY_LEN]>, CryptError> {
         let mut out = Zeroizing::new([0u8; KEY_LEN]);
         self.expand(label, pool_uuid, pmo_uuid, &mut out[..])?;
         Ok(out)
@@ -154,7 +163,12 @@ impl PmoKeys {
     }
 
     /// Recompute the metadata MAC and compare in constant time.
-    pub fn verify_metadata(&self, domain: &[u8], parts: &[&[u8]], tag: &MetadataTag) -> Result<(), CryptError> {
+    pub fn verify_metadata(
+        &self,
+        domain: &[u8],
+        parts: &[&[u8]],
+        tag: &MetadataTag,
+    ) -> Result<(), CryptError> {
         let mut expect = self.mac_metadata(domain, parts);
         let same = constant_time::verify_slices_are_equal(&expect.0, &tag.0).is_ok();
         expect.0.zeroize();
@@ -193,14 +207,20 @@ mod tests {
             assert_ne!(**other, *a);
         }
         let m2 = MasterKey::from_bytes([2; 32]);
-        assert_ne!(*m2.expand32(label::PAGE_AEAD, &[1; 16], &[2; 16]).unwrap(), *a);
+        assert_ne!(
+            *m2.expand32(label::PAGE_AEAD, &[1; 16], &[2; 16]).unwrap(),
+            *a
+        );
     }
 
     #[test]
     fn debug_prints_no_key_bytes() {
         let m = MasterKey::from_bytes([0xAB; 32]);
         let s = format!("{m:?}");
-        assert!(!s.contains("171") && !s.to_lowercase().contains("ab, "), "{s}");
+        assert!(
+            !s.contains("171") && !s.to_lowercase().contains("ab, "),
+            "{s}"
+        );
         assert!(s.contains("redacted"));
         let k = PmoKeys::derive(&m, [1; 16], [2; 16]).unwrap();
         let s = format!("{k:?}");
@@ -213,10 +233,19 @@ mod tests {
         let k = PmoKeys::derive(&m, [1; 16], [2; 16]).unwrap();
         let t = k.mac_metadata(b"hdr", &[b"abc", b"def"]);
         k.verify_metadata(b"hdr", &[b"abc", b"def"], &t).unwrap();
-        assert_eq!(k.verify_metadata(b"hdr", &[b"abc", b"deg"], &t), Err(CryptError::Integrity));
-        assert_eq!(k.verify_metadata(b"hd", &[b"rabc", b"def"], &t), Err(CryptError::Integrity));
+        assert_eq!(
+            k.verify_metadata(b"hdr", &[b"abc", b"deg"], &t),
+            Err(CryptError::Integrity)
+        );
+        assert_eq!(
+            k.verify_metadata(b"hd", &[b"rabc", b"def"], &t),
+            Err(CryptError::Integrity)
+        );
         let other = PmoKeys::derive(&m, [1; 16], [3; 16]).unwrap();
-        assert_eq!(other.verify_metadata(b"hdr", &[b"abc", b"def"], &t), Err(CryptError::Integrity));
+        assert_eq!(
+            other.verify_metadata(b"hdr", &[b"abc", b"def"], &t),
+            Err(CryptError::Integrity)
+        );
     }
 
     #[test]

@@ -59,9 +59,13 @@ mod version;
 mod vtable;
 
 pub use error::CryptError;
-pub use faithful::{page_checksum, verify_page_checksum, FaithfulKeys, PageChecksum, WholePmoChecksum};
+pub use faithful::{
+    page_checksum, verify_page_checksum, FaithfulKeys, PageChecksum, WholePmoChecksum,
+};
 pub use keys::{MasterKey, MetadataTag, PmoKeys, Uuid, KEY_LEN};
-pub use page::{open_page, open_page_in_place, seal_page, seal_page_in_place, PageCtx, Tag, TAG_LEN};
+pub use page::{
+    open_page, open_page_in_place, seal_page, seal_page_in_place, PageCtx, Tag, TAG_LEN,
+};
 pub use pool::CryptoPool;
 pub use version::VersionCounter;
 pub use vtable::{mac_table, verify_table, TableTag, VersionTableMac, TABLE_TAG_LEN};

@@ -52,8 +52,10 @@ pub struct PageCtx {
 
 impl PageCtx {
     fn nonce(&self) -> Result<[u8; GCM_NONCE_LEN], CryptError> {
-        let index = u32::try_from(self.page_index)
-            .map_err(|_| CryptError::PageIndexOutOfRange { page_index: self.page_index })?;
+        let index =
+            u32::try_from(self.page_index).map_err(|_| CryptError::PageIndexOutOfRange {
+                page_index: self.page_index,
+            })?;
         let mut nonce = [0u8; GCM_NONCE_LEN];
         nonce[..4].copy_from_slice(&index.to_le_bytes());
         nonce[4..].copy_from_slice(&self.version.to_le_bytes());
@@ -85,19 +87,36 @@ impl PageCtx {
 /// `ctx.version` must be fresh from the PMO's [`crate::VersionCounter`] (see the module's nonce
 /// argument). Errors: [`CryptError::ContextMismatch`] if `ctx` names another pool/PMO than
 /// `keys`, [`CryptError::PageIndexOutOfRange`] past 2^32 pages. Does not allocate.
-pub fn seal_page(keys: &PmoKeys, ctx: &PageCtx, plaintext: &Page, out: &mut Page) -> Result<Tag, CryptError> {
+pub fn seal_page(
+    keys: &PmoKeys,
+    ctx: &PageCtx,
+    plaintext: &Page,
+    out: &mut Page,
+) -> Result<Tag, CryptError> {
     let (nonce, aad) = ctx.check(keys)?;
     let mut tag = Tag::default();
-    keys.page_aead.seal(&nonce, &aad, plaintext.as_ptr(), out.as_mut_ptr(), PAGE_SIZE, &mut tag.0)?;
+    keys.page_aead.seal(
+        &nonce,
+        &aad,
+        plaintext.as_ptr(),
+        out.as_mut_ptr(),
+        PAGE_SIZE,
+        &mut tag.0,
+    )?;
     Ok(tag)
 }
 
 /// [`seal_page`] with the plaintext replaced by its ciphertext in place.
-pub fn seal_page_in_place(keys: &PmoKeys, ctx: &PageCtx, page: &mut Page) -> Result<Tag, CryptError> {
+pub fn seal_page_in_place(
+    keys: &PmoKeys,
+    ctx: &PageCtx,
+    page: &mut Page,
+) -> Result<Tag, CryptError> {
     let (nonce, aad) = ctx.check(keys)?;
     let mut tag = Tag::default();
     let ptr = page.as_mut_ptr();
-    keys.page_aead.seal(&nonce, &aad, ptr, ptr, PAGE_SIZE, &mut tag.0)?;
+    keys.page_aead
+        .seal(&nonce, &aad, ptr, ptr, PAGE_SIZE, &mut tag.0)?;
     Ok(tag)
 }
 
@@ -106,9 +125,22 @@ pub fn seal_page_in_place(keys: &PmoKeys, ctx: &PageCtx, page: &mut Page) -> Res
 /// Returns [`CryptError::Integrity`] (and leaves `out` all zero) if the ciphertext or tag was
 /// modified, or if it was sealed under any other (pool, PMO, page index, version) or key: this
 /// is how a moved, transplanted or rolled-back page is caught. Does not allocate on success.
-pub fn open_page(keys: &PmoKeys, ctx: &PageCtx, sealed: &Page, tag: &Tag, out: &mut Page) -> Result<(), CryptError> {
+pub fn open_page(
+    keys: &PmoKeys,
+    ctx: &PageCtx,
+    sealed: &Page,
+    tag: &Tag,
+    out: &mut Page,
+) -> Result<(), CryptError> {
     let (nonce, aad) = ctx.check(keys)?;
-    let result = keys.page_aead.open(&nonce, &aad, sealed.as_ptr(), out.as_mut_ptr(), PAGE_SIZE, &tag.0);
+    let result = keys.page_aead.open(
+        &nonce,
+        &aad,
+        sealed.as_ptr(),
+        out.as_mut_ptr(),
+        PAGE_SIZE,
+        &tag.0,
+    );
     if result.is_err() {
         out.zeroize();
     }
@@ -117,10 +149,17 @@ pub fn open_page(keys: &PmoKeys, ctx: &PageCtx, sealed: &Page, tag: &Tag, out: &
 
 /// [`open_page`] in place: on success `page` holds the plaintext; on failure it is zeroed (the
 /// ciphertext is lost, so call this on a private copy, not on the only copy on the medium).
-pub fn open_page_in_place(keys: &PmoKeys, ctx: &PageCtx, page: &mut Page, tag: &Tag) -> Result<(), CryptError> {
+pub fn open_page_in_place(
+    keys: &PmoKeys,
+    ctx: &PageCtx,
+    page: &mut Page,
+    tag: &Tag,
+) -> Result<(), CryptError> {
     let (nonce, aad) = ctx.check(keys)?;
     let ptr = page.as_mut_ptr();
-    let result = keys.page_aead.open(&nonce, &aad, ptr, ptr, PAGE_SIZE, &tag.0);
+    let result = keys
+        .page_aead
+        .open(&nonce, &aad, ptr, ptr, PAGE_SIZE, &tag.0);
     if result.is_err() {
         page.zeroize();
     }
@@ -137,7 +176,12 @@ mod tests {
     }
 
     fn ctx(page_index: u64, version: u64) -> PageCtx {
-        PageCtx { pool_uuid: [1; 16], pmo_uuid: [2; 16], page_index, version }
+        PageCtx {
+            pool_uuid: [1; 16],
+            pmo_uuid: [2; 16],
+            page_index,
+            version,
+        }
     }
 
     #[test]
@@ -158,10 +202,41 @@ mod tests {
         assert_eq!(inplace, pt);
     }
 
+    /// The raw AWS-LC path gives exactly what aws-lc-rs's safe AES-256-GCM gives for the same
+    /// key, nonce and associated data (guards the FFI call: lengths, tag, out-of-place).
+    #[test]
+    fn matches_aws_lc_rs_safe_api() {
+        use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+        let master = MasterKey::from_bytes([5; 32]);
+        let k = PmoKeys::derive(&master, [1; 16], [2; 16]).unwrap();
+        let mut key = [0u8; 32];
+        master
+            .expand(crate::keys::label::PAGE_AEAD, &[1; 16], &[2; 16], &mut key)
+            .unwrap();
+        let safe = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &key).unwrap());
+        let c = ctx(0xBEEF, 0x1234_5678_9ABC);
+        let pt: Page = core::array::from_fn(|i| (i * 3 % 256) as u8);
+        let mut ours = [0u8; PAGE_SIZE];
+        let tag = seal_page(&k, &c, &pt, &mut ours).unwrap();
+        let mut theirs = pt;
+        let t = safe
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(c.nonce().unwrap()),
+                Aad::from(c.aad()),
+                &mut theirs,
+            )
+            .unwrap();
+        assert_eq!(ours, theirs);
+        assert_eq!(&tag.0[..], t.as_ref());
+    }
+
     #[test]
     fn nonce_and_aad_encoding() {
         let c = ctx(0x0102_0304, 0x1122_3344_5566_7788);
-        assert_eq!(c.nonce().unwrap(), [4, 3, 2, 1, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]);
+        assert_eq!(
+            c.nonce().unwrap(),
+            [4, 3, 2, 1, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]
+        );
         let aad = c.aad();
         assert_eq!(&aad[..9], AAD_DOMAIN);
         assert_eq!(&aad[9..25], &[1; 16]);
@@ -176,7 +251,12 @@ mod tests {
         let pt = [0u8; PAGE_SIZE];
         let mut ct = [0u8; PAGE_SIZE];
         let err = seal_page(&k, &ctx(1 << 32, 1), &pt, &mut ct).unwrap_err();
-        assert_eq!(err, CryptError::PageIndexOutOfRange { page_index: 1 << 32 });
+        assert_eq!(
+            err,
+            CryptError::PageIndexOutOfRange {
+                page_index: 1 << 32
+            }
+        );
     }
 
     #[test]
@@ -186,7 +266,10 @@ mod tests {
         let mut ct = [0u8; PAGE_SIZE];
         let mut c = ctx(1, 1);
         c.pmo_uuid = [3; 16];
-        assert_eq!(seal_page(&k, &c, &pt, &mut ct), Err(CryptError::ContextMismatch));
+        assert_eq!(
+            seal_page(&k, &c, &pt, &mut ct),
+            Err(CryptError::ContextMismatch)
+        );
     }
 
     #[test]
@@ -197,9 +280,15 @@ mod tests {
         let tag = seal_page(&k, &ctx(1, 1), &pt, &mut ct).unwrap();
         ct[100] ^= 1;
         let mut out = [0xFF_u8; PAGE_SIZE];
-        assert_eq!(open_page(&k, &ctx(1, 1), &ct, &tag, &mut out), Err(CryptError::Integrity));
+        assert_eq!(
+            open_page(&k, &ctx(1, 1), &ct, &tag, &mut out),
+            Err(CryptError::Integrity)
+        );
         assert!(out.iter().all(|&b| b == 0));
-        assert_eq!(open_page_in_place(&k, &ctx(1, 1), &mut ct, &tag), Err(CryptError::Integrity));
+        assert_eq!(
+            open_page_in_place(&k, &ctx(1, 1), &mut ct, &tag),
+            Err(CryptError::Integrity)
+        );
         assert!(ct.iter().all(|&b| b == 0));
     }
 }

@@ -1,14 +1,17 @@
 //! Parallel page crypto for psync and detach: a fixed worker pool that runs one batch of page
 //! jobs split across its threads.
 //!
-//! Owns a dedicated rayon thread pool (N threads, default = available cores). A batch call
-//! blocks until every job is done, so the caller's slices are borrowed, never copied.
+//! Owns a dedicated rayon thread pool of N-1 threads (N = `threads`, default = available cores);
+//! a batch is cut into N contiguous chunks, the calling thread does the first and the workers the
+//! rest. A batch call returns when every job is done, so the caller's slices are borrowed, never
+//! copied.
 //!
-//! Bounds: each batch is split into at most `threads` tasks; at most `max_batches_in_flight`
-//! batches use the workers at once, any further caller runs its batch on its own thread instead
-//! of queueing, so the pool's queue never holds more than `threads * max_batches_in_flight`
-//! tasks. Batches smaller than `min_parallel_pages` also run on the caller: waking an idle vCPU
-//! costs tens of microseconds here (shared/measured.md), more than a few pages of AES-GCM.
+//! Bounds: each batch is split into at most `threads - 1` pool tasks; at most
+//! `max_batches_in_flight` batches use the workers at once, any further caller runs its batch on
+//! its own thread instead of queueing, so the pool's queue never holds more than
+//! `(threads - 1) * max_batches_in_flight` tasks. Batches smaller than `min_parallel_pages` also
+//! run on the caller: waking an idle vCPU costs tens of microseconds here (shared/measured.md),
+//! more than a few pages of AES-GCM.
 //!
 //! Who calls it: the store's psync (seal dirty pages) and detach/attach of whole-PMO schemes.
 //! Not for the fault path (a fault handles one page on the faulting thread).
@@ -33,8 +36,8 @@ use crate::faithful::{page_checksum, FaithfulKeys, PageChecksum};
 use crate::keys::PmoKeys;
 use crate::page::{open_page, seal_page, PageCtx, Tag};
 use crate::Page;
-use rayon::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// Default smallest batch worth sending to the workers (see the module doc).
 pub const DEFAULT_MIN_PARALLEL_PAGES: usize = 16;
@@ -56,7 +59,12 @@ pub struct SealJob<'a> {
 impl<'a> SealJob<'a> {
     /// A job with no tag yet.
     pub fn new(ctx: PageCtx, plaintext: &'a Page, out: &'a mut Page) -> Self {
-        Self { ctx, plaintext, out, tag: None }
+        Self {
+            ctx,
+            plaintext,
+            out,
+            tag: None,
+        }
     }
 }
 
@@ -106,18 +114,29 @@ impl std::fmt::Debug for CryptoPool {
 impl CryptoPool {
     /// A pool of `threads` workers (0 = number of available cores).
     pub fn new(threads: usize) -> Result<Self, CryptError> {
-        Self::with_limits(threads, DEFAULT_MIN_PARALLEL_PAGES, DEFAULT_MAX_BATCHES_IN_FLIGHT)
+        Self::with_limits(
+            threads,
+            DEFAULT_MIN_PARALLEL_PAGES,
+            DEFAULT_MAX_BATCHES_IN_FLIGHT,
+        )
     }
 
     /// A pool with explicit bounds (see the module doc).
-    pub fn with_limits(threads: usize, min_parallel_pages: usize, max_batches_in_flight: usize) -> Result<Self, CryptError> {
+    pub fn with_limits(
+        threads: usize,
+        min_parallel_pages: usize,
+        max_batches_in_flight: usize,
+    ) -> Result<Self, CryptError> {
         let threads = if threads == 0 {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
         } else {
             threads
         };
+        // The calling thread does one share of every batch, so the pool needs one thread fewer.
         let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
+            .num_threads(threads.saturating_sub(1).max(1))
             .thread_name(|i| format!("pmo-crypt-{i}"))
             .build()
             .map_err(|e| CryptError::Pool(e.to_string()))?;
@@ -130,7 +149,7 @@ impl CryptoPool {
         })
     }
 
-    /// Number of worker threads.
+    /// Number of threads a batch runs on (the caller plus `threads - 1` workers).
     pub fn threads(&self) -> usize {
         self.threads
     }
@@ -154,7 +173,10 @@ impl CryptoPool {
             first
         };
         let wrap = |r: Result<(), (usize, CryptError)>| {
-            r.map_err(|(job_index, e)| CryptError::Batch { job_index, source: Box::new(e) })
+            r.map_err(|(job_index, e)| CryptError::Batch {
+                job_index,
+                source: Box::new(e),
+            })
         };
         if jobs.len() < self.min_parallel_pages || self.threads == 1 {
             return wrap(sequential(jobs, 0));
@@ -163,17 +185,33 @@ impl CryptoPool {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
             return wrap(sequential(jobs, 0));
         }
+        // The caller seals the first chunk itself while the workers take the others: one
+        // wake-up fewer, and no core idles while the caller waits.
         let chunk = jobs.len().div_ceil(self.threads);
-        let result = self.pool.install(|| {
-            jobs.par_chunks_mut(chunk)
-                .enumerate()
-                .map(|(c, part)| sequential(part, c * chunk))
-                .reduce(|| Ok(()), |a, b| match (a, b) {
-                    (Err(x), Err(y)) => Err(if x.0 <= y.0 { x } else { y }),
-                    (Err(x), _) | (_, Err(x)) => Err(x),
-                    _ => Ok(()),
-                })
+        let first_error: Mutex<Option<(usize, CryptError)>> = Mutex::new(None);
+        let record = |r: Result<(), (usize, CryptError)>| {
+            if let Err((index, e)) = r {
+                let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                if slot.as_ref().is_none_or(|(i, _)| index < *i) {
+                    *slot = Some((index, e));
+                }
+            }
+        };
+        self.pool.in_place_scope(|scope| {
+            let mut chunks = jobs.chunks_mut(chunk).enumerate();
+            let own = chunks.next();
+            for (c, part) in chunks {
+                let (sequential, record) = (&sequential, &record);
+                scope.spawn(move |_| record(sequential(part, c * chunk)));
+            }
+            if let Some((_, part)) = own {
+                record(sequential(part, 0));
+            }
         });
+        let result = match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        };
         self.in_flight.fetch_sub(1, Ordering::AcqRel);
         wrap(result)
     }
@@ -193,7 +231,12 @@ impl CryptoPool {
 
     /// Faithful mode: XTS-encrypt every page; with `checksums`, also compute each plaintext's
     /// SHA-256 into the job.
-    pub fn xts_encrypt_batch(&self, keys: &FaithfulKeys, jobs: &mut [XtsJob<'_>], checksums: bool) -> Result<(), CryptError> {
+    pub fn xts_encrypt_batch(
+        &self,
+        keys: &FaithfulKeys,
+        jobs: &mut [XtsJob<'_>],
+        checksums: bool,
+    ) -> Result<(), CryptError> {
         self.run(jobs, |j| {
             if checksums {
                 j.checksum = Some(page_checksum(j.input));
@@ -203,7 +246,11 @@ impl CryptoPool {
     }
 
     /// Faithful mode: XTS-decrypt every page, verifying those whose job carries a checksum.
-    pub fn xts_decrypt_batch(&self, keys: &FaithfulKeys, jobs: &mut [XtsJob<'_>]) -> Result<(), CryptError> {
+    pub fn xts_decrypt_batch(
+        &self,
+        keys: &FaithfulKeys,
+        jobs: &mut [XtsJob<'_>],
+    ) -> Result<(), CryptError> {
         self.run(jobs, |j| match j.checksum {
             Some(sum) => keys.decrypt_and_verify(j.page_index, j.input, &sum, j.out),
             None => keys.decrypt_page(j.page_index, j.input, j.out),
@@ -217,7 +264,12 @@ mod tests {
     use crate::{MasterKey, PAGE_SIZE};
 
     fn ctx(i: u64) -> PageCtx {
-        PageCtx { pool_uuid: [1; 16], pmo_uuid: [2; 16], page_index: i, version: 1000 + i }
+        PageCtx {
+            pool_uuid: [1; 16],
+            pmo_uuid: [2; 16],
+            page_index: i,
+            version: 1000 + i,
+        }
     }
 
     #[test]
@@ -227,8 +279,12 @@ mod tests {
         let n = 40;
         let plain: Vec<Page> = (0..n).map(|i| [i as u8; PAGE_SIZE]).collect();
         let mut sealed = vec![[0u8; PAGE_SIZE]; n];
-        let mut jobs: Vec<SealJob> =
-            plain.iter().zip(sealed.iter_mut()).enumerate().map(|(i, (p, o))| SealJob::new(ctx(i as u64), p, o)).collect();
+        let mut jobs: Vec<SealJob> = plain
+            .iter()
+            .zip(sealed.iter_mut())
+            .enumerate()
+            .map(|(i, (p, o))| SealJob::new(ctx(i as u64), p, o))
+            .collect();
         pool.seal_batch(&keys, &mut jobs).unwrap();
         let tags: Vec<Tag> = jobs.iter().map(|j| j.tag.unwrap()).collect();
         drop(jobs);
@@ -245,10 +301,21 @@ mod tests {
             .iter()
             .zip(outs.iter_mut())
             .enumerate()
-            .map(|(i, (s, o))| OpenJob { ctx: ctx(i as u64), sealed: s, tag: tags[i], out: o })
+            .map(|(i, (s, o))| OpenJob {
+                ctx: ctx(i as u64),
+                sealed: s,
+                tag: tags[i],
+                out: o,
+            })
             .collect();
         let err = pool.open_batch(&keys, &mut jobs).unwrap_err();
-        assert_eq!(err, CryptError::Batch { job_index: 7, source: Box::new(CryptError::Integrity) });
+        assert_eq!(
+            err,
+            CryptError::Batch {
+                job_index: 7,
+                source: Box::new(CryptError::Integrity)
+            }
+        );
         drop(jobs);
         assert_eq!(outs[0], plain[0]);
         assert!(outs[30].iter().all(|&b| b == 0));
@@ -264,7 +331,12 @@ mod tests {
             .iter()
             .zip(ct.iter_mut())
             .enumerate()
-            .map(|(i, (p, o))| XtsJob { page_index: i as u64, input: p, out: o, checksum: None })
+            .map(|(i, (p, o))| XtsJob {
+                page_index: i as u64,
+                input: p,
+                out: o,
+                checksum: None,
+            })
             .collect();
         pool.xts_encrypt_batch(&keys, &mut jobs, true).unwrap();
         let sums: Vec<PageChecksum> = jobs.iter().map(|j| j.checksum.unwrap()).collect();
@@ -274,7 +346,12 @@ mod tests {
             .iter()
             .zip(back.iter_mut())
             .enumerate()
-            .map(|(i, (c, o))| XtsJob { page_index: i as u64, input: c, out: o, checksum: Some(sums[i]) })
+            .map(|(i, (c, o))| XtsJob {
+                page_index: i as u64,
+                input: c,
+                out: o,
+                checksum: Some(sums[i]),
+            })
             .collect();
         pool.xts_decrypt_batch(&keys, &mut jobs).unwrap();
         drop(jobs);

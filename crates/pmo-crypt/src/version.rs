@@ -27,7 +27,10 @@ impl VersionCounter {
     /// handed out until a new reservation is confirmed.
     pub fn recover(persisted_reserved_until: u64) -> Self {
         let start = persisted_reserved_until.max(1);
-        Self { next: start, reserved_until: start }
+        Self {
+            next: start,
+            reserved_until: start,
+        }
     }
 
     /// The next unused version, or [`CryptError::ReservationExhausted`] when the caller must
@@ -48,7 +51,9 @@ impl VersionCounter {
 
     /// The value to persist to make `count` more versions usable.
     pub fn propose_reservation(&self, count: u64) -> Result<u64, CryptError> {
-        self.reserved_until.checked_add(count).ok_or(CryptError::CounterExhausted)
+        self.reserved_until
+            .checked_add(count)
+            .ok_or(CryptError::CounterExhausted)
     }
 
     /// Declare that `persisted_reserved_until` (from [`Self::propose_reservation`]) is now
@@ -84,7 +89,10 @@ mod tests {
         let r2 = c.propose_reservation(2).unwrap();
         c.confirm_reservation(r2);
         assert_eq!(c.next_version(), Ok(4));
-        assert_eq!(VersionCounter::recover(u64::MAX).propose_reservation(1), Err(CryptError::CounterExhausted));
+        assert_eq!(
+            VersionCounter::recover(u64::MAX).propose_reservation(1),
+            Err(CryptError::CounterExhausted)
+        );
     }
 
     #[derive(Debug, Clone)]

@@ -58,16 +58,25 @@ pub struct VersionTableMac {
 impl VersionTableMac {
     /// The empty table.
     pub fn new() -> Self {
-        Self { entries_xor: [0; 16], len: 0 }
+        Self {
+            entries_xor: [0; 16],
+            len: 0,
+        }
     }
 
     /// Build the running state from a whole table (O(len) AES blocks).
     pub fn from_table(keys: &PmoKeys, versions: &[u64]) -> Self {
         let mut acc = [0u8; 16];
         for (i, &v) in versions.iter().enumerate() {
-            xor_into(&mut acc, &keys.vtable_entry.encrypt_block(&block(i as u64, v)));
+            xor_into(
+                &mut acc,
+                &keys.vtable_entry.encrypt_block(&block(i as u64, v)),
+            );
         }
-        Self { entries_xor: acc, len: versions.len() as u64 }
+        Self {
+            entries_xor: acc,
+            len: versions.len() as u64,
+        }
     }
 
     /// Number of entries covered.
@@ -81,18 +90,36 @@ impl VersionTableMac {
     }
 
     /// Entry `index` changed from `old_version` to `new_version` (two AES blocks).
-    pub fn update(&mut self, keys: &PmoKeys, index: u64, old_version: u64, new_version: u64) -> Result<(), CryptError> {
+    pub fn update(
+        &mut self,
+        keys: &PmoKeys,
+        index: u64,
+        old_version: u64,
+        new_version: u64,
+    ) -> Result<(), CryptError> {
         if index >= self.len {
-            return Err(CryptError::TableIndexOutOfRange { index, len: self.len });
+            return Err(CryptError::TableIndexOutOfRange {
+                index,
+                len: self.len,
+            });
         }
-        xor_into(&mut self.entries_xor, &keys.vtable_entry.encrypt_block(&block(index, old_version)));
-        xor_into(&mut self.entries_xor, &keys.vtable_entry.encrypt_block(&block(index, new_version)));
+        xor_into(
+            &mut self.entries_xor,
+            &keys.vtable_entry.encrypt_block(&block(index, old_version)),
+        );
+        xor_into(
+            &mut self.entries_xor,
+            &keys.vtable_entry.encrypt_block(&block(index, new_version)),
+        );
         Ok(())
     }
 
     /// Append an entry (the PMO grew by one page).
     pub fn push(&mut self, keys: &PmoKeys, version: u64) {
-        xor_into(&mut self.entries_xor, &keys.vtable_entry.encrypt_block(&block(self.len, version)));
+        xor_into(
+            &mut self.entries_xor,
+            &keys.vtable_entry.encrypt_block(&block(self.len, version)),
+        );
         self.len += 1;
     }
 
@@ -102,7 +129,12 @@ impl VersionTableMac {
             return Err(CryptError::TableIndexOutOfRange { index: 0, len: 0 });
         }
         self.len -= 1;
-        xor_into(&mut self.entries_xor, &keys.vtable_entry.encrypt_block(&block(self.len, last_version)));
+        xor_into(
+            &mut self.entries_xor,
+            &keys
+                .vtable_entry
+                .encrypt_block(&block(self.len, last_version)),
+        );
         Ok(())
     }
 
@@ -127,7 +159,12 @@ pub fn mac_table(keys: &PmoKeys, epoch: u64, versions: &[u64]) -> TableTag {
 
 /// Verify a whole table read from the medium against its stored epoch and tag (constant-time
 /// compare). On success, returns the running state for later incremental updates.
-pub fn verify_table(keys: &PmoKeys, epoch: u64, versions: &[u64], tag: &TableTag) -> Result<VersionTableMac, CryptError> {
+pub fn verify_table(
+    keys: &PmoKeys,
+    epoch: u64,
+    versions: &[u64],
+    tag: &TableTag,
+) -> Result<VersionTableMac, CryptError> {
     let mac = VersionTableMac::from_table(keys, versions);
     let expect = mac.tag(keys, epoch);
     constant_time::verify_slices_are_equal(&expect.0, &tag.0).map_err(|_| CryptError::Integrity)?;
@@ -152,13 +189,28 @@ mod tests {
         verify_table(&k, 100, &table, &tag).unwrap();
         let mut rolled = table.clone();
         rolled[2] = 11;
-        assert_eq!(verify_table(&k, 100, &rolled, &tag), Err(CryptError::Integrity));
+        assert_eq!(
+            verify_table(&k, 100, &rolled, &tag),
+            Err(CryptError::Integrity)
+        );
         let swapped = vec![9u64, 5, 12, 3];
-        assert_eq!(verify_table(&k, 100, &swapped, &tag), Err(CryptError::Integrity));
-        assert_eq!(verify_table(&k, 100, &table[..3], &tag), Err(CryptError::Integrity));
-        assert_eq!(verify_table(&k, 101, &table, &tag), Err(CryptError::Integrity));
+        assert_eq!(
+            verify_table(&k, 100, &swapped, &tag),
+            Err(CryptError::Integrity)
+        );
+        assert_eq!(
+            verify_table(&k, 100, &table[..3], &tag),
+            Err(CryptError::Integrity)
+        );
+        assert_eq!(
+            verify_table(&k, 101, &table, &tag),
+            Err(CryptError::Integrity)
+        );
         let other = PmoKeys::derive(&MasterKey::from_bytes([6; 32]), [1; 16], [3; 16]).unwrap();
-        assert_eq!(verify_table(&other, 100, &table, &tag), Err(CryptError::Integrity));
+        assert_eq!(
+            verify_table(&other, 100, &table, &tag),
+            Err(CryptError::Integrity)
+        );
     }
 
     /// The attack a deterministic XOR-MAC allows, tag(A) ^ tag(B) ^ tag(C) = tag(A^B^C), fails

@@ -9,8 +9,8 @@
 
 use pmo_crypt::faithful::{page_checksum, verify_page_checksum};
 use pmo_crypt::{
-    open_page, open_page_in_place, seal_page, seal_page_in_place, FaithfulKeys, MasterKey, PageCtx, PmoKeys,
-    VersionTableMac, PAGE_SIZE,
+    open_page, open_page_in_place, seal_page, seal_page_in_place, FaithfulKeys, MasterKey, PageCtx,
+    PmoKeys, VersionTableMac, PAGE_SIZE,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -59,13 +59,23 @@ fn page_paths_do_not_allocate() {
     let mut out = Box::new([0u8; PAGE_SIZE]);
 
     // Warm-up: first use of any lazily initialised state.
-    let ctx0 = PageCtx { pool_uuid: [2; 16], pmo_uuid: [3; 16], page_index: 0, version: 1 };
+    let ctx0 = PageCtx {
+        pool_uuid: [2; 16],
+        pmo_uuid: [3; 16],
+        page_index: 0,
+        version: 1,
+    };
     let tag0 = seal_page(&keys, &ctx0, &plain, &mut sealed).unwrap();
     open_page(&keys, &ctx0, &sealed, &tag0, &mut out).unwrap();
 
     let before = allocations();
     for i in 0..64u64 {
-        let ctx = PageCtx { pool_uuid: [2; 16], pmo_uuid: [3; 16], page_index: i, version: 10 + i };
+        let ctx = PageCtx {
+            pool_uuid: [2; 16],
+            pmo_uuid: [3; 16],
+            page_index: i,
+            version: 10 + i,
+        };
         let tag = seal_page(&keys, &ctx, &plain, &mut sealed).unwrap();
         open_page(&keys, &ctx, &sealed, &tag, &mut out).unwrap();
         let tag = seal_page_in_place(&keys, &ctx, &mut out).unwrap();
@@ -74,7 +84,9 @@ fn page_paths_do_not_allocate() {
 
         faithful.encrypt_page(i, &plain, &mut sealed).unwrap();
         let sum = page_checksum(&plain);
-        faithful.decrypt_and_verify(i, &sealed, &sum, &mut out).unwrap();
+        faithful
+            .decrypt_and_verify(i, &sealed, &sum, &mut out)
+            .unwrap();
         faithful.encrypt_page_in_place(i, &mut out).unwrap();
         faithful.decrypt_page_in_place(i, &mut out).unwrap();
         verify_page_checksum(&out, &sum).unwrap();
@@ -84,12 +96,21 @@ fn page_paths_do_not_allocate() {
         let _ = mac.tag(&keys, 100 + i);
     }
     let after = allocations();
-    assert_eq!(after - before, 0, "page paths allocated {} times", after - before);
+    assert_eq!(
+        after - before,
+        0,
+        "page paths allocated {} times",
+        after - before
+    );
 }
 
 #[test]
 fn counter_sees_allocations() {
     let before = allocations();
     let v = std::hint::black_box(vec![1u8; 100]);
-    assert!(allocations() > before, "the counting allocator must count ({})", v.len());
+    assert!(
+        allocations() > before,
+        "the counting allocator must count ({})",
+        v.len()
+    );
 }

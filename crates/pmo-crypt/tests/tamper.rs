@@ -8,8 +8,9 @@
 
 use pmo_crypt::faithful::{page_checksum, verify_page_checksum};
 use pmo_crypt::{
-    mac_table, open_page, seal_page, verify_table, CryptError, FaithfulKeys, MasterKey, Page, PageChecksum, PageCtx,
-    PmoKeys, Tag, TableTag, VersionCounter, VersionTableMac, WholePmoChecksum, PAGE_SIZE,
+    mac_table, open_page, seal_page, verify_table, CryptError, FaithfulKeys, MasterKey, Page,
+    PageChecksum, PageCtx, PmoKeys, TableTag, Tag, VersionCounter, VersionTableMac,
+    WholePmoChecksum, PAGE_SIZE,
 };
 
 const POOL: [u8; 16] = [0x10; 16];
@@ -49,7 +50,13 @@ impl SecurePmo {
         let mut counter = VersionCounter::recover(0);
         let r = counter.propose_reservation(1000).unwrap();
         counter.confirm_reservation(r);
-        let mut image = SecureImage { pages: vec![], tags: vec![], versions: vec![], epoch: 0, table_tag: TableTag::default() };
+        let mut image = SecureImage {
+            pages: vec![],
+            tags: vec![],
+            versions: vec![],
+            epoch: 0,
+            table_tag: TableTag::default(),
+        };
         let mut mac = VersionTableMac::new();
         for i in 0..PAGES {
             let v = counter.next_version().unwrap();
@@ -62,15 +69,29 @@ impl SecurePmo {
         }
         image.epoch = counter.next_version().unwrap();
         image.table_tag = mac.tag(&keys, image.epoch);
-        Self { keys, pmo, counter, mac, image }
+        Self {
+            keys,
+            pmo,
+            counter,
+            mac,
+            image,
+        }
     }
 
     /// A psync that rewrites page `i` with generation `g`.
     fn write_page(&mut self, i: usize, id: u8, g: u8) {
         let v = self.counter.next_version().unwrap();
         let mut out = [0u8; PAGE_SIZE];
-        let tag = seal_page(&self.keys, &ctx(self.pmo, i, v), &content(id, i, g), &mut out).unwrap();
-        self.mac.update(&self.keys, i as u64, self.image.versions[i], v).unwrap();
+        let tag = seal_page(
+            &self.keys,
+            &ctx(self.pmo, i, v),
+            &content(id, i, g),
+            &mut out,
+        )
+        .unwrap();
+        self.mac
+            .update(&self.keys, i as u64, self.image.versions[i], v)
+            .unwrap();
         self.image.pages[i] = out;
         self.image.tags[i] = tag;
         self.image.versions[i] = v;
@@ -80,15 +101,31 @@ impl SecurePmo {
 }
 
 fn ctx(pmo: [u8; 16], i: usize, version: u64) -> PageCtx {
-    PageCtx { pool_uuid: POOL, pmo_uuid: pmo, page_index: i as u64, version }
+    PageCtx {
+        pool_uuid: POOL,
+        pmo_uuid: pmo,
+        page_index: i as u64,
+        version,
+    }
 }
 
 /// What an attach + fault of page `i` does in the secure mode: verify the table from the header,
 /// then open the page with the version the table gives.
-fn secure_read(keys: &PmoKeys, pmo: [u8; 16], img: &SecureImage, i: usize) -> Result<Page, CryptError> {
+fn secure_read(
+    keys: &PmoKeys,
+    pmo: [u8; 16],
+    img: &SecureImage,
+    i: usize,
+) -> Result<Page, CryptError> {
     verify_table(keys, img.epoch, &img.versions, &img.table_tag)?;
     let mut out = [0u8; PAGE_SIZE];
-    open_page(keys, &ctx(pmo, i, img.versions[i]), &img.pages[i], &img.tags[i], &mut out)?;
+    open_page(
+        keys,
+        &ctx(pmo, i, img.versions[i]),
+        &img.pages[i],
+        &img.tags[i],
+        &mut out,
+    )?;
     Ok(out)
 }
 
@@ -98,7 +135,10 @@ fn secure_round_trip() {
     a.write_page(2, 1, 5);
     for i in 0..PAGES {
         let g = if i == 2 { 5 } else { 0 };
-        assert_eq!(secure_read(&a.keys, PMO_A, &a.image, i).unwrap(), content(1, i, g));
+        assert_eq!(
+            secure_read(&a.keys, PMO_A, &a.image, i).unwrap(),
+            content(1, i, g)
+        );
     }
 }
 
@@ -108,12 +148,20 @@ fn secure_detects_every_bit_flip_in_ciphertext_and_tag() {
     for bit in [0usize, 1, 7, 8 * 100 + 3, 8 * 2048, 8 * PAGE_SIZE - 1] {
         let mut img = a.image.clone();
         img.pages[1][bit / 8] ^= 1 << (bit % 8);
-        assert_eq!(secure_read(&a.keys, PMO_A, &img, 1), Err(CryptError::Integrity), "ciphertext bit {bit}");
+        assert_eq!(
+            secure_read(&a.keys, PMO_A, &img, 1),
+            Err(CryptError::Integrity),
+            "ciphertext bit {bit}"
+        );
     }
     for bit in 0..128 {
         let mut img = a.image.clone();
         img.tags[1].0[bit / 8] ^= 1 << (bit % 8);
-        assert_eq!(secure_read(&a.keys, PMO_A, &img, 1), Err(CryptError::Integrity), "tag bit {bit}");
+        assert_eq!(
+            secure_read(&a.keys, PMO_A, &img, 1),
+            Err(CryptError::Integrity),
+            "tag bit {bit}"
+        );
     }
 }
 
@@ -124,17 +172,51 @@ fn secure_detects_changes_to_each_associated_data_field() {
     let good = ctx(PMO_A, 1, img.versions[1]);
     let mut out = [0u8; PAGE_SIZE];
     // version and index are checked by the tag alone (keys unchanged):
-    for bad in [PageCtx { version: good.version + 1, ..good }, PageCtx { version: good.version - 1, ..good }, PageCtx { page_index: 2, ..good }] {
-        assert_eq!(open_page(&a.keys, &bad, &img.pages[1], &img.tags[1], &mut out), Err(CryptError::Integrity));
+    for bad in [
+        PageCtx {
+            version: good.version + 1,
+            ..good
+        },
+        PageCtx {
+            version: good.version - 1,
+            ..good
+        },
+        PageCtx {
+            page_index: 2,
+            ..good
+        },
+    ] {
+        assert_eq!(
+            open_page(&a.keys, &bad, &img.pages[1], &img.tags[1], &mut out),
+            Err(CryptError::Integrity)
+        );
     }
     // pool and PMO select the keys: a context for another pool/PMO is refused outright ...
-    for bad in [PageCtx { pool_uuid: [0x11; 16], ..good }, PageCtx { pmo_uuid: PMO_B, ..good }] {
-        assert_eq!(open_page(&a.keys, &bad, &img.pages[1], &img.tags[1], &mut out), Err(CryptError::ContextMismatch));
+    for bad in [
+        PageCtx {
+            pool_uuid: [0x11; 16],
+            ..good
+        },
+        PageCtx {
+            pmo_uuid: PMO_B,
+            ..good
+        },
+    ] {
+        assert_eq!(
+            open_page(&a.keys, &bad, &img.pages[1], &img.tags[1], &mut out),
+            Err(CryptError::ContextMismatch)
+        );
     }
     // ... and under that pool/PMO's own keys the page does not open.
     let other_pool = PmoKeys::derive(&master(), [0x11; 16], PMO_A).unwrap();
-    let c = PageCtx { pool_uuid: [0x11; 16], ..good };
-    assert_eq!(open_page(&other_pool, &c, &img.pages[1], &img.tags[1], &mut out), Err(CryptError::Integrity));
+    let c = PageCtx {
+        pool_uuid: [0x11; 16],
+        ..good
+    };
+    assert_eq!(
+        open_page(&other_pool, &c, &img.pages[1], &img.tags[1], &mut out),
+        Err(CryptError::Integrity)
+    );
 }
 
 #[test]
@@ -143,11 +225,20 @@ fn secure_detects_page_swap_within_pmo() {
     let mut img = a.image.clone();
     img.pages.swap(0, 3);
     img.tags.swap(0, 3);
-    assert_eq!(secure_read(&a.keys, PMO_A, &img, 0), Err(CryptError::Integrity));
-    assert_eq!(secure_read(&a.keys, PMO_A, &img, 3), Err(CryptError::Integrity));
+    assert_eq!(
+        secure_read(&a.keys, PMO_A, &img, 0),
+        Err(CryptError::Integrity)
+    );
+    assert_eq!(
+        secure_read(&a.keys, PMO_A, &img, 3),
+        Err(CryptError::Integrity)
+    );
     // swapping the version-table entries too breaks the table tag
     img.versions.swap(0, 3);
-    assert_eq!(secure_read(&a.keys, PMO_A, &img, 0), Err(CryptError::Integrity));
+    assert_eq!(
+        secure_read(&a.keys, PMO_A, &img, 0),
+        Err(CryptError::Integrity)
+    );
 }
 
 #[test]
@@ -158,15 +249,24 @@ fn secure_detects_transplant_from_other_pmo() {
     let mut img = a.image.clone();
     img.pages[1] = b.image.pages[1];
     img.tags[1] = b.image.tags[1];
-    assert_eq!(secure_read(&a.keys, PMO_A, &img, 1), Err(CryptError::Integrity));
+    assert_eq!(
+        secure_read(&a.keys, PMO_A, &img, 1),
+        Err(CryptError::Integrity)
+    );
     img.versions[1] = b.image.versions[1];
-    assert_eq!(secure_read(&a.keys, PMO_A, &img, 1), Err(CryptError::Integrity));
+    assert_eq!(
+        secure_read(&a.keys, PMO_A, &img, 1),
+        Err(CryptError::Integrity)
+    );
     // B's whole header in A: table tag is keyed per PMO.
     let mut img = a.image.clone();
     img.versions = b.image.versions.clone();
     img.epoch = b.image.epoch;
     img.table_tag = b.image.table_tag;
-    assert_eq!(secure_read(&a.keys, PMO_A, &img, 0), Err(CryptError::Integrity));
+    assert_eq!(
+        secure_read(&a.keys, PMO_A, &img, 0),
+        Err(CryptError::Integrity)
+    );
 }
 
 #[test]
@@ -178,16 +278,28 @@ fn secure_detects_single_page_rollback() {
     let mut img = a.image.clone();
     img.pages[2] = old.pages[2];
     img.tags[2] = old.tags[2];
-    assert_eq!(secure_read(&a.keys, PMO_A, &img, 2), Err(CryptError::Integrity));
+    assert_eq!(
+        secure_read(&a.keys, PMO_A, &img, 2),
+        Err(CryptError::Integrity)
+    );
     // page, tag and its table entry rolled back: the table tag fails
     img.versions[2] = old.versions[2];
-    assert_eq!(secure_read(&a.keys, PMO_A, &img, 2), Err(CryptError::Integrity));
+    assert_eq!(
+        secure_read(&a.keys, PMO_A, &img, 2),
+        Err(CryptError::Integrity)
+    );
     // ... also with the old epoch and the current tag, or the current epoch and the old tag
     img.epoch = old.epoch;
-    assert_eq!(secure_read(&a.keys, PMO_A, &img, 2), Err(CryptError::Integrity));
+    assert_eq!(
+        secure_read(&a.keys, PMO_A, &img, 2),
+        Err(CryptError::Integrity)
+    );
     img.epoch = a.image.epoch;
     img.table_tag = old.table_tag;
-    assert_eq!(secure_read(&a.keys, PMO_A, &img, 2), Err(CryptError::Integrity));
+    assert_eq!(
+        secure_read(&a.keys, PMO_A, &img, 2),
+        Err(CryptError::Integrity)
+    );
 }
 
 #[test]
@@ -197,31 +309,52 @@ fn secure_detects_version_table_and_header_flips() {
         for bit in [0u32, 17, 63] {
             let mut img = a.image.clone();
             img.versions[i] ^= 1 << bit;
-            assert_eq!(secure_read(&a.keys, PMO_A, &img, 0), Err(CryptError::Integrity));
+            assert_eq!(
+                secure_read(&a.keys, PMO_A, &img, 0),
+                Err(CryptError::Integrity)
+            );
         }
     }
     for bit in 0..128 {
         let mut img = a.image.clone();
         img.table_tag.0[bit / 8] ^= 1 << (bit % 8);
-        assert_eq!(secure_read(&a.keys, PMO_A, &img, 0), Err(CryptError::Integrity));
+        assert_eq!(
+            secure_read(&a.keys, PMO_A, &img, 0),
+            Err(CryptError::Integrity)
+        );
     }
     let mut img = a.image.clone();
     img.epoch ^= 1;
-    assert_eq!(secure_read(&a.keys, PMO_A, &img, 0), Err(CryptError::Integrity));
+    assert_eq!(
+        secure_read(&a.keys, PMO_A, &img, 0),
+        Err(CryptError::Integrity)
+    );
     let mut img = a.image.clone();
     img.versions.pop();
-    assert_eq!(verify_table(&a.keys, img.epoch, &img.versions, &img.table_tag).map(|_| ()), Err(CryptError::Integrity));
+    assert_eq!(
+        verify_table(&a.keys, img.epoch, &img.versions, &img.table_tag).map(|_| ()),
+        Err(CryptError::Integrity)
+    );
 }
 
 #[test]
 fn secure_wrong_master_key_decrypts_nothing() {
     let a = SecurePmo::create(PMO_A, 1);
     let wrong = PmoKeys::derive(&MasterKey::from_bytes([0x43; 32]), POOL, PMO_A).unwrap();
-    assert_eq!(secure_read(&wrong, PMO_A, &a.image, 0).map(|_| ()), Err(CryptError::Integrity));
+    assert_eq!(
+        secure_read(&wrong, PMO_A, &a.image, 0).map(|_| ()),
+        Err(CryptError::Integrity)
+    );
     let mut out = [0xEE; PAGE_SIZE];
     let c = ctx(PMO_A, 0, a.image.versions[0]);
-    assert_eq!(open_page(&wrong, &c, &a.image.pages[0], &a.image.tags[0], &mut out), Err(CryptError::Integrity));
-    assert!(out.iter().all(|&b| b == 0), "no unverified plaintext left behind");
+    assert_eq!(
+        open_page(&wrong, &c, &a.image.pages[0], &a.image.tags[0], &mut out),
+        Err(CryptError::Integrity)
+    );
+    assert!(
+        out.iter().all(|&b| b == 0),
+        "no unverified plaintext left behind"
+    );
 }
 
 /// Documented limit shared by both modes: the whole PMO (pages, tags, table, header) rolled
@@ -231,7 +364,10 @@ fn whole_pmo_rollback_is_accepted_without_trusted_counter() {
     let mut a = SecurePmo::create(PMO_A, 1);
     let old = a.image.clone();
     a.write_page(2, 1, 9);
-    assert_eq!(secure_read(&a.keys, PMO_A, &old, 2).unwrap(), content(1, 2, 0));
+    assert_eq!(
+        secure_read(&a.keys, PMO_A, &old, 2).unwrap(),
+        content(1, 2, 0)
+    );
     assert_eq!(mac_table(&a.keys, old.epoch, &old.versions), old.table_tag);
 }
 
@@ -245,7 +381,10 @@ struct FaithfulImage {
 }
 
 fn faithful_image(keys: &FaithfulKeys, id: u8, generation: u8) -> FaithfulImage {
-    let mut img = FaithfulImage { pages: vec![], sums: vec![] };
+    let mut img = FaithfulImage {
+        pages: vec![],
+        sums: vec![],
+    };
     for i in 0..PAGES {
         let pt = content(id, i, generation);
         let mut ct = [0u8; PAGE_SIZE];
@@ -274,7 +413,11 @@ fn faithful_catches_bit_flips_and_swaps() {
     for bit in [0usize, 8 * 100 + 3, 8 * PAGE_SIZE - 1] {
         let mut t = img.clone();
         t.pages[1][bit / 8] ^= 1 << (bit % 8);
-        assert_eq!(faithful_read(&k, &t, 1), Err(CryptError::Integrity), "ciphertext bit {bit}");
+        assert_eq!(
+            faithful_read(&k, &t, 1),
+            Err(CryptError::Integrity),
+            "ciphertext bit {bit}"
+        );
     }
     let mut t = img.clone();
     t.sums[1].0[0] ^= 1;
@@ -302,7 +445,11 @@ fn faithful_misses_single_page_rollback() {
     let mut t = new.clone();
     t.pages[2] = old.pages[2];
     t.sums[2] = old.sums[2];
-    assert_eq!(faithful_read(&k, &t, 2).unwrap(), content(1, 2, 0), "rollback accepted (documented weakness)");
+    assert_eq!(
+        faithful_read(&k, &t, 2).unwrap(),
+        content(1, 2, 0),
+        "rollback accepted (documented weakness)"
+    );
 }
 
 /// MISSED by the faithful mode as the reference kernel keys it (one user key for every PMO):
@@ -316,7 +463,11 @@ fn faithful_misses_transplant_under_shared_user_key() {
     let mut t = a.clone();
     t.pages[1] = b.pages[1];
     t.sums[1] = b.sums[1];
-    assert_eq!(faithful_read(&k, &t, 1).unwrap(), content(2, 1, 0), "transplant accepted (documented weakness)");
+    assert_eq!(
+        faithful_read(&k, &t, 1).unwrap(),
+        content(2, 1, 0),
+        "transplant accepted (documented weakness)"
+    );
 }
 
 /// MISSED (confidentiality): the unkeyed plaintext checksum in the clear confirms a guess.
@@ -325,7 +476,10 @@ fn faithful_checksum_confirms_plaintext_guesses() {
     let k = faithful_keys(PMO_A);
     let img = faithful_image(&k, 1, 0);
     let guess = content(1, 3, 0);
-    assert!(verify_page_checksum(&guess, &img.sums[3]).is_ok(), "attacker confirms the guess without the key");
+    assert!(
+        verify_page_checksum(&guess, &img.sums[3]).is_ok(),
+        "attacker confirms the guess without the key"
+    );
     let wrong_guess = content(1, 3, 1);
     assert!(verify_page_checksum(&wrong_guess, &img.sums[3]).is_err());
 }
@@ -355,5 +509,8 @@ fn faithful_whole_pmo_checksum() {
     let mut t = new.clone();
     t.pages[2][9] ^= 4;
     assert_eq!(whole(&t).verify(&new_sum), Err(CryptError::Integrity));
-    assert!(whole(&old).verify(&old_sum).is_ok(), "whole-PMO rollback accepted (no trusted counter)");
+    assert!(
+        whole(&old).verify(&old_sum).is_ok(),
+        "whole-PMO rollback accepted (no trusted counter)"
+    );
 }
