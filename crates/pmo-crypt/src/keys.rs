@@ -60,6 +60,11 @@ impl MasterKey {
         Ok(Self::from_bytes(arr))
     }
 
+    /// HKDF-Extract of the master key (the PRK zeroizes itself on drop).
+    pub(crate) fn prk(&self) -> hkdf::Prk {
+        hkdf::Salt::new(hkdf::HKDF_SHA256, EXTRACT_SALT).extract(&self.0[..])
+    }
+
     /// Derive `out.len()` bytes of subkey for `label`, bound to the pool and PMO.
     pub(crate) fn expand(
         &self,
@@ -68,32 +73,41 @@ impl MasterKey {
         pmo_uuid: &Uuid,
         out: &mut [u8],
     ) -> Result<(), CryptError> {
-        struct Len(usize);
-        impl hkdf::KeyType for Len {
-            fn len(&self) -> usize {
-                self.0
-            }
-        }
-        let label_len = [
-            u8::try_from(label.len()).map_err(|_| CryptError::Backend("hkdf label too long"))?
-        ];
-        let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, EXTRACT_SALT).extract(&self.0[..]);
-        let info: [&[u8]; 5] = [INFO_PREFIX, &label_len, label, pool_uuid, pmo_uuid];
-        prk.expand(&info, Len(out.len()))
-            .and_then(|okm| okm.fill(out))
-            .map_err(|_| CryptError::Backend("hkdf expand"))
+        expand(&self.prk(), label, pool_uuid, pmo_uuid, out)
     }
+}
 
-    fn expand32(
-        &self,
-        label: &[u8],
-        pool_uuid: &Uuid,
-        pmo_uuid: &Uuid,
-    ) -> Result<Zeroizing<[u8; KEY_LEN]>, CryptError> {
-        let mut out = Zeroizing::new([0u8; KEY_LEN]);
-        self.expand(label, pool_uuid, pmo_uuid, &mut out[..])?;
-        Ok(out)
+/// HKDF-Expand with info = prefix | len(label) | label | pool uuid | PMO uuid.
+pub(crate) fn expand(
+    prk: &hkdf::Prk,
+    label: &[u8],
+    pool_uuid: &Uuid,
+    pmo_uuid: &Uuid,
+    out: &mut [u8],
+) -> Result<(), CryptError> {
+    struct Len(usize);
+    impl hkdf::KeyType for Len {
+        fn len(&self) -> usize {
+            self.0
+        }
     }
+    let label_len =
+        [u8::try_from(label.len()).map_err(|_| CryptError::Backend("hkdf label too long"))?];
+    let info: [&[u8]; 5] = [INFO_PREFIX, &label_len, label, pool_uuid, pmo_uuid];
+    prk.expand(&info, Len(out.len()))
+        .and_then(|okm| okm.fill(out))
+        .map_err(|_| CryptError::Backend("hkdf expand"))
+}
+
+fn expand32(
+    prk: &hkdf::Prk,
+    label: &[u8],
+    pool_uuid: &Uuid,
+    pmo_uuid: &Uuid,
+) -> Result<Zeroizing<[u8; KEY_LEN]>, CryptError> {
+    let mut out = Zeroizing::new([0u8; KEY_LEN]);
+    expand(prk, label, pool_uuid, pmo_uuid, &mut out[..])?;
+    Ok(out)
 }
 
 impl std::fmt::Debug for MasterKey {
@@ -122,10 +136,11 @@ pub struct PmoKeys {
 impl PmoKeys {
     /// Derive the secure-mode subkeys of PMO `pmo_uuid` in pool `pool_uuid` (once per attach).
     pub fn derive(master: &MasterKey, pool_uuid: Uuid, pmo_uuid: Uuid) -> Result<Self, CryptError> {
-        let aead = master.expand32(label::PAGE_AEAD, &pool_uuid, &pmo_uuid)?;
-        let mac = master.expand32(label::METADATA_MAC, &pool_uuid, &pmo_uuid)?;
-        let entry = master.expand32(label::VTABLE_ENTRY, &pool_uuid, &pmo_uuid)?;
-        let epoch = master.expand32(label::VTABLE_EPOCH, &pool_uuid, &pmo_uuid)?;
+        let prk = master.prk();
+        let aead = expand32(&prk, label::PAGE_AEAD, &pool_uuid, &pmo_uuid)?;
+        let mac = expand32(&prk, label::METADATA_MAC, &pool_uuid, &pmo_uuid)?;
+        let entry = expand32(&prk, label::VTABLE_ENTRY, &pool_uuid, &pmo_uuid)?;
+        let epoch = expand32(&prk, label::VTABLE_EPOCH, &pool_uuid, &pmo_uuid)?;
         Ok(Self {
             pool_uuid,
             pmo_uuid,
@@ -194,23 +209,29 @@ impl std::fmt::Debug for PmoKeys {
 mod tests {
     use super::*;
 
+    fn x(
+        m: &MasterKey,
+        label: &[u8],
+        pool: &Uuid,
+        pmo: &Uuid,
+    ) -> Result<Zeroizing<[u8; KEY_LEN]>, CryptError> {
+        expand32(&m.prk(), label, pool, pmo)
+    }
+
     #[test]
     fn subkeys_differ_by_label_pool_and_pmo() {
         let m = MasterKey::from_bytes([1; 32]);
-        let a = m.expand32(label::PAGE_AEAD, &[1; 16], &[2; 16]).unwrap();
-        let b = m.expand32(label::METADATA_MAC, &[1; 16], &[2; 16]).unwrap();
-        let c = m.expand32(label::PAGE_AEAD, &[9; 16], &[2; 16]).unwrap();
-        let d = m.expand32(label::PAGE_AEAD, &[1; 16], &[9; 16]).unwrap();
-        let again = m.expand32(label::PAGE_AEAD, &[1; 16], &[2; 16]).unwrap();
+        let a = x(&m, label::PAGE_AEAD, &[1; 16], &[2; 16]).unwrap();
+        let b = x(&m, label::METADATA_MAC, &[1; 16], &[2; 16]).unwrap();
+        let c = x(&m, label::PAGE_AEAD, &[9; 16], &[2; 16]).unwrap();
+        let d = x(&m, label::PAGE_AEAD, &[1; 16], &[9; 16]).unwrap();
+        let again = x(&m, label::PAGE_AEAD, &[1; 16], &[2; 16]).unwrap();
         assert_eq!(*a, *again, "derivation is deterministic");
         for other in [&b, &c, &d] {
             assert_ne!(**other, *a);
         }
         let m2 = MasterKey::from_bytes([2; 32]);
-        assert_ne!(
-            *m2.expand32(label::PAGE_AEAD, &[1; 16], &[2; 16]).unwrap(),
-            *a
-        );
+        assert_ne!(*x(&m2, label::PAGE_AEAD, &[1; 16], &[2; 16]).unwrap(), *a);
     }
 
     #[test]
