@@ -19,6 +19,9 @@
 //!   (pool, PMO, index, version) as associated data, plus the version-table MAC.
 //! - **faithful mode**: what the LOaPP reference kernel does: AES-256-XTS per page with the page
 //!   index as tweak ([`faithful`]), plus an unkeyed SHA-256 checksum per page or per PMO.
+//! - **page protector**: [`PageProtector`], one seal/open interface over plain, XTS, XTS +
+//!   checksum and AES-GCM, with a 32-byte metadata slot per page, so the store's paths do not
+//!   branch on the scheme.
 //!
 //! ## Example
 //! ```
@@ -55,6 +58,7 @@ mod ffi;
 mod keys;
 mod page;
 pub mod pool;
+mod protect;
 mod version;
 mod vtable;
 
@@ -67,6 +71,7 @@ pub use page::{
     open_page, open_page_in_place, seal_page, seal_page_in_place, PageCtx, Tag, TAG_LEN,
 };
 pub use pool::CryptoPool;
+pub use protect::{PageProtector, PAGE_META_LEN};
 pub use version::VersionCounter;
 pub use vtable::{mac_table, verify_table, TableTag, VersionTableMac, TABLE_TAG_LEN};
 

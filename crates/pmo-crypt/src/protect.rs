@@ -1,0 +1,211 @@
+//! One page interface over every protection the schemes need, so the store's fault and psync
+//! paths do not branch on the scheme: [`PageProtector`] turns a plaintext page into its at-rest
+//! form plus a 32-byte metadata slot, and back.
+//!
+//! | variant | scheme(s) | at-rest page | metadata slot (32 B) |
+//! |---|---|---|---|
+//! | `Plain` | `none` | copy of the plaintext | zero |
+//! | `Xts { checksum: false }` | `wed`, `bp`, `sp` | AES-256-XTS | zero |
+//! | `Xts { checksum: true }` | `bp-ip`, `bp-id`, `sp-ip`, `sp-id` (faithful) | AES-256-XTS | SHA-256 of the plaintext |
+//! | `Aead` | secure default | AES-256-GCM | GCM tag (16 B) then 16 zero bytes |
+//!
+//! `wedi`'s whole-PMO checksum is not per page: use [`crate::WholePmoChecksum`] beside
+//! `Xts { checksum: false }`.
+//!
+//! The version argument is used by `Aead` only (it must come from the PMO's
+//! [`crate::VersionCounter`]); the other variants ignore it. No allocation on any path.
+
+use crate::error::CryptError;
+use crate::faithful::{page_checksum, FaithfulKeys, PageChecksum};
+use crate::keys::PmoKeys;
+use crate::page::{open_page, seal_page, PageCtx, Tag, TAG_LEN};
+use crate::Page;
+use aws_lc_rs::constant_time;
+
+/// Size of the per-page metadata slot the store keeps for every page.
+pub const PAGE_META_LEN: usize = 32;
+
+/// How a PMO's pages are protected at rest.
+// Built once per attach and used by reference: the size gap between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum PageProtector {
+    /// No protection (`none`): the at-rest page is the plaintext.
+    Plain,
+    /// The paper's encryption: AES-256-XTS, tweak = page index; with `checksum`, an unkeyed
+    /// SHA-256 of the plaintext in the metadata slot.
+    Xts {
+        /// The PMO's XTS keys.
+        keys: FaithfulKeys,
+        /// Whether to keep and verify a per-page checksum (the paper's `I` designs).
+        checksum: bool,
+    },
+    /// The secure default: AES-256-GCM bound to (pool, PMO, index, version).
+    Aead {
+        /// The PMO's keys.
+        keys: PmoKeys,
+    },
+}
+
+impl PageProtector {
+    /// Whether the at-rest page is encrypted.
+    pub fn encrypts(&self) -> bool {
+        !matches!(self, Self::Plain)
+    }
+
+    /// Whether opening a page verifies it.
+    pub fn verifies(&self) -> bool {
+        matches!(self, Self::Aead { .. } | Self::Xts { checksum: true, .. })
+    }
+
+    /// Whether a page's version is bound into its protection (rollback of one page caught).
+    pub fn binds_version(&self) -> bool {
+        matches!(self, Self::Aead { .. })
+    }
+
+    /// Protect `plaintext` (page `page_index`, fresh `version`) into `out`; returns the
+    /// metadata slot to store.
+    pub fn seal(
+        &self,
+        page_index: u64,
+        version: u64,
+        plaintext: &Page,
+        out: &mut Page,
+    ) -> Result<[u8; PAGE_META_LEN], CryptError> {
+        let mut meta = [0u8; PAGE_META_LEN];
+        match self {
+            Self::Plain => out.copy_from_slice(plaintext),
+            Self::Xts { keys, checksum } => {
+                if *checksum {
+                    meta = page_checksum(plaintext).0;
+                }
+                keys.encrypt_page(page_index, plaintext, out)?;
+            }
+            Self::Aead { keys } => {
+                let ctx = PageCtx {
+                    pool_uuid: keys.pool_uuid(),
+                    pmo_uuid: keys.pmo_uuid(),
+                    page_index,
+                    version,
+                };
+                let tag = seal_page(keys, &ctx, plaintext, out)?;
+                meta[..TAG_LEN].copy_from_slice(&tag.0);
+            }
+        }
+        Ok(meta)
+    }
+
+    /// Recover and (where the variant verifies) check page `page_index` at `version` from its
+    /// at-rest form and metadata slot. On [`CryptError::Integrity`], `out` is zeroed.
+    pub fn open(
+        &self,
+        page_index: u64,
+        version: u64,
+        meta: &[u8; PAGE_META_LEN],
+        sealed: &Page,
+        out: &mut Page,
+    ) -> Result<(), CryptError> {
+        match self {
+            Self::Plain => {
+                out.copy_from_slice(sealed);
+                Ok(())
+            }
+            Self::Xts {
+                keys,
+                checksum: false,
+            } => keys.decrypt_page(page_index, sealed, out),
+            Self::Xts {
+                keys,
+                checksum: true,
+            } => keys.decrypt_and_verify(page_index, sealed, &PageChecksum(*meta), out),
+            Self::Aead { keys } => {
+                // The unused half of the slot must be zero: a flipped bit there is tampering too.
+                let (tag_bytes, rest) = meta.split_at(TAG_LEN);
+                let rest_is_zero =
+                    constant_time::verify_slices_are_equal(rest, &[0u8; PAGE_META_LEN - TAG_LEN])
+                        .is_ok();
+                let mut tag = Tag::default();
+                tag.0.copy_from_slice(tag_bytes);
+                let ctx = PageCtx {
+                    pool_uuid: keys.pool_uuid(),
+                    pmo_uuid: keys.pmo_uuid(),
+                    page_index,
+                    version,
+                };
+                let result = open_page(keys, &ctx, sealed, &tag, out);
+                if result.is_ok() && !rest_is_zero {
+                    zeroize::Zeroize::zeroize(out);
+                    return Err(CryptError::Integrity);
+                }
+                result
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for PageProtector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Plain => f.write_str("PageProtector::Plain"),
+            Self::Xts { checksum, .. } => {
+                write!(f, "PageProtector::Xts {{ checksum: {checksum} }}")
+            }
+            Self::Aead { .. } => f.write_str("PageProtector::Aead"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MasterKey, PAGE_SIZE};
+
+    fn all() -> Vec<PageProtector> {
+        let m = MasterKey::from_bytes([9; 32]);
+        vec![
+            PageProtector::Plain,
+            PageProtector::Xts {
+                keys: FaithfulKeys::derive(&m, [1; 16], [2; 16]).unwrap(),
+                checksum: false,
+            },
+            PageProtector::Xts {
+                keys: FaithfulKeys::derive(&m, [1; 16], [2; 16]).unwrap(),
+                checksum: true,
+            },
+            PageProtector::Aead {
+                keys: PmoKeys::derive(&m, [1; 16], [2; 16]).unwrap(),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_variant_round_trips_and_verifiers_catch_flips() {
+        let pt: Page = core::array::from_fn(|i| (i * 5 % 256) as u8);
+        for p in all() {
+            let mut sealed = [0u8; PAGE_SIZE];
+            let meta = p.seal(3, 77, &pt, &mut sealed).unwrap();
+            assert_eq!(sealed == pt, !p.encrypts(), "{p:?}");
+            let mut out = [0u8; PAGE_SIZE];
+            p.open(3, 77, &meta, &sealed, &mut out).unwrap();
+            assert_eq!(out, pt, "{p:?}");
+            let mut bad = sealed;
+            bad[10] ^= 1;
+            assert_eq!(
+                p.open(3, 77, &meta, &bad, &mut out).is_err(),
+                p.verifies(),
+                "{p:?}"
+            );
+            let mut bad_meta = meta;
+            bad_meta[31] ^= 1;
+            assert_eq!(
+                p.open(3, 77, &bad_meta, &sealed, &mut out).is_err(),
+                p.verifies(),
+                "{p:?} meta"
+            );
+            assert_eq!(
+                p.open(3, 76, &meta, &sealed, &mut out).is_err(),
+                p.binds_version(),
+                "{p:?} version"
+            );
+        }
+    }
+}
