@@ -10,7 +10,7 @@
 use pmo_crypt::faithful::{page_checksum, verify_page_checksum};
 use pmo_crypt::{
     open_page, open_page_in_place, seal_page, seal_page_in_place, FaithfulKeys, MasterKey, PageCtx,
-    PmoKeys, VersionTableMac, PAGE_SIZE,
+    PageProtector, PmoKeys, VersionTableMac, PAGE_SIZE,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -54,6 +54,20 @@ fn page_paths_do_not_allocate() {
     let keys = PmoKeys::derive(&master, [2; 16], [3; 16]).unwrap();
     let faithful = FaithfulKeys::derive(&master, [2; 16], [3; 16]).unwrap();
     let mut mac = VersionTableMac::from_table(&keys, &[1, 2, 3]);
+    let protectors = [
+        PageProtector::Plain,
+        PageProtector::Xts {
+            keys: FaithfulKeys::derive(&master, [2; 16], [3; 16]).unwrap(),
+            checksum: false,
+        },
+        PageProtector::Xts {
+            keys: FaithfulKeys::derive(&master, [2; 16], [3; 16]).unwrap(),
+            checksum: true,
+        },
+        PageProtector::Aead {
+            keys: PmoKeys::derive(&master, [2; 16], [3; 16]).unwrap(),
+        },
+    ];
     let plain = Box::new([0x77u8; PAGE_SIZE]);
     let mut sealed = Box::new([0u8; PAGE_SIZE]);
     let mut out = Box::new([0u8; PAGE_SIZE]);
@@ -94,6 +108,11 @@ fn page_paths_do_not_allocate() {
         mac.update(&keys, i % 3, 1, 2).unwrap();
         mac.update(&keys, i % 3, 2, 1).unwrap();
         let _ = mac.tag(&keys, 100 + i);
+
+        for p in &protectors {
+            let meta = p.seal(i, 10 + i, &plain, &mut sealed).unwrap();
+            p.open(i, 10 + i, &meta, &sealed, &mut out).unwrap();
+        }
     }
     let after = allocations();
     assert_eq!(
