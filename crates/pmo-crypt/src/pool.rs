@@ -35,6 +35,7 @@ use crate::error::CryptError;
 use crate::faithful::{page_checksum, FaithfulKeys, PageChecksum};
 use crate::keys::PmoKeys;
 use crate::page::{open_page, seal_page, PageCtx, Tag};
+use crate::protect::{PageProtector, PAGE_META_LEN};
 use crate::Page;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -91,6 +92,20 @@ pub struct XtsJob<'a> {
     /// Encrypt: the checksum of the plaintext input, computed if asked. Decrypt: if set, the
     /// decrypted page is verified against it.
     pub checksum: Option<PageChecksum>,
+}
+
+/// Any scheme: protect (seal) or recover (open) one page through a [`PageProtector`].
+pub struct ProtectJob<'a> {
+    /// Page index.
+    pub page_index: u64,
+    /// Version (fresh from the PMO's version counter when sealing).
+    pub version: u64,
+    /// Input page: plaintext to seal, or at-rest page to open.
+    pub input: &'a Page,
+    /// Output page.
+    pub out: &'a mut Page,
+    /// Seal: set to the metadata slot to store. Open: the stored metadata slot.
+    pub meta: [u8; PAGE_META_LEN],
 }
 
 /// A fixed pool of crypto workers.
@@ -181,8 +196,15 @@ impl CryptoPool {
         if jobs.len() < self.min_parallel_pages || self.threads == 1 {
             return wrap(sequential(jobs, 0));
         }
-        if self.in_flight.fetch_add(1, Ordering::AcqRel) >= self.max_batches_in_flight {
-            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        struct InFlight<'a>(&'a AtomicUsize);
+        impl Drop for InFlight<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        let admitted = self.in_flight.fetch_add(1, Ordering::AcqRel) < self.max_batches_in_flight;
+        let _in_flight = InFlight(&self.in_flight); // released on every exit, panics included
+        if !admitted {
             return wrap(sequential(jobs, 0));
         }
         // The caller seals the first chunk itself while the workers take the others: one
@@ -212,7 +234,6 @@ impl CryptoPool {
             Some(e) => Err(e),
             None => Ok(()),
         };
-        self.in_flight.fetch_sub(1, Ordering::AcqRel);
         wrap(result)
     }
 
@@ -227,6 +248,29 @@ impl CryptoPool {
     /// Verify and decrypt every job's page (secure mode).
     pub fn open_batch(&self, keys: &PmoKeys, jobs: &mut [OpenJob<'_>]) -> Result<(), CryptError> {
         self.run(jobs, |j| open_page(keys, &j.ctx, j.sealed, &j.tag, j.out))
+    }
+
+    /// Seal every job's page with `protector` (any scheme), filling each job's `meta`.
+    pub fn protect_batch(
+        &self,
+        protector: &PageProtector,
+        jobs: &mut [ProtectJob<'_>],
+    ) -> Result<(), CryptError> {
+        self.run(jobs, |j| {
+            j.meta = protector.seal(j.page_index, j.version, j.input, j.out)?;
+            Ok(())
+        })
+    }
+
+    /// Open every job's page with `protector` (any scheme), checking it against `meta`.
+    pub fn recover_batch(
+        &self,
+        protector: &PageProtector,
+        jobs: &mut [ProtectJob<'_>],
+    ) -> Result<(), CryptError> {
+        self.run(jobs, |j| {
+            protector.open(j.page_index, j.version, &j.meta, j.input, j.out)
+        })
     }
 
     /// Faithful mode: XTS-encrypt every page; with `checksums`, also compute each plaintext's
@@ -319,6 +363,48 @@ mod tests {
         drop(jobs);
         assert_eq!(outs[0], plain[0]);
         assert!(outs[30].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn protect_and_recover_batches_for_a_protector() {
+        let m = MasterKey::from_bytes([8; 32]);
+        let protector = PageProtector::Aead {
+            keys: PmoKeys::derive(&m, [1; 16], [2; 16]).unwrap(),
+        };
+        let pool = CryptoPool::with_limits(2, 1, 1).unwrap();
+        let plain: Vec<Page> = (0..9).map(|i| [i as u8; PAGE_SIZE]).collect();
+        let mut sealed = vec![[0u8; PAGE_SIZE]; 9];
+        let mut jobs: Vec<ProtectJob> = plain
+            .iter()
+            .zip(sealed.iter_mut())
+            .enumerate()
+            .map(|(i, (p, o))| ProtectJob {
+                page_index: i as u64,
+                version: 50 + i as u64,
+                input: p,
+                out: o,
+                meta: [0; 32],
+            })
+            .collect();
+        pool.protect_batch(&protector, &mut jobs).unwrap();
+        let metas: Vec<[u8; 32]> = jobs.iter().map(|j| j.meta).collect();
+        drop(jobs);
+        let mut back = vec![[0u8; PAGE_SIZE]; 9];
+        let mut jobs: Vec<ProtectJob> = sealed
+            .iter()
+            .zip(back.iter_mut())
+            .enumerate()
+            .map(|(i, (s, o))| ProtectJob {
+                page_index: i as u64,
+                version: 50 + i as u64,
+                input: s,
+                out: o,
+                meta: metas[i],
+            })
+            .collect();
+        pool.recover_batch(&protector, &mut jobs).unwrap();
+        drop(jobs);
+        assert_eq!(back, plain);
     }
 
     #[test]
