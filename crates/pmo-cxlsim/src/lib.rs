@@ -20,10 +20,13 @@
 
 pub mod cache;
 pub mod checker;
+pub mod cli;
 pub mod config;
 pub mod error;
+pub mod kernels;
 pub mod pb;
 pub mod sim;
+pub mod study;
 pub mod trace;
 
 pub use config::{Fault, Params, Scheme};

@@ -292,6 +292,13 @@ impl Recorder {
         self.log(thread, OpKind::Fence, 0);
     }
 
+    /// Store a word without logging it (input data already in PM before the region of interest).
+    pub fn write_unlogged(&mut self, word: usize, value: u64) {
+        if let Some(slot) = self.words.get_mut(word) {
+            *slot = value;
+        }
+    }
+
     /// Current value of a word without logging (for checking results).
     pub fn peek(&self, word: usize) -> u64 {
         self.words.get(word).copied().unwrap_or(0)

@@ -1,0 +1,365 @@
+//! Command-line surface, embeddable as `pmo cxlsim ...` (the lead's `pmo` binary) and wrapped
+//! by the standalone `pmo-cxlsim` binary.
+//!
+//! Owns [`Command`], [`ParamArgs`] and [`run`]. Exit codes: 0 ok, 1 usage or user error
+//! (one line on stderr), 2 checker violation.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use crate::checker::{crash_points, run_checked};
+use crate::config::{Fault, Params, Scheme};
+use crate::error::{CxlsimError, Result};
+use crate::kernels::{generate, Size, WORKLOADS};
+use crate::sim::{Simulator, Stats};
+use crate::study::{run_study, StudyConfig};
+use crate::trace::Trace;
+
+const SCHEMES: [&str; 3] = ["nopb", "pb", "pb-rf"];
+const FAULTS: [&str; 4] = ["none", "empty-before-ack", "read-bypass-drain", "ack-behind-requests"];
+const SIZES: [&str; 3] = ["small", "quick", "full"];
+
+/// Every model parameter (defaults: the paper's Table I; see docs/cxlsim.md for sources).
+#[derive(Debug, Clone, Args)]
+pub struct ParamArgs {
+    /// Host cores (Table I: 8)
+    #[arg(long, default_value_t = 8)]
+    pub cores: usize,
+    /// Core clock in GHz (Table I: 4)
+    #[arg(long, default_value_t = 4.0)]
+    pub core_ghz: f64,
+    /// Private L1 bytes (Table I: 32 KiB)
+    #[arg(long, default_value_t = 32768)]
+    pub l1_bytes: usize,
+    /// L1 ways (Table I: 8)
+    #[arg(long, default_value_t = 8)]
+    pub l1_ways: usize,
+    /// L1 hit cycles (Table I: 1)
+    #[arg(long, default_value_t = 1)]
+    pub l1_hit_cycles: u64,
+    /// Shared inclusive L2 bytes (Table I: 256 KiB)
+    #[arg(long, default_value_t = 262144)]
+    pub l2_bytes: usize,
+    /// L2 ways (Table I: 8)
+    #[arg(long, default_value_t = 8)]
+    pub l2_ways: usize,
+    /// L2 hit cycles (Table I: 10)
+    #[arg(long, default_value_t = 10)]
+    pub l2_hit_cycles: u64,
+    /// Outstanding fabric requests per core (MSHRs + write-back buffer)
+    #[arg(long, default_value_t = 16)]
+    pub outstanding: usize,
+    /// CXL switches between host and PM (0 = local PM)
+    #[arg(long, default_value_t = 1)]
+    pub hops: usize,
+    /// Pipeline stages per switch (paper: 4)
+    #[arg(long, default_value_t = 4)]
+    pub switch_stages: u64,
+    /// Latency of one switch stage in ns (4 x 8.75 = 35 ns per direction, 70 ns round trip: Pond)
+    #[arg(long, default_value_t = 8.75)]
+    pub switch_stage_ns: f64,
+    /// One-way latency of each link/port in ns
+    #[arg(long, default_value_t = 12.5)]
+    pub link_ns: f64,
+    /// Link bandwidth per direction in GB/s (Table I: x16 x 30 GB/s)
+    #[arg(long, default_value_t = 480.0)]
+    pub link_gbps: f64,
+    /// Flit bytes (Table I: 68)
+    #[arg(long, default_value_t = 68)]
+    pub flit_bytes: u64,
+    /// PM read latency ns (Table I: 100)
+    #[arg(long, default_value_t = 100.0)]
+    pub pm_read_ns: f64,
+    /// PM write latency ns (Table I: 200)
+    #[arg(long, default_value_t = 200.0)]
+    pub pm_write_ns: f64,
+    /// PM banks (line-interleaved, FIFO each)
+    #[arg(long, default_value_t = 8)]
+    pub pm_banks: usize,
+    /// Persist-buffer entries (Table I: 16)
+    #[arg(long, default_value_t = 16)]
+    pub pb_entries: usize,
+    /// PB tag access ns (default: CACTI-like table by entries; 0.388 at 16)
+    #[arg(long)]
+    pub pb_tag_ns: Option<f64>,
+    /// PB data access ns (Table I: 0.785)
+    #[arg(long, default_value_t = 0.785)]
+    pub pb_data_ns: f64,
+    /// pb-rf: start draining at this Dirty fraction (paper: 0.8)
+    #[arg(long, default_value_t = 0.8)]
+    pub rf_high: f64,
+    /// pb-rf: drain down to this Dirty fraction (paper: 0.6)
+    #[arg(long, default_value_t = 0.6)]
+    pub rf_low: f64,
+    /// Abort a run after this many events
+    #[arg(long, default_value_t = 2_000_000_000)]
+    pub event_budget: u64,
+}
+
+impl ParamArgs {
+    /// Build validated parameters for a scheme and fault.
+    pub fn params(&self, scheme: Scheme, fault: Fault) -> Result<Params> {
+        let p = Params {
+            scheme,
+            fault,
+            cores: self.cores,
+            core_ghz: self.core_ghz,
+            l1_bytes: self.l1_bytes,
+            l1_ways: self.l1_ways,
+            l1_hit_cycles: self.l1_hit_cycles,
+            l2_bytes: self.l2_bytes,
+            l2_ways: self.l2_ways,
+            l2_hit_cycles: self.l2_hit_cycles,
+            outstanding_per_core: self.outstanding,
+            hops: self.hops,
+            switch_stages: self.switch_stages,
+            switch_stage_ns: self.switch_stage_ns,
+            link_ns: self.link_ns,
+            link_gbps: self.link_gbps,
+            flit_bytes: self.flit_bytes,
+            pm_read_ns: self.pm_read_ns,
+            pm_write_ns: self.pm_write_ns,
+            pm_banks: self.pm_banks,
+            pb_entries: self.pb_entries,
+            pb_tag_ns: self.pb_tag_ns,
+            pb_data_ns: self.pb_data_ns,
+            rf_drain_high: self.rf_high,
+            rf_drain_low: self.rf_low,
+            event_budget: self.event_budget,
+        };
+        p.validate()?;
+        Ok(p)
+    }
+}
+
+/// Where a command's trace comes from.
+#[derive(Debug, Clone, Args)]
+pub struct TraceArgs {
+    /// Read this trace file (format: docs/cxlsim.md) instead of generating a workload
+    #[arg(long, conflicts_with = "workload")]
+    pub trace: Option<PathBuf>,
+    /// Generated workload: fft, lu-cont, lu-noncont, cholesky, radix, ocean, raytrace
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// Workload size
+    #[arg(long, default_value = "quick", value_parser = SIZES)]
+    pub size: String,
+}
+
+/// `pmo cxlsim` subcommands. Schemes: nopb (volatile switch), pb (persist buffer, drain at
+/// once), pb-rf (persist buffer with read forwarding, drain 80% -> 60%).
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Simulate one trace under one or more schemes and print the statistics
+    Run {
+        /// Schemes to run: nopb, pb, pb-rf (repeat or comma-separate)
+        #[arg(long, value_delimiter = ',', default_value = "nopb,pb,pb-rf", value_parser = SCHEMES)]
+        scheme: Vec<String>,
+        /// Trace source
+        #[command(flatten)]
+        source: TraceArgs,
+        /// Model parameters
+        #[command(flatten)]
+        params: ParamArgs,
+    },
+    /// Reproduce the paper's study (Figs. 1, 5, 6, 7, 8) as CSV, SVG and Markdown
+    Study {
+        /// Reduced study (about a minute)
+        #[arg(long)]
+        quick: bool,
+        /// Output directory
+        #[arg(long, default_value = "cxlsim-study")]
+        out: PathBuf,
+        /// Workloads (comma-separated; default all seven)
+        #[arg(long, value_delimiter = ',')]
+        workloads: Vec<String>,
+        /// Hide the progress bar
+        #[arg(long)]
+        no_progress: bool,
+        /// Model parameters
+        #[command(flatten)]
+        params: ParamArgs,
+    },
+    /// Check the correctness criteria (write order, write-read order, crash consistency) at
+    /// seeded crash points; exit 2 on any violation
+    Check {
+        /// Schemes to check: nopb, pb, pb-rf
+        #[arg(long, value_delimiter = ',', default_value = "nopb,pb,pb-rf", value_parser = SCHEMES)]
+        scheme: Vec<String>,
+        /// Crash points per (workload, scheme)
+        #[arg(long, default_value_t = 1000)]
+        crash_points: usize,
+        /// Real crash-and-recover runs per (workload, scheme), on top of the crash points
+        #[arg(long, default_value_t = 3)]
+        real_crashes: usize,
+        /// Seed of the crash points
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Deliberately broken variant: none, empty-before-ack, read-bypass-drain, ack-behind-requests
+        #[arg(long, default_value = "none", value_parser = FAULTS)]
+        fault: String,
+        /// Trace source
+        #[command(flatten)]
+        source: TraceArgs,
+        /// Model parameters
+        #[command(flatten)]
+        params: ParamArgs,
+    },
+    /// Write a generated workload trace to a file (or stdout with `-`)
+    Trace {
+        /// Workload: fft, lu-cont, lu-noncont, cholesky, radix, ocean, raytrace
+        #[arg(long)]
+        workload: String,
+        /// Workload size
+        #[arg(long, default_value = "quick", value_parser = SIZES)]
+        size: String,
+        /// Threads
+        #[arg(long, default_value_t = 8)]
+        threads: usize,
+        /// Output file (`-` for stdout)
+        #[arg(long, default_value = "-")]
+        out: PathBuf,
+    },
+}
+
+fn parse_size(text: &str) -> Size {
+    match text {
+        "small" => Size::Small,
+        "full" => Size::Full,
+        _ => Size::Quick,
+    }
+}
+
+fn load_traces(source: &TraceArgs, threads: usize) -> Result<Vec<Trace>> {
+    if let Some(path) = &source.trace {
+        return Ok(vec![Trace::read_file(path)?]);
+    }
+    let size = parse_size(&source.size);
+    match &source.workload {
+        Some(w) => Ok(vec![generate(w, threads, size)?]),
+        None => WORKLOADS.iter().map(|w| generate(w, threads, size)).collect(),
+    }
+}
+
+fn schemes(names: &[String]) -> Result<Vec<Scheme>> {
+    names.iter().map(|s| Scheme::parse(s)).collect()
+}
+
+fn print_stats_header() {
+    println!(
+        "{:<11} {:>6} {:>4} {:>12} {:>10} {:>10} {:>9} {:>9} {:>8} {:>8} {:>10}",
+        "workload", "scheme", "hops", "sim_us", "persist_ns", "read_ns", "persists", "reads", "pb_hit", "coalesce", "events"
+    );
+}
+
+fn print_stats(s: &Stats) {
+    println!(
+        "{:<11} {:>6} {:>4} {:>12.3} {:>10.1} {:>10.1} {:>9} {:>9} {:>7.1}% {:>7.1}% {:>10}",
+        s.workload,
+        s.scheme.map_or("-", Scheme::name),
+        s.hops,
+        s.sim_time_us(),
+        s.persist_latency_ns(),
+        s.read_latency_ns(),
+        s.persists,
+        s.fabric_reads,
+        100.0 * s.read_hit_rate(),
+        100.0 * s.coalesce_rate(),
+        s.events
+    );
+}
+
+fn execute(cmd: Command) -> Result<i32> {
+    match cmd {
+        Command::Run { scheme, source, params } => {
+            let traces = load_traces(&source, params.cores)?;
+            print_stats_header();
+            let mut violations = 0;
+            for trace in &traces {
+                for s in schemes(&scheme)? {
+                    let stats = crate::sim::simulate(&params.params(s, Fault::None)?, trace)?;
+                    violations += stats.violation_count;
+                    print_stats(&stats);
+                }
+            }
+            Ok(if violations > 0 { 2 } else { 0 })
+        }
+        Command::Study { quick, out, workloads, no_progress, params } => {
+            let mut config = StudyConfig::new(out.clone(), quick);
+            config.base = params.params(Scheme::Pb, Fault::None)?;
+            config.progress = !no_progress;
+            if !workloads.is_empty() {
+                config.workloads = workloads;
+            }
+            let result = run_study(&config)?;
+            println!("{}", result.summary);
+            println!("wrote CSV, SVG and summary.md to {}", out.display());
+            Ok(0)
+        }
+        Command::Check { scheme, crash_points: count, real_crashes, seed, fault, source, params } => {
+            let fault = Fault::parse(&fault)?;
+            let traces = load_traces(&source, params.cores)?;
+            let mut total = 0u64;
+            println!("{:<11} {:>6} {:>12} {:>13} {:>12} {:>10}", "workload", "scheme", "reads_chk", "crash_points", "real_crash", "violations");
+            for trace in &traces {
+                for s in schemes(&scheme)? {
+                    let p = params.params(s, fault)?;
+                    let (stats, mut violations) = match run_checked(&p, trace, count, seed) {
+                        Ok(stats) => {
+                            let v: Vec<String> = stats.violations.iter().map(ToString::to_string).collect();
+                            (Some(stats), v)
+                        }
+                        Err(e @ CxlsimError::Deadlock { .. }) => (None, vec![e.to_string()]),
+                        Err(e) => return Err(e),
+                    };
+                    let mut vcount = stats.as_ref().map_or(violations.len() as u64, |s| s.violation_count);
+                    if let Some(st) = &stats {
+                        for point in crash_points(seed ^ 0x5EED, real_crashes, st.events) {
+                            let outcome = Simulator::new(&p, trace)?.run_then_crash(point)?;
+                            vcount += outcome.violation_count;
+                            violations.extend(outcome.violations.iter().map(ToString::to_string));
+                        }
+                    }
+                    total += vcount;
+                    println!(
+                        "{:<11} {:>6} {:>12} {:>13} {:>12} {:>10}",
+                        trace.name,
+                        s.name(),
+                        stats.as_ref().map_or(0, |s| s.reads_checked),
+                        stats.as_ref().map_or(0, |s| s.crash_points_checked),
+                        real_crashes,
+                        vcount
+                    );
+                    for v in violations.iter().take(3) {
+                        println!("    {v}");
+                    }
+                }
+            }
+            println!("{}", if total == 0 { "no violations".to_string() } else { format!("{total} violations") });
+            Ok(if total > 0 { 2 } else { 0 })
+        }
+        Command::Trace { workload, size, threads, out } => {
+            let trace = generate(&workload, threads, parse_size(&size))?;
+            if out.as_os_str() == "-" {
+                let stdout = std::io::stdout();
+                trace.write_to(stdout.lock()).map_err(|e| CxlsimError::io("-", e))?;
+            } else {
+                trace.write_file(&out)?;
+                eprintln!("wrote {} ops of {} threads to {}", trace.op_count(), trace.threads.len(), out.display());
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// Run a subcommand; returns the process exit code (0 ok, 1 error, 2 checker violation).
+pub fn run(cmd: Command) -> i32 {
+    match execute(cmd) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("pmo cxlsim: {e}");
+            1
+        }
+    }
+}
