@@ -36,6 +36,7 @@
 
 mod registry;
 mod segv;
+mod stack;
 mod sys;
 mod uffd;
 

@@ -303,3 +303,42 @@ fn env_and_names() {
     }
     assert!(Mechanism::available().contains(&Mechanism::best()));
 }
+
+/// A fill that needs far more stack than an alternate signal stack has (8 KiB on Rust's threads)
+/// still works: the handler runs it on a fill stack of its own.
+#[test]
+fn fill_may_use_a_large_stack() {
+    struct StackHungry;
+    impl pmo_os::view::PageSource for StackHungry {
+        fn fill(
+            &self,
+            page_index: u64,
+            dst: &mut [u8; PAGE_SIZE],
+        ) -> Result<(), pmo_os::view::FillError> {
+            let mut scratch = [0u8; 128 * 1024];
+            for (i, b) in scratch.iter_mut().enumerate() {
+                *b = (i as u64 ^ page_index) as u8;
+            }
+            let scratch = std::hint::black_box(&scratch);
+            dst.copy_from_slice(&scratch[scratch.len() - PAGE_SIZE..]);
+            Ok(())
+        }
+        fn label(&self) -> &str {
+            "hungry"
+        }
+    }
+    for m in mechanisms() {
+        let mut opts = ViewOptions::new(8 * PAGE_SIZE);
+        opts.mechanism = Some(m);
+        let v = std::sync::Arc::new(View::new(opts, std::sync::Arc::new(StackHungry)).unwrap());
+        let expect = |p: u64| ((128 * 1024 - PAGE_SIZE) as u64 ^ p) as u8;
+        // SAFETY: inside the view.
+        assert_eq!(unsafe { v.addr().read_volatile() }, expect(0), "{m}");
+        let v2 = v.clone();
+        let got =
+            std::thread::spawn(move || unsafe { v2.addr().add(3 * PAGE_SIZE).read_volatile() })
+                .join()
+                .unwrap();
+        assert_eq!(got, expect(3), "{m}");
+    }
+}

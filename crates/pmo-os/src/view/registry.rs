@@ -16,11 +16,11 @@
 //!   non-fault signal) go to the previous action: Rust's stack-overflow reporter, another
 //!   library's handler, or the default action (terminate with the same signal).
 //!
-//! Signal flags: `SA_SIGINFO` always. `SIGSEGV` also gets `SA_ONSTACK`, so that a stack overflow
-//! (which faults on the guard page) can still be delivered on the thread's alternate stack and
-//! reach Rust's reporter; the sigsegv mechanism's fill therefore may run on that alternate stack
-//! (8 KiB or more on threads made by std). `SIGBUS` (the userfaultfd mechanism) runs on the
-//! faulting thread's own stack, because its handler keeps a 4 KiB page buffer on the stack.
+//! Signal flags: `SA_SIGINFO | SA_ONSTACK` for both signals, so that a stack overflow (which
+//! faults on the guard page) can still be delivered on the thread's alternate stack and reach
+//! Rust's reporter, and so that the handler needs no room on the faulting thread's stack. The
+//! fill itself, and the userfaultfd page buffer, run on a separate, larger fill stack
+//! ([`super::stack`]), because alternate signal stacks are small (8 KiB on Rust's threads).
 #![allow(unsafe_code)] // sigaction, siginfo/ucontext access and the raw registry pointers.
 
 use std::cell::UnsafeCell;
@@ -117,7 +117,8 @@ fn install_one(sig: c_int, extra_flags: c_int) -> Result<(), i32> {
 /// Install the process-wide handler (once).
 pub fn install_handlers() -> Result<(), ViewError> {
     INSTALL.call_once(|| {
-        let r = install_one(libc::SIGBUS, 0)
+        super::stack::reserve();
+        let r = install_one(libc::SIGBUS, libc::SA_ONSTACK)
             .and_then(|()| install_one(libc::SIGSEGV, libc::SA_ONSTACK));
         if let Err(e) = r {
             INSTALL_ERRNO.store(e.max(1) as usize, Ordering::Release);

@@ -237,7 +237,7 @@ pub(crate) fn service(shared: &Shared, st: &SegvState, page: u64, write: Option<
                 shared.count_fault(open_for_write);
                 // SAFETY: we own the page (BUSY) and the application's view of it is PROT_NONE.
                 let dst = unsafe { st.alias_page(page) };
-                if let Err(e) = shared.fill_page(page, dst) {
+                if let Err(e) = super::stack::on_fill_stack(|| shared.fill_page(page, dst)) {
                     registry::fatal("integrity error", label, page, e.reason);
                 }
                 if open_for_write {
