@@ -41,6 +41,9 @@ enum Cmd {
         /// Backend: file, dax or pmem-emul (default: detect)
         #[arg(long)]
         medium: Option<String>,
+        /// Create a sparse file instead of allocating the whole pool now
+        #[arg(long)]
+        sparse: bool,
     },
     /// Create a PMO
     Create {
@@ -76,6 +79,24 @@ enum Cmd {
     },
     /// Verify every checksum, the namespace and the space accounting (exit 2 on any problem)
     Check,
+    /// Run benchmarks; write tidy CSV/JSON records and print tables
+    Bench {
+        /// Which benchmark: store (psync, attach, faults, PMDK peer)
+        #[arg(default_value = "store")]
+        which: String,
+        /// Short configuration (fewer repeats)
+        #[arg(long)]
+        quick: bool,
+        /// Also write the records as JSON here
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Directory for CSV (and figures)
+        #[arg(long, default_value = "bench-out")]
+        out: PathBuf,
+        /// Directory for benchmark pools (default /dev/shm: emulated persistent memory)
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
 }
 
 fn parse_bytes(s: &str) -> Result<u64, String> {
@@ -149,7 +170,7 @@ fn hex(b: &[u8]) -> String {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.cmd {
-        Cmd::Init { size, kdf_mem_kib, kdf_iters, max_pmos, medium } => {
+        Cmd::Init { size, kdf_mem_kib, kdf_iters, max_pmos, medium, sparse } => {
             let path = pool_path(&cli);
             let medium = match medium {
                 None => None,
@@ -158,7 +179,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
             }
-            let opts = PoolOptions { kdf: KdfParams { alg: 1, m_kib: *kdf_mem_kib, t: *kdf_iters, p: 1 }, ns_capacity: *max_pmos, base_addr: None, medium };
+            let opts = PoolOptions { kdf: KdfParams { alg: 1, m_kib: *kdf_mem_kib, t: *kdf_iters, p: 1 }, ns_capacity: *max_pmos, base_addr: None, medium, preallocate: !*sparse };
             let pool = Pool::create(&path, *size, &opts).with_context(|| format!("pool {}", path.display()))?;
             let info = pool.pool_info()?;
             println!("created pool {} ({}, {} usable, up to {} PMOs, medium {})", path.display(), human(info.pool_size), human(info.heap_len), info.ns_capacity, info.medium.name());
@@ -256,6 +277,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 return Err(IntegrityProblem(format!("{} problem(s) found", r.problems.len())).into());
             }
             println!("ok");
+        }
+        Cmd::Bench { which, quick, json, out, dir } => {
+            let mut records = pmo_bench::Records::default();
+            match which.as_str() {
+                "store" => {
+                    let mut opts = pmo_bench::store::StoreBenchOptions::new(*quick);
+                    if let Some(d) = dir {
+                        opts.dir = d.clone();
+                    }
+                    pmo_bench::store::run(&opts, &mut records)?;
+                    pmo_bench::store::print_table(&records);
+                }
+                other => bail!("unknown benchmark '{other}' (known: store)"),
+            }
+            std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
+            let csv = out.join(format!("{which}.csv"));
+            records.write_csv(&csv)?;
+            println!("records: {}", csv.display());
+            if let Some(j) = json {
+                records.write_json(j)?;
+                println!("records: {}", j.display());
+            }
         }
     }
     Ok(())

@@ -193,6 +193,17 @@ pub fn on_tmpfs(path: &std::path::Path) -> bool {
     st.f_type as i64 == TMPFS_MAGIC
 }
 
+/// Allocate every block of `file` up to `len` bytes now (`posix_fallocate`), so that later
+/// stores never wait for the file system to allocate (and, on tmpfs, to zero) a page.
+pub fn preallocate(file: &File, len: u64) -> Result<(), MapError> {
+    // SAFETY: plain system call on a descriptor we own; no memory is passed.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
+    if rc != 0 {
+        return Err(MapError::Os { op: "posix_fallocate", errno: rc });
+    }
+    Ok(())
+}
+
 /// Whether `file` is a character device (device DAX).
 pub fn is_char_device(file: &File) -> bool {
     file.metadata().map(|m| m.file_type().is_char_device()).unwrap_or(false)

@@ -19,6 +19,8 @@
 
 pub mod attach;
 pub mod engine;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod error;
 pub mod keys;
 pub mod locks;

@@ -34,11 +34,14 @@ pub struct PoolOptions {
     pub base_addr: Option<u64>,
     /// Force a backend (default: detect, or `PMO_MEDIUM`).
     pub medium: Option<MediumKind>,
+    /// Allocate the whole pool file at creation (as PMDK does) instead of a sparse file, so
+    /// that no store later waits for block allocation (or, on tmpfs, page zeroing).
+    pub preallocate: bool,
 }
 
 impl Default for PoolOptions {
     fn default() -> Self {
-        PoolOptions { kdf: KdfParams::DEFAULT, ns_capacity: None, base_addr: None, medium: None }
+        PoolOptions { kdf: KdfParams::DEFAULT, ns_capacity: None, base_addr: None, medium: None, preallocate: false }
     }
 }
 
@@ -184,6 +187,13 @@ impl Pool {
                     .open(path)
                     .map_err(|source| StoreError::Io { op: format!("create {}", path.display()), source })?;
                 f.set_len(size).map_err(|source| StoreError::Io { op: "size the pool file".into(), source })?;
+                if opts.preallocate {
+                    if let Err(e) = pmo_os::map::preallocate(&f, size) {
+                        drop(f);
+                        let _ = std::fs::remove_file(path);
+                        return Err(StoreError::NoSpace(format!("cannot allocate {size} bytes for the pool: {e}")));
+                    }
+                }
             }
         }
         let medium = pmo_medium::open_medium(path, opts.medium)?;

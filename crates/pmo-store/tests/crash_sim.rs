@@ -15,7 +15,7 @@ const PMO_PAGES: u64 = 8;
 const SEED: u64 = 0x5eed_0001;
 
 fn opts() -> PoolOptions {
-    PoolOptions { kdf: KdfParams::INSECURE_FAST, ns_capacity: Some(16), base_addr: Some(0x2000_0000_0000), medium: None }
+    PoolOptions { kdf: KdfParams::INSECURE_FAST, ns_capacity: Some(16), base_addr: Some(0x2000_0000_0000), medium: None, preallocate: false }
 }
 
 /// Page `p` of version `v`: every byte says (v, p), so a torn or mixed page is visible.

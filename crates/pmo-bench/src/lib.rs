@@ -1,0 +1,48 @@
+//! pmo's benchmarks. Every figure is measured in the run that prints it (medians over repeats)
+//! and recorded as a tidy [`Record`]: one row per measurement with its parameters, the metric,
+//! the value and the unit, written as CSV and JSON for scripts and plots.
+//!
+//! | module    | measures |
+//! |-----------|----------|
+//! | [`store`] | psync cost by dirty pages and PMO size, attach+detach, dirty-tracking faults, psync vs a PMDK transaction |
+
+pub mod record;
+pub mod store;
+
+pub use record::{Record, Records};
+
+/// Errors of the benchmark harness.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("store: {0}")]
+    Store(#[from] pmo_store::StoreError),
+    #[error("{op}: {source}")]
+    Io { op: String, source: std::io::Error },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Median of samples (sorted copy; the mean of the two middle ones for an even count).
+pub fn median(samples: &[f64]) -> f64 {
+    if samples.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = samples.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(super::median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(super::median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(super::median(&[]).is_nan());
+    }
+}

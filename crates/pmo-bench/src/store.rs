@@ -1,0 +1,293 @@
+//! Store benchmarks (issue 2's figures):
+//! - psync time for k dirty pages (k = 1, 16, 256, 4096) on PMOs of 16 MiB and 1 GiB;
+//! - attach + detach of an at-rest PMO, 16 MiB and 1 GiB;
+//! - per-page cost of the fill fault and of the dirty-tracking write fault, per mechanism, next
+//!   to a bare 4 KiB memcpy measured in the same run;
+//! - one psync of one dirty 4 KiB page on emulated PM, next to a PMDK transaction updating 4 KiB
+//!   (with the `peers` feature).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use pmo_os::view::Mechanism;
+use pmo_store::{AttachOptions, KdfParams, Perm, Pool, PoolOptions};
+
+use crate::{median, BenchError, Records};
+
+const KEY: &[u8] = b"bench-key";
+const MIB: u64 = 1 << 20;
+const PAGE: usize = 4096;
+
+/// Options of the store benchmark.
+#[derive(Clone, Debug)]
+pub struct StoreBenchOptions {
+    /// Directory of the pool: on tmpfs (`/dev/shm`) the medium is emulated PM (clwb + sfence).
+    pub dir: PathBuf,
+    /// Timed repeats per figure (after one warm-up).
+    pub repeats: usize,
+    /// Large PMO size (the issue asks for 1 GiB).
+    pub large_bytes: u64,
+    /// Pages touched per fault-cost run.
+    pub fault_pages: usize,
+    /// Also measure psync on a regular file (msync) in this directory.
+    pub file_dir: Option<PathBuf>,
+}
+
+impl StoreBenchOptions {
+    /// The default (full) configuration; `quick` uses fewer repeats.
+    pub fn new(quick: bool) -> StoreBenchOptions {
+        StoreBenchOptions {
+            dir: PathBuf::from(if Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" }),
+            repeats: if quick { 7 } else { 21 },
+            large_bytes: 1 << 30,
+            fault_pages: if quick { 4096 } else { 16384 },
+            file_dir: Some(std::env::temp_dir()),
+        }
+    }
+}
+
+struct TempPool {
+    pool: Pool,
+    path: PathBuf,
+}
+
+impl TempPool {
+    fn new(dir: &Path, tag: &str, size: u64) -> Result<TempPool, BenchError> {
+        let path = dir.join(format!("pmo-bench-{tag}-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let pool = Pool::create(&path, size, &PoolOptions { kdf: KdfParams::INSECURE_FAST, preallocate: true, ..Default::default() })?;
+        Ok(TempPool { pool, path })
+    }
+}
+
+impl Drop for TempPool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn bar(len: u64, what: &str) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} {msg}").expect("template").progress_chars("=> "));
+    pb.set_prefix(what.to_string());
+    pb
+}
+
+fn size_name(bytes: u64) -> String {
+    if bytes >= 1 << 30 && bytes % (1 << 30) == 0 {
+        format!("{}GiB", bytes >> 30)
+    } else {
+        format!("{}MiB", bytes >> 20)
+    }
+}
+
+/// Run every store measurement, appending to `records`.
+pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchError> {
+    let sizes = [16 * MIB, opts.large_bytes];
+    let ks = [1usize, 16, 256, 4096];
+    let mechanisms = Mechanism::available();
+    let steps = (sizes.len() * ks.len() + sizes.len() + mechanisms.len() + 2) as u64;
+    let pb = bar(steps, "store");
+    let medium_name = |p: &Pool| p.pool_info().map(|i| i.medium.name().to_string()).unwrap_or_default();
+
+    // Pool big enough for both PMOs (each needs twice its size plus metadata).
+    let tp = TempPool::new(&opts.dir, "store", 2 * (sizes.iter().sum::<u64>()) + 64 * MIB)?;
+    let medium = medium_name(&tp.pool);
+    for &size in &sizes {
+        let name = size_name(size);
+        tp.pool.pcreate(&name, size, KEY)?;
+        let npages = (size / PAGE as u64) as usize;
+        let a = tp.pool.attach(&name, Perm::Write, KEY)?;
+        let mechanism = a.mechanism().name().to_string();
+        for &k in &ks {
+            pb.set_message(format!("psync k={k} on {name}"));
+            let stride = npages / k;
+            let mut samples = Vec::with_capacity(opts.repeats);
+            for r in 0..=opts.repeats {
+                for i in 0..k {
+                    a.write_at(i * stride * PAGE, &(r as u64).to_le_bytes())?;
+                }
+                let t = Instant::now();
+                let s = a.psync()?;
+                let us = t.elapsed().as_secs_f64() * 1e6;
+                if s.pages != k as u64 {
+                    return Err(BenchError::Other(format!("psync committed {} pages, expected {k}", s.pages)));
+                }
+                if r > 0 {
+                    samples.push(us);
+                }
+            }
+            let m = median(&samples);
+            let params = [("pmo_size", name.clone()), ("dirty_pages", k.to_string()), ("medium", medium.clone()), ("mechanism", mechanism.clone())];
+            records.push("store", &params, "psync_us", m, "us", samples.len());
+            records.push("store", &params, "psync_per_page_us", m / k as f64, "us", samples.len());
+            pb.inc(1);
+        }
+        drop(a);
+    }
+
+    // Attach + detach of an at-rest PMO.
+    for &size in &sizes {
+        let name = size_name(size);
+        pb.set_message(format!("attach+detach {name}"));
+        let (mut att, mut det) = (Vec::new(), Vec::new());
+        for r in 0..=opts.repeats {
+            let t = Instant::now();
+            let a = tp.pool.attach(&name, Perm::Write, KEY)?;
+            let t1 = Instant::now();
+            a.detach()?;
+            let t2 = Instant::now();
+            if r > 0 {
+                att.push((t1 - t).as_secs_f64() * 1e6);
+                det.push((t2 - t1).as_secs_f64() * 1e6);
+            }
+        }
+        let params = [("pmo_size", name.clone()), ("medium", medium.clone())];
+        records.push("store", &params, "attach_us", median(&att), "us", att.len());
+        records.push("store", &params, "detach_us", median(&det), "us", det.len());
+        let both: Vec<f64> = att.iter().zip(&det).map(|(a, d)| a + d).collect();
+        records.push("store", &params, "attach_detach_us", median(&both), "us", both.len());
+        pb.inc(1);
+    }
+    drop(tp);
+
+    // Fault costs per mechanism, next to a bare 4 KiB memcpy.
+    let n = opts.fault_pages;
+    let tp = TempPool::new(&opts.dir, "faults", 2 * (n * PAGE) as u64 + 64 * MIB)?;
+    tp.pool.pcreate("f", (n * PAGE) as u64, KEY)?;
+    {
+        let h = tp.pool.open_pmo("f", Perm::Write, KEY, None)?;
+        h.write_at(0, &vec![0x5a; n * PAGE])?;
+    }
+    for &mech in &mechanisms {
+        pb.set_message(format!("faults ({})", mech.name()));
+        let (mut fill, mut wp) = (Vec::new(), Vec::new());
+        for r in 0..=opts.repeats.min(9) {
+            let a = tp.pool.attach_with("f", Perm::Write, KEY, AttachOptions { mechanism: Some(mech), ..Default::default() })?;
+            let mut b = [0u8; 1];
+            let t = Instant::now();
+            for p in 0..n {
+                a.read_at(p * PAGE, &mut b)?;
+            }
+            let fill_us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+            let t = Instant::now();
+            for p in 0..n {
+                a.write_at(p * PAGE + 8, &[r as u8])?;
+            }
+            let wp_us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+            drop(a); // discard: nothing psynced
+            if r > 0 {
+                fill.push(fill_us);
+                wp.push(wp_us);
+            }
+        }
+        let params = [("mechanism", mech.name().to_string()), ("pages", n.to_string()), ("medium", medium.clone())];
+        records.push("store", &params, "fill_fault_us_per_page", median(&fill), "us", fill.len());
+        records.push("store", &params, "write_tracking_us_per_page", median(&wp), "us", wp.len());
+        pb.inc(1);
+    }
+    {
+        let src = vec![0xa5u8; n * PAGE];
+        let mut dst = vec![0u8; n * PAGE];
+        let mut samples = Vec::new();
+        for r in 0..=opts.repeats {
+            let t = Instant::now();
+            for p in 0..n {
+                dst[p * PAGE..(p + 1) * PAGE].copy_from_slice(&src[p * PAGE..(p + 1) * PAGE]);
+            }
+            std::hint::black_box(&mut dst);
+            if r > 0 {
+                samples.push(t.elapsed().as_secs_f64() * 1e6 / n as f64);
+            }
+        }
+        records.push("store", &[("pages", n.to_string())], "memcpy_4k_us", median(&samples), "us", samples.len());
+        pb.inc(1);
+    }
+    drop(tp);
+
+    // One dirty 4 KiB page: write + psync, on emulated PM (and on a regular file).
+    pb.set_message("1-page psync");
+    let mut dirs = vec![opts.dir.clone()];
+    dirs.extend(opts.file_dir.clone());
+    for dir in dirs {
+        let tp = TempPool::new(&dir, "one", 64 * MIB)?;
+        let medium = medium_name(&tp.pool);
+        tp.pool.pcreate("one", 16 * MIB, KEY)?;
+        let a = tp.pool.attach("one", Perm::Write, KEY)?;
+        let page = vec![0x77u8; PAGE];
+        let reps = opts.repeats * 20;
+        let (mut both, mut ps) = (Vec::new(), Vec::new());
+        let mut x: u64 = 0x9e3779b97f4a7c15;
+        for r in 0..=reps {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let p = (x % (16 * MIB / PAGE as u64)) as usize;
+            let t = Instant::now();
+            a.write_at(p * PAGE, &page)?;
+            let t1 = Instant::now();
+            a.psync()?;
+            let t2 = Instant::now();
+            if r > 0 {
+                both.push((t2 - t).as_secs_f64() * 1e6);
+                ps.push((t2 - t1).as_secs_f64() * 1e6);
+            }
+        }
+        let params = [("medium", medium.clone()), ("update_bytes", "4096".to_string())];
+        records.push("store", &params, "psync_1page_us", median(&ps), "us", ps.len());
+        records.push("store", &params, "write_psync_1page_us", median(&both), "us", both.len());
+    }
+    pb.inc(1);
+
+    #[cfg(feature = "peers")]
+    {
+        pb.set_message("PMDK tx 4 KiB");
+        let popts = pmo_peers::bench::Options { dir: opts.dir.clone(), repeats: opts.repeats.min(9), ..Default::default() };
+        match pmo_peers::bench::pmdk_tx_update(&popts, 4096, pmo_peers::bench::Work::Ops(20_000)) {
+            Ok(m) => records.push("store", &[("peer", "pmdk".into()), ("update_bytes", "4096".into())], "pmdk_tx_us", m.median, "us", m.samples.len()),
+            Err(e) => eprintln!("PMDK peer failed: {e}"),
+        }
+    }
+    pb.finish_and_clear();
+    Ok(())
+}
+
+/// Print the store figures as a table.
+pub fn print_table(records: &Records) {
+    println!("psync time by dirty pages (medians, µs):");
+    println!("  {:>11} {:>10} {:>10}  {}", "dirty pages", "16 MiB", "1 GiB", "ratio 1GiB/16MiB");
+    for k in ["1", "16", "256", "4096"] {
+        let small = records.find("psync_us", &[("pmo_size", "16MiB"), ("dirty_pages", k)]);
+        let large = records.find("psync_us", &[("pmo_size", "1GiB"), ("dirty_pages", k)]);
+        if let (Some(s), Some(l)) = (small, large) {
+            println!("  {k:>11} {s:>10.1} {l:>10.1}  {:.2}", l / s);
+        }
+    }
+    println!("attach + detach of an at-rest PMO (medians, µs):");
+    for size in ["16MiB", "1GiB"] {
+        if let (Some(a), Some(d)) = (records.find("attach_us", &[("pmo_size", size)]), records.find("detach_us", &[("pmo_size", size)])) {
+            println!("  {size:>6}: attach {a:.1} + detach {d:.1} = {:.1}", a + d);
+        }
+    }
+    let memcpy = records.find("memcpy_4k_us", &[]);
+    println!("per-page fault costs (medians, µs) next to a bare 4 KiB memcpy ({:.3} µs):", memcpy.unwrap_or(f64::NAN));
+    for mech in ["userfaultfd", "sigsegv"] {
+        if let (Some(f), Some(w)) = (records.find("fill_fault_us_per_page", &[("mechanism", mech)]), records.find("write_tracking_us_per_page", &[("mechanism", mech)])) {
+            println!("  {mech:>11}: fill on first touch {f:.2}, first write (dirty tracking) {w:.2}");
+        }
+    }
+    println!("one dirty 4 KiB page (medians, µs):");
+    for r in records.records.iter().filter(|r| r.metric == "write_psync_1page_us") {
+        let medium = r.params.get("medium").cloned().unwrap_or_default();
+        let ps = records.find("psync_1page_us", &[("medium", &medium)]).unwrap_or(f64::NAN);
+        println!("  {medium:>10}: write 4 KiB + psync {:.2} (psync alone {ps:.2})", r.value);
+    }
+    match records.find("pmdk_tx_us", &[("peer", "pmdk")]) {
+        Some(p) => {
+            let ours = records.find("write_psync_1page_us", &[("medium", "pmem-emul")]).unwrap_or(f64::NAN);
+            println!("  PMDK transaction updating 4 KiB: {p:.2}; pmo/PMDK = {:.2}", ours / p);
+        }
+        None => println!("  PMDK peer not measured (build with --features peers after crates/pmo-peers/install-deps.sh)"),
+    }
+}
