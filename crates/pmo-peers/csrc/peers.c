@@ -40,6 +40,13 @@ peers_rand(uint64_t *state)
 	return x * 0x2545F4914F6CDD1DULL;
 }
 
+/* The generator, exported so the Rust mirror (bench.rs, xorshift_next) can be checked. */
+uint64_t
+peers_rand_next(uint64_t *state)
+{
+	return peers_rand(state);
+}
+
 /* Uniform in [lo, hi], hi >= lo. The modulo bias is below 2^-50 for the ranges used here. */
 static uint64_t
 peers_rand_range(uint64_t *state, uint64_t lo, uint64_t hi)

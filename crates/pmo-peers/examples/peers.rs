@@ -5,6 +5,9 @@
 //! crates/pmo-peers/install-deps.sh
 //! PMEM_IS_PMEM_FORCE=1 cargo run --release -p pmo-peers --example peers -- target/peers.csv
 //! ```
+//! Peers: `pmdk` (libpmemobj on emulated PM), `lmdb`, `glibc` (malloc/free in a C loop, the
+//! volatile bound) and `glibc-rs` (the same malloc/free through the Rust `BenchAllocator`
+//! harness that pmo's allocator uses: the gap to `glibc` is the harness's own cost).
 //! Every figure is the median of `--repeats` timed samples of `--sample-ms` each (per thread),
 //! after one untimed warm-up. The machine is shared and noisy: compare figures from one run.
 
@@ -15,8 +18,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use pmo_peers::{
-    ensure_pmem_force, glibc_alloc_free, glibc_larson, lmdb_put_commit, pmdk_alloc_free,
-    pmdk_larson, pmdk_tx_alloc_link, pmdk_tx_update, LarsonParams, Measurement, Options, Work,
+    alloc_free_with, ensure_pmem_force, glibc_alloc_free, glibc_larson, larson_with,
+    lmdb_put_commit, pmdk_alloc_free, pmdk_larson, pmdk_tx_alloc_link, pmdk_tx_update, GlibcMalloc,
+    LarsonParams, Measurement, Options, Work,
 };
 
 /// Block sizes of the POSEIDON microbenchmark.
@@ -97,6 +101,9 @@ fn main() -> Result<()> {
             let m = glibc_alloc_free(&opts, size, threads, work)
                 .with_context(|| format!("glibc alloc/free {size} B x{threads}"))?;
             rows.push(row("alloc_free", "glibc", "dram", size, threads, m));
+            let m = alloc_free_with(&opts, &GlibcMalloc, size, threads, work)
+                .with_context(|| format!("glibc (Rust harness) alloc/free {size} B x{threads}"))?;
+            rows.push(row("alloc_free", "glibc-rs", "dram", size, threads, m));
         }
     }
 
@@ -118,6 +125,16 @@ fn main() -> Result<()> {
         rows.push(row(
             "larson_64_1024",
             "glibc",
+            "dram",
+            params.max_bytes,
+            threads,
+            m,
+        ));
+        let m = larson_with(&opts, &GlibcMalloc, &params)
+            .with_context(|| format!("glibc (Rust harness) Larson x{threads}"))?;
+        rows.push(row(
+            "larson_64_1024",
+            "glibc-rs",
             "dram",
             params.max_bytes,
             threads,
@@ -219,7 +236,7 @@ fn print_table(rows: &[Row], opts: &Options, sample_ms: u64, took: Duration) {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "{:<16} {:<6} {:<10} {:>9} {:>3} {:>16}  {:>21} {:>5}",
+        "{:<16} {:<8} {:<10} {:>9} {:>3} {:>16}  {:>21} {:>5}",
         "benchmark", "peer", "medium", "size", "thr", "median", "min .. max", "cpu"
     );
     for r in rows {
@@ -229,7 +246,7 @@ fn print_table(rows: &[Row], opts: &Options, sample_ms: u64, took: Duration) {
             pmo_peers::Unit::MicrosPerOp => format!("{:.2}..{:.2} us", m.min, m.max),
         };
         println!(
-            "{:<16} {:<6} {:<10} {:>9} {:>3} {:>16}  {:>21} {:>5.2}",
+            "{:<16} {:<8} {:<10} {:>9} {:>3} {:>16}  {:>21} {:>5.2}",
             r.benchmark,
             r.peer,
             r.medium,

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use crate::error::{Error, Result};
+use crate::error::{BoxError, Error, Result};
 use crate::stats::{Measurement, Unit};
 use crate::sys::{
     thread_cpu_time, LmdbEnv, MallocSlots, OidSlots, Permutation, PmdkPool, PMDK_MIN_POOL_BYTES,
@@ -530,6 +530,158 @@ pub fn pmdk_larson(opts: &Options, params: &LarsonParams) -> Result<Measurement>
     )
 }
 
+/// An allocator measured with the same harness as the peers: pmo's own allocator implements it
+/// in a benchmark crate that depends on both, so its figures come from the same threads,
+/// barrier, timing, warm-up, repeats, random orders and sizes as PMDK's.
+///
+/// Contract: `alloc` returns a block of at least `size_bytes` usable bytes that stays valid until
+/// it is passed to `free`; `free` receives each block exactly once, possibly on another thread
+/// than the one that allocated it (Larson hands slots between threads). Both may be called from
+/// many threads at once.
+pub trait BenchAllocator: Sync {
+    /// What `alloc` returns and `free` takes back.
+    type Block: Send;
+    /// Allocates a block of `size_bytes`.
+    fn alloc(&self, size_bytes: u64) -> std::result::Result<Self::Block, BoxError>;
+    /// Frees a block this allocator returned.
+    fn free(&self, block: Self::Block) -> std::result::Result<(), BoxError>;
+}
+
+/// A bounded array of blocks of an allocator under test; empty slots are `None`. Frees what it
+/// still holds on drop.
+struct GenericSlots<'a, A: BenchAllocator> {
+    allocator: &'a A,
+    blocks: Vec<Option<A::Block>>,
+}
+
+impl<'a, A: BenchAllocator> GenericSlots<'a, A> {
+    fn new(allocator: &'a A, n: u32) -> Self {
+        GenericSlots {
+            allocator,
+            blocks: (0..n).map(|_| None).collect(),
+        }
+    }
+
+    fn free_slot(&mut self, i: usize) -> Result<()> {
+        if let Some(block) = self.blocks[i].take() {
+            self.allocator.free(block).map_err(Error::Allocator)?;
+        }
+        Ok(())
+    }
+
+    fn alloc_free_round(&mut self, order: &Permutation, size_bytes: u64) -> Result<()> {
+        if order.as_slice().len() != self.blocks.len() {
+            return Err(Error::InvalidParameter(format!(
+                "order of {} for {} slots",
+                order.as_slice().len(),
+                self.blocks.len()
+            )));
+        }
+        for slot in self.blocks.iter_mut() {
+            *slot = Some(self.allocator.alloc(size_bytes).map_err(Error::Allocator)?);
+        }
+        for &i in order.as_slice() {
+            self.free_slot(i as usize)?;
+        }
+        Ok(())
+    }
+
+    fn larson_fill(&mut self, min_bytes: u64, max_bytes: u64, rng: &mut u64) -> Result<()> {
+        for slot in self.blocks.iter_mut().filter(|s| s.is_none()) {
+            let size = xorshift_range(rng, min_bytes, max_bytes);
+            *slot = Some(self.allocator.alloc(size).map_err(Error::Allocator)?);
+        }
+        Ok(())
+    }
+
+    fn larson_run(
+        &mut self,
+        min_bytes: u64,
+        max_bytes: u64,
+        ops: u64,
+        rng: &mut u64,
+    ) -> Result<()> {
+        let n = self.blocks.len() as u64;
+        if n == 0 {
+            return Err(Error::InvalidParameter(
+                "Larson needs at least one slot".into(),
+            ));
+        }
+        for _ in 0..ops {
+            // Same draws in the same order as peers_pmdk_larson_run in csrc/peers.c.
+            let i = (xorshift_next(rng) % n) as usize;
+            let size = xorshift_range(rng, min_bytes, max_bytes);
+            self.free_slot(i)?;
+            self.blocks[i] = Some(self.allocator.alloc(size).map_err(Error::Allocator)?);
+        }
+        Ok(())
+    }
+}
+
+impl<A: BenchAllocator> Drop for GenericSlots<'_, A> {
+    fn drop(&mut self) {
+        for block in self.blocks.iter_mut().filter_map(Option::take) {
+            // Nothing to report to: the sample already failed or finished.
+            let _ = self.allocator.free(block);
+        }
+    }
+}
+
+/// xorshift64*, the generator of csrc/peers.c (`peers_rand`), so the Larson sizes and slots of an
+/// allocator under test are the very ones PMDK and glibc got for the same seed.
+fn xorshift_next(state: &mut u64) -> u64 {
+    let mut x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+/// Uniform in `[lo, hi]` as `peers_rand_range` draws it.
+fn xorshift_range(state: &mut u64, lo: u64, hi: u64) -> u64 {
+    lo + xorshift_next(state) % (hi - lo + 1)
+}
+
+/// The POSEIDON pattern of [`pmdk_alloc_free`] over an allocator under test.
+pub fn alloc_free_with<A: BenchAllocator>(
+    opts: &Options,
+    allocator: &A,
+    size_bytes: u64,
+    threads: usize,
+    work: Work,
+) -> Result<Measurement> {
+    opts.check()?;
+    check_threads(threads)?;
+    check_block(size_bytes)?;
+    work.check()?;
+    alloc_free_samples(
+        opts,
+        threads,
+        work,
+        || GenericSlots::new(allocator, ROUND_BLOCKS),
+        |s, o| s.alloc_free_round(o, size_bytes),
+    )
+}
+
+/// The Larson server simulation of [`pmdk_larson`] over an allocator under test (same seeds, so
+/// the same slots and sizes).
+pub fn larson_with<A: BenchAllocator>(
+    opts: &Options,
+    allocator: &A,
+    params: &LarsonParams,
+) -> Result<Measurement> {
+    opts.check()?;
+    params.check()?;
+    larson_samples(
+        opts,
+        params,
+        || GenericSlots::new(allocator, params.slots_per_thread),
+        |s, rng| s.larson_fill(params.min_bytes, params.max_bytes, rng),
+        |s, ops, rng| s.larson_run(params.min_bytes, params.max_bytes, ops, rng),
+    )
+}
+
 /// Larson server simulation over glibc `malloc`/`free`: the volatile bound.
 pub fn glibc_larson(opts: &Options, params: &LarsonParams) -> Result<Measurement> {
     opts.check()?;
@@ -749,6 +901,95 @@ mod tests {
         );
         assert!(Work::Ops(0).check().is_err());
         assert!(Work::Duration(Duration::ZERO).check().is_err());
+    }
+
+    #[test]
+    fn rust_generator_is_the_c_one() {
+        let mut rust = c_rng_state(9, 9);
+        let mut c = rust;
+        for _ in 0..1000 {
+            assert_eq!(xorshift_next(&mut rust), crate::sys::c_rand_next(&mut c));
+        }
+    }
+
+    /// Counts live blocks, so a test can see the harness frees each block exactly once.
+    struct Counting {
+        live: std::sync::atomic::AtomicI64,
+        calls: AtomicU64,
+    }
+
+    impl BenchAllocator for Counting {
+        type Block = Box<[u8]>;
+        fn alloc(&self, size_bytes: u64) -> std::result::Result<Box<[u8]>, BoxError> {
+            self.live.fetch_add(1, Ordering::Relaxed);
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            Ok(vec![0u8; usize::try_from(size_bytes)?].into_boxed_slice())
+        }
+        fn free(&self, block: Box<[u8]>) -> std::result::Result<(), BoxError> {
+            self.live.fetch_sub(1, Ordering::Relaxed);
+            drop(block);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn generic_harness_frees_every_block_once() {
+        let opts = Options {
+            dir: std::env::temp_dir(),
+            repeats: 2,
+            ..Options::default()
+        };
+        let counting = Counting {
+            live: 0.into(),
+            calls: AtomicU64::new(0),
+        };
+        let m = alloc_free_with(&opts, &counting, 64, 2, Work::Ops(300)).unwrap();
+        assert_eq!(m.ops_total, 2 * 2 * 300);
+        assert_eq!(counting.live.load(Ordering::Relaxed), 0);
+        let params = LarsonParams {
+            threads: 3,
+            slots_per_thread: 20,
+            min_bytes: 8,
+            max_bytes: 100,
+            epochs: 3,
+            work_per_epoch: Work::Ops(200),
+        };
+        let m = larson_with(&opts, &counting, &params).unwrap();
+        assert_eq!(m.ops_total, 2 * 3 * 3 * 200);
+        assert_eq!(counting.live.load(Ordering::Relaxed), 0);
+        assert!(counting.calls.load(Ordering::Relaxed) > m.ops_total);
+    }
+
+    #[test]
+    fn generic_harness_reports_allocator_failure() {
+        struct Failing;
+        impl BenchAllocator for Failing {
+            type Block = ();
+            fn alloc(&self, _: u64) -> std::result::Result<(), BoxError> {
+                Err("pool full".into())
+            }
+            fn free(&self, _: ()) -> std::result::Result<(), BoxError> {
+                Ok(())
+            }
+        }
+        let opts = Options {
+            dir: std::env::temp_dir(),
+            ..Options::default()
+        };
+        let err = alloc_free_with(&opts, &Failing, 64, 1, Work::Ops(1)).unwrap_err();
+        assert!(matches!(err, Error::Allocator(_)), "{err}");
+        assert!(err.to_string().contains("pool full"));
+    }
+
+    #[test]
+    fn glibc_through_the_generic_harness() {
+        let opts = Options {
+            dir: std::env::temp_dir(),
+            repeats: 1,
+            ..Options::default()
+        };
+        let m = alloc_free_with(&opts, &crate::GlibcMalloc, 256, 1, Work::Ops(1000)).unwrap();
+        assert!(m.median > 0.0);
     }
 
     #[test]

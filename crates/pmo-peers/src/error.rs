@@ -52,10 +52,16 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// A benchmark thread panicked (a bug in this crate).
+    /// A benchmark thread panicked (a bug in this crate or in the allocator under test).
     #[error("a benchmark thread panicked")]
     ThreadPanicked,
+    /// An allocator measured through [`crate::BenchAllocator`] failed.
+    #[error("allocator under test failed: {0}")]
+    Allocator(#[source] BoxError),
 }
+
+/// The error an allocator under test reports through [`crate::BenchAllocator`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;

@@ -29,10 +29,11 @@ mod stats;
 mod sys;
 
 pub use bench::{
-    glibc_alloc_free, glibc_larson, lmdb_put_commit, pmdk_alloc_free, pmdk_larson,
-    pmdk_tx_alloc_link, pmdk_tx_update, LarsonParams, Options, Work, LMDB_MAX_OPS_PER_SAMPLE,
-    LMDB_PREFILL_KEYS, ROUND_BLOCKS, TX_ALLOC_LINK_MAX_OPS_PER_BATCH, TX_OBJECT_BYTES,
+    alloc_free_with, glibc_alloc_free, glibc_larson, larson_with, lmdb_put_commit, pmdk_alloc_free,
+    pmdk_larson, pmdk_tx_alloc_link, pmdk_tx_update, BenchAllocator, LarsonParams, Options, Work,
+    LMDB_MAX_OPS_PER_SAMPLE, LMDB_PREFILL_KEYS, ROUND_BLOCKS, TX_ALLOC_LINK_MAX_OPS_PER_BATCH,
+    TX_OBJECT_BYTES,
 };
-pub use error::{Error, Result};
+pub use error::{BoxError, Error, Result};
 pub use stats::{Measurement, Unit};
-pub use sys::{ensure_pmem_force, PmdkPool};
+pub use sys::{ensure_pmem_force, GlibcMalloc, MallocBlock, PmdkPool};

@@ -26,7 +26,8 @@ use std::sync::Once;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use crate::error::{Error, Result};
+use crate::bench::BenchAllocator;
+use crate::error::{BoxError, Error, Result};
 
 /// Mirror of PMDK's `PMEMoid` (`{ uint64_t pool_uuid_lo; uint64_t off; }`); the C side asserts
 /// that it is 16 bytes at compile time.
@@ -53,6 +54,8 @@ pub(crate) struct RawMdbEnv {
 
 extern "C" {
     fn peers_pmdk_errormsg() -> *const c_char;
+    #[cfg(test)]
+    fn peers_rand_next(state: *mut u64) -> u64;
     fn peers_pmdk_create(
         path: *const c_char,
         pool_size_bytes: u64,
@@ -140,6 +143,13 @@ extern "C" {
         ops: u64,
         rng: *mut u64,
     ) -> c_int;
+}
+
+/// The C side's xorshift64* (for checking the Rust mirror).
+#[cfg(test)]
+pub(crate) fn c_rand_next(state: &mut u64) -> u64 {
+    // SAFETY: state is a valid, exclusive u64.
+    unsafe { peers_rand_next(state) }
 }
 
 /// CPU time this thread has used (`CLOCK_THREAD_CPUTIME_ID`), zero if the clock is missing.
@@ -371,6 +381,10 @@ impl Permutation {
     fn len(&self) -> usize {
         self.0.len()
     }
+
+    pub(crate) fn as_slice(&self) -> &[u32] {
+        &self.0
+    }
 }
 
 /// A bounded array of PMDK objects owned by one thread at a time, borrowed from its pool.
@@ -597,6 +611,42 @@ impl Drop for MallocSlots {
     fn drop(&mut self) {
         // SAFETY: every slot is NULL or a live block owned by this value.
         unsafe { peers_glibc_free_all(self.blocks.as_mut_ptr(), self.n()) };
+    }
+}
+
+/// glibc `malloc`/`free` as a [`BenchAllocator`]: the same harness as an allocator under test
+/// pays, so its figure next to [`crate::glibc_alloc_free`] (a C loop) shows the harness's cost.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GlibcMalloc;
+
+/// A block from [`GlibcMalloc`]; dropping it without [`BenchAllocator::free`] leaks it.
+#[derive(Debug)]
+pub struct MallocBlock(NonNull<c_void>);
+
+// SAFETY: the block is owned by this value alone; glibc lets any thread free it.
+unsafe impl Send for MallocBlock {}
+
+impl BenchAllocator for GlibcMalloc {
+    type Block = MallocBlock;
+
+    fn alloc(&self, size_bytes: u64) -> std::result::Result<MallocBlock, BoxError> {
+        let size = usize::try_from(size_bytes)?;
+        // SAFETY: malloc has no precondition; a NULL result is handled below.
+        let p = unsafe { libc::malloc(size) };
+        let block = NonNull::new(p).ok_or("malloc returned NULL")?;
+        if size > 0 {
+            // Touching the block keeps the pair from being optimised away, as the C loop does.
+            // SAFETY: the block has at least size >= 1 writable bytes.
+            unsafe { block.as_ptr().cast::<u8>().write_volatile(1) };
+        }
+        Ok(MallocBlock(block))
+    }
+
+    fn free(&self, block: MallocBlock) -> std::result::Result<(), BoxError> {
+        // SAFETY: the pointer came from malloc (MallocBlock is only built in alloc) and the
+        // block is consumed here, so it is freed once.
+        unsafe { libc::free(block.0.as_ptr()) };
+        Ok(())
     }
 }
 
