@@ -77,6 +77,13 @@ pub struct ParamArgs {
     /// PM banks (line-interleaved, FIFO each)
     #[arg(long, default_value_t = 8)]
     pub pm_banks: usize,
+    /// PM controller write-pending queue entries, persistent (ADR); writes are acknowledged on
+    /// acceptance as in gem5 (0 = acknowledge after the media write)
+    #[arg(long, default_value_t = 128)]
+    pub pm_wpq: usize,
+    /// PM controller latency per response in ns (gem5: 10 frontend + 10 backend)
+    #[arg(long, default_value_t = 20.0)]
+    pub pm_ctrl_ns: f64,
     /// Persist-buffer entries (Table I: 16)
     #[arg(long, default_value_t = 16)]
     pub pb_entries: usize,
@@ -121,6 +128,8 @@ impl ParamArgs {
             pm_read_ns: self.pm_read_ns,
             pm_write_ns: self.pm_write_ns,
             pm_banks: self.pm_banks,
+            pm_wpq_entries: self.pm_wpq,
+            pm_ctrl_ns: self.pm_ctrl_ns,
             pb_entries: self.pb_entries,
             pb_tag_ns: self.pb_tag_ns,
             pb_data_ns: self.pb_data_ns,

@@ -164,6 +164,14 @@ pub struct Params {
     pub pm_write_ns: f64,
     /// Independent PM banks, line-interleaved, each serving in FIFO order. Ours: 8.
     pub pm_banks: usize,
+    /// Write-pending queue of the PM controller, in the ADR (persistent) domain: a write is
+    /// persistent and acknowledged once accepted into it, then drained to its bank (gem5's
+    /// memory controller acknowledges writes on acceptance; its NVM write buffer holds 128).
+    /// 0 = no queue: a write is acknowledged only after the media write.
+    pub pm_wpq_entries: usize,
+    /// PM controller latency added to every response (gem5 MemCtrl: 10 ns frontend + 10 ns
+    /// backend).
+    pub pm_ctrl_ns: f64,
     /// Persist-buffer entries (Table I: 16).
     pub pb_entries: usize,
     /// Tag access latency; `None` takes [`pb_tag_latency_ns`] for `pb_entries` (Table I: 0.388 ns at 16).
@@ -201,6 +209,8 @@ impl Default for Params {
             pm_read_ns: 100.0,
             pm_write_ns: 200.0,
             pm_banks: 8,
+            pm_wpq_entries: 128,
+            pm_ctrl_ns: 20.0,
             pb_entries: 16,
             pb_tag_ns: None,
             pb_data_ns: 0.785,
@@ -266,6 +276,10 @@ impl Params {
         if self.pm_banks == 0 || self.pm_banks > 1024 {
             return Err(CxlsimError::param("pm-banks", "must be 1..=1024"));
         }
+        if self.pm_wpq_entries > 65536 {
+            return Err(CxlsimError::param("pm-wpq", "must be 0..=65536"));
+        }
+        nonneg("pm-ctrl-ns", self.pm_ctrl_ns)?;
         if self.pb_entries < 2 || self.pb_entries > 4096 {
             return Err(CxlsimError::param("pb-entries", "must be 2..=4096"));
         }
