@@ -12,7 +12,23 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use pmo_os::view::{FillError, Mechanism, PageSource, View, ViewOptions, PAGE_SIZE};
+use pmo_os::view::{DirtyTracking, FillError, Mechanism, PageSource, View, ViewOptions, PAGE_SIZE};
+
+/// A mechanism and, for userfaultfd, its dirty tracking.
+#[derive(Clone, Copy)]
+struct Config {
+    mechanism: Mechanism,
+    tracking: DirtyTracking,
+}
+
+impl Config {
+    fn name(self) -> String {
+        match self.mechanism {
+            Mechanism::Userfaultfd => format!("uffd/{}", self.tracking),
+            Mechanism::Sigsegv => "sigsegv".to_string(),
+        }
+    }
+}
 
 struct CopySource {
     data: Vec<u8>,
@@ -41,10 +57,10 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn new_view(m: Mechanism, src: &Arc<CopySource>, pages: usize) -> View {
+fn new_view(m: Config, src: &Arc<CopySource>, pages: usize) -> View {
     let mut opts = ViewOptions::new(pages * PAGE_SIZE);
-    opts.mechanism = Some(m);
-    View::new(opts, src.clone()).expect("View::new")
+    opts.mechanism = Some(m.mechanism);
+    View::with_tracking(opts, src.clone(), Some(m.tracking)).expect("View::new")
 }
 
 fn touch_read(v: &View, pages: usize) -> u64 {
@@ -170,7 +186,7 @@ fn main() {
 
     println!();
     println!(
-        "{:<12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}",
+        "{:<14} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}",
         "mechanism",
         "read+fill",
         "write(dirty)",
@@ -182,7 +198,20 @@ fn main() {
     );
     let mut rows = Vec::new();
     let mut sparse_rows = Vec::new();
-    for m in Mechanism::available() {
+    let mut configs = Vec::new();
+    for mechanism in Mechanism::available() {
+        if mechanism == Mechanism::Userfaultfd {
+            configs.push(Config {
+                mechanism,
+                tracking: DirtyTracking::Scan,
+            });
+        }
+        configs.push(Config {
+            mechanism,
+            tracking: DirtyTracking::Fault,
+        });
+    }
+    for m in configs {
         let read_fill = per_page_us(repeats, pages, || {
             let v = new_view(m, &src, pages);
             let t = Instant::now();
@@ -257,8 +286,8 @@ fn main() {
             .collect();
         sparse_rows.push((m, sparse));
         println!(
-            "{:<12} {:>12.3} {:>12.3} {:>12.3} {:>12.2} {:>12.2} {:>12.2} {:>12.2}",
-            m.name(),
+            "{:<14} {:>12.3} {:>12.3} {:>12.3} {:>12.2} {:>12.2} {:>12.2} {:>12.2}",
+            &m.name(),
             read_fill,
             write_dirty,
             write_first,
@@ -272,13 +301,13 @@ fn main() {
     println!("(read+fill, write(dirty), write-first: µs per page; collect: µs per call, every page of the view resident)");
     println!();
     println!(
-        "{:<12} {:>12} {:>12} {:>12} {:>12}   (only the k dirty pages ever touched)",
+        "{:<14} {:>12} {:>12} {:>12} {:>12}   (only the k dirty pages ever touched)",
         "collect", "k=1", "k=16", "k=256", "k=4096"
     );
     for (m, c) in &sparse_rows {
         println!(
-            "{:<12} {:>12.2} {:>12.2} {:>12.2} {:>12.2}",
-            m.name(),
+            "{:<14} {:>12.2} {:>12.2} {:>12.2} {:>12.2}",
+            &m.name(),
             c[0],
             c[1],
             c[2],
@@ -288,24 +317,21 @@ fn main() {
     println!();
     for (m, read_fill, write_dirty, collect_per_page) in &rows {
         println!(
-            "{:<12} fault service over memcpy: {:.2}x; dirty page (write fault + collect share at k=256): {:.3} µs",
-            m.name(),
+            "{:<14} fault service over memcpy: {:.2}x; dirty page (write fault + collect share at k=256): {:.3} µs",
+            &m.name(),
             read_fill / memcpy_us,
             write_dirty + collect_per_page
         );
     }
-    if rows.len() == 2 {
-        let faster = |a: f64, b: f64| {
-            if a <= b {
-                rows[0].0.name()
-            } else {
-                rows[1].0.name()
-            }
-        };
-        println!(
-            "faster read+fill: {}; faster dirty tracking: {}",
-            faster(rows[0].1, rows[1].1),
-            faster(rows[0].2 + rows[0].3, rows[1].2 + rows[1].3)
-        );
-    }
+    let best = |key: &dyn Fn(&(Config, f64, f64, f64)) -> f64| {
+        rows.iter()
+            .min_by(|a, b| key(a).total_cmp(&key(b)))
+            .map(|r| r.0.name())
+            .unwrap_or_default()
+    };
+    println!(
+        "fastest read+fill: {}; fastest dirty page at k=256: {}",
+        best(&|r| r.1),
+        best(&|r| r.2 + r.3)
+    );
 }

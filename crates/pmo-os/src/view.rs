@@ -123,6 +123,59 @@ impl fmt::Display for Mechanism {
     }
 }
 
+/// How a writable userfaultfd view finds its written pages (the sigsegv mechanism always uses
+/// faults). Choose by workload; figures in `docs/faults.md`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DirtyTracking {
+    /// Asynchronous write-protect: the kernel un-protects a page on its first write without
+    /// telling anyone (about 1 µs); `collect_dirty` scans the page tables of the touched 2 MiB
+    /// regions with `PAGEMAP_SCAN` (about 2 ns per resident page). Best when many pages are
+    /// written between collects, or few pages are resident.
+    Scan,
+    /// Synchronous write-protect: the first write to a page after a collect faults to the
+    /// handler (`SIGBUS`), which un-protects it and sets its dirty bit (about 4-5 µs);
+    /// `collect_dirty` costs O(dirty pages) plus a bitmap scan. Best for large resident views
+    /// with few writes per collect.
+    Fault,
+}
+
+impl DirtyTracking {
+    /// Stable lower-case name: `"scan"` / `"fault"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DirtyTracking::Scan => "scan",
+            DirtyTracking::Fault => "fault",
+        }
+    }
+
+    /// Parse a name as printed by [`DirtyTracking::name`].
+    pub fn from_name(name: &str) -> Option<DirtyTracking> {
+        match name.trim() {
+            "scan" => Some(DirtyTracking::Scan),
+            "fault" => Some(DirtyTracking::Fault),
+            _ => None,
+        }
+    }
+
+    /// The tracking named by the environment variable `PMO_DIRTY` (`scan` | `fault`).
+    pub fn from_env() -> Option<DirtyTracking> {
+        std::env::var("PMO_DIRTY")
+            .ok()
+            .and_then(|v| DirtyTracking::from_name(&v))
+    }
+
+    /// The default for userfaultfd views when neither the caller nor `PMO_DIRTY` chooses.
+    pub fn default_for_userfaultfd() -> DirtyTracking {
+        DirtyTracking::Scan
+    }
+}
+
+impl fmt::Display for DirtyTracking {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Where the view is mapped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placement {
@@ -224,6 +277,15 @@ pub struct ViewStats {
     pub fill_ns: u64,
 }
 
+/// What the hardware said about a faulting access, where it says anything (x86-64).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct FaultKind {
+    /// The access was a write.
+    pub(crate) write: Option<bool>,
+    /// The page was present (a protection fault, not a missing page).
+    pub(crate) present: Option<bool>,
+}
+
 #[derive(Default)]
 pub(crate) struct StatCounters {
     faults: AtomicU64,
@@ -276,12 +338,12 @@ impl Shared {
         &self,
         sig: libc::c_int,
         addr: usize,
-        write: Option<bool>,
+        kind: FaultKind,
     ) -> registry::Outcome {
         let page = ((addr - self.base) / PAGE_SIZE) as u64;
         match &self.backend {
-            Backend::Uffd(st) if sig == libc::SIGBUS => uffd::service(self, st, page, write),
-            Backend::Segv(st) if sig == libc::SIGSEGV => segv::service(self, st, page, write),
+            Backend::Uffd(st) if sig == libc::SIGBUS => uffd::service(self, st, page, kind),
+            Backend::Segv(st) if sig == libc::SIGSEGV => segv::service(self, st, page, kind.write),
             _ => registry::Outcome::NotOurs,
         }
     }
@@ -332,6 +394,17 @@ impl fmt::Debug for View {
 impl View {
     /// Map a new view whose pages are filled from `source` on first touch.
     pub fn new(opts: ViewOptions, source: Arc<dyn PageSource>) -> Result<View, ViewError> {
+        View::with_tracking(opts, source, None)
+    }
+
+    /// Like [`View::new`], choosing how a writable userfaultfd view tracks writes (`None`:
+    /// [`DirtyTracking::from_env`], else [`DirtyTracking::default_for_userfaultfd`]). Ignored
+    /// by the sigsegv mechanism, which always tracks by faults.
+    pub fn with_tracking(
+        opts: ViewOptions,
+        source: Arc<dyn PageSource>,
+        tracking: Option<DirtyTracking>,
+    ) -> Result<View, ViewError> {
         if opts.len_bytes == 0
             || opts.len_bytes & (PAGE_SIZE - 1) != 0
             || opts.len_bytes > isize::MAX as usize / 2
@@ -351,7 +424,12 @@ impl View {
             .or_else(Mechanism::from_env)
             .unwrap_or_else(Mechanism::best);
         let shared = match mechanism {
-            Mechanism::Userfaultfd => uffd::create(&opts, source)?,
+            Mechanism::Userfaultfd => {
+                let tracking = tracking
+                    .or_else(DirtyTracking::from_env)
+                    .unwrap_or_else(DirtyTracking::default_for_userfaultfd);
+                uffd::create(&opts, source, tracking)?
+            }
             Mechanism::Sigsegv => segv::create(&opts, source)?,
         };
         let shared = Arc::new(shared);
@@ -382,6 +460,14 @@ impl View {
     /// The mechanism serving this view's faults.
     pub fn mechanism(&self) -> Mechanism {
         self.shared.mechanism
+    }
+
+    /// How this view tracks writes (sigsegv: always [`DirtyTracking::Fault`]).
+    pub fn dirty_tracking(&self) -> DirtyTracking {
+        match &self.shared.backend {
+            Backend::Uffd(st) => st.tracking(),
+            Backend::Segv(_) => DirtyTracking::Fault,
+        }
     }
 
     /// Pages written since the previous call, ascending, appended to `out`. Write tracking is

@@ -4,7 +4,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use pmo_os::view::{FillError, Mechanism, PageSource, View, ViewOptions, PAGE_SIZE};
+use pmo_os::view::{
+    DirtyTracking, FillError, Mechanism, PageSource, View, ViewError, ViewOptions, PAGE_SIZE,
+};
 
 /// Word `i` of page `p` as the pattern source fills it.
 pub fn word(p: u64, i: usize) -> u64 {
@@ -53,11 +55,35 @@ impl PageSource for Pattern {
     }
 }
 
-pub fn view(m: Mechanism, pages: usize, writable: bool, src: Arc<Pattern>) -> View {
-    let mut opts = ViewOptions::new(pages * PAGE_SIZE);
-    opts.writable = writable;
-    opts.mechanism = Some(m);
-    View::new(opts, src).unwrap_or_else(|e| panic!("{}: View::new: {e}", m.name()))
+/// One way of serving a view: a mechanism, and for userfaultfd how writes are tracked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub mechanism: Mechanism,
+    pub tracking: DirtyTracking,
+}
+
+impl std::fmt::Display for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.mechanism, self.tracking)
+    }
+}
+
+impl Config {
+    pub fn options(self, pages: usize, writable: bool) -> ViewOptions {
+        let mut opts = ViewOptions::new(pages * PAGE_SIZE);
+        opts.writable = writable;
+        opts.mechanism = Some(self.mechanism);
+        opts
+    }
+
+    pub fn create(self, opts: ViewOptions, src: Arc<dyn PageSource>) -> Result<View, ViewError> {
+        View::with_tracking(opts, src, Some(self.tracking))
+    }
+}
+
+pub fn view(c: Config, pages: usize, writable: bool, src: Arc<Pattern>) -> View {
+    c.create(c.options(pages, writable), src)
+        .unwrap_or_else(|e| panic!("{c}: View::new: {e}"))
 }
 
 pub fn read(v: &View, page: u64, i: usize) -> u64 {
@@ -86,14 +112,27 @@ pub fn dirty(v: &View) -> Vec<u64> {
     out
 }
 
-/// Every mechanism that works here; sigsegv always does.
-pub fn mechanisms() -> Vec<Mechanism> {
-    let m = Mechanism::available();
+/// Every mechanism (and userfaultfd tracking) that works here; sigsegv always does.
+pub fn mechanisms() -> Vec<Config> {
+    let available = Mechanism::available();
     assert!(
-        m.contains(&Mechanism::Sigsegv),
+        available.contains(&Mechanism::Sigsegv),
         "sigsegv must work everywhere"
     );
-    m
+    let mut configs = Vec::new();
+    for m in available {
+        let trackings: &[DirtyTracking] = match m {
+            Mechanism::Userfaultfd => &[DirtyTracking::Scan, DirtyTracking::Fault],
+            Mechanism::Sigsegv => &[DirtyTracking::Fault],
+        };
+        for &tracking in trackings {
+            configs.push(Config {
+                mechanism: m,
+                tracking,
+            });
+        }
+    }
+    configs
 }
 
 #[test]

@@ -15,7 +15,7 @@ fn fill_on_read() {
     for m in mechanisms() {
         let src = Pattern::new("fill-read");
         let v = view(m, 64, true, src.clone());
-        assert_eq!(v.mechanism(), m);
+        assert_eq!(v.mechanism(), m.mechanism);
         assert!(!v.is_present(5));
         assert_eq!(read(&v, 5, 3), word(5, 3), "{m}");
         assert_eq!(read(&v, 5, 511), word(5, 511), "{m}");
@@ -218,16 +218,29 @@ fn kernel_access_needs_prefault() {
 fn fixed_placement_and_address_in_use() {
     for m in mechanisms() {
         let len = 16 * PAGE_SIZE;
-        let probe = view(m, 16, true, Pattern::new("probe"));
-        let addr = probe.addr() as usize;
-        drop(probe);
-        let opts = ViewOptions {
-            len_bytes: len,
-            placement: Placement::Fixed(addr),
-            writable: true,
-            mechanism: Some(m),
-        };
-        let a = View::new(opts, Pattern::new("fixed")).unwrap();
+        // Find a free range (a view's, just dropped); other tests map concurrently, so the
+        // range may be taken again before we map it: then try another one.
+        let mut placed = None;
+        for _ in 0..20 {
+            let probe = view(m, 16, true, Pattern::new("probe"));
+            let addr = probe.addr() as usize;
+            drop(probe);
+            let opts = ViewOptions {
+                len_bytes: len,
+                placement: Placement::Fixed(addr),
+                writable: true,
+                mechanism: Some(m.mechanism),
+            };
+            match m.create(opts, Pattern::new("fixed")) {
+                Ok(v) => {
+                    placed = Some((v, addr));
+                    break;
+                }
+                Err(ViewError::AddressInUse { .. }) => continue,
+                Err(e) => panic!("{m}: {e}"),
+            }
+        }
+        let (a, addr) = placed.expect("a free range within 20 tries");
         assert_eq!(a.addr() as usize, addr, "{m}");
         write(&a, 1, 0, 5);
         assert_eq!(read(&a, 1, 0), 5);
@@ -237,9 +250,9 @@ fn fixed_placement_and_address_in_use() {
                 len_bytes: len,
                 placement: Placement::Fixed(at),
                 writable: true,
-                mechanism: Some(m),
+                mechanism: Some(m.mechanism),
             };
-            match View::new(opts, Pattern::new("clash")) {
+            match m.create(opts, Pattern::new("clash")) {
                 Err(ViewError::AddressInUse { addr: got, len: l }) => {
                     assert_eq!((got, l), (at, len));
                 }
@@ -251,10 +264,10 @@ fn fixed_placement_and_address_in_use() {
             len_bytes: len,
             placement: Placement::Fixed(addr + 1),
             writable: true,
-            mechanism: Some(m),
+            mechanism: Some(m.mechanism),
         };
         assert!(matches!(
-            View::new(bad, Pattern::new("x")),
+            m.create(bad, Pattern::new("x")),
             Err(ViewError::InvalidAddress { .. })
         ));
     }
@@ -328,9 +341,10 @@ fn fill_may_use_a_large_stack() {
         }
     }
     for m in mechanisms() {
-        let mut opts = ViewOptions::new(8 * PAGE_SIZE);
-        opts.mechanism = Some(m);
-        let v = std::sync::Arc::new(View::new(opts, std::sync::Arc::new(StackHungry)).unwrap());
+        let v = std::sync::Arc::new(
+            m.create(m.options(8, true), std::sync::Arc::new(StackHungry))
+                .unwrap(),
+        );
         let expect = |p: u64| ((128 * 1024 - PAGE_SIZE) as u64 ^ p) as u8;
         // SAFETY: inside the view.
         assert_eq!(unsafe { v.addr().read_volatile() }, expect(0), "{m}");

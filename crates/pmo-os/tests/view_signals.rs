@@ -9,23 +9,27 @@ mod view_common;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Output};
 
-use pmo_os::view::Mechanism;
+use pmo_os::view::{DirtyTracking, Mechanism};
 use view_common::*;
 
 /// Run test `test` of this binary in a child with `PMO_VIEW_CHILD=mode` and `PMO_FAULT=m`.
-fn child(test: &str, mode: &str, m: Mechanism) -> Output {
+fn child(test: &str, mode: &str, m: Config) -> Output {
     Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env("PMO_VIEW_CHILD", mode)
-        .env("PMO_FAULT", m.name())
+        .env("PMO_FAULT", m.mechanism.name())
+        .env("PMO_DIRTY", m.tracking.name())
         .env("RUST_BACKTRACE", "0")
         .output()
         .expect("spawn child")
 }
 
-fn child_mode() -> Option<(String, Mechanism)> {
+fn child_mode() -> Option<(String, Config)> {
     let mode = std::env::var("PMO_VIEW_CHILD").ok()?;
-    let m = Mechanism::from_env().expect("PMO_FAULT set by the parent");
+    let m = Config {
+        mechanism: Mechanism::from_env().expect("PMO_FAULT set by the parent"),
+        tracking: DirtyTracking::from_env().expect("PMO_DIRTY set by the parent"),
+    };
     Some((mode, m))
 }
 

@@ -96,7 +96,7 @@ fn different_pages_from_eight_threads() {
         for &p in &written {
             assert_eq!(read(&v, p, 1), p ^ 0xFF);
         }
-        if m == pmo_os::view::Mechanism::Sigsegv {
+        if m.mechanism == pmo_os::view::Mechanism::Sigsegv {
             assert_eq!(
                 v.stats().fills,
                 pages,

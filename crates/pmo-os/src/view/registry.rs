@@ -186,22 +186,26 @@ pub enum Outcome {
     NotOurs,
 }
 
-/// Whether the x86 page-fault error code in the signal context says "write" (bit 1).
-fn fault_was_write(ctx: *mut c_void) -> Option<bool> {
+/// What the x86 page-fault error code in the signal context says about the access: bit 1 =
+/// write, bit 0 = protection violation on a present page. `None` where there is no error code.
+fn fault_kind(ctx: *mut c_void) -> super::FaultKind {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
         if ctx.is_null() {
-            return None;
+            return super::FaultKind::default();
         }
         // SAFETY: the kernel passes a valid ucontext_t as the third handler argument.
         let uc = unsafe { &*(ctx as *const libc::ucontext_t) };
         let err = uc.uc_mcontext.gregs[libc::REG_ERR as usize];
-        Some(err & 2 != 0)
+        super::FaultKind {
+            write: Some(err & 2 != 0),
+            present: Some(err & 1 != 0),
+        }
     }
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     {
         let _ = ctx;
-        None
+        super::FaultKind::default()
     }
 }
 
@@ -243,7 +247,7 @@ fn dispatch(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) -> Outcome {
             // (see the module invariant).
             let shared = unsafe { &*p };
             if addr >= shared.base && addr < shared.base + shared.len_bytes {
-                shared.service_fault(sig, addr, fault_was_write(ctx))
+                shared.service_fault(sig, addr, fault_kind(ctx))
             } else {
                 Outcome::NotOurs
             }

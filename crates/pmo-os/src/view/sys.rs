@@ -63,6 +63,19 @@ pub struct UffdioRegister {
     pub ioctls: u64,
 }
 
+/// `UFFDIO_WRITEPROTECT` mode: protect (without it: un-protect).
+pub const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1;
+/// `UFFDIO_WRITEPROTECT` mode: do not wake waiters (there are none with `UFFD_FEATURE_SIGBUS`).
+pub const UFFDIO_WRITEPROTECT_MODE_DONTWAKE: u64 = 2;
+
+/// `struct uffdio_writeprotect`.
+#[repr(C)]
+#[derive(Default)]
+pub struct UffdioWriteprotect {
+    pub range: UffdioRange,
+    pub mode: u64,
+}
+
 /// `struct uffdio_copy`.
 #[repr(C)]
 #[derive(Default)]
@@ -122,6 +135,7 @@ const fn iowr(kind: u8, nr: u8, size: usize) -> u64 {
 pub const UFFDIO_API: u64 = iowr(0xAA, 0x3F, std::mem::size_of::<UffdioApi>());
 pub const UFFDIO_REGISTER: u64 = iowr(0xAA, 0x00, std::mem::size_of::<UffdioRegister>());
 pub const UFFDIO_COPY: u64 = iowr(0xAA, 0x03, std::mem::size_of::<UffdioCopy>());
+pub const UFFDIO_WRITEPROTECT: u64 = iowr(0xAA, 0x06, std::mem::size_of::<UffdioWriteprotect>());
 pub const PAGEMAP_SCAN: u64 = iowr(b'f', 16, std::mem::size_of::<PmScanArg>());
 
 const _: () = assert!(std::mem::size_of::<UffdioApi>() == 24);
@@ -131,6 +145,7 @@ const _: () = assert!(std::mem::size_of::<PmScanArg>() == 96);
 const _: () = assert!(std::mem::size_of::<PageRegion>() == 24);
 const _: () = assert!(UFFDIO_API == 0xc018_aa3f);
 const _: () = assert!(UFFDIO_COPY == 0xc028_aa03);
+const _: () = assert!(UFFDIO_WRITEPROTECT == 0xc018_aa06);
 const _: () = assert!(PAGEMAP_SCAN == 0xc060_6610);
 
 /// errno of the last failed call (async-signal-safe).

@@ -29,15 +29,19 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use super::registry::{self, Outcome};
-use super::sys::{self, PageRegion, PmScanArg, UffdioApi, UffdioCopy, UffdioRange, UffdioRegister};
+use super::sys::{
+    self, PageRegion, PmScanArg, UffdioApi, UffdioCopy, UffdioRange, UffdioRegister,
+    UffdioWriteprotect,
+};
 use super::{
-    map_view, Backend, Mechanism, PageBits, PageSource, Probe, Shared, StatCounters, ViewError,
-    ViewOptions, PAGE_SIZE,
+    map_view, Backend, DirtyTracking, FaultKind, Mechanism, PageBits, PageSource, Probe, Shared,
+    StatCounters, ViewError, ViewOptions, PAGE_SIZE,
 };
 
 /// Features every userfaultfd of a view asks for.
-const FEATURES: u64 =
-    sys::UFFD_FEATURE_SIGBUS | sys::UFFD_FEATURE_WP_ASYNC | sys::UFFD_FEATURE_WP_UNPOPULATED;
+const FEATURES: u64 = sys::UFFD_FEATURE_SIGBUS;
+/// Further features of views with [`DirtyTracking::Scan`].
+const FEATURES_SCAN: u64 = sys::UFFD_FEATURE_WP_ASYNC | sys::UFFD_FEATURE_WP_UNPOPULATED;
 /// Pages filled and copied per `UFFDIO_COPY` by `fill_range`.
 const BATCH_PAGES: usize = 64;
 /// Retries of `UFFDIO_COPY` on `EAGAIN` (the address space was changing) before giving up.
@@ -48,13 +52,26 @@ const SCAN_REGIONS: usize = 128;
 /// Per-view state of the userfaultfd mechanism.
 pub(crate) struct UffdState {
     uffd: OwnedFd,
+    tracking: DirtyTracking,
+    /// `/proc/self/pagemap` (writable views with [`DirtyTracking::Scan`]).
     pagemap: Option<OwnedFd>,
     present: PageBits,
+    /// Pages written since the last collect ([`DirtyTracking::Fault`]; empty otherwise).
+    dirty: PageBits,
 }
 
 impl UffdState {
     pub(crate) fn is_present(&self, page: u64) -> bool {
         self.present.get(page)
+    }
+
+    pub(crate) fn tracking(&self) -> DirtyTracking {
+        self.tracking
+    }
+
+    /// Whether writes are tracked by faults to the handler (writable view, `Fault` tracking).
+    fn fault_tracked(&self, shared: &Shared) -> bool {
+        shared.writable && self.tracking == DirtyTracking::Fault
     }
 }
 
@@ -87,7 +104,7 @@ fn run_probe() -> Result<(), String> {
         writable: true,
         mechanism: None,
     };
-    let shared = create(&opts, Arc::new(Zero)).map_err(|e| e.to_string())?;
+    let shared = create(&opts, Arc::new(Zero), DirtyTracking::Scan).map_err(|e| e.to_string())?;
     let Backend::Uffd(st) = &shared.backend else {
         return Err("internal: wrong backend".into());
     };
@@ -124,11 +141,17 @@ fn open_uffd() -> Result<OwnedFd, ViewError> {
 }
 
 /// Create the state and mapping of a userfaultfd view (not yet registered with the handler).
-pub(crate) fn create(opts: &ViewOptions, source: Arc<dyn PageSource>) -> Result<Shared, ViewError> {
+pub(crate) fn create(
+    opts: &ViewOptions,
+    source: Arc<dyn PageSource>,
+    tracking: DirtyTracking,
+) -> Result<Shared, ViewError> {
     let uffd = open_uffd()?;
+    let scan = opts.writable && tracking == DirtyTracking::Scan;
+    let features = FEATURES | if scan { FEATURES_SCAN } else { 0 };
     let mut api = UffdioApi {
         api: sys::UFFD_API,
-        features: FEATURES,
+        features,
         ioctls: 0,
     };
     // SAFETY: UFFDIO_API takes a uffdio_api, which `api` is.
@@ -138,10 +161,10 @@ pub(crate) fn create(opts: &ViewOptions, source: Arc<dyn PageSource>) -> Result<
             std::io::Error::from_raw_os_error(e)
         ))
     })?;
-    if api.features & FEATURES != FEATURES {
+    if api.features & features != features {
         return Err(unsupported(format!(
             "kernel lacks features {:#x}",
-            FEATURES & !api.features
+            features & !api.features
         )));
     }
 
@@ -190,7 +213,7 @@ pub(crate) fn create(opts: &ViewOptions, source: Arc<dyn PageSource>) -> Result<
         }
     })?;
 
-    let pagemap = if opts.writable {
+    let pagemap = if scan {
         let f = std::fs::File::open("/proc/self/pagemap").map_err(|e| ViewError::Os {
             op: "open /proc/self/pagemap",
             errno: e.raw_os_error().unwrap_or(libc::EIO),
@@ -212,8 +235,10 @@ pub(crate) fn create(opts: &ViewOptions, source: Arc<dyn PageSource>) -> Result<
         stats: StatCounters::default(),
         backend: Backend::Uffd(UffdState {
             uffd,
+            tracking,
             pagemap,
             present: PageBits::new(pages),
+            dirty: PageBits::new(if scan || !opts.writable { 0 } else { pages }),
         }),
     })
 }
@@ -279,15 +304,80 @@ unsafe fn copy(fd: RawFd, dst: usize, src: *const u8, len: usize, mode: u64) -> 
     Copied::All
 }
 
-/// Serve a missing-page fault on `page` (signal handler context).
-pub(crate) fn service(shared: &Shared, st: &UffdState, page: u64, write: Option<bool>) -> Outcome {
-    let write_first = shared.writable && write == Some(true);
+/// `UFFDIO_WRITEPROTECT` of `len` bytes at `addr` (async-signal-safe); `protect` false
+/// un-protects. Returns errno on failure.
+fn writeprotect(fd: RawFd, addr: usize, len: usize, protect: bool) -> Result<(), i32> {
+    // The kernel refuses WP together with DONTWAKE (protecting wakes nobody anyway).
+    let mode = if protect {
+        sys::UFFDIO_WRITEPROTECT_MODE_WP
+    } else {
+        sys::UFFDIO_WRITEPROTECT_MODE_DONTWAKE
+    };
+    let mut retries = 0u32;
+    loop {
+        let mut arg = UffdioWriteprotect {
+            range: UffdioRange {
+                start: addr as u64,
+                len: len as u64,
+            },
+            mode,
+        };
+        // SAFETY: a uffdio_writeprotect describing a range of our registered view; it changes
+        // page protection only.
+        match unsafe { sys::ioctl(fd, sys::UFFDIO_WRITEPROTECT, &mut arg) } {
+            Ok(()) => return Ok(()),
+            Err(libc::EAGAIN) if retries < COPY_RETRIES_MAX => {
+                retries += 1;
+                sys::yield_cpu();
+            }
+            Err(errno) => return Err(errno),
+        }
+    }
+}
+
+/// Serve a fault on `page` (signal handler context): a missing page, or with
+/// [`DirtyTracking::Fault`] a write to a write-protected page.
+pub(crate) fn service(shared: &Shared, st: &UffdState, page: u64, kind: FaultKind) -> Outcome {
+    if st.fault_tracked(shared) && kind.present == Some(true) {
+        shared.count_fault(true);
+        return unprotect_written(shared, st, page);
+    }
+    let write_first = shared.writable && kind.write == Some(true);
     shared.count_fault(write_first);
-    super::stack::on_fill_stack(|| fill_and_copy(shared, st, page, write_first))
+    super::stack::on_fill_stack(|| fill_and_copy(shared, st, page, write_first, kind))
+}
+
+/// A write to a protected page ([`DirtyTracking::Fault`]): un-protect it, then mark it dirty.
+/// In this order a concurrent `collect_dirty` (which clears bits, then protects) either sees
+/// the bit and protects the page after this write, or misses it and reports it next time.
+fn unprotect_written(shared: &Shared, st: &UffdState, page: u64) -> Outcome {
+    if writeprotect(
+        st.uffd.as_raw_fd(),
+        shared.page_addr(page),
+        PAGE_SIZE,
+        false,
+    )
+    .is_err()
+    {
+        registry::fatal(
+            "fault service failed",
+            shared.source.label(),
+            page,
+            "UFFDIO_WRITEPROTECT failed",
+        );
+    }
+    st.dirty.set(page);
+    Outcome::Handled
 }
 
 /// Fill `page` into a buffer on the (fill) stack and install it. Never returns on failure.
-fn fill_and_copy(shared: &Shared, st: &UffdState, page: u64, write_first: bool) -> Outcome {
+fn fill_and_copy(
+    shared: &Shared,
+    st: &UffdState,
+    page: u64,
+    write_first: bool,
+    kind: FaultKind,
+) -> Outcome {
     let mut buf = PageBuf([0u8; PAGE_SIZE]);
     if let Err(e) = shared.fill_page(page, &mut buf.0) {
         registry::fatal("integrity error", shared.source.label(), page, e.reason);
@@ -309,8 +399,21 @@ fn fill_and_copy(shared: &Shared, st: &UffdState, page: u64, write_first: bool) 
         )
     };
     match r {
-        Copied::All | Copied::Exists { .. } => {
+        Copied::All => {
             st.present.set(page);
+            if write_first && st.fault_tracked(shared) {
+                st.dirty.set(page);
+            }
+            Outcome::Handled
+        }
+        Copied::Exists { .. } => {
+            st.present.set(page);
+            // Without an error code, a fault on a present page of a fault-tracked view may have
+            // been a write to a protected page (or a race with another filler: then this only
+            // reports one page too many).
+            if kind.present.is_none() && st.fault_tracked(shared) {
+                return unprotect_written(shared, st, page);
+            }
             Outcome::Handled
         }
         Copied::Failed { .. } => registry::fatal(
@@ -348,6 +451,9 @@ pub(crate) fn install(
     } {
         Copied::All => {
             st.present.set(page);
+            if dirty && st.fault_tracked(shared) {
+                st.dirty.set(page);
+            }
             Ok(true)
         }
         Copied::Exists { .. } => {
@@ -379,10 +485,25 @@ pub(crate) fn fill_range(
     } else {
         0
     };
+    let mark_dirty = for_write && st.fault_tracked(shared);
     let mut buf = vec![0u8; BATCH_PAGES * PAGE_SIZE];
     let mut page = pages.start;
     while page < pages.end {
         if st.present.get(page) {
+            if mark_dirty {
+                // Present and maybe protected: open it for the kernel's write and report it.
+                writeprotect(
+                    st.uffd.as_raw_fd(),
+                    shared.page_addr(page),
+                    PAGE_SIZE,
+                    false,
+                )
+                .map_err(|errno| ViewError::Os {
+                    op: "UFFDIO_WRITEPROTECT",
+                    errno,
+                })?;
+                st.dirty.set(page);
+            }
             page += 1;
             continue;
         }
@@ -424,14 +545,35 @@ pub(crate) fn fill_range(
                 Copied::All => {
                     for p in done_pages..run_len {
                         st.present.set(run_start + p as u64);
+                        if mark_dirty {
+                            st.dirty.set(run_start + p as u64);
+                        }
                     }
                     done_pages = run_len;
                 }
                 Copied::Exists { done } => {
-                    // Pages before `done` were installed; the next one was already there.
+                    // Pages before `done` were installed; the next one was already there (a
+                    // racing fault installed it, maybe protected: open it too when filling for
+                    // a write).
                     let installed = done / PAGE_SIZE;
                     for p in done_pages..done_pages + installed + 1 {
                         st.present.set(run_start + p as u64);
+                    }
+                    if mark_dirty {
+                        let existing = run_start + (done_pages + installed) as u64;
+                        writeprotect(
+                            st.uffd.as_raw_fd(),
+                            shared.page_addr(existing),
+                            PAGE_SIZE,
+                            false,
+                        )
+                        .map_err(|errno| ViewError::Os {
+                            op: "UFFDIO_WRITEPROTECT",
+                            errno,
+                        })?;
+                        for p in done_pages..done_pages + installed + 1 {
+                            st.dirty.set(run_start + p as u64);
+                        }
                     }
                     done_pages += installed + 1;
                 }
@@ -461,15 +603,76 @@ pub(crate) fn discard(shared: &Shared, st: &UffdState, page: u64) -> Result<(), 
         },
     )?;
     st.present.clear(page);
+    if st.fault_tracked(shared) {
+        st.dirty.clear(page);
+    }
     Ok(())
 }
 
-/// Report and re-protect the written pages with `PAGEMAP_SCAN`.
+/// Report and re-protect the written pages.
 pub(crate) fn collect_dirty(
     shared: &Shared,
     st: &UffdState,
     out: &mut Vec<u64>,
 ) -> Result<(), ViewError> {
+    if st.fault_tracked(shared) {
+        collect_bitmap(shared, st, out)
+    } else {
+        collect_scan(shared, st, out)
+    }
+}
+
+/// [`DirtyTracking::Fault`]: swap the bitmap words to zero, then protect each run of reported
+/// pages with one `UFFDIO_WRITEPROTECT`. On error every page this call took is marked dirty
+/// again (a re-marked page that is already protected is simply reported next time).
+fn collect_bitmap(shared: &Shared, st: &UffdState, out: &mut Vec<u64>) -> Result<(), ViewError> {
+    let first_out = out.len();
+    let fd = st.uffd.as_raw_fd();
+    let mut run: Option<(u64, u64)> = None;
+    let protect = |start: u64, n: u64, out: &mut Vec<u64>| -> Result<(), ViewError> {
+        match writeprotect(fd, shared.page_addr(start), n as usize * PAGE_SIZE, true) {
+            Ok(()) => {
+                out.extend(start..start + n);
+                Ok(())
+            }
+            Err(errno) => {
+                for p in (start..start + n).chain(out[first_out..].iter().copied()) {
+                    st.dirty.set(p);
+                }
+                out.truncate(first_out);
+                Err(ViewError::Os {
+                    op: "UFFDIO_WRITEPROTECT",
+                    errno,
+                })
+            }
+        }
+    };
+    for (w, word) in st.dirty.words().iter().enumerate() {
+        if word.load(std::sync::atomic::Ordering::Acquire) == 0 {
+            continue;
+        }
+        let mut bits = word.swap(0, std::sync::atomic::Ordering::AcqRel);
+        while bits != 0 {
+            let page = w as u64 * 64 + bits.trailing_zeros() as u64;
+            bits &= bits - 1;
+            run = match run {
+                Some((start, n)) if start + n == page => Some((start, n + 1)),
+                Some((start, n)) => {
+                    protect(start, n, out)?;
+                    Some((page, 1))
+                }
+                None => Some((page, 1)),
+            };
+        }
+    }
+    if let Some((start, n)) = run {
+        protect(start, n, out)?;
+    }
+    Ok(())
+}
+
+/// [`DirtyTracking::Scan`]: report and re-protect the written pages with `PAGEMAP_SCAN`.
+fn collect_scan(shared: &Shared, st: &UffdState, out: &mut Vec<u64>) -> Result<(), ViewError> {
     let Some(pagemap) = &st.pagemap else {
         return Ok(());
     };
