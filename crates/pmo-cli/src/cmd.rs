@@ -79,6 +79,8 @@ enum Cmd {
     },
     /// Verify every checksum, the namespace and the space accounting (exit 2 on any problem)
     Check,
+    /// Demonstrate the store on the default pool: a raw-pointer list that survives restarts
+    Demo,
     /// Run benchmarks; write tidy CSV/JSON records and print tables
     Bench {
         /// Which benchmark: store (psync, attach, faults, PMDK peer)
@@ -277,6 +279,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 return Err(IntegrityProblem(format!("{} problem(s) found", r.problems.len())).into());
             }
             println!("ok");
+        }
+        Cmd::Demo => {
+            let key = match crate::keysrc::load(cli.key_file.as_deref()) {
+                Ok(k) => k,
+                Err(_) => {
+                    println!("(no key given: using the demo key \"demo\"; set PMO_KEY for your own)");
+                    zeroize::Zeroizing::new(b"demo".to_vec())
+                }
+            };
+            crate::demo::run(&pool_path(&cli), &key)?;
         }
         Cmd::Bench { which, quick, json, out, dir } => {
             let mut records = pmo_bench::Records::default();

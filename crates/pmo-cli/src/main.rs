@@ -4,6 +4,7 @@
 //! 2 integrity or corruption. Errors are one line on stderr.
 
 mod cmd;
+mod demo;
 mod keysrc;
 
 use std::process::ExitCode;
