@@ -14,6 +14,9 @@ use std::time::Instant;
 
 use pmo_os::view::{DirtyTracking, FillError, Mechanism, PageSource, View, ViewOptions, PAGE_SIZE};
 
+/// (configuration, read+fill µs, write(dirty) µs, collect share per page at k=256 µs)
+type Row = (Config, f64, f64, f64);
+
 /// A mechanism and, for userfaultfd, its dirty tracking.
 #[derive(Clone, Copy)]
 struct Config {
@@ -198,6 +201,7 @@ fn main() {
     );
     let mut rows = Vec::new();
     let mut sparse_rows = Vec::new();
+    let mut populate_rows = Vec::new();
     let mut configs = Vec::new();
     for mechanism in Mechanism::available() {
         if mechanism == Mechanism::Userfaultfd {
@@ -225,6 +229,13 @@ fn main() {
             touch_write(&v, pages, 1);
             t.elapsed().as_secs_f64()
         });
+        let populate = per_page_us(repeats, pages, || {
+            let v = new_view(m, &src, pages);
+            let t = Instant::now();
+            v.populate_all().expect("populate_all");
+            t.elapsed().as_secs_f64()
+        });
+        populate_rows.push((m, populate));
         let write_first = per_page_us(repeats, pages, || {
             let v = new_view(m, &src, pages);
             let t = Instant::now();
@@ -315,6 +326,10 @@ fn main() {
         );
     }
     println!();
+    for (m, populate) in &populate_rows {
+        println!("{:<14} populate_all: {populate:.3} µs per page", m.name());
+    }
+    println!();
     for (m, read_fill, write_dirty, collect_per_page) in &rows {
         println!(
             "{:<14} fault service over memcpy: {:.2}x; dirty page (write fault + collect share at k=256): {:.3} µs",
@@ -323,7 +338,7 @@ fn main() {
             write_dirty + collect_per_page
         );
     }
-    let best = |key: &dyn Fn(&(Config, f64, f64, f64)) -> f64| {
+    let best = |key: &dyn Fn(&Row) -> f64| {
         rows.iter()
             .min_by(|a, b| key(a).total_cmp(&key(b)))
             .map(|r| r.0.name())

@@ -635,3 +635,58 @@ impl PageBits {
         &self.0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_bits_set_get_clear() {
+        let bits = PageBits::new(130);
+        assert_eq!(bits.words().len(), 3);
+        assert!(!bits.set(0));
+        assert!(bits.set(0), "second set reports the bit was set");
+        bits.set(64);
+        bits.set(129);
+        assert!(bits.get(0) && bits.get(64) && bits.get(129) && !bits.get(1));
+        bits.clear(64);
+        assert!(!bits.get(64));
+        assert_eq!(bits.words()[2].load(Ordering::Relaxed), 1 << 1);
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for m in [Mechanism::Userfaultfd, Mechanism::Sigsegv] {
+            assert_eq!(Mechanism::from_name(m.name()), Some(m));
+            assert_eq!(m.to_string(), m.name());
+        }
+        for t in [DirtyTracking::Scan, DirtyTracking::Fault] {
+            assert_eq!(DirtyTracking::from_name(t.name()), Some(t));
+        }
+        assert_eq!(Mechanism::from_name("mprotect"), None);
+        assert_eq!(DirtyTracking::from_name(""), None);
+    }
+
+    #[test]
+    fn view_is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<View>();
+    }
+
+    #[test]
+    fn errors_read_well() {
+        let e = ViewError::Os {
+            op: "mmap",
+            errno: libc::ENOMEM,
+        };
+        assert!(e.to_string().starts_with("mmap failed: "), "{e}");
+        let e = ViewError::AddressInUse {
+            addr: 0x7000_0000,
+            len: 0x1000,
+        };
+        assert_eq!(
+            e.to_string(),
+            "address range 0x70000000..+0x1000 is already in use"
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! Fatal paths, each in a child process (this test binary re-executed with `PMO_VIEW_CHILD`):
 //! a failed fill kills with SIGBUS and a one-line message; a write to a read-only view is an
 //! ordinary SIGSEGV; faults outside views still reach the previous handlers (plain crash, Rust's
-//! stack-overflow report).
+//! stack-overflow report); a fork child does not inherit views.
 
 #[path = "view_common.rs"]
 mod view_common;
@@ -143,5 +143,31 @@ fn faults_outside_views_reach_the_previous_handler() {
             "{m}: {:?}",
             out.status
         );
+    }
+}
+
+/// A fork child does not inherit views (MADV_DONTFORK): touching one is an ordinary SIGSEGV,
+/// never silently zero-filled (userfaultfd) or shared (memfd) memory.
+#[test]
+fn fork_child_does_not_inherit_views() {
+    for m in mechanisms() {
+        let v = view(m, 4, true, Pattern::new("parent"));
+        write(&v, 0, 0, 42);
+        let addr = v.addr() as usize;
+        // SAFETY: the child only touches memory and exits (async-signal-safe operations).
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            // SAFETY: deliberately touching the parent's view address in the child.
+            let x = unsafe { (addr as *const u64).read_volatile() };
+            // SAFETY: _exit is async-signal-safe.
+            unsafe { libc::_exit(if x == 42 { 3 } else { 4 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        let st = std::process::ExitStatus::from_raw(status);
+        assert_eq!(st.signal(), Some(libc::SIGSEGV), "{m}: child status {st:?}");
+        assert_eq!(read(&v, 0, 0), 42, "{m}: the parent's view is intact");
     }
 }

@@ -322,22 +322,12 @@ fn raise_unblocked(sig: c_int) {
 /// with write(2), then die with SIGBUS. Never returns.
 pub fn fatal(what: &str, label: &str, page: u64, reason: &str) -> ! {
     let mut digits = [0u8; 20];
-    let mut n = page;
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
     sys::write_stderr(b"pmo: ");
     sys::write_stderr(what.as_bytes());
     sys::write_stderr(b" in PMO '");
     sys::write_stderr(label.as_bytes());
     sys::write_stderr(b"' page ");
-    sys::write_stderr(&digits[i..]);
+    sys::write_stderr(decimal(page, &mut digits));
     sys::write_stderr(b": ");
     sys::write_stderr(reason.as_bytes());
     sys::write_stderr(b"\n");
@@ -345,4 +335,39 @@ pub fn fatal(what: &str, label: &str, page: u64, reason: &str) -> ! {
     raise_unblocked(libc::SIGBUS);
     // SIGBUS with the default action terminates; if something still ignored it, abort.
     std::process::abort()
+}
+
+/// `n` in decimal, written into `buf` without allocating.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_formats_without_allocating() {
+        let mut buf = [0u8; 20];
+        assert_eq!(decimal(0, &mut buf), b"0");
+        assert_eq!(decimal(7, &mut buf), b"7");
+        assert_eq!(decimal(1234567890, &mut buf), b"1234567890");
+        assert_eq!(decimal(u64::MAX, &mut buf), b"18446744073709551615");
+    }
+
+    #[test]
+    fn error_code_bits_are_read_from_the_context() {
+        // A null context (no ucontext) gives no information rather than a guess.
+        let kind = fault_kind(std::ptr::null_mut());
+        assert!(kind.write.is_none() && kind.present.is_none());
+    }
 }
