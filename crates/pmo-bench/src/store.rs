@@ -243,8 +243,8 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
     #[cfg(feature = "peers")]
     {
         pb.set_message("PMDK tx 4 KiB");
-        let popts = pmo_peers::bench::Options { dir: opts.dir.clone(), repeats: opts.repeats.min(9), ..Default::default() };
-        match pmo_peers::bench::pmdk_tx_update(&popts, 4096, pmo_peers::bench::Work::Ops(20_000)) {
+        let popts = pmo_peers::Options { dir: opts.dir.clone(), repeats: opts.repeats.min(9), ..Default::default() };
+        match pmo_peers::pmdk_tx_update(&popts, 4096, pmo_peers::Work::Ops(20_000)) {
             Ok(m) => records.push("store", &[("peer", "pmdk".into()), ("update_bytes", "4096".into())], "pmdk_tx_us", m.median, "us", m.samples.len()),
             Err(e) => eprintln!("PMDK peer failed: {e}"),
         }

@@ -79,6 +79,9 @@ enum Cmd {
     },
     /// Verify every checksum, the namespace and the space accounting (exit 2 on any problem)
     Check,
+    /// Persistent CXL switch simulator: run traces, check correctness, reproduce the paper's study
+    #[command(subcommand)]
+    Cxlsim(pmo_cxlsim::cli::Command),
     /// Demonstrate the store on the default pool: a raw-pointer list that survives restarts
     Demo,
     /// Run benchmarks; write tidy CSV/JSON records and print tables
@@ -132,6 +135,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if let Cmd::Cxlsim(cmd) = cli.cmd {
+        // The simulator reports its own errors and exit codes (2 = checker violation).
+        return ExitCode::from(pmo_cxlsim::cli::run(cmd).clamp(0, 255) as u8);
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => report(&e),
@@ -280,6 +287,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             println!("ok");
         }
+        Cmd::Cxlsim(_) => unreachable!("handled in main"),
         Cmd::Demo => {
             let key = match crate::keysrc::load(cli.key_file.as_deref()) {
                 Ok(k) => k,
