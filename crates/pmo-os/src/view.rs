@@ -164,9 +164,20 @@ impl DirtyTracking {
             .and_then(|v| DirtyTracking::from_name(&v))
     }
 
-    /// The default for userfaultfd views when neither the caller nor `PMO_DIRTY` chooses.
+    /// Whether userfaultfd views with this tracking work here (probed once and cached).
+    pub fn is_available(self) -> bool {
+        uffd::probe_tracking(self).is_ok()
+    }
+
+    /// The default for userfaultfd views when neither the caller nor `PMO_DIRTY` chooses:
+    /// [`DirtyTracking::Scan`] (cheaper writes, see `docs/faults.md`) where the kernel supports
+    /// it (Linux 6.7+), else [`DirtyTracking::Fault`].
     pub fn default_for_userfaultfd() -> DirtyTracking {
-        DirtyTracking::Scan
+        if uffd::probe_tracking(DirtyTracking::Scan).is_ok() {
+            DirtyTracking::Scan
+        } else {
+            DirtyTracking::Fault
+        }
     }
 }
 

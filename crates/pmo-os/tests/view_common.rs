@@ -126,6 +126,9 @@ pub fn mechanisms() -> Vec<Config> {
             Mechanism::Sigsegv => &[DirtyTracking::Fault],
         };
         for &tracking in trackings {
+            if m == Mechanism::Userfaultfd && !tracking.is_available() {
+                continue;
+            }
             configs.push(Config {
                 mechanism: m,
                 tracking,
