@@ -2,8 +2,9 @@
 //!
 //! Owns the definition of each benchmark (what one op is, what is timed, how the pool is sized).
 //! Every public function creates its own scratch pool or directory under [`Options::dir`], runs
-//! one untimed warm-up, then [`Options::repeats`] timed samples, and removes the scratch before it
-//! returns. Threads start together on a barrier; a multi-threaded sample's figure is the ops of
+//! one untimed warm-up, then [`Options::repeats`] timed samples (retaking, a bounded number of
+//! times, samples that the contention filter [`Options::min_cpu_share`] rejects), and removes
+//! the scratch before it returns. Threads start together on a barrier; a multi-threaded sample's figure is the ops of
 //! all threads divided by the longest thread's time.
 
 use std::path::{Path, PathBuf};
@@ -60,6 +61,11 @@ pub struct Options {
     pub seed: u64,
     /// Fail a PMDK benchmark if libpmem does not treat the pool as persistent memory.
     pub require_pmem: bool,
+    /// Contention filter: a sample whose threads got less than this fraction of the CPU time
+    /// they could get is taken again (see [`Measurement::samples_set_aside`]). 0.0 keeps every
+    /// sample; 0.9 suits a machine shared with other work. Not meaningful for I/O-bound runs
+    /// (LMDB on a disk), which wait rather than compute.
+    pub min_cpu_share: f64,
 }
 
 impl Default for Options {
@@ -69,6 +75,7 @@ impl Default for Options {
             repeats: 5,
             seed: 0x5045_4552_5321, // "PEERS!"
             require_pmem: true,
+            min_cpu_share: 0.0,
         }
     }
 }
@@ -79,6 +86,12 @@ impl Options {
             return Err(Error::InvalidParameter(format!(
                 "repeats {} (need 1..={MAX_REPEATS})",
                 self.repeats
+            )));
+        }
+        if !(0.0..=1.0).contains(&self.min_cpu_share) {
+            return Err(Error::InvalidParameter(format!(
+                "min_cpu_share {} (need 0..=1)",
+                self.min_cpu_share
             )));
         }
         if !self.dir.is_dir() {
@@ -252,39 +265,70 @@ fn time_here(f: impl FnOnce() -> Result<u64>) -> Result<Timed> {
     })
 }
 
-/// The timed samples of one measurement (the warm-up is not pushed).
+/// The timed samples of one measurement (the warm-up is not pushed), with the contention
+/// filter of [`Options::min_cpu_share`]: a sample whose threads got less than that share of the
+/// CPU they could get (`min(1, cores / threads)`) is set aside and the sample is taken again, up
+/// to [`MAX_ATTEMPTS_PER_REPEAT`] attempts per repeat. If no sample passes, the set-aside ones
+/// are used, so a figure is always produced, and the count of set-aside samples says how much
+/// to trust it.
 struct Samples {
     unit: Unit,
-    figures: Vec<f64>,
-    shares: Vec<f64>,
-    ops_total: u64,
+    repeats: usize,
+    min_share: f64,
+    kept: Vec<Timed>,
+    set_aside: Vec<Timed>,
 }
 
+/// Bound on the samples taken per requested repeat when the contention filter rejects some.
+pub const MAX_ATTEMPTS_PER_REPEAT: usize = 3;
+
 impl Samples {
-    fn new(unit: Unit, repeats: usize) -> Self {
+    fn new(unit: Unit, opts: &Options, threads: usize) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let ceiling = (cores as f64 / threads.max(1) as f64).min(1.0);
         Samples {
             unit,
-            figures: Vec::with_capacity(repeats),
-            shares: Vec::with_capacity(repeats),
-            ops_total: 0,
+            repeats: opts.repeats,
+            min_share: opts.min_cpu_share * ceiling,
+            kept: Vec::with_capacity(opts.repeats),
+            set_aside: Vec::new(),
         }
     }
 
+    /// Whether another timed sample should be taken.
+    fn wants_more(&self) -> bool {
+        self.kept.len() < self.repeats
+            && self.kept.len() + self.set_aside.len() < self.repeats * MAX_ATTEMPTS_PER_REPEAT
+    }
+
     fn push(&mut self, timed: Timed) {
-        let figure = match self.unit {
-            Unit::OpsPerSec => timed.ops as f64 / timed.wall.as_secs_f64(),
-            Unit::MicrosPerOp => timed.wall.as_secs_f64() * 1e6 / timed.ops as f64,
-        };
-        self.figures.push(figure);
-        self.shares.push(timed.cpu_share());
-        self.ops_total += timed.ops;
+        if timed.cpu_share() >= self.min_share {
+            self.kept.push(timed);
+        } else {
+            self.set_aside.push(timed);
+        }
     }
 
     fn finish(self) -> Result<Measurement> {
-        Ok(
-            Measurement::from_samples(self.unit, self.figures, self.ops_total)?
-                .with_cpu_shares(&self.shares),
-        )
+        let (used, set_aside) = if self.kept.is_empty() {
+            (self.set_aside, 0)
+        } else {
+            let n = self.set_aside.len();
+            (self.kept, n)
+        };
+        let figures = used
+            .iter()
+            .map(|t| match self.unit {
+                Unit::OpsPerSec => t.ops as f64 / t.wall.as_secs_f64(),
+                Unit::MicrosPerOp => t.wall.as_secs_f64() * 1e6 / t.ops as f64,
+            })
+            .collect();
+        let shares: Vec<f64> = used.iter().map(Timed::cpu_share).collect();
+        let ops_total = used.iter().map(|t| t.ops).sum();
+        let mut m =
+            Measurement::from_samples(self.unit, figures, ops_total)?.with_cpu_shares(&shares);
+        m.samples_set_aside = set_aside;
+        Ok(m)
     }
 }
 
@@ -432,15 +476,17 @@ fn alloc_free_samples<Slots: Send>(
         round(&mut state.slots, order)?;
         Ok(u64::from(ROUND_BLOCKS))
     };
-    let mut samples = Samples::new(Unit::OpsPerSec, opts.repeats);
+    let mut samples = Samples::new(Unit::OpsPerSec, opts, threads);
     // Sample 0 is the warm-up: one round per thread, untimed (faults in the pool's pages).
-    for sample in 0..=opts.repeats as u64 {
+    let mut sample = 0u64;
+    while sample == 0 || samples.wants_more() {
         let mut states = round_states(threads, opts, sample, &mut make);
         let this_work = if sample == 0 { Work::Ops(1) } else { work };
         let timed = run_threads(&mut states, this_work, step)?;
         if sample > 0 {
             samples.push(timed);
         }
+        sample += 1;
     }
     samples.finish()
 }
@@ -713,8 +759,9 @@ fn larson_samples<Slots: Send>(
         run(&mut state.slots, chunk, &mut state.rng)?;
         Ok(chunk)
     };
-    let mut samples = Samples::new(Unit::OpsPerSec, opts.repeats);
-    for sample in 0..=opts.repeats as u64 {
+    let mut samples = Samples::new(Unit::OpsPerSec, opts, params.threads);
+    let mut sample = 0u64;
+    while sample == 0 || samples.wants_more() {
         let mut states: Vec<LarsonState<Slots>> = (0..params.threads)
             .map(|t| LarsonState {
                 slots: make(),
@@ -743,6 +790,7 @@ fn larson_samples<Slots: Send>(
         if sample > 0 {
             samples.push(timed);
         }
+        sample += 1;
     }
     samples.finish()
 }
@@ -772,8 +820,9 @@ pub fn pmdk_tx_update(opts: &Options, len_bytes: u64, work: Work) -> Result<Meas
         pool.tx_update_run(TX_OBJECT_BYTES, &src, chunk, rng)?;
         Ok(chunk)
     };
-    let mut samples = Samples::new(Unit::MicrosPerOp, opts.repeats);
-    for sample in 0..=opts.repeats {
+    let mut samples = Samples::new(Unit::MicrosPerOp, opts, 1);
+    let mut sample = 0u64;
+    while sample == 0 || samples.wants_more() {
         let this_work = if sample == 0 {
             Work::Ops(TX_CHUNK_OPS)
         } else {
@@ -783,6 +832,7 @@ pub fn pmdk_tx_update(opts: &Options, len_bytes: u64, work: Work) -> Result<Meas
         if sample > 0 {
             samples.push(timed);
         }
+        sample += 1;
     }
     samples.finish()
 }
@@ -807,8 +857,9 @@ pub fn pmdk_tx_alloc_link(opts: &Options, size_bytes: u64, work: Work) -> Result
         alloc_pool_bytes(size_bytes, batch),
         opts.require_pmem,
     )?;
-    let mut samples = Samples::new(Unit::MicrosPerOp, opts.repeats);
-    for sample in 0..=opts.repeats {
+    let mut samples = Samples::new(Unit::MicrosPerOp, opts, 1);
+    let mut sample = 0u64;
+    while sample == 0 || samples.wants_more() {
         let this_work = if sample == 0 {
             Work::Ops(TX_CHUNK_OPS)
         } else {
@@ -834,6 +885,7 @@ pub fn pmdk_tx_alloc_link(opts: &Options, size_bytes: u64, work: Work) -> Result
         if sample > 0 {
             samples.push(timed);
         }
+        sample += 1;
     }
     samples.finish()
 }
@@ -856,8 +908,9 @@ pub fn lmdb_put_commit(opts: &Options, value_bytes: u64, work: Work) -> Result<M
     // Leaf or overflow pages per value, twice for copy-on-write garbage, plus room for the tree.
     let map_bytes = (cap + LMDB_PREFILL_KEYS) * (value_bytes + 4096 + 64) * 2 + (64 << 20);
     let value: Vec<u8> = (0..value_bytes).map(|i| (i % 253) as u8).collect();
-    let mut samples = Samples::new(Unit::MicrosPerOp, opts.repeats);
-    for sample in 0..=opts.repeats as u64 {
+    let mut samples = Samples::new(Unit::MicrosPerOp, opts, 1);
+    let mut sample = 0u64;
+    while sample == 0 || samples.wants_more() {
         let scratch = Scratch::dir(&opts.dir, "lmdb")?;
         let mut env = LmdbEnv::open(&scratch.path, map_bytes, 0)?;
         let mut rng = c_rng_state(opts.seed, 0x6c6d_6462 + sample);
@@ -881,6 +934,7 @@ pub fn lmdb_put_commit(opts: &Options, value_bytes: u64, work: Work) -> Result<M
         if sample > 0 {
             samples.push(timed);
         }
+        sample += 1;
     }
     samples.finish()
 }
@@ -990,6 +1044,54 @@ mod tests {
         };
         let m = alloc_free_with(&opts, &crate::GlibcMalloc, 256, 1, Work::Ops(1000)).unwrap();
         assert!(m.median > 0.0);
+    }
+
+    fn timed(ops: u64, wall_ms: u64, cpu_ms: u64) -> Timed {
+        Timed {
+            ops,
+            wall: Duration::from_millis(wall_ms),
+            cpu: Duration::from_millis(cpu_ms),
+            threads: 1,
+        }
+    }
+
+    #[test]
+    fn contention_filter_retakes_and_falls_back() {
+        let opts = Options {
+            repeats: 2,
+            min_cpu_share: 0.9,
+            ..Options::default()
+        };
+        let mut samples = Samples::new(Unit::OpsPerSec, &opts, 1);
+        samples.push(timed(1000, 10, 5)); // half the CPU: set aside
+        assert!(samples.wants_more());
+        samples.push(timed(2000, 10, 10));
+        samples.push(timed(3000, 10, 10));
+        assert!(!samples.wants_more());
+        let m = samples.finish().unwrap();
+        assert_eq!(m.samples_set_aside, 1);
+        assert_eq!(m.samples.len(), 2);
+        assert_eq!(m.median, 250_000.0);
+        assert_eq!(m.ops_total, 5000);
+
+        // Nothing passes: bounded attempts, then the set-aside samples are the figure.
+        let mut samples = Samples::new(Unit::MicrosPerOp, &opts, 1);
+        let mut attempts = 0;
+        while samples.wants_more() {
+            samples.push(timed(10, 10, 1));
+            attempts += 1;
+        }
+        assert_eq!(attempts, 2 * MAX_ATTEMPTS_PER_REPEAT);
+        let m = samples.finish().unwrap();
+        assert_eq!(m.samples.len(), 6);
+        assert_eq!(m.samples_set_aside, 0);
+        assert!((m.cpu_share - 0.1).abs() < 1e-9);
+
+        let bad = Options {
+            min_cpu_share: 1.5,
+            ..Options::default()
+        };
+        assert!(glibc_alloc_free(&bad, 64, 1, Work::Ops(1)).is_err());
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub struct Measurement {
     /// wall time: near 1.0 when nothing else competed for the cores (at most cores / threads
     /// when there are more threads than cores). A low share marks a figure taken under load.
     pub cpu_share: f64,
+    /// Samples taken but not used because their threads got too little CPU (the contention
+    /// filter of `Options::min_cpu_share`); 0 when the filter is off or every sample passed.
+    pub samples_set_aside: usize,
 }
 
 impl Measurement {
@@ -70,6 +73,7 @@ impl Measurement {
             samples,
             ops_total,
             cpu_share: 0.0,
+            samples_set_aside: 0,
         })
     }
 

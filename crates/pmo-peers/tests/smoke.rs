@@ -22,6 +22,7 @@ fn tiny() -> Options {
         repeats: 3,
         seed: 42,
         require_pmem: true,
+        min_cpu_share: 0.0,
     }
 }
 
