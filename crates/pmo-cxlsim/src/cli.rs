@@ -47,6 +47,9 @@ pub struct ParamArgs {
     /// L2 hit cycles (Table I: 10)
     #[arg(long, default_value_t = 10)]
     pub l2_hit_cycles: u64,
+    /// L2 read misses a core overlaps before stalling (8 approximates Table I's OoO cores; 1 = in-order blocking core)
+    #[arg(long, default_value_t = 8)]
+    pub miss_window: usize,
     /// Outstanding fabric requests per core (MSHRs + write-back buffer)
     #[arg(long, default_value_t = 16)]
     pub outstanding: usize,
@@ -118,6 +121,7 @@ impl ParamArgs {
             l2_bytes: self.l2_bytes,
             l2_ways: self.l2_ways,
             l2_hit_cycles: self.l2_hit_cycles,
+            miss_window: self.miss_window,
             outstanding_per_core: self.outstanding,
             hops: self.hops,
             switch_stages: self.switch_stages,

@@ -29,6 +29,7 @@ proptest! {
         scheme in prop::sample::select(vec![Scheme::NoPb, Scheme::Pb, Scheme::PbRf]),
         hops in 0usize..4,
         pb_entries in 2usize..10,
+        miss_window in 1usize..5,
         seed in any::<u64>(),
     ) {
         let trace = Trace { name: "prop".into(), threads };
@@ -36,6 +37,7 @@ proptest! {
             scheme, hops, pb_entries, cores: 4,
             l1_bytes: 1024, l1_ways: 2, l2_bytes: 4096, l2_ways: 2,
             outstanding_per_core: 4,
+            miss_window,
             ..Params::default()
         };
         let stats = run_checked(&p, &trace, 64, seed).expect("run");
