@@ -7,7 +7,7 @@ mod view_common;
 
 use std::io::Read;
 
-use pmo_os::view::{Mechanism, Placement, View, ViewError, ViewOptions, PAGE_SIZE};
+use pmo_os::view::{DirtyTracking, Mechanism, Placement, View, ViewError, ViewOptions, PAGE_SIZE};
 use view_common::*;
 
 #[test]
@@ -210,6 +210,29 @@ fn kernel_access_needs_prefault() {
         v.prefault(5 * PAGE_SIZE..5 * PAGE_SIZE + 1).unwrap();
         assert!(v.is_present(5));
         assert_eq!(dirty(&v), Vec::<u64>::new(), "{m}");
+        // SAFETY: page 5 of the view, alive while the slice is used.
+        let page5 = unsafe { std::slice::from_raw_parts_mut(v.addr().add(5 * PAGE_SIZE), 64) };
+        let mut null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        assert_eq!(std::io::Write::write(&mut null, page5).unwrap(), 64, "{m}");
+        // A kernel write into a present clean page: scan tracking lets the kernel un-protect it
+        // (and reports it); fault tracking and sigsegv need prefault_for_write.
+        match zero.read(page5) {
+            Ok(n) => {
+                assert_eq!(m.tracking, DirtyTracking::Scan, "{m}");
+                assert_eq!(n, 64);
+                assert_eq!(dirty(&v), vec![5], "{m}");
+            }
+            Err(e) => {
+                assert_ne!(m.tracking, DirtyTracking::Scan, "{m}");
+                assert_eq!(e.raw_os_error(), Some(libc::EFAULT), "{m}");
+                v.prefault_for_write(5 * PAGE_SIZE..6 * PAGE_SIZE).unwrap();
+                assert_eq!(zero.read(page5).unwrap(), 64, "{m}");
+                assert_eq!(dirty(&v), vec![5], "{m}");
+            }
+        }
         assert!(v.prefault(0..9 * PAGE_SIZE).is_err());
     }
 }
