@@ -55,7 +55,10 @@ impl CacheArray {
     /// Slot holding `line`, if present (does not touch LRU).
     pub fn find(&self, line: u64) -> Option<usize> {
         let base = self.set_base(line);
-        self.lines[base..base + self.ways].iter().position(|&l| l == line).map(|w| base + w)
+        self.lines[base..base + self.ways]
+            .iter()
+            .position(|&l| l == line)
+            .map(|w| base + w)
     }
 
     /// Mark a slot most recently used.
@@ -109,7 +112,11 @@ impl CacheArray {
 
     /// Drop a slot; returns what it held.
     pub fn invalidate(&mut self, slot: usize) -> Evicted {
-        let out = Evicted { line: self.lines[slot], value: self.values[slot], dirty: self.dirty[slot] };
+        let out = Evicted {
+            line: self.lines[slot],
+            value: self.values[slot],
+            dirty: self.dirty[slot],
+        };
         self.lines[slot] = INVALID;
         self.dirty[slot] = false;
         self.stamps[slot] = 0;
@@ -141,7 +148,14 @@ mod tests {
         let s1 = c.find(1).unwrap();
         c.touch(s1);
         let (_, ev) = c.insert(3, 30, false);
-        assert_eq!(ev, Some(Evicted { line: 2, value: 20, dirty: true }));
+        assert_eq!(
+            ev,
+            Some(Evicted {
+                line: 2,
+                value: 20,
+                dirty: true
+            })
+        );
         assert!(c.find(2).is_none());
         assert_eq!(c.valid_lines(), 2);
     }

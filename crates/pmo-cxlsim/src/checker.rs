@@ -36,7 +36,9 @@ impl Hasher for LineHasher {
         }
     }
     fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
+        self.0 = (self.0 ^ n)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(29);
     }
 }
 
@@ -165,7 +167,12 @@ impl Model {
         // Equal sequence numbers are the same version written twice (recovery re-drains an
         // entry whose first drain reached PM before the crash): idempotent, not a violation.
         if pd_seq < held_seq {
-            self.record(Violation::WriteOrder { line, time_ps, incoming_seq: pd_seq, held_seq });
+            self.record(Violation::WriteOrder {
+                line,
+                time_ps,
+                incoming_seq: pd_seq,
+                held_seq,
+            });
         }
         self.pm.insert(line, (value, pd_seq));
         self.sync_diff(line);
@@ -175,7 +182,12 @@ impl Model {
     pub fn check_read(&mut self, line: u64, got: u64, expected: u64, time_ps: u64) {
         self.reads_checked += 1;
         if got != expected {
-            self.record(Violation::StaleRead { line, time_ps, got, expected });
+            self.record(Violation::StaleRead {
+                line,
+                time_ps,
+                got,
+                expected,
+            });
         }
     }
 
@@ -196,7 +208,12 @@ impl Model {
                 })
                 .unwrap_or_else(|| self.pm_value(line));
             if recovered != expected {
-                lost.push(Violation::LostPersist { line, time_ps, recovered, expected });
+                lost.push(Violation::LostPersist {
+                    line,
+                    time_ps,
+                    recovered,
+                    expected,
+                });
             }
         }
         lost.sort_by_key(|v| match v {
@@ -224,7 +241,12 @@ impl Model {
             let expected = self.latest(line);
             let recovered = self.pm_value(line);
             if recovered != expected {
-                self.record(Violation::LostPersist { line, time_ps, recovered, expected });
+                self.record(Violation::LostPersist {
+                    line,
+                    time_ps,
+                    recovered,
+                    expected,
+                });
             }
         }
     }
@@ -253,6 +275,36 @@ impl Model {
     pub fn lagging_lines(&self) -> usize {
         self.diff.len()
     }
+}
+
+/// Seeded crash points: `count` event indices drawn uniformly from `0..events` (SplitMix64),
+/// sorted ascending.
+pub fn crash_points(seed: u64, count: usize, events: u64) -> Vec<u64> {
+    let mut state = seed;
+    let mut points: Vec<u64> = (0..count)
+        .map(|_| {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (z ^ (z >> 31)) % events.max(1)
+        })
+        .collect();
+    points.sort_unstable();
+    points
+}
+
+/// Run `trace` checking every read and write, plus `count` seeded crash points spread over the
+/// whole run (a first run counts its events). Returns the checked run's statistics.
+pub fn run_checked(
+    params: &crate::config::Params,
+    trace: &crate::trace::Trace,
+    count: usize,
+    seed: u64,
+) -> crate::error::Result<crate::sim::Stats> {
+    let events = crate::sim::simulate(params, trace)?.events;
+    let points = crash_points(seed, count, events);
+    crate::sim::Simulator::new(params, trace)?.run(&points)
 }
 
 #[cfg(test)]
@@ -301,29 +353,4 @@ mod tests {
         assert_eq!(m.violation_count(), 0);
         assert_eq!(m.pm_value(9), 2);
     }
-}
-
-/// Seeded crash points: `count` event indices drawn uniformly from `0..events` (SplitMix64),
-/// sorted ascending.
-pub fn crash_points(seed: u64, count: usize, events: u64) -> Vec<u64> {
-    let mut state = seed;
-    let mut points: Vec<u64> = (0..count)
-        .map(|_| {
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            (z ^ (z >> 31)) % events.max(1)
-        })
-        .collect();
-    points.sort_unstable();
-    points
-}
-
-/// Run `trace` checking every read and write, plus `count` seeded crash points spread over the
-/// whole run (a first run counts its events). Returns the checked run's statistics.
-pub fn run_checked(params: &crate::config::Params, trace: &crate::trace::Trace, count: usize, seed: u64) -> crate::error::Result<crate::sim::Stats> {
-    let events = crate::sim::simulate(params, trace)?.events;
-    let points = crash_points(seed, count, events);
-    crate::sim::Simulator::new(params, trace)?.run(&points)
 }

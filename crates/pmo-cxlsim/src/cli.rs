@@ -17,7 +17,12 @@ use crate::study::{run_study, StudyConfig};
 use crate::trace::Trace;
 
 const SCHEMES: [&str; 3] = ["nopb", "pb", "pb-rf"];
-const FAULTS: [&str; 4] = ["none", "empty-before-ack", "read-bypass-drain", "ack-behind-requests"];
+const FAULTS: [&str; 4] = [
+    "none",
+    "empty-before-ack",
+    "read-bypass-drain",
+    "ack-behind-requests",
+];
 const SIZES: [&str; 3] = ["small", "quick", "full"];
 
 /// Every model parameter (defaults: the paper's Table I; see docs/cxlsim.md for sources).
@@ -251,7 +256,10 @@ fn load_traces(source: &TraceArgs, threads: usize) -> Result<Vec<Trace>> {
     let size = parse_size(&source.size);
     match &source.workload {
         Some(w) => Ok(vec![generate(w, threads, size)?]),
-        None => WORKLOADS.iter().map(|w| generate(w, threads, size)).collect(),
+        None => WORKLOADS
+            .iter()
+            .map(|w| generate(w, threads, size))
+            .collect(),
     }
 }
 
@@ -262,7 +270,17 @@ fn schemes(names: &[String]) -> Result<Vec<Scheme>> {
 fn print_stats_header() {
     println!(
         "{:<11} {:>6} {:>4} {:>12} {:>10} {:>10} {:>9} {:>9} {:>8} {:>8} {:>10}",
-        "workload", "scheme", "hops", "sim_us", "persist_ns", "read_ns", "persists", "reads", "pb_hit", "coalesce", "events"
+        "workload",
+        "scheme",
+        "hops",
+        "sim_us",
+        "persist_ns",
+        "read_ns",
+        "persists",
+        "reads",
+        "pb_hit",
+        "coalesce",
+        "events"
     );
 }
 
@@ -285,7 +303,11 @@ fn print_stats(s: &Stats) {
 
 fn execute(cmd: Command) -> Result<i32> {
     match cmd {
-        Command::Run { scheme, source, params } => {
+        Command::Run {
+            scheme,
+            source,
+            params,
+        } => {
             let traces = load_traces(&source, params.cores)?;
             print_stats_header();
             let mut violations = 0;
@@ -298,7 +320,13 @@ fn execute(cmd: Command) -> Result<i32> {
             }
             Ok(if violations > 0 { 2 } else { 0 })
         }
-        Command::Study { quick, out, workloads, no_progress, params } => {
+        Command::Study {
+            quick,
+            out,
+            workloads,
+            no_progress,
+            params,
+        } => {
             let mut config = StudyConfig::new(out.clone(), quick);
             config.base = params.params(Scheme::Pb, Fault::None)?;
             config.progress = !no_progress;
@@ -310,23 +338,37 @@ fn execute(cmd: Command) -> Result<i32> {
             println!("wrote CSV, SVG and summary.md to {}", out.display());
             Ok(0)
         }
-        Command::Check { scheme, crash_points: count, real_crashes, seed, fault, source, params } => {
+        Command::Check {
+            scheme,
+            crash_points: count,
+            real_crashes,
+            seed,
+            fault,
+            source,
+            params,
+        } => {
             let fault = Fault::parse(&fault)?;
             let traces = load_traces(&source, params.cores)?;
             let mut total = 0u64;
-            println!("{:<11} {:>6} {:>12} {:>13} {:>12} {:>10}", "workload", "scheme", "reads_chk", "crash_points", "real_crash", "violations");
+            println!(
+                "{:<11} {:>6} {:>12} {:>13} {:>12} {:>10}",
+                "workload", "scheme", "reads_chk", "crash_points", "real_crash", "violations"
+            );
             for trace in &traces {
                 for s in schemes(&scheme)? {
                     let p = params.params(s, fault)?;
                     let (stats, mut violations) = match run_checked(&p, trace, count, seed) {
                         Ok(stats) => {
-                            let v: Vec<String> = stats.violations.iter().map(ToString::to_string).collect();
+                            let v: Vec<String> =
+                                stats.violations.iter().map(ToString::to_string).collect();
                             (Some(stats), v)
                         }
                         Err(e @ CxlsimError::Deadlock { .. }) => (None, vec![e.to_string()]),
                         Err(e) => return Err(e),
                     };
-                    let mut vcount = stats.as_ref().map_or(violations.len() as u64, |s| s.violation_count);
+                    let mut vcount = stats
+                        .as_ref()
+                        .map_or(violations.len() as u64, |s| s.violation_count);
                     if let Some(st) = &stats {
                         for point in crash_points(seed ^ 0x5EED, real_crashes, st.events) {
                             let outcome = Simulator::new(&p, trace)?.run_then_crash(point)?;
@@ -349,17 +391,36 @@ fn execute(cmd: Command) -> Result<i32> {
                     }
                 }
             }
-            println!("{}", if total == 0 { "no violations".to_string() } else { format!("{total} violations") });
+            println!(
+                "{}",
+                if total == 0 {
+                    "no violations".to_string()
+                } else {
+                    format!("{total} violations")
+                }
+            );
             Ok(if total > 0 { 2 } else { 0 })
         }
-        Command::Trace { workload, size, threads, out } => {
+        Command::Trace {
+            workload,
+            size,
+            threads,
+            out,
+        } => {
             let trace = generate(&workload, threads, parse_size(&size))?;
             if out.as_os_str() == "-" {
                 let stdout = std::io::stdout();
-                trace.write_to(stdout.lock()).map_err(|e| CxlsimError::io("-", e))?;
+                trace
+                    .write_to(stdout.lock())
+                    .map_err(|e| CxlsimError::io("-", e))?;
             } else {
                 trace.write_file(&out)?;
-                eprintln!("wrote {} ops of {} threads to {}", trace.op_count(), trace.threads.len(), out.display());
+                eprintln!(
+                    "wrote {} ops of {} threads to {}",
+                    trace.op_count(),
+                    trace.threads.len(),
+                    out.display()
+                );
             }
             Ok(0)
         }

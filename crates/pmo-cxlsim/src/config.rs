@@ -48,7 +48,10 @@ impl Scheme {
             "nopb" => Ok(Scheme::NoPb),
             "pb" => Ok(Scheme::Pb),
             "pb-rf" | "pbrf" => Ok(Scheme::PbRf),
-            other => Err(CxlsimError::param("scheme", format!("{other:?} is not one of nopb, pb, pb-rf"))),
+            other => Err(CxlsimError::param(
+                "scheme",
+                format!("{other:?} is not one of nopb, pb, pb-rf"),
+            )),
         }
     }
 }
@@ -107,7 +110,8 @@ impl Fault {
 /// priority-encoder delay grow with the number of rows; for these small arrays we scale the
 /// published point by sqrt(entries / 16), the wire-dominated growth CACTI 6 reports for small
 /// CAMs (Muralimanohar et al., "CACTI 6.0", HP Labs 2009). See docs/cxlsim.md.
-pub const PB_TAG_LATENCY_TABLE_NS: [(usize, f64); 4] = [(8, 0.274), (16, 0.388), (32, 0.549), (64, 0.776)];
+pub const PB_TAG_LATENCY_TABLE_NS: [(usize, f64); 4] =
+    [(8, 0.274), (16, 0.388), (32, 0.549), (64, 0.776)];
 
 /// Tag latency for `entries`: the table row if present, else the same sqrt scaling rule.
 pub fn pb_tag_latency_ns(entries: usize) -> f64 {
@@ -239,28 +243,43 @@ impl Params {
             if v.is_finite() && v > 0.0 {
                 Ok(())
             } else {
-                Err(CxlsimError::param(name, format!("{v} must be a finite number > 0")))
+                Err(CxlsimError::param(
+                    name,
+                    format!("{v} must be a finite number > 0"),
+                ))
             }
         }
         fn nonneg(name: &'static str, v: f64) -> Result<()> {
             if v.is_finite() && v >= 0.0 {
                 Ok(())
             } else {
-                Err(CxlsimError::param(name, format!("{v} must be a finite number >= 0")))
+                Err(CxlsimError::param(
+                    name,
+                    format!("{v} must be a finite number >= 0"),
+                ))
             }
         }
         if self.cores == 0 || self.cores > 256 {
             return Err(CxlsimError::param("cores", "must be 1..=256"));
         }
         pos("core-ghz", self.core_ghz)?;
-        for (name, bytes, ways) in [("l1-bytes", self.l1_bytes, self.l1_ways), ("l2-bytes", self.l2_bytes, self.l2_ways)] {
+        for (name, bytes, ways) in [
+            ("l1-bytes", self.l1_bytes, self.l1_ways),
+            ("l2-bytes", self.l2_bytes, self.l2_ways),
+        ] {
             let lines = bytes / LINE_BYTES as usize;
             if ways == 0 || lines == 0 || lines % ways != 0 || !(lines / ways).is_power_of_two() {
-                return Err(CxlsimError::param(name, "size / 64 / ways must be a power of two >= 1"));
+                return Err(CxlsimError::param(
+                    name,
+                    "size / 64 / ways must be a power of two >= 1",
+                ));
             }
         }
         if self.l1_bytes > self.l2_bytes {
-            return Err(CxlsimError::param("l1-bytes", "the L2 is inclusive: L1 must not exceed L2"));
+            return Err(CxlsimError::param(
+                "l1-bytes",
+                "the L2 is inclusive: L1 must not exceed L2",
+            ));
         }
         if self.outstanding_per_core == 0 || self.outstanding_per_core > 1024 {
             return Err(CxlsimError::param("outstanding", "must be 1..=1024"));
@@ -272,7 +291,10 @@ impl Params {
             return Err(CxlsimError::param("hops", "must be 0..=16"));
         }
         if self.switch_stages < 2 {
-            return Err(CxlsimError::param("switch-stages", "must be >= 2 (the selector decides before switch allocation)"));
+            return Err(CxlsimError::param(
+                "switch-stages",
+                "must be >= 2 (the selector decides before switch allocation)",
+            ));
         }
         nonneg("switch-stage-ns", self.switch_stage_ns)?;
         nonneg("link-ns", self.link_ns)?;
@@ -296,8 +318,14 @@ impl Params {
             nonneg("pb-tag-ns", tag_ns)?;
         }
         nonneg("pb-data-ns", self.pb_data_ns)?;
-        if !(self.rf_drain_low >= 0.0 && self.rf_drain_low < self.rf_drain_high && self.rf_drain_high <= 1.0) {
-            return Err(CxlsimError::param("rf-high / rf-low", "need 0 <= low < high <= 1"));
+        if !(self.rf_drain_low >= 0.0
+            && self.rf_drain_low < self.rf_drain_high
+            && self.rf_drain_high <= 1.0)
+        {
+            return Err(CxlsimError::param(
+                "rf-high / rf-low",
+                "need 0 <= low < high <= 1",
+            ));
         }
         if self.event_budget == 0 {
             return Err(CxlsimError::param("event-budget", "must be > 0"));
@@ -312,7 +340,8 @@ impl Params {
 
     /// Effective tag latency in ns.
     pub fn tag_ns(&self) -> f64 {
-        self.pb_tag_ns.unwrap_or_else(|| pb_tag_latency_ns(self.pb_entries))
+        self.pb_tag_ns
+            .unwrap_or_else(|| pb_tag_latency_ns(self.pb_entries))
     }
 
     /// Dirty-entry count at which pb-rf starts draining (at least 1, at most all entries).
@@ -322,7 +351,8 @@ impl Params {
 
     /// Dirty-entry count at which pb-rf stops draining (below the high mark).
     pub fn rf_low_entries(&self) -> usize {
-        ((self.rf_drain_low * self.pb_entries as f64).floor() as usize).min(self.rf_high_entries() - 1)
+        ((self.rf_drain_low * self.pb_entries as f64).floor() as usize)
+            .min(self.rf_high_entries() - 1)
     }
 }
 
@@ -342,15 +372,30 @@ mod tests {
 
     #[test]
     fn bad_params_are_errors() {
-        let mut p = Params::default();
-        p.cores = 0;
-        assert!(p.validate().is_err());
-        let mut p = Params::default();
-        p.rf_drain_low = 0.9;
-        assert!(p.validate().is_err());
-        let mut p = Params::default();
-        p.l1_bytes = 3000;
-        assert!(p.validate().is_err());
+        assert!(Params {
+            cores: 0,
+            ..Params::default()
+        }
+        .validate()
+        .is_err());
+        assert!(Params {
+            rf_drain_low: 0.9,
+            ..Params::default()
+        }
+        .validate()
+        .is_err());
+        assert!(Params {
+            l1_bytes: 3000,
+            ..Params::default()
+        }
+        .validate()
+        .is_err());
+        assert!(Params {
+            miss_window: 17,
+            ..Params::default()
+        }
+        .validate()
+        .is_err());
     }
 
     #[test]

@@ -69,10 +69,16 @@ pub enum CxlsimError {
 
 impl CxlsimError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        CxlsimError::Io { path: path.into(), source }
+        CxlsimError::Io {
+            path: path.into(),
+            source,
+        }
     }
     pub(crate) fn param(name: &'static str, reason: impl Into<String>) -> Self {
-        CxlsimError::InvalidParam { name, reason: reason.into() }
+        CxlsimError::InvalidParam {
+            name,
+            reason: reason.into(),
+        }
     }
 }
 

@@ -17,7 +17,15 @@ use crate::trace::{Recorder, Trace};
 pub const REGION_BASE: u64 = 0x1000_0000;
 
 /// Names accepted by [`generate`], in study order.
-pub const WORKLOADS: [&str; 7] = ["fft", "lu-cont", "lu-noncont", "cholesky", "radix", "ocean", "raytrace"];
+pub const WORKLOADS: [&str; 7] = [
+    "fft",
+    "lu-cont",
+    "lu-noncont",
+    "cholesky",
+    "radix",
+    "ocean",
+    "raytrace",
+];
 
 /// Problem sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +54,10 @@ pub const OP_LIMIT: usize = 8_000_000;
 /// Generate a workload trace.
 pub fn generate(name: &str, threads: usize, size: Size) -> Result<Trace> {
     if threads == 0 || threads > 64 {
-        return Err(CxlsimError::param("threads", "kernels run with 1..=64 threads"));
+        return Err(CxlsimError::param(
+            "threads",
+            "kernels run with 1..=64 threads",
+        ));
     }
     let trace = match name {
         "fft" => fft(threads, size.pick(8, 11, 12)),
@@ -72,8 +83,18 @@ impl Kernel {
     /// `data_words` of data followed by one loop-index line per thread.
     fn new(name: &str, threads: usize, data_words: usize) -> Result<Kernel> {
         let index_word = data_words.div_ceil(8) * 8;
-        let rec = Recorder::new(name, REGION_BASE, index_word + 8 * threads, threads, OP_LIMIT)?;
-        Ok(Kernel { rec, written: vec![Vec::new(); threads], index_word })
+        let rec = Recorder::new(
+            name,
+            REGION_BASE,
+            index_word + 8 * threads,
+            threads,
+            OP_LIMIT,
+        )?;
+        Ok(Kernel {
+            rec,
+            written: vec![Vec::new(); threads],
+            index_word,
+        })
     }
     fn rd(&mut self, t: usize, w: usize) -> u64 {
         self.rec.read(t, w)
@@ -197,7 +218,11 @@ fn lu(threads: usize, n: usize, contiguous: bool) -> Result<Trace> {
     let mut k = Kernel::new(name, threads, n * n)?;
     for i in 0..n {
         for j in 0..n {
-            let v = if i == j { n as f64 * 2.0 } else { ((mix((i * n + j) as u64) % 100) as f64) / 100.0 };
+            let v = if i == j {
+                n as f64 * 2.0
+            } else {
+                ((mix((i * n + j) as u64) % 100) as f64) / 100.0
+            };
             k.init(at(i, j), v.to_bits());
         }
     }
@@ -263,7 +288,11 @@ fn cholesky(threads: usize, n: usize) -> Result<Trace> {
     let mut k = Kernel::new("cholesky", threads, n * n)?;
     for j in 0..n {
         for i in j..n {
-            let v = if i == j { n as f64 * 4.0 } else { ((mix((i * n + j) as u64) % 100) as f64) / 100.0 };
+            let v = if i == j {
+                n as f64 * 4.0
+            } else {
+                ((mix((i * n + j) as u64) % 100) as f64) / 100.0
+            };
             k.init(at(i, j), v.to_bits());
         }
     }
@@ -321,11 +350,11 @@ fn radix(threads: usize, keys: usize) -> Result<Trace> {
         for t in 0..threads {
             let mut offset = vec![0u64; RADIX];
             let mut running = 0;
-            for d in 0..RADIX {
+            for (d, slot) in offset.iter_mut().enumerate() {
                 for u in 0..threads {
                     let c = k.rd(t, hist0 + u * RADIX + d);
                     if u == t {
-                        offset[d] = running;
+                        *slot = running;
                     }
                     running += c;
                 }
@@ -353,7 +382,11 @@ fn ocean(threads: usize, g: usize, sweeps: u64) -> Result<Trace> {
     let mut k = Kernel::new("ocean", threads, 2 * g * g)?;
     for i in 0..g {
         for j in 0..g {
-            let v = if i == 0 || j == 0 || i == g - 1 || j == g - 1 { 1.0 } else { 0.0 };
+            let v = if i == 0 || j == 0 || i == g - 1 || j == g - 1 {
+                1.0
+            } else {
+                0.0
+            };
             k.init(a0 + i * g + j, f64::to_bits(v));
             k.init(b0 + i * g + j, f64::to_bits(v));
         }
@@ -425,8 +458,15 @@ mod tests {
             assert_eq!(trace.threads.len(), 4, "{name}");
             assert!(trace.count(OpKind::Flush) > 0, "{name} persists nothing");
             assert!(trace.count(OpKind::Fence) > 0, "{name} never fences");
-            assert!(trace.count(OpKind::Load) > trace.count(OpKind::Flush), "{name}");
-            assert_eq!(trace, generate(name, 4, Size::Small).unwrap(), "{name} is not deterministic");
+            assert!(
+                trace.count(OpKind::Load) > trace.count(OpKind::Flush),
+                "{name}"
+            );
+            assert_eq!(
+                trace,
+                generate(name, 4, Size::Small).unwrap(),
+                "{name} is not deterministic"
+            );
         }
         assert!(generate("bogus", 4, Size::Small).is_err());
     }

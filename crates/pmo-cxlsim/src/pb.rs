@@ -76,7 +76,11 @@ impl PersistBuffer {
                 header: PbHeader::default(),
             })
             .collect();
-        PersistBuffer { entries, next_age: 1, dirty_count: 0 }
+        PersistBuffer {
+            entries,
+            next_age: 1,
+            dirty_count: 0,
+        }
     }
 
     /// Number of entries.
@@ -103,7 +107,10 @@ impl PersistBuffer {
     pub fn youngest(&self, tag: u64) -> Option<usize> {
         let mut best: Option<usize> = None;
         for (i, e) in self.entries.iter().enumerate() {
-            if e.state != PbState::Empty && e.tag == tag && best.map_or(true, |b| e.age > self.entries[b].age) {
+            if e.state != PbState::Empty
+                && e.tag == tag
+                && best.map_or(true, |b| e.age > self.entries[b].age)
+            {
                 best = Some(i);
             }
         }
@@ -112,7 +119,9 @@ impl PersistBuffer {
 
     /// The Drain entry of `tag` holding the version with `pd_seq`.
     pub fn draining(&self, tag: u64, pd_seq: u64) -> Option<usize> {
-        self.entries.iter().position(|e| e.state == PbState::Drain && e.tag == tag && e.pd_seq == pd_seq)
+        self.entries
+            .iter()
+            .position(|e| e.state == PbState::Drain && e.tag == tag && e.pd_seq == pd_seq)
     }
 
     /// Mark an entry most recently used (counter-based LRU, §V-A).
@@ -152,7 +161,15 @@ impl PersistBuffer {
         let age = self.next_age;
         self.next_age += 1;
         let e = &mut self.entries[index];
-        *e = PbEntry { tag, value, pd_seq, state: PbState::Dirty, lru: e.lru, age, header };
+        *e = PbEntry {
+            tag,
+            value,
+            pd_seq,
+            state: PbState::Dirty,
+            lru: e.lru,
+            age,
+            header,
+        };
         self.dirty_count += 1;
         self.touch(index);
     }
@@ -184,7 +201,12 @@ impl PersistBuffer {
 
     /// Surviving entries (Dirty or Drain) in age order: what recovery drains, oldest first.
     pub fn survivors(&self) -> Vec<PbEntry> {
-        let mut out: Vec<PbEntry> = self.entries.iter().filter(|e| e.state != PbState::Empty).copied().collect();
+        let mut out: Vec<PbEntry> = self
+            .entries
+            .iter()
+            .filter(|e| e.state != PbState::Empty)
+            .copied()
+            .collect();
         out.sort_by_key(|e| e.age);
         out
     }
@@ -198,16 +220,30 @@ impl PersistBuffer {
 
     /// Whole-structure check of the module invariants; returns a description of the first break.
     pub fn validate(&self) -> Result<(), String> {
-        let dirty = self.entries.iter().filter(|e| e.state == PbState::Dirty).count();
+        let dirty = self
+            .entries
+            .iter()
+            .filter(|e| e.state == PbState::Dirty)
+            .count();
         if dirty != self.dirty_count {
-            return Err(format!("dirty count {} != {} Dirty entries", self.dirty_count, dirty));
+            return Err(format!(
+                "dirty count {} != {} Dirty entries",
+                self.dirty_count, dirty
+            ));
         }
         for (i, e) in self.entries.iter().enumerate() {
             if e.state == PbState::Dirty && self.youngest(e.tag) != Some(i) {
-                return Err(format!("Dirty entry {i} (tag {:#x}) is not the youngest of its tag", e.tag));
+                return Err(format!(
+                    "Dirty entry {i} (tag {:#x}) is not the youngest of its tag",
+                    e.tag
+                ));
             }
             if e.state == PbState::Dirty
-                && self.entries.iter().enumerate().any(|(j, o)| j != i && o.state == PbState::Dirty && o.tag == e.tag)
+                && self
+                    .entries
+                    .iter()
+                    .enumerate()
+                    .any(|(j, o)| j != i && o.state == PbState::Dirty && o.tag == e.tag)
             {
                 return Err(format!("two Dirty entries for tag {:#x}", e.tag));
             }
@@ -244,7 +280,10 @@ mod tests {
         let e2 = pb.lru_empty().unwrap();
         pb.fill(e2, 7, 3, 3, PbHeader::default());
         assert_eq!(pb.youngest(7), Some(e2), "the younger same-tag entry wins");
-        assert_eq!(pb.survivors().iter().map(|s| s.value).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(
+            pb.survivors().iter().map(|s| s.value).collect::<Vec<_>>(),
+            vec![2, 3]
+        );
         pb.validate().unwrap();
         pb.set_state(e, PbState::Empty);
         assert_eq!(pb.youngest(7), Some(e2));

@@ -297,14 +297,21 @@ impl<'t> Simulator<'t> {
         if trace.threads.len() > params.cores {
             return Err(CxlsimError::param(
                 "cores",
-                format!("trace {} has {} threads but only {} cores", trace.name, trace.threads.len(), params.cores),
+                format!(
+                    "trace {} has {} threads but only {} cores",
+                    trace.name,
+                    trace.threads.len(),
+                    params.cores
+                ),
             ));
         }
         let p = params.clone();
         let cycle_ps = p.cycle_ps();
         let l1_sets = p.l1_bytes / LINE_BYTES as usize / p.l1_ways;
         let l2_sets = p.l2_bytes / LINE_BYTES as usize / p.l2_ways;
-        let flit_ps = ((p.flit_bytes as f64 / p.link_gbps) * 1000.0).round().max(1.0) as u64;
+        let flit_ps = ((p.flit_bytes as f64 / p.link_gbps) * 1000.0)
+            .round()
+            .max(1.0) as u64;
         let pb_active = p.scheme != Scheme::NoPb && p.hops >= 1;
         let cores = (0..p.cores)
             .map(|_| Core {
@@ -338,7 +345,9 @@ impl<'t> Simulator<'t> {
             next_value: 1,
             next_id: 1,
             cores,
-            l1: (0..p.cores).map(|_| CacheArray::new(l1_sets, p.l1_ways)).collect(),
+            l1: (0..p.cores)
+                .map(|_| CacheArray::new(l1_sets, p.l1_ways))
+                .collect(),
             l2: CacheArray::new(l2_sets, p.l2_ways),
             port_down_free_ps: vec![0; p.hops + 2],
             port_up_free_ps: vec![0; p.hops + 2],
@@ -376,7 +385,11 @@ impl<'t> Simulator<'t> {
     fn schedule(&mut self, time_ps: u64, ev: Ev) {
         debug_assert!(time_ps >= self.now_ps, "event scheduled in the past");
         self.seq += 1;
-        self.queue.push(Reverse(Event { time_ps, seq: self.seq, ev }));
+        self.queue.push(Reverse(Event {
+            time_ps,
+            seq: self.seq,
+            ev,
+        }));
     }
 
     fn horizon_ps(&self) -> u64 {
@@ -416,7 +429,11 @@ impl<'t> Simulator<'t> {
         }
         self.l2.clear();
         let survivors = self.pb.survivors().len();
-        let pb = if self.pb_active { Some(&mut self.pb) } else { None };
+        let pb = if self.pb_active {
+            Some(&mut self.pb)
+        } else {
+            None
+        };
         self.model.recover(self.now_ps, pb);
         Ok(CrashOutcome {
             time_ps: self.now_ps,
@@ -443,11 +460,16 @@ impl<'t> Simulator<'t> {
 
     fn step(&mut self) -> Result<()> {
         let Some(Reverse(event)) = self.queue.pop() else {
-            return Err(CxlsimError::Deadlock { time_ps: self.now_ps, reason: self.stall_reason() });
+            return Err(CxlsimError::Deadlock {
+                time_ps: self.now_ps,
+                reason: self.stall_reason(),
+            });
         };
         self.stats.events += 1;
         if self.stats.events > self.p.event_budget {
-            return Err(CxlsimError::EventBudget { budget: self.p.event_budget });
+            return Err(CxlsimError::EventBudget {
+                budget: self.p.event_budget,
+            });
         }
         self.now_ps = event.time_ps;
         match event.ev {
@@ -479,7 +501,11 @@ impl<'t> Simulator<'t> {
     }
 
     fn stall_reason(&self) -> String {
-        let waiting = self.cores.iter().filter(|c| c.state != CoreState::Done).count();
+        let waiting = self
+            .cores
+            .iter()
+            .filter(|c| c.state != CoreState::Done)
+            .count();
         format!(
             "{waiting} cores waiting; PBC stalled={} PI acks={} PI requests={} drains queued={} PB dirty={} of {}",
             self.pbc_stalled,
@@ -547,7 +573,9 @@ impl<'t> Simulator<'t> {
             }
             self.now_ps = self.now_ps.max(local);
             let advanced = match op.kind {
-                OpKind::Load | OpKind::Store => self.core_miss(c, line, op.kind == OpKind::Store)?,
+                OpKind::Load | OpKind::Store => {
+                    self.core_miss(c, line, op.kind == OpKind::Store)?
+                }
                 OpKind::Flush => self.core_flush(c, line)?,
                 OpKind::Fence => {
                     let core = &mut self.cores[c];
@@ -571,7 +599,11 @@ impl<'t> Simulator<'t> {
 
     /// Whether the core has a read miss in flight for `line` (later accesses to it wait).
     fn read_pending(&self, c: usize, line: u64) -> bool {
-        self.cores[c].pending_reads > 0 && self.cores[c].inflight.iter().any(|f| !f.is_write && f.line == line)
+        self.cores[c].pending_reads > 0
+            && self.cores[c]
+                .inflight
+                .iter()
+                .any(|f| !f.is_write && f.line == line)
     }
 
     /// L1 miss of a load or store at `now`. Returns whether the op retired (a miss retires
@@ -586,7 +618,12 @@ impl<'t> Simulator<'t> {
             Some(self.l2.value(slot))
         } else {
             // A line whose write is still in flight is served from the write-back buffer.
-            self.cores[c].inflight.iter().rev().find(|f| f.is_write && f.line == line).map(|f| f.value)
+            self.cores[c]
+                .inflight
+                .iter()
+                .rev()
+                .find(|f| f.is_write && f.line == line)
+                .map(|f| f.value)
         };
         if let Some(value) = hit_value {
             self.fill(c, line, value, store)?;
@@ -599,7 +636,13 @@ impl<'t> Simulator<'t> {
         }
         let id = self.new_id();
         let core = &mut self.cores[c];
-        core.inflight.push(Inflight { id, line, value: 0, is_write: false, store });
+        core.inflight.push(Inflight {
+            id,
+            line,
+            value: 0,
+            is_write: false,
+            store,
+        });
         core.pending_reads += 1;
         let issue = core.local_ps;
         core.local_ps += self.l1_ps + self.l2_ps;
@@ -668,11 +711,20 @@ impl<'t> Simulator<'t> {
     fn write_back(&mut self, c: usize, line: u64, value: u64, flush: bool) -> Result<()> {
         let bound = self.p.outstanding_per_core + 2;
         if self.cores[c].inflight.len() >= bound {
-            return Err(CxlsimError::Overflow { name: "core in-flight list", capacity: bound });
+            return Err(CxlsimError::Overflow {
+                name: "core in-flight list",
+                capacity: bound,
+            });
         }
         let id = self.new_id();
         let core = &mut self.cores[c];
-        core.inflight.push(Inflight { id, line, value, is_write: true, store: false });
+        core.inflight.push(Inflight {
+            id,
+            line,
+            value,
+            is_write: true,
+            store: false,
+        });
         if flush {
             core.flushes_pending += 1;
         } else {
@@ -778,7 +830,11 @@ impl<'t> Simulator<'t> {
         };
         if wake {
             core.state = CoreState::Ready;
-            let resume = if pkt.kind == PktKind::ReadResp { now + self.l1_ps } else { now };
+            let resume = if pkt.kind == PktKind::ReadResp {
+                now + self.l1_ps
+            } else {
+                now
+            };
             core.local_ps = core.local_ps.max(resume);
         }
         if self.cores[c].state == CoreState::Ready {
@@ -791,11 +847,18 @@ impl<'t> Simulator<'t> {
 
     fn send(&mut self, from: usize, down: bool, pkt: Packet, ready_ps: u64) {
         let serialise_ps = pkt.flits() * self.flit_ps;
-        let port = if down { &mut self.port_down_free_ps[from] } else { &mut self.port_up_free_ps[from] };
+        let port = if down {
+            &mut self.port_down_free_ps[from]
+        } else {
+            &mut self.port_up_free_ps[from]
+        };
         let depart = ready_ps.max(*port);
         *port = depart + serialise_ps;
         let to = if down { from + 1 } else { from - 1 };
-        self.schedule(depart + serialise_ps + self.link_ps, Ev::Arrive { pos: to, down, pkt });
+        self.schedule(
+            depart + serialise_ps + self.link_ps,
+            Ev::Arrive { pos: to, down, pkt },
+        );
     }
 
     fn arrive(&mut self, pos: usize, down: bool, pkt: Packet) -> Result<()> {
@@ -846,7 +909,10 @@ impl<'t> Simulator<'t> {
 
     fn pi_arrive(&mut self, pkt: Packet) -> Result<()> {
         if self.pi_acks.len() + self.pi_reqs.len() >= self.pi_capacity {
-            return Err(CxlsimError::Overflow { name: "PI buffer", capacity: self.pi_capacity });
+            return Err(CxlsimError::Overflow {
+                name: "PI buffer",
+                capacity: self.pi_capacity,
+            });
         }
         if pkt.kind == PktKind::WriteAck && self.p.fault != Fault::AckBehindRequests {
             self.pi_acks.push_back(pkt);
@@ -858,7 +924,9 @@ impl<'t> Simulator<'t> {
     }
 
     fn pbc_has_work(&self) -> bool {
-        !self.pi_acks.is_empty() || !self.drain_queue.is_empty() || (!self.pi_reqs.is_empty() && !self.pbc_stalled)
+        !self.pi_acks.is_empty()
+            || !self.drain_queue.is_empty()
+            || (!self.pi_reqs.is_empty() && !self.pbc_stalled)
     }
 
     fn kick_pbc(&mut self) {
@@ -969,11 +1037,18 @@ impl<'t> Simulator<'t> {
     }
 
     fn pbc_write(&mut self, pkt: Packet, t: u64) -> u64 {
-        let header = PbHeader { src_core: pkt.core, request_id: pkt.id };
+        let header = PbHeader {
+            src_core: pkt.core,
+            request_id: pkt.id,
+        };
         let youngest = self.pb.youngest(pkt.line);
         let coalesce = self.p.scheme == Scheme::PbRf
-            && youngest.map_or(false, |i| self.pb.entry(i).state == PbState::Dirty);
-        let target = if coalesce { youngest } else { self.pb.lru_empty() };
+            && youngest.is_some_and(|i| self.pb.entry(i).state == PbState::Dirty);
+        let target = if coalesce {
+            youngest
+        } else {
+            self.pb.lru_empty()
+        };
         let Some(index) = target else {
             // No Empty entry: drain the LRU Dirty victim (Drain entries are never victims) and
             // stall the PI queue until an acknowledgement frees an entry.
@@ -1010,7 +1085,12 @@ impl<'t> Simulator<'t> {
             Scheme::NoPb => {}
         }
         let cost = self.tag_ps + self.data_ps;
-        let ack = Packet { kind: PktKind::WriteAck, pd_seq, expected: NO_EXPECTATION, ..pkt };
+        let ack = Packet {
+            kind: PktKind::WriteAck,
+            pd_seq,
+            expected: NO_EXPECTATION,
+            ..pkt
+        };
         self.po_send(false, ack, t + cost);
         cost
     }
@@ -1021,7 +1101,11 @@ impl<'t> Simulator<'t> {
         if self.p.pm_wpq_entries == 0 {
             // No write queue: each access occupies its bank; effects apply at completion.
             let bank = (pkt.line % self.pm_bank_free_ps.len() as u64) as usize;
-            let service = if pkt.kind == PktKind::WriteReq { self.pm_write_ps } else { self.pm_read_ps };
+            let service = if pkt.kind == PktKind::WriteReq {
+                self.pm_write_ps
+            } else {
+                self.pm_read_ps
+            };
             let start = self.now_ps.max(self.pm_bank_free_ps[bank]);
             self.pm_bank_free_ps[bank] = start + service;
             self.schedule(start + service + self.pm_ctrl_ps, Ev::PmDone(pkt));
@@ -1102,7 +1186,11 @@ impl<'t> Simulator<'t> {
             PktKind::ReadReq => {
                 self.stats.pm_reads += 1;
                 let value = self.model.pm_value(pkt.line);
-                let expected = if pkt.expected == NO_EXPECTATION { self.model.latest(pkt.line) } else { pkt.expected };
+                let expected = if pkt.expected == NO_EXPECTATION {
+                    self.model.latest(pkt.line)
+                } else {
+                    pkt.expected
+                };
                 self.model.check_read(pkt.line, value, expected, t);
                 pkt.kind = PktKind::ReadResp;
                 pkt.value = value;
@@ -1124,7 +1212,11 @@ mod tests {
     use crate::trace::Op;
 
     fn op(kind: OpKind, addr: u64) -> Op {
-        Op { addr, gap_cycles: 0, kind }
+        Op {
+            addr,
+            gap_cycles: 0,
+            kind,
+        }
     }
 
     fn persist_loop(lines: u64, rounds: u64) -> Trace {
@@ -1138,13 +1230,28 @@ mod tests {
                 ops.push(op(OpKind::Load, a));
             }
         }
-        Trace { name: "loop".into(), threads: vec![ops] }
+        Trace {
+            name: "loop".into(),
+            threads: vec![ops],
+        }
     }
 
     #[test]
     fn persist_latency_matches_the_path() {
-        let trace = Trace { name: "one".into(), threads: vec![vec![op(OpKind::Store, 0x40), op(OpKind::Flush, 0x40), op(OpKind::Fence, 0)]] };
-        let mut p = Params { cores: 1, hops: 1, scheme: Scheme::NoPb, ..Params::default() };
+        let trace = Trace {
+            name: "one".into(),
+            threads: vec![vec![
+                op(OpKind::Store, 0x40),
+                op(OpKind::Flush, 0x40),
+                op(OpKind::Fence, 0),
+            ]],
+        };
+        let mut p = Params {
+            cores: 1,
+            hops: 1,
+            scheme: Scheme::NoPb,
+            ..Params::default()
+        };
         let nopb = simulate(&p, &trace).unwrap();
         p.scheme = Scheme::Pb;
         let pb = simulate(&p, &trace).unwrap();
@@ -1152,24 +1259,44 @@ mod tests {
         assert_eq!(pb.persists, 1);
         // nopb: 2 links + 1 switch each way + PM controller (the write queue acknowledges);
         // pb: 1 link each way + switch + PBC.
-        assert!(nopb.persist_latency_ns() > 20.0 + 2.0 * (2.0 * 12.5 + 35.0), "{}", nopb.persist_latency_ns());
-        assert!(pb.persist_latency_ns() < 2.0 * (12.5 + 35.0) + 10.0, "{}", pb.persist_latency_ns());
+        assert!(
+            nopb.persist_latency_ns() > 20.0 + 2.0 * (2.0 * 12.5 + 35.0),
+            "{}",
+            nopb.persist_latency_ns()
+        );
+        assert!(
+            pb.persist_latency_ns() < 2.0 * (12.5 + 35.0) + 10.0,
+            "{}",
+            pb.persist_latency_ns()
+        );
         assert_eq!(nopb.violation_count + pb.violation_count, 0);
         // Without the write queue the PM write itself is on the persist path.
         p.scheme = Scheme::NoPb;
         p.pm_wpq_entries = 0;
         let media = simulate(&p, &trace).unwrap();
-        assert!(media.persist_latency_ns() > 200.0 + 2.0 * (2.0 * 12.5 + 35.0), "{}", media.persist_latency_ns());
+        assert!(
+            media.persist_latency_ns() > 200.0 + 2.0 * (2.0 * 12.5 + 35.0),
+            "{}",
+            media.persist_latency_ns()
+        );
     }
 
     #[test]
     fn read_forwarding_hits_in_pb_rf() {
         let trace = persist_loop(4, 20);
-        let p = Params { cores: 1, scheme: Scheme::PbRf, ..Params::default() };
+        let p = Params {
+            cores: 1,
+            scheme: Scheme::PbRf,
+            ..Params::default()
+        };
         let s = simulate(&p, &trace).unwrap();
         assert!(s.pb_read_hits > 0, "{s:?}");
         assert_eq!(s.violation_count, 0, "{:?}", s.violations);
-        let p = Params { cores: 1, scheme: Scheme::Pb, ..Params::default() };
+        let p = Params {
+            cores: 1,
+            scheme: Scheme::Pb,
+            ..Params::default()
+        };
         let s = simulate(&p, &trace).unwrap();
         assert_eq!(s.pb_coalesced, 0);
         assert_eq!(s.violation_count, 0, "{:?}", s.violations);
@@ -1177,18 +1304,60 @@ mod tests {
 
     #[test]
     fn miss_window_overlaps_independent_misses_only() {
-        let independent: Vec<Op> = (0..64).map(|i| op(OpKind::Load, 0x20_0000 + i * 64)).collect();
-        let same_line: Vec<Op> = (0..64).map(|i| op(if i % 2 == 0 { OpKind::Load } else { OpKind::Store }, 0x20_0000 + i / 2 * 64)).collect();
+        let independent: Vec<Op> = (0..64)
+            .map(|i| op(OpKind::Load, 0x20_0000 + i * 64))
+            .collect();
+        let same_line: Vec<Op> = (0..64)
+            .map(|i| {
+                op(
+                    if i % 2 == 0 {
+                        OpKind::Load
+                    } else {
+                        OpKind::Store
+                    },
+                    0x20_0000 + i / 2 * 64,
+                )
+            })
+            .collect();
         for (ops, expect_faster) in [(independent, true), (same_line, false)] {
-            let trace = Trace { name: "mlp".into(), threads: vec![ops] };
-            let blocking = simulate(&Params { cores: 1, miss_window: 1, ..Params::default() }, &trace).unwrap();
-            let window = simulate(&Params { cores: 1, miss_window: 8, ..Params::default() }, &trace).unwrap();
+            let trace = Trace {
+                name: "mlp".into(),
+                threads: vec![ops],
+            };
+            let blocking = simulate(
+                &Params {
+                    cores: 1,
+                    miss_window: 1,
+                    ..Params::default()
+                },
+                &trace,
+            )
+            .unwrap();
+            let window = simulate(
+                &Params {
+                    cores: 1,
+                    miss_window: 8,
+                    ..Params::default()
+                },
+                &trace,
+            )
+            .unwrap();
             assert_eq!(blocking.fabric_reads, window.fabric_reads);
             if expect_faster {
-                assert!(window.sim_time_ps * 3 < blocking.sim_time_ps, "{} vs {}", window.sim_time_ps, blocking.sim_time_ps);
+                assert!(
+                    window.sim_time_ps * 3 < blocking.sim_time_ps,
+                    "{} vs {}",
+                    window.sim_time_ps,
+                    blocking.sim_time_ps
+                );
             } else {
                 // Each store waits for the miss of its own line: pairs cannot overlap much.
-                assert!(window.sim_time_ps * 3 > blocking.sim_time_ps, "{} vs {}", window.sim_time_ps, blocking.sim_time_ps);
+                assert!(
+                    window.sim_time_ps * 3 > blocking.sim_time_ps,
+                    "{} vs {}",
+                    window.sim_time_ps,
+                    blocking.sim_time_ps
+                );
             }
         }
     }
@@ -1196,14 +1365,27 @@ mod tests {
     #[test]
     fn deterministic() {
         let trace = persist_loop(40, 5);
-        let p = Params { cores: 1, scheme: Scheme::PbRf, ..Params::default() };
+        let p = Params {
+            cores: 1,
+            scheme: Scheme::PbRf,
+            ..Params::default()
+        };
         assert_eq!(simulate(&p, &trace).unwrap(), simulate(&p, &trace).unwrap());
     }
 
     #[test]
     fn too_many_threads_is_an_error() {
-        let trace = Trace { name: "x".into(), threads: vec![vec![]; 3] };
-        let p = Params { cores: 2, ..Params::default() };
-        assert!(matches!(Simulator::new(&p, &trace), Err(CxlsimError::InvalidParam { .. })));
+        let trace = Trace {
+            name: "x".into(),
+            threads: vec![vec![]; 3],
+        };
+        let p = Params {
+            cores: 2,
+            ..Params::default()
+        };
+        assert!(matches!(
+            Simulator::new(&p, &trace),
+            Err(CxlsimError::InvalidParam { .. })
+        ));
     }
 }

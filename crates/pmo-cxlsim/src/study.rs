@@ -64,15 +64,24 @@ pub struct WorkloadRow {
 impl WorkloadRow {
     /// Speedup of scheme index `s` over nopb (simulated time ratio).
     pub fn speedup(&self, s: usize) -> f64 {
-        ratio(self.runs[0].sim_time_ps as f64, self.runs[s].sim_time_ps as f64)
+        ratio(
+            self.runs[0].sim_time_ps as f64,
+            self.runs[s].sim_time_ps as f64,
+        )
     }
     /// Persist latency of scheme `s` normalised to nopb.
     pub fn persist_norm(&self, s: usize) -> f64 {
-        ratio(self.runs[s].persist_latency_ns(), self.runs[0].persist_latency_ns())
+        ratio(
+            self.runs[s].persist_latency_ns(),
+            self.runs[0].persist_latency_ns(),
+        )
     }
     /// Read latency of scheme `s` normalised to nopb.
     pub fn read_norm(&self, s: usize) -> f64 {
-        ratio(self.runs[s].read_latency_ns(), self.runs[0].read_latency_ns())
+        ratio(
+            self.runs[s].read_latency_ns(),
+            self.runs[0].read_latency_ns(),
+        )
     }
 }
 
@@ -114,13 +123,20 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
             return Err(CxlsimError::UnknownWorkload(w.to_string()));
         }
     }
-    let fig1_workload = if workloads.contains(&"fft") { "fft" } else { workloads.first().copied().unwrap_or("fft") };
-    let total_runs = 2 * config.hops.len() + 3 * workloads.len() + 2 * config.pb_entries.len() * workloads.len();
+    let fig1_workload = if workloads.contains(&"fft") {
+        "fft"
+    } else {
+        workloads.first().copied().unwrap_or("fft")
+    };
+    let total_runs =
+        2 * config.hops.len() + 3 * workloads.len() + 2 * config.pb_entries.len() * workloads.len();
     let bar = if config.progress {
         let bar = indicatif::ProgressBar::new(total_runs as u64);
         bar.set_style(
-            indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:40}] {pos}/{len} runs {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         bar
     } else {
@@ -129,12 +145,18 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
     let mut runs = 0usize;
     let mut events = 0u64;
     let mut run = |trace: &Trace, params: Params, bar: &indicatif::ProgressBar| -> Result<Stats> {
-        bar.set_message(format!("{} {} hops={} entries={}", trace.name, params.scheme, params.hops, params.pb_entries));
+        bar.set_message(format!(
+            "{} {} hops={} entries={}",
+            trace.name, params.scheme, params.hops, params.pb_entries
+        ));
         let stats = simulate(&params, trace)?;
         if stats.violation_count > 0 {
             return Err(CxlsimError::param(
                 "study",
-                format!("checker violation in {} {}: {}", trace.name, params.scheme, stats.violations[0]),
+                format!(
+                    "checker violation in {} {}: {}",
+                    trace.name, params.scheme, stats.violations[0]
+                ),
             ));
         }
         runs += 1;
@@ -143,15 +165,34 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
         Ok(stats)
     };
 
-    let traces: Vec<Trace> = workloads.iter().map(|w| generate(w, config.base.cores, config.size)).collect::<Result<_>>()?;
+    let traces: Vec<Trace> = workloads
+        .iter()
+        .map(|w| generate(w, config.base.cores, config.size))
+        .collect::<Result<_>>()?;
     let trace_of = |name: &str| traces.iter().find(|t| t.name == name);
 
     // Fig. 1: persist latency against hop count.
     let mut fig1 = Vec::new();
     if let Some(trace) = trace_of(fig1_workload) {
         for &hops in &config.hops {
-            let nopb = run(trace, Params { scheme: Scheme::NoPb, hops, ..config.base.clone() }, &bar)?;
-            let pb = run(trace, Params { scheme: Scheme::Pb, hops, ..config.base.clone() }, &bar)?;
+            let nopb = run(
+                trace,
+                Params {
+                    scheme: Scheme::NoPb,
+                    hops,
+                    ..config.base.clone()
+                },
+                &bar,
+            )?;
+            let pb = run(
+                trace,
+                Params {
+                    scheme: Scheme::Pb,
+                    hops,
+                    ..config.base.clone()
+                },
+                &bar,
+            )?;
             fig1.push((hops, nopb.persist_latency_ns(), pb.persist_latency_ns()));
         }
     }
@@ -161,52 +202,123 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
     for trace in &traces {
         let mut stats = Vec::new();
         for scheme in Scheme::ALL {
-            stats.push(run(trace, Params { scheme, ..config.base.clone() }, &bar)?);
+            stats.push(run(
+                trace,
+                Params {
+                    scheme,
+                    ..config.base.clone()
+                },
+                &bar,
+            )?);
         }
-        let runs: [Stats; 3] = stats.try_into().map_err(|_| CxlsimError::param("study", "three schemes"))?;
-        rows.push(WorkloadRow { workload: trace.name.clone(), runs });
+        let runs: [Stats; 3] = stats
+            .try_into()
+            .map_err(|_| CxlsimError::param("study", "three schemes"))?;
+        rows.push(WorkloadRow {
+            workload: trace.name.clone(),
+            runs,
+        });
     }
 
     // Fig. 8: speedup against PB entries (nopb has no PB: its time is the row's nopb run).
     let mut fig8 = Vec::new();
     for (trace, row) in traces.iter().zip(&rows) {
         for &entries in &config.pb_entries {
-            let base = Params { pb_entries: entries, pb_tag_ns: None, ..config.base.clone() };
-            let pb = run(trace, Params { scheme: Scheme::Pb, ..base.clone() }, &bar)?;
-            let rf = run(trace, Params { scheme: Scheme::PbRf, ..base }, &bar)?;
+            let base = Params {
+                pb_entries: entries,
+                pb_tag_ns: None,
+                ..config.base.clone()
+            };
+            let pb = run(
+                trace,
+                Params {
+                    scheme: Scheme::Pb,
+                    ..base.clone()
+                },
+                &bar,
+            )?;
+            let rf = run(
+                trace,
+                Params {
+                    scheme: Scheme::PbRf,
+                    ..base
+                },
+                &bar,
+            )?;
             let nopb_ps = row.runs[0].sim_time_ps as f64;
-            fig8.push((trace.name.clone(), entries, ratio(nopb_ps, pb.sim_time_ps as f64), ratio(nopb_ps, rf.sim_time_ps as f64)));
+            fig8.push((
+                trace.name.clone(),
+                entries,
+                ratio(nopb_ps, pb.sim_time_ps as f64),
+                ratio(nopb_ps, rf.sim_time_ps as f64),
+            ));
         }
     }
     bar.finish_and_clear();
 
     write_outputs(config, &fig1, &rows, &fig8)?;
     let wall_s = started.elapsed().as_secs_f64();
-    let summary = summary_markdown(config, fig1_workload, &fig1, &rows, &fig8, runs, events, wall_s);
+    let summary = summary_markdown(
+        config,
+        fig1_workload,
+        &fig1,
+        &rows,
+        &fig8,
+        runs,
+        events,
+        wall_s,
+    );
     let path = config.out.join("summary.md");
     std::fs::write(&path, &summary).map_err(|e| CxlsimError::io(&path, e))?;
-    Ok(StudyResult { fig1, rows, fig8, runs, events, wall_s, summary })
+    Ok(StudyResult {
+        fig1,
+        rows,
+        fig8,
+        runs,
+        events,
+        wall_s,
+        summary,
+    })
 }
 
 fn write_file(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).map_err(|e| CxlsimError::io(path, e))
 }
 
-fn write_outputs(config: &StudyConfig, fig1: &[(usize, f64, f64)], rows: &[WorkloadRow], fig8: &[(String, usize, f64, f64)]) -> Result<()> {
+fn write_outputs(
+    config: &StudyConfig,
+    fig1: &[(usize, f64, f64)],
+    rows: &[WorkloadRow],
+    fig8: &[(String, usize, f64, f64)],
+) -> Result<()> {
     let out = &config.out;
     let base1 = fig1.first().map_or(1.0, |r| r.1);
     let mut csv = String::from("hops,nopb_persist_ns,pb_persist_ns,nopb_norm,pb_norm\n");
     for &(h, n, p) in fig1 {
-        let _ = writeln!(csv, "{h},{n:.3},{p:.3},{:.4},{:.4}", ratio(n, base1), ratio(p, base1));
+        let _ = writeln!(
+            csv,
+            "{h},{n:.3},{p:.3},{:.4},{:.4}",
+            ratio(n, base1),
+            ratio(p, base1)
+        );
     }
     write_file(&out.join("fig1_hops.csv"), &csv)?;
     bar_chart(
         &out.join("fig1_hops.svg"),
         "Fig. 1: persist latency vs switch hops (normalised to hops=0)",
-        &fig1.iter().map(|r| format!("n={}", r.0)).collect::<Vec<_>>(),
+        &fig1
+            .iter()
+            .map(|r| format!("n={}", r.0))
+            .collect::<Vec<_>>(),
         &[
-            ("nopb".into(), fig1.iter().map(|r| ratio(r.1, base1)).collect()),
-            ("pb".into(), fig1.iter().map(|r| ratio(r.2, base1)).collect()),
+            (
+                "nopb".into(),
+                fig1.iter().map(|r| ratio(r.1, base1)).collect(),
+            ),
+            (
+                "pb".into(),
+                fig1.iter().map(|r| ratio(r.2, base1)).collect(),
+            ),
         ],
         "normalised persist latency",
     )?;
@@ -245,7 +357,11 @@ fn write_outputs(config: &StudyConfig, fig1: &[(usize, f64, f64)], rows: &[Workl
     names.push("mean".into());
     let with_mean = |f: &dyn Fn(&WorkloadRow) -> f64| -> Vec<f64> {
         let mut v: Vec<f64> = rows.iter().map(f).collect();
-        let mean = if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+        let mean = if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        };
         v.push(mean);
         v
     };
@@ -253,21 +369,30 @@ fn write_outputs(config: &StudyConfig, fig1: &[(usize, f64, f64)], rows: &[Workl
         &out.join("fig5_speedup.svg"),
         "Fig. 5: speedup over nopb",
         &names,
-        &[("pb".into(), with_mean(&|r| r.speedup(1))), ("pb-rf".into(), with_mean(&|r| r.speedup(2)))],
+        &[
+            ("pb".into(), with_mean(&|r| r.speedup(1))),
+            ("pb-rf".into(), with_mean(&|r| r.speedup(2))),
+        ],
         "speedup (nopb = 1)",
     )?;
     bar_chart(
         &out.join("fig6a_persist_latency.svg"),
         "Fig. 6a: persist latency normalised to nopb",
         &names,
-        &[("pb".into(), with_mean(&|r| r.persist_norm(1))), ("pb-rf".into(), with_mean(&|r| r.persist_norm(2)))],
+        &[
+            ("pb".into(), with_mean(&|r| r.persist_norm(1))),
+            ("pb-rf".into(), with_mean(&|r| r.persist_norm(2))),
+        ],
         "persist latency / nopb",
     )?;
     bar_chart(
         &out.join("fig6b_read_latency.svg"),
         "Fig. 6b: read latency (from LLC) normalised to nopb",
         &names,
-        &[("pb".into(), with_mean(&|r| r.read_norm(1))), ("pb-rf".into(), with_mean(&|r| r.read_norm(2)))],
+        &[
+            ("pb".into(), with_mean(&|r| r.read_norm(1))),
+            ("pb-rf".into(), with_mean(&|r| r.read_norm(2))),
+        ],
         "read latency / nopb",
     )?;
     bar_chart(
@@ -276,29 +401,53 @@ fn write_outputs(config: &StudyConfig, fig1: &[(usize, f64, f64)], rows: &[Workl
         &names,
         &[
             ("read hit".into(), with_mean(&|r| r.runs[2].read_hit_rate())),
-            ("write coalescing".into(), with_mean(&|r| r.runs[2].coalesce_rate())),
+            (
+                "write coalescing".into(),
+                with_mean(&|r| r.runs[2].coalesce_rate()),
+            ),
         ],
         "fraction",
     )?;
 
     let mut csv = String::from("workload,pb_entries,tag_ns,speedup_pb,speedup_pbrf\n");
     for (w, e, pb, rf) in fig8 {
-        let _ = writeln!(csv, "{w},{e},{:.3},{pb:.4},{rf:.4}", crate::config::pb_tag_latency_ns(*e));
+        let _ = writeln!(
+            csv,
+            "{w},{e},{:.3},{pb:.4},{rf:.4}",
+            crate::config::pb_tag_latency_ns(*e)
+        );
     }
     write_file(&out.join("fig8_pb_entries.csv"), &csv)?;
     let mut series = Vec::new();
     for r in rows {
-        let pts: Vec<(f64, f64)> = fig8.iter().filter(|f| f.0 == r.workload).map(|f| (f.1 as f64, f.2)).collect();
+        let pts: Vec<(f64, f64)> = fig8
+            .iter()
+            .filter(|f| f.0 == r.workload)
+            .map(|f| (f.1 as f64, f.2))
+            .collect();
         series.push((format!("{} pb", r.workload), pts));
-        let pts: Vec<(f64, f64)> = fig8.iter().filter(|f| f.0 == r.workload).map(|f| (f.1 as f64, f.3)).collect();
+        let pts: Vec<(f64, f64)> = fig8
+            .iter()
+            .filter(|f| f.0 == r.workload)
+            .map(|f| (f.1 as f64, f.3))
+            .collect();
         series.push((format!("{} pb-rf", r.workload), pts));
     }
-    line_chart(&out.join("fig8_pb_entries.svg"), "Fig. 8: speedup over nopb vs PB entries", &series, "PB entries", "speedup")?;
+    line_chart(
+        &out.join("fig8_pb_entries.svg"),
+        "Fig. 8: speedup over nopb vs PB entries",
+        &series,
+        "PB entries",
+        "speedup",
+    )?;
     Ok(())
 }
 
 fn plot_err(path: &Path, e: impl std::fmt::Display) -> CxlsimError {
-    CxlsimError::Plot { path: path.to_path_buf(), reason: e.to_string() }
+    CxlsimError::Plot {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    }
 }
 
 const COLOURS: [RGBColor; 8] = [
@@ -313,8 +462,19 @@ const COLOURS: [RGBColor; 8] = [
 ];
 
 /// Grouped bar chart: one group per category, one bar per series.
-fn bar_chart(path: &Path, title: &str, categories: &[String], series: &[(String, Vec<f64>)], y_label: &str) -> Result<()> {
-    let y_max = series.iter().flat_map(|s| s.1.iter().copied()).fold(0.0f64, f64::max).max(1e-9) * 1.15;
+fn bar_chart(
+    path: &Path,
+    title: &str,
+    categories: &[String],
+    series: &[(String, Vec<f64>)],
+    y_label: &str,
+) -> Result<()> {
+    let y_max = series
+        .iter()
+        .flat_map(|s| s.1.iter().copied())
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
     let root = SVGBackend::new(path, (960, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
     let n = categories.len().max(1);
@@ -353,17 +513,25 @@ fn bar_chart(path: &Path, title: &str, categories: &[String], series: &[(String,
         .draw()
         .map_err(|e| plot_err(path, e))?;
     // Category names centred under each group (the numeric axis has no labels of its own).
-    let label_style = TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+    let label_style =
+        TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
     for (i, name) in categories.iter().enumerate() {
         let (x, y) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
-        root.draw(&Text::new(name.clone(), (x, y + 8), label_style.clone())).map_err(|e| plot_err(path, e))?;
+        root.draw(&Text::new(name.clone(), (x, y + 8), label_style.clone()))
+            .map_err(|e| plot_err(path, e))?;
     }
     root.present().map_err(|e| plot_err(path, e))?;
     Ok(())
 }
 
 /// Line chart of (x, y) series.
-fn line_chart(path: &Path, title: &str, series: &[(String, Vec<(f64, f64)>)], x_label: &str, y_label: &str) -> Result<()> {
+fn line_chart(
+    path: &Path,
+    title: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    x_label: &str,
+    y_label: &str,
+) -> Result<()> {
     let pts = series.iter().flat_map(|s| s.1.iter().copied());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for (x, y) in pts {
@@ -385,10 +553,19 @@ fn line_chart(path: &Path, title: &str, series: &[(String, Vec<(f64, f64)>)], x_
         .y_label_area_size(60)
         .build_cartesian_2d(x0..x1.max(x0 + 1.0), (y0 - pad)..(y1 + pad))
         .map_err(|e| plot_err(path, e))?;
-    chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw().map_err(|e| plot_err(path, e))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .draw()
+        .map_err(|e| plot_err(path, e))?;
     for (si, (name, values)) in series.iter().enumerate() {
         let colour = COLOURS[(si / 2) % COLOURS.len()];
-        let style = if si % 2 == 0 { colour.stroke_width(2) } else { colour.stroke_width(1) };
+        let style = if si % 2 == 0 {
+            colour.stroke_width(2)
+        } else {
+            colour.stroke_width(1)
+        };
         chart
             .draw_series(LineSeries::new(values.iter().copied(), style))
             .map_err(|e| plot_err(path, e))?
@@ -418,11 +595,20 @@ fn summary_markdown(
     wall_s: f64,
 ) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "# pmo-cxlsim study ({:?} size, {} cores, {} PB entries, hops=1 unless varied)\n", config.size, config.base.cores, config.base.pb_entries);
+    let _ = writeln!(
+        s,
+        "# pmo-cxlsim study ({:?} size, {} cores, {} PB entries, hops=1 unless varied)\n",
+        config.size, config.base.cores, config.base.pb_entries
+    );
     let _ = writeln!(s, "## Fig. 1: {fig1_workload} persist latency vs hops\n\n| hops | nopb ns | pb ns | nopb / n=0 | pb / n=0 |\n|---|---|---|---|---|");
     let base = fig1.first().map_or(1.0, |r| r.1);
     for &(h, n, p) in fig1 {
-        let _ = writeln!(s, "| {h} | {n:.1} | {p:.1} | {:.2} | {:.2} |", ratio(n, base), ratio(p, base));
+        let _ = writeln!(
+            s,
+            "| {h} | {n:.1} | {p:.1} | {:.2} | {:.2} |",
+            ratio(n, base),
+            ratio(p, base)
+        );
     }
     let _ = writeln!(
         s,
@@ -459,8 +645,16 @@ fn summary_markdown(
     );
     let _ = writeln!(s, "\n## Fig. 8: speedup over nopb vs PB entries\n\n| workload | entries | tag ns | pb | pb-rf |\n|---|---|---|---|---|");
     for (w, e, pb, rf) in fig8 {
-        let _ = writeln!(s, "| {w} | {e} | {:.3} | {pb:.3} | {rf:.3} |", crate::config::pb_tag_latency_ns(*e));
+        let _ = writeln!(
+            s,
+            "| {w} | {e} | {:.3} | {pb:.3} | {rf:.3} |",
+            crate::config::pb_tag_latency_ns(*e)
+        );
     }
-    let _ = writeln!(s, "\n{runs} simulations, {events} events, {wall_s:.1} s wall ({:.2} M events/s).", events as f64 / wall_s.max(1e-9) / 1e6);
+    let _ = writeln!(
+        s,
+        "\n{runs} simulations, {events} events, {wall_s:.1} s wall ({:.2} M events/s).",
+        events as f64 / wall_s.max(1e-9) / 1e6
+    );
     s
 }

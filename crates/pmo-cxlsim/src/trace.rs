@@ -79,7 +79,11 @@ impl Trace {
 
     /// Count of operations of one kind.
     pub fn count(&self, kind: OpKind) -> usize {
-        self.threads.iter().flatten().filter(|op| op.kind == kind).count()
+        self.threads
+            .iter()
+            .flatten()
+            .filter(|op| op.kind == kind)
+            .count()
     }
 
     /// Parse the text format from a reader.
@@ -88,14 +92,20 @@ impl Trace {
         let mut saw_header = false;
         for (index, line) in reader.lines().enumerate() {
             let line_no = index + 1;
-            let line = line.map_err(|e| CxlsimError::TraceParse { line: line_no, reason: e.to_string() })?;
+            let line = line.map_err(|e| CxlsimError::TraceParse {
+                line: line_no,
+                reason: e.to_string(),
+            })?;
             let text = line.trim();
             if text.is_empty() {
                 continue;
             }
             if !saw_header {
                 if text != HEADER {
-                    return Err(CxlsimError::TraceParse { line: line_no, reason: format!("expected header {HEADER:?}") });
+                    return Err(CxlsimError::TraceParse {
+                        line: line_no,
+                        reason: format!("expected header {HEADER:?}"),
+                    });
                 }
                 saw_header = true;
                 continue;
@@ -107,12 +117,20 @@ impl Trace {
             if text.is_empty() {
                 continue;
             }
-            let bad = |reason: String| CxlsimError::TraceParse { line: line_no, reason };
+            let bad = |reason: String| CxlsimError::TraceParse {
+                line: line_no,
+                reason,
+            };
             let fields: Vec<&str> = text.split_whitespace().collect();
             if fields.len() != 4 {
-                return Err(bad(format!("expected 4 fields `<thread> <L|S|F|X> <address> <gap>`, got {}", fields.len())));
+                return Err(bad(format!(
+                    "expected 4 fields `<thread> <L|S|F|X> <address> <gap>`, got {}",
+                    fields.len()
+                )));
             }
-            let thread: usize = fields[0].parse().map_err(|_| bad(format!("thread {:?} is not a number", fields[0])))?;
+            let thread: usize = fields[0]
+                .parse()
+                .map_err(|_| bad(format!("thread {:?} is not a number", fields[0])))?;
             if thread >= MAX_THREADS {
                 return Err(bad(format!("thread {thread} >= {MAX_THREADS}")));
             }
@@ -123,36 +141,68 @@ impl Trace {
                 "X" | "x" => OpKind::Fence,
                 other => return Err(bad(format!("op {other:?} is not one of L, S, F, X"))),
             };
-            let addr = parse_u64(fields[2]).ok_or_else(|| bad(format!("address {:?} is not hex (0x..) or decimal", fields[2])))?;
+            let addr = parse_u64(fields[2]).ok_or_else(|| {
+                bad(format!(
+                    "address {:?} is not hex (0x..) or decimal",
+                    fields[2]
+                ))
+            })?;
             if kind == OpKind::Fence && addr != 0 {
                 return Err(bad("a fence carries address 0".into()));
             }
-            let gap_cycles: u32 = fields[3].parse().map_err(|_| bad(format!("gap {:?} is not a number < 2^32", fields[3])))?;
+            let gap_cycles: u32 = fields[3]
+                .parse()
+                .map_err(|_| bad(format!("gap {:?} is not a number < 2^32", fields[3])))?;
             if threads.len() <= thread {
                 threads.resize_with(thread + 1, Vec::new);
             }
-            threads[thread].push(Op { addr, gap_cycles, kind });
+            threads[thread].push(Op {
+                addr,
+                gap_cycles,
+                kind,
+            });
         }
         if !saw_header {
-            return Err(CxlsimError::TraceParse { line: 0, reason: "empty trace (no header)".into() });
+            return Err(CxlsimError::TraceParse {
+                line: 0,
+                reason: "empty trace (no header)".into(),
+            });
         }
-        Ok(Trace { name: name.to_string(), threads })
+        Ok(Trace {
+            name: name.to_string(),
+            threads,
+        })
     }
 
     /// Read a trace file.
     pub fn read_file(path: &Path) -> Result<Trace> {
         let file = std::fs::File::open(path).map_err(|e| CxlsimError::io(path, e))?;
-        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         Trace::read_from(&name, std::io::BufReader::new(file))
     }
 
     /// Write the text format (threads one after the other).
     pub fn write_to(&self, mut out: impl Write) -> std::io::Result<()> {
         writeln!(out, "{HEADER}")?;
-        writeln!(out, "# workload {} threads {} ops {}", self.name, self.threads.len(), self.op_count())?;
+        writeln!(
+            out,
+            "# workload {} threads {} ops {}",
+            self.name,
+            self.threads.len(),
+            self.op_count()
+        )?;
         for (thread, ops) in self.threads.iter().enumerate() {
             for op in ops {
-                writeln!(out, "{thread} {} {:#x} {}", op.kind.letter(), op.addr, op.gap_cycles)?;
+                writeln!(
+                    out,
+                    "{thread} {} {:#x} {}",
+                    op.kind.letter(),
+                    op.addr,
+                    op.gap_cycles
+                )?;
             }
         }
         Ok(())
@@ -162,7 +212,9 @@ impl Trace {
     pub fn write_file(&self, path: &Path) -> Result<()> {
         let file = std::fs::File::create(path).map_err(|e| CxlsimError::io(path, e))?;
         let mut out = std::io::BufWriter::new(file);
-        self.write_to(&mut out).and_then(|()| out.flush()).map_err(|e| CxlsimError::io(path, e))
+        self.write_to(&mut out)
+            .and_then(|()| out.flush())
+            .map_err(|e| CxlsimError::io(path, e))
     }
 }
 
@@ -196,9 +248,18 @@ impl Recorder {
     /// A zeroed region of `words` 64-bit words at `base_addr` (line-aligned), for `threads`
     /// threads, logging at most `op_limit` operations in total (further accesses still compute
     /// but are not logged; [`Recorder::truncated`] tells).
-    pub fn new(name: &str, base_addr: u64, words: usize, threads: usize, op_limit: usize) -> Result<Recorder> {
+    pub fn new(
+        name: &str,
+        base_addr: u64,
+        words: usize,
+        threads: usize,
+        op_limit: usize,
+    ) -> Result<Recorder> {
         if threads == 0 || threads > MAX_THREADS {
-            return Err(CxlsimError::param("threads", format!("must be 1..={MAX_THREADS}")));
+            return Err(CxlsimError::param(
+                "threads",
+                format!("must be 1..={MAX_THREADS}"),
+            ));
         }
         if base_addr % crate::config::LINE_BYTES != 0 {
             return Err(CxlsimError::param("base_addr", "must be 64-byte aligned"));
@@ -245,7 +306,11 @@ impl Recorder {
         }
         let gap_cycles = self.pending_gap[t].min(u64::from(u32::MAX)) as u32;
         self.pending_gap[t] = 0;
-        self.threads[t].push(Op { addr, gap_cycles, kind });
+        self.threads[t].push(Op {
+            addr,
+            gap_cycles,
+            kind,
+        });
     }
 
     /// Account `cycles` of computation by `thread` before its next access.
@@ -306,7 +371,10 @@ impl Recorder {
 
     /// The recorded trace.
     pub fn finish(self) -> Trace {
-        Trace { name: self.name, threads: self.threads }
+        Trace {
+            name: self.name,
+            threads: self.threads,
+        }
     }
 }
 
@@ -327,7 +395,14 @@ mod tests {
         trace.write_to(&mut text).unwrap();
         let back = Trace::read_from("t", &text[..]).unwrap();
         assert_eq!(back.threads, trace.threads);
-        assert_eq!(back.threads[0][0], Op { addr: 0x1018, gap_cycles: 5, kind: OpKind::Store });
+        assert_eq!(
+            back.threads[0][0],
+            Op {
+                addr: 0x1018,
+                gap_cycles: 5,
+                kind: OpKind::Store
+            }
+        );
         assert_eq!(back.threads[0][1].addr, 0x1000);
     }
 

@@ -6,7 +6,10 @@ use pmo_cxlsim::kernels::{generate, Size, WORKLOADS};
 use pmo_cxlsim::{CxlsimError, Fault, Params, Scheme, Simulator, Trace};
 
 fn traces() -> Vec<Trace> {
-    WORKLOADS.iter().map(|w| generate(w, 8, Size::Small).expect("workload")).collect()
+    WORKLOADS
+        .iter()
+        .map(|w| generate(w, 8, Size::Small).expect("workload"))
+        .collect()
 }
 
 #[test]
@@ -16,7 +19,10 @@ fn correct_design_has_no_violation_at_thousands_of_crash_points() {
         let mut points = 0;
         let mut reads = 0;
         for (i, trace) in traces.iter().enumerate() {
-            let p = Params { scheme, ..Params::default() };
+            let p = Params {
+                scheme,
+                ..Params::default()
+            };
             let seed = 0xC0FFEE + i as u64;
             let stats = run_checked(&p, trace, 1000, seed).expect("run");
             assert_eq!(
@@ -37,11 +43,21 @@ fn correct_design_survives_real_crashes_with_recovery() {
     let traces = traces();
     for scheme in Scheme::ALL {
         for trace in traces.iter().take(4) {
-            let p = Params { scheme, ..Params::default() };
+            let p = Params {
+                scheme,
+                ..Params::default()
+            };
             let events = pmo_cxlsim::simulate(&p, trace).expect("run").events;
             for point in crash_points(7, 5, events) {
-                let out = Simulator::new(&p, trace).expect("sim").run_then_crash(point).expect("crash");
-                assert_eq!(out.violation_count, 0, "{} {scheme} crash at event {point}: {:?}", trace.name, out.violations);
+                let out = Simulator::new(&p, trace)
+                    .expect("sim")
+                    .run_then_crash(point)
+                    .expect("crash");
+                assert_eq!(
+                    out.violation_count, 0,
+                    "{} {scheme} crash at event {point}: {:?}",
+                    trace.name, out.violations
+                );
             }
         }
     }
@@ -51,28 +67,55 @@ fn correct_design_survives_real_crashes_with_recovery() {
 fn entry_emptied_before_pm_ack_is_caught() {
     let traces = traces();
     for scheme in [Scheme::Pb, Scheme::PbRf] {
-        let p = Params { scheme, fault: Fault::EmptyBeforeAck, ..Params::default() };
+        let p = Params {
+            scheme,
+            fault: Fault::EmptyBeforeAck,
+            ..Params::default()
+        };
         let mut lost = 0;
         for trace in &traces {
             let stats = run_checked(&p, trace, 500, 3).expect("run");
-            lost += stats.violations.iter().filter(|v| matches!(v, Violation::LostPersist { .. })).count();
+            lost += stats
+                .violations
+                .iter()
+                .filter(|v| matches!(v, Violation::LostPersist { .. }))
+                .count();
         }
-        assert!(lost > 0, "{scheme}: the checker missed entries emptied before PM acknowledged them");
+        assert!(
+            lost > 0,
+            "{scheme}: the checker missed entries emptied before PM acknowledged them"
+        );
     }
 }
 
 #[test]
 fn real_crash_agrees_with_the_cheap_crash_check() {
     let trace = generate("ocean", 8, Size::Small).expect("workload");
-    let p = Params { scheme: Scheme::Pb, fault: Fault::EmptyBeforeAck, ..Params::default() };
+    let p = Params {
+        scheme: Scheme::Pb,
+        fault: Fault::EmptyBeforeAck,
+        ..Params::default()
+    };
     let events = pmo_cxlsim::simulate(&p, &trace).expect("run").events;
     let mut disagreements = 0;
     let mut losses = 0;
     for point in crash_points(11, 40, events) {
-        let cheap = Simulator::new(&p, &trace).expect("sim").run(&[point]).expect("run");
-        let cheap_lost = cheap.violations.iter().any(|v| matches!(v, Violation::LostPersist { .. }));
-        let real = Simulator::new(&p, &trace).expect("sim").run_then_crash(point).expect("crash");
-        let real_lost = real.violations.iter().any(|v| matches!(v, Violation::LostPersist { .. }));
+        let cheap = Simulator::new(&p, &trace)
+            .expect("sim")
+            .run(&[point])
+            .expect("run");
+        let cheap_lost = cheap
+            .violations
+            .iter()
+            .any(|v| matches!(v, Violation::LostPersist { .. }));
+        let real = Simulator::new(&p, &trace)
+            .expect("sim")
+            .run_then_crash(point)
+            .expect("crash");
+        let real_lost = real
+            .violations
+            .iter()
+            .any(|v| matches!(v, Violation::LostPersist { .. }));
         losses += usize::from(real_lost);
         disagreements += usize::from(cheap_lost != real_lost);
     }
@@ -89,14 +132,34 @@ fn read_routed_around_a_drain_entry_is_caught() {
         let mut stale = 0;
         let mut stale_correct = 0;
         for trace in &traces {
-            let broken = Params { scheme, fault: Fault::ReadBypassDrain, pb_data_ns: 20.0, ..Params::default() };
+            let broken = Params {
+                scheme,
+                fault: Fault::ReadBypassDrain,
+                pb_data_ns: 20.0,
+                ..Params::default()
+            };
             let stats = pmo_cxlsim::simulate(&broken, trace).expect("run");
-            stale += stats.violations.iter().filter(|v| matches!(v, Violation::StaleRead { .. })).count();
-            let correct = Params { fault: Fault::None, ..broken };
-            stale_correct += pmo_cxlsim::simulate(&correct, trace).expect("run").violation_count;
+            stale += stats
+                .violations
+                .iter()
+                .filter(|v| matches!(v, Violation::StaleRead { .. }))
+                .count();
+            let correct = Params {
+                fault: Fault::None,
+                ..broken
+            };
+            stale_correct += pmo_cxlsim::simulate(&correct, trace)
+                .expect("run")
+                .violation_count;
         }
-        assert!(stale > 0, "{scheme}: the checker missed reads routed around Drain entries");
-        assert_eq!(stale_correct, 0, "{scheme}: the correct design must stay clean with the same timing");
+        assert!(
+            stale > 0,
+            "{scheme}: the checker missed reads routed around Drain entries"
+        );
+        assert_eq!(
+            stale_correct, 0,
+            "{scheme}: the correct design must stay clean with the same timing"
+        );
     }
 }
 
@@ -104,12 +167,19 @@ fn read_routed_around_a_drain_entry_is_caught() {
 fn acks_behind_requests_deadlock() {
     let trace = generate("radix", 8, Size::Small).expect("workload");
     for scheme in [Scheme::Pb, Scheme::PbRf] {
-        let p = Params { scheme, fault: Fault::AckBehindRequests, ..Params::default() };
+        let p = Params {
+            scheme,
+            fault: Fault::AckBehindRequests,
+            ..Params::default()
+        };
         match pmo_cxlsim::simulate(&p, &trace) {
             Err(CxlsimError::Deadlock { .. }) => {}
             other => panic!("{scheme}: expected the PI-buffer deadlock, got {other:?}"),
         }
-        let ok = Params { fault: Fault::None, ..p };
+        let ok = Params {
+            fault: Fault::None,
+            ..p
+        };
         assert!(pmo_cxlsim::simulate(&ok, &trace).is_ok());
     }
 }

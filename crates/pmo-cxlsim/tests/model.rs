@@ -15,13 +15,25 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             _ => OpKind::Fence,
         };
         // Lines 0..24 spread over few cache sets so evictions and write-backs happen too.
-        let addr = if kind == OpKind::Fence { 0 } else { 0x4000_0000 + line * 64 * 16 };
-        Op { addr, gap_cycles: gap, kind }
+        let addr = if kind == OpKind::Fence {
+            0
+        } else {
+            0x4000_0000 + line * 64 * 16
+        };
+        Op {
+            addr,
+            gap_cycles: gap,
+            kind,
+        }
     })
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    // 256 cases by default; PROPTEST_CASES (the soak run) overrides.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn random_traces_keep_every_criterion(
@@ -53,18 +65,43 @@ fn persist_latency_grows_with_hops_only_without_a_buffer() {
     let mut last_nopb = 0.0;
     let mut pb = Vec::new();
     for hops in 0..=4 {
-        let n = simulate(&Params { scheme: Scheme::NoPb, hops, ..Params::default() }, &trace).expect("run");
+        let n = simulate(
+            &Params {
+                scheme: Scheme::NoPb,
+                hops,
+                ..Params::default()
+            },
+            &trace,
+        )
+        .expect("run");
         assert!(n.persist_latency_ns() > last_nopb, "hops {hops}");
         last_nopb = n.persist_latency_ns();
         if hops >= 1 {
-            let b = simulate(&Params { scheme: Scheme::Pb, hops, ..Params::default() }, &trace).expect("run");
+            let b = simulate(
+                &Params {
+                    scheme: Scheme::Pb,
+                    hops,
+                    ..Params::default()
+                },
+                &trace,
+            )
+            .expect("run");
             pb.push(b.persist_latency_ns());
         }
     }
     // With the buffer in the first switch, extra hops only slow the drains, not the acks.
-    let spread = pb.iter().cloned().fold(f64::MIN, f64::max) / pb.iter().cloned().fold(f64::MAX, f64::min);
-    assert!(spread < 2.0, "pb persist latency varies too much with hops: {pb:?}");
-    assert!(pb[3] < last_nopb, "pb at 4 hops {} vs nopb {}", pb[3], last_nopb);
+    let spread =
+        pb.iter().cloned().fold(f64::MIN, f64::max) / pb.iter().cloned().fold(f64::MAX, f64::min);
+    assert!(
+        spread < 2.0,
+        "pb persist latency varies too much with hops: {pb:?}"
+    );
+    assert!(
+        pb[3] < last_nopb,
+        "pb at 4 hops {} vs nopb {}",
+        pb[3],
+        last_nopb
+    );
 }
 
 #[test]
@@ -76,7 +113,10 @@ fn trace_file_round_trip_gives_the_same_run() {
     trace.write_file(&path).expect("write");
     let back = Trace::read_file(&path).expect("read");
     assert_eq!(back.threads, trace.threads);
-    let p = Params { scheme: Scheme::PbRf, ..Params::default() };
+    let p = Params {
+        scheme: Scheme::PbRf,
+        ..Params::default()
+    };
     let a = simulate(&p, &trace).expect("run");
     let mut b = simulate(&p, &back).expect("run");
     b.workload = a.workload.clone();
@@ -87,9 +127,20 @@ fn trace_file_round_trip_gives_the_same_run() {
 #[test]
 fn pm_only_sees_misses_writebacks_and_flushes() {
     let trace = generate("raytrace", 8, Size::Small).expect("workload");
-    let s = simulate(&Params { scheme: Scheme::NoPb, ..Params::default() }, &trace).expect("run");
+    let s = simulate(
+        &Params {
+            scheme: Scheme::NoPb,
+            ..Params::default()
+        },
+        &trace,
+    )
+    .expect("run");
     let loads = trace.count(OpKind::Load) as u64;
-    assert!(s.fabric_reads * 4 < loads, "the caches should filter most loads: {} of {loads}", s.fabric_reads);
+    assert!(
+        s.fabric_reads * 4 < loads,
+        "the caches should filter most loads: {} of {loads}",
+        s.fabric_reads
+    );
     assert_eq!(s.pm_reads, s.fabric_reads);
     assert_eq!(s.pm_writes, s.persists + s.writebacks);
 }

@@ -16,7 +16,10 @@ fn study_writes_csv_svg_and_summary() {
     assert_eq!(result.rows.len(), 2);
     assert_eq!(result.fig1.len(), 3);
     assert_eq!(result.fig8.len(), 4);
-    assert!(result.fig1[1].1 > result.fig1[0].1, "one hop must cost more than none");
+    assert!(
+        result.fig1[1].1 > result.fig1[0].1,
+        "one hop must cost more than none"
+    );
     for file in [
         "fig1_hops.csv",
         "fig1_hops.svg",
