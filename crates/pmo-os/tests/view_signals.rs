@@ -171,3 +171,69 @@ fn fork_child_does_not_inherit_views() {
         assert_eq!(read(&v, 0, 0), 42, "{m}: the parent's view is intact");
     }
 }
+
+static USR1_SEEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+extern "C" fn on_usr1(_: libc::c_int) {
+    USR1_SEEN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// A signal raised while a fill runs (on a fill stack) is held until the fault handler returns,
+/// then delivered: it must not be delivered on the alternate stack over the handler's frame.
+#[test]
+fn signals_during_a_fill_wait_for_the_handler() {
+    struct Raising;
+    impl pmo_os::view::PageSource for Raising {
+        fn fill(
+            &self,
+            page_index: u64,
+            dst: &mut [u8; pmo_os::view::PAGE_SIZE],
+        ) -> Result<(), pmo_os::view::FillError> {
+            let before = USR1_SEEN.load(std::sync::atomic::Ordering::SeqCst);
+            // SAFETY: raise is async-signal-safe; SIGUSR1 has a handler (installed below).
+            unsafe { libc::raise(libc::SIGUSR1) };
+            // Still inside the fault handler: the signal must not have run yet.
+            let during = USR1_SEEN.load(std::sync::atomic::Ordering::SeqCst);
+            dst.fill(if during == before {
+                page_index as u8 + 1
+            } else {
+                0xEE
+            });
+            Ok(())
+        }
+        fn label(&self) -> &str {
+            "raising"
+        }
+    }
+    // SAFETY: installing a plain handler for SIGUSR1 with SA_ONSTACK (like a profiler would).
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = on_usr1 as extern "C" fn(libc::c_int) as usize;
+        act.sa_flags = libc::SA_ONSTACK;
+        libc::sigemptyset(&mut act.sa_mask);
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR1, &act, std::ptr::null_mut()),
+            0
+        );
+    }
+    for m in mechanisms() {
+        let v = m
+            .create(m.options(4, true), std::sync::Arc::new(Raising))
+            .unwrap();
+        for page in 0..4u64 {
+            let before = USR1_SEEN.load(std::sync::atomic::Ordering::SeqCst);
+            // SAFETY: inside the view.
+            let b = unsafe { v.addr().add(page as usize * 4096).read_volatile() };
+            assert_eq!(
+                b,
+                page as u8 + 1,
+                "{m}: the signal ran inside the fault handler"
+            );
+            assert_eq!(
+                USR1_SEEN.load(std::sync::atomic::Ordering::SeqCst),
+                before + 1,
+                "{m}: delivered after"
+            );
+        }
+    }
+}

@@ -21,6 +21,8 @@
 //! Rust's reporter, and so that the handler needs no room on the faulting thread's stack. The
 //! fill itself, and the userfaultfd page buffer, run on a separate, larger fill stack
 //! ([`super::stack`]), because alternate signal stacks are small (8 KiB on Rust's threads).
+//! All signals are blocked while the handler runs (`sa_mask` full): a nested signal delivered
+//! to the alternate stack while the fill runs elsewhere would overwrite the handler's frame.
 #![allow(unsafe_code)] // sigaction, siginfo/ucontext access and the raw registry pointers.
 
 use std::cell::UnsafeCell;
@@ -101,8 +103,12 @@ fn install_one(sig: c_int, extra_flags: c_int) -> Result<(), i32> {
     let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
     act.sa_sigaction = on_fault as extern "C" fn(c_int, *mut siginfo_t, *mut c_void) as usize;
     act.sa_flags = libc::SA_SIGINFO | extra_flags;
+    // Block every signal while the handler runs. The fill runs on a fill stack, outside the
+    // alternate signal stack, so the kernel would deliver a nested SA_ONSTACK signal (a
+    // profiler's SIGPROF, say) at the top of the alternate stack, over this handler's live
+    // frame. Faults inside the handler are still delivered (forced, with the default action).
     // SAFETY: `act.sa_mask` is a valid sigset to initialise.
-    unsafe { libc::sigemptyset(&mut act.sa_mask) };
+    unsafe { libc::sigfillset(&mut act.sa_mask) };
     let prev = prev_for(sig);
     // SAFETY: `INSTALL` runs this once; nobody reads `prev.action` before `ready` is set, so we
     // may write it; `act` is a fully initialised sigaction.
