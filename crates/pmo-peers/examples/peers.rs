@@ -46,7 +46,7 @@ struct Args {
     #[arg(long, default_value_t = 5)]
     repeats: usize,
     /// Length of one sample, per thread, in milliseconds.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 40)]
     sample_ms: u64,
     /// Seed of every random choice.
     #[arg(long, default_value_t = Options::default().seed)]
@@ -55,7 +55,7 @@ struct Args {
     /// tx_alloc_link, put_commit).
     #[arg(long)]
     only: Option<String>,
-    /// Contention filter: retake a sample (up to 3 attempts per repeat) whose threads got less
+    /// Contention filter: retake a sample (up to 2 attempts per repeat) whose threads got less
     /// than this share of the CPU they could get; 0 keeps every sample. The table's "aside"
     /// column counts the samples set aside.
     #[arg(long, default_value_t = 0.9)]

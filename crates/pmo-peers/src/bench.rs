@@ -280,7 +280,7 @@ struct Samples {
 }
 
 /// Bound on the samples taken per requested repeat when the contention filter rejects some.
-pub const MAX_ATTEMPTS_PER_REPEAT: usize = 3;
+pub const MAX_ATTEMPTS_PER_REPEAT: usize = 2;
 
 impl Samples {
     fn new(unit: Unit, opts: &Options, threads: usize) -> Self {
@@ -1083,7 +1083,7 @@ mod tests {
         }
         assert_eq!(attempts, 2 * MAX_ATTEMPTS_PER_REPEAT);
         let m = samples.finish().unwrap();
-        assert_eq!(m.samples.len(), 6);
+        assert_eq!(m.samples.len(), 2 * MAX_ATTEMPTS_PER_REPEAT);
         assert_eq!(m.samples_set_aside, 0);
         assert!((m.cpu_share - 0.1).abs() < 1e-9);
 
