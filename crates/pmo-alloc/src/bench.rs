@@ -134,9 +134,12 @@ pub fn microbench<A: BenchAlloc, F: FnMut() -> A>(mut heap_factory: F, size: usi
     let threads = threads.max(1);
     let barrier = Barrier::new(threads + 1);
     let failed = std::sync::atomic::AtomicBool::new(false);
-    let elapsed = std::thread::scope(|s| {
+    // Each thread times itself from the common start: the main thread may not even be
+    // scheduled while the workers run (threads >= CPUs).
+    let spans: Mutex<Vec<(Instant, Instant)>> = Mutex::new(Vec::with_capacity(threads));
+    std::thread::scope(|s| {
         for t in 0..threads {
-            let (heap, barrier, failed) = (&heap, &barrier, &failed);
+            let (heap, barrier, failed, spans) = (&heap, &barrier, &failed, &spans);
             s.spawn(move || {
                 let mut rng = SmallRng::seed_from_u64(0x5EED + t as u64);
                 let orders: Vec<Vec<usize>> = (0..MICRO_ORDERS)
@@ -148,6 +151,7 @@ pub fn microbench<A: BenchAlloc, F: FnMut() -> A>(mut heap_factory: F, size: usi
                     .collect();
                 let mut blocks = [None::<NonNull<u8>>; MICRO_BATCH_BLOCKS];
                 barrier.wait();
+                let started = Instant::now();
                 'rounds: for r in 0..rounds {
                     for (i, b) in blocks.iter_mut().enumerate() {
                         match heap.alloc(size) {
@@ -168,6 +172,8 @@ pub fn microbench<A: BenchAlloc, F: FnMut() -> A>(mut heap_factory: F, size: usi
                         }
                     }
                 }
+                let ended = Instant::now();
+                spans.lock().unwrap_or_else(|e| e.into_inner()).push((started, ended));
                 for p in blocks.iter_mut().filter_map(Option::take) {
                     // SAFETY: as above (left over after a failed allocation).
                     unsafe { heap.free(p) };
@@ -175,11 +181,12 @@ pub fn microbench<A: BenchAlloc, F: FnMut() -> A>(mut heap_factory: F, size: usi
             });
         }
         barrier.wait();
-        let start = Instant::now();
-        // The scope joins every thread before returning.
-        start
-    })
-    .elapsed();
+    });
+    let spans = spans.into_inner().unwrap_or_else(|e| e.into_inner());
+    let (Some(first), Some(last)) = (spans.iter().map(|s| s.0).min(), spans.iter().map(|s| s.1).max()) else {
+        return Err(HeapError::OutOfSpace { size });
+    };
+    let elapsed = last - first;
     if failed.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(HeapError::OutOfSpace { size });
     }

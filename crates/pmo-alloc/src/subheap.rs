@@ -13,8 +13,9 @@ use crate::layout::{
     bin_of, slots_per_slab, BIN_COUNT, CLASS_BYTES, CLASS_COUNT, EXACT_BINS, NIL,
     SLAB_UNITS, UNIT_BYTES,
 };
+use crate::protect::PageGuard;
 use crate::meta::{
-    SlabDesc, SubHeapHeader, UnitEntry, FLAG_HEAD, FLAG_TAIL, STATE_FREE, STATE_LARGE, STATE_NONE,
+    SLAB_DESC_BYTES, SUBHEAP_HEADER_BYTES, UNIT_ENTRY_BYTES, SlabDesc, SubHeapHeader, UnitEntry, FLAG_HEAD, FLAG_TAIL, STATE_FREE, STATE_LARGE, STATE_NONE,
     STATE_SLAB, SUBHEAP_MAGIC,
 };
 
@@ -52,9 +53,34 @@ pub(crate) struct SubMeta<'a> {
     pub descs: &'a mut [SlabDesc],
     /// Region offset of this sub-heap's unit 0.
     pub data_off: usize,
+    /// Guard mode: opens each metadata OS page for writing before its first write.
+    pub guard: Option<&'a mut PageGuard>,
 }
 
 impl<'a> SubMeta<'a> {
+    /// Guard mode: make unit entries `[first, first + n)` writable (no-op otherwise).
+    #[inline]
+    fn touch_units(&mut self, first: u32, n: u32) {
+        if let Some(g) = self.guard.as_deref_mut() {
+            let units = self.units.len();
+            if (first as usize) < units && n > 0 {
+                let n = (n as usize).min(units - first as usize);
+                g.open(SUBHEAP_HEADER_BYTES + first as usize * UNIT_ENTRY_BYTES, n * UNIT_ENTRY_BYTES);
+            }
+        }
+    }
+
+    /// Guard mode: make descriptor `d` writable (no-op otherwise).
+    #[inline]
+    fn touch_desc(&mut self, d: u32) {
+        if let Some(g) = self.guard.as_deref_mut() {
+            if (d as usize) < self.descs.len() {
+                let descs_off = SUBHEAP_HEADER_BYTES + self.units.len() * UNIT_ENTRY_BYTES;
+                g.open(descs_off + d as usize * SLAB_DESC_BYTES, SLAB_DESC_BYTES);
+            }
+        }
+    }
+
     fn corrupt(&self, reason: &'static str) -> HeapError {
         HeapError::Corrupt { subheap: self.index, reason }
     }
@@ -84,7 +110,8 @@ impl<'a> SubMeta<'a> {
             heap_id,
         };
         self.set_extent(0, units, STATE_FREE);
-        self.bin_push(0, units);
+        // A fresh sub-heap's only extent: the push cannot meet a bad link.
+        let _ = self.bin_push(0, units);
     }
 
     /// Cheap validation at open: the header matches the geometry.
@@ -111,6 +138,8 @@ impl<'a> SubMeta<'a> {
     fn set_extent(&mut self, head: u32, len: u32, state: u8) {
         let tail = head + len - 1;
         let flags = if len == 1 { FLAG_HEAD | FLAG_TAIL } else { FLAG_HEAD };
+        self.touch_units(head, 1);
+        self.touch_units(tail, 1);
         self.units[head as usize] =
             UnitEntry { state, flags, class: 0, reserved: 0, len_units: len, link_a: NIL, link_b: NIL };
         if len > 1 {
@@ -126,9 +155,11 @@ impl<'a> SubMeta<'a> {
         }
     }
 
-    fn bin_push(&mut self, head: u32, len: u32) {
+    fn bin_push(&mut self, head: u32, len: u32) -> Result<()> {
         let b = bin_of(len);
         let old = self.hdr.bin_heads[b];
+        self.touch_units(head, 1);
+        self.touch_units(old, 1);
         {
             let e = &mut self.units[head as usize];
             e.link_a = old;
@@ -139,6 +170,7 @@ impl<'a> SubMeta<'a> {
         }
         self.hdr.bin_heads[b] = head;
         self.hdr.bin_bitmap[b / 64] |= 1 << (b % 64);
+        Ok(())
     }
 
     fn bin_remove(&mut self, head: u32) -> Result<()> {
@@ -147,6 +179,8 @@ impl<'a> SubMeta<'a> {
             return Err(self.corrupt("bin list holds a non-free extent"));
         }
         let b = bin_of(e.len_units);
+        self.touch_units(e.link_a, 1);
+        self.touch_units(e.link_b, 1);
         if e.link_b == NIL {
             if self.hdr.bin_heads[b] != head {
                 return Err(self.corrupt("bin list head mismatch"));
@@ -225,21 +259,45 @@ impl<'a> SubMeta<'a> {
         if have < len || head.checked_add(have).map_or(true, |end| end > self.unit_count()) {
             return Err(self.corrupt("free extent length inconsistent with its bin"));
         }
+        if have > len && bin_of(have - len) == bin_of(have) {
+            // Carve from the end: the free remainder keeps its head entry and its place in
+            // the bin list, so no list operation is needed.
+            let rest = have - len;
+            self.touch_units(head, 1);
+            let e = &mut self.units[head as usize];
+            e.len_units = rest;
+            e.flags = if rest == 1 { FLAG_HEAD | FLAG_TAIL } else { FLAG_HEAD };
+            if rest > 1 {
+                self.write_tail(head + rest - 1, rest, STATE_FREE);
+            }
+            let taken = head + rest;
+            self.set_extent(taken, len, state);
+            self.hdr.free_units = self.hdr.free_units.saturating_sub(len as u64);
+            return Ok(Some(taken));
+        }
         self.bin_remove(head)?;
         if have > len {
             let rest = head + len;
             self.set_extent(rest, have - len, STATE_FREE);
-            self.bin_push(rest, have - len);
+            self.bin_push(rest, have - len)?;
         }
         self.set_extent(head, len, state);
         self.hdr.free_units = self.hdr.free_units.saturating_sub(len as u64);
         Ok(Some(head))
     }
 
+    /// Write a tail entry (extent length >= 2).
+    fn write_tail(&mut self, tail: u32, len: u32, state: u8) {
+        self.touch_units(tail, 1);
+        self.units[tail as usize] =
+            UnitEntry { state, flags: FLAG_TAIL, class: 0, reserved: 0, len_units: len, link_a: NIL, link_b: NIL };
+    }
+
     /// Return `[head, head + len)` (whose head/tail entries the caller has cleared and whose
     /// interior entries are NONE) to the free bins, coalescing with free neighbours.
     fn release_extent(&mut self, head: u32, len: u32) -> Result<()> {
-        let (mut start, mut total) = (head, len);
+        let units = self.unit_count();
+        let mut left: Option<(u32, u32)> = None;
         if head > 0 {
             let left_tail = self.units[head as usize - 1];
             if left_tail.state == STATE_FREE && left_tail.flags & FLAG_TAIL != 0 {
@@ -248,27 +306,52 @@ impl<'a> SubMeta<'a> {
                     .checked_sub(left_len)
                     .filter(|_| left_len > 0)
                     .ok_or(HeapError::Corrupt { subheap: self.index, reason: "left neighbour length" })?;
-                self.bin_remove(left_head)?;
-                self.units[head as usize - 1] = UnitEntry::default();
-                start = left_head;
-                total += left_len;
+                let lh = self.units[left_head as usize];
+                if lh.state != STATE_FREE || lh.flags & FLAG_HEAD == 0 || lh.len_units != left_len {
+                    return Err(self.corrupt("left neighbour head and tail disagree"));
+                }
+                left = Some((left_head, left_len));
             }
         }
         let right = head + len;
-        if right < self.unit_count() {
+        let mut right_len = 0;
+        if right < units {
             let right_head = self.units[right as usize];
             if right_head.state == STATE_FREE && right_head.flags & FLAG_HEAD != 0 {
-                let right_len = right_head.len_units;
-                if right_len == 0 || right.checked_add(right_len).map_or(true, |e| e > self.unit_count()) {
+                right_len = right_head.len_units;
+                if right_len == 0 || right.checked_add(right_len).map_or(true, |e| e > units) {
                     return Err(self.corrupt("right neighbour length"));
                 }
                 self.bin_remove(right)?;
-                self.units[right as usize] = UnitEntry::default();
-                total += right_len;
             }
         }
-        self.set_extent(start, total, STATE_FREE);
-        self.bin_push(start, total);
+        let start = left.map_or(head, |(lh, _)| lh);
+        let total = len + left.map_or(0, |(_, ll)| ll) + right_len;
+        // The left neighbour keeps its head entry and list place if its bin does not change.
+        let keep_left = matches!(left, Some((_, ll)) if bin_of(total) == bin_of(ll));
+        if let Some((lh, _)) = left {
+            if !keep_left {
+                self.bin_remove(lh)?;
+            }
+            if head - 1 != start {
+                self.touch_units(head - 1, 1);
+                self.units[head as usize - 1] = UnitEntry::default();
+            }
+        }
+        if right_len > 0 {
+            self.touch_units(right, 1);
+            self.units[right as usize] = UnitEntry::default();
+        }
+        if keep_left {
+            self.touch_units(start, 1);
+            let e = &mut self.units[start as usize];
+            e.len_units = total;
+            e.flags = FLAG_HEAD;
+            self.write_tail(start + total - 1, total, STATE_FREE);
+        } else {
+            self.set_extent(start, total, STATE_FREE);
+            self.bin_push(start, total)?;
+        }
         self.hdr.free_units += len as u64;
         Ok(())
     }
@@ -277,6 +360,8 @@ impl<'a> SubMeta<'a> {
 
     fn partial_push(&mut self, class: usize, d: u32) {
         let old = self.hdr.partial_heads[class];
+        self.touch_desc(d);
+        self.touch_desc(old);
         self.descs[d as usize].next = old;
         self.descs[d as usize].prev = NIL;
         if let Some(o) = self.descs.get_mut(old as usize) {
@@ -287,6 +372,9 @@ impl<'a> SubMeta<'a> {
 
     fn partial_remove(&mut self, class: usize, d: u32) -> Result<()> {
         let (next, prev) = (self.descs[d as usize].next, self.descs[d as usize].prev);
+        self.touch_desc(d);
+        self.touch_desc(next);
+        self.touch_desc(prev);
         if prev == NIL {
             if self.hdr.partial_heads[class] != d {
                 return Err(self.corrupt("partial list head mismatch"));
@@ -326,6 +414,8 @@ impl<'a> SubMeta<'a> {
             self.hdr.desc_high_water += 1;
         }
         let slots = slots_per_slab(class) as usize;
+        self.touch_desc(d);
+        self.touch_units(head, SLAB_UNITS);
         let desc = &mut self.descs[d as usize];
         desc.head_unit = head;
         desc.class = class as u8;
@@ -371,6 +461,8 @@ impl<'a> SubMeta<'a> {
     fn release_slab(&mut self, class: usize, d: u32) -> Result<()> {
         self.partial_remove(class, d)?;
         let head = self.descs[d as usize].head_unit;
+        self.touch_desc(d);
+        self.touch_units(head, SLAB_UNITS);
         for i in 0..SLAB_UNITS {
             self.units[(head + i) as usize] = UnitEntry::default();
         }
@@ -395,6 +487,7 @@ impl<'a> SubMeta<'a> {
         }
         let slots = slots_per_slab(class);
         let words = slots.div_ceil(64) as usize;
+        self.touch_desc(d);
         let desc = self.descs.get_mut(d as usize).ok_or(HeapError::Corrupt {
             subheap: self.index,
             reason: "partial list link out of range",
@@ -536,6 +629,7 @@ impl<'a> SubMeta<'a> {
             Block::Small { desc: d, slot, class } => {
                 let class = class as usize;
                 let slots = slots_per_slab(class);
+                self.touch_desc(d);
                 let desc = &mut self.descs[d as usize];
                 desc.bitmap[slot as usize / 64] &= !(1 << (slot % 64));
                 let was_full = desc.used_slots == slots;
@@ -556,6 +650,8 @@ impl<'a> SubMeta<'a> {
                 }
             }
             Block::Large { head, len_units } => {
+                self.touch_units(head, 1);
+                self.touch_units(head + len_units - 1, 1);
                 self.units[head as usize] = UnitEntry::default();
                 self.units[(head + len_units - 1) as usize] = UnitEntry::default();
                 self.hdr.live_count = self.hdr.live_count.saturating_sub(1);
