@@ -60,6 +60,10 @@ struct Args {
     /// column counts the samples set aside.
     #[arg(long, default_value_t = 0.9)]
     min_cpu_share: f64,
+    /// Run the whole suite this many times and keep, for each row, the run whose threads got
+    /// the most CPU (for a machine shared with other work; each run takes under a minute).
+    #[arg(long, default_value_t = 1)]
+    best_of: usize,
     /// Let PMDK run even if libpmem does not treat the pool as persistent memory.
     #[arg(long)]
     allow_non_pmem: bool,
@@ -88,11 +92,44 @@ fn main() -> Result<()> {
         require_pmem: !args.allow_non_pmem,
         min_cpu_share: args.min_cpu_share,
     };
+    if args.best_of == 0 || args.best_of > 20 {
+        bail!("--best-of must be in 1..=20");
+    }
+    let load_before = load_average();
+    let started = Instant::now();
+    let mut rows: Vec<Row> = Vec::new();
+    for _ in 0..args.best_of {
+        let run = run_suite(&args, &opts)?;
+        if rows.is_empty() {
+            rows = run;
+            continue;
+        }
+        // Keep, row by row, the run whose threads got the larger CPU share.
+        for (kept, new) in rows.iter_mut().zip(run) {
+            if new.measurement.cpu_share > kept.measurement.cpu_share {
+                *kept = new;
+            }
+        }
+    }
+
+    print_table(&rows, &opts, args.sample_ms, started.elapsed());
+    println!(
+        "load average (1 min) before {load_before}, after {}: figures taken while other \
+         processes compete for the cores are low",
+        load_average()
+    );
+    write_csv(&args.csv, &rows, &opts)
+        .with_context(|| format!("writing {}", args.csv.display()))?;
+    println!("CSV written to {}", args.csv.display());
+    Ok(())
+}
+
+/// Runs every selected benchmark once; the rows come in a fixed order for given arguments.
+fn run_suite(args: &Args, opts: &Options) -> Result<Vec<Row>> {
+    let opts = opts.clone();
     let sample = Duration::from_millis(args.sample_ms);
     let work = Work::Duration(sample);
     let shm = args.dir.display().to_string();
-    let load_before = load_average();
-    let started = Instant::now();
     let mut rows = Vec::new();
     let wanted = |name: &str| match args.only.as_deref() {
         Some(only) => name.contains(only),
@@ -181,17 +218,7 @@ fn main() -> Result<()> {
             rows.push(row("put_commit_sync", "lmdb", &medium, value, 1, m));
         }
     }
-
-    print_table(&rows, &opts, args.sample_ms, started.elapsed());
-    println!(
-        "load average (1 min) before {load_before}, after {}: figures taken while other \
-         processes compete for the cores are low",
-        load_average()
-    );
-    write_csv(&args.csv, &rows, &opts)
-        .with_context(|| format!("writing {}", args.csv.display()))?;
-    println!("CSV written to {}", args.csv.display());
-    Ok(())
+    Ok(rows)
 }
 
 /// The 1-minute load average, or "?" where /proc/loadavg is missing.
