@@ -320,6 +320,9 @@ pub(crate) struct Shared {
     pub(crate) source: Arc<dyn PageSource>,
     pub(crate) stats: StatCounters,
     pub(crate) backend: Backend,
+    /// The process that created the view. A fork child inherits the `View` value and the
+    /// registry entry but not the mapping (`MADV_DONTFORK`): there the view is inert.
+    pub(crate) owner_pid: u32,
 }
 
 impl Shared {
@@ -373,6 +376,12 @@ impl Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        if sys::getpid() != self.owner_pid {
+            // A fork child's copy: the mapping was never inherited, and the range may hold
+            // something else of the child's by now. Only the descriptors (closed by their own
+            // drops) are the child's.
+            return;
+        }
         // SAFETY: the view is unregistered (View::drop) and no handler is inside it; the mapping
         // is ours and no reference into it outlives the View (the API only hands out raw
         // addresses, documented as invalid after drop).

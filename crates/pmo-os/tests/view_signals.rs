@@ -237,3 +237,55 @@ fn signals_during_a_fill_wait_for_the_handler() {
         }
     }
 }
+
+/// A fork child inherits the parent's `View` values and registry entries but not the mappings:
+/// it can drop them harmlessly and create and use views of its own, even at the same address.
+#[test]
+fn fork_child_can_make_views_of_its_own() {
+    if let Some((_, m)) = child_mode() {
+        // Single test thread in this child process: fork, then use the views in the grandchild.
+        let parent_view = view(m, 8, true, Pattern::new("parent"));
+        assert_eq!(read(&parent_view, 1, 1), word(1, 1));
+        let old_addr = parent_view.addr() as usize;
+        // SAFETY: the harness's other thread is idle; the grandchild allocates (View::new).
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // The inherited view stays registered while we map our own at its address.
+            let opts = pmo_os::view::ViewOptions {
+                placement: pmo_os::view::Placement::Fixed(old_addr),
+                ..m.options(8, true)
+            };
+            let mine = m
+                .create(opts, Pattern::new("child"))
+                .expect("child view at the old address");
+            let mut ok = read(&mine, 3, 2) == word(3, 2) && {
+                write(&mine, 5, 0, 9);
+                dirty(&mine) == vec![5]
+            };
+            drop(parent_view); // must not unmap `mine`, which now occupies its range
+            ok &= read(&mine, 5, 0) == 9 && read(&mine, 6, 6) == word(6, 6);
+            // SAFETY: _exit ends the grandchild without running the parent's destructors.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(read(&parent_view, 2, 2), word(2, 2));
+        std::process::exit(
+            if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+                0
+            } else {
+                5
+            },
+        );
+    }
+    for m in mechanisms() {
+        let out = child("fork_child_can_make_views_of_its_own", "fork", m);
+        assert!(
+            out.status.success(),
+            "{m}: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

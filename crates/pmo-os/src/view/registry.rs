@@ -26,7 +26,7 @@
 #![allow(unsafe_code)] // sigaction, siginfo/ucontext access and the raw registry pointers.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Once;
 
 use libc::{c_int, c_void, siginfo_t};
@@ -88,6 +88,13 @@ impl PrevAction {
 static PREV_SEGV: PrevAction = PrevAction::new();
 static PREV_BUS: PrevAction = PrevAction::new();
 static INSTALL: Once = Once::new();
+/// This process's id, refreshed in fork children (`pthread_atfork`), so the handler can skip
+/// registrations inherited from the parent without a system call.
+static PID: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn after_fork_in_child() {
+    PID.store(sys::getpid(), Ordering::SeqCst);
+}
 static INSTALL_ERRNO: AtomicUsize = AtomicUsize::new(0);
 
 fn prev_for(sig: c_int) -> &'static PrevAction {
@@ -124,6 +131,12 @@ fn install_one(sig: c_int, extra_flags: c_int) -> Result<(), i32> {
 pub fn install_handlers() -> Result<(), ViewError> {
     INSTALL.call_once(|| {
         super::stack::reserve();
+        PID.store(sys::getpid(), Ordering::SeqCst);
+        // SAFETY: registers a child hook that only stores an atomic.
+        if unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) } != 0 {
+            // No hook (ENOMEM): the handler asks the kernel for the pid instead.
+            PID.store(0, Ordering::SeqCst);
+        }
         let r = install_one(libc::SIGBUS, libc::SA_ONSTACK)
             .and_then(|()| install_one(libc::SIGSEGV, libc::SA_ONSTACK));
         if let Err(e) = r {
@@ -246,20 +259,29 @@ fn dispatch(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) -> Outcome {
         }
         slot.active.fetch_add(1, Ordering::SeqCst);
         let p = slot.inner.load(Ordering::SeqCst);
-        let outcome = if p.is_null() {
-            Outcome::NotOurs
-        } else {
-            // SAFETY: `p` was published by `register` and cannot be freed while `active` > 0
-            // (see the module invariant).
-            let shared = unsafe { &*p };
-            if addr >= shared.base && addr < shared.base + shared.len_bytes {
-                shared.service_fault(sig, addr, fault_kind(ctx))
-            } else {
-                Outcome::NotOurs
+        // SAFETY: a non-null `p` was published by `register` and cannot be freed while
+        // `active` > 0 (see the module invariant).
+        let shared = (!p.is_null()).then(|| unsafe { &*p });
+        // Registrations inherited from a parent process serve nothing here (their mapping was
+        // not inherited); a live view of ours may cover the same range in another slot.
+        let pid = match PID.load(Ordering::Relaxed) {
+            0 => sys::getpid(),
+            cached => cached,
+        };
+        let outcome = match shared {
+            Some(shared)
+                if shared.owner_pid == pid
+                    && addr >= shared.base
+                    && addr < shared.base + shared.len_bytes =>
+            {
+                Some(shared.service_fault(sig, addr, fault_kind(ctx)))
             }
+            _ => None,
         };
         slot.active.fetch_sub(1, Ordering::SeqCst);
-        return outcome;
+        if let Some(outcome) = outcome {
+            return outcome;
+        }
     }
     Outcome::NotOurs
 }

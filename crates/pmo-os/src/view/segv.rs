@@ -186,6 +186,7 @@ pub(crate) fn create(opts: &ViewOptions, source: Arc<dyn PageSource>) -> Result<
     std::mem::forget(alias_guard);
     std::mem::forget(base_guard);
     Ok(Shared {
+        owner_pid: sys::getpid(),
         base,
         len_bytes: opts.len_bytes,
         pages,

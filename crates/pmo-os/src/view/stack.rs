@@ -47,8 +47,7 @@ pub fn reserve() {
         // which nobody uses yet.
         let _ = unsafe { sys::mprotect(base + i * SLOT_BYTES, PAGE_SIZE, libc::PROT_NONE) };
     }
-    // SAFETY: our own fresh mapping; children do not need it.
-    let _ = unsafe { sys::madvise(base, len, libc::MADV_DONTFORK) };
+    // Not MADV_DONTFORK: a fork child that creates views of its own needs the fill stacks too.
     REGION.store(base, Ordering::Release);
 }
 

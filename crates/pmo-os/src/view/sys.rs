@@ -387,6 +387,12 @@ pub fn write_stderr(bytes: &[u8]) {
     }
 }
 
+/// `getpid` (async-signal-safe).
+pub fn getpid() -> u32 {
+    // SAFETY: plain system call without arguments.
+    unsafe { libc::getpid() as u32 }
+}
+
 /// `sched_yield` (async-signal-safe), used while another thread finishes a page transition.
 pub fn yield_cpu() {
     // SAFETY: plain system call without arguments.

@@ -243,6 +243,7 @@ pub(crate) fn create(
     let pages = (opts.len_bytes / PAGE_SIZE) as u64;
     std::mem::forget(guard);
     Ok(Shared {
+        owner_pid: sys::getpid(),
         base,
         len_bytes: opts.len_bytes,
         pages,
