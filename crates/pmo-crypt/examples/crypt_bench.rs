@@ -296,7 +296,7 @@ fn main() {
         "-- small batches (seal, hot), median of {repeats}: inline vs pool of {}",
         pool.threads()
     );
-    let inline = CryptoPool::with_limits(1, usize::MAX, 1).expect("pool");
+    let inline = CryptoPool::with_limits(1, u64::MAX, 1).expect("pool");
     for batch in [4usize, 16, 64, 256] {
         let plain: Vec<Page> = vec![[3u8; PAGE_SIZE]; batch];
         let mut sealed: Vec<Page> = vec![[0u8; PAGE_SIZE]; batch];

@@ -9,9 +9,10 @@
 //! Bounds: each batch is split into at most `threads - 1` pool tasks; at most
 //! `max_batches_in_flight` batches use the workers at once, any further caller runs its batch on
 //! its own thread instead of queueing, so the pool's queue never holds more than
-//! `(threads - 1) * max_batches_in_flight` tasks. Batches smaller than `min_parallel_pages` also
-//! run on the caller: waking an idle vCPU costs tens of microseconds here (shared/measured.md),
-//! more than a few pages of AES-GCM.
+//! `(threads - 1) * max_batches_in_flight` tasks. Batches whose estimated work (pages x a per-page
+//! cost hint) is under `min_parallel_work_ns` also run on the caller: waking an idle vCPU costs
+//! tens of microseconds here (shared/measured.md), as much as ~100 pages of AES-GCM but only a
+//! dozen pages of XTS + SHA-256.
 //!
 //! Who calls it: the store's psync (seal dirty pages) and detach/attach of whole-PMO schemes.
 //! Not for the fault path (a fault handles one page on the faulting thread).
@@ -40,8 +41,22 @@ use crate::Page;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// Default smallest batch worth sending to the workers (see the module doc).
-pub const DEFAULT_MIN_PARALLEL_PAGES: usize = 16;
+/// Default smallest batch work, in estimated nanoseconds, worth sending to the workers (see the
+/// module doc): about twice the measured cost of waking an idle vCPU.
+pub const DEFAULT_MIN_PARALLEL_WORK_NS: u64 = 100_000;
+
+/// Per-page cost hints in nanoseconds (hot-cache medians of `crypt_bench` on this machine,
+/// rounded up); only used to decide whether a batch is worth parallelising.
+pub mod cost_hint_ns {
+    /// AES-256-GCM seal or open of one page.
+    pub const AEAD_PAGE: u64 = 400;
+    /// AES-256-XTS of one page.
+    pub const XTS_PAGE: u64 = 300;
+    /// SHA-256 of one page.
+    pub const SHA256_PAGE: u64 = 2_300;
+    /// Copy of one page.
+    pub const COPY_PAGE: u64 = 100;
+}
 /// Default number of batches that may use the workers at once.
 pub const DEFAULT_MAX_BATCHES_IN_FLIGHT: usize = 4;
 
@@ -112,7 +127,7 @@ pub struct ProtectJob<'a> {
 pub struct CryptoPool {
     pool: rayon::ThreadPool,
     threads: usize,
-    min_parallel_pages: usize,
+    min_parallel_work_ns: u64,
     max_batches_in_flight: usize,
     in_flight: AtomicUsize,
 }
@@ -121,7 +136,7 @@ impl std::fmt::Debug for CryptoPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CryptoPool")
             .field("threads", &self.threads)
-            .field("min_parallel_pages", &self.min_parallel_pages)
+            .field("min_parallel_work_ns", &self.min_parallel_work_ns)
             .finish()
     }
 }
@@ -131,7 +146,7 @@ impl CryptoPool {
     pub fn new(threads: usize) -> Result<Self, CryptError> {
         Self::with_limits(
             threads,
-            DEFAULT_MIN_PARALLEL_PAGES,
+            DEFAULT_MIN_PARALLEL_WORK_NS,
             DEFAULT_MAX_BATCHES_IN_FLIGHT,
         )
     }
@@ -139,7 +154,7 @@ impl CryptoPool {
     /// A pool with explicit bounds (see the module doc).
     pub fn with_limits(
         threads: usize,
-        min_parallel_pages: usize,
+        min_parallel_work_ns: u64,
         max_batches_in_flight: usize,
     ) -> Result<Self, CryptError> {
         let threads = if threads == 0 {
@@ -158,7 +173,7 @@ impl CryptoPool {
         Ok(Self {
             pool,
             threads,
-            min_parallel_pages: min_parallel_pages.max(1),
+            min_parallel_work_ns,
             max_batches_in_flight: max_batches_in_flight.max(1),
             in_flight: AtomicUsize::new(0),
         })
@@ -169,9 +184,10 @@ impl CryptoPool {
         self.threads
     }
 
-    /// Run `f` on every job, in parallel when the batch is large enough and the pool has room.
-    /// Returns the first failure by job index (all jobs are still attempted).
-    pub fn run<J, F>(&self, jobs: &mut [J], f: F) -> Result<(), CryptError>
+    /// Run `f` on every job, in parallel when the batch's estimated work (`jobs.len()` x
+    /// `job_cost_ns`) reaches `min_parallel_work_ns` and the pool has room. Returns the first
+    /// failure by job index (all jobs are still attempted).
+    pub fn run<J, F>(&self, jobs: &mut [J], job_cost_ns: u64, f: F) -> Result<(), CryptError>
     where
         J: Send,
         F: Fn(&mut J) -> Result<(), CryptError> + Sync,
@@ -193,7 +209,8 @@ impl CryptoPool {
                 source: Box::new(e),
             })
         };
-        if jobs.len() < self.min_parallel_pages || self.threads == 1 {
+        let work_ns = (jobs.len() as u64).saturating_mul(job_cost_ns);
+        if work_ns < self.min_parallel_work_ns || self.threads == 1 || jobs.len() < 2 {
             return wrap(sequential(jobs, 0));
         }
         struct InFlight<'a>(&'a AtomicUsize);
@@ -239,7 +256,7 @@ impl CryptoPool {
 
     /// Seal every job's page (secure mode).
     pub fn seal_batch(&self, keys: &PmoKeys, jobs: &mut [SealJob<'_>]) -> Result<(), CryptError> {
-        self.run(jobs, |j| {
+        self.run(jobs, cost_hint_ns::AEAD_PAGE, |j| {
             j.tag = Some(seal_page(keys, &j.ctx, j.plaintext, j.out)?);
             Ok(())
         })
@@ -247,7 +264,9 @@ impl CryptoPool {
 
     /// Verify and decrypt every job's page (secure mode).
     pub fn open_batch(&self, keys: &PmoKeys, jobs: &mut [OpenJob<'_>]) -> Result<(), CryptError> {
-        self.run(jobs, |j| open_page(keys, &j.ctx, j.sealed, &j.tag, j.out))
+        self.run(jobs, cost_hint_ns::AEAD_PAGE, |j| {
+            open_page(keys, &j.ctx, j.sealed, &j.tag, j.out)
+        })
     }
 
     /// Seal every job's page with `protector` (any scheme), filling each job's `meta`.
@@ -256,7 +275,7 @@ impl CryptoPool {
         protector: &PageProtector,
         jobs: &mut [ProtectJob<'_>],
     ) -> Result<(), CryptError> {
-        self.run(jobs, |j| {
+        self.run(jobs, protector.cost_hint_ns(), |j| {
             j.meta = protector.seal(j.page_index, j.version, j.input, j.out)?;
             Ok(())
         })
@@ -268,7 +287,7 @@ impl CryptoPool {
         protector: &PageProtector,
         jobs: &mut [ProtectJob<'_>],
     ) -> Result<(), CryptError> {
-        self.run(jobs, |j| {
+        self.run(jobs, protector.cost_hint_ns(), |j| {
             protector.open(j.page_index, j.version, &j.meta, j.input, j.out)
         })
     }
@@ -281,7 +300,13 @@ impl CryptoPool {
         jobs: &mut [XtsJob<'_>],
         checksums: bool,
     ) -> Result<(), CryptError> {
-        self.run(jobs, |j| {
+        let cost = cost_hint_ns::XTS_PAGE
+            + if checksums {
+                cost_hint_ns::SHA256_PAGE
+            } else {
+                0
+            };
+        self.run(jobs, cost, |j| {
             if checksums {
                 j.checksum = Some(page_checksum(j.input));
             }
@@ -295,7 +320,8 @@ impl CryptoPool {
         keys: &FaithfulKeys,
         jobs: &mut [XtsJob<'_>],
     ) -> Result<(), CryptError> {
-        self.run(jobs, |j| match j.checksum {
+        let cost = cost_hint_ns::XTS_PAGE + cost_hint_ns::SHA256_PAGE;
+        self.run(jobs, cost, |j| match j.checksum {
             Some(sum) => keys.decrypt_and_verify(j.page_index, j.input, &sum, j.out),
             None => keys.decrypt_page(j.page_index, j.input, j.out),
         })
@@ -363,6 +389,35 @@ mod tests {
         drop(jobs);
         assert_eq!(outs[0], plain[0]);
         assert!(outs[30].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn caller_takes_first_chunk_and_a_worker_the_rest() {
+        let pool = CryptoPool::with_limits(2, 1, 1).unwrap();
+        let mut seen: Vec<Option<std::thread::ThreadId>> = vec![None; 8];
+        pool.run(&mut seen, 1, |slot| {
+            *slot = Some(std::thread::current().id());
+            Ok(())
+        })
+        .unwrap();
+        let me = std::thread::current().id();
+        assert!(
+            seen[..4].iter().all(|t| *t == Some(me)),
+            "first chunk on the caller"
+        );
+        assert!(
+            seen[4..].iter().all(|t| t.is_some() && *t != Some(me)),
+            "second chunk on a worker"
+        );
+        // below the work threshold everything stays on the caller
+        let inline = CryptoPool::with_limits(2, u64::MAX, 1).unwrap();
+        inline
+            .run(&mut seen, 1, |slot| {
+                *slot = Some(std::thread::current().id());
+                Ok(())
+            })
+            .unwrap();
+        assert!(seen.iter().all(|t| *t == Some(me)));
     }
 
     #[test]

@@ -47,6 +47,20 @@ pub enum PageProtector {
 }
 
 impl PageProtector {
+    /// Estimated nanoseconds to seal or open one page (for [`crate::CryptoPool`]'s decision to
+    /// parallelise a batch).
+    pub fn cost_hint_ns(&self) -> u64 {
+        use crate::pool::cost_hint_ns as c;
+        match self {
+            Self::Plain => c::COPY_PAGE,
+            Self::Xts {
+                checksum: false, ..
+            } => c::XTS_PAGE,
+            Self::Xts { checksum: true, .. } => c::XTS_PAGE + c::SHA256_PAGE,
+            Self::Aead { .. } => c::AEAD_PAGE,
+        }
+    }
+
     /// Whether the at-rest page is encrypted.
     pub fn encrypts(&self) -> bool {
         !matches!(self, Self::Plain)
