@@ -289,3 +289,33 @@ fn fork_child_can_make_views_of_its_own() {
         );
     }
 }
+
+/// Under mlockall(MCL_FUTURE) new mappings are populated at once; a view must still fill every
+/// page from its source instead of showing the kernel's zero pages.
+#[test]
+fn views_fill_under_mlockall() {
+    if let Some((_, m)) = child_mode() {
+        // SAFETY: locks this child's memory; it exits right after.
+        if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+            std::process::exit(7); // not permitted here: reported as skipped by the parent
+        }
+        let v = view(m, 16, true, Pattern::new("locked"));
+        let ok = (0..16).all(|p| read(&v, p, 3) == word(p, 3));
+        write(&v, 4, 0, 1);
+        let ok = ok && dirty(&v) == vec![4];
+        std::process::exit(if ok { 0 } else { 1 });
+    }
+    for m in mechanisms() {
+        let out = child("views_fill_under_mlockall", "mlock", m);
+        if out.status.code() == Some(7) {
+            eprintln!("{m}: mlockall not permitted, not checked");
+            continue;
+        }
+        assert!(
+            out.status.success(),
+            "{m}: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

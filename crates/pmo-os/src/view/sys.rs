@@ -358,6 +358,18 @@ pub unsafe fn madvise(addr: usize, len: usize, advice: c_int) -> Result<(), i32>
     Ok(())
 }
 
+/// `munlock`.
+///
+/// # Safety
+/// `[addr, addr + len)` must be a mapping owned by the caller.
+pub unsafe fn munlock(addr: usize, len: usize) -> Result<(), i32> {
+    // SAFETY: forwarded to the caller; unlocking changes no contents.
+    if unsafe { libc::munlock(addr as *const c_void, len) } < 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
 /// Monotonic clock in nanoseconds (async-signal-safe: vDSO `clock_gettime`).
 pub fn now_ns() -> u64 {
     let mut ts = libc::timespec {

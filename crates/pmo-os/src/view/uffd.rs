@@ -206,6 +206,14 @@ pub(crate) fn create(
             op: "madvise(MADV_DONTFORK)",
             errno,
         })?;
+        // Under mlockall(MCL_FUTURE) the kernel populated the new mapping with zero pages
+        // already: they would never fault, and the application would read zeros instead of
+        // the PMO. Unlock and drop them so that every page starts missing.
+        let _ = sys::munlock(base, opts.len_bytes);
+        sys::madvise(base, opts.len_bytes, libc::MADV_DONTNEED).map_err(|errno| ViewError::Os {
+            op: "madvise(MADV_DONTNEED)",
+            errno,
+        })?;
     }
 
     let mode = sys::UFFDIO_REGISTER_MODE_MISSING
