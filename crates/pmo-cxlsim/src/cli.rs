@@ -107,6 +107,12 @@ pub struct ParamArgs {
     /// pb-rf: drain down to this Dirty fraction (paper: 0.6)
     #[arg(long, default_value_t = 0.6)]
     pub rf_low: f64,
+    /// Start each core after a seeded random delay of up to this many cycles
+    #[arg(long, default_value_t = 0)]
+    pub start_jitter_cycles: u64,
+    /// Seed of the start delays
+    #[arg(long, default_value_t = 0)]
+    pub jitter_seed: u64,
     /// Abort a run after this many events
     #[arg(long, default_value_t = 2_000_000_000)]
     pub event_budget: u64,
@@ -144,6 +150,8 @@ impl ParamArgs {
             pb_data_ns: self.pb_data_ns,
             rf_drain_high: self.rf_high,
             rf_drain_low: self.rf_low,
+            start_jitter_cycles: self.start_jitter_cycles,
+            jitter_seed: self.jitter_seed,
             event_budget: self.event_budget,
         };
         p.validate()?;
@@ -195,6 +203,9 @@ pub enum Command {
         /// Hide the progress bar
         #[arg(long)]
         no_progress: bool,
+        /// Runs per configuration with seeded core start delays (default: 5, --quick 3)
+        #[arg(long)]
+        repeats: Option<usize>,
         /// Model parameters
         #[command(flatten)]
         params: ParamArgs,
@@ -325,11 +336,15 @@ fn execute(cmd: Command) -> Result<i32> {
             out,
             workloads,
             no_progress,
+            repeats,
             params,
         } => {
             let mut config = StudyConfig::new(out.clone(), quick);
             config.base = params.params(Scheme::Pb, Fault::None)?;
             config.progress = !no_progress;
+            if let Some(r) = repeats {
+                config.repeats = r.clamp(1, 100);
+            }
             if !workloads.is_empty() {
                 config.workloads = workloads;
             }

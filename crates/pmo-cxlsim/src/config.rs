@@ -191,6 +191,11 @@ pub struct Params {
     pub rf_drain_high: f64,
     /// pb-rf: stop draining when Dirty entries fall to this fraction (paper §V-D1: 0.6).
     pub rf_drain_low: f64,
+    /// Each core starts after a seeded random delay in `0..=start_jitter_cycles` (0: all start
+    /// together). The study repeats runs with different seeds to average out phase effects.
+    pub start_jitter_cycles: u64,
+    /// Seed of the start delays.
+    pub jitter_seed: u64,
     /// Guard: abort a run after this many events.
     pub event_budget: u64,
 }
@@ -226,6 +231,8 @@ impl Default for Params {
             pb_data_ns: 0.785,
             rf_drain_high: 0.8,
             rf_drain_low: 0.6,
+            start_jitter_cycles: 0,
+            jitter_seed: 0,
             event_budget: 2_000_000_000,
         }
     }

@@ -68,14 +68,16 @@ impl Packet {
     }
 }
 
+/// An event. Packets live in the simulator's packet slab and events carry their slot, which
+/// keeps an event at 32 bytes (the heap moves events on every push and pop).
 #[derive(Debug, Clone, Copy)]
 enum Ev {
-    CoreStep(usize),
-    Arrive { pos: usize, down: bool, pkt: Packet },
-    PiArrive(Packet),
+    CoreStep(u32),
+    Arrive { pos: u32, down: bool, pkt: u32 },
+    PiArrive(u32),
     PbcStep,
-    PmDone(Packet),
-    PmRespond(Packet),
+    PmDone(u32),
+    PmRespond(u32),
     WpqDrained(u64),
 }
 
@@ -190,6 +192,32 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// Add another run of the same configuration (repeats): sums times, counts and latency
+    /// sums, so the means and rates become the means over the repeats.
+    pub fn accumulate(&mut self, other: &Stats) {
+        self.sim_time_ps += other.sim_time_ps;
+        self.events += other.events;
+        self.ops += other.ops;
+        self.persists += other.persists;
+        self.persist_latency_ps_sum += other.persist_latency_ps_sum;
+        self.fabric_reads += other.fabric_reads;
+        self.read_latency_ps_sum += other.read_latency_ps_sum;
+        self.writebacks += other.writebacks;
+        self.pb_reads_seen += other.pb_reads_seen;
+        self.pb_read_hits += other.pb_read_hits;
+        self.pb_reads_rerouted += other.pb_reads_rerouted;
+        self.pb_writes_seen += other.pb_writes_seen;
+        self.pb_coalesced += other.pb_coalesced;
+        self.pb_drains += other.pb_drains;
+        self.pb_stalls += other.pb_stalls;
+        self.pm_reads += other.pm_reads;
+        self.pm_writes += other.pm_writes;
+        self.reads_checked += other.reads_checked;
+        self.crash_points_checked += other.crash_points_checked;
+        self.violation_count += other.violation_count;
+        self.violations.extend(other.violations.iter().cloned());
+    }
+
     /// Mean persist latency in ns (0 when no persist happened).
     pub fn persist_latency_ns(&self) -> f64 {
         if self.persists == 0 {
@@ -285,6 +313,8 @@ pub struct Simulator<'t> {
     pbc_free_ps: u64,
     pbc_stalled: bool,
 
+    packets: Vec<Packet>,
+    free_packets: Vec<u32>,
     cores_done: usize,
     model: Model,
     stats: Stats,
@@ -364,6 +394,8 @@ impl<'t> Simulator<'t> {
             pbc_scheduled: false,
             pbc_free_ps: 0,
             pbc_stalled: false,
+            packets: Vec::new(),
+            free_packets: Vec::new(),
             cores_done: 0,
             model: Model::new(),
             stats: Stats {
@@ -377,7 +409,14 @@ impl<'t> Simulator<'t> {
             trace,
         };
         for c in 0..sim.cores.len() {
-            sim.schedule(0, Ev::CoreStep(c));
+            let start_ps = if sim.p.start_jitter_cycles == 0 {
+                0
+            } else {
+                let seed = sim.p.jitter_seed ^ ((c as u64 + 1) << 32);
+                crate::checker::crash_points(seed, 1, sim.p.start_jitter_cycles + 1)[0] * cycle_ps
+            };
+            sim.cores[c].local_ps = start_ps;
+            sim.schedule(start_ps, Ev::CoreStep(c as u32));
         }
         Ok(sim)
     }
@@ -390,6 +429,26 @@ impl<'t> Simulator<'t> {
             seq: self.seq,
             ev,
         }));
+    }
+
+    /// Park a packet in the slab; its slot travels in the event.
+    fn stash(&mut self, pkt: Packet) -> u32 {
+        match self.free_packets.pop() {
+            Some(slot) => {
+                self.packets[slot as usize] = pkt;
+                slot
+            }
+            None => {
+                self.packets.push(pkt);
+                (self.packets.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Take a packet out of the slab, freeing its slot.
+    fn take(&mut self, slot: u32) -> Packet {
+        self.free_packets.push(slot);
+        self.packets[slot as usize]
     }
 
     fn horizon_ps(&self) -> u64 {
@@ -473,15 +532,23 @@ impl<'t> Simulator<'t> {
         }
         self.now_ps = event.time_ps;
         match event.ev {
-            Ev::CoreStep(c) => self.core_step(c),
-            Ev::Arrive { pos, down, pkt } => self.arrive(pos, down, pkt),
-            Ev::PiArrive(pkt) => self.pi_arrive(pkt),
+            Ev::CoreStep(c) => self.core_step(c as usize),
+            Ev::Arrive { pos, down, pkt } => {
+                let pkt = self.take(pkt);
+                self.arrive(pos as usize, down, pkt)
+            }
+            Ev::PiArrive(pkt) => {
+                let pkt = self.take(pkt);
+                self.pi_arrive(pkt)
+            }
             Ev::PbcStep => self.pbc_step(),
             Ev::PmDone(pkt) => {
+                let pkt = self.take(pkt);
                 self.pm_done(pkt);
                 Ok(())
             }
             Ev::PmRespond(pkt) => {
+                let pkt = self.take(pkt);
                 let from = self.p.hops + 1;
                 self.send(from, false, pkt, self.now_ps);
                 Ok(())
@@ -568,7 +635,7 @@ impl<'t> Simulator<'t> {
             // Shared state: only when no other event comes first.
             let local = self.cores[c].local_ps;
             if local > self.now_ps && local >= self.horizon_ps() {
-                self.schedule(local, Ev::CoreStep(c));
+                self.schedule(local, Ev::CoreStep(c as u32));
                 return Ok(());
             }
             self.now_ps = self.now_ps.max(local);
@@ -854,10 +921,15 @@ impl<'t> Simulator<'t> {
         };
         let depart = ready_ps.max(*port);
         *port = depart + serialise_ps;
-        let to = if down { from + 1 } else { from - 1 };
+        let to = if down { from + 1 } else { from - 1 } as u32;
+        let slot = self.stash(pkt);
         self.schedule(
             depart + serialise_ps + self.link_ps,
-            Ev::Arrive { pos: to, down, pkt },
+            Ev::Arrive {
+                pos: to,
+                down,
+                pkt: slot,
+            },
         );
     }
 
@@ -871,7 +943,8 @@ impl<'t> Simulator<'t> {
         }
         if pos == 1 && self.pb_active && self.selector_takes(down, &pkt) {
             let ready = self.now_ps + 2 * self.stage_ps;
-            self.schedule(ready, Ev::PiArrive(pkt));
+            let slot = self.stash(pkt);
+            self.schedule(ready, Ev::PiArrive(slot));
             return Ok(());
         }
         let mut pkt = pkt;
@@ -1108,7 +1181,8 @@ impl<'t> Simulator<'t> {
             };
             let start = self.now_ps.max(self.pm_bank_free_ps[bank]);
             self.pm_bank_free_ps[bank] = start + service;
-            self.schedule(start + service + self.pm_ctrl_ps, Ev::PmDone(pkt));
+            let slot = self.stash(pkt);
+            self.schedule(start + service + self.pm_ctrl_ps, Ev::PmDone(slot));
             return;
         }
         let bound = self.pi_capacity + self.cores.len() * (self.p.outstanding_per_core + 2);
@@ -1138,7 +1212,8 @@ impl<'t> Simulator<'t> {
                     self.pm_bank_free_ps[bank] = start + self.pm_write_ps;
                     self.schedule(start + self.pm_write_ps, Ev::WpqDrained(pkt.line));
                     let ack = self.pm_apply(pkt);
-                    self.schedule(t + self.pm_ctrl_ps, Ev::PmRespond(ack));
+                    let slot = self.stash(ack);
+                    self.schedule(t + self.pm_ctrl_ps, Ev::PmRespond(slot));
                 }
                 PktKind::ReadReq => {
                     self.pm_waiting.pop_front();
@@ -1150,7 +1225,8 @@ impl<'t> Simulator<'t> {
                         start + self.pm_read_ps
                     };
                     let resp = self.pm_apply(pkt);
-                    self.schedule(ready + self.pm_ctrl_ps, Ev::PmRespond(resp));
+                    let slot = self.stash(resp);
+                    self.schedule(ready + self.pm_ctrl_ps, Ev::PmRespond(slot));
                 }
                 PktKind::ReadResp | PktKind::WriteAck => {
                     self.pm_waiting.pop_front();

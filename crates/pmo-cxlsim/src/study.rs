@@ -35,6 +35,11 @@ pub struct StudyConfig {
     pub pb_entries: Vec<usize>,
     /// Show a progress bar on stderr.
     pub progress: bool,
+    /// Runs per configuration, each with its own seeded core start delays; figures use the
+    /// totals (mean times, latencies and rates over the repeats).
+    pub repeats: usize,
+    /// Largest start delay of a core in a repeat, in cycles.
+    pub start_jitter_cycles: u64,
 }
 
 impl StudyConfig {
@@ -48,6 +53,8 @@ impl StudyConfig {
             hops: vec![0, 1, 2, 3, 4],
             pb_entries: vec![8, 16, 32, 64],
             progress: true,
+            repeats: if quick { 3 } else { 5 },
+            start_jitter_cycles: 4000,
         }
     }
 }
@@ -128,8 +135,10 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
     } else {
         workloads.first().copied().unwrap_or("fft")
     };
-    let total_runs =
-        2 * config.hops.len() + 3 * workloads.len() + 2 * config.pb_entries.len() * workloads.len();
+    let total_runs = config.repeats.max(1)
+        * (2 * config.hops.len()
+            + 3 * workloads.len()
+            + 2 * config.pb_entries.len() * workloads.len());
     let bar = if config.progress {
         let bar = indicatif::ProgressBar::new(total_runs as u64);
         bar.set_style(
@@ -144,25 +153,39 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
     };
     let mut runs = 0usize;
     let mut events = 0u64;
+    let repeats = config.repeats.max(1);
+    let jitter = config.start_jitter_cycles;
     let mut run = |trace: &Trace, params: Params, bar: &indicatif::ProgressBar| -> Result<Stats> {
         bar.set_message(format!(
             "{} {} hops={} entries={}",
             trace.name, params.scheme, params.hops, params.pb_entries
         ));
-        let stats = simulate(&params, trace)?;
-        if stats.violation_count > 0 {
-            return Err(CxlsimError::param(
-                "study",
-                format!(
-                    "checker violation in {} {}: {}",
-                    trace.name, params.scheme, stats.violations[0]
-                ),
-            ));
+        let mut total: Option<Stats> = None;
+        for repeat in 0..repeats {
+            let jittered = Params {
+                start_jitter_cycles: if repeats > 1 { jitter } else { 0 },
+                jitter_seed: repeat as u64 + 1,
+                ..params.clone()
+            };
+            let stats = simulate(&jittered, trace)?;
+            if stats.violation_count > 0 {
+                return Err(CxlsimError::param(
+                    "study",
+                    format!(
+                        "checker violation in {} {} (repeat {repeat}): {}",
+                        trace.name, params.scheme, stats.violations[0]
+                    ),
+                ));
+            }
+            runs += 1;
+            events += stats.events;
+            match &mut total {
+                Some(t) => t.accumulate(&stats),
+                None => total = Some(stats),
+            }
+            bar.inc(1);
         }
-        runs += 1;
-        events += stats.events;
-        bar.inc(1);
-        Ok(stats)
+        total.ok_or_else(|| CxlsimError::param("repeats", "must be >= 1"))
     };
 
     let traces: Vec<Trace> = workloads
@@ -348,8 +371,8 @@ fn write_outputs(
             r.read_norm(2),
             r.runs[2].read_hit_rate(),
             r.runs[2].coalesce_rate(),
-            r.runs[0].persists,
-            r.runs[0].fabric_reads
+            r.runs[0].persists / config.repeats.max(1) as u64,
+            r.runs[0].fabric_reads / config.repeats.max(1) as u64
         );
     }
     write_file(&out.join("workloads.csv"), &csv)?;
@@ -600,6 +623,12 @@ fn summary_markdown(
         "# pmo-cxlsim study ({:?} size, {} cores, {} PB entries, hops=1 unless varied)\n",
         config.size, config.base.cores, config.base.pb_entries
     );
+    let _ = writeln!(
+        s,
+        "Each configuration: {} repeat(s), cores started up to {} cycles apart (seeded); times, latencies and rates are means over the repeats.\n",
+        config.repeats.max(1),
+        if config.repeats > 1 { config.start_jitter_cycles } else { 0 }
+    );
     let _ = writeln!(s, "## Fig. 1: {fig1_workload} persist latency vs hops\n\n| hops | nopb ns | pb ns | nopb / n=0 | pb / n=0 |\n|---|---|---|---|---|");
     let base = fig1.first().map_or(1.0, |r| r.1);
     for &(h, n, p) in fig1 {
@@ -627,8 +656,8 @@ fn summary_markdown(
             r.read_norm(2),
             100.0 * r.runs[2].read_hit_rate(),
             100.0 * r.runs[2].coalesce_rate(),
-            r.runs[0].persists,
-            r.runs[0].fabric_reads
+            r.runs[0].persists / config.repeats.max(1) as u64,
+            r.runs[0].fabric_reads / config.repeats.max(1) as u64
         );
     }
     let n = rows.len().max(1) as f64;
