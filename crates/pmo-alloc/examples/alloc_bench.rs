@@ -46,8 +46,15 @@ impl Backend {
 }
 
 fn heap(backend: Backend) -> MappedHeap {
-    let protection = if backend == Backend::AnonGuard { Protection::Guard } else { Protection::Off };
-    let opts = HeapOptions { subheaps: 0, protection };
+    let protection = if backend == Backend::AnonGuard {
+        Protection::Guard
+    } else {
+        Protection::Off
+    };
+    let opts = HeapOptions {
+        subheaps: 0,
+        protection,
+    };
     let region = if backend == Backend::Shm {
         let path = PathBuf::from(format!("/dev/shm/pmo-alloc-bench-{}", std::process::id()));
         MappedRegion::shared_file(&path, REGION_BYTES).expect("map /dev/shm file")
@@ -62,13 +69,24 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn run_micro(backend: Backend, size: usize, threads: usize, rounds: usize, repeats: usize) -> Result<f64> {
+fn run_micro(
+    backend: Backend,
+    size: usize,
+    threads: usize,
+    rounds: usize,
+    repeats: usize,
+) -> Result<f64> {
     let rounds = (rounds / backend.round_divisor()).max(10);
     let mut v = Vec::new();
     for _ in 0..repeats {
         v.push(match backend {
             Backend::Glibc => microbench(|| GlibcMalloc, size, threads, rounds)?,
-            Backend::AnonHashTable => microbench(|| HashTracked::new(heap(Backend::Anon)), size, threads, rounds)?,
+            Backend::AnonHashTable => microbench(
+                || HashTracked::new(heap(Backend::Anon)),
+                size,
+                threads,
+                rounds,
+            )?,
             b => microbench(|| heap(b), size, threads, rounds)?,
         });
     }
@@ -76,7 +94,10 @@ fn run_micro(backend: Backend, size: usize, threads: usize, rounds: usize, repea
 }
 
 fn run_larson(backend: Backend, p: LarsonParams, repeats: usize) -> Result<f64> {
-    let p = LarsonParams { ops_per_round: (p.ops_per_round / backend.round_divisor()).max(100), ..p };
+    let p = LarsonParams {
+        ops_per_round: (p.ops_per_round / backend.round_divisor()).max(100),
+        ..p
+    };
     let mut v = Vec::new();
     for _ in 0..repeats {
         v.push(match backend {
@@ -90,20 +111,44 @@ fn run_larson(backend: Backend, p: LarsonParams, repeats: usize) -> Result<f64> 
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
     let quick = args.iter().any(|a| a == "--quick");
-    let repeats: usize = flag("--repeats").and_then(|s| s.parse().ok()).unwrap_or(if quick { 1 } else { 3 });
-    let rounds: usize = flag("--rounds").and_then(|s| s.parse().ok()).unwrap_or(if quick { 200 } else { 2000 });
+    let repeats: usize = flag("--repeats")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(if quick { 1 } else { 3 });
+    let rounds: usize = flag("--rounds")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(if quick { 200 } else { 2000 });
     let csv_path = flag("--csv").unwrap_or_else(|| "alloc_bench.csv".to_string());
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let list = |name: &str| -> Option<Vec<String>> { flag(name).map(|s| s.split(',').map(str::to_string).collect()) };
-    let all_backends = [Backend::Glibc, Backend::Anon, Backend::Shm, Backend::AnonGuard, Backend::AnonHashTable];
+    let list = |name: &str| -> Option<Vec<String>> {
+        flag(name).map(|s| s.split(',').map(str::to_string).collect())
+    };
+    let all_backends = [
+        Backend::Glibc,
+        Backend::Anon,
+        Backend::Shm,
+        Backend::AnonGuard,
+        Backend::AnonHashTable,
+    ];
     let backends: Vec<Backend> = match list("--backends") {
-        Some(names) => all_backends.into_iter().filter(|b| names.iter().any(|n| n == b.name())).collect(),
+        Some(names) => all_backends
+            .into_iter()
+            .filter(|b| names.iter().any(|n| n == b.name()))
+            .collect(),
         None => all_backends.to_vec(),
     };
-    let sizes: Vec<usize> = list("--sizes").map_or(SIZES.to_vec(), |v| v.iter().filter_map(|s| s.parse().ok()).collect());
-    let thread_counts: Vec<usize> = list("--threads").map_or(THREADS.to_vec(), |v| v.iter().filter_map(|s| s.parse().ok()).collect());
+    let sizes: Vec<usize> = list("--sizes").map_or(SIZES.to_vec(), |v| {
+        v.iter().filter_map(|s| s.parse().ok()).collect()
+    });
+    let thread_counts: Vec<usize> = list("--threads").map_or(THREADS.to_vec(), |v| {
+        v.iter().filter_map(|s| s.parse().ok()).collect()
+    });
     let larson_too = !args.iter().any(|a| a == "--no-larson");
     let _ = <GlibcMalloc as BenchAlloc>::alloc; // the trait is what the workloads drive
 
@@ -160,7 +205,14 @@ fn main() {
     for &threads in &thread_counts {
         print!("{:>13}", threads);
         for &b in &backends {
-            let p = LarsonParams { threads, slots_per_thread: 1000, min_size: 16, max_size: 1024, ops_per_round: rounds * 10, rounds: 5 };
+            let p = LarsonParams {
+                threads,
+                slots_per_thread: 1000,
+                min_size: 16,
+                max_size: 1024,
+                ops_per_round: rounds * 10,
+                rounds: 5,
+            };
             match run_larson(b, p, repeats) {
                 Ok(x) => {
                     print!(" {:>10.2}", x / 1e6);

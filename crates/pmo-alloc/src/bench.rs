@@ -97,7 +97,12 @@ pub struct HashTracked<A> {
 impl<A> HashTracked<A> {
     /// Wrap `inner`.
     pub fn new(inner: A) -> Self {
-        HashTracked { inner, shards: (0..HASH_SHARDS).map(|_| Mutex::new(HashSet::new())).collect() }
+        HashTracked {
+            inner,
+            shards: (0..HASH_SHARDS)
+                .map(|_| Mutex::new(HashSet::new()))
+                .collect(),
+        }
     }
     fn shard(&self, p: usize) -> &Mutex<HashSet<usize>> {
         &self.shards[(p >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58 & (HASH_SHARDS - 1)]
@@ -107,11 +112,18 @@ impl<A> HashTracked<A> {
 impl<A: BenchAlloc> BenchAlloc for HashTracked<A> {
     fn alloc(&self, size: usize) -> Option<NonNull<u8>> {
         let p = self.inner.alloc(size)?;
-        self.shard(p.as_ptr() as usize).lock().unwrap_or_else(|e| e.into_inner()).insert(p.as_ptr() as usize);
+        self.shard(p.as_ptr() as usize)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(p.as_ptr() as usize);
         Some(p)
     }
     unsafe fn free(&self, ptr: NonNull<u8>) {
-        let known = self.shard(ptr.as_ptr() as usize).lock().unwrap_or_else(|e| e.into_inner()).remove(&(ptr.as_ptr() as usize));
+        let known = self
+            .shard(ptr.as_ptr() as usize)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(ptr.as_ptr() as usize));
         if known {
             // SAFETY: forwarded from the caller.
             unsafe { self.inner.free(ptr) }
@@ -129,7 +141,12 @@ fn touch(p: NonNull<u8>, size: usize, value: u8) {
 /// POSEIDON's microbenchmark: each of `threads` threads allocates [`MICRO_BATCH_BLOCKS`] blocks
 /// of `size` bytes, frees them in a random order, and repeats `rounds` times. Returns
 /// alloc+free pairs per second over all threads. `heap_factory` is called once per run.
-pub fn microbench<A: BenchAlloc, F: FnMut() -> A>(mut heap_factory: F, size: usize, threads: usize, rounds: usize) -> Result<f64> {
+pub fn microbench<A: BenchAlloc, F: FnMut() -> A>(
+    mut heap_factory: F,
+    size: usize,
+    threads: usize,
+    rounds: usize,
+) -> Result<f64> {
     let heap = heap_factory();
     let threads = threads.max(1);
     let barrier = Barrier::new(threads + 1);
@@ -173,7 +190,10 @@ pub fn microbench<A: BenchAlloc, F: FnMut() -> A>(mut heap_factory: F, size: usi
                     }
                 }
                 let ended = Instant::now();
-                spans.lock().unwrap_or_else(|e| e.into_inner()).push((started, ended));
+                spans
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((started, ended));
                 for p in blocks.iter_mut().filter_map(Option::take) {
                     // SAFETY: as above (left over after a failed allocation).
                     unsafe { heap.free(p) };
@@ -183,7 +203,10 @@ pub fn microbench<A: BenchAlloc, F: FnMut() -> A>(mut heap_factory: F, size: usi
         barrier.wait();
     });
     let spans = spans.into_inner().unwrap_or_else(|e| e.into_inner());
-    let (Some(first), Some(last)) = (spans.iter().map(|s| s.0).min(), spans.iter().map(|s| s.1).max()) else {
+    let (Some(first), Some(last)) = (
+        spans.iter().map(|s| s.0).min(),
+        spans.iter().map(|s| s.1).max(),
+    ) else {
         return Err(HeapError::OutOfSpace { size });
     };
     let elapsed = last - first;
@@ -260,7 +283,10 @@ pub fn larson<A: BenchAlloc, F: FnMut() -> A>(mut heap_factory: F, p: LarsonPara
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
         });
         slots.rotate_left(1);
     }
@@ -284,25 +310,58 @@ mod tests {
 
     #[test]
     fn microbench_runs_on_every_allocator() {
-        let opts = HeapOptions { subheaps: 2, ..Default::default() };
-        let ours = microbench(|| MappedHeap::anonymous(64 << 20, &opts).unwrap(), 64, 2, 20).unwrap();
+        let opts = HeapOptions {
+            subheaps: 2,
+            ..Default::default()
+        };
+        let ours = microbench(
+            || MappedHeap::anonymous(64 << 20, &opts).unwrap(),
+            64,
+            2,
+            20,
+        )
+        .unwrap();
         let glibc = microbench(|| GlibcMalloc, 64, 2, 20).unwrap();
-        let hashed = microbench(|| HashTracked::new(MappedHeap::anonymous(64 << 20, &opts).unwrap()), 256, 1, 20).unwrap();
+        let hashed = microbench(
+            || HashTracked::new(MappedHeap::anonymous(64 << 20, &opts).unwrap()),
+            256,
+            1,
+            20,
+        )
+        .unwrap();
         assert!(ours > 0.0 && glibc > 0.0 && hashed > 0.0);
     }
 
     #[test]
     fn microbench_reports_out_of_space() {
-        let opts = HeapOptions { subheaps: 1, ..Default::default() };
-        let r = microbench(|| MappedHeap::anonymous(4 << 20, &opts).unwrap(), 64 << 10, 1, 2);
+        let opts = HeapOptions {
+            subheaps: 1,
+            ..Default::default()
+        };
+        let r = microbench(
+            || MappedHeap::anonymous(4 << 20, &opts).unwrap(),
+            64 << 10,
+            1,
+            2,
+        );
         assert!(matches!(r, Err(HeapError::OutOfSpace { .. })));
     }
 
     #[test]
     fn larson_runs_and_leaves_the_heap_empty() {
-        let opts = HeapOptions { subheaps: 2, ..Default::default() };
+        let opts = HeapOptions {
+            subheaps: 2,
+            ..Default::default()
+        };
         let heap = MappedHeap::anonymous(64 << 20, &opts).unwrap();
-        let p = LarsonParams { threads: 2, slots_per_thread: 200, min_size: 8, max_size: 1000, ops_per_round: 2000, rounds: 3 };
+        let p = LarsonParams {
+            threads: 2,
+            slots_per_thread: 200,
+            min_size: 8,
+            max_size: 1000,
+            ops_per_round: 2000,
+            rounds: 3,
+        };
         assert!(larson(|| &*heap, p).unwrap() > 0.0);
         let report = heap.check().unwrap();
         assert_eq!(report.live_allocations, 0);

@@ -19,7 +19,9 @@
 //!    blocks from the bitmaps and large extents, free from free extents and clear bits.
 
 use crate::error::{HeapError, Result};
-use crate::layout::{bin_of, slots_per_slab, BIN_COUNT, CLASS_BYTES, CLASS_COUNT, NIL, SLAB_UNITS, UNIT_BYTES};
+use crate::layout::{
+    bin_of, slots_per_slab, BIN_COUNT, CLASS_BYTES, CLASS_COUNT, NIL, SLAB_UNITS, UNIT_BYTES,
+};
 use crate::meta::{FLAG_HEAD, FLAG_TAIL, STATE_FREE, STATE_LARGE, STATE_NONE, STATE_SLAB};
 use crate::subheap::SubMeta;
 
@@ -56,13 +58,18 @@ impl CheckReport {
         self.slab_waste_bytes += o.slab_waste_bytes;
         self.live_allocations += o.live_allocations;
         self.free_extents += o.free_extents;
-        self.largest_free_extent_bytes = self.largest_free_extent_bytes.max(o.largest_free_extent_bytes);
+        self.largest_free_extent_bytes = self
+            .largest_free_extent_bytes
+            .max(o.largest_free_extent_bytes);
         self.slabs += o.slabs;
     }
 }
 
 fn corrupt(m: &SubMeta<'_>, reason: &'static str) -> HeapError {
-    HeapError::Corrupt { subheap: m.index, reason }
+    HeapError::Corrupt {
+        subheap: m.index,
+        reason,
+    }
 }
 
 /// One extent as seen by a walk.
@@ -82,7 +89,7 @@ fn walk(m: &SubMeta<'_>, mut f: impl FnMut(&Extent) -> Result<()>) -> Result<()>
             return Err(corrupt(m, "extent does not start with a head entry"));
         }
         let len = e.len_units;
-        if len == 0 || u.checked_add(len).map_or(true, |end| end > units) {
+        if len == 0 || u.checked_add(len).is_none_or(|end| end > units) {
             return Err(corrupt(m, "extent length out of range"));
         }
         let tail = m.units[(u + len - 1) as usize];
@@ -95,7 +102,11 @@ fn walk(m: &SubMeta<'_>, mut f: impl FnMut(&Extent) -> Result<()>) -> Result<()>
             }
             for i in 0..len {
                 let s = m.units[(u + i) as usize];
-                if s.state != STATE_SLAB || s.link_a != u || s.link_b != e.link_b || s.class != e.class {
+                if s.state != STATE_SLAB
+                    || s.link_a != u
+                    || s.link_b != e.link_b
+                    || s.class != e.class
+                {
                     return Err(corrupt(m, "slab unit entries disagree"));
                 }
             }
@@ -106,7 +117,11 @@ fn walk(m: &SubMeta<'_>, mut f: impl FnMut(&Extent) -> Result<()>) -> Result<()>
                 }
             }
         }
-        f(&Extent { head: u, len, state: e.state })?;
+        f(&Extent {
+            head: u,
+            len,
+            state: e.state,
+        })?;
         u += len;
     }
     Ok(())
@@ -120,7 +135,10 @@ pub(crate) fn live_blocks(m: &SubMeta<'_>, out: &mut Vec<(usize, usize)>) -> Res
             STATE_LARGE => out.push((start, x.len as usize * UNIT_BYTES)),
             STATE_SLAB => {
                 let d = m.units[x.head as usize].link_b;
-                let desc = m.descs.get(d as usize).ok_or(corrupt(m, "slab descriptor index"))?;
+                let desc = m
+                    .descs
+                    .get(d as usize)
+                    .ok_or(corrupt(m, "slab descriptor index"))?;
                 if desc.class as usize >= CLASS_COUNT {
                     return Err(corrupt(m, "slab class"));
                 }
@@ -140,7 +158,11 @@ pub(crate) fn live_blocks(m: &SubMeta<'_>, out: &mut Vec<(usize, usize)>) -> Res
 /// Validate one sub-heap (see the module doc for the list).
 pub(crate) fn check_subheap(m: &SubMeta<'_>) -> Result<CheckReport> {
     let units = m.units.len() as u32;
-    let mut r = CheckReport { subheaps: 1, capacity_bytes: units as u64 * UNIT_BYTES as u64, ..Default::default() };
+    let mut r = CheckReport {
+        subheaps: 1,
+        capacity_bytes: units as u64 * UNIT_BYTES as u64,
+        ..Default::default()
+    };
     let mut free_units = 0u64;
     let mut prev_free = false;
     let mut slabs_with_room = 0u64;
@@ -154,7 +176,9 @@ pub(crate) fn check_subheap(m: &SubMeta<'_>) -> Result<CheckReport> {
                 r.free_extents += 1;
                 free_units += x.len as u64;
                 r.free_bytes += x.len as u64 * UNIT_BYTES as u64;
-                r.largest_free_extent_bytes = r.largest_free_extent_bytes.max(x.len as u64 * UNIT_BYTES as u64);
+                r.largest_free_extent_bytes = r
+                    .largest_free_extent_bytes
+                    .max(x.len as u64 * UNIT_BYTES as u64);
             }
             STATE_LARGE => {
                 r.live_allocations += 1;
@@ -178,7 +202,13 @@ pub(crate) fn check_subheap(m: &SubMeta<'_>) -> Result<CheckReport> {
                 let mut used = 0usize;
                 for (w, word) in desc.bitmap.iter().enumerate() {
                     let first = w * 64;
-                    let pad = if first >= slots { !0u64 } else if first + 64 <= slots { 0 } else { !0u64 << (slots - first) };
+                    let pad = if first >= slots {
+                        !0u64
+                    } else if first + 64 <= slots {
+                        0
+                    } else {
+                        !0u64 << (slots - first)
+                    };
                     if word & pad != pad {
                         return Err(corrupt(m, "slab padding bits clear"));
                     }
@@ -195,7 +225,8 @@ pub(crate) fn check_subheap(m: &SubMeta<'_>) -> Result<CheckReport> {
                 r.live_allocations += used as u64;
                 r.allocated_bytes += used as u64 * class_bytes;
                 r.free_bytes += (slots - used) as u64 * class_bytes;
-                r.slab_waste_bytes += (SLAB_UNITS as u64 * UNIT_BYTES as u64) - slots as u64 * class_bytes;
+                r.slab_waste_bytes +=
+                    (SLAB_UNITS as u64 * UNIT_BYTES as u64) - slots as u64 * class_bytes;
             }
         }
         prev_free = x.state == STATE_FREE;
@@ -213,8 +244,12 @@ pub(crate) fn check_subheap(m: &SubMeta<'_>) -> Result<CheckReport> {
         let mut prev = NIL;
         let mut cur = head;
         while cur != NIL {
-            let e = m.units.get(cur as usize).ok_or(corrupt(m, "bin link out of range"))?;
-            if e.state != STATE_FREE || e.flags & FLAG_HEAD == 0 || bin_of(e.len_units.max(1)) != b {
+            let e = m
+                .units
+                .get(cur as usize)
+                .ok_or(corrupt(m, "bin link out of range"))?;
+            if e.state != STATE_FREE || e.flags & FLAG_HEAD == 0 || bin_of(e.len_units.max(1)) != b
+            {
                 return Err(corrupt(m, "bin list holds a wrong extent"));
             }
             if e.link_b != prev {
@@ -222,7 +257,10 @@ pub(crate) fn check_subheap(m: &SubMeta<'_>) -> Result<CheckReport> {
             }
             listed += 1;
             if listed > r.free_extents {
-                return Err(corrupt(m, "bin lists longer than the free extents (cycle?)"));
+                return Err(corrupt(
+                    m,
+                    "bin lists longer than the free extents (cycle?)",
+                ));
             }
             prev = cur;
             cur = e.link_a;
@@ -238,8 +276,14 @@ pub(crate) fn check_subheap(m: &SubMeta<'_>) -> Result<CheckReport> {
         let mut prev = NIL;
         let mut cur = m.hdr.partial_heads[class];
         while cur != NIL {
-            let desc = m.descs.get(cur as usize).ok_or(corrupt(m, "partial link out of range"))?;
-            if desc.in_use != 1 || desc.class as usize != class || desc.used_slots >= slots_per_slab(class) {
+            let desc = m
+                .descs
+                .get(cur as usize)
+                .ok_or(corrupt(m, "partial link out of range"))?;
+            if desc.in_use != 1
+                || desc.class as usize != class
+                || desc.used_slots >= slots_per_slab(class)
+            {
                 return Err(corrupt(m, "partial list holds a wrong slab"));
             }
             if desc.prev != prev {
@@ -261,7 +305,10 @@ pub(crate) fn check_subheap(m: &SubMeta<'_>) -> Result<CheckReport> {
     let mut released = 0u64;
     let mut cur = m.hdr.free_desc_head;
     while cur != NIL {
-        let desc = m.descs.get(cur as usize).ok_or(corrupt(m, "free descriptor link"))?;
+        let desc = m
+            .descs
+            .get(cur as usize)
+            .ok_or(corrupt(m, "free descriptor link"))?;
         if desc.in_use != 0 || cur >= m.hdr.desc_high_water {
             return Err(corrupt(m, "released descriptor in use"));
         }

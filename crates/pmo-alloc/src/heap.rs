@@ -17,7 +17,8 @@
 use crate::check::{self, CheckReport};
 use crate::error::{HeapError, Result};
 use crate::layout::{
-    class_for, hdr, root, Geometry, MAX_ALIGN_BYTES, MAX_SUBHEAPS, OS_PAGE_BYTES, ROOT_PAGE_OFFSET, UNIT_BYTES,
+    class_for, hdr, root, Geometry, MAX_ALIGN_BYTES, MAX_SUBHEAPS, OS_PAGE_BYTES, ROOT_PAGE_OFFSET,
+    UNIT_BYTES,
 };
 use crate::meta::{SlabDesc, SubHeapHeader, UnitEntry, SUBHEAP_HEADER_BYTES, UNIT_ENTRY_BYTES};
 use crate::protect::{PageGuard, Protection, Protector};
@@ -84,13 +85,18 @@ const LOCK_SPINS_BEFORE_YIELD: u32 = 64;
 
 impl SubHeapLock {
     fn new() -> Self {
-        SubHeapLock { locked: AtomicBool::new(false) }
+        SubHeapLock {
+            locked: AtomicBool::new(false),
+        }
     }
 
     #[inline]
     fn try_lock(&self) -> Option<SubHeapGuard<'_>> {
         if !self.locked.load(Ordering::Relaxed)
-            && self.locked.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            && self
+                .locked
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
         {
             Some(SubHeapGuard { lock: self })
         } else {
@@ -151,7 +157,12 @@ unsafe impl Sync for Heap {}
 /// `base` is the start of a region laid out by `geo` and valid for reads and writes, and the
 /// caller has exclusive access to sub-heap `i`'s metadata for `'a` (holds its lock, or is
 /// formatting/opening the heap alone).
-unsafe fn sub_view<'a>(base: NonNull<u8>, geo: &Geometry, i: usize, guard: Option<&'a mut PageGuard>) -> SubMeta<'a> {
+unsafe fn sub_view<'a>(
+    base: NonNull<u8>,
+    geo: &Geometry,
+    i: usize,
+    guard: Option<&'a mut PageGuard>,
+) -> SubMeta<'a> {
     let units = geo.units_per_subheap as usize;
     let meta_off = geo.meta_offset as usize + i * geo.meta_stride as usize;
     // SAFETY: `geo` was validated against the region length (meta blocks lie before the data
@@ -161,9 +172,13 @@ unsafe fn sub_view<'a>(base: NonNull<u8>, geo: &Geometry, i: usize, guard: Optio
     unsafe {
         let meta = base.as_ptr().add(meta_off);
         let hdr = &mut *meta.cast::<SubHeapHeader>();
-        let entries = std::slice::from_raw_parts_mut(meta.add(SUBHEAP_HEADER_BYTES).cast::<UnitEntry>(), units);
+        let entries = std::slice::from_raw_parts_mut(
+            meta.add(SUBHEAP_HEADER_BYTES).cast::<UnitEntry>(),
+            units,
+        );
         let descs = std::slice::from_raw_parts_mut(
-            meta.add(SUBHEAP_HEADER_BYTES + units * UNIT_ENTRY_BYTES).cast::<SlabDesc>(),
+            meta.add(SUBHEAP_HEADER_BYTES + units * UNIT_ENTRY_BYTES)
+                .cast::<SlabDesc>(),
             units / crate::layout::SLAB_UNITS as usize,
         );
         SubMeta {
@@ -179,7 +194,7 @@ unsafe fn sub_view<'a>(base: NonNull<u8>, geo: &Geometry, i: usize, guard: Optio
 
 fn check_base(base: *mut u8) -> Result<NonNull<u8>> {
     let p = NonNull::new(base).ok_or(HeapError::Misaligned(0))?;
-    if base as usize % OS_PAGE_BYTES != 0 {
+    if !(base as usize).is_multiple_of(OS_PAGE_BYTES) {
         return Err(HeapError::Misaligned(base as usize));
     }
     Ok(p)
@@ -208,7 +223,9 @@ impl Heap {
     pub unsafe fn format(base: *mut u8, len: usize, opts: &HeapOptions) -> Result<Heap> {
         let base = check_base(base)?;
         let subheaps = match opts.subheaps {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get() as u32).min(MAX_SUBHEAPS),
+            0 => std::thread::available_parallelism()
+                .map_or(1, |n| n.get() as u32)
+                .min(MAX_SUBHEAPS),
             n => n,
         };
         let geo = Geometry::plan(len as u64, subheaps, rand::random::<u64>() | 1)?;
@@ -248,7 +265,10 @@ impl Heap {
     pub unsafe fn open_with(base: *mut u8, len: usize, protection: Protection) -> Result<Heap> {
         let base = check_base(base)?;
         if len < 2 * OS_PAGE_BYTES {
-            return Err(HeapError::RegionTooSmall { len: len as u64, min: Geometry::min_region_bytes(1) });
+            return Err(HeapError::RegionTooSmall {
+                len: len as u64,
+                min: Geometry::min_region_bytes(1),
+            });
         }
         let mut header = [0u8; hdr::END];
         // SAFETY: the region is at least two OS pages (checked) and readable per the caller.
@@ -257,7 +277,10 @@ impl Heap {
         // SAFETY: as above.
         let (root_off, root_check) = unsafe { read_root_words(base) };
         if root_check != root_off ^ geo.heap_id ^ root::ROOT_CHECK_SALT {
-            return Err(HeapError::Corrupt { subheap: u32::MAX, reason: "root page check word" });
+            return Err(HeapError::Corrupt {
+                subheap: u32::MAX,
+                reason: "root page check word",
+            });
         }
         for i in 0..geo.subheap_count as usize {
             // SAFETY: the geometry fits the region (decode validated it); we are alone.
@@ -267,7 +290,12 @@ impl Heap {
         Self::attach(base, len, geo, protection)
     }
 
-    fn attach(base: NonNull<u8>, len: usize, geo: Geometry, protection: Protection) -> Result<Heap> {
+    fn attach(
+        base: NonNull<u8>,
+        len: usize,
+        geo: Geometry,
+        protection: Protection,
+    ) -> Result<Heap> {
         let protector = Protector::new(protection)?;
         let heap = Heap {
             base,
@@ -291,12 +319,18 @@ impl Heap {
     }
 
     fn root_range(&self) -> (usize, usize) {
-        (self.base.as_ptr() as usize + ROOT_PAGE_OFFSET, OS_PAGE_BYTES)
+        (
+            self.base.as_ptr() as usize + ROOT_PAGE_OFFSET,
+            OS_PAGE_BYTES,
+        )
     }
 
     fn meta_range(&self, i: usize) -> (usize, usize) {
         let stride = self.geo.meta_stride as usize;
-        (self.base.as_ptr() as usize + self.geo.meta_offset as usize + i * stride, stride)
+        (
+            self.base.as_ptr() as usize + self.geo.meta_offset as usize + i * stride,
+            stride,
+        )
     }
 
     fn protected_ranges(&self) -> Vec<(usize, usize)> {
@@ -313,7 +347,12 @@ impl Heap {
     }
 
     /// Run `f` on sub-heap `i`'s metadata made writable. `_held` proves the lock is held.
-    fn run<R>(&self, i: usize, _held: &SubHeapGuard<'_>, f: impl FnOnce(&mut SubMeta<'_>) -> Result<R>) -> Result<R> {
+    fn run<R>(
+        &self,
+        i: usize,
+        _held: &SubHeapGuard<'_>,
+        f: impl FnOnce(&mut SubMeta<'_>) -> Result<R>,
+    ) -> Result<R> {
         let (addr, len) = self.meta_range(i);
         if matches!(self.protector, Protector::Guard) {
             // Guard mode opens pages as they are first written (see `PageGuard`).
@@ -338,7 +377,11 @@ impl Heap {
     }
 
     /// Lock sub-heap `i` and run `f` on its metadata.
-    fn with_subheap<R>(&self, i: usize, f: impl FnOnce(&mut SubMeta<'_>) -> Result<R>) -> Result<R> {
+    fn with_subheap<R>(
+        &self,
+        i: usize,
+        f: impl FnOnce(&mut SubMeta<'_>) -> Result<R>,
+    ) -> Result<R> {
         self.check_poison()?;
         let guard = self.locks[i].lock();
         self.run(i, &guard, f)
@@ -390,7 +433,10 @@ impl Heap {
             None => {
                 let units = size.div_ceil(UNIT_BYTES).max(1);
                 if units > self.geo.units_per_subheap as usize {
-                    return Err(HeapError::TooLarge { size, max: self.geo.subheap_data_bytes() as usize });
+                    return Err(HeapError::TooLarge {
+                        size,
+                        max: self.geo.subheap_data_bytes() as usize,
+                    });
                 }
                 Request::Large(units as u32)
             }
@@ -469,15 +515,18 @@ impl Heap {
         if !align.is_power_of_two() || align > MAX_ALIGN_BYTES {
             return Err(HeapError::BadAlignment(align));
         }
-        let fits = new_size <= old_usable && ptr.as_ptr() as usize % align == 0;
-        let not_wasteful = new_size > old_usable / 2 || old_usable <= crate::layout::MIN_CLASS_BYTES;
+        let fits = new_size <= old_usable && (ptr.as_ptr() as usize).is_multiple_of(align);
+        let not_wasteful =
+            new_size > old_usable / 2 || old_usable <= crate::layout::MIN_CLASS_BYTES;
         if fits && not_wasteful {
             return Ok(ptr);
         }
         let new = self.alloc(new_size, align)?;
         // SAFETY: `ptr` is a live block of `old_usable` bytes (checked above) and `new` a fresh
         // block of at least `new_size` bytes; distinct live blocks never overlap.
-        unsafe { std::ptr::copy_nonoverlapping(ptr.as_ptr(), new.as_ptr(), old_usable.min(new_size)) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(ptr.as_ptr(), new.as_ptr(), old_usable.min(new_size))
+        };
         if let Err(e) = self.free(ptr) {
             // The old block vanished meanwhile (a racing free by the caller): undo.
             let _ = self.free(new);
@@ -532,7 +581,10 @@ impl Heap {
             let (off, check) = unsafe { read_root_words(self.base) };
             self.protector.exit(addr, len)?;
             if check != off ^ self.geo.heap_id ^ root::ROOT_CHECK_SALT {
-                return Err(HeapError::Corrupt { subheap: u32::MAX, reason: "root page check word" });
+                return Err(HeapError::Corrupt {
+                    subheap: u32::MAX,
+                    reason: "root page check word",
+                });
             }
             off
         };
@@ -540,9 +592,15 @@ impl Heap {
             return Ok(None);
         }
         let off = usize::try_from(off).map_err(|_| HeapError::BadHeapPtr(off))?;
-        let i = self.owner(off).map_err(|_| HeapError::Corrupt { subheap: u32::MAX, reason: "root outside data" })?;
+        let i = self.owner(off).map_err(|_| HeapError::Corrupt {
+            subheap: u32::MAX,
+            reason: "root outside data",
+        })?;
         self.peek(i, |m| m.classify(off))
-            .map_err(|_| HeapError::Corrupt { subheap: i as u32, reason: "root is not a live block" })?;
+            .map_err(|_| HeapError::Corrupt {
+                subheap: i as u32,
+                reason: "root is not a live block",
+            })?;
         Ok(Some(self.ptr_at(off)))
     }
 
@@ -575,11 +633,14 @@ impl Heap {
             return Ok(None);
         }
         let off = usize::try_from(p.offset()).map_err(|_| HeapError::BadHeapPtr(p.offset()))?;
-        self.owner(off).map_err(|_| HeapError::BadHeapPtr(p.offset()))?;
-        let end = off.checked_add(std::mem::size_of::<T>()).ok_or(HeapError::BadHeapPtr(p.offset()))?;
+        self.owner(off)
+            .map_err(|_| HeapError::BadHeapPtr(p.offset()))?;
+        let end = off
+            .checked_add(std::mem::size_of::<T>())
+            .ok_or(HeapError::BadHeapPtr(p.offset()))?;
         let ptr = self.ptr_at(off);
         if end > (self.geo.data_offset + self.geo.data_bytes) as usize
-            || ptr.as_ptr() as usize % std::mem::align_of::<T>() != 0
+            || !(ptr.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>())
         {
             return Err(HeapError::BadHeapPtr(p.offset()));
         }
@@ -601,7 +662,11 @@ impl Heap {
             blocks.clear();
             self.peek(i, |m| check::live_blocks(m, &mut blocks))?;
             for &(off, usable_size) in &blocks {
-                f(Allocation { ptr: self.ptr_at(off), usable_size, subheap: i as u32 });
+                f(Allocation {
+                    ptr: self.ptr_at(off),
+                    usable_size,
+                    subheap: i as u32,
+                });
             }
         }
         Ok(())
@@ -635,7 +700,10 @@ impl Heap {
     /// blocks overlap, that every block found by walking is found again by the free-time lookup,
     /// and that the root is a live block. Holds each sub-heap's lock while checking it.
     pub fn check(&self) -> Result<CheckReport> {
-        let mut report = CheckReport { subheaps: self.geo.subheap_count, ..CheckReport::default() };
+        let mut report = CheckReport {
+            subheaps: self.geo.subheap_count,
+            ..CheckReport::default()
+        };
         let mut blocks: Vec<(usize, usize)> = Vec::new();
         for i in 0..self.locks.len() {
             let start = blocks.len();
@@ -648,7 +716,10 @@ impl Heap {
                         reason: "walked block not found by the free-time lookup",
                     })?;
                     if b.usable_bytes() != usable {
-                        return Err(HeapError::Corrupt { subheap: i as u32, reason: "lookup size differs from walk" });
+                        return Err(HeapError::Corrupt {
+                            subheap: i as u32,
+                            reason: "lookup size differs from walk",
+                        });
                     }
                 }
                 report.add(&sub);
@@ -659,16 +730,27 @@ impl Heap {
         let data_end = (self.geo.data_offset + self.geo.data_bytes) as usize;
         for w in blocks.windows(2) {
             if w[0].0 + w[0].1 > w[1].0 {
-                return Err(HeapError::Corrupt { subheap: u32::MAX, reason: "two live blocks overlap" });
+                return Err(HeapError::Corrupt {
+                    subheap: u32::MAX,
+                    reason: "two live blocks overlap",
+                });
             }
         }
-        if blocks.first().is_some_and(|b| b.0 < self.geo.data_offset as usize)
+        if blocks
+            .first()
+            .is_some_and(|b| b.0 < self.geo.data_offset as usize)
             || blocks.last().is_some_and(|b| b.0 + b.1 > data_end)
         {
-            return Err(HeapError::Corrupt { subheap: u32::MAX, reason: "block outside the data area" });
+            return Err(HeapError::Corrupt {
+                subheap: u32::MAX,
+                reason: "block outside the data area",
+            });
         }
         if report.capacity_bytes != self.geo.data_bytes {
-            return Err(HeapError::Corrupt { subheap: u32::MAX, reason: "sub-heap capacities do not add up" });
+            return Err(HeapError::Corrupt {
+                subheap: u32::MAX,
+                reason: "sub-heap capacities do not add up",
+            });
         }
         report.root_set = self.root()?.is_some();
         Ok(report)
@@ -679,7 +761,10 @@ impl Heap {
     pub fn quiesce(&self) -> QuiesceGuard<'_> {
         let subheaps = self.locks.iter().map(|l| l.lock()).collect();
         let root = lock_ignoring_poison(&self.root_lock);
-        QuiesceGuard { _subheaps: subheaps, _root: root }
+        QuiesceGuard {
+            _subheaps: subheaps,
+            _root: root,
+        }
     }
 
     /// Start of the region.
@@ -717,7 +802,10 @@ impl Drop for Heap {
 
 impl std::fmt::Debug for Heap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Heap").field("base", &self.base).field("geometry", &self.geo).finish()
+        f.debug_struct("Heap")
+            .field("base", &self.base)
+            .field("geometry", &self.geo)
+            .finish()
     }
 }
 
@@ -735,7 +823,9 @@ unsafe fn write_root_words(base: NonNull<u8>, off: u64, heap_id: u64) {
     unsafe {
         let page = base.as_ptr().add(ROOT_PAGE_OFFSET);
         page.add(root::ROOT_OFFSET).cast::<u64>().write(off.to_le());
-        page.add(root::ROOT_CHECK).cast::<u64>().write((off ^ heap_id ^ root::ROOT_CHECK_SALT).to_le());
+        page.add(root::ROOT_CHECK)
+            .cast::<u64>()
+            .write((off ^ heap_id ^ root::ROOT_CHECK_SALT).to_le());
     }
 }
 

@@ -13,7 +13,9 @@
 use crate::error::HeapError;
 
 #[cfg(target_endian = "big")]
-compile_error!("pmo-alloc stores metadata structs in native layout and supports little-endian only");
+compile_error!(
+    "pmo-alloc stores metadata structs in native layout and supports little-endian only"
+);
 
 /// OS page size the layout assumes (and `format`/`open` verify).
 pub const OS_PAGE_BYTES: usize = 4096;
@@ -38,8 +40,8 @@ pub const NIL: u32 = u32::MAX;
 
 /// Size classes in bytes (all multiples of 16, at most 4096).
 pub const CLASS_BYTES: [u32; 28] = [
-    16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896,
-    1024, 1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096,
+    16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896, 1024,
+    1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096,
 ];
 /// Number of size classes.
 pub const CLASS_COUNT: usize = CLASS_BYTES.len();
@@ -77,7 +79,7 @@ pub fn class_for(size: usize, align: usize) -> Option<usize> {
     }
     let mut class = SIZE_TO_CLASS[size.div_ceil(MIN_CLASS_BYTES)] as usize;
     if align > MIN_CLASS_BYTES {
-        while class < CLASS_COUNT && CLASS_BYTES[class] as usize % align != 0 {
+        while class < CLASS_COUNT && !(CLASS_BYTES[class] as usize).is_multiple_of(align) {
             class += 1;
         }
         if class == CLASS_COUNT {
@@ -108,9 +110,8 @@ pub fn bin_of(len_units: u32) -> usize {
 pub const HEADER_MAGIC: [u8; 8] = *b"PMOHEAP\0";
 /// Format version this code writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
-/// Offsets of header fields (little-endian).
+/// Offsets of header fields (little-endian), inside OS page 0.
 pub mod hdr {
-    //! Byte offsets inside OS page 0.
     /// [u8; 8]
     pub const MAGIC: usize = 0;
     /// u32
@@ -146,15 +147,14 @@ pub mod hdr {
 }
 /// Offset of the root page (OS page 1).
 pub const ROOT_PAGE_OFFSET: usize = OS_PAGE_BYTES;
-/// Offsets inside the root page.
+/// Offsets inside the root page (OS page 1).
 pub mod root {
-    //! Byte offsets inside OS page 1.
     /// u64: region offset of the root allocation, 0 = none
     pub const ROOT_OFFSET: usize = 0;
     /// u64: ROOT_OFFSET ^ heap id ^ ROOT_CHECK_SALT
     pub const ROOT_CHECK: usize = 8;
     /// Salt of the root check word.
-    pub const ROOT_CHECK_SALT: u64 = 0x5EED_0F_B10C_C0DE;
+    pub const ROOT_CHECK_SALT: u64 = 0x005E_ED0F_B10C_C0DE;
 }
 /// Offset of the first sub-heap's metadata (OS page 2).
 pub const META_OFFSET: usize = 2 * OS_PAGE_BYTES;
@@ -198,7 +198,10 @@ impl Geometry {
         }
         let min = Self::min_region_bytes(subheap_count);
         if region_bytes < min {
-            return Err(HeapError::RegionTooSmall { len: region_bytes, min });
+            return Err(HeapError::RegionTooSmall {
+                len: region_bytes,
+                min,
+            });
         }
         let n = subheap_count as u64;
         let avail = region_bytes - META_OFFSET as u64;
@@ -224,7 +227,10 @@ impl Geometry {
                 });
             }
             if units <= SLAB_UNITS {
-                return Err(HeapError::RegionTooSmall { len: region_bytes, min });
+                return Err(HeapError::RegionTooSmall {
+                    len: region_bytes,
+                    min,
+                });
             }
             // Shrink by the overshoot (at least one unit): converges in a few steps.
             let over_units = (need - region_bytes).div_ceil(n * UNIT_BYTES as u64).max(1);
@@ -262,14 +268,20 @@ impl Geometry {
             return Err(bad("metadata stride"));
         }
         let n = self.subheap_count as u64;
-        let data_offset = self.meta_offset.checked_add(n * self.meta_stride).ok_or(bad("overflow"))?;
+        let data_offset = self
+            .meta_offset
+            .checked_add(n * self.meta_stride)
+            .ok_or(bad("overflow"))?;
         if self.data_offset != data_offset {
             return Err(bad("data offset"));
         }
         if self.data_bytes != n * self.subheap_data_bytes() {
             return Err(bad("data length"));
         }
-        let end = self.data_offset.checked_add(self.data_bytes).ok_or(bad("overflow"))?;
+        let end = self
+            .data_offset
+            .checked_add(self.data_bytes)
+            .ok_or(bad("overflow"))?;
         if end > self.region_bytes {
             return Err(bad("data area runs past the region"));
         }
@@ -358,7 +370,10 @@ mod tests {
             let c = class_for(size, 16).expect("small size has a class");
             assert!(CLASS_BYTES[c] as usize >= size);
             if c > 0 {
-                assert!((CLASS_BYTES[c - 1] as usize) < size.max(1), "class {c} not the smallest for {size}");
+                assert!(
+                    (CLASS_BYTES[c - 1] as usize) < size.max(1),
+                    "class {c} not the smallest for {size}"
+                );
             }
         }
         assert_eq!(class_for(MAX_SMALL_BYTES + 1, 16), None);
@@ -402,7 +417,12 @@ mod tests {
 
     #[test]
     fn plan_fits_and_round_trips() {
-        for (len, n) in [(1u64 << 20, 1u32), (64 << 20, 2), (1 << 30, 4), (Geometry::min_region_bytes(3), 3)] {
+        for (len, n) in [
+            (1u64 << 20, 1u32),
+            (64 << 20, 2),
+            (1 << 30, 4),
+            (Geometry::min_region_bytes(3), 3),
+        ] {
             let g = Geometry::plan(len, n, 7).unwrap();
             g.validate(len).unwrap();
             assert!(g.data_offset + g.data_bytes <= len);
@@ -411,7 +431,10 @@ mod tests {
             g.encode(&mut bytes);
             assert_eq!(Geometry::decode(&bytes, len).unwrap(), g);
         }
-        assert!(matches!(Geometry::plan(1000, 1, 0), Err(HeapError::RegionTooSmall { .. })));
+        assert!(matches!(
+            Geometry::plan(1000, 1, 0),
+            Err(HeapError::RegionTooSmall { .. })
+        ));
         assert!(Geometry::plan(1 << 20, 0, 0).is_err());
     }
 
@@ -424,9 +447,15 @@ mod tests {
             for bit in [0x01u8, 0x80] {
                 let mut bad = good;
                 bad[i] ^= bit;
-                assert!(Geometry::decode(&bad, 8 << 20).is_err(), "flip at byte {i} not detected");
+                assert!(
+                    Geometry::decode(&bad, 8 << 20).is_err(),
+                    "flip at byte {i} not detected"
+                );
             }
         }
-        assert!(Geometry::decode(&good, (8 << 20) - 1).is_err(), "short region accepted");
+        assert!(
+            Geometry::decode(&good, (8 << 20) - 1).is_err(),
+            "short region accepted"
+        );
     }
 }

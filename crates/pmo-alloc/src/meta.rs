@@ -123,4 +123,4 @@ pub struct SubHeapHeader {
 /// Bytes reserved for the [`SubHeapHeader`].
 pub const SUBHEAP_HEADER_BYTES: usize = 1024;
 const _: () = assert!(std::mem::size_of::<SubHeapHeader>() <= SUBHEAP_HEADER_BYTES);
-const _: () = assert!(SUBHEAP_HEADER_BYTES % std::mem::align_of::<SlabDesc>() == 0);
+const _: () = assert!(SUBHEAP_HEADER_BYTES.is_multiple_of(std::mem::align_of::<SlabDesc>()));

@@ -99,7 +99,9 @@ impl Protector {
             Protection::Mpk | Protection::Auto => {
                 if !mpk_available() {
                     return if protection == Protection::Mpk {
-                        Err(HeapError::ProtectionUnavailable("CPU or kernel lacks protection keys"))
+                        Err(HeapError::ProtectionUnavailable(
+                            "CPU or kernel lacks protection keys",
+                        ))
                     } else {
                         Ok(Protector::Off)
                     };
@@ -165,7 +167,9 @@ impl Protector {
     pub(crate) fn enter(&self, addr: usize, len: usize) -> Result<()> {
         match *self {
             Protector::Off => Ok(()),
-            Protector::Guard => sys::protect(addr, len, Access::ReadWrite).map_err(HeapError::Protect),
+            Protector::Guard => {
+                sys::protect(addr, len, Access::ReadWrite).map_err(HeapError::Protect)
+            }
             Protector::Mpk { key } => {
                 MPK_DEPTH.with(|d| {
                     if d.get() == 0 {
@@ -188,7 +192,9 @@ impl Protector {
     pub(crate) fn exit(&self, addr: usize, len: usize) -> Result<()> {
         match *self {
             Protector::Off => Ok(()),
-            Protector::Guard => sys::protect(addr, len, Access::ReadOnly).map_err(HeapError::Protect),
+            Protector::Guard => {
+                sys::protect(addr, len, Access::ReadOnly).map_err(HeapError::Protect)
+            }
             Protector::Mpk { key } => {
                 MPK_DEPTH.with(|d| {
                     let depth = d.get().saturating_sub(1);
@@ -223,8 +229,14 @@ mod tests {
             assert_eq!(pkru_rights(closed, key), (true, false));
             for other in 0..PKEY_COUNT {
                 if other != key {
-                    assert_eq!(pkru_rights(open, other), pkru_rights(LINUX_INIT_PKRU, other));
-                    assert_eq!(pkru_rights(closed, other), pkru_rights(LINUX_INIT_PKRU, other));
+                    assert_eq!(
+                        pkru_rights(open, other),
+                        pkru_rights(LINUX_INIT_PKRU, other)
+                    );
+                    assert_eq!(
+                        pkru_rights(closed, other),
+                        pkru_rights(LINUX_INIT_PKRU, other)
+                    );
                 }
             }
             // Key 0 (ordinary memory) stays fully accessible.
@@ -245,7 +257,10 @@ mod tests {
     #[test]
     fn cpuid_detection_needs_both_bits() {
         assert!(!pku_usable_from_cpuid_ecx(0));
-        assert!(!pku_usable_from_cpuid_ecx(1 << 3), "PKU without OSPKE is not usable");
+        assert!(
+            !pku_usable_from_cpuid_ecx(1 << 3),
+            "PKU without OSPKE is not usable"
+        );
         assert!(!pku_usable_from_cpuid_ecx(1 << 4));
         assert!(pku_usable_from_cpuid_ecx((1 << 3) | (1 << 4) | 0xFFFF_0000));
     }
@@ -255,10 +270,19 @@ mod tests {
         // On a machine without PKU (like the project's) Mpk must be refused and Auto fall back.
         if !sys::cpu_has_pku() {
             assert!(!mpk_available());
-            assert!(matches!(Protector::new(Protection::Mpk), Err(HeapError::ProtectionUnavailable(_))));
-            assert_eq!(Protector::new(Protection::Auto).unwrap().mode(), Protection::Off);
+            assert!(matches!(
+                Protector::new(Protection::Mpk),
+                Err(HeapError::ProtectionUnavailable(_))
+            ));
+            assert_eq!(
+                Protector::new(Protection::Auto).unwrap().mode(),
+                Protection::Off
+            );
         } else if mpk_available() {
-            assert_eq!(Protector::new(Protection::Auto).unwrap().mode(), Protection::Mpk);
+            assert_eq!(
+                Protector::new(Protection::Auto).unwrap().mode(),
+                Protection::Mpk
+            );
         }
     }
 }
@@ -286,7 +310,14 @@ pub(crate) struct PageGuard {
 impl PageGuard {
     /// A guard over the metadata block `[meta_addr, meta_addr + meta_len)` (OS-page aligned).
     pub(crate) fn new(meta_addr: usize, meta_len: usize) -> Self {
-        PageGuard { meta_addr, meta_len, pages: [0; GUARD_PAGES_MAX], count: 0, whole: false, error: None }
+        PageGuard {
+            meta_addr,
+            meta_len,
+            pages: [0; GUARD_PAGES_MAX],
+            count: 0,
+            whole: false,
+            error: None,
+        }
     }
 
     /// Make the bytes `[offset, offset + len)` of the block writable. If `mprotect` fails the
@@ -311,7 +342,11 @@ impl PageGuard {
                 self.whole = true;
                 return;
             }
-            if let Err(e) = sys::protect(self.meta_addr + page * page_bytes, page_bytes, Access::ReadWrite) {
+            if let Err(e) = sys::protect(
+                self.meta_addr + page * page_bytes,
+                page_bytes,
+                Access::ReadWrite,
+            ) {
                 self.error.get_or_insert(e);
             }
             self.pages[self.count] = page as u32;
@@ -375,7 +410,10 @@ mod guard_tests {
         for p in 0..40 {
             g.open(p * 4096, 8);
         }
-        assert!(g.whole, "more than GUARD_PAGES_MAX pages opens the whole block");
+        assert!(
+            g.whole,
+            "more than GUARD_PAGES_MAX pages opens the whole block"
+        );
         g.close().unwrap();
         assert!(g.opened().is_empty());
         sys::protect(addr, len, Access::ReadWrite).unwrap();

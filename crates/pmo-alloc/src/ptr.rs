@@ -18,11 +18,17 @@ pub struct HeapPtr<T> {
 
 impl<T> HeapPtr<T> {
     /// The null pointer.
-    pub const NULL: Self = HeapPtr { offset: 0, _points_to: PhantomData };
+    pub const NULL: Self = HeapPtr {
+        offset: 0,
+        _points_to: PhantomData,
+    };
 
     /// From a raw region offset (not checked here; [`crate::Heap::resolve`] checks).
     pub const fn from_offset(offset: u64) -> Self {
-        HeapPtr { offset, _points_to: PhantomData }
+        HeapPtr {
+            offset,
+            _points_to: PhantomData,
+        }
     }
 
     /// The region offset.
@@ -37,7 +43,10 @@ impl<T> HeapPtr<T> {
 
     /// The same offset typed as `U`.
     pub const fn cast<U>(self) -> HeapPtr<U> {
-        HeapPtr { offset: self.offset, _points_to: PhantomData }
+        HeapPtr {
+            offset: self.offset,
+            _points_to: PhantomData,
+        }
     }
 }
 

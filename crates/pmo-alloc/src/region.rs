@@ -34,16 +34,29 @@ unsafe impl Sync for MappedRegion {}
 impl MappedRegion {
     /// `len` bytes of zeroed anonymous memory (page-aligned, lazily backed).
     pub fn anonymous(len: usize) -> io::Result<Self> {
-        Ok(MappedRegion { ptr: sys::map_anonymous(len)?, len, file: None })
+        Ok(MappedRegion {
+            ptr: sys::map_anonymous(len)?,
+            len,
+            file: None,
+        })
     }
 
     /// A shared mapping of the file at `path`, created (or truncated) to `len` bytes; the file
     /// is removed when the region is dropped. On `/dev/shm` this is memory-backed.
     pub fn shared_file(path: &Path, len: usize) -> io::Result<Self> {
-        let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
         f.set_len(len as u64)?;
         let ptr = sys::map_file_shared(f.as_raw_fd(), len)?;
-        Ok(MappedRegion { ptr, len, file: Some(path.to_path_buf()) })
+        Ok(MappedRegion {
+            ptr,
+            len,
+            file: Some(path.to_path_buf()),
+        })
     }
 
     /// Start of the mapping.
@@ -107,14 +120,20 @@ impl MappedHeap {
         // SAFETY: the region is a live mapping owned by the returned value, which keeps it
         // mapped at this address until the heap is dropped; only the heap touches it.
         let heap = unsafe { Heap::format(region.as_ptr(), region.len(), opts)? };
-        Ok(MappedHeap { heap: Some(heap), region })
+        Ok(MappedHeap {
+            heap: Some(heap),
+            region,
+        })
     }
 
     /// Attach the heap already in `region`.
     pub fn open(region: MappedRegion, protection: Protection) -> Result<Self> {
         // SAFETY: as in `format`; the region was never moved, so stored pointers stay valid.
         let heap = unsafe { Heap::open_with(region.as_ptr(), region.len(), protection)? };
-        Ok(MappedHeap { heap: Some(heap), region })
+        Ok(MappedHeap {
+            heap: Some(heap),
+            region,
+        })
     }
 
     /// Format over a fresh anonymous mapping of `len` bytes.

@@ -10,14 +10,14 @@
 
 use crate::error::{HeapError, Result};
 use crate::layout::{
-    bin_of, slots_per_slab, BIN_COUNT, CLASS_BYTES, CLASS_COUNT, EXACT_BINS, NIL,
-    SLAB_UNITS, UNIT_BYTES,
+    bin_of, slots_per_slab, BIN_COUNT, CLASS_BYTES, CLASS_COUNT, EXACT_BINS, NIL, SLAB_UNITS,
+    UNIT_BYTES,
+};
+use crate::meta::{
+    SlabDesc, SubHeapHeader, UnitEntry, FLAG_HEAD, FLAG_TAIL, SLAB_DESC_BYTES, STATE_FREE,
+    STATE_LARGE, STATE_NONE, STATE_SLAB, SUBHEAP_HEADER_BYTES, SUBHEAP_MAGIC, UNIT_ENTRY_BYTES,
 };
 use crate::protect::PageGuard;
-use crate::meta::{
-    SLAB_DESC_BYTES, SUBHEAP_HEADER_BYTES, UNIT_ENTRY_BYTES, SlabDesc, SubHeapHeader, UnitEntry, FLAG_HEAD, FLAG_TAIL, STATE_FREE, STATE_LARGE, STATE_NONE,
-    STATE_SLAB, SUBHEAP_MAGIC,
-};
 
 /// Longest walk along one bin list looking for a fit before moving to a larger bin.
 const BIN_SEARCH_STEPS_MAX: u32 = 64;
@@ -65,7 +65,10 @@ impl<'a> SubMeta<'a> {
             let units = self.units.len();
             if (first as usize) < units && n > 0 {
                 let n = (n as usize).min(units - first as usize);
-                g.open(SUBHEAP_HEADER_BYTES + first as usize * UNIT_ENTRY_BYTES, n * UNIT_ENTRY_BYTES);
+                g.open(
+                    SUBHEAP_HEADER_BYTES + first as usize * UNIT_ENTRY_BYTES,
+                    n * UNIT_ENTRY_BYTES,
+                );
             }
         }
     }
@@ -82,7 +85,10 @@ impl<'a> SubMeta<'a> {
     }
 
     fn corrupt(&self, reason: &'static str) -> HeapError {
-        HeapError::Corrupt { subheap: self.index, reason }
+        HeapError::Corrupt {
+            subheap: self.index,
+            reason,
+        }
     }
 
     fn unit_count(&self) -> u32 {
@@ -137,11 +143,22 @@ impl<'a> SubMeta<'a> {
     /// Write head and tail entries of the extent `[head, head + len)`.
     fn set_extent(&mut self, head: u32, len: u32, state: u8) {
         let tail = head + len - 1;
-        let flags = if len == 1 { FLAG_HEAD | FLAG_TAIL } else { FLAG_HEAD };
+        let flags = if len == 1 {
+            FLAG_HEAD | FLAG_TAIL
+        } else {
+            FLAG_HEAD
+        };
         self.touch_units(head, 1);
         self.touch_units(tail, 1);
-        self.units[head as usize] =
-            UnitEntry { state, flags, class: 0, reserved: 0, len_units: len, link_a: NIL, link_b: NIL };
+        self.units[head as usize] = UnitEntry {
+            state,
+            flags,
+            class: 0,
+            reserved: 0,
+            len_units: len,
+            link_a: NIL,
+            link_b: NIL,
+        };
         if len > 1 {
             self.units[tail as usize] = UnitEntry {
                 state,
@@ -174,7 +191,10 @@ impl<'a> SubMeta<'a> {
     }
 
     fn bin_remove(&mut self, head: u32) -> Result<()> {
-        let e = *self.units.get(head as usize).ok_or(HeapError::Corrupt { subheap: self.index, reason: "free extent out of range" })?;
+        let e = *self.units.get(head as usize).ok_or(HeapError::Corrupt {
+            subheap: self.index,
+            reason: "free extent out of range",
+        })?;
         if e.state != STATE_FREE || e.flags & FLAG_HEAD == 0 || e.len_units == 0 {
             return Err(self.corrupt("bin list holds a non-free extent"));
         }
@@ -190,11 +210,23 @@ impl<'a> SubMeta<'a> {
                 self.hdr.bin_bitmap[b / 64] &= !(1 << (b % 64));
             }
         } else {
-            let prev = self.units.get_mut(e.link_b as usize).ok_or(HeapError::Corrupt { subheap: self.index, reason: "bin prev link" })?;
+            let prev = self
+                .units
+                .get_mut(e.link_b as usize)
+                .ok_or(HeapError::Corrupt {
+                    subheap: self.index,
+                    reason: "bin prev link",
+                })?;
             prev.link_a = e.link_a;
         }
         if e.link_a != NIL {
-            let next = self.units.get_mut(e.link_a as usize).ok_or(HeapError::Corrupt { subheap: self.index, reason: "bin next link" })?;
+            let next = self
+                .units
+                .get_mut(e.link_a as usize)
+                .ok_or(HeapError::Corrupt {
+                    subheap: self.index,
+                    reason: "bin next link",
+                })?;
             next.link_b = e.link_b;
         }
         Ok(())
@@ -236,7 +268,10 @@ impl<'a> SubMeta<'a> {
                 let mut steps = 0;
                 let mut found = NIL;
                 while cur != NIL && steps < BIN_SEARCH_STEPS_MAX {
-                    let e = self.units.get(cur as usize).ok_or(HeapError::Corrupt { subheap: self.index, reason: "bin link out of range" })?;
+                    let e = self.units.get(cur as usize).ok_or(HeapError::Corrupt {
+                        subheap: self.index,
+                        reason: "bin link out of range",
+                    })?;
                     if e.len_units >= len {
                         found = cur;
                         break;
@@ -255,8 +290,19 @@ impl<'a> SubMeta<'a> {
             }
             break first;
         };
-        let have = self.units.get(head as usize).ok_or(HeapError::Corrupt { subheap: self.index, reason: "bin head out of range" })?.len_units;
-        if have < len || head.checked_add(have).map_or(true, |end| end > self.unit_count()) {
+        let have = self
+            .units
+            .get(head as usize)
+            .ok_or(HeapError::Corrupt {
+                subheap: self.index,
+                reason: "bin head out of range",
+            })?
+            .len_units;
+        if have < len
+            || head
+                .checked_add(have)
+                .is_none_or(|end| end > self.unit_count())
+        {
             return Err(self.corrupt("free extent length inconsistent with its bin"));
         }
         if have > len && bin_of(have - len) == bin_of(have) {
@@ -266,7 +312,11 @@ impl<'a> SubMeta<'a> {
             self.touch_units(head, 1);
             let e = &mut self.units[head as usize];
             e.len_units = rest;
-            e.flags = if rest == 1 { FLAG_HEAD | FLAG_TAIL } else { FLAG_HEAD };
+            e.flags = if rest == 1 {
+                FLAG_HEAD | FLAG_TAIL
+            } else {
+                FLAG_HEAD
+            };
             if rest > 1 {
                 self.write_tail(head + rest - 1, rest, STATE_FREE);
             }
@@ -289,8 +339,15 @@ impl<'a> SubMeta<'a> {
     /// Write a tail entry (extent length >= 2).
     fn write_tail(&mut self, tail: u32, len: u32, state: u8) {
         self.touch_units(tail, 1);
-        self.units[tail as usize] =
-            UnitEntry { state, flags: FLAG_TAIL, class: 0, reserved: 0, len_units: len, link_a: NIL, link_b: NIL };
+        self.units[tail as usize] = UnitEntry {
+            state,
+            flags: FLAG_TAIL,
+            class: 0,
+            reserved: 0,
+            len_units: len,
+            link_a: NIL,
+            link_b: NIL,
+        };
     }
 
     /// Return `[head, head + len)` (whose head/tail entries the caller has cleared and whose
@@ -302,10 +359,12 @@ impl<'a> SubMeta<'a> {
             let left_tail = self.units[head as usize - 1];
             if left_tail.state == STATE_FREE && left_tail.flags & FLAG_TAIL != 0 {
                 let left_len = left_tail.len_units;
-                let left_head = head
-                    .checked_sub(left_len)
-                    .filter(|_| left_len > 0)
-                    .ok_or(HeapError::Corrupt { subheap: self.index, reason: "left neighbour length" })?;
+                let left_head = head.checked_sub(left_len).filter(|_| left_len > 0).ok_or(
+                    HeapError::Corrupt {
+                        subheap: self.index,
+                        reason: "left neighbour length",
+                    },
+                )?;
                 let lh = self.units[left_head as usize];
                 if lh.state != STATE_FREE || lh.flags & FLAG_HEAD == 0 || lh.len_units != left_len {
                     return Err(self.corrupt("left neighbour head and tail disagree"));
@@ -319,7 +378,7 @@ impl<'a> SubMeta<'a> {
             let right_head = self.units[right as usize];
             if right_head.state == STATE_FREE && right_head.flags & FLAG_HEAD != 0 {
                 right_len = right_head.len_units;
-                if right_len == 0 || right.checked_add(right_len).map_or(true, |e| e > units) {
+                if right_len == 0 || right.checked_add(right_len).is_none_or(|e| e > units) {
                     return Err(self.corrupt("right neighbour length"));
                 }
                 self.bin_remove(right)?;
@@ -381,10 +440,22 @@ impl<'a> SubMeta<'a> {
             }
             self.hdr.partial_heads[class] = next;
         } else {
-            self.descs.get_mut(prev as usize).ok_or(HeapError::Corrupt { subheap: self.index, reason: "partial prev link" })?.next = next;
+            self.descs
+                .get_mut(prev as usize)
+                .ok_or(HeapError::Corrupt {
+                    subheap: self.index,
+                    reason: "partial prev link",
+                })?
+                .next = next;
         }
         if next != NIL {
-            self.descs.get_mut(next as usize).ok_or(HeapError::Corrupt { subheap: self.index, reason: "partial next link" })?.prev = prev;
+            self.descs
+                .get_mut(next as usize)
+                .ok_or(HeapError::Corrupt {
+                    subheap: self.index,
+                    reason: "partial next link",
+                })?
+                .prev = prev;
         }
         let desc = &mut self.descs[d as usize];
         desc.next = NIL;
@@ -510,7 +581,10 @@ impl<'a> SubMeta<'a> {
                 w = 0;
             }
         }
-        let w = found.ok_or(HeapError::Corrupt { subheap: self.index, reason: "partial slab has no free slot" })?;
+        let w = found.ok_or(HeapError::Corrupt {
+            subheap: self.index,
+            reason: "partial slab has no free slot",
+        })?;
         let bit = (!desc.bitmap[w]).trailing_zeros();
         let slot = w as u32 * 64 + bit;
         if slot >= slots {
@@ -521,7 +595,10 @@ impl<'a> SubMeta<'a> {
         desc.hint_word = w as u32;
         let full = desc.used_slots == slots;
         let head = desc.head_unit;
-        if head.checked_add(SLAB_UNITS).map_or(true, |e| e > self.unit_count()) {
+        if head
+            .checked_add(SLAB_UNITS)
+            .is_none_or(|e| e > self.unit_count())
+        {
             return Err(self.corrupt("slab head out of range"));
         }
         if full {
@@ -530,7 +607,9 @@ impl<'a> SubMeta<'a> {
         let class_bytes = CLASS_BYTES[class] as usize;
         self.hdr.live_count += 1;
         self.hdr.live_bytes += class_bytes as u64;
-        Ok(Some(self.data_off + head as usize * UNIT_BYTES + slot as usize * class_bytes))
+        Ok(Some(
+            self.data_off + head as usize * UNIT_BYTES + slot as usize * class_bytes,
+        ))
     }
 
     /// Allocate `len` whole units. `Ok(None)`: no free extent that long here.
@@ -551,13 +630,18 @@ impl<'a> SubMeta<'a> {
         match e.state {
             STATE_SLAB => {
                 let (head, d) = (e.link_a, e.link_b);
-                let desc = self.descs.get(d as usize).ok_or(HeapError::Corrupt { subheap: self.index, reason: "slab descriptor index" })?;
+                let desc = self.descs.get(d as usize).ok_or(HeapError::Corrupt {
+                    subheap: self.index,
+                    reason: "slab descriptor index",
+                })?;
                 if desc.in_use != 1
                     || desc.head_unit != head
                     || (desc.class as usize) >= CLASS_COUNT
                     || (u as u32) < head
                     || u as u32 >= head.saturating_add(SLAB_UNITS)
-                    || head.checked_add(SLAB_UNITS).map_or(true, |e| e > self.unit_count())
+                    || head
+                        .checked_add(SLAB_UNITS)
+                        .is_none_or(|e| e > self.unit_count())
                 {
                     return Err(self.corrupt("slab unit and descriptor disagree"));
                 }
@@ -568,21 +652,32 @@ impl<'a> SubMeta<'a> {
                     return Err(HeapError::NotAllocated);
                 }
                 let live = desc.bitmap[slot / 64] & (1 << (slot % 64)) != 0;
-                match (in_slab % class_bytes == 0, live) {
-                    (true, true) => Ok(Block::Small { desc: d, slot: slot as u32, class: desc.class }),
+                match (in_slab.is_multiple_of(class_bytes), live) {
+                    (true, true) => Ok(Block::Small {
+                        desc: d,
+                        slot: slot as u32,
+                        class: desc.class,
+                    }),
                     (true, false) => Err(HeapError::DoubleFree),
                     (false, true) => Err(HeapError::InteriorPointer),
                     (false, false) => Err(HeapError::NotAllocated),
                 }
             }
             STATE_LARGE if e.flags & FLAG_HEAD != 0 => {
-                if off % UNIT_BYTES != 0 {
+                if !off.is_multiple_of(UNIT_BYTES) {
                     return Err(HeapError::InteriorPointer);
                 }
-                if e.len_units == 0 || (u as u32).checked_add(e.len_units).map_or(true, |x| x > self.unit_count()) {
+                if e.len_units == 0
+                    || (u as u32)
+                        .checked_add(e.len_units)
+                        .is_none_or(|x| x > self.unit_count())
+                {
                     return Err(self.corrupt("large block length"));
                 }
-                Ok(Block::Large { head: u as u32, len_units: e.len_units })
+                Ok(Block::Large {
+                    head: u as u32,
+                    len_units: e.len_units,
+                })
             }
             _ => Err(self.classify_inside_extent(u, off)),
         }
@@ -609,7 +704,7 @@ impl<'a> SubMeta<'a> {
                 let head_state = self.units.get(head).map(|h| h.state);
                 return match head_state {
                     Some(STATE_LARGE) => HeapError::InteriorPointer,
-                    Some(STATE_FREE) if off % UNIT_BYTES == 0 => HeapError::DoubleFree,
+                    Some(STATE_FREE) if off.is_multiple_of(UNIT_BYTES) => HeapError::DoubleFree,
                     Some(STATE_FREE) => HeapError::NotAllocated,
                     _ => self.corrupt("unit map: extent head has a bad state"),
                 };
@@ -626,7 +721,11 @@ impl<'a> SubMeta<'a> {
         let block = self.classify(addr)?;
         let usable = block.usable_bytes();
         match block {
-            Block::Small { desc: d, slot, class } => {
+            Block::Small {
+                desc: d,
+                slot,
+                class,
+            } => {
                 let class = class as usize;
                 let slots = slots_per_slab(class);
                 self.touch_desc(d);
@@ -643,7 +742,8 @@ impl<'a> SubMeta<'a> {
                 // Keep one empty slab per class so alloc/free at a boundary does not thrash:
                 // release an empty slab only when its class has another partial slab.
                 if empty {
-                    let alone = self.hdr.partial_heads[class] == d && self.descs[d as usize].next == NIL;
+                    let alone =
+                        self.hdr.partial_heads[class] == d && self.descs[d as usize].next == NIL;
                     if !alone {
                         self.release_slab(class, d)?;
                     }

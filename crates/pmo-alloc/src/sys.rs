@@ -165,7 +165,11 @@ pub fn current_cpu() -> Option<u32> {
 
 /// Map `len` bytes of zeroed anonymous private memory.
 pub fn map_anonymous(len: usize) -> io::Result<NonNull<u8>> {
-    map(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1)
+    map(
+        len,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+        -1,
+    )
 }
 
 /// Map `len` bytes of the file `fd` shared.
@@ -176,7 +180,14 @@ pub fn map_file_shared(fd: libc::c_int, len: usize) -> io::Result<NonNull<u8>> {
 fn map(len: usize, flags: libc::c_int, fd: libc::c_int) -> io::Result<NonNull<u8>> {
     // SAFETY: a new mapping at an address the kernel chooses cannot alias existing memory.
     let p = unsafe {
-        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, 0)
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            fd,
+            0,
+        )
     };
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());

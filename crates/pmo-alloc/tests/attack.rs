@@ -11,7 +11,14 @@ fn pattern(i: usize) -> u8 {
 }
 
 fn run_attack(protection: Protection) {
-    let h = MappedHeap::anonymous(4 << 20, &HeapOptions { subheaps: 1, protection }).unwrap();
+    let h = MappedHeap::anonymous(
+        4 << 20,
+        &HeapOptions {
+            subheaps: 1,
+            protection,
+        },
+    )
+    .unwrap();
     // 1) Make the heap full of 64-byte objects, each filled with its own pattern.
     let mut objects: Vec<NonNull<u8>> = Vec::new();
     loop {
@@ -45,7 +52,10 @@ fn run_attack(protection: Protection) {
     let mut again = Vec::new();
     while let Ok(p) = h.alloc(64, 16) {
         again.push(p);
-        assert!(again.len() <= 1, "heap handed out more than the one freed object");
+        assert!(
+            again.len() <= 1,
+            "heap handed out more than the one freed object"
+        );
     }
     assert_eq!(again, vec![victim]);
 
@@ -60,7 +70,10 @@ fn run_attack(protection: Protection) {
         let bytes = unsafe { std::slice::from_raw_parts(p.as_ptr(), 64) };
         let clobbered = p.as_ptr().wrapping_add(64) == victim.as_ptr();
         let intact = if clobbered { &bytes[..48] } else { bytes };
-        assert!(intact.iter().all(|b| *b == pattern(i)), "object {i} corrupted");
+        assert!(
+            intact.iter().all(|b| *b == pattern(i)),
+            "object {i} corrupted"
+        );
     }
 }
 
@@ -76,13 +89,23 @@ fn pmdk_header_attack_gives_no_overlap_in_guard_mode() {
 
 #[test]
 fn overwriting_the_bytes_before_every_block_changes_no_metadata() {
-    let h = MappedHeap::anonymous(8 << 20, &HeapOptions { subheaps: 2, ..Default::default() }).unwrap();
+    let h = MappedHeap::anonymous(
+        8 << 20,
+        &HeapOptions {
+            subheaps: 2,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let mut blocks = Vec::new();
     for i in 0..2000usize {
         blocks.push(h.alloc(16 + i % 700, 16).unwrap());
     }
     let report = h.check().unwrap();
-    let data_start = h.base().as_ptr().wrapping_add(h.geometry().data_offset as usize);
+    let data_start = h
+        .base()
+        .as_ptr()
+        .wrapping_add(h.geometry().data_offset as usize);
     for p in &blocks {
         if p.as_ptr() as usize >= data_start as usize + 16 {
             // SAFETY: the 16 bytes before a block are in the data area (a neighbour, slab

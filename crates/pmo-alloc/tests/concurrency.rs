@@ -17,12 +17,26 @@ struct Block {
 fn verify(b: &Block) {
     // SAFETY: `b` is a live block of `size` bytes that only the current thread uses now.
     let bytes = unsafe { std::slice::from_raw_parts(b.addr as *const u8, b.size) };
-    assert!(bytes.iter().all(|x| *x == b.fill), "block at {:#x} corrupted", b.addr);
+    assert!(
+        bytes.iter().all(|x| *x == b.fill),
+        "block at {:#x} corrupted",
+        b.addr
+    );
 }
 
 fn stress(protection: Protection, threads: usize, subheaps: u32) {
-    let iters: usize = std::env::var("PMO_ALLOC_SOAK_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(20_000);
-    let h = MappedHeap::anonymous(64 << 20, &HeapOptions { subheaps, protection }).unwrap();
+    let iters: usize = std::env::var("PMO_ALLOC_SOAK_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000);
+    let h = MappedHeap::anonymous(
+        64 << 20,
+        &HeapOptions {
+            subheaps,
+            protection,
+        },
+    )
+    .unwrap();
     let mailbox: Mutex<Vec<Block>> = Mutex::new(Vec::new());
     let kept: Vec<Vec<Block>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
@@ -44,7 +58,11 @@ fn stress(protection: Protection, threads: usize, subheaps: u32) {
                                     let fill = (t * 31 + i) as u8 | 1;
                                     // SAFETY: fresh block of `size` bytes.
                                     unsafe { std::ptr::write_bytes(p.as_ptr(), fill, size) };
-                                    mine.push(Block { addr: p.as_ptr() as usize, size, fill });
+                                    mine.push(Block {
+                                        addr: p.as_ptr() as usize,
+                                        size,
+                                        fill,
+                                    });
                                 }
                                 Err(HeapError::OutOfSpace { .. }) => {}
                                 Err(e) => panic!("alloc: {e}"),

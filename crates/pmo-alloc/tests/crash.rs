@@ -16,6 +16,9 @@ struct Node {
     len: u64,
     seed: u64,
 }
+/// Region bytes at a psync point and the list expected there.
+type Snapshot = (Vec<u8>, Vec<(u64, usize)>);
+
 const NODE_BYTES: usize = std::mem::size_of::<Node>();
 
 fn payload_byte(seed: u64, i: usize) -> u8 {
@@ -27,7 +30,11 @@ fn new_node(h: &Heap, len: usize, seed: u64, next: HeapPtr<Node>) -> HeapPtr<Nod
     let p = h.alloc(NODE_BYTES + len, 16).unwrap();
     // SAFETY: fresh block of NODE_BYTES + len bytes, 16-aligned.
     unsafe {
-        p.cast::<Node>().as_ptr().write(Node { next, len: len as u64, seed });
+        p.cast::<Node>().as_ptr().write(Node {
+            next,
+            len: len as u64,
+            seed,
+        });
         for i in 0..len {
             p.as_ptr().add(NODE_BYTES + i).write(payload_byte(seed, i));
         }
@@ -40,14 +47,21 @@ fn read_list(h: &Heap) -> Vec<(u64, usize)> {
     let mut out = Vec::new();
     let mut cur = h.root_ptr::<Node>().unwrap();
     while let Some(p) = h.resolve(cur).unwrap() {
-        let usable = h.usable_size(p.cast()).expect("reachable node is not a live block");
+        let usable = h
+            .usable_size(p.cast())
+            .expect("reachable node is not a live block");
         // SAFETY: `p` is a live block holding a Node written by `new_node`.
         let node = unsafe { p.as_ptr().read() };
         assert!(NODE_BYTES + node.len as usize <= usable);
         for i in 0..node.len as usize {
             // SAFETY: within the block (checked above).
             let b = unsafe { p.cast::<u8>().as_ptr().add(NODE_BYTES + i).read() };
-            assert_eq!(b, payload_byte(node.seed, i), "payload of node {} damaged", node.seed);
+            assert_eq!(
+                b,
+                payload_byte(node.seed, i),
+                "payload of node {} damaged",
+                node.seed
+            );
         }
         out.push((node.seed, node.len as usize));
         cur = node.next;
@@ -72,12 +86,22 @@ fn set_root(h: &Heap, p: HeapPtr<Node>) {
 
 #[test]
 fn snapshots_at_psync_points_recover_consistently() {
-    let seed: u64 = std::env::var("PMO_ALLOC_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    let seed: u64 = std::env::var("PMO_ALLOC_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7);
     eprintln!("crash test seed {seed} (set PMO_ALLOC_SEED to reproduce)");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let h = MappedHeap::anonymous(16 << 20, &HeapOptions { subheaps: 2, protection: Protection::Off }).unwrap();
+    let h = MappedHeap::anonymous(
+        16 << 20,
+        &HeapOptions {
+            subheaps: 2,
+            protection: Protection::Off,
+        },
+    )
+    .unwrap();
     let mut model: Vec<(u64, usize)> = Vec::new(); // head first
-    let mut snapshots: Vec<(Vec<u8>, Vec<(u64, usize)>)> = Vec::new();
+    let mut snapshots: Vec<Snapshot> = Vec::new();
     let mut garbage = Vec::new();
     for step in 0..600u64 {
         match rng.gen_range(0..10) {
@@ -117,7 +141,13 @@ fn snapshots_at_psync_points_recover_consistently() {
                 let p = h.resolve(old).unwrap().unwrap();
                 // SAFETY: live node.
                 let node = unsafe { p.as_ptr().read() };
-                let q = h.realloc(p.cast(), NODE_BYTES + node.len as usize + rng.gen_range(0..9000), 16).unwrap();
+                let q = h
+                    .realloc(
+                        p.cast(),
+                        NODE_BYTES + node.len as usize + rng.gen_range(0..9000),
+                        16,
+                    )
+                    .unwrap();
                 set_root(&h, h.to_heap_ptr(q.cast::<Node>()).unwrap());
             }
             7 => garbage.push(h.alloc(rng.gen_range(1..3000), 16).unwrap()),
@@ -136,8 +166,11 @@ fn snapshots_at_psync_points_recover_consistently() {
     let mut region = h.into_region();
     for (k, (bytes, expected)) in snapshots.iter().enumerate() {
         region.restore(bytes);
-        let h = MappedHeap::open(region, Protection::Off).unwrap_or_else(|e| panic!("snapshot {k}: open: {e}"));
-        let report = h.check().unwrap_or_else(|e| panic!("snapshot {k}: check: {e}"));
+        let h = MappedHeap::open(region, Protection::Off)
+            .unwrap_or_else(|e| panic!("snapshot {k}: open: {e}"));
+        let report = h
+            .check()
+            .unwrap_or_else(|e| panic!("snapshot {k}: check: {e}"));
         assert_eq!(&read_list(&h), expected, "snapshot {k}: list differs");
         assert!(report.live_allocations >= expected.len() as u64);
         // The recovered heap keeps working: push, pop, check.
@@ -157,7 +190,14 @@ fn snapshots_at_psync_points_recover_consistently() {
 fn snapshot_between_alloc_and_link_only_leaks() {
     // A crash after "allocate" but before "link + psync" leaves an unreachable live block:
     // the heap is consistent and iteration (for tools) finds the leak.
-    let h = MappedHeap::anonymous(4 << 20, &HeapOptions { subheaps: 1, ..Default::default() }).unwrap();
+    let h = MappedHeap::anonymous(
+        4 << 20,
+        &HeapOptions {
+            subheaps: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let linked = new_node(&h, 10, 1, HeapPtr::NULL);
     set_root(&h, linked);
     let _orphan = new_node(&h, 10, 2, HeapPtr::NULL);
@@ -168,6 +208,11 @@ fn snapshot_between_alloc_and_link_only_leaks() {
     h.check().unwrap();
     assert_eq!(read_list(&h), vec![(1, 10)]);
     let root = h.root().unwrap().unwrap();
-    let leaks: Vec<_> = h.allocations().unwrap().into_iter().filter(|a| a.ptr != root).collect();
+    let leaks: Vec<_> = h
+        .allocations()
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.ptr != root)
+        .collect();
     assert_eq!(leaks.len(), 1);
 }

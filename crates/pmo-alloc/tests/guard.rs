@@ -10,8 +10,17 @@ const CHILD_ENV: &str = "PMO_ALLOC_GUARD_CHILD";
 
 #[test]
 fn guard_child() {
-    let Ok(target) = std::env::var(CHILD_ENV) else { return };
-    let h = MappedHeap::anonymous(4 << 20, &HeapOptions { subheaps: 1, protection: Protection::Guard }).unwrap();
+    let Ok(target) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let h = MappedHeap::anonymous(
+        4 << 20,
+        &HeapOptions {
+            subheaps: 1,
+            protection: Protection::Guard,
+        },
+    )
+    .unwrap();
     let p = h.alloc(64, 16).unwrap();
     h.free(p).unwrap();
     let offset = match target.as_str() {
@@ -39,7 +48,11 @@ fn run_child(target: &str) -> std::process::ExitStatus {
 fn stray_writes_to_metadata_fault_in_guard_mode() {
     for target in ["unit-map", "root", "header"] {
         let status = run_child(target);
-        assert_eq!(status.signal(), Some(libc_sigsegv()), "write to {target} did not fault: {status:?}");
+        assert_eq!(
+            status.signal(),
+            Some(libc_sigsegv()),
+            "write to {target} did not fault: {status:?}"
+        );
     }
 }
 
@@ -49,7 +62,14 @@ fn libc_sigsegv() -> i32 {
 
 #[test]
 fn detaching_restores_write_access() {
-    let h = MappedHeap::anonymous(4 << 20, &HeapOptions { subheaps: 2, protection: Protection::Guard }).unwrap();
+    let h = MappedHeap::anonymous(
+        4 << 20,
+        &HeapOptions {
+            subheaps: 2,
+            protection: Protection::Guard,
+        },
+    )
+    .unwrap();
     assert_eq!(h.protection(), Protection::Guard);
     let p = h.alloc(100, 16).unwrap();
     h.set_root(Some(p)).unwrap();

@@ -45,19 +45,36 @@ fn fill(p: NonNull<u8>, n: usize, v: u8) {
 
 fn intact(l: &Live) -> bool {
     // SAFETY: as in `fill`.
-    unsafe { std::slice::from_raw_parts(l.ptr.as_ptr(), l.size) }.iter().all(|b| *b == l.fill)
+    unsafe { std::slice::from_raw_parts(l.ptr.as_ptr(), l.size) }
+        .iter()
+        .all(|b| *b == l.fill)
 }
 
 fn assert_no_overlap(live: &[Live]) {
-    let mut spans: Vec<(usize, usize)> = live.iter().map(|l| (l.ptr.as_ptr() as usize, l.size.max(1))).collect();
+    let mut spans: Vec<(usize, usize)> = live
+        .iter()
+        .map(|l| (l.ptr.as_ptr() as usize, l.size.max(1)))
+        .collect();
     spans.sort_unstable();
     for w in spans.windows(2) {
-        assert!(w[0].0 + w[0].1 <= w[1].0, "blocks overlap: {:?} {:?}", w[0], w[1]);
+        assert!(
+            w[0].0 + w[0].1 <= w[1].0,
+            "blocks overlap: {:?} {:?}",
+            w[0],
+            w[1]
+        );
     }
 }
 
 fn run(ops: Vec<Op>, protection: Protection) {
-    let h = MappedHeap::anonymous(8 << 20, &HeapOptions { subheaps: 2, protection }).unwrap();
+    let h = MappedHeap::anonymous(
+        8 << 20,
+        &HeapOptions {
+            subheaps: 2,
+            protection,
+        },
+    )
+    .unwrap();
     let mut live: Vec<Live> = Vec::new();
     let mut next_fill = 1u8;
     for op in ops {
@@ -70,7 +87,11 @@ fn run(ops: Vec<Op>, protection: Protection) {
                         assert_eq!(p.as_ptr() as usize % align, 0);
                         assert!(h.usable_size(p).unwrap() >= size.max(1));
                         fill(p, size, next_fill);
-                        live.push(Live { ptr: p, size, fill: next_fill });
+                        live.push(Live {
+                            ptr: p,
+                            size,
+                            fill: next_fill,
+                        });
                     }
                     Err(HeapError::OutOfSpace { .. }) => {}
                     Err(e) => panic!("alloc({size}, {align}): {e}"),
@@ -80,27 +101,48 @@ fn run(ops: Vec<Op>, protection: Protection) {
                 let l = live.swap_remove(pick % live.len());
                 assert!(intact(&l), "block lost its contents before free");
                 h.free(l.ptr).unwrap();
-                assert!(matches!(h.free(l.ptr), Err(HeapError::DoubleFree | HeapError::NotAllocated | HeapError::InteriorPointer)));
+                assert!(matches!(
+                    h.free(l.ptr),
+                    Err(HeapError::DoubleFree
+                        | HeapError::NotAllocated
+                        | HeapError::InteriorPointer)
+                ));
             }
             Op::Realloc { pick, size } if !live.is_empty() => {
                 let i = pick % live.len();
                 let old = &live[i];
                 match h.realloc(old.ptr, size, 16) {
                     Ok(p) => {
-                        let kept = Live { ptr: p, size: old.size.min(size), fill: old.fill };
+                        let kept = Live {
+                            ptr: p,
+                            size: old.size.min(size),
+                            fill: old.fill,
+                        };
                         assert!(intact(&kept), "realloc lost contents");
                         assert!(h.usable_size(p).unwrap() >= size.max(1));
                         fill(p, size, next_fill);
-                        live[i] = Live { ptr: p, size, fill: next_fill };
+                        live[i] = Live {
+                            ptr: p,
+                            size,
+                            fill: next_fill,
+                        };
                     }
-                    Err(HeapError::OutOfSpace { .. }) => assert!(intact(old), "failed realloc changed the block"),
+                    Err(HeapError::OutOfSpace { .. }) => {
+                        assert!(intact(old), "failed realloc changed the block")
+                    }
                     Err(e) => panic!("realloc: {e}"),
                 }
             }
             Op::BadFree { pick, delta } if !live.is_empty() => {
                 let l = &live[pick % live.len()];
                 let usable = h.usable_size(l.ptr).unwrap();
-                let inside = NonNull::new(l.ptr.as_ptr().wrapping_add(delta % usable.max(2)).wrapping_add(1)).unwrap();
+                let inside = NonNull::new(
+                    l.ptr
+                        .as_ptr()
+                        .wrapping_add(delta % usable.max(2))
+                        .wrapping_add(1),
+                )
+                .unwrap();
                 let before = h.stats().unwrap();
                 if (inside.as_ptr() as usize) < l.ptr.as_ptr() as usize + usable {
                     assert!(matches!(h.free(inside), Err(HeapError::InteriorPointer)));
@@ -116,7 +158,12 @@ fn run(ops: Vec<Op>, protection: Protection) {
     }
     let report = h.check().unwrap();
     assert_eq!(report.live_allocations, live.len() as u64);
-    let mut listed: Vec<usize> = h.allocations().unwrap().iter().map(|a| a.ptr.as_ptr() as usize).collect();
+    let mut listed: Vec<usize> = h
+        .allocations()
+        .unwrap()
+        .iter()
+        .map(|a| a.ptr.as_ptr() as usize)
+        .collect();
     let mut model: Vec<usize> = live.iter().map(|l| l.ptr.as_ptr() as usize).collect();
     listed.sort_unstable();
     model.sort_unstable();
