@@ -39,6 +39,30 @@ fn correct_design_has_no_violation_at_thousands_of_crash_points() {
 }
 
 #[test]
+fn correct_design_holds_at_quick_size_and_other_topologies() {
+    // Larger traces, two hops, a small buffer and an in-order core: more stalls, more drains
+    // in flight per crash point.
+    for name in WORKLOADS {
+        let trace = generate(name, 8, Size::Quick).expect("workload");
+        for scheme in Scheme::ALL {
+            let p = Params {
+                scheme,
+                hops: 2,
+                pb_entries: 8,
+                miss_window: 1,
+                ..Params::default()
+            };
+            let stats = run_checked(&p, &trace, 1000, 99).expect("run");
+            assert_eq!(
+                stats.violation_count, 0,
+                "{name} {scheme}: {:?}",
+                stats.violations
+            );
+        }
+    }
+}
+
+#[test]
 fn correct_design_survives_real_crashes_with_recovery() {
     let traces = traces();
     for scheme in Scheme::ALL {
