@@ -7,31 +7,35 @@
 //!
 //! Two mechanisms serve the faults (see `docs/faults.md` for the measurements and the choice):
 //!
-//! - [`Mechanism::Userfaultfd`]: anonymous private memory registered with a userfaultfd for
-//!   missing pages with `UFFD_FEATURE_SIGBUS`: the *faulting thread* gets `SIGBUS`, fills a page
-//!   buffer on its stack and installs it with `UFFDIO_COPY` (no cross-CPU wake-up). Writable
-//!   views are also registered for asynchronous write-protection (`UFFD_FEATURE_WP_ASYNC`): pages
-//!   are installed write-protected, the kernel itself un-protects a page on its first write, and
-//!   `PAGEMAP_SCAN` on `/proc/self/pagemap` reports and re-protects the written pages in one call.
-//!   No user-space fault per dirty page. Module [`uffd`].
+//! - [`Mechanism::Userfaultfd`] (default): anonymous private memory registered with a
+//!   userfaultfd for missing pages with `UFFD_FEATURE_SIGBUS`: the *faulting thread* gets
+//!   `SIGBUS`, fills a page buffer and installs it with `UFFDIO_COPY` (no cross-CPU wake-up).
+//!   Writable views track writes by [`DirtyTracking::Scan`] (asynchronous write-protect: the
+//!   kernel un-protects a page on its first write without any signal, and `PAGEMAP_SCAN` reports
+//!   and re-protects the written pages in one call) or [`DirtyTracking::Fault`] (a `SIGBUS` on
+//!   the first write after a collect, a dirty bitmap, collect costs O(dirty pages)). Works
+//!   unprivileged through `UFFD_USER_MODE_ONLY`. Module `uffd`.
 //! - [`Mechanism::Sigsegv`]: a memfd mapped twice: the application's view starts `PROT_NONE`; the
 //!   `SIGSEGV` handler fills the page through a private writable alias and opens it `PROT_READ`;
 //!   on a writable view, the first write marks the page dirty in an atomic bitmap and opens it
-//!   `PROT_READ | PROT_WRITE`. Works without any privilege. Module [`segv`].
+//!   `PROT_READ | PROT_WRITE`. Needs no userfaultfd at all. Module `segv`.
 //!
 //! Owns: the view mappings, their per-page state, the process-wide fault handler and the registry
-//! of live views ([`registry`]). Callers: the store's attach / psync (lead), prediction (install),
-//! the cache (discard).
+//! of live views (module `registry`), the fill stacks the handler runs fills on (module `stack`).
+//! Callers: the store's attach / psync (lead), prediction (install), the cache (discard).
 //!
 //! Invariants:
 //! - The fault path allocates nothing, takes no lock and never panics; a failed fill prints one
 //!   line with `write(2)` and kills the process with `SIGBUS` (see [`PageSource`]).
-//! - A page is reported by `collect_dirty` iff it was written since it was last reported (or
-//!   installed / filled clean); re-protection happens before `collect_dirty` returns.
+//! - Every page written since it was last reported (or installed or filled clean) is reported by
+//!   the next `collect_dirty`, and re-protected before that call returns: a write is never lost.
+//!   A page that was not written is not reported, except in rare races where it was opened for
+//!   a write that had not landed yet (one page too many, never one too few).
 //! - Every view is registered in a fixed table of [`MAX_VIEWS`] slots; `View::drop` unregisters,
 //!   waits for handlers still inside the view, then unmaps.
 //! - Views are not inherited by `fork` children (`MADV_DONTFORK`): a child touching the old range
-//!   gets an ordinary `SIGSEGV`, never silently zeroed or shared pages.
+//!   gets an ordinary `SIGSEGV`, never silently zeroed or shared pages; the child's copies of
+//!   `View` values are inert.
 #![allow(unsafe_code)] // `Shared::drop` unmaps the view; all other raw code lives in the submodules.
 
 mod registry;
@@ -540,8 +544,10 @@ impl View {
     }
 
     /// Like [`View::prefault`], for a system call that will *write* the range (`read(2)` into
-    /// the view): the pages are filled (if absent), made writable and reported dirty by the next
-    /// `collect_dirty`.
+    /// the view): the pages are filled (if absent) and made writable for the kernel. With
+    /// [`DirtyTracking::Fault`] and the sigsegv mechanism every page of the range is reported by
+    /// the next `collect_dirty`; with [`DirtyTracking::Scan`] the pages filled here are, and
+    /// pages already present are reported if the kernel (or anyone) writes them.
     pub fn prefault_for_write(&self, bytes: Range<usize>) -> Result<(), ViewError> {
         if !self.shared.writable {
             return Err(ViewError::Os {

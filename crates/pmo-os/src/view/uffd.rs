@@ -1,27 +1,34 @@
-//! The userfaultfd mechanism: demand fill with `UFFD_FEATURE_SIGBUS` + `UFFDIO_COPY`, dirty
-//! tracking with `UFFD_FEATURE_WP_ASYNC` + `PAGEMAP_SCAN`.
+//! The userfaultfd mechanism: demand fill with `UFFD_FEATURE_SIGBUS` + `UFFDIO_COPY`; dirty
+//! tracking with `UFFD_FEATURE_WP_ASYNC` + `PAGEMAP_SCAN` ([`DirtyTracking::Scan`]) or with
+//! synchronous write-protect faults + a bitmap ([`DirtyTracking::Fault`]).
 //!
 //! Owns: one userfaultfd per view (registered for missing pages, and for write-protect on
-//! writable views), a descriptor of `/proc/self/pagemap` (writable views), and an advisory
-//! "present" bitmap.
+//! writable views), a descriptor of `/proc/self/pagemap` (scan tracking), the dirty bitmap
+//! (fault tracking) and an advisory "present" bitmap.
 //!
 //! How a fault is served: the view is anonymous private memory (`MAP_PRIVATE | MAP_ANONYMOUS`).
 //! A first touch of a missing page makes the kernel send `SIGBUS` (`BUS_ADRERR`) to the faulting
-//! thread; the handler fills a page buffer on that thread's stack and installs it with
-//! `UFFDIO_COPY`. On a writable view the page is installed write-protected (`UFFDIO_COPY_MODE_WP`)
-//! unless the first touch was itself a write (x86 page-fault error code), in which case it is
-//! installed writable and is already "written". Later writes to a protected page are resolved by
-//! the kernel alone (`WP_ASYNC`), which clears the protection: `PAGEMAP_SCAN` with
-//! `PM_SCAN_WP_MATCHING` then reports exactly those pages and protects them again, atomically
-//! per page table entry, in one system call.
+//! thread; the handler fills a page buffer on a fill stack and installs it with `UFFDIO_COPY`.
+//! On a writable view the page is installed write-protected (`UFFDIO_COPY_MODE_WP`) unless the
+//! first touch was itself a write (x86 page-fault error code), in which case it is installed
+//! writable and is already "written".
+//!
+//! Scan tracking: later writes to a protected page are resolved by the kernel alone (`WP_ASYNC`),
+//! which clears the protection; `PAGEMAP_SCAN` with `PM_SCAN_WP_MATCHING` then reports exactly
+//! those pages and protects them again, atomically per page-table entry, in one system call.
+//! Fault tracking: a write to a protected page raises `SIGBUS` on a present page (error code
+//! bit 0); the handler un-protects the page, then sets its dirty bit; `collect_dirty` clears bits,
+//! then protects the reported pages (see `collect_bitmap` for why this order loses nothing).
 //!
 //! Races: two threads faulting on the same page both fill; the second `UFFDIO_COPY` fails with
 //! `EEXIST`, which means another thread won, and is success. No state is kept per page on the
-//! fault path except the advisory present bit, so nothing can be left half-done.
+//! fault path except the advisory present bit and the dirty bit, so nothing can be left
+//! half-done.
 //!
 //! Caveat: with `UFFD_FEATURE_SIGBUS` (and with `UFFD_USER_MODE_ONLY`), a kernel access to a
-//! missing page (a `read(2)` into the view) fails with `EFAULT` instead of filling: callers
-//! prefault such ranges ([`super::View::prefault`]).
+//! missing page (a `read(2)` into the view) fails with `EFAULT` instead of filling, and so does
+//! a kernel write to a protected page with fault tracking: callers prefault such ranges
+//! ([`super::View::prefault`], [`super::View::prefault_for_write`]).
 #![allow(unsafe_code)] // UFFDIO_COPY from raw addresses and madvise on the view.
 
 use std::ops::Range;
