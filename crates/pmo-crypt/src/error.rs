@@ -25,6 +25,14 @@ pub enum CryptError {
     /// A 64-bit counter would wrap (never happens in practice, refused rather than reused).
     #[error("version counter exhausted")]
     CounterExhausted,
+    /// A key was given with the wrong length.
+    #[error("key must be {expected} bytes, got {actual}")]
+    KeyLength {
+        /// Required length in bytes.
+        expected: usize,
+        /// Length given.
+        actual: usize,
+    },
     /// A key derivation or cipher setup failed inside AWS-LC.
     #[error("crypto backend failure: {0}")]
     Backend(&'static str),

@@ -54,10 +54,16 @@ impl MasterKey {
 
     /// Copy the key from a slice, which must be exactly [`KEY_LEN`] bytes.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, CryptError> {
-        let arr: [u8; KEY_LEN] = bytes
-            .try_into()
-            .map_err(|_| CryptError::Backend("master key must be 32 bytes"))?;
-        Ok(Self::from_bytes(arr))
+        if bytes.len() != KEY_LEN {
+            return Err(CryptError::KeyLength {
+                expected: KEY_LEN,
+                actual: bytes.len(),
+            });
+        }
+        // Copy straight into the zeroizing buffer: no stray stack copy of the key.
+        let mut key = Zeroizing::new([0u8; KEY_LEN]);
+        key.copy_from_slice(bytes);
+        Ok(Self(key))
     }
 
     /// HKDF-Extract of the master key (the PRK zeroizes itself on drop).
@@ -271,7 +277,13 @@ mod tests {
 
     #[test]
     fn master_key_from_slice_checks_length() {
-        assert!(MasterKey::from_slice(&[0; 31]).is_err());
+        assert_eq!(
+            MasterKey::from_slice(&[0; 31]).unwrap_err(),
+            CryptError::KeyLength {
+                expected: 32,
+                actual: 31
+            }
+        );
         assert!(MasterKey::from_slice(&[0; 32]).is_ok());
     }
 }
