@@ -579,6 +579,21 @@ impl View {
         }
     }
 
+    /// Report `page_index` again at the next `collect_dirty` if it is present (no-op if absent:
+    /// an absent page equals its source). For a psync that failed after `collect_dirty` and
+    /// keeps the application's changes: mark the collected pages dirty again, or they would be
+    /// missing from the next psync.
+    pub fn mark_dirty(&self, page_index: u64) -> Result<(), ViewError> {
+        self.shared.check_page(page_index)?;
+        if !self.shared.writable {
+            return Ok(());
+        }
+        match &self.shared.backend {
+            Backend::Uffd(st) => uffd::mark_dirty(&self.shared, st, page_index),
+            Backend::Segv(st) => segv::mark_dirty(&self.shared, st, page_index),
+        }
+    }
+
     /// Drop a page so that the next touch faults and fills again (cache eviction; rollback of a
     /// failed psync). Its unsaved writes are lost and it is no longer reported dirty. Ok even if
     /// absent.

@@ -379,3 +379,30 @@ fn fill_may_use_a_large_stack() {
         assert_eq!(got, expect(3), "{m}");
     }
 }
+
+/// After a failed psync that keeps the application's changes, the collected pages are marked
+/// dirty again and reported by the next collect; absent pages stay unreported.
+#[test]
+fn mark_dirty_reports_pages_again() {
+    for m in mechanisms() {
+        let v = view(m, 32, true, Pattern::new("mark"));
+        write(&v, 4, 0, 40);
+        write(&v, 20, 0, 200);
+        assert_eq!(read(&v, 9, 0), word(9, 0));
+        assert_eq!(dirty(&v), vec![4, 20], "{m}");
+        for p in [4, 20, 9, 30] {
+            v.mark_dirty(p).unwrap();
+        }
+        v.mark_dirty(4).unwrap(); // twice is once
+        assert_eq!(dirty(&v), vec![4, 9, 20], "{m}: present pages only");
+        assert_eq!(dirty(&v), Vec::<u64>::new(), "{m}");
+        assert_eq!(
+            (read(&v, 4, 0), read(&v, 20, 0)),
+            (40, 200),
+            "{m}: contents kept"
+        );
+        write(&v, 4, 1, 1);
+        assert_eq!(dirty(&v), vec![4], "{m}: tracking re-armed");
+        assert!(v.mark_dirty(32).is_err());
+    }
+}

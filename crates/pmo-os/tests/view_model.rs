@@ -110,7 +110,14 @@ fn run(m: Config, seed: u64) {
                 model.content[p as usize] = Content::Source;
                 model.dirty.remove(&p);
             }
-            85..=86 => {
+            85..=89 => {
+                log.push(format!("mark_dirty {p}"));
+                v.mark_dirty(p).unwrap();
+                if model.present[p as usize] {
+                    model.dirty.insert(p);
+                }
+            }
+            90..=91 => {
                 log.push("populate_all".to_string());
                 v.populate_all().unwrap();
                 model.present.iter_mut().for_each(|x| *x = true);

@@ -408,6 +408,34 @@ pub(crate) fn fill_range(
     Ok(())
 }
 
+/// Make a present `page` reported by the next collect (open it read-write, set its bit).
+pub(crate) fn mark_dirty(shared: &Shared, st: &SegvState, page: u64) -> Result<(), ViewError> {
+    loop {
+        match st.settled(page) {
+            CLEAN => {
+                if !st.claim(page, CLEAN) {
+                    continue;
+                }
+                st.dirty.set(page);
+                // SAFETY: the page is inside our view; we own it.
+                let r = unsafe { sys::mprotect(shared.page_addr(page), PAGE_SIZE, prot_for(true)) };
+                if let Err(errno) = r {
+                    st.dirty.clear(page);
+                    st.release(page, CLEAN);
+                    return Err(ViewError::Os {
+                        op: "mprotect",
+                        errno,
+                    });
+                }
+                st.release(page, DIRTY);
+                return Ok(());
+            }
+            // DIRTY: already reported next time; ABSENT: equals its source.
+            _ => return Ok(()),
+        }
+    }
+}
+
 /// Drop `page`: protect it, forget its dirty bit, free its memory, mark it absent.
 pub(crate) fn discard(shared: &Shared, st: &SegvState, page: u64) -> Result<(), ViewError> {
     loop {

@@ -625,6 +625,28 @@ pub(crate) fn fill_range(
     Ok(())
 }
 
+/// Make a present `page` reported by the next collect: un-protect it (scan tracking then sees
+/// it as written) and, with fault tracking, set its bit.
+pub(crate) fn mark_dirty(shared: &Shared, st: &UffdState, page: u64) -> Result<(), ViewError> {
+    if !st.present.get(page) {
+        return Ok(());
+    }
+    writeprotect(
+        st.uffd.as_raw_fd(),
+        shared.page_addr(page),
+        PAGE_SIZE,
+        false,
+    )
+    .map_err(|errno| ViewError::Os {
+        op: "UFFDIO_WRITEPROTECT",
+        errno,
+    })?;
+    if st.fault_tracked(shared) {
+        st.dirty.set(page);
+    }
+    Ok(())
+}
+
 /// Drop `page`: the next touch faults and fills again.
 pub(crate) fn discard(shared: &Shared, st: &UffdState, page: u64) -> Result<(), ViewError> {
     // SAFETY: the page lies inside our private anonymous mapping; discarding its contents is the
