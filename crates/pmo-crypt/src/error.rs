@@ -9,6 +9,9 @@ pub enum CryptError {
     /// was modified, moved, transplanted or rolled back, or the key is wrong.
     #[error("integrity check failed")]
     Integrity,
+    /// The key does not match the pool's key-check value: nothing was decrypted.
+    #[error("wrong key for this pool")]
+    WrongKey,
     /// The page index does not fit the 32 bits the nonce gives it (PMOs up to 16 TiB).
     #[error("page index {page_index} exceeds the nonce's 32-bit page field")]
     PageIndexOutOfRange {

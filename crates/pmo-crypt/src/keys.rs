@@ -39,6 +39,7 @@ pub(crate) mod label {
     pub(crate) const VTABLE_ENTRY: &[u8] = b"vtable-entry";
     pub(crate) const VTABLE_EPOCH: &[u8] = b"vtable-epoch";
     pub(crate) const FAITHFUL_XTS: &[u8] = b"faithful-xts";
+    pub(crate) const KEY_CHECK: &[u8] = b"key-check";
 }
 
 /// The pool's master key: 32 bytes from the store's Argon2id over the user key.
@@ -64,6 +65,24 @@ impl MasterKey {
         let mut key = Zeroizing::new([0u8; KEY_LEN]);
         key.copy_from_slice(bytes);
         Ok(Self(key))
+    }
+
+    /// The pool's key-check value: a 32-byte HKDF output (label "key-check", bound to the pool
+    /// uuid) that the store keeps in the pool header at creation, so that opening with a wrong
+    /// user key fails with [`CryptError::WrongKey`] before anything is decrypted, instead of as an
+    /// integrity failure. It reveals nothing about the subkeys (independent HKDF outputs) and
+    /// helps key guessing no more than any sealed page does; Argon2id sets the cost of a guess.
+    pub fn key_check(&self, pool_uuid: &Uuid) -> Result<KeyCheck, CryptError> {
+        let mut out = [0u8; 32];
+        self.expand(label::KEY_CHECK, pool_uuid, &[0u8; 16], &mut out)?;
+        Ok(KeyCheck(out))
+    }
+
+    /// Compare with the stored key-check value in constant time.
+    pub fn verify_key_check(&self, pool_uuid: &Uuid, stored: &KeyCheck) -> Result<(), CryptError> {
+        let actual = self.key_check(pool_uuid)?;
+        constant_time::verify_slices_are_equal(&actual.0, &stored.0)
+            .map_err(|_| CryptError::WrongKey)
     }
 
     /// HKDF-Extract of the master key (the PRK zeroizes itself on drop).
@@ -121,6 +140,10 @@ impl std::fmt::Debug for MasterKey {
         f.write_str("MasterKey(<redacted>)")
     }
 }
+
+/// A pool's key-check value (see [`MasterKey::key_check`]); public, stored in the pool header.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct KeyCheck(pub [u8; 32]);
 
 /// A 32-byte HMAC-SHA256 tag over PMO metadata (see [`PmoKeys::mac_metadata`]).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -273,6 +296,25 @@ mod tests {
             other.verify_metadata(b"hdr", &[b"abc", b"def"], &t),
             Err(CryptError::Integrity)
         );
+    }
+
+    #[test]
+    fn key_check_tells_wrong_key() {
+        let right = MasterKey::from_bytes([1; 32]);
+        let wrong = MasterKey::from_bytes([2; 32]);
+        let stored = right.key_check(&[7; 16]).unwrap();
+        right.verify_key_check(&[7; 16], &stored).unwrap();
+        assert_eq!(
+            wrong.verify_key_check(&[7; 16], &stored),
+            Err(CryptError::WrongKey)
+        );
+        assert_eq!(
+            right.verify_key_check(&[8; 16], &stored),
+            Err(CryptError::WrongKey)
+        );
+        // independent of every subkey
+        let aead = x(&right, label::PAGE_AEAD, &[7; 16], &[0; 16]).unwrap();
+        assert_ne!(stored.0, *aead);
     }
 
     #[test]

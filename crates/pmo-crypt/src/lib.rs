@@ -66,7 +66,7 @@ pub use error::CryptError;
 pub use faithful::{
     page_checksum, verify_page_checksum, FaithfulKeys, PageChecksum, WholePmoChecksum,
 };
-pub use keys::{MasterKey, MetadataTag, PmoKeys, Uuid, KEY_LEN};
+pub use keys::{KeyCheck, MasterKey, MetadataTag, PmoKeys, Uuid, KEY_LEN};
 pub use page::{
     open_page, open_page_in_place, seal_page, seal_page_in_place, PageCtx, Tag, TAG_LEN,
 };
