@@ -15,6 +15,20 @@
 //! - **epoch** (Larson): a timed stretch after which every thread's slots go to the next thread.
 //! - **pool**: a PMDK pool file, created fresh for each benchmark call and removed afterwards.
 //!
+//! ```
+//! use std::time::Duration;
+//! use pmo_peers::{pmdk_alloc_free, pmdk_tx_update, Options, Work};
+//!
+//! # fn main() -> pmo_peers::Result<()> {
+//! let opts = Options { repeats: 3, ..Options::default() }; // pools in /dev/shm
+//! let tx = pmdk_tx_update(&opts, 4096, Work::Ops(200))?;
+//! assert!(tx.median > 0.0); // µs per 4 KiB transaction, median of 3 samples
+//! let alloc = pmdk_alloc_free(&opts, 64, 2, Work::Duration(Duration::from_millis(5)))?;
+//! println!("{:.0} alloc+free pairs/s, cpu share {:.2}", alloc.median, alloc.cpu_share);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Invariants: every file or directory a benchmark creates lives under [`Options::dir`], carries
 //! this process's id in its name and is removed when the call returns (also on error); every
 //! buffer, pool and map is sized from the parameters before the timed loop, and the work of one
