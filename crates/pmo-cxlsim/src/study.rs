@@ -580,20 +580,25 @@ fn line_chart(
         .configure_mesh()
         .x_desc(x_label)
         .y_desc(y_label)
+        .x_label_formatter(&|x| format!("{x:.0}"))
         .draw()
         .map_err(|e| plot_err(path, e))?;
+    // Series come in pairs (pb, pb-rf) sharing a colour: pb solid, pb-rf with round markers.
     for (si, (name, values)) in series.iter().enumerate() {
         let colour = COLOURS[(si / 2) % COLOURS.len()];
-        let style = if si % 2 == 0 {
-            colour.stroke_width(2)
-        } else {
-            colour.stroke_width(1)
-        };
+        let marked = si % 2 == 1;
+        let line = LineSeries::new(values.iter().copied(), colour.stroke_width(2));
+        let line = if marked { line.point_size(4) } else { line };
         chart
-            .draw_series(LineSeries::new(values.iter().copied(), style))
+            .draw_series(line)
             .map_err(|e| plot_err(path, e))?
             .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
+            .legend(move |(x, y)| {
+                let radius = if marked { 3 } else { 0 };
+                EmptyElement::at((x, y))
+                    + PathElement::new(vec![(0, 0), (16, 0)], colour.stroke_width(2))
+                    + Circle::new((8, 0), radius, colour.filled())
+            });
     }
     chart
         .configure_series_labels()
