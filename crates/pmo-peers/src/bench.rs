@@ -49,6 +49,11 @@ const MAX_THREADS: usize = 64;
 const MAX_LARSON_SLOTS: u32 = 1 << 20;
 /// Most repeats.
 const MAX_REPEATS: usize = 1_000;
+/// Largest scratch pool a benchmark creates. PMDK fallocates its pool, and on /dev/shm that is
+/// memory, shared with everyone on the machine: a larger need is a parameter error.
+pub const MAX_SCRATCH_POOL_BYTES: u64 = 4 << 30;
+/// Most value bytes one LMDB sample writes (prefill a quarter of it): /dev/shm is memory too.
+pub const LMDB_MAX_BYTES_PER_SAMPLE: u64 = 1 << 30;
 
 /// Where and how the benchmarks run.
 #[derive(Debug, Clone)]
@@ -217,6 +222,17 @@ fn check_threads(threads: usize) -> Result<()> {
     Ok(())
 }
 
+/// Creates the scratch pool of a benchmark, refusing sizes above [`MAX_SCRATCH_POOL_BYTES`].
+fn scratch_pool(scratch: &Scratch, pool_bytes: u64, opts: &Options) -> Result<PmdkPool> {
+    if pool_bytes > MAX_SCRATCH_POOL_BYTES {
+        return Err(Error::InvalidParameter(format!(
+            "these parameters need a {pool_bytes}-byte pool, above the {MAX_SCRATCH_POOL_BYTES} \
+             bytes a scratch pool may take"
+        )));
+    }
+    PmdkPool::create(&scratch.path, pool_bytes, opts.require_pmem)
+}
+
 fn check_block(size_bytes: u64) -> Result<()> {
     if size_bytes == 0 || size_bytes > MAX_BLOCK_BYTES {
         return Err(Error::InvalidParameter(format!(
@@ -382,6 +398,7 @@ where
 /// (above 256 KiB) up to whole 256 KiB chunks and adds headers; 1.5x slack and 64 MiB of
 /// metadata on top.
 fn alloc_pool_bytes(size_bytes: u64, live_blocks: u64) -> u64 {
+    let live_blocks = live_blocks.max(1);
     const CHUNK: u64 = 256 << 10;
     let per_block = if size_bytes + 64 > CHUNK {
         (size_bytes + 64).div_ceil(CHUNK) * CHUNK
@@ -433,7 +450,7 @@ pub fn pmdk_alloc_free(
     work.check()?;
     let scratch = Scratch::file(&opts.dir, "alloc")?;
     let pool_bytes = alloc_pool_bytes(size_bytes, threads as u64 * u64::from(ROUND_BLOCKS));
-    let pool = PmdkPool::create(&scratch.path, pool_bytes, opts.require_pmem)?;
+    let pool = scratch_pool(&scratch, pool_bytes, opts)?;
     alloc_free_samples(
         opts,
         threads,
@@ -562,11 +579,7 @@ pub fn pmdk_larson(opts: &Options, params: &LarsonParams) -> Result<Measurement>
     params.check()?;
     let scratch = Scratch::file(&opts.dir, "larson")?;
     let live = params.threads as u64 * u64::from(params.slots_per_thread);
-    let pool = PmdkPool::create(
-        &scratch.path,
-        alloc_pool_bytes(params.max_bytes, live),
-        opts.require_pmem,
-    )?;
+    let pool = scratch_pool(&scratch, alloc_pool_bytes(params.max_bytes, live), opts)?;
     larson_samples(
         opts,
         params,
@@ -807,11 +820,7 @@ pub fn pmdk_tx_update(opts: &Options, len_bytes: u64, work: Work) -> Result<Meas
         )));
     }
     let scratch = Scratch::file(&opts.dir, "tx")?;
-    let pool = PmdkPool::create(
-        &scratch.path,
-        TX_OBJECT_BYTES + (64 << 20),
-        opts.require_pmem,
-    )?;
+    let pool = scratch_pool(&scratch, TX_OBJECT_BYTES + (64 << 20), opts)?;
     pool.tx_root(TX_OBJECT_BYTES)?;
     let src: Vec<u8> = (0..len_bytes).map(|i| (i % 251) as u8).collect();
     let mut states = [c_rng_state(opts.seed, 0x7478)];
@@ -852,11 +861,7 @@ pub fn pmdk_tx_alloc_link(opts: &Options, size_bytes: u64, work: Work) -> Result
     }
     let scratch = Scratch::file(&opts.dir, "txalloc")?;
     let batch = TX_ALLOC_LINK_MAX_OPS_PER_BATCH;
-    let pool = PmdkPool::create(
-        &scratch.path,
-        alloc_pool_bytes(size_bytes, batch),
-        opts.require_pmem,
-    )?;
+    let pool = scratch_pool(&scratch, alloc_pool_bytes(size_bytes, batch), opts)?;
     let mut samples = Samples::new(Unit::MicrosPerOp, opts, 1);
     let mut sample = 0u64;
     while sample == 0 || samples.wants_more() {
@@ -895,7 +900,8 @@ pub fn pmdk_tx_alloc_link(opts: &Options, size_bytes: u64, work: Work) -> Result
 /// without `MDB_NOSYNC`). Each sample uses a fresh environment in [`Options::dir`] (`/dev/shm`
 /// for the emulated-PM figure, a disk directory for the fsync figure), prefilled untimed with
 /// [`LMDB_PREFILL_KEYS`] values of the same size, and does at most [`LMDB_MAX_OPS_PER_SAMPLE`]
-/// ops. Returns µs per op, one thread.
+/// ops (for values above 25 KiB both are lowered to keep a sample within
+/// [`LMDB_MAX_BYTES_PER_SAMPLE`]). Returns µs per op, one thread.
 pub fn lmdb_put_commit(opts: &Options, value_bytes: u64, work: Work) -> Result<Measurement> {
     opts.check()?;
     work.check()?;
@@ -904,9 +910,11 @@ pub fn lmdb_put_commit(opts: &Options, value_bytes: u64, work: Work) -> Result<M
             "LMDB value size {value_bytes} (need 1..=1 MiB)"
         )));
     }
-    let cap = LMDB_MAX_OPS_PER_SAMPLE;
+    // Bounded in count and, for large values, in bytes (/dev/shm is memory).
+    let cap = LMDB_MAX_OPS_PER_SAMPLE.min(LMDB_MAX_BYTES_PER_SAMPLE / (value_bytes + 64));
+    let prefill = LMDB_PREFILL_KEYS.min(LMDB_MAX_BYTES_PER_SAMPLE / 4 / (value_bytes + 64));
     // Leaf or overflow pages per value, twice for copy-on-write garbage, plus room for the tree.
-    let map_bytes = (cap + LMDB_PREFILL_KEYS) * (value_bytes + 4096 + 64) * 2 + (64 << 20);
+    let map_bytes = (cap + prefill) * (value_bytes + 4096 + 64) * 2 + (64 << 20);
     let value: Vec<u8> = (0..value_bytes).map(|i| (i % 253) as u8).collect();
     let mut samples = Samples::new(Unit::MicrosPerOp, opts, 1);
     let mut sample = 0u64;
@@ -914,7 +922,7 @@ pub fn lmdb_put_commit(opts: &Options, value_bytes: u64, work: Work) -> Result<M
         let scratch = Scratch::dir(&opts.dir, "lmdb")?;
         let mut env = LmdbEnv::open(&scratch.path, map_bytes, 0)?;
         let mut rng = c_rng_state(opts.seed, 0x6c6d_6462 + sample);
-        env.prefill(&value, LMDB_PREFILL_KEYS, &mut rng)?;
+        env.prefill(&value, prefill, &mut rng)?;
         let this_work = if sample == 0 {
             Work::Ops(LMDB_CHUNK_OPS)
         } else {
@@ -1101,6 +1109,20 @@ mod tests {
         assert_ne!(a, 0);
         assert_ne!(a, b);
         assert_eq!(a, c_rng_state(1, 0));
+    }
+
+    #[test]
+    fn oversized_pools_are_refused_before_any_allocation() {
+        let opts = Options::default();
+        let err = pmdk_alloc_free(&opts, MAX_BLOCK_BYTES, 64, Work::Ops(1)).unwrap_err();
+        assert!(matches!(err, Error::InvalidParameter(_)), "{err}");
+        let left: Vec<_> = std::fs::read_dir(&opts.dir)
+            .map(|d| d.filter_map(|e| e.ok()).collect())
+            .unwrap_or_default();
+        let prefix = format!("pmo-peers-{}-alloc", std::process::id());
+        assert!(!left
+            .iter()
+            .any(|e| e.file_name().to_string_lossy().starts_with(&prefix)));
     }
 
     #[test]
