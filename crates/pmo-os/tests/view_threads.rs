@@ -118,6 +118,7 @@ fn writes_racing_with_collect_are_never_lost() {
             .map(|p| std::array::from_fn(|i| word(p, i)))
             .collect();
         let stop = Arc::new(AtomicBool::new(false));
+        let soaking = std::env::var_os("PMO_VIEW_SOAK_SECS").is_some();
         let writers: Vec<_> = (0..4u64)
             .map(|t| {
                 let (v, stop) = (v.clone(), stop.clone());
@@ -132,7 +133,7 @@ fn writes_racing_with_collect_are_never_lost() {
                         let i = (x >> 20) as usize % WORDS;
                         write(&v, p, i, x);
                         n += 1;
-                        if n > 200_000 {
+                        if n > 200_000 && !soaking {
                             break;
                         }
                     }
@@ -153,8 +154,16 @@ fn writes_racing_with_collect_are_never_lost() {
                 }
             }
         };
-        for _ in 0..200 {
+        // `PMO_VIEW_SOAK_SECS=N` keeps collecting for N seconds per mechanism (writers too).
+        let soak = std::env::var("PMO_VIEW_SOAK_SECS")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .map(std::time::Duration::from_secs);
+        let started = std::time::Instant::now();
+        let mut rounds = 0u64;
+        while rounds < 200 || soak.is_some_and(|d| started.elapsed() < d) {
             copy(&v, &mut out, &mut shadow);
+            rounds += 1;
         }
         stop.store(true, Ordering::Relaxed);
         for w in writers {
