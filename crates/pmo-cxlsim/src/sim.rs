@@ -10,9 +10,10 @@
 //! port for its serialisation time, so packets sent earlier on a port arrive earlier.
 //!
 //! Switch: `switch_stages` pipeline stages. The selector runs in parallel with routing and
-//! decides before switch allocation, so a packet sent to the PBC spends 2 stages before the PI
-//! buffer and a packet leaving through the PO buffer spends 2 stages after it: unrelated
-//! traffic never waits for the PB (paper §V-C).
+//! decides before switch allocation, so a packet sent to the PBC spends the stages before
+//! allocation (`switch_stages - 2`) before the PI buffer, and a packet leaving through the PO
+//! buffer spends the last 2 (allocation, traversal) after it: unrelated traffic never waits for
+//! the PB (paper §V-C).
 //!
 //! PBC (paper §V-B, §V-D): one packet at a time; acknowledgements first (deadlock rule, §V-D2),
 //! then drain-packet creation, then requests in PI order. A write that finds no Empty entry
@@ -935,14 +936,15 @@ impl<'t> Simulator<'t> {
 
     fn arrive(&mut self, pos: usize, down: bool, pkt: Packet) -> Result<()> {
         if down && pos == self.p.hops + 1 {
-            self.pm_accept(pkt);
-            return Ok(());
+            return self.pm_accept(pkt);
         }
         if !down && pos == 0 {
             return self.host_receive(pkt);
         }
         if pos == 1 && self.pb_active && self.selector_takes(down, &pkt) {
-            let ready = self.now_ps + 2 * self.stage_ps;
+            // The selector decides before switch allocation: the packet leaves the pipeline
+            // for the PI buffer after the stages that precede it.
+            let ready = self.now_ps + (self.p.switch_stages - 2) * self.stage_ps;
             let slot = self.stash(pkt);
             self.schedule(ready, Ev::PiArrive(slot));
             return Ok(());
@@ -1012,6 +1014,7 @@ impl<'t> Simulator<'t> {
 
     /// Send a packet out of the PO buffer of switch 1.
     fn po_send(&mut self, down: bool, pkt: Packet, done_ps: u64) {
+        // From the PO buffer through switch allocation and traversal (the last 2 stages).
         self.send(1, down, pkt, done_ps + 2 * self.stage_ps);
     }
 
@@ -1106,6 +1109,8 @@ impl<'t> Simulator<'t> {
 
     fn start_drain(&mut self, index: usize) {
         self.pb.set_state(index, PbState::Drain);
+        // Each entry is queued once per Drain transition: the queue never exceeds the table.
+        debug_assert!(self.drain_queue.len() < self.pb.capacity());
         self.drain_queue.push_back(index);
     }
 
@@ -1170,7 +1175,7 @@ impl<'t> Simulator<'t> {
 
     // ---------------------------------------------------------------- PM
 
-    fn pm_accept(&mut self, pkt: Packet) {
+    fn pm_accept(&mut self, pkt: Packet) -> Result<()> {
         if self.p.pm_wpq_entries == 0 {
             // No write queue: each access occupies its bank; effects apply at completion.
             let bank = (pkt.line % self.pm_bank_free_ps.len() as u64) as usize;
@@ -1183,14 +1188,19 @@ impl<'t> Simulator<'t> {
             self.pm_bank_free_ps[bank] = start + service;
             let slot = self.stash(pkt);
             self.schedule(start + service + self.pm_ctrl_ps, Ev::PmDone(slot));
-            return;
+            return Ok(());
         }
+        // Every packet that can reach PM is a core request or a PB drain: bounded by both.
         let bound = self.pi_capacity + self.cores.len() * (self.p.outstanding_per_core + 2);
         if self.pm_waiting.len() >= bound {
-            debug_assert!(false, "PM arrival queue above its bound");
+            return Err(CxlsimError::Overflow {
+                name: "PM arrival queue",
+                capacity: bound,
+            });
         }
         self.pm_waiting.push_back(pkt);
         self.pm_pump();
+        Ok(())
     }
 
     /// Serve PM arrivals in order: a write enters the write-pending queue (persistent, ADR) if
