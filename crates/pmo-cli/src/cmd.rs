@@ -208,9 +208,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::List => {
             let pool = open(&cli)?;
             let list = pool.list()?;
-            println!("{:<32} {:>12} {:<12} {:<8} ADDRESS", "NAME", "SIZE", "STATE", "SCHEME");
+            println!("{:<32} {:>12} {:<24} {:<8} ADDRESS", "NAME", "SIZE", "STATE", "SCHEME");
             for p in list {
-                println!("{:<32} {:>12} {:<12} {:<8} {:#x}", p.name, human(p.size), p.state.name(), scheme_name(p.scheme), p.base_addr);
+                println!("{:<32} {:>12} {:<24} {:<8} {:#x}", p.name, human(p.size), state_text(&p), scheme_name(p.scheme), p.base_addr);
             }
         }
         Cmd::Info { name: None } => {
@@ -234,7 +234,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("name:            {}", p.name);
             println!("size:            {} ({} pages)", human(p.size), p.size / 4096);
             println!("uuid:            {}", hex(&p.uuid));
-            println!("state:           {}", p.state.name());
+            println!("state:           {}", state_text(&p));
             println!("scheme:          {}", scheme_name(p.scheme));
             println!("stable address:  {:#x}", p.base_addr);
             println!("extent:          {:#x} + {} (data twice, for shadow paging)", p.extent_off, human(p.extent_len));
@@ -322,6 +322,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn state_text(p: &pmo_store::PmoInfo) -> String {
+    match p.holder_pid {
+        Some(pid) => format!("{} by pid {pid}", p.state.name()),
+        None => p.state.name().to_string(),
+    }
 }
 
 fn scheme_name(code: u32) -> &'static str {

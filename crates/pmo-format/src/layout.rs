@@ -111,6 +111,11 @@ impl PmoLayout {
         debug_assert!(page < self.npages && slot < 2);
         self.tags_off + (slot as u64 * self.npages + page) * self.tag_bytes
     }
+    /// Offset (in the header page) of the holder word: the pid of the process that has the PMO
+    /// attached read-write (u32, 0 = none). Informational only: written at attach and detach
+    /// without a fence; the attach lock, not this word, decides who may attach.
+    pub const HOLDER_OFF: u64 = 2048;
+
     /// Offset of commit record slot `i` (0 or 1).
     pub fn record(&self, i: u64) -> u64 {
         debug_assert!(i < 2);

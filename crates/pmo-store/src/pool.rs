@@ -82,6 +82,8 @@ pub struct PmoInfo {
     pub extent_len: u64,
     pub scheme: u32,
     pub state: AttachState,
+    /// Pid of the read-write holder, when `state` is `Writer` (as it recorded at attach).
+    pub holder_pid: Option<u32>,
     pub created_unix_s: u64,
 }
 
@@ -486,7 +488,16 @@ impl Pool {
     }
 
     fn info_of(&self, e: &Entry) -> PmoInfo {
+        let state = self.state_of(e);
+        let holder_pid = (state == AttachState::Writer)
+            .then(|| {
+                let mut b = [0u8; 4];
+                self.inner.medium.read(e.extent_off + PmoLayout::HOLDER_OFF, &mut b).ok()?;
+                Some(u32::from_le_bytes(b)).filter(|&p| p != 0)
+            })
+            .flatten();
         PmoInfo {
+            holder_pid,
             name: e.name.clone(),
             size: e.size,
             uuid: e.uuid,
@@ -494,7 +505,7 @@ impl Pool {
             extent_off: e.extent_off,
             extent_len: e.extent_len,
             scheme: e.scheme,
-            state: self.state_of(e),
+            state,
             created_unix_s: e.created_unix_s,
         }
     }
@@ -589,6 +600,9 @@ impl Pool {
         if perm == Perm::Read && exclusive {
             guard.downgrade()?;
         }
+        if perm == Perm::Write {
+            let _ = write_holder(&*inner.medium, &core, std::process::id());
+        }
         Ok(PmoHandle { pool: self.clone(), core, perm, _lock: guard, master })
     }
 
@@ -642,6 +656,14 @@ impl Pool {
     }
 }
 
+/// Record (or clear, with 0) the pid holding a PMO read-write. Flushed, not fenced: informational.
+fn write_holder(m: &dyn Medium, core: &PmoCore, pid: u32) -> Result<()> {
+    let off = core.extent_off + PmoLayout::HOLDER_OFF;
+    m.write(off, &pid.to_le_bytes())?;
+    m.flush(off, 4)?;
+    Ok(())
+}
+
 fn read_config(m: &dyn Medium, sb: &Superblock) -> Result<PoolConfig> {
     let mut best: Option<PoolConfig> = None;
     for i in 0..2u64 {
@@ -678,6 +700,14 @@ fn clear_slot(m: &dyn Medium, sb: &Superblock, slot: usize) -> Result<()> {
     m.write(off, &[0u8; 8])?;
     m.flush(off, 8)?;
     Ok(())
+}
+
+impl Drop for PmoHandle {
+    fn drop(&mut self) {
+        if self.perm == Perm::Write && !self.pool.inner.poisoned.load(Ordering::Acquire) {
+            let _ = write_holder(self.medium(), &self.core, 0);
+        }
+    }
 }
 
 /// An attached PMO without a mapping: page-level reads and atomic commits. Holds the attach lock

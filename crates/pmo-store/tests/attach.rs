@@ -102,8 +102,12 @@ fn readers_share_writers_exclude_and_waiting_works() {
     assert!(r2.relocated());
     assert!(matches!(pool.attach("x", Perm::Write, KEY), Err(StoreError::Busy { how: "read-only", .. })));
     assert!(matches!(pool.pdestroy("x", KEY), Err(StoreError::Busy { .. })));
+    assert_eq!(pool.info("x").unwrap().state, pmo_store::AttachState::Readers);
     drop((r1, r2));
+    assert_eq!(pool.info("x").unwrap().state, pmo_store::AttachState::AtRest);
     let w = pool.attach("x", Perm::Write, KEY).unwrap();
+    let info = pool.info("x").unwrap();
+    assert_eq!((info.state, info.holder_pid), (pmo_store::AttachState::Writer, Some(std::process::id())));
     assert!(matches!(
         pool.attach_with("x", Perm::Read, KEY, AttachOptions { relocate: true, ..Default::default() }),
         Err(StoreError::Busy { how: "read-write", .. })
