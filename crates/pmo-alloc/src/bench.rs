@@ -142,18 +142,38 @@ fn touch(p: NonNull<u8>, size: usize, value: u8) {
 /// of `size` bytes, frees them in a random order, and repeats `rounds` times. Returns
 /// alloc+free pairs per second over all threads. `heap_factory` is called once per run.
 pub fn microbench<A: BenchAlloc, F: FnMut() -> A>(
-    mut heap_factory: F,
+    heap_factory: F,
     size: usize,
     threads: usize,
     rounds: usize,
 ) -> Result<f64> {
+    microbench_sample(heap_factory, size, threads, rounds).map(|s| s.pairs_per_s)
+}
+
+/// One timed run of a workload.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Alloc+free pairs per second of wall time, all threads.
+    pub pairs_per_s: f64,
+    /// CPU time the workers got over the CPU time they could have had
+    /// (`wall * min(threads, CPUs)`): below 1 the machine was busy with other work.
+    pub cpu_share: f64,
+}
+
+/// [`microbench`], also reporting how much of the machine the run got.
+pub fn microbench_sample<A: BenchAlloc, F: FnMut() -> A>(
+    mut heap_factory: F,
+    size: usize,
+    threads: usize,
+    rounds: usize,
+) -> Result<Sample> {
     let heap = heap_factory();
     let threads = threads.max(1);
     let barrier = Barrier::new(threads + 1);
     let failed = std::sync::atomic::AtomicBool::new(false);
     // Each thread times itself from the common start: the main thread may not even be
     // scheduled while the workers run (threads >= CPUs).
-    let spans: Mutex<Vec<(Instant, Instant)>> = Mutex::new(Vec::with_capacity(threads));
+    let spans: Mutex<Vec<(Instant, Instant, u64)>> = Mutex::new(Vec::with_capacity(threads));
     std::thread::scope(|s| {
         for t in 0..threads {
             let (heap, barrier, failed, spans) = (&heap, &barrier, &failed, &spans);
@@ -169,6 +189,7 @@ pub fn microbench<A: BenchAlloc, F: FnMut() -> A>(
                 let mut blocks = [None::<NonNull<u8>>; MICRO_BATCH_BLOCKS];
                 barrier.wait();
                 let started = Instant::now();
+                let cpu_started_ns = sys::thread_cpu_ns();
                 'rounds: for r in 0..rounds {
                     for (i, b) in blocks.iter_mut().enumerate() {
                         match heap.alloc(size) {
@@ -190,10 +211,11 @@ pub fn microbench<A: BenchAlloc, F: FnMut() -> A>(
                     }
                 }
                 let ended = Instant::now();
+                let cpu_ns = sys::thread_cpu_ns().saturating_sub(cpu_started_ns);
                 spans
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .push((started, ended));
+                    .push((started, ended, cpu_ns));
                 for p in blocks.iter_mut().filter_map(Option::take) {
                     // SAFETY: as above (left over after a failed allocation).
                     unsafe { heap.free(p) };
@@ -210,11 +232,19 @@ pub fn microbench<A: BenchAlloc, F: FnMut() -> A>(
         return Err(HeapError::OutOfSpace { size });
     };
     let elapsed = last - first;
+    let cpu_ns: u64 = spans.iter().map(|s| s.2).sum();
+    let cpus = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(threads);
+    let cpu_share = cpu_ns as f64 / (elapsed.as_nanos() as f64 * cpus as f64).max(1.0);
     if failed.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(HeapError::OutOfSpace { size });
     }
     let pairs = (threads * rounds * MICRO_BATCH_BLOCKS) as f64;
-    Ok(pairs / elapsed.as_secs_f64())
+    Ok(Sample {
+        pairs_per_s: pairs / elapsed.as_secs_f64(),
+        cpu_share,
+    })
 }
 
 /// Parameters of [`larson`].

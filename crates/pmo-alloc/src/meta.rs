@@ -124,3 +124,37 @@ pub struct SubHeapHeader {
 pub const SUBHEAP_HEADER_BYTES: usize = 1024;
 const _: () = assert!(std::mem::size_of::<SubHeapHeader>() <= SUBHEAP_HEADER_BYTES);
 const _: () = assert!(SUBHEAP_HEADER_BYTES.is_multiple_of(std::mem::align_of::<SlabDesc>()));
+
+// The byte offsets documented in docs/allocator.md, checked at compile time.
+const _: () = {
+    use std::mem::offset_of;
+    assert!(offset_of!(UnitEntry, state) == 0);
+    assert!(offset_of!(UnitEntry, flags) == 1);
+    assert!(offset_of!(UnitEntry, class) == 2);
+    assert!(offset_of!(UnitEntry, len_units) == 4);
+    assert!(offset_of!(UnitEntry, link_a) == 8);
+    assert!(offset_of!(UnitEntry, link_b) == 12);
+    assert!(offset_of!(SlabDesc, head_unit) == 0);
+    assert!(offset_of!(SlabDesc, class) == 4);
+    assert!(offset_of!(SlabDesc, in_use) == 5);
+    assert!(offset_of!(SlabDesc, used_slots) == 8);
+    assert!(offset_of!(SlabDesc, hint_word) == 12);
+    assert!(offset_of!(SlabDesc, next) == 16);
+    assert!(offset_of!(SlabDesc, prev) == 20);
+    assert!(offset_of!(SlabDesc, bitmap) == 32);
+    assert!(offset_of!(SubHeapHeader, magic) == 0);
+    assert!(offset_of!(SubHeapHeader, index) == 8);
+    assert!(offset_of!(SubHeapHeader, units) == 12);
+    assert!(offset_of!(SubHeapHeader, desc_count) == 16);
+    assert!(offset_of!(SubHeapHeader, free_desc_head) == 20);
+    assert!(offset_of!(SubHeapHeader, desc_high_water) == 24);
+    assert!(offset_of!(SubHeapHeader, slab_count) == 28);
+    assert!(offset_of!(SubHeapHeader, live_count) == 32);
+    assert!(offset_of!(SubHeapHeader, live_bytes) == 40);
+    assert!(offset_of!(SubHeapHeader, free_units) == 48);
+    assert!(offset_of!(SubHeapHeader, bin_bitmap) == 56);
+    assert!(offset_of!(SubHeapHeader, bin_heads) == 72);
+    assert!(offset_of!(SubHeapHeader, partial_heads) == 456);
+    assert!(offset_of!(SubHeapHeader, heap_id) == 568);
+    assert!(std::mem::size_of::<SubHeapHeader>() == 576);
+};

@@ -221,3 +221,17 @@ pub unsafe fn libc_free(ptr: NonNull<u8>) {
     // SAFETY: guaranteed by the caller.
     unsafe { libc::free(ptr.as_ptr().cast()) }
 }
+
+/// CPU time this thread has consumed, in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant the kernel knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
