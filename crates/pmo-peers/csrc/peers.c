@@ -342,6 +342,66 @@ peers_pmdk_tx_list_free(PMEMobjpool *pop, uint64_t *freed)
 	return 0;
 }
 
+/* ------------------------------------------------------- libpmem floor ----------------------- */
+
+/*
+ * A file mapped with libpmem: the floor under every durable write on this medium (copy, flush
+ * each cache line, one fence), with no log and no allocator.
+ */
+struct peers_pmem_region {
+	void *addr;
+	size_t len;
+	int is_pmem;
+};
+
+int
+peers_pmem_map(const char *path, uint64_t len_bytes, struct peers_pmem_region *out)
+{
+	size_t mapped = 0;
+	int is_pmem = 0;
+	errno = 0;
+	void *addr = pmem_map_file(path, (size_t)len_bytes, PMEM_FILE_CREATE | PMEM_FILE_EXCL,
+				   0600, &mapped, &is_pmem);
+	if (addr == NULL)
+		return errno_or(EIO);
+	if (mapped < (size_t)len_bytes) {
+		pmem_unmap(addr, mapped);
+		return ENOSPC;
+	}
+	out->addr = addr;
+	out->len = mapped;
+	out->is_pmem = is_pmem;
+	return 0;
+}
+
+void
+peers_pmem_unmap(struct peers_pmem_region *region)
+{
+	pmem_unmap(region->addr, region->len);
+}
+
+const char *
+peers_pmem_errormsg(void)
+{
+	return pmem_errormsg();
+}
+
+/* ops copies of len_bytes from src to a random 64-byte-aligned offset, each made durable. */
+int
+peers_pmem_memcpy_persist_run(const struct peers_pmem_region *region, const uint8_t *src,
+			      uint64_t len_bytes, uint64_t ops, uint64_t *rng)
+{
+	if (len_bytes == 0 || len_bytes > region->len)
+		return EINVAL;
+	uint8_t *base = region->addr;
+	uint64_t slots = (region->len - len_bytes) / 64 + 1;
+	for (uint64_t k = 0; k < ops; k++) {
+		uint64_t off = (peers_rand(rng) % slots) * 64;
+		pmem_memcpy_persist(base + off, src, (size_t)len_bytes);
+	}
+	return 0;
+}
+
 /* ------------------------------------------------------------------------- LMDB ------------- */
 
 /* LMDB returns errno values or its own codes (MDB_KEYEXIST .. MDB_LAST_ERRCODE, all negative). */

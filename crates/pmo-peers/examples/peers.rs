@@ -5,7 +5,8 @@
 //! crates/pmo-peers/install-deps.sh
 //! PMEM_IS_PMEM_FORCE=1 cargo run --release -p pmo-peers --example peers -- target/peers.csv
 //! ```
-//! Peers: `pmdk` (libpmemobj on emulated PM), `lmdb`, `glibc` (malloc/free in a C loop, the
+//! Peers: `pmdk` (libpmemobj on emulated PM), `libpmem` (`pmem_memcpy_persist`: the floor under
+//! any durable write on that medium), `lmdb`, `glibc` (malloc/free in a C loop, the
 //! volatile bound) and `glibc-rs` (the same malloc/free through the Rust `BenchAllocator`
 //! harness that pmo's allocator uses: the gap to `glibc` is the harness's own cost).
 //! Every figure is the median of `--repeats` timed samples of `--sample-ms` each (per thread),
@@ -19,8 +20,8 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use pmo_peers::{
     alloc_free_with, ensure_pmem_force, glibc_alloc_free, glibc_larson, larson_with,
-    lmdb_put_commit, pmdk_alloc_free, pmdk_larson, pmdk_tx_alloc_link, pmdk_tx_update, GlibcMalloc,
-    LarsonParams, Measurement, Options, Work,
+    lmdb_put_commit, pmdk_alloc_free, pmdk_larson, pmdk_tx_alloc_link, pmdk_tx_update,
+    pmem_memcpy_persist, GlibcMalloc, LarsonParams, Measurement, Options, Work,
 };
 
 /// Block sizes of the POSEIDON microbenchmark.
@@ -51,8 +52,8 @@ struct Args {
     /// Seed of every random choice.
     #[arg(long, default_value_t = Options::default().seed)]
     seed: u64,
-    /// Run only the benchmarks whose name contains this (alloc_free, larson, tx_update,
-    /// tx_alloc_link, put_commit).
+    /// Run only the benchmarks whose name contains this (alloc_free, larson, memcpy_persist,
+    /// tx_update, tx_alloc_link, put_commit).
     #[arg(long)]
     only: Option<String>,
     /// Contention filter: retake a sample (up to 2 attempts per repeat) whose threads got less
@@ -185,6 +186,11 @@ fn run_suite(args: &Args, opts: &Options) -> Result<Vec<Row>> {
         ));
     }
 
+    for len in [64, 4096].into_iter().filter(|_| wanted("memcpy_persist")) {
+        let m = pmem_memcpy_persist(&opts, len, work)
+            .with_context(|| format!("libpmem memcpy_persist {len} B"))?;
+        rows.push(row("memcpy_persist", "libpmem", &shm, len, 1, m));
+    }
     for len in [64, 4096].into_iter().filter(|_| wanted("tx_update")) {
         let m = pmdk_tx_update(&opts, len, work).with_context(|| format!("PMDK tx {len} B"))?;
         rows.push(row("tx_update", "pmdk", &shm, len, 1, m));

@@ -18,7 +18,8 @@ use rand::SeedableRng;
 use crate::error::{BoxError, Error, Result};
 use crate::stats::{Measurement, Unit};
 use crate::sys::{
-    thread_cpu_time, LmdbEnv, MallocSlots, OidSlots, Permutation, PmdkPool, PMDK_MIN_POOL_BYTES,
+    thread_cpu_time, LmdbEnv, MallocSlots, OidSlots, Permutation, PmdkPool, PmemRegion,
+    PMDK_MIN_POOL_BYTES,
 };
 
 /// Blocks allocated then freed in one round of the POSEIDON microbenchmark.
@@ -887,6 +888,48 @@ pub fn pmdk_tx_alloc_link(opts: &Options, size_bytes: u64, work: Work) -> Result
             let freed = pool.tx_list_free()?;
             debug_assert_eq!(freed, in_batch);
         }
+        if sample > 0 {
+            samples.push(timed);
+        }
+        sample += 1;
+    }
+    samples.finish()
+}
+
+/// The floor under every durable write on emulated persistent memory: one op is
+/// `pmem_memcpy_persist` of `len_bytes` to a random 64-byte-aligned offset of a 64 MiB file
+/// mapped with libpmem (copy, flush each cache line, one fence), with no log and no allocator.
+/// PMDK's transactions and pmo's psync both pay at least this. Returns µs per op, one thread.
+pub fn pmem_memcpy_persist(opts: &Options, len_bytes: u64, work: Work) -> Result<Measurement> {
+    opts.check()?;
+    work.check()?;
+    if len_bytes == 0 || len_bytes > TX_OBJECT_BYTES {
+        return Err(Error::InvalidParameter(format!(
+            "copy length {len_bytes} (need 1..={TX_OBJECT_BYTES})"
+        )));
+    }
+    let scratch = Scratch::file(&opts.dir, "pmem")?;
+    let mut region = PmemRegion::create(&scratch.path, TX_OBJECT_BYTES, opts.require_pmem)?;
+    let src: Vec<u8> = (0..len_bytes).map(|i| (i % 249) as u8).collect();
+    let mut rng = c_rng_state(opts.seed, 0x706d_656d);
+    let mut samples = Samples::new(Unit::MicrosPerOp, opts, 1);
+    let mut sample = 0u64;
+    while sample == 0 || samples.wants_more() {
+        let this_work = if sample == 0 {
+            Work::Ops(TX_CHUNK_OPS)
+        } else {
+            work
+        };
+        let timed = time_here(|| {
+            let mut ops = 0u64;
+            let start = Instant::now();
+            while !this_work.done(ops, start.elapsed()) {
+                let chunk = this_work.next_chunk(ops, TX_CHUNK_OPS);
+                region.memcpy_persist_run(&src, chunk, &mut rng)?;
+                ops += chunk;
+            }
+            Ok(ops)
+        })?;
         if sample > 0 {
             samples.push(timed);
         }

@@ -46,6 +46,14 @@ pub(crate) struct RawPool {
     _opaque: [u8; 0],
 }
 
+/// Mirror of `struct peers_pmem_region` in csrc/peers.c.
+#[repr(C)]
+pub(crate) struct RawPmemRegion {
+    addr: *mut c_void,
+    len: usize,
+    is_pmem: c_int,
+}
+
 /// Opaque `MDB_env`.
 #[repr(C)]
 pub(crate) struct RawMdbEnv {
@@ -121,6 +129,16 @@ extern "C" {
     ) -> c_int;
     fn peers_pmdk_tx_alloc_link_run(pop: *mut RawPool, size_bytes: u64, ops: u64) -> c_int;
     fn peers_pmdk_tx_list_free(pop: *mut RawPool, freed: *mut u64) -> c_int;
+    fn peers_pmem_map(path: *const c_char, len_bytes: u64, out: *mut RawPmemRegion) -> c_int;
+    fn peers_pmem_unmap(region: *mut RawPmemRegion);
+    fn peers_pmem_errormsg() -> *const c_char;
+    fn peers_pmem_memcpy_persist_run(
+        region: *const RawPmemRegion,
+        src: *const u8,
+        len_bytes: u64,
+        ops: u64,
+        rng: *mut u64,
+    ) -> c_int;
     fn peers_lmdb_strerror(err: c_int) -> *const c_char;
     fn peers_lmdb_open(
         dir: *const c_char,
@@ -363,6 +381,84 @@ impl Drop for PmdkPool {
         // SAFETY: the pool is open and no OidSlots borrows it any more (they borrow &self).
         unsafe { peers_pmdk_close(self.pop.as_ptr()) };
         // The file is scratch; failing to remove it leaves a file in /dev/shm, nothing worse.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A new file mapped with libpmem (`pmem_map_file`), unmapped and removed on drop. Used by one
+/// thread (not `Sync`).
+pub(crate) struct PmemRegion {
+    raw: RawPmemRegion,
+    path: PathBuf,
+}
+
+impl PmemRegion {
+    /// Creates and maps a new file of `len_bytes` at `path` (which must not exist).
+    pub(crate) fn create(path: &Path, len_bytes: u64, require_pmem: bool) -> Result<Self> {
+        ensure_pmem_force();
+        let c_path = path_to_cstring(path)?;
+        let mut raw = RawPmemRegion {
+            addr: std::ptr::null_mut(),
+            len: 0,
+            is_pmem: 0,
+        };
+        // SAFETY: c_path is a valid C string for the call and raw a valid out-pointer.
+        let rc = unsafe { peers_pmem_map(c_path.as_ptr(), len_bytes, &mut raw) };
+        if rc != 0 {
+            // SAFETY: pmem_errormsg returns a thread-local NUL-terminated buffer; copied at once.
+            let message = unsafe {
+                let p = peers_pmem_errormsg();
+                if p.is_null() {
+                    String::new()
+                } else {
+                    CStr::from_ptr(p).to_string_lossy().into_owned()
+                }
+            };
+            return Err(Error::Pmdk {
+                operation: "pmem_map_file",
+                errno: rc,
+                message,
+            });
+        }
+        let region = PmemRegion {
+            raw,
+            path: path.to_path_buf(),
+        };
+        if require_pmem && region.raw.is_pmem == 0 {
+            return Err(Error::NotPersistentMemory {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(region)
+    }
+
+    /// `ops` durable copies of `src` to random 64-byte-aligned offsets.
+    pub(crate) fn memcpy_persist_run(&mut self, src: &[u8], ops: u64, rng: &mut u64) -> Result<()> {
+        if src.is_empty() || src.len() > self.raw.len {
+            return Err(Error::InvalidParameter(format!(
+                "copy of {} bytes into a region of {}",
+                src.len(),
+                self.raw.len
+            )));
+        }
+        // SAFETY: the region is mapped for raw.len bytes; the C side writes only inside it
+        // (offset + len <= raw.len); src is valid for its length; rng is valid.
+        let rc = unsafe {
+            peers_pmem_memcpy_persist_run(&self.raw, src.as_ptr(), src.len() as u64, ops, rng)
+        };
+        if rc != 0 {
+            return Err(Error::InvalidParameter(format!(
+                "pmem_memcpy_persist run failed (errno {rc})"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PmemRegion {
+    fn drop(&mut self) {
+        // SAFETY: the region is mapped and nothing else refers to it.
+        unsafe { peers_pmem_unmap(&mut self.raw) };
         let _ = std::fs::remove_file(&self.path);
     }
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use pmo_peers::{
     glibc_alloc_free, glibc_larson, lmdb_put_commit, pmdk_alloc_free, pmdk_larson,
-    pmdk_tx_alloc_link, pmdk_tx_update, Error, LarsonParams, Measurement, Options, PmdkPool, Unit,
-    Work,
+    pmdk_tx_alloc_link, pmdk_tx_update, pmem_memcpy_persist, Error, LarsonParams, Measurement,
+    Options, PmdkPool, Unit, Work,
 };
 
 fn tiny() -> Options {
@@ -88,6 +88,19 @@ fn pmdk_transactions() {
     let m = pmdk_tx_alloc_link(&tiny(), 64, Work::Ops(300)).unwrap();
     assert_positive(&m, Unit::MicrosPerOp);
     assert_eq!(m.ops_total, 900);
+}
+
+#[test]
+fn libpmem_floor() {
+    for len in [64, 4096] {
+        let m = pmem_memcpy_persist(&tiny(), len, Work::Ops(500)).unwrap();
+        assert_positive(&m, Unit::MicrosPerOp);
+        assert_eq!(m.ops_total, 3 * 500);
+    }
+    assert!(matches!(
+        pmem_memcpy_persist(&tiny(), 0, Work::Ops(1)),
+        Err(Error::InvalidParameter(_))
+    ));
 }
 
 #[test]
