@@ -9,11 +9,15 @@
 //!   block exactly once;
 //! - a [`MallocSlots`] owns the `malloc`ed blocks in its array (NULL or live) and frees them on
 //!   drop;
-//! - an [`LmdbEnv`] owns one `MDB_env*`, is used by one thread at a time (it is not `Sync`) and
-//!   closes it on drop.
+//! - an [`LmdbEnv`] owns one `MDB_env*`, stays on the thread that opened it (it is neither
+//!   `Send` nor `Sync`) and closes it on drop;
+//! - a [`PmemRegion`] owns one `pmem_map_file` mapping of `len` bytes (neither `Send` nor `Sync`),
+//!   the C side writes only inside it, and it is unmapped (and its file removed) on drop;
+//! - a [`MallocBlock`] is only built by [`GlibcMalloc`]'s `alloc` and consumed by its `free`, so
+//!   each block is freed at most once.
 //!
-//! Who calls it: `bench.rs` only, except [`PmdkPool`] and [`ensure_pmem_force`], which are public
-//! for callers that want a pool of their own.
+//! Who calls it: `bench.rs` only, except [`PmdkPool`], [`GlibcMalloc`] and
+//! [`ensure_pmem_force`], which are public for callers that want them directly.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString};
