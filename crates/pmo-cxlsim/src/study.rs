@@ -685,10 +685,56 @@ fn summary_markdown(
             crate::config::pb_tag_latency_ns(*e)
         );
     }
+    paper_comparison(&mut s, rows);
     let _ = writeln!(
         s,
         "\n{runs} simulations, {events} events, {wall_s:.1} s wall ({:.2} M events/s).",
         events as f64 / wall_s.max(1e-9) / 1e6
     );
     s
+}
+
+/// The paper's headline figures next to this run's (docs/cxlsim.md explains the differences).
+fn paper_comparison(s: &mut String, rows: &[WorkloadRow]) {
+    if rows.is_empty() {
+        return;
+    }
+    let n = rows.len() as f64;
+    let mean = |f: &dyn Fn(&WorkloadRow) -> f64| rows.iter().map(f).sum::<f64>() / n;
+    let range = |f: &dyn Fn(&WorkloadRow) -> f64| {
+        let v: Vec<f64> = rows.iter().map(f).collect();
+        (
+            v.iter().cloned().fold(f64::MAX, f64::min),
+            v.iter().cloned().fold(f64::MIN, f64::max),
+        )
+    };
+    let pct = |x: f64| 100.0 * (x - 1.0);
+    let (p_lo, p_hi) = range(&|r| r.persist_norm(1));
+    let _ = writeln!(
+        s,
+        "\n## Paper vs this run\n\n| metric | paper | this run |\n|---|---|---|"
+    );
+    let _ = writeln!(
+        s,
+        "| mean speedup pb | +12% | {:+.1}% |",
+        pct(mean(&|r| r.speedup(1)))
+    );
+    let _ = writeln!(
+        s,
+        "| mean speedup pb-rf | +15% | {:+.1}% |",
+        pct(mean(&|r| r.speedup(2)))
+    );
+    let _ = writeln!(
+        s,
+        "| persist latency pb / nopb | 0.44-0.57 | {p_lo:.2}-{p_hi:.2} (mean {:.2}) |",
+        mean(&|r| r.persist_norm(1))
+    );
+    if let Some(c) = rows.iter().find(|r| r.workload == "cholesky") {
+        let _ = writeln!(
+            s,
+            "| cholesky speedup pb / pb-rf | -3% / -13% | {:+.1}% / {:+.1}% |",
+            pct(c.speedup(1)),
+            pct(c.speedup(2))
+        );
+    }
 }

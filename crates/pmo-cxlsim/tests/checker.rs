@@ -207,3 +207,31 @@ fn acks_behind_requests_deadlock() {
         assert!(pmo_cxlsim::simulate(&ok, &trace).is_ok());
     }
 }
+
+/// Soak: full-size workloads, 20000 crash points each, every scheme and two topologies.
+/// Runs only with PMO_CXLSIM_SOAK=1 (minutes in a debug build).
+#[test]
+fn soak_full_size_crash_points() {
+    if std::env::var("PMO_CXLSIM_SOAK").is_err() {
+        return;
+    }
+    for name in WORKLOADS {
+        let trace = generate(name, 8, Size::Full).expect("workload");
+        for scheme in Scheme::ALL {
+            for (hops, entries) in [(1, 16), (3, 8)] {
+                let p = Params {
+                    scheme,
+                    hops,
+                    pb_entries: entries,
+                    ..Params::default()
+                };
+                let stats = run_checked(&p, &trace, 20_000, 0x50A4).expect("run");
+                assert_eq!(
+                    stats.violation_count, 0,
+                    "{name} {scheme} hops {hops}: {:?}",
+                    stats.violations
+                );
+            }
+        }
+    }
+}
