@@ -34,6 +34,9 @@ const THREAD_COUNTS: [usize; 3] = [1, 2, 4];
 struct Args {
     /// Where to write the CSV.
     csv: PathBuf,
+    /// Also write the rows, with every sample, as JSON to this path.
+    #[arg(long)]
+    json: Option<PathBuf>,
     /// Directory of the emulated persistent memory (pools and LMDB environments).
     #[arg(long, default_value = "/dev/shm")]
     dir: PathBuf,
@@ -122,6 +125,11 @@ fn main() -> Result<()> {
     write_csv(&args.csv, &rows, &opts)
         .with_context(|| format!("writing {}", args.csv.display()))?;
     println!("CSV written to {}", args.csv.display());
+    if let Some(json) = &args.json {
+        write_json(json, &rows, &opts, args.sample_ms)
+            .with_context(|| format!("writing {}", json.display()))?;
+        println!("JSON written to {}", json.display());
+    }
     Ok(())
 }
 
@@ -307,6 +315,53 @@ fn print_table(rows: &[Row], opts: &Options, sample_ms: u64, took: Duration) {
     );
 }
 
+/// A CSV field, quoted (RFC 4180) when it holds a comma, a quote or a line break.
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+/// The same rows as the CSV, plus every sample, as one JSON document.
+fn write_json(path: &PathBuf, rows: &[Row], opts: &Options, sample_ms: u64) -> Result<()> {
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let m = &r.measurement;
+            serde_json::json!({
+                "benchmark": r.benchmark,
+                "peer": r.peer,
+                "medium": r.medium,
+                "size_bytes": r.size_bytes,
+                "threads": r.threads,
+                "unit": m.unit.label(),
+                "median": m.median,
+                "min": m.min,
+                "max": m.max,
+                "samples": m.samples,
+                "ops_total": m.ops_total,
+                "cpu_share": m.cpu_share,
+                "samples_set_aside": m.samples_set_aside,
+            })
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "seed": opts.seed,
+        "repeats": opts.repeats,
+        "sample_ms": sample_ms,
+        "min_cpu_share": opts.min_cpu_share,
+        "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "rows": rows,
+    });
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    serde_json::to_writer_pretty(&mut out, &doc)?;
+    writeln!(out)?;
+    out.flush()?;
+    Ok(())
+}
+
 fn write_csv(path: &PathBuf, rows: &[Row], opts: &Options) -> Result<()> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
     writeln!(
@@ -320,7 +375,7 @@ fn write_csv(path: &PathBuf, rows: &[Row], opts: &Options) -> Result<()> {
             "{},{},{},{},{},{},{:.6},{:.6},{:.6},{},{},{:.3},{},{}",
             r.benchmark,
             r.peer,
-            r.medium,
+            csv_field(&r.medium),
             r.size_bytes,
             r.threads,
             m.unit.label(),
