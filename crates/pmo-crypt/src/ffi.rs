@@ -8,8 +8,9 @@
 //!
 //! Invariants:
 //! - [`AeadKey`] boxes its `EVP_AEAD_CTX` so its address never changes after init (AWS-LC aligns
-//!   its state relative to the address) and only calls functions that take it as `const`, which
-//!   AWS-LC documents as safe for concurrent use: hence `Send + Sync`.
+//!   its state relative to the address) and only calls seal/open, which AWS-LC's `aead.h`
+//!   (concurrency note on `EVP_AEAD_CTX_seal`) lists as safe to call concurrently on one shared
+//!   context for AES-256-GCM: hence `Send + Sync`. In-place use requires `in == out` exactly.
 //! - [`XtsKey`] keeps a fixed set of pre-keyed `EVP_CIPHER_CTX` slots; a caller takes one with an
 //!   atomic flag (no lock, no allocation), sets the tweak, runs one page, gives it back. An
 //!   `EVP_CIPHER_CTX` is never used by two threads at once.
@@ -39,8 +40,8 @@ pub(crate) struct AeadKey {
     ctx: Box<sys::EVP_AEAD_CTX>,
 }
 
-// SAFETY: the context is only read after `new` (seal/open take `const EVP_AEAD_CTX *`; AWS-LC
-// documents those as thread-safe); drop has exclusive access.
+// SAFETY: the context is only read after `new` (seal/open take `const EVP_AEAD_CTX *`; aead.h
+// allows concurrent seal/open on one AES-256-GCM context); drop has exclusive access.
 unsafe impl Send for AeadKey {}
 // SAFETY: as above, shared use is read-only.
 unsafe impl Sync for AeadKey {}
