@@ -57,7 +57,8 @@ pub const PAGE_SIZE: usize = 4096;
 /// How faults on a view are served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Mechanism {
-    /// userfaultfd with SIGBUS delivery, `UFFDIO_COPY`, async write-protect + `PAGEMAP_SCAN`.
+    /// userfaultfd with SIGBUS delivery and `UFFDIO_COPY`; write-protect dirty tracking
+    /// ([`DirtyTracking`]).
     Userfaultfd,
     /// `SIGSEGV` + `mprotect` over a memfd mapped twice.
     Sigsegv,
@@ -273,6 +274,13 @@ pub enum ViewError {
     /// The registry of live views is full.
     #[error("too many live views (at most {max})")]
     TooManyViews { max: usize },
+    /// An environment variable that chooses a mechanism or tracking has an unknown value.
+    #[error("{var}={value:?} is not one of {expected}")]
+    InvalidEnv {
+        var: &'static str,
+        value: String,
+        expected: &'static str,
+    },
     /// A page index or byte range outside the view.
     #[error("page {page} is outside the view ({pages} pages)")]
     PageOutOfRange { page: u64, pages: u64 },
@@ -443,6 +451,12 @@ impl View {
                 return Err(ViewError::InvalidAddress { addr });
             }
         }
+        check_env("PMO_FAULT", "userfaultfd, sigsegv", |v| {
+            Mechanism::from_name(v).is_some()
+        })?;
+        check_env("PMO_DIRTY", "scan, fault", |v| {
+            DirtyTracking::from_name(v).is_some()
+        })?;
         let mechanism = opts
             .mechanism
             .or_else(Mechanism::from_env)
@@ -622,6 +636,22 @@ impl Drop for View {
         // Unregister and wait for handlers inside this view; `shared` (and with it the mappings
         // and descriptors) is dropped right after, when no handler can reach it any more.
         registry::unregister(self.slot);
+    }
+}
+
+/// A set but unparsable `var` is an error rather than a silent fallback to the default.
+fn check_env(
+    var: &'static str,
+    expected: &'static str,
+    valid: impl Fn(&str) -> bool,
+) -> Result<(), ViewError> {
+    match std::env::var(var) {
+        Ok(value) if !value.trim().is_empty() && !valid(&value) => Err(ViewError::InvalidEnv {
+            var,
+            value,
+            expected,
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -319,3 +319,29 @@ fn views_fill_under_mlockall() {
         );
     }
 }
+
+/// A misspelt `PMO_FAULT` / `PMO_DIRTY` is an error, not a silent fallback (checked in a child,
+/// since the environment is process-wide).
+#[test]
+fn invalid_environment_is_an_error() {
+    if let Ok(var) = std::env::var("PMO_VIEW_ENV_CHILD") {
+        std::env::set_var(&var, "mprotect");
+        let r = pmo_os::view::View::new(pmo_os::view::ViewOptions::new(4096), Pattern::new("env"));
+        let ok = matches!(r, Err(pmo_os::view::ViewError::InvalidEnv { .. }));
+        std::process::exit(if ok { 0 } else { 1 });
+    }
+    for var in ["PMO_FAULT", "PMO_DIRTY"] {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "invalid_environment_is_an_error",
+                "--test-threads=1",
+            ])
+            .env("PMO_VIEW_ENV_CHILD", var)
+            .env_remove("PMO_FAULT")
+            .env_remove("PMO_DIRTY")
+            .output()
+            .expect("spawn child");
+        assert!(out.status.success(), "{var}: {:?}", out.status);
+    }
+}
