@@ -82,8 +82,8 @@ pub struct ParamArgs {
     /// PM write latency ns (Table I: 200)
     #[arg(long, default_value_t = 200.0)]
     pub pm_write_ns: f64,
-    /// PM banks (line-interleaved, FIFO each)
-    #[arg(long, default_value_t = 8)]
+    /// PM banks (line-interleaved, FIFO each; gem5 NVM_2400_1x64: 16)
+    #[arg(long, default_value_t = 16)]
     pub pm_banks: usize,
     /// PM controller write-pending queue entries, persistent (ADR); writes are acknowledged on
     /// acceptance as in gem5 (0 = acknowledge after the media write)

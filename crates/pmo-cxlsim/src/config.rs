@@ -171,7 +171,8 @@ pub struct Params {
     pub pm_read_ns: f64,
     /// PM write latency (Table I: 200 ns).
     pub pm_write_ns: f64,
-    /// Independent PM banks, line-interleaved, each serving in FIFO order. Ours: 8.
+    /// Independent PM banks, line-interleaved, each serving in FIFO order (gem5's
+    /// NVM_2400_1x64: 16 banks per rank, one rank).
     pub pm_banks: usize,
     /// Write-pending queue of the PM controller, in the ADR (persistent) domain: a write is
     /// persistent and acknowledged once accepted into it, then drained to its bank (gem5's
@@ -223,7 +224,7 @@ impl Default for Params {
             flit_bytes: 68,
             pm_read_ns: 100.0,
             pm_write_ns: 200.0,
-            pm_banks: 8,
+            pm_banks: 16,
             pm_wpq_entries: 128,
             pm_ctrl_ns: 20.0,
             pb_entries: 16,
