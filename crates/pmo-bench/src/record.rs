@@ -31,10 +31,21 @@ pub struct Records {
 
 impl Records {
     /// Add a record.
-    pub fn push(&mut self, bench: &str, params: &[(&str, String)], metric: &str, value: f64, unit: &str, samples: usize) {
+    pub fn push(
+        &mut self,
+        bench: &str,
+        params: &[(&str, String)],
+        metric: &str,
+        value: f64,
+        unit: &str,
+        samples: usize,
+    ) {
         self.records.push(Record {
             bench: bench.into(),
-            params: params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+            params: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
             metric: metric.into(),
             value,
             unit: unit.into(),
@@ -46,14 +57,23 @@ impl Records {
     pub fn find(&self, metric: &str, params: &[(&str, &str)]) -> Option<f64> {
         self.records
             .iter()
-            .find(|r| r.metric == metric && params.iter().all(|(k, v)| r.params.get(*k).map(String::as_str) == Some(*v)))
+            .find(|r| {
+                r.metric == metric
+                    && params
+                        .iter()
+                        .all(|(k, v)| r.params.get(*k).map(String::as_str) == Some(*v))
+            })
             .map(|r| r.value)
     }
 
     /// Write as JSON.
     pub fn write_json(&self, path: &Path) -> Result<(), BenchError> {
-        let text = serde_json::to_string_pretty(self).map_err(|e| BenchError::Other(e.to_string()))?;
-        std::fs::write(path, text).map_err(|source| BenchError::Io { op: format!("write {}", path.display()), source })
+        let text =
+            serde_json::to_string_pretty(self).map_err(|e| BenchError::Other(e.to_string()))?;
+        std::fs::write(path, text).map_err(|source| BenchError::Io {
+            op: format!("write {}", path.display()),
+            source,
+        })
     }
 
     /// Write as CSV: bench, one column per parameter name (union over records), metric, value, unit, samples.
@@ -62,15 +82,29 @@ impl Records {
         keys.sort();
         keys.dedup();
         let mut out = Vec::new();
-        let header: Vec<&str> = std::iter::once("bench").chain(keys.iter().map(|k| k.as_str())).chain(["metric", "value", "unit", "samples"]).collect();
+        let header: Vec<&str> = std::iter::once("bench")
+            .chain(keys.iter().map(|k| k.as_str()))
+            .chain(["metric", "value", "unit", "samples"])
+            .collect();
         writeln!(out, "{}", header.join(",")).expect("vec write");
         for r in &self.records {
             let mut row = vec![csv_field(&r.bench)];
-            row.extend(keys.iter().map(|k| csv_field(r.params.get(*k).map(String::as_str).unwrap_or(""))));
-            row.extend([csv_field(&r.metric), format!("{}", r.value), csv_field(&r.unit), r.samples.to_string()]);
+            row.extend(
+                keys.iter()
+                    .map(|k| csv_field(r.params.get(*k).map(String::as_str).unwrap_or(""))),
+            );
+            row.extend([
+                csv_field(&r.metric),
+                format!("{}", r.value),
+                csv_field(&r.unit),
+                r.samples.to_string(),
+            ]);
             writeln!(out, "{}", row.join(",")).expect("vec write");
         }
-        std::fs::write(path, out).map_err(|source| BenchError::Io { op: format!("write {}", path.display()), source })
+        std::fs::write(path, out).map_err(|source| BenchError::Io {
+            op: format!("write {}", path.display()),
+            source,
+        })
     }
 }
 
@@ -90,7 +124,14 @@ mod tests {
     fn csv_has_union_of_params() {
         let mut r = Records::default();
         r.push("store", &[("k", "1".into())], "psync_us", 2.5, "us", 5);
-        r.push("store", &[("size", "16MiB".into())], "attach_us", 9.0, "us", 5);
+        r.push(
+            "store",
+            &[("size", "16MiB".into())],
+            "attach_us",
+            9.0,
+            "us",
+            5,
+        );
         let p = std::env::temp_dir().join(format!("pmo-bench-csv-{}", std::process::id()));
         r.write_csv(&p).unwrap();
         let text = std::fs::read_to_string(&p).unwrap();

@@ -38,7 +38,11 @@ impl StoreBenchOptions {
     /// The default (full) configuration; `quick` uses fewer repeats.
     pub fn new(quick: bool) -> StoreBenchOptions {
         StoreBenchOptions {
-            dir: PathBuf::from(if Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" }),
+            dir: PathBuf::from(if Path::new("/dev/shm").is_dir() {
+                "/dev/shm"
+            } else {
+                "/tmp"
+            }),
             repeats: if quick { 7 } else { 21 },
             large_bytes: 1 << 30,
             fault_pages: if quick { 4096 } else { 16384 },
@@ -56,7 +60,15 @@ impl TempPool {
     fn new(dir: &Path, tag: &str, size: u64) -> Result<TempPool, BenchError> {
         let path = dir.join(format!("pmo-bench-{tag}-{}.pool", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        let pool = Pool::create(&path, size, &PoolOptions { kdf: KdfParams::INSECURE_FAST, preallocate: true, ..Default::default() })?;
+        let pool = Pool::create(
+            &path,
+            size,
+            &PoolOptions {
+                kdf: KdfParams::INSECURE_FAST,
+                preallocate: true,
+                ..Default::default()
+            },
+        )?;
         Ok(TempPool { pool, path })
     }
 }
@@ -69,13 +81,17 @@ impl Drop for TempPool {
 
 fn bar(len: u64, what: &str) -> ProgressBar {
     let pb = ProgressBar::new(len);
-    pb.set_style(ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} {msg}").expect("template").progress_chars("=> "));
+    pb.set_style(
+        ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} {msg}")
+            .expect("template")
+            .progress_chars("=> "),
+    );
     pb.set_prefix(what.to_string());
     pb
 }
 
 fn size_name(bytes: u64) -> String {
-    if bytes >= 1 << 30 && bytes % (1 << 30) == 0 {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
         format!("{}GiB", bytes >> 30)
     } else {
         format!("{}MiB", bytes >> 20)
@@ -89,10 +105,18 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
     let mechanisms = Mechanism::available();
     let steps = (sizes.len() * ks.len() + sizes.len() + mechanisms.len() + 2) as u64;
     let pb = bar(steps, "store");
-    let medium_name = |p: &Pool| p.pool_info().map(|i| i.medium.name().to_string()).unwrap_or_default();
+    let medium_name = |p: &Pool| {
+        p.pool_info()
+            .map(|i| i.medium.name().to_string())
+            .unwrap_or_default()
+    };
 
     // Pool big enough for both PMOs (each needs twice its size plus metadata).
-    let tp = TempPool::new(&opts.dir, "store", 2 * (sizes.iter().sum::<u64>()) + 64 * MIB)?;
+    let tp = TempPool::new(
+        &opts.dir,
+        "store",
+        2 * (sizes.iter().sum::<u64>()) + 64 * MIB,
+    )?;
     let medium = medium_name(&tp.pool);
     for &size in &sizes {
         let name = size_name(size);
@@ -112,16 +136,31 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
                 let s = a.psync()?;
                 let us = t.elapsed().as_secs_f64() * 1e6;
                 if s.pages != k as u64 {
-                    return Err(BenchError::Other(format!("psync committed {} pages, expected {k}", s.pages)));
+                    return Err(BenchError::Other(format!(
+                        "psync committed {} pages, expected {k}",
+                        s.pages
+                    )));
                 }
                 if r > 0 {
                     samples.push(us);
                 }
             }
             let m = median(&samples);
-            let params = [("pmo_size", name.clone()), ("dirty_pages", k.to_string()), ("medium", medium.clone()), ("mechanism", mechanism.clone())];
+            let params = [
+                ("pmo_size", name.clone()),
+                ("dirty_pages", k.to_string()),
+                ("medium", medium.clone()),
+                ("mechanism", mechanism.clone()),
+            ];
             records.push("store", &params, "psync_us", m, "us", samples.len());
-            records.push("store", &params, "psync_per_page_us", m / k as f64, "us", samples.len());
+            records.push(
+                "store",
+                &params,
+                "psync_per_page_us",
+                m / k as f64,
+                "us",
+                samples.len(),
+            );
             pb.inc(1);
         }
         drop(a);
@@ -147,7 +186,14 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
         records.push("store", &params, "attach_us", median(&att), "us", att.len());
         records.push("store", &params, "detach_us", median(&det), "us", det.len());
         let both: Vec<f64> = att.iter().zip(&det).map(|(a, d)| a + d).collect();
-        records.push("store", &params, "attach_detach_us", median(&both), "us", both.len());
+        records.push(
+            "store",
+            &params,
+            "attach_detach_us",
+            median(&both),
+            "us",
+            both.len(),
+        );
         pb.inc(1);
     }
     drop(tp);
@@ -164,7 +210,15 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
         pb.set_message(format!("faults ({})", mech.name()));
         let (mut fill, mut wp) = (Vec::new(), Vec::new());
         for r in 0..=opts.repeats.min(9) {
-            let a = tp.pool.attach_with("f", Perm::Write, KEY, AttachOptions { mechanism: Some(mech), ..Default::default() })?;
+            let a = tp.pool.attach_with(
+                "f",
+                Perm::Write,
+                KEY,
+                AttachOptions {
+                    mechanism: Some(mech),
+                    ..Default::default()
+                },
+            )?;
             let mut b = [0u8; 1];
             let t = Instant::now();
             for p in 0..n {
@@ -182,9 +236,27 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
                 wp.push(wp_us);
             }
         }
-        let params = [("mechanism", mech.name().to_string()), ("pages", n.to_string()), ("medium", medium.clone())];
-        records.push("store", &params, "fill_fault_us_per_page", median(&fill), "us", fill.len());
-        records.push("store", &params, "write_tracking_us_per_page", median(&wp), "us", wp.len());
+        let params = [
+            ("mechanism", mech.name().to_string()),
+            ("pages", n.to_string()),
+            ("medium", medium.clone()),
+        ];
+        records.push(
+            "store",
+            &params,
+            "fill_fault_us_per_page",
+            median(&fill),
+            "us",
+            fill.len(),
+        );
+        records.push(
+            "store",
+            &params,
+            "write_tracking_us_per_page",
+            median(&wp),
+            "us",
+            wp.len(),
+        );
         pb.inc(1);
     }
     {
@@ -201,7 +273,14 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
                 samples.push(t.elapsed().as_secs_f64() * 1e6 / n as f64);
             }
         }
-        records.push("store", &[("pages", n.to_string())], "memcpy_4k_us", median(&samples), "us", samples.len());
+        records.push(
+            "store",
+            &[("pages", n.to_string())],
+            "memcpy_4k_us",
+            median(&samples),
+            "us",
+            samples.len(),
+        );
         pb.inc(1);
     }
     drop(tp);
@@ -234,18 +313,46 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
                 ps.push((t2 - t1).as_secs_f64() * 1e6);
             }
         }
-        let params = [("medium", medium.clone()), ("update_bytes", "4096".to_string())];
-        records.push("store", &params, "psync_1page_us", median(&ps), "us", ps.len());
-        records.push("store", &params, "write_psync_1page_us", median(&both), "us", both.len());
+        let params = [
+            ("medium", medium.clone()),
+            ("update_bytes", "4096".to_string()),
+        ];
+        records.push(
+            "store",
+            &params,
+            "psync_1page_us",
+            median(&ps),
+            "us",
+            ps.len(),
+        );
+        records.push(
+            "store",
+            &params,
+            "write_psync_1page_us",
+            median(&both),
+            "us",
+            both.len(),
+        );
     }
     pb.inc(1);
 
     #[cfg(feature = "peers")]
     {
         pb.set_message("PMDK tx 4 KiB");
-        let popts = pmo_peers::Options { dir: opts.dir.clone(), repeats: opts.repeats.min(9), ..Default::default() };
+        let popts = pmo_peers::Options {
+            dir: opts.dir.clone(),
+            repeats: opts.repeats.min(9),
+            ..Default::default()
+        };
         match pmo_peers::pmdk_tx_update(&popts, 4096, pmo_peers::Work::Ops(20_000)) {
-            Ok(m) => records.push("store", &[("peer", "pmdk".into()), ("update_bytes", "4096".into())], "pmdk_tx_us", m.median, "us", m.samples.len()),
+            Ok(m) => records.push(
+                "store",
+                &[("peer", "pmdk".into()), ("update_bytes", "4096".into())],
+                "pmdk_tx_us",
+                m.median,
+                "us",
+                m.samples.len(),
+            ),
             Err(e) => eprintln!("PMDK peer failed: {e}"),
         }
     }
@@ -256,7 +363,10 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
 /// Print the store figures as a table.
 pub fn print_table(records: &Records) {
     println!("psync time by dirty pages (medians, µs):");
-    println!("  {:>11} {:>10} {:>10}  {}", "dirty pages", "16 MiB", "1 GiB", "ratio 1GiB/16MiB");
+    println!(
+        "  {:>11} {:>10} {:>10}  ratio 1GiB/16MiB",
+        "dirty pages", "16 MiB", "1 GiB"
+    );
     for k in ["1", "16", "256", "4096"] {
         let small = records.find("psync_us", &[("pmo_size", "16MiB"), ("dirty_pages", k)]);
         let large = records.find("psync_us", &[("pmo_size", "1GiB"), ("dirty_pages", k)]);
@@ -266,22 +376,42 @@ pub fn print_table(records: &Records) {
     }
     println!("attach + detach of an at-rest PMO (medians, µs):");
     for size in ["16MiB", "1GiB"] {
-        if let (Some(a), Some(d)) = (records.find("attach_us", &[("pmo_size", size)]), records.find("detach_us", &[("pmo_size", size)])) {
+        if let (Some(a), Some(d)) = (
+            records.find("attach_us", &[("pmo_size", size)]),
+            records.find("detach_us", &[("pmo_size", size)]),
+        ) {
             println!("  {size:>6}: attach {a:.1} + detach {d:.1} = {:.1}", a + d);
         }
     }
     let memcpy = records.find("memcpy_4k_us", &[]);
-    println!("per-page fault costs (medians, µs) next to a bare 4 KiB memcpy ({:.3} µs):", memcpy.unwrap_or(f64::NAN));
+    println!(
+        "per-page fault costs (medians, µs) next to a bare 4 KiB memcpy ({:.3} µs):",
+        memcpy.unwrap_or(f64::NAN)
+    );
     for mech in ["userfaultfd", "sigsegv"] {
-        if let (Some(f), Some(w)) = (records.find("fill_fault_us_per_page", &[("mechanism", mech)]), records.find("write_tracking_us_per_page", &[("mechanism", mech)])) {
-            println!("  {mech:>11}: fill on first touch {f:.2}, first write (dirty tracking) {w:.2}");
+        if let (Some(f), Some(w)) = (
+            records.find("fill_fault_us_per_page", &[("mechanism", mech)]),
+            records.find("write_tracking_us_per_page", &[("mechanism", mech)]),
+        ) {
+            println!(
+                "  {mech:>11}: fill on first touch {f:.2}, first write (dirty tracking) {w:.2}"
+            );
         }
     }
     println!("one dirty 4 KiB page (medians, µs):");
-    for r in records.records.iter().filter(|r| r.metric == "write_psync_1page_us") {
+    for r in records
+        .records
+        .iter()
+        .filter(|r| r.metric == "write_psync_1page_us")
+    {
         let medium = r.params.get("medium").cloned().unwrap_or_default();
-        let ps = records.find("psync_1page_us", &[("medium", &medium)]).unwrap_or(f64::NAN);
-        println!("  {medium:>10}: write 4 KiB + psync {:.2} (psync alone {ps:.2})", r.value);
+        let ps = records
+            .find("psync_1page_us", &[("medium", &medium)])
+            .unwrap_or(f64::NAN);
+        println!(
+            "  {medium:>10}: write 4 KiB + psync {:.2} (psync alone {ps:.2})",
+            r.value
+        );
     }
     match records.find("pmdk_tx_us", &[("peer", "pmdk")]) {
         Some(p) => {

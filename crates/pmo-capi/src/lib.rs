@@ -1,1 +1,21 @@
-//! pmo-capi (work in progress)
+//! libpmo: the C API of pmo (`include/pmo.h`; manual in `docs/c-api.md`).
+//!
+//! | module       | owns |
+//! |--------------|------|
+//! | [`error`]    | `PMO_E_*` codes (a negative range no errno can take), errno mapping, descriptions |
+//! | [`registry`] | the process's pool (opened lazily) and its live attachments by address range |
+//! | [`ffi`]      | the `extern "C"` entry points: C strings, panics caught, errno and last error |
+//!
+//! Glossary: an *attachment* is one mapping of a PMO made through this API; its *range* is
+//! `[addr, addr + size)`, and any address in it names it for `detach`/`psync`/`pmo_get_name`.
+//!
+//! Invariants: only [`ffi`] contains `unsafe`; no panic crosses the C boundary; this crate
+//! adds no on-medium state (everything persistent is the store's).
+#![deny(unsafe_code)]
+
+pub mod error;
+pub mod ffi;
+pub mod registry;
+
+pub use error::CapiError;
+pub use registry::{global, Registry, ATTACHMENTS_MAX};

@@ -81,7 +81,7 @@ enum Cmd {
     Check,
     /// Persistent CXL switch simulator: run traces, check correctness, reproduce the paper's study
     #[command(subcommand)]
-    Cxlsim(pmo_cxlsim::cli::Command),
+    Cxlsim(Box<pmo_cxlsim::cli::Command>),
     /// Demonstrate the store on the default pool: a raw-pointer list that survives restarts
     Demo,
     /// Run benchmarks; write tidy CSV/JSON records and print tables
@@ -105,12 +105,18 @@ enum Cmd {
 }
 
 fn parse_bytes(s: &str) -> Result<u64, String> {
-    parse_size::Config::new().with_binary().parse_size(s).map_err(|e| format!("'{s}': {e}"))
+    parse_size::Config::new()
+        .with_binary()
+        .parse_size(s)
+        .map_err(|e| format!("'{s}': {e}"))
 }
 
 /// Exit code and one-line message for an error.
 fn report(e: &anyhow::Error) -> ExitCode {
-    let integrity = e.chain().any(|c| c.downcast_ref::<StoreError>().is_some_and(StoreError::is_integrity)) || e.downcast_ref::<IntegrityProblem>().is_some();
+    let integrity = e.chain().any(|c| {
+        c.downcast_ref::<StoreError>()
+            .is_some_and(StoreError::is_integrity)
+    }) || e.downcast_ref::<IntegrityProblem>().is_some();
     let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
     eprintln!("pmo: {}", msg.join(": "));
     ExitCode::from(if integrity { 2 } else { 1 })
@@ -137,7 +143,7 @@ pub fn main() -> ExitCode {
     };
     if let Cmd::Cxlsim(cmd) = cli.cmd {
         // The simulator reports its own errors and exit codes (2 = checker violation).
-        return ExitCode::from(pmo_cxlsim::cli::run(cmd).clamp(0, 255) as u8);
+        return ExitCode::from(pmo_cxlsim::cli::run(*cmd).clamp(0, 255) as u8);
     }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -146,7 +152,9 @@ pub fn main() -> ExitCode {
 }
 
 fn pool_path(cli: &Cli) -> PathBuf {
-    cli.pool.clone().unwrap_or_else(pmo_store::default_pool_path)
+    cli.pool
+        .clone()
+        .unwrap_or_else(pmo_store::default_pool_path)
 }
 
 fn open(cli: &Cli) -> anyhow::Result<Pool> {
@@ -179,25 +187,60 @@ fn hex(b: &[u8]) -> String {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.cmd {
-        Cmd::Init { size, kdf_mem_kib, kdf_iters, max_pmos, medium, sparse } => {
+        Cmd::Init {
+            size,
+            kdf_mem_kib,
+            kdf_iters,
+            max_pmos,
+            medium,
+            sparse,
+        } => {
             let path = pool_path(&cli);
             let medium = match medium {
                 None => None,
-                Some(m) => Some(pmo_medium::MediumKind::parse(m).ok_or_else(|| anyhow!("unknown medium '{m}' (file, dax, pmem-emul)"))?),
+                Some(m) => Some(
+                    pmo_medium::MediumKind::parse(m)
+                        .ok_or_else(|| anyhow!("unknown medium '{m}' (file, dax, pmem-emul)"))?,
+                ),
             };
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("create {}", dir.display()))?;
             }
-            let opts = PoolOptions { kdf: KdfParams { alg: 1, m_kib: *kdf_mem_kib, t: *kdf_iters, p: 1 }, ns_capacity: *max_pmos, base_addr: None, medium, preallocate: !*sparse };
-            let pool = Pool::create(&path, *size, &opts).with_context(|| format!("pool {}", path.display()))?;
+            let opts = PoolOptions {
+                kdf: KdfParams {
+                    alg: 1,
+                    m_kib: *kdf_mem_kib,
+                    t: *kdf_iters,
+                    p: 1,
+                },
+                ns_capacity: *max_pmos,
+                base_addr: None,
+                medium,
+                preallocate: !*sparse,
+            };
+            let pool = Pool::create(&path, *size, &opts)
+                .with_context(|| format!("pool {}", path.display()))?;
             let info = pool.pool_info()?;
-            println!("created pool {} ({}, {} usable, up to {} PMOs, medium {})", path.display(), human(info.pool_size), human(info.heap_len), info.ns_capacity, info.medium.name());
+            println!(
+                "created pool {} ({}, {} usable, up to {} PMOs, medium {})",
+                path.display(),
+                human(info.pool_size),
+                human(info.heap_len),
+                info.ns_capacity,
+                info.medium.name()
+            );
         }
         Cmd::Create { name, size } => {
             let pool = open(&cli)?;
             let key = key(&cli)?;
             let info = pool.pcreate(name, *size, &key)?;
-            println!("created PMO '{}' ({}) at {:#x}", info.name, human(info.size), info.base_addr);
+            println!(
+                "created PMO '{}' ({}) at {:#x}",
+                info.name,
+                human(info.size),
+                info.base_addr
+            );
         }
         Cmd::Destroy { name } => {
             let pool = open(&cli)?;
@@ -208,54 +251,114 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::List => {
             let pool = open(&cli)?;
             let list = pool.list()?;
-            println!("{:<32} {:>12} {:<24} {:<8} ADDRESS", "NAME", "SIZE", "STATE", "SCHEME");
+            println!(
+                "{:<32} {:>12} {:<24} {:<8} ADDRESS",
+                "NAME", "SIZE", "STATE", "SCHEME"
+            );
             for p in list {
-                println!("{:<32} {:>12} {:<24} {:<8} {:#x}", p.name, human(p.size), state_text(&p), scheme_name(p.scheme), p.base_addr);
+                println!(
+                    "{:<32} {:>12} {:<24} {:<8} {:#x}",
+                    p.name,
+                    human(p.size),
+                    state_text(&p),
+                    scheme_name(p.scheme),
+                    p.base_addr
+                );
             }
         }
         Cmd::Info { name: None } => {
             let pool = open(&cli)?;
             let i = pool.pool_info()?;
-            println!("pool:            {}", i.path.as_deref().map(|p| p.display().to_string()).unwrap_or_default());
+            println!(
+                "pool:            {}",
+                i.path
+                    .as_deref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            );
             println!("medium:          {}", i.medium.name());
             println!("format version:  {}", i.format_version);
             println!("uuid:            {}", hex(&i.uuid));
-            println!("size:            {} (heap {}, free {}, largest free extent {})", human(i.pool_size), human(i.heap_len), human(i.free_bytes), human(i.largest_free));
+            println!(
+                "size:            {} (heap {}, free {}, largest free extent {})",
+                human(i.pool_size),
+                human(i.heap_len),
+                human(i.free_bytes),
+                human(i.largest_free)
+            );
             println!("PMOs:            {} of {}", i.pmos, i.ns_capacity);
-            println!("address range:   {:#x}..{:#x}", i.base_addr, i.base_addr + i.heap_len);
-            println!("kdf:             argon2id m={} KiB t={} p={}", i.kdf.m_kib, i.kdf.t, i.kdf.p);
+            println!(
+                "address range:   {:#x}..{:#x}",
+                i.base_addr,
+                i.base_addr + i.heap_len
+            );
+            println!(
+                "kdf:             argon2id m={} KiB t={} p={}",
+                i.kdf.m_kib, i.kdf.t, i.kdf.p
+            );
             println!("default scheme:  {}", scheme_name(i.config.scheme));
-            println!("fault mechanism: {}", pmo_store::attach::fault_mechanism_name());
+            println!(
+                "fault mechanism: {}",
+                pmo_store::attach::fault_mechanism_name()
+            );
             println!("cache flush:     {}", pmo_os::persist::flush_kind().name());
         }
         Cmd::Info { name: Some(name) } => {
             let pool = open(&cli)?;
             let p = pool.info(name)?;
             println!("name:            {}", p.name);
-            println!("size:            {} ({} pages)", human(p.size), p.size / 4096);
+            println!(
+                "size:            {} ({} pages)",
+                human(p.size),
+                p.size / 4096
+            );
             println!("uuid:            {}", hex(&p.uuid));
             println!("state:           {}", state_text(&p));
             println!("scheme:          {}", scheme_name(p.scheme));
             println!("stable address:  {:#x}", p.base_addr);
-            println!("extent:          {:#x} + {} (data twice, for shadow paging)", p.extent_off, human(p.extent_len));
-            println!("fault mechanism: {}", pmo_store::attach::fault_mechanism_name());
+            println!(
+                "extent:          {:#x} + {} (data twice, for shadow paging)",
+                p.extent_off,
+                human(p.extent_len)
+            );
+            println!(
+                "fault mechanism: {}",
+                pmo_store::attach::fault_mechanism_name()
+            );
         }
-        Cmd::Write { name, offset, file, wait } => {
+        Cmd::Write {
+            name,
+            offset,
+            file,
+            wait,
+        } => {
             let pool = open(&cli)?;
             let key = key(&cli)?;
             let size = pool.info(name)?.size;
             let mut data = Vec::new();
             let limit = size.saturating_sub(*offset) + 1;
             match file {
-                Some(f) => std::fs::File::open(f).with_context(|| format!("open {}", f.display()))?.take(limit).read_to_end(&mut data)?,
+                Some(f) => std::fs::File::open(f)
+                    .with_context(|| format!("open {}", f.display()))?
+                    .take(limit)
+                    .read_to_end(&mut data)?,
                 None => std::io::stdin().lock().take(limit).read_to_end(&mut data)?,
             };
             if *offset + data.len() as u64 > size {
-                bail!("{} bytes at offset {offset} do not fit in the {}-byte PMO '{name}'", data.len(), size);
+                bail!(
+                    "{} bytes at offset {offset} do not fit in the {}-byte PMO '{name}'",
+                    data.len(),
+                    size
+                );
             }
             let h = pool.open_pmo(name, Perm::Write, &key, wait.map(Duration::from_secs_f64))?;
             let stats = h.write_at(*offset, &data)?;
-            eprintln!("wrote {} bytes at offset {offset} of '{name}' (psync {}: {} pages)", data.len(), stats.seq, stats.pages);
+            eprintln!(
+                "wrote {} bytes at offset {offset} of '{name}' (psync {}: {} pages)",
+                data.len(),
+                stats.seq,
+                stats.pages
+            );
         }
         Cmd::Read { name, offset, len } => {
             let pool = open(&cli)?;
@@ -278,12 +381,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             for s in &r.skipped {
                 eprintln!("skipped '{s}': attached read-write by another user");
             }
-            println!("checked {} PMOs; heap {} = used {} + free {}", r.pmos, r.heap_len, r.used_bytes, r.free_bytes);
+            println!(
+                "checked {} PMOs; heap {} = used {} + free {}",
+                r.pmos, r.heap_len, r.used_bytes, r.free_bytes
+            );
             if !r.problems.is_empty() {
                 for p in &r.problems {
                     eprintln!("problem: {p}");
                 }
-                return Err(IntegrityProblem(format!("{} problem(s) found", r.problems.len())).into());
+                return Err(
+                    IntegrityProblem(format!("{} problem(s) found", r.problems.len())).into(),
+                );
             }
             println!("ok");
         }
@@ -292,13 +400,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let key = match crate::keysrc::load(cli.key_file.as_deref()) {
                 Ok(k) => k,
                 Err(_) => {
-                    println!("(no key given: using the demo key \"demo\"; set PMO_KEY for your own)");
+                    println!(
+                        "(no key given: using the demo key \"demo\"; set PMO_KEY for your own)"
+                    );
                     zeroize::Zeroizing::new(b"demo".to_vec())
                 }
             };
             crate::demo::run(&pool_path(&cli), &key)?;
         }
-        Cmd::Bench { which, quick, json, out, dir } => {
+        Cmd::Bench {
+            which,
+            quick,
+            json,
+            out,
+            dir,
+        } => {
             let mut records = pmo_bench::Records::default();
             match which.as_str() {
                 "store" => {

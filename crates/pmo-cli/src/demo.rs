@@ -38,18 +38,33 @@ pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
         Ok(p) => p,
         Err(StoreError::Io { .. }) if !pool_path.exists() => {
             if let Some(dir) = pool_path.parent() {
-                std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("create {}", dir.display()))?;
             }
             println!("creating pool {} (256 MiB, sparse)", pool_path.display());
-            Pool::create(pool_path, 256 << 20, &PoolOptions { kdf: KdfParams::DEFAULT, ..Default::default() })?
+            Pool::create(
+                pool_path,
+                256 << 20,
+                &PoolOptions {
+                    kdf: KdfParams::DEFAULT,
+                    ..Default::default()
+                },
+            )?
         }
         Err(e) => return Err(e).with_context(|| format!("pool {}", pool_path.display())),
     };
     if !pool.exists(PMO)? {
         let info = pool.pcreate(PMO, PMO_BYTES, key)?;
-        println!("created PMO '{PMO}' ({} KiB) at stable address {:#x}", info.size >> 10, info.base_addr);
+        println!(
+            "created PMO '{PMO}' ({} KiB) at stable address {:#x}",
+            info.size >> 10,
+            info.base_addr
+        );
     }
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     {
         let a = pool.attach(PMO, Perm::Write, key)?;
         let base = a.addr();
@@ -59,16 +74,29 @@ pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
         unsafe {
             let h = base.cast::<Header>();
             if (*h).magic != MAGIC {
-                *h = Header { magic: MAGIC, count: 0, head: std::ptr::null_mut(), next_free: 0 };
+                *h = Header {
+                    magic: MAGIC,
+                    count: 0,
+                    head: std::ptr::null_mut(),
+                    next_free: 0,
+                };
             }
             if (*h).next_free as usize >= cap {
-                anyhow::bail!("the demo list is full ({cap} nodes): `pmo destroy {PMO}` to start over");
+                anyhow::bail!(
+                    "the demo list is full ({cap} nodes): `pmo destroy {PMO}` to start over"
+                );
             }
-            let node = base.add(64 + (*h).next_free as usize * std::mem::size_of::<Node>()).cast::<Node>();
+            let node = base
+                .add(64 + (*h).next_free as usize * std::mem::size_of::<Node>())
+                .cast::<Node>();
             let mut text = [0u8; 48];
             let msg = format!("run {} at unix time {stamp}", (*h).count + 1);
             text[..msg.len().min(48)].copy_from_slice(&msg.as_bytes()[..msg.len().min(48)]);
-            *node = Node { value: (*h).count + 1, next: (*h).head, text };
+            *node = Node {
+                value: (*h).count + 1,
+                next: (*h).head,
+                text,
+            };
             (*h).head = node;
             (*h).count += 1;
             (*h).next_free += 1;
@@ -78,7 +106,11 @@ pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
         a.detach()?;
     }
     let a = pool.attach(PMO, Perm::Read, key)?;
-    println!("re-attached read-only at {:#x} via {}; walking the list:", a.addr() as usize, a.mechanism().name());
+    println!(
+        "re-attached read-only at {:#x} via {}; walking the list:",
+        a.addr() as usize,
+        a.mechanism().name()
+    );
     // SAFETY: reading the header and following `next` pointers that the writer stored; each is
     // checked to lie inside the mapping before it is dereferenced.
     unsafe {
@@ -88,11 +120,18 @@ pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
         let (lo, hi) = (a.addr() as usize, a.addr() as usize + a.len());
         while !p.is_null() {
             let addr = p as usize;
-            anyhow::ensure!(addr >= lo && addr + std::mem::size_of::<Node>() <= hi, "list pointer {addr:#x} outside the PMO");
+            anyhow::ensure!(
+                addr >= lo && addr + std::mem::size_of::<Node>() <= hi,
+                "list pointer {addr:#x} outside the PMO"
+            );
             if shown < 5 {
                 let t = &(*p).text;
                 let end = t.iter().position(|&b| b == 0).unwrap_or(t.len());
-                println!("  node {:>4} @ {addr:#x}: {}", (*p).value, String::from_utf8_lossy(&t[..end]));
+                println!(
+                    "  node {:>4} @ {addr:#x}: {}",
+                    (*p).value,
+                    String::from_utf8_lossy(&t[..end])
+                );
             }
             shown += 1;
             p = (*p).next;

@@ -9,7 +9,10 @@ use zeroize::Zeroizing;
 /// Read the key. The trailing newline of a key file is not part of the key.
 pub fn load(key_file: Option<&Path>) -> Result<Zeroizing<Vec<u8>>, String> {
     if let Some(path) = key_file {
-        let mut bytes = Zeroizing::new(std::fs::read(path).map_err(|e| format!("cannot read key file {}: {e}", path.display()))?);
+        let mut bytes = Zeroizing::new(
+            std::fs::read(path)
+                .map_err(|e| format!("cannot read key file {}: {e}", path.display()))?,
+        );
         while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
             bytes.pop();
         }
@@ -26,7 +29,9 @@ pub fn load(key_file: Option<&Path>) -> Result<Zeroizing<Vec<u8>>, String> {
         return Ok(Zeroizing::new(k.as_bytes().to_vec()));
     }
     if std::io::stdin().is_terminal() {
-        let k = Zeroizing::new(rpassword::prompt_password("key: ").map_err(|e| format!("cannot read key: {e}"))?);
+        let k = Zeroizing::new(
+            rpassword::prompt_password("key: ").map_err(|e| format!("cannot read key: {e}"))?,
+        );
         if k.is_empty() {
             return Err("empty key".into());
         }

@@ -61,7 +61,12 @@ pub struct Entry {
 impl Entry {
     /// Check a name: 1 to 255 bytes, no NUL, no '/'.
     pub fn validate_name(name: &str) -> Result<(), FormatError> {
-        let bad = |detail: &str| Err(FormatError::Invalid { what: "PMO name", detail: detail.into() });
+        let bad = |detail: &str| {
+            Err(FormatError::Invalid {
+                what: "PMO name",
+                detail: detail.into(),
+            })
+        };
         if name.is_empty() {
             return bad("empty");
         }
@@ -116,9 +121,14 @@ impl Entry {
             return Ok(None);
         }
         if get_u32(b, E_CRC) != crc(&b[..E_CRC]) {
-            return Err(FormatError::Checksum { what: "namespace entry" });
+            return Err(FormatError::Checksum {
+                what: "namespace entry",
+            });
         }
-        let invalid = |detail: String| FormatError::Invalid { what: "namespace entry", detail };
+        let invalid = |detail: String| FormatError::Invalid {
+            what: "namespace entry",
+            detail,
+        };
         if get_u32(b, E_VERSION) != 1 {
             return Err(invalid(format!("entry version {}", get_u32(b, E_VERSION))));
         }
@@ -126,7 +136,9 @@ impl Entry {
         if n == 0 || n > NAME_MAX {
             return Err(invalid(format!("name length {n}")));
         }
-        let name = std::str::from_utf8(&b[E_NAME..E_NAME + n]).map_err(|_| invalid("name is not UTF-8".into()))?.to_string();
+        let name = std::str::from_utf8(&b[E_NAME..E_NAME + n])
+            .map_err(|_| invalid("name is not UTF-8".into()))?
+            .to_string();
         Self::validate_name(&name)?;
         let e = Entry {
             generation: get_u64(b, E_GENERATION),
@@ -137,14 +149,23 @@ impl Entry {
             base_addr: get_u64(b, E_BASE_ADDR),
             scheme: get_u32(b, E_SCHEME),
             flags: get_u32(b, E_FLAGS),
-            kdf: KdfParams { alg: get_u32(b, E_KDF), m_kib: get_u32(b, E_KDF + 4), t: get_u32(b, E_KDF + 8), p: get_u32(b, E_KDF + 12) },
+            kdf: KdfParams {
+                alg: get_u32(b, E_KDF),
+                m_kib: get_u32(b, E_KDF + 4),
+                t: get_u32(b, E_KDF + 8),
+                p: get_u32(b, E_KDF + 12),
+            },
             salt: get_array(b, E_SALT),
             verifier: get_array(b, E_VERIFIER),
             name,
             created_unix_s: get_u64(b, E_CREATED),
             tag_bytes: get_u32(b, E_TAG_BYTES),
         };
-        if e.size == 0 || e.size % PAGE_SIZE != 0 || e.extent_off % PAGE_SIZE != 0 || e.base_addr % PAGE_SIZE != 0 {
+        if e.size == 0
+            || !e.size.is_multiple_of(PAGE_SIZE)
+            || !e.extent_off.is_multiple_of(PAGE_SIZE)
+            || !e.base_addr.is_multiple_of(PAGE_SIZE)
+        {
             return Err(invalid("unaligned size, extent or address".into()));
         }
         if e.tag_bytes > 64 {

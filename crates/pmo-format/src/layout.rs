@@ -61,7 +61,10 @@ impl PageMapEntry {
             PageLoc::Zero | PageLoc::Slot(1) => 0,
             PageLoc::Slot(_) => 1,
         };
-        let version = self.version().checked_add(1).filter(|&v| v <= Self::VERSION_MAX)?;
+        let version = self
+            .version()
+            .checked_add(1)
+            .filter(|&v| v <= Self::VERSION_MAX)?;
         Some(PageMapEntry::new(PageLoc::Slot(slot), version))
     }
 }
@@ -88,13 +91,27 @@ impl PmoLayout {
     /// Compute the layout; `None` if it would overflow.
     pub fn new(npages: u64, tag_bytes: u64) -> Option<PmoLayout> {
         let map_off = PAGE_SIZE;
-        let j0 = align_up(map_off.checked_add(npages.checked_mul(MAP_ENTRY_SIZE)?)?, PAGE_SIZE)?;
+        let j0 = align_up(
+            map_off.checked_add(npages.checked_mul(MAP_ENTRY_SIZE)?)?,
+            PAGE_SIZE,
+        )?;
         let jlen = align_up(npages.checked_mul(JOURNAL_ENTRY_SIZE)?, PAGE_SIZE)?;
         let j1 = j0.checked_add(jlen)?;
         let tags_off = j1.checked_add(jlen)?;
-        let data_off = align_up(tags_off.checked_add(npages.checked_mul(2)?.checked_mul(tag_bytes)?)?, PAGE_SIZE)?;
+        let data_off = align_up(
+            tags_off.checked_add(npages.checked_mul(2)?.checked_mul(tag_bytes)?)?,
+            PAGE_SIZE,
+        )?;
         let extent_len = data_off.checked_add(npages.checked_mul(2 * PAGE_SIZE)?)?;
-        Some(PmoLayout { npages, tag_bytes, map_off, journal_off: [j0, j1], tags_off, data_off, extent_len })
+        Some(PmoLayout {
+            npages,
+            tag_bytes,
+            map_off,
+            journal_off: [j0, j1],
+            tags_off,
+            data_off,
+            extent_len,
+        })
     }
     /// Offset of page `page`'s entry in the page map.
     pub fn map_entry(&self, page: u64) -> u64 {
@@ -139,7 +156,10 @@ mod tests {
         assert_eq!(b.next().unwrap().loc(), Some(PageLoc::Slot(0)));
         assert_eq!(PageMapEntry(3).loc(), None);
         assert_eq!(PageMapEntry(4).loc(), None);
-        assert_eq!(PageMapEntry::new(PageLoc::Slot(1), PageMapEntry::VERSION_MAX).next(), None);
+        assert_eq!(
+            PageMapEntry::new(PageLoc::Slot(1), PageMapEntry::VERSION_MAX).next(),
+            None
+        );
     }
 
     proptest! {

@@ -22,7 +22,7 @@ pub mod superblock;
 pub use entry::{Entry, ENTRY_SIZE, NAME_MAX};
 pub use layout::{PageLoc, PageMapEntry, PmoLayout};
 pub use record::{CommitRecord, JournalEntry, RECORD_SIZE};
-pub use superblock::{PoolConfig, Superblock, KdfParams};
+pub use superblock::{KdfParams, PoolConfig, Superblock};
 
 /// Bytes per PMO page (and per OS page).
 pub const PAGE_SIZE: u64 = 4096;

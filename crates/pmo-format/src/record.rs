@@ -43,11 +43,23 @@ impl CommitRecord {
     }
     /// Decode; `None` if empty, torn, corrupted or another PMO's.
     pub fn decode(b: &[u8], pmo_tag: u64, npages: u64) -> Option<CommitRecord> {
-        if b.len() < RECORD_SIZE || get_u32(b, 0) != RECORD_MAGIC || get_u32(b, RECORD_SIZE - 4) != crc(&b[..RECORD_SIZE - 4]) {
+        if b.len() < RECORD_SIZE
+            || get_u32(b, 0) != RECORD_MAGIC
+            || get_u32(b, RECORD_SIZE - 4) != crc(&b[..RECORD_SIZE - 4])
+        {
             return None;
         }
-        let r = CommitRecord { seq: get_u64(b, 8), count: get_u64(b, 16), journal_crc: get_u32(b, 24), pmo_tag: get_u64(b, 32) };
-        let ok = get_u32(b, 4) == 1 && r.pmo_tag == pmo_tag && r.seq > 0 && r.count <= npages && get_u32(b, 28) as u64 == r.seq % 2;
+        let r = CommitRecord {
+            seq: get_u64(b, 8),
+            count: get_u64(b, 16),
+            journal_crc: get_u32(b, 24),
+            pmo_tag: get_u64(b, 32),
+        };
+        let ok = get_u32(b, 4) == 1
+            && r.pmo_tag == pmo_tag
+            && r.seq > 0
+            && r.count <= npages
+            && get_u32(b, 28) as u64 == r.seq % 2;
         ok.then_some(r)
     }
 }
@@ -69,7 +81,10 @@ impl JournalEntry {
     }
     /// Decode 16 bytes.
     pub fn decode(b: &[u8]) -> JournalEntry {
-        JournalEntry { page: get_u64(b, 0), entry: PageMapEntry(get_u64(b, 8)) }
+        JournalEntry {
+            page: get_u64(b, 0),
+            entry: PageMapEntry(get_u64(b, 8)),
+        }
     }
 }
 
@@ -79,17 +94,33 @@ mod tests {
 
     #[test]
     fn round_trip_and_rejects() {
-        let r = CommitRecord { seq: 5, count: 3, journal_crc: 0xdead, pmo_tag: 42 };
+        let r = CommitRecord {
+            seq: 5,
+            count: 3,
+            journal_crc: 0xdead,
+            pmo_tag: 42,
+        };
         let b = r.encode();
         assert_eq!(CommitRecord::decode(&b, 42, 10), Some(r));
-        assert_eq!(CommitRecord::decode(&b, 43, 10), None, "another PMO's record");
-        assert_eq!(CommitRecord::decode(&b, 42, 2), None, "more entries than pages");
+        assert_eq!(
+            CommitRecord::decode(&b, 43, 10),
+            None,
+            "another PMO's record"
+        );
+        assert_eq!(
+            CommitRecord::decode(&b, 42, 2),
+            None,
+            "more entries than pages"
+        );
         for bit in 0..RECORD_SIZE * 8 {
             let mut t = b;
             t[bit / 8] ^= 1 << (bit % 8);
             assert_eq!(CommitRecord::decode(&t, 42, 10), None, "bit {bit}");
         }
-        let j = JournalEntry { page: 7, entry: PageMapEntry(0x1234) };
+        let j = JournalEntry {
+            page: 7,
+            entry: PageMapEntry(0x1234),
+        };
         assert_eq!(JournalEntry::decode(&j.encode()), j);
     }
 }

@@ -49,9 +49,19 @@ impl KdfParams {
     /// Argon2id.
     pub const ARGON2ID: u32 = 1;
     /// OWASP's recommended minimum: 19 MiB, 2 iterations, 1 lane.
-    pub const DEFAULT: KdfParams = KdfParams { alg: 1, m_kib: 19 * 1024, t: 2, p: 1 };
+    pub const DEFAULT: KdfParams = KdfParams {
+        alg: 1,
+        m_kib: 19 * 1024,
+        t: 2,
+        p: 1,
+    };
     /// Cheap parameters for tests and throwaway pools (NOT for real keys).
-    pub const INSECURE_FAST: KdfParams = KdfParams { alg: 1, m_kib: 64, t: 1, p: 1 };
+    pub const INSECURE_FAST: KdfParams = KdfParams {
+        alg: 1,
+        m_kib: 64,
+        t: 1,
+        p: 1,
+    };
 
     fn encode(&self, b: &mut [u8], off: usize) {
         put_u32(b, off, self.alg);
@@ -60,11 +70,21 @@ impl KdfParams {
         put_u32(b, off + 12, self.p);
     }
     fn decode(b: &[u8], off: usize) -> KdfParams {
-        KdfParams { alg: get_u32(b, off), m_kib: get_u32(b, off + 4), t: get_u32(b, off + 8), p: get_u32(b, off + 12) }
+        KdfParams {
+            alg: get_u32(b, off),
+            m_kib: get_u32(b, off + 4),
+            t: get_u32(b, off + 8),
+            p: get_u32(b, off + 12),
+        }
     }
     /// Reject parameters no KDF accepts (or that would take unbounded memory).
     pub fn validate(&self) -> Result<(), FormatError> {
-        let bad = |detail: String| Err(FormatError::Invalid { what: "kdf parameters", detail });
+        let bad = |detail: String| {
+            Err(FormatError::Invalid {
+                what: "kdf parameters",
+                detail,
+            })
+        };
         if self.alg != Self::ARGON2ID {
             return bad(format!("unknown kdf {}", self.alg));
         }
@@ -135,7 +155,10 @@ impl Superblock {
         }
         let version = get_u32(b, SB_VERSION);
         if version > FORMAT_VERSION || version == 0 {
-            return Err(FormatError::TooNew { found: version, supported: FORMAT_VERSION });
+            return Err(FormatError::TooNew {
+                found: version,
+                supported: FORMAT_VERSION,
+            });
         }
         let sb = Superblock {
             version,
@@ -151,14 +174,25 @@ impl Superblock {
             kdf: KdfParams::decode(b, SB_KDF),
             config_offset: get_u64(b, SB_CONFIG_OFFSET),
         };
-        let invalid = |detail: String| FormatError::Invalid { what: "superblock", detail };
-        if get_u32(b, SB_PAGE_SIZE) as u64 != PAGE_SIZE || get_u32(b, SB_ENTRY_SIZE) as usize != crate::ENTRY_SIZE {
+        let invalid = |detail: String| FormatError::Invalid {
+            what: "superblock",
+            detail,
+        };
+        if get_u32(b, SB_PAGE_SIZE) as u64 != PAGE_SIZE
+            || get_u32(b, SB_ENTRY_SIZE) as usize != crate::ENTRY_SIZE
+        {
             return Err(invalid("unsupported page or entry size".into()));
         }
         if sb.pool_size > medium_len {
-            return Err(invalid(format!("pool size {} exceeds the medium's {} bytes (truncated?)", sb.pool_size, medium_len)));
+            return Err(invalid(format!(
+                "pool size {} exceeds the medium's {} bytes (truncated?)",
+                sb.pool_size, medium_len
+            )));
         }
-        let ns_end = sb.ns_capacity.checked_mul(crate::ENTRY_SIZE as u64).and_then(|n| n.checked_add(sb.ns_offset));
+        let ns_end = sb
+            .ns_capacity
+            .checked_mul(crate::ENTRY_SIZE as u64)
+            .and_then(|n| n.checked_add(sb.ns_offset));
         let heap_end = sb.heap_offset.checked_add(sb.heap_len);
         match (ns_end, heap_end) {
             (Some(ns_end), Some(heap_end))
@@ -166,10 +200,13 @@ impl Superblock {
                     && sb.config_offset == CONFIG_OFFSET
                     && ns_end <= sb.heap_offset
                     && heap_end <= sb.pool_size
-                    && sb.heap_offset % PAGE_SIZE == 0
-                    && sb.heap_len % PAGE_SIZE == 0
-                    && sb.base_addr % PAGE_SIZE == 0
-                    && sb.base_addr.checked_add(sb.heap_len).is_some_and(|e| e < (1 << 47)) => {}
+                    && sb.heap_offset.is_multiple_of(PAGE_SIZE)
+                    && sb.heap_len.is_multiple_of(PAGE_SIZE)
+                    && sb.base_addr.is_multiple_of(PAGE_SIZE)
+                    && sb
+                        .base_addr
+                        .checked_add(sb.heap_len)
+                        .is_some_and(|e| e < (1 << 47)) => {}
             _ => return Err(invalid("inconsistent layout".into())),
         }
         sb.kdf.validate()?;
@@ -210,10 +247,17 @@ impl PoolConfig {
     }
     /// Decode one slot; `None` if it is empty, torn or corrupted.
     pub fn decode(b: &[u8]) -> Option<PoolConfig> {
-        if b.len() < CONFIG_SIZE || get_u32(b, 0) != CONFIG_MAGIC || get_u32(b, CONFIG_SIZE - 4) != crc(&b[..CONFIG_SIZE - 4]) {
+        if b.len() < CONFIG_SIZE
+            || get_u32(b, 0) != CONFIG_MAGIC
+            || get_u32(b, CONFIG_SIZE - 4) != crc(&b[..CONFIG_SIZE - 4])
+        {
             return None;
         }
-        Some(PoolConfig { seq: get_u64(b, 8), scheme: get_u32(b, 16), shadow: get_u32(b, 20) })
+        Some(PoolConfig {
+            seq: get_u64(b, 8),
+            scheme: get_u32(b, 16),
+            shadow: get_u32(b, 20),
+        })
     }
     /// The slot a record with sequence number `seq` is written to.
     pub fn slot(seq: u64) -> u64 {
@@ -269,18 +313,34 @@ mod tests {
     fn newer_version_is_refused() {
         let mut sb = sample();
         sb.version = FORMAT_VERSION + 1;
-        assert_eq!(Superblock::decode(&sb.encode(), 1 << 30), Err(FormatError::TooNew { found: 2, supported: 1 }));
+        assert_eq!(
+            Superblock::decode(&sb.encode(), 1 << 30),
+            Err(FormatError::TooNew {
+                found: 2,
+                supported: 1
+            })
+        );
     }
 
     #[test]
     fn foreign_bytes() {
-        assert_eq!(Superblock::decode(&[0u8; 256], 1 << 30), Err(FormatError::Foreign));
-        assert_eq!(Superblock::decode(b"short", 1 << 30), Err(FormatError::Foreign));
+        assert_eq!(
+            Superblock::decode(&[0u8; 256], 1 << 30),
+            Err(FormatError::Foreign)
+        );
+        assert_eq!(
+            Superblock::decode(b"short", 1 << 30),
+            Err(FormatError::Foreign)
+        );
     }
 
     #[test]
     fn config_round_trip_and_torn() {
-        let c = PoolConfig { seq: 9, scheme: 3, shadow: 1 };
+        let c = PoolConfig {
+            seq: 9,
+            scheme: 3,
+            shadow: 1,
+        };
         let mut b = c.encode();
         assert_eq!(PoolConfig::decode(&b), Some(c));
         b[17] ^= 1;

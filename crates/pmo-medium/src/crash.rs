@@ -140,7 +140,10 @@ impl CrashMedium {
     /// Images a power failure could leave: none of the pending lines, all of them, then
     /// `random` seeded random subsets. Deterministic for a seed.
     pub fn crash_images(&self, random: usize, seed: u64) -> Vec<Vec<u8>> {
-        let mut images = vec![self.image_with(|_, _, _| {}), self.image_with(|_, dst, src| dst.copy_from_slice(src))];
+        let mut images = vec![
+            self.image_with(|_, _, _| {}),
+            self.image_with(|_, dst, src| dst.copy_from_slice(src)),
+        ];
         if self.pending_lines() == 0 {
             images.truncate(1);
             return images;
@@ -235,7 +238,12 @@ impl Medium for CrashMedium {
             return Err(MediumError::PowerLost);
         }
         s.fences += 1;
-        let flushed: Vec<u64> = s.pending.iter().filter(|(_, &f)| f).map(|(&l, _)| l).collect();
+        let flushed: Vec<u64> = s
+            .pending
+            .iter()
+            .filter(|(_, &f)| f)
+            .map(|(&l, _)| l)
+            .collect();
         for line in flushed {
             let r = (line * LINE) as usize..((line + 1) * LINE) as usize;
             let state = &mut *s;
@@ -274,8 +282,14 @@ mod tests {
             assert!(img[64..128].iter().all(|&b| b == 0) || img[64..128].iter().all(|&b| b == 2));
             assert!(img[128..192].iter().all(|&b| b == 0) || img[128..192].iter().all(|&b| b == 3));
         }
-        assert!(images[0][64..192].iter().all(|&b| b == 0), "first image drops all pending lines");
-        assert!(images[1][64..128].iter().all(|&b| b == 2), "second image keeps them all");
+        assert!(
+            images[0][64..192].iter().all(|&b| b == 0),
+            "first image drops all pending lines"
+        );
+        assert!(
+            images[1][64..128].iter().all(|&b| b == 2),
+            "second image keeps them all"
+        );
     }
 
     #[test]
@@ -300,7 +314,10 @@ mod tests {
         for seed in 0..64 {
             let img = m.torn_image(seed);
             for w in img.chunks(8) {
-                assert!(w.iter().all(|&b| b == 0) || w.iter().all(|&b| b == 7), "8-byte words are atomic");
+                assert!(
+                    w.iter().all(|&b| b == 0) || w.iter().all(|&b| b == 7),
+                    "8-byte words are atomic"
+                );
             }
             let sevens = img.iter().filter(|&&b| b == 7).count();
             saw_torn |= sevens > 0 && sevens < 64;
@@ -311,8 +328,14 @@ mod tests {
     #[test]
     fn out_of_range_is_an_error() {
         let m = CrashMedium::new(64);
-        assert!(matches!(m.write(60, &[0; 8]), Err(MediumError::OutOfRange { .. })));
-        assert!(matches!(m.read(u64::MAX - 1, &mut [0; 4]), Err(MediumError::OutOfRange { .. })));
+        assert!(matches!(
+            m.write(60, &[0; 8]),
+            Err(MediumError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            m.read(u64::MAX - 1, &mut [0; 4]),
+            Err(MediumError::OutOfRange { .. })
+        ));
     }
 }
 
@@ -359,7 +382,12 @@ pub fn explore<T>(
             images.push(m.torn_image(point_seed));
         }
         for (variant, image) in images.into_iter().enumerate() {
-            check(&CrashPoint { point, completed, variant, image });
+            check(&CrashPoint {
+                point,
+                completed,
+                variant,
+                image,
+            });
         }
     }
     points

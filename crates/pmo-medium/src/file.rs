@@ -22,7 +22,11 @@ impl FileMedium {
     /// Map an opened file.
     pub fn new(file: std::fs::File, path: &Path) -> Result<FileMedium, MediumError> {
         let map = FileMapping::new(file, MapMode::Shared)?;
-        Ok(FileMedium { map, path: path.to_path_buf(), pending: Mutex::new(Vec::new()) })
+        Ok(FileMedium {
+            map,
+            path: path.to_path_buf(),
+            pending: Mutex::new(Vec::new()),
+        })
     }
 }
 
@@ -40,8 +44,18 @@ impl Medium for FileMedium {
         check_range(offset, len, self.len())?;
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         if pending.len() >= MAX_PENDING_RANGES {
-            let lo = pending.iter().map(|r| r.0).min().unwrap_or(offset).min(offset);
-            let hi = pending.iter().map(|r| r.0 + r.1).max().unwrap_or(offset + len).max(offset + len);
+            let lo = pending
+                .iter()
+                .map(|r| r.0)
+                .min()
+                .unwrap_or(offset)
+                .min(offset);
+            let hi = pending
+                .iter()
+                .map(|r| r.0 + r.1)
+                .max()
+                .unwrap_or(offset + len)
+                .max(offset + len);
             pending.clear();
             pending.push((lo, hi - lo));
         } else {
@@ -50,7 +64,8 @@ impl Medium for FileMedium {
         Ok(())
     }
     fn fence(&self) -> Result<(), MediumError> {
-        let mut ranges = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut ranges =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
         ranges.sort_unstable();
         // Merge ranges that touch the same OS pages, then msync each.
         let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());

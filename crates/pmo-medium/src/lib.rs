@@ -37,7 +37,10 @@ pub enum MediumError {
     #[error("medium range {offset}+{len} is outside its {size} bytes")]
     OutOfRange { offset: u64, len: u64, size: u64 },
     #[error("I/O error during {op}: {source}")]
-    Io { op: &'static str, source: std::io::Error },
+    Io {
+        op: &'static str,
+        source: std::io::Error,
+    },
     #[error("mapping the medium failed: {0}")]
     Map(#[from] pmo_os::map::MapError),
     #[error("simulated power failure: the medium is gone until it is reopened from an image")]

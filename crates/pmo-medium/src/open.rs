@@ -45,9 +45,15 @@ impl MediumKind {
 /// otherwise: a character device is DAX, a file on tmpfs is emulated persistent memory, a file
 /// that accepts `MAP_SYNC` is DAX, and anything else is a regular file.
 pub fn open_medium(path: &Path, kind: Option<MediumKind>) -> Result<Arc<dyn Medium>, MediumError> {
-    let env_kind = std::env::var("PMO_MEDIUM").ok().and_then(|s| MediumKind::parse(&s));
+    let env_kind = std::env::var("PMO_MEDIUM")
+        .ok()
+        .and_then(|s| MediumKind::parse(&s));
     let open = || {
-        OpenOptions::new().read(true).write(true).open(path).map_err(|source| MediumError::Io { op: "open", source })
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|source| MediumError::Io { op: "open", source })
     };
     let file = open()?;
     let kind = match kind.or(env_kind) {
@@ -65,6 +71,10 @@ pub fn open_medium(path: &Path, kind: Option<MediumKind>) -> Result<Arc<dyn Medi
     Ok(match kind {
         MediumKind::File => Arc::new(FileMedium::new(file, path)?),
         MediumKind::Dax | MediumKind::EmulatedPmem => Arc::new(PmemMedium::new(file, path, kind)?),
-        MediumKind::CrashSim => return Err(MediumError::Unsupported("the crash simulator has no path".into())),
+        MediumKind::CrashSim => {
+            return Err(MediumError::Unsupported(
+                "the crash simulator has no path".into(),
+            ))
+        }
     })
 }

@@ -18,15 +18,27 @@ pub struct PmemMedium {
 impl PmemMedium {
     /// Map `file` as persistent memory. `kind` is [`MediumKind::Dax`] (requires `MAP_SYNC` to
     /// succeed, or a device DAX character device) or [`MediumKind::EmulatedPmem`].
-    pub fn new(file: std::fs::File, path: &Path, kind: MediumKind) -> Result<PmemMedium, MediumError> {
+    pub fn new(
+        file: std::fs::File,
+        path: &Path,
+        kind: MediumKind,
+    ) -> Result<PmemMedium, MediumError> {
         if persist::flush_kind() == persist::FlushKind::None {
-            return Err(MediumError::Unsupported("this CPU has no cache-line flush instruction".into()));
+            return Err(MediumError::Unsupported(
+                "this CPU has no cache-line flush instruction".into(),
+            ));
         }
         let map = match kind {
-            MediumKind::Dax if !pmo_os::map::is_char_device(&file) => FileMapping::new(file, MapMode::SharedSync)?,
+            MediumKind::Dax if !pmo_os::map::is_char_device(&file) => {
+                FileMapping::new(file, MapMode::SharedSync)?
+            }
             _ => FileMapping::new(file, MapMode::Shared)?,
         };
-        Ok(PmemMedium { map, path: path.to_path_buf(), kind })
+        Ok(PmemMedium {
+            map,
+            path: path.to_path_buf(),
+            kind,
+        })
     }
 }
 

@@ -60,28 +60,51 @@ fn lock_type(kind: LockKind) -> i16 {
 
 fn open_for_lock(path: &Path) -> Result<File, LockError> {
     // Read access is enough for read locks but write locks need a writable description.
-    OpenOptions::new().read(true).write(true).open(path).map_err(LockError::Open)
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(LockError::Open)
 }
 
 impl RangeLock {
     /// Try once to take a lock on a fresh open file description of `path`.
     /// `Ok(None)` when another description holds a conflicting lock.
-    pub fn try_acquire(path: &Path, start: u64, len: u64, kind: LockKind) -> Result<Option<RangeLock>, LockError> {
+    pub fn try_acquire(
+        path: &Path,
+        start: u64,
+        len: u64,
+        kind: LockKind,
+    ) -> Result<Option<RangeLock>, LockError> {
         let file = open_for_lock(path)?;
         let fl = flock(lock_type(kind), start, len);
         // SAFETY: F_OFD_SETLK reads a valid `struct flock` that lives for the call.
         let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
         if rc == 0 {
-            return Ok(Some(RangeLock { file, start, len, kind }));
+            return Ok(Some(RangeLock {
+                file,
+                start,
+                len,
+                kind,
+            }));
         }
         match last_errno() {
             libc::EAGAIN | libc::EACCES => Ok(None),
-            errno => Err(LockError::Os { op: "F_OFD_SETLK", errno }),
+            errno => Err(LockError::Os {
+                op: "F_OFD_SETLK",
+                errno,
+            }),
         }
     }
 
     /// Take a lock, waiting up to `timeout` (polling with backoff; `None` = do not wait).
-    pub fn acquire(path: &Path, start: u64, len: u64, kind: LockKind, timeout: Option<Duration>) -> Result<Option<RangeLock>, LockError> {
+    pub fn acquire(
+        path: &Path,
+        start: u64,
+        len: u64,
+        kind: LockKind,
+        timeout: Option<Duration>,
+    ) -> Result<Option<RangeLock>, LockError> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut backoff = Duration::from_micros(50);
         loop {
@@ -99,18 +122,33 @@ impl RangeLock {
     }
 
     /// Take a lock, blocking until it is free (`F_OFD_SETLKW`).
-    pub fn acquire_blocking(path: &Path, start: u64, len: u64, kind: LockKind) -> Result<RangeLock, LockError> {
+    pub fn acquire_blocking(
+        path: &Path,
+        start: u64,
+        len: u64,
+        kind: LockKind,
+    ) -> Result<RangeLock, LockError> {
         let file = open_for_lock(path)?;
         let fl = flock(lock_type(kind), start, len);
         loop {
             // SAFETY: F_OFD_SETLKW reads a valid `struct flock` that lives for the call.
             let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLKW, &fl) };
             if rc == 0 {
-                return Ok(RangeLock { file, start, len, kind });
+                return Ok(RangeLock {
+                    file,
+                    start,
+                    len,
+                    kind,
+                });
             }
             match last_errno() {
                 libc::EINTR => continue,
-                errno => return Err(LockError::Os { op: "F_OFD_SETLKW", errno }),
+                errno => {
+                    return Err(LockError::Os {
+                        op: "F_OFD_SETLKW",
+                        errno,
+                    })
+                }
             }
         }
     }
@@ -126,7 +164,10 @@ impl RangeLock {
         // SAFETY: as in `try_acquire`.
         let rc = unsafe { libc::fcntl(self.file.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
         if rc != 0 {
-            return Err(LockError::Os { op: "F_OFD_SETLK", errno: last_errno() });
+            return Err(LockError::Os {
+                op: "F_OFD_SETLK",
+                errno: last_errno(),
+            });
         }
         self.kind = LockKind::Shared;
         Ok(())
@@ -148,7 +189,10 @@ pub fn query(file: &File, start: u64, len: u64) -> Result<Option<LockKind>, Lock
     // SAFETY: F_OFD_GETLK reads and writes a valid `struct flock` that lives for the call.
     let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) };
     if rc != 0 {
-        return Err(LockError::Os { op: "F_OFD_GETLK", errno: last_errno() });
+        return Err(LockError::Os {
+            op: "F_OFD_GETLK",
+            errno: last_errno(),
+        });
     }
     Ok(match fl.l_type as i32 {
         libc::F_UNLCK => None,
@@ -170,18 +214,33 @@ mod tests {
     #[test]
     fn readers_share_writer_excludes() {
         let p = tmp("rw");
-        let r1 = RangeLock::try_acquire(&p, 1 << 40, 1, LockKind::Shared).unwrap().unwrap();
+        let r1 = RangeLock::try_acquire(&p, 1 << 40, 1, LockKind::Shared)
+            .unwrap()
+            .unwrap();
         let r2 = RangeLock::try_acquire(&p, 1 << 40, 1, LockKind::Shared).unwrap();
         assert!(r2.is_some());
-        assert!(RangeLock::try_acquire(&p, 1 << 40, 1, LockKind::Exclusive).unwrap().is_none());
+        assert!(RangeLock::try_acquire(&p, 1 << 40, 1, LockKind::Exclusive)
+            .unwrap()
+            .is_none());
         let probe = File::open(&p).unwrap();
         assert_eq!(query(&probe, 1 << 40, 1).unwrap(), Some(LockKind::Shared));
         drop((r1, r2));
-        let w = RangeLock::try_acquire(&p, 1 << 40, 1, LockKind::Exclusive).unwrap().unwrap();
-        assert_eq!(query(&probe, 1 << 40, 1).unwrap(), Some(LockKind::Exclusive));
-        assert!(RangeLock::try_acquire(&p, 1 << 40, 1, LockKind::Shared).unwrap().is_none());
+        let w = RangeLock::try_acquire(&p, 1 << 40, 1, LockKind::Exclusive)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            query(&probe, 1 << 40, 1).unwrap(),
+            Some(LockKind::Exclusive)
+        );
+        assert!(RangeLock::try_acquire(&p, 1 << 40, 1, LockKind::Shared)
+            .unwrap()
+            .is_none());
         // A different byte is a different lock.
-        assert!(RangeLock::try_acquire(&p, (1 << 40) + 1, 1, LockKind::Exclusive).unwrap().is_some());
+        assert!(
+            RangeLock::try_acquire(&p, (1 << 40) + 1, 1, LockKind::Exclusive)
+                .unwrap()
+                .is_some()
+        );
         drop(w);
         assert_eq!(query(&probe, 1 << 40, 1).unwrap(), None);
         std::fs::remove_file(&p).unwrap();
@@ -190,12 +249,26 @@ mod tests {
     #[test]
     fn waiting_times_out_then_succeeds_after_release() {
         let p = tmp("wait");
-        let w = RangeLock::try_acquire(&p, 7, 1, LockKind::Exclusive).unwrap().unwrap();
+        let w = RangeLock::try_acquire(&p, 7, 1, LockKind::Exclusive)
+            .unwrap()
+            .unwrap();
         let t0 = Instant::now();
-        assert!(RangeLock::acquire(&p, 7, 1, LockKind::Exclusive, Some(Duration::from_millis(30))).unwrap().is_none());
+        assert!(RangeLock::acquire(
+            &p,
+            7,
+            1,
+            LockKind::Exclusive,
+            Some(Duration::from_millis(30))
+        )
+        .unwrap()
+        .is_none());
         assert!(t0.elapsed() >= Duration::from_millis(30));
         let p2 = p.clone();
-        let h = std::thread::spawn(move || RangeLock::acquire(&p2, 7, 1, LockKind::Exclusive, Some(Duration::from_secs(5))).unwrap().is_some());
+        let h = std::thread::spawn(move || {
+            RangeLock::acquire(&p2, 7, 1, LockKind::Exclusive, Some(Duration::from_secs(5)))
+                .unwrap()
+                .is_some()
+        });
         std::thread::sleep(Duration::from_millis(20));
         drop(w);
         assert!(h.join().unwrap());

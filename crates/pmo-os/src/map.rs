@@ -17,7 +17,10 @@ use crate::last_errno;
 #[derive(Debug, thiserror::Error)]
 pub enum MapError {
     #[error("{op} failed: {source}")]
-    Io { op: &'static str, source: std::io::Error },
+    Io {
+        op: &'static str,
+        source: std::io::Error,
+    },
     #[error("{op} failed: errno {errno}")]
     Os { op: &'static str, errno: i32 },
     #[error("range {offset}+{len} is outside the mapping of {size} bytes")]
@@ -51,14 +54,21 @@ unsafe impl Sync for FileMapping {}
 
 /// Size in bytes of a regular file, or of a device DAX character device (from sysfs).
 pub fn medium_size(file: &File) -> Result<u64, MapError> {
-    let meta = file.metadata().map_err(|source| MapError::Io { op: "stat", source })?;
+    let meta = file
+        .metadata()
+        .map_err(|source| MapError::Io { op: "stat", source })?;
     if meta.file_type().is_char_device() {
         use std::os::unix::fs::MetadataExt;
         let rdev = meta.rdev();
         let (major, minor) = (libc::major(rdev), libc::minor(rdev));
         let path = format!("/sys/dev/char/{major}:{minor}/size");
-        let text = std::fs::read_to_string(&path).map_err(|source| MapError::Io { op: "read device size", source })?;
-        text.trim().parse::<u64>().map_err(|_| MapError::BadSize { size: 0 })
+        let text = std::fs::read_to_string(&path).map_err(|source| MapError::Io {
+            op: "read device size",
+            source,
+        })?;
+        text.trim()
+            .parse::<u64>()
+            .map_err(|_| MapError::BadSize { size: 0 })
     } else {
         Ok(meta.len())
     }
@@ -79,12 +89,26 @@ impl FileMapping {
         // SAFETY: a fresh mapping chosen by the kernel (no fixed address), of a file we hold open;
         // the result is checked against MAP_FAILED.
         let ptr = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, file.as_raw_fd(), 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                file.as_raw_fd(),
+                0,
+            )
         };
         if ptr == libc::MAP_FAILED {
-            return Err(MapError::Os { op: "mmap", errno: last_errno() });
+            return Err(MapError::Os {
+                op: "mmap",
+                errno: last_errno(),
+            });
         }
-        Ok(FileMapping { ptr: ptr.cast(), len, file })
+        Ok(FileMapping {
+            ptr: ptr.cast(),
+            len,
+            file,
+        })
     }
 
     /// Length of the mapping in bytes.
@@ -106,7 +130,11 @@ impl FileMapping {
         let end = offset.checked_add(len as u64);
         match end {
             Some(end) if end <= self.len as u64 => Ok(offset as usize),
-            _ => Err(MapError::OutOfRange { offset, len: len as u64, size: self.len as u64 }),
+            _ => Err(MapError::OutOfRange {
+                offset,
+                len: len as u64,
+                size: self.len as u64,
+            }),
         }
     }
 
@@ -157,7 +185,10 @@ impl FileMapping {
         // SAFETY: `first..end` is page-aligned and within the mapping's pages.
         let rc = unsafe { libc::msync(self.ptr.add(first).cast(), end - first, libc::MS_SYNC) };
         if rc != 0 {
-            return Err(MapError::Os { op: "msync", errno: last_errno() });
+            return Err(MapError::Os {
+                op: "msync",
+                errno: last_errno(),
+            });
         }
         Ok(())
     }
@@ -181,7 +212,9 @@ const TMPFS_MAGIC: i64 = 0x0102_1994;
 /// Whether `path` lives on a memory-backed file system (tmpfs, e.g. `/dev/shm`).
 pub fn on_tmpfs(path: &std::path::Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
     let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
     // SAFETY: `c` is a valid NUL-terminated path and `st` is writable storage for one statfs.
     let rc = unsafe { libc::statfs(c.as_ptr(), st.as_mut_ptr()) };
@@ -190,7 +223,10 @@ pub fn on_tmpfs(path: &std::path::Path) -> bool {
     }
     // SAFETY: statfs returned 0, so it filled `st`.
     let st = unsafe { st.assume_init() };
-    st.f_type as i64 == TMPFS_MAGIC
+    // f_type's width differs between libc targets; the cast is a no-op on x86-64.
+    #[allow(clippy::unnecessary_cast)]
+    let f_type = st.f_type as i64;
+    f_type == TMPFS_MAGIC
 }
 
 /// Allocate every block of `file` up to `len` bytes now (`posix_fallocate`), so that later
@@ -199,14 +235,19 @@ pub fn preallocate(file: &File, len: u64) -> Result<(), MapError> {
     // SAFETY: plain system call on a descriptor we own; no memory is passed.
     let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
     if rc != 0 {
-        return Err(MapError::Os { op: "posix_fallocate", errno: rc });
+        return Err(MapError::Os {
+            op: "posix_fallocate",
+            errno: rc,
+        });
     }
     Ok(())
 }
 
 /// Whether `file` is a character device (device DAX).
 pub fn is_char_device(file: &File) -> bool {
-    file.metadata().map(|m| m.file_type().is_char_device()).unwrap_or(false)
+    file.metadata()
+        .map(|m| m.file_type().is_char_device())
+        .unwrap_or(false)
 }
 
 #[cfg(test)]
@@ -216,15 +257,27 @@ mod tests {
     #[test]
     fn read_write_bounds() {
         let dir = std::env::temp_dir().join(format!("pmo-os-map-{}", std::process::id()));
-        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&dir).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&dir)
+            .unwrap();
         f.set_len(8192).unwrap();
         let m = FileMapping::new(f, MapMode::Shared).unwrap();
         m.write_at(4000, b"hello world").unwrap();
         let mut out = [0u8; 11];
         m.read_at(4000, &mut out).unwrap();
         assert_eq!(&out, b"hello world");
-        assert!(matches!(m.write_at(8190, b"abc"), Err(MapError::OutOfRange { .. })));
-        assert!(matches!(m.read_at(u64::MAX, &mut out), Err(MapError::OutOfRange { .. })));
+        assert!(matches!(
+            m.write_at(8190, b"abc"),
+            Err(MapError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            m.read_at(u64::MAX, &mut out),
+            Err(MapError::OutOfRange { .. })
+        ));
         m.msync(4000, 11).unwrap();
         drop(m);
         let bytes = std::fs::read(&dir).unwrap();
@@ -235,8 +288,17 @@ mod tests {
     #[test]
     fn empty_file_is_an_error() {
         let p = std::env::temp_dir().join(format!("pmo-os-empty-{}", std::process::id()));
-        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
-        assert!(matches!(FileMapping::new(f, MapMode::Shared), Err(MapError::BadSize { .. })));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&p)
+            .unwrap();
+        assert!(matches!(
+            FileMapping::new(f, MapMode::Shared),
+            Err(MapError::BadSize { .. })
+        ));
         std::fs::remove_file(&p).unwrap();
     }
 }

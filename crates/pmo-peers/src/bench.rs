@@ -1145,6 +1145,33 @@ mod tests {
         assert!(glibc_alloc_free(&bad, 64, 1, Work::Ops(1)).is_err());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn contention_filter_is_bounded(
+            repeats in 1usize..8,
+            min_share in 0.0f64..=1.0,
+            shares in proptest::collection::vec(0.0f64..=1.0, 0..64),
+        ) {
+            let opts = Options { repeats, min_cpu_share: min_share, ..Options::default() };
+            let mut samples = Samples::new(Unit::MicrosPerOp, &opts, 1);
+            let mut taken = 0;
+            for share in shares.iter().cycle().take(1000) {
+                if !samples.wants_more() {
+                    break;
+                }
+                let cpu_ms = (share * 1000.0) as u64;
+                samples.push(timed(10, 1000, cpu_ms));
+                taken += 1;
+            }
+            proptest::prop_assert!(taken <= repeats * MAX_ATTEMPTS_PER_REPEAT);
+            if taken > 0 {
+                let m = samples.finish().unwrap();
+                proptest::prop_assert!(m.samples.len() <= repeats * MAX_ATTEMPTS_PER_REPEAT);
+                proptest::prop_assert!(m.samples.len() + m.samples_set_aside <= taken);
+            }
+        }
+    }
+
     #[test]
     fn rng_states_are_nonzero_and_distinct() {
         let a = c_rng_state(1, 0);

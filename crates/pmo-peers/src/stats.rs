@@ -117,6 +117,26 @@ mod tests {
         assert_eq!(m.cpu_share, 0.9);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn median_is_between_min_and_max_and_ignores_order(
+            mut samples in proptest::collection::vec(1e-6f64..1e12, 1..40),
+            rotate in 0usize..40,
+        ) {
+            let m = Measurement::from_samples(Unit::OpsPerSec, samples.clone(), 1).unwrap();
+            proptest::prop_assert!(m.min <= m.median && m.median <= m.max);
+            proptest::prop_assert!(samples.iter().all(|s| m.min <= *s && *s <= m.max));
+            let k = rotate % samples.len();
+            samples.rotate_left(k);
+            let again = Measurement::from_samples(Unit::OpsPerSec, samples, 1).unwrap();
+            proptest::prop_assert_eq!(m.median, again.median);
+            // At least half the samples lie on each side of the median.
+            let below = m.samples.iter().filter(|s| **s <= m.median).count();
+            let above = m.samples.iter().filter(|s| **s >= m.median).count();
+            proptest::prop_assert!(2 * below >= m.samples.len() && 2 * above >= m.samples.len());
+        }
+    }
+
     #[test]
     fn rejects_empty_and_non_positive_samples() {
         assert!(Measurement::from_samples(Unit::OpsPerSec, vec![], 0).is_err());

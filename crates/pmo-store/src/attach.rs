@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pmo_medium::Medium;
-use pmo_os::view::{FillError, Mechanism, PageSource, Placement, View, ViewError, ViewOptions, ViewStats, PAGE_SIZE};
+use pmo_os::view::{
+    FillError, Mechanism, PageSource, Placement, View, ViewError, ViewOptions, ViewStats, PAGE_SIZE,
+};
 
 use crate::engine::{CommitStats, PmoCore};
 use crate::error::{Result, StoreError};
@@ -44,7 +46,9 @@ struct PlainSource {
 
 impl PageSource for PlainSource {
     fn fill(&self, page_index: u64, dst: &mut [u8; PAGE_SIZE]) -> Result<(), FillError> {
-        self.core.fill_page(&*self.medium, page_index, dst).map_err(|reason| FillError { reason })
+        self.core
+            .fill_page(&*self.medium, page_index, dst)
+            .map_err(|reason| FillError { reason })
     }
     fn label(&self) -> &str {
         &self.core.name
@@ -67,12 +71,27 @@ impl Pool {
     }
 
     /// Attach with options.
-    pub fn attach_with(&self, name: &str, perm: Perm, key: &[u8], opts: AttachOptions) -> Result<Attachment> {
+    pub fn attach_with(
+        &self,
+        name: &str,
+        perm: Perm,
+        key: &[u8],
+        opts: AttachOptions,
+    ) -> Result<Attachment> {
         let t0 = Instant::now();
         let handle = self.open_pmo(name, perm, key, opts.wait)?;
-        let source = Arc::new(PlainSource { core: handle.core.clone(), medium: self.medium().clone() });
-        let size = usize::try_from(handle.size()).map_err(|_| StoreError::Invalid("PMO larger than the address space".into()))?;
-        let mut vopts = ViewOptions { len_bytes: size, placement: Placement::Fixed(handle.base_addr() as usize), writable: perm == Perm::Write, mechanism: opts.mechanism };
+        let source = Arc::new(PlainSource {
+            core: handle.core.clone(),
+            medium: self.medium().clone(),
+        });
+        let size = usize::try_from(handle.size())
+            .map_err(|_| StoreError::Invalid("PMO larger than the address space".into()))?;
+        let mut vopts = ViewOptions {
+            len_bytes: size,
+            placement: Placement::Fixed(handle.base_addr() as usize),
+            writable: perm == Perm::Write,
+            mechanism: opts.mechanism,
+        };
         let mut relocated = false;
         let view = match View::new(vopts, source.clone()) {
             Ok(v) => v,
@@ -82,20 +101,33 @@ impl Pool {
                 View::new(vopts, source).map_err(view_err)?
             }
             Err(ViewError::AddressInUse { addr, len }) => {
-                return Err(StoreError::AddressInUse { name: name.into(), addr: addr as u64, len: len as u64 });
+                return Err(StoreError::AddressInUse {
+                    name: name.into(),
+                    addr: addr as u64,
+                    len: len as u64,
+                });
             }
             Err(e) => return Err(view_err(e)),
         };
         if opts.populate {
             view.populate_all().map_err(view_err)?;
         }
-        Ok(Attachment { view, handle, relocated, attach_ns: t0.elapsed().as_nanos() as u64 })
+        Ok(Attachment {
+            view,
+            handle,
+            relocated,
+            attach_ns: t0.elapsed().as_nanos() as u64,
+        })
     }
 }
 
 fn view_err(e: ViewError) -> StoreError {
     match e {
-        ViewError::Fill { page, reason } => StoreError::Integrity { name: String::new(), page, reason: reason.into() },
+        ViewError::Fill { page, reason } => StoreError::Integrity {
+            name: String::new(),
+            page,
+            reason: reason.into(),
+        },
         other => StoreError::Os(other.to_string()),
     }
 }
@@ -156,7 +188,13 @@ impl Attachment {
             // (p < pages) and present; the view lives as long as `self`. A concurrent writer
             // may change the bytes while they are copied: the page is then dirty again and
             // the next psync commits it.
-            unsafe { std::ptr::copy_nonoverlapping(base.add(p as usize * PAGE_SIZE), dst.as_mut_ptr(), PAGE_SIZE) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    base.add(p as usize * PAGE_SIZE),
+                    dst.as_mut_ptr(),
+                    PAGE_SIZE,
+                )
+            };
             Ok(())
         })
     }
@@ -165,7 +203,9 @@ impl Attachment {
     pub fn read_at(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
         self.check_range(offset, buf.len())?;
         // SAFETY: the range is inside the live mapping (checked); pages fault in on access.
-        unsafe { std::ptr::copy_nonoverlapping(self.view.addr().add(offset), buf.as_mut_ptr(), buf.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.view.addr().add(offset), buf.as_mut_ptr(), buf.len())
+        };
         Ok(())
     }
 
@@ -177,13 +217,18 @@ impl Attachment {
         self.check_range(offset, data.len())?;
         // SAFETY: the range is inside the live, writable mapping (checked); pages fault in and
         // are marked dirty on access.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.view.addr().add(offset), data.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.view.addr().add(offset), data.len())
+        };
         Ok(())
     }
 
     fn check_range(&self, offset: usize, len: usize) -> Result<()> {
         if offset.checked_add(len).is_none_or(|e| e > self.len()) {
-            return Err(StoreError::Invalid(format!("range {offset}+{len} is outside the {}-byte PMO", self.len())));
+            return Err(StoreError::Invalid(format!(
+                "range {offset}+{len} is outside the {}-byte PMO",
+                self.len()
+            )));
         }
         Ok(())
     }

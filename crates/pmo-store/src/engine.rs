@@ -19,8 +19,8 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
-use pmo_format::record::{CommitRecord, JournalEntry};
 use pmo_format::layout::{PageLoc, PageMapEntry, PmoLayout, JOURNAL_ENTRY_SIZE};
+use pmo_format::record::{CommitRecord, JournalEntry};
 use pmo_format::{crc, Entry, PAGE_SIZE};
 use pmo_medium::Medium;
 
@@ -73,7 +73,12 @@ impl PmoCore {
         let npages = entry.size / PAGE_SIZE;
         let layout = PmoLayout::new(npages, entry.tag_bytes as u64)
             .filter(|l| l.extent_len <= entry.extent_len)
-            .ok_or_else(|| StoreError::Corrupt(format!("PMO '{}': extent too small for its size", entry.name)))?;
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "PMO '{}': extent too small for its size",
+                    entry.name
+                ))
+            })?;
         Ok(PmoCore {
             name: entry.name.clone(),
             uuid: entry.uuid,
@@ -124,32 +129,52 @@ impl PmoCore {
             return Err("page index beyond the PMO");
         }
         let mut b = [0u8; 8];
-        m.read(self.abs(self.layout.map_entry(page)), &mut b).map_err(|_| "medium read failed")?;
+        m.read(self.abs(self.layout.map_entry(page)), &mut b)
+            .map_err(|_| "medium read failed")?;
         match PageMapEntry(u64::from_le_bytes(b)).loc() {
             Some(PageLoc::Zero) => {
                 dst.fill(0);
                 Ok(())
             }
-            Some(PageLoc::Slot(s)) => m.read(self.abs(self.layout.page(s, page)), dst).map_err(|_| "medium read failed"),
+            Some(PageLoc::Slot(s)) => m
+                .read(self.abs(self.layout.page(s, page)), dst)
+                .map_err(|_| "medium read failed"),
             None => Err("corrupted page-map entry"),
         }
     }
 
     /// [`PmoCore::fill_page`] with a typed error.
     pub fn read_page(&self, m: &dyn Medium, page: u64, dst: &mut Page) -> Result<()> {
-        self.fill_page(m, page, dst).map_err(|reason| StoreError::Integrity { name: self.name.clone(), page, reason: reason.into() })
+        self.fill_page(m, page, dst)
+            .map_err(|reason| StoreError::Integrity {
+                name: self.name.clone(),
+                page,
+                reason: reason.into(),
+            })
     }
 
     /// Commit `pages` (ascending, unique, in range) atomically; `src` provides each page's new
     /// contents. On error the medium is in an unknown state and the caller poisons the pool.
-    pub fn commit(&self, m: &dyn Medium, pages: &[u64], src: &mut dyn FnMut(u64, &mut Page) -> Result<()>) -> Result<CommitStats> {
+    pub fn commit(
+        &self,
+        m: &dyn Medium,
+        pages: &[u64],
+        src: &mut dyn FnMut(u64, &mut Page) -> Result<()>,
+    ) -> Result<CommitStats> {
         let t0 = Instant::now();
-        if pages.windows(2).any(|w| w[0] >= w[1]) || pages.last().is_some_and(|&p| p >= self.layout.npages) {
-            return Err(StoreError::Invalid("psync pages must be ascending, unique and inside the PMO".into()));
+        if pages.windows(2).any(|w| w[0] >= w[1])
+            || pages.last().is_some_and(|&p| p >= self.layout.npages)
+        {
+            return Err(StoreError::Invalid(
+                "psync pages must be ascending, unique and inside the PMO".into(),
+            ));
         }
         let mut seq = self.seq.lock().unwrap_or_else(|e| e.into_inner());
         if pages.is_empty() {
-            return Ok(CommitStats { seq: *seq, ..Default::default() });
+            return Ok(CommitStats {
+                seq: *seq,
+                ..Default::default()
+            });
         }
         let new_seq = *seq + 1;
         let j = new_seq % 2;
@@ -158,20 +183,38 @@ impl PmoCore {
         let mut buf: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
         for &p in pages {
             let cur = self.map_entry(m, p)?;
-            let next = cur.next().ok_or_else(|| StoreError::Corrupt(format!("PMO '{}' page {p}: invalid page-map entry {:#x}", self.name, cur.0)))?;
-            let Some(PageLoc::Slot(slot)) = next.loc() else { unreachable!("next() always names a slot") };
+            let next = cur.next().ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "PMO '{}' page {p}: invalid page-map entry {:#x}",
+                    self.name, cur.0
+                ))
+            })?;
+            let Some(PageLoc::Slot(slot)) = next.loc() else {
+                unreachable!("next() always names a slot")
+            };
             src(p, &mut buf)?;
             let off = self.abs(self.layout.page(slot, p));
             m.write(off, &buf[..])?;
             m.flush(off, PAGE_SIZE)?;
-            journal.extend_from_slice(&JournalEntry { page: p, entry: next }.encode());
+            journal.extend_from_slice(
+                &JournalEntry {
+                    page: p,
+                    entry: next,
+                }
+                .encode(),
+            );
             next_entries.push(next);
         }
         let joff = self.abs(self.layout.journal_off[j as usize]);
         m.write(joff, &journal)?;
         m.flush(joff, journal.len() as u64)?;
         m.fence()?;
-        let record = CommitRecord { seq: new_seq, count: pages.len() as u64, journal_crc: crc(&journal), pmo_tag: self.tag };
+        let record = CommitRecord {
+            seq: new_seq,
+            count: pages.len() as u64,
+            journal_crc: crc(&journal),
+            pmo_tag: self.tag,
+        };
         let roff = self.abs(self.layout.record(j));
         m.write(roff, &record.encode())?;
         m.flush(roff, pmo_format::RECORD_SIZE as u64)?;
@@ -187,7 +230,10 @@ impl PmoCore {
         Ok(CommitStats {
             seq: new_seq,
             pages: k,
-            bytes_persisted: k * PAGE_SIZE + journal.len() as u64 + pmo_format::RECORD_SIZE as u64 + 8 * k,
+            bytes_persisted: k * PAGE_SIZE
+                + journal.len() as u64
+                + pmo_format::RECORD_SIZE as u64
+                + 8 * k,
             fences: 3,
             elapsed_ns: t0.elapsed().as_nanos() as u64,
         })
@@ -211,14 +257,26 @@ impl PmoCore {
     /// Read and check the journal of `record`.
     fn journal(&self, m: &dyn Medium, record: &CommitRecord) -> Result<Vec<JournalEntry>> {
         let mut journal = vec![0u8; (record.count * JOURNAL_ENTRY_SIZE) as usize];
-        m.read(self.abs(self.layout.journal_off[(record.seq % 2) as usize]), &mut journal)?;
+        m.read(
+            self.abs(self.layout.journal_off[(record.seq % 2) as usize]),
+            &mut journal,
+        )?;
         if crc(&journal) != record.journal_crc {
-            return Err(StoreError::Corrupt(format!("PMO '{}': journal of psync {} fails its checksum", self.name, record.seq)));
+            return Err(StoreError::Corrupt(format!(
+                "PMO '{}': journal of psync {} fails its checksum",
+                self.name, record.seq
+            )));
         }
-        let entries: Vec<JournalEntry> = journal.chunks_exact(JOURNAL_ENTRY_SIZE as usize).map(JournalEntry::decode).collect();
+        let entries: Vec<JournalEntry> = journal
+            .chunks_exact(JOURNAL_ENTRY_SIZE as usize)
+            .map(JournalEntry::decode)
+            .collect();
         for e in &entries {
             if e.page >= self.layout.npages || !matches!(e.entry.loc(), Some(PageLoc::Slot(_))) {
-                return Err(StoreError::Corrupt(format!("PMO '{}': invalid journal entry for page {}", self.name, e.page)));
+                return Err(StoreError::Corrupt(format!(
+                    "PMO '{}': invalid journal entry for page {}",
+                    self.name, e.page
+                )));
             }
         }
         Ok(entries)
@@ -245,7 +303,10 @@ impl PmoCore {
             m.fence()?;
         }
         *seq = record.seq;
-        Ok(RecoverReport { seq: record.seq, replayed })
+        Ok(RecoverReport {
+            seq: record.seq,
+            replayed,
+        })
     }
 
     /// Learn the newest sequence number without writing (a reader joining other readers: the
@@ -267,9 +328,19 @@ impl PmoCore {
         let map_len = (self.layout.npages * 8) as usize;
         let mut map = vec![0u8; map_len];
         m.read(self.abs(self.layout.map_off), &mut map)?;
-        let bad = map.chunks_exact(8).filter(|c| PageMapEntry(u64::from_le_bytes((*c).try_into().expect("8"))).loc().is_none()).count();
+        let bad = map
+            .chunks_exact(8)
+            .filter(|c| {
+                PageMapEntry(u64::from_le_bytes((*c).try_into().expect("8")))
+                    .loc()
+                    .is_none()
+            })
+            .count();
         if bad > 0 {
-            problems.push(format!("PMO '{}': {bad} corrupted page-map entries", self.name));
+            problems.push(format!(
+                "PMO '{}': {bad} corrupted page-map entries",
+                self.name
+            ));
         }
         Ok(problems)
     }

@@ -31,7 +31,11 @@ pub enum StoreError {
     #[error("corrupted pool: {0}")]
     Corrupt(String),
     #[error("integrity check failed for PMO '{name}' page {page}: {reason}")]
-    Integrity { name: String, page: u64, reason: String },
+    Integrity {
+        name: String,
+        page: u64,
+        reason: String,
+    },
     #[error("the pool is unusable after an earlier persistence failure; reopen it")]
     Poisoned,
     #[error("medium error: {0}")]
@@ -56,7 +60,9 @@ impl StoreError {
             StoreError::NoSpace(_) => libc_errno::ENOSPC,
             StoreError::Busy { .. } | StoreError::AddressInUse { .. } => libc_errno::EBUSY,
             StoreError::Invalid(_) | StoreError::NotAPool(_) => libc_errno::EINVAL,
-            StoreError::Corrupt(_) | StoreError::Integrity { .. } | StoreError::Poisoned => libc_errno::EIO,
+            StoreError::Corrupt(_) | StoreError::Integrity { .. } | StoreError::Poisoned => {
+                libc_errno::EIO
+            }
             StoreError::Medium(_) | StoreError::Io { .. } | StoreError::Os(_) => libc_errno::EIO,
         }
     }
@@ -65,7 +71,9 @@ impl StoreError {
 impl From<FormatError> for StoreError {
     fn from(e: FormatError) -> StoreError {
         match e {
-            FormatError::Foreign => StoreError::NotAPool("no pmo superblock (a foreign or empty file)".into()),
+            FormatError::Foreign => {
+                StoreError::NotAPool("no pmo superblock (a foreign or empty file)".into())
+            }
             FormatError::TooNew { .. } => StoreError::NotAPool(e.to_string()),
             other => StoreError::Corrupt(other.to_string()),
         }

@@ -15,13 +15,17 @@ pub const SAMPLE_KEY: &[u8] = b"fuzz";
 /// sample key. Returns how far it got (for statistics), never panics on bad input.
 pub fn open_and_exercise(image: &[u8]) -> usize {
     let medium = Arc::new(CrashMedium::from_image(image.to_vec()));
-    let Ok(pool) = Pool::open_on(medium) else { return 0 };
+    let Ok(pool) = Pool::open_on(medium) else {
+        return 0;
+    };
     let _ = pool.pool_info();
     let _ = pool.check();
     let Ok(list) = pool.list() else { return 1 };
     let mut reached = 2;
     for info in list {
-        let Ok(h) = pool.open_pmo(&info.name, Perm::Read, SAMPLE_KEY, None) else { continue };
+        let Ok(h) = pool.open_pmo(&info.name, Perm::Read, SAMPLE_KEY, None) else {
+            continue;
+        };
         let mut page = [0u8; 4096];
         for p in 0..(h.size() / 4096).min(8) {
             let _ = h.read_page(p, &mut page);
@@ -38,11 +42,19 @@ pub fn open_and_exercise(image: &[u8]) -> usize {
 /// A small valid pool image with two PMOs and a few psyncs: the seed for corruption.
 pub fn sample_image() -> Vec<u8> {
     let m = Arc::new(CrashMedium::new(1 << 20));
-    let opts = crate::PoolOptions { kdf: pmo_format::KdfParams::INSECURE_FAST, ns_capacity: Some(16), base_addr: Some(0x2000_0000_0000), medium: None, preallocate: false };
+    let opts = crate::PoolOptions {
+        kdf: pmo_format::KdfParams::INSECURE_FAST,
+        ns_capacity: Some(16),
+        base_addr: Some(0x2000_0000_0000),
+        medium: None,
+        preallocate: false,
+    };
     let pool = Pool::create_on(m.clone(), &opts).expect("sample pool");
     pool.pcreate("one", 4 * 4096, SAMPLE_KEY).expect("pcreate");
     pool.pcreate("two", 2 * 4096, SAMPLE_KEY).expect("pcreate");
-    let h = pool.open_pmo("one", Perm::Write, SAMPLE_KEY, None).expect("open");
+    let h = pool
+        .open_pmo("one", Perm::Write, SAMPLE_KEY, None)
+        .expect("open");
     h.write_at(100, b"hello").expect("write");
     h.write_at(5000, &[7u8; 9000]).expect("write");
     drop(h);

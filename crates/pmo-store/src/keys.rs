@@ -40,19 +40,32 @@ fn cache_key(uuid: &[u8; 16], salt: &[u8; 32], params: &KdfParams, key: &[u8]) -
 }
 
 /// Derive the master key of a PMO from the user key (cached per process).
-pub fn derive_master(uuid: &[u8; 16], salt: &[u8; 32], params: &KdfParams, key: &[u8]) -> Result<MasterKey> {
+pub fn derive_master(
+    uuid: &[u8; 16],
+    salt: &[u8; 32],
+    params: &KdfParams,
+    key: &[u8],
+) -> Result<MasterKey> {
     params.validate()?;
     let ck = cache_key(uuid, salt, params, key);
-    if let Some(m) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.get(&ck)) {
+    if let Some(m) = CACHE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|c| c.get(&ck))
+    {
         return Ok(m.clone());
     }
     let argon = argon2::Argon2::new(
         argon2::Algorithm::Argon2id,
         argon2::Version::V0x13,
-        argon2::Params::new(params.m_kib, params.t, params.p, Some(32)).map_err(|e| StoreError::Invalid(format!("kdf parameters: {e}")))?,
+        argon2::Params::new(params.m_kib, params.t, params.p, Some(32))
+            .map_err(|e| StoreError::Invalid(format!("kdf parameters: {e}")))?,
     );
     let mut out = Zeroizing::new([0u8; 32]);
-    argon.hash_password_into(key, salt, out.as_mut()).map_err(|e| StoreError::Invalid(format!("key derivation: {e}")))?;
+    argon
+        .hash_password_into(key, salt, out.as_mut())
+        .map_err(|e| StoreError::Invalid(format!("key derivation: {e}")))?;
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let map = cache.get_or_insert_with(HashMap::new);
     if map.len() >= CACHE_MAX {
@@ -66,12 +79,20 @@ pub fn derive_master(uuid: &[u8; 16], salt: &[u8; 32], params: &KdfParams, key: 
 pub fn verifier(master: &MasterKey, uuid: &[u8; 16]) -> [u8; 32] {
     let hk = Hkdf::<Sha256>::from_prk(master.as_ref()).expect("32-byte PRK is valid");
     let mut out = [0u8; 32];
-    hk.expand_multi_info(&[b"pmo/v1/verifier", uuid], &mut out).expect("32 bytes is a valid HKDF length");
+    hk.expand_multi_info(&[b"pmo/v1/verifier", uuid], &mut out)
+        .expect("32 bytes is a valid HKDF length");
     out
 }
 
 /// Check `key` against a stored verifier; the master key on success.
-pub fn check_key(name: &str, uuid: &[u8; 16], salt: &[u8; 32], params: &KdfParams, stored: &[u8; 32], key: &[u8]) -> Result<MasterKey> {
+pub fn check_key(
+    name: &str,
+    uuid: &[u8; 16],
+    salt: &[u8; 32],
+    params: &KdfParams,
+    stored: &[u8; 32],
+    key: &[u8],
+) -> Result<MasterKey> {
     let master = derive_master(uuid, salt, params, key)?;
     if bool::from(verifier(&master, uuid).ct_eq(stored)) {
         Ok(master)
@@ -99,7 +120,10 @@ mod tests {
         let m = derive_master(&uuid, &salt, &p, b"secret").unwrap();
         let v = verifier(&m, &uuid);
         assert!(check_key("x", &uuid, &salt, &p, &v, b"secret").is_ok());
-        assert!(matches!(check_key("x", &uuid, &salt, &p, &v, b"Secret"), Err(StoreError::WrongKey(_))));
+        assert!(matches!(
+            check_key("x", &uuid, &salt, &p, &v, b"Secret"),
+            Err(StoreError::WrongKey(_))
+        ));
         // Another PMO's uuid gives another verifier.
         assert_ne!(verifier(&m, &[9; 16]), v);
     }

@@ -19,9 +19,9 @@
 
 pub mod attach;
 pub mod engine;
+pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod error;
 pub mod keys;
 pub mod locks;
 pub mod namespace;

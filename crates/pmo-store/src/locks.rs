@@ -50,7 +50,11 @@ pub enum Locker {
 /// A held lock; released on drop.
 pub enum LockGuard {
     Ofd(RangeLock),
-    Local { locks: Arc<LocalLocks>, word: u64, kind: LockKind },
+    Local {
+        locks: Arc<LocalLocks>,
+        word: u64,
+        kind: LockKind,
+    },
 }
 
 impl std::fmt::Debug for LockGuard {
@@ -65,9 +69,16 @@ fn io(e: pmo_os::lock::LockError) -> StoreError {
 
 impl Locker {
     /// Take `word` as `kind`, waiting up to `wait` (`None`: fail at once if held).
-    pub fn lock(&self, word: u64, kind: LockKind, wait: Option<Duration>) -> Result<Option<LockGuard>> {
+    pub fn lock(
+        &self,
+        word: u64,
+        kind: LockKind,
+        wait: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
         match self {
-            Locker::Ofd(path) => Ok(RangeLock::acquire(path, word, 1, kind, wait).map_err(io)?.map(LockGuard::Ofd)),
+            Locker::Ofd(path) => Ok(RangeLock::acquire(path, word, 1, kind, wait)
+                .map_err(io)?
+                .map(LockGuard::Ofd)),
             Locker::Local(locks) => {
                 let deadline = wait.map(|w| Instant::now() + w);
                 let mut st = locks.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -83,14 +94,24 @@ impl Locker {
                             LockKind::Shared => e.0 += 1,
                             LockKind::Exclusive => e.1 = true,
                         }
-                        return Ok(Some(LockGuard::Local { locks: locks.clone(), word, kind }));
+                        return Ok(Some(LockGuard::Local {
+                            locks: locks.clone(),
+                            word,
+                            kind,
+                        }));
                     }
-                    let Some(deadline) = deadline else { return Ok(None) };
+                    let Some(deadline) = deadline else {
+                        return Ok(None);
+                    };
                     let now = Instant::now();
                     if now >= deadline {
                         return Ok(None);
                     }
-                    st = locks.cv.wait_timeout(st, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+                    st = locks
+                        .cv
+                        .wait_timeout(st, deadline - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
                 }
             }
         }
@@ -99,7 +120,9 @@ impl Locker {
     /// Take `word` as `kind`, waiting as long as it takes.
     pub fn lock_blocking(&self, word: u64, kind: LockKind) -> Result<LockGuard> {
         match self {
-            Locker::Ofd(path) => Ok(LockGuard::Ofd(RangeLock::acquire_blocking(path, word, 1, kind).map_err(io)?)),
+            Locker::Ofd(path) => Ok(LockGuard::Ofd(
+                RangeLock::acquire_blocking(path, word, 1, kind).map_err(io)?,
+            )),
             Locker::Local(_) => loop {
                 if let Some(g) = self.lock(word, kind, Some(Duration::from_secs(3600)))? {
                     return Ok(g);
@@ -112,7 +135,10 @@ impl Locker {
     pub fn holder(&self, word: u64) -> Result<Option<LockKind>> {
         match self {
             Locker::Ofd(path) => {
-                let f = std::fs::File::open(path).map_err(|source| StoreError::Io { op: "open pool".into(), source })?;
+                let f = std::fs::File::open(path).map_err(|source| StoreError::Io {
+                    op: "open pool".into(),
+                    source,
+                })?;
                 pmo_os::lock::query(&f, word, 1).map_err(io)
             }
             Locker::Local(locks) => {

@@ -112,12 +112,18 @@ impl Namespace {
 
     /// A slot that holds nothing (not even a corrupt entry).
     pub fn free_slot(&self) -> Option<usize> {
-        (0..self.slots.len()).find(|&i| self.slots[i].is_none() && !self.corrupt.iter().any(|(c, _)| *c == i))
+        (0..self.slots.len())
+            .find(|&i| self.slots[i].is_none() && !self.corrupt.iter().any(|(c, _)| *c == i))
     }
 
     /// Free extents of the heap, ascending: the gaps between live entries' extents.
     pub fn free_extents(&self, sb: &Superblock) -> Vec<(u64, u64)> {
-        let mut used: Vec<(u64, u64)> = self.slots.iter().flatten().map(|e| (e.extent_off, e.extent_len)).collect();
+        let mut used: Vec<(u64, u64)> = self
+            .slots
+            .iter()
+            .flatten()
+            .map(|e| (e.extent_off, e.extent_len))
+            .collect();
         used.sort_unstable();
         let mut free = Vec::new();
         let mut cursor = sb.heap_offset;
@@ -146,7 +152,11 @@ impl Namespace {
             }
         }
         for e in used {
-            if e.extent_off < sb.heap_offset || e.extent_off.checked_add(e.extent_len).is_none_or(|x| x > end) {
+            if e.extent_off < sb.heap_offset
+                || e.extent_off
+                    .checked_add(e.extent_len)
+                    .is_none_or(|x| x > end)
+            {
                 problems.push(format!("PMO '{}' lies outside the heap", e.name));
             }
         }

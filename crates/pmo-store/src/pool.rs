@@ -5,8 +5,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pmo_format::superblock::{PoolConfig, CONFIG_OFFSET, CONFIG_SIZE, NS_OFFSET, SB_OFFSETS, SB_SIZE};
-use pmo_format::{align_up, Entry, KdfParams, PmoLayout, Superblock, ENTRY_SIZE, FORMAT_VERSION, PAGE_SIZE};
+use pmo_format::superblock::{
+    PoolConfig, CONFIG_OFFSET, CONFIG_SIZE, NS_OFFSET, SB_OFFSETS, SB_SIZE,
+};
+use pmo_format::{
+    align_up, Entry, KdfParams, PmoLayout, Superblock, ENTRY_SIZE, FORMAT_VERSION, PAGE_SIZE,
+};
 use pmo_medium::{Medium, MediumKind};
 use pmo_os::lock::LockKind;
 
@@ -41,7 +45,13 @@ pub struct PoolOptions {
 
 impl Default for PoolOptions {
     fn default() -> Self {
-        PoolOptions { kdf: KdfParams::DEFAULT, ns_capacity: None, base_addr: None, medium: None, preallocate: false }
+        PoolOptions {
+            kdf: KdfParams::DEFAULT,
+            ns_capacity: None,
+            base_addr: None,
+            medium: None,
+            preallocate: false,
+        }
     }
 }
 
@@ -157,7 +167,10 @@ pub struct Pool {
 }
 
 fn now_unix_s() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 fn locker_for(m: &Arc<dyn Medium>) -> Locker {
@@ -180,26 +193,40 @@ impl Pool {
             Ok(false) => return Err(StoreError::PoolExists(path.display().to_string())),
             Err(_) => {
                 if size < POOL_SIZE_MIN {
-                    return Err(StoreError::Invalid(format!("pool size {size} is below the minimum of {POOL_SIZE_MIN} bytes")));
+                    return Err(StoreError::Invalid(format!(
+                        "pool size {size} is below the minimum of {POOL_SIZE_MIN} bytes"
+                    )));
                 }
                 let f = std::fs::OpenOptions::new()
                     .read(true)
                     .write(true)
                     .create_new(true)
                     .open(path)
-                    .map_err(|source| StoreError::Io { op: format!("create {}", path.display()), source })?;
-                f.set_len(size).map_err(|source| StoreError::Io { op: "size the pool file".into(), source })?;
+                    .map_err(|source| StoreError::Io {
+                        op: format!("create {}", path.display()),
+                        source,
+                    })?;
+                f.set_len(size).map_err(|source| StoreError::Io {
+                    op: "size the pool file".into(),
+                    source,
+                })?;
                 if opts.preallocate {
                     if let Err(e) = pmo_os::map::preallocate(&f, size) {
                         drop(f);
                         let _ = std::fs::remove_file(path);
-                        return Err(StoreError::NoSpace(format!("cannot allocate {size} bytes for the pool: {e}")));
+                        return Err(StoreError::NoSpace(format!(
+                            "cannot allocate {size} bytes for the pool: {e}"
+                        )));
                     }
                 }
             }
         }
         let medium = pmo_medium::open_medium(path, opts.medium)?;
-        let size = if size == 0 { medium.len() } else { size.min(medium.len()) };
+        let size = if size == 0 {
+            medium.len()
+        } else {
+            size.min(medium.len())
+        };
         Self::format(medium, size, opts)
     }
 
@@ -213,24 +240,43 @@ impl Pool {
         opts.kdf.validate()?;
         let size = size & !(PAGE_SIZE - 1);
         if size < POOL_SIZE_MIN {
-            return Err(StoreError::Invalid(format!("pool size {size} is below the minimum of {POOL_SIZE_MIN} bytes")));
+            return Err(StoreError::Invalid(format!(
+                "pool size {size} is below the minimum of {POOL_SIZE_MIN} bytes"
+            )));
         }
-        let ns_capacity = opts.ns_capacity.unwrap_or((size / (256 << 10)).clamp(16, 4096));
+        let ns_capacity = opts
+            .ns_capacity
+            .unwrap_or((size / (256 << 10)).clamp(16, 4096));
         if ns_capacity == 0 || ns_capacity > 1 << 20 {
-            return Err(StoreError::Invalid(format!("namespace capacity {ns_capacity} out of range")));
+            return Err(StoreError::Invalid(format!(
+                "namespace capacity {ns_capacity} out of range"
+            )));
         }
-        let heap_offset = align_up(NS_OFFSET + ns_capacity * ENTRY_SIZE as u64, 64 << 10).expect("small");
+        let heap_offset =
+            align_up(NS_OFFSET + ns_capacity * ENTRY_SIZE as u64, 64 << 10).expect("small");
         if heap_offset + 16 * PAGE_SIZE > size {
-            return Err(StoreError::Invalid("pool too small for its namespace".into()));
+            return Err(StoreError::Invalid(
+                "pool too small for its namespace".into(),
+            ));
         }
         let heap_len = size - heap_offset;
         let base_addr = match opts.base_addr {
-            Some(a) if a % PAGE_SIZE == 0 && a.checked_add(heap_len).is_some_and(|e| e < 1 << 47) => a,
-            Some(a) => return Err(StoreError::Invalid(format!("base address {a:#x} is unaligned or too high"))),
+            Some(a)
+                if a % PAGE_SIZE == 0 && a.checked_add(heap_len).is_some_and(|e| e < 1 << 47) =>
+            {
+                a
+            }
+            Some(a) => {
+                return Err(StoreError::Invalid(format!(
+                    "base address {a:#x} is unaligned or too high"
+                )))
+            }
             None => {
                 let span = (BASE_HI - BASE_LO).saturating_sub(heap_len) / BASE_ALIGN;
                 if span == 0 {
-                    return Err(StoreError::Invalid("pool too large for a stable address range".into()));
+                    return Err(StoreError::Invalid(
+                        "pool too large for a stable address range".into(),
+                    ));
                 }
                 BASE_LO + (u64::from_le_bytes(keys::random_bytes::<8>()) % span) * BASE_ALIGN
             }
@@ -254,8 +300,14 @@ impl Pool {
         // durable leaves something that is not a pool yet, never a pool with garbage entries.
         m.zero(CONFIG_OFFSET, heap_offset - CONFIG_OFFSET)?;
         m.flush(CONFIG_OFFSET, heap_offset - CONFIG_OFFSET)?;
-        let cfg = PoolConfig { seq: 1, ..Default::default() };
-        m.write(CONFIG_OFFSET + PoolConfig::slot(1) * CONFIG_SIZE as u64, &cfg.encode())?;
+        let cfg = PoolConfig {
+            seq: 1,
+            ..Default::default()
+        };
+        m.write(
+            CONFIG_OFFSET + PoolConfig::slot(1) * CONFIG_SIZE as u64,
+            &cfg.encode(),
+        )?;
         m.flush(CONFIG_OFFSET, PAGE_SIZE)?;
         m.fence()?;
         let enc = sb.encode();
@@ -274,9 +326,15 @@ impl Pool {
 
     /// Open with a forced backend.
     pub fn open_with(path: &Path, kind: Option<MediumKind>) -> Result<Pool> {
-        let meta = std::fs::metadata(path).map_err(|source| StoreError::Io { op: format!("open {}", path.display()), source })?;
+        let meta = std::fs::metadata(path).map_err(|source| StoreError::Io {
+            op: format!("open {}", path.display()),
+            source,
+        })?;
         if meta.is_dir() {
-            return Err(StoreError::NotAPool(format!("{} is a directory", path.display())));
+            return Err(StoreError::NotAPool(format!(
+                "{} is a directory",
+                path.display()
+            )));
         }
         if meta.len() == 0 && meta.is_file() {
             return Err(StoreError::NotAPool(format!("{} is empty", path.display())));
@@ -312,16 +370,29 @@ impl Pool {
             }
         };
         let locker = locker_for(&medium);
-        let pool = Pool { inner: Arc::new(PoolInner { medium, sb, locker, ns: Mutex::new(Namespace::default()), poisoned: AtomicBool::new(false) }) };
+        let pool = Pool {
+            inner: Arc::new(PoolInner {
+                medium,
+                sb,
+                locker,
+                ns: Mutex::new(Namespace::default()),
+                poisoned: AtomicBool::new(false),
+            }),
+        };
         let r = pool.recover(&copies);
         pool.inner.poison(r)?;
         Ok(pool)
     }
 
-    fn recover(&self, copies: &[std::result::Result<Superblock, pmo_format::FormatError>]) -> Result<()> {
+    fn recover(
+        &self,
+        copies: &[std::result::Result<Superblock, pmo_format::FormatError>],
+    ) -> Result<()> {
         let inner = &*self.inner;
         let m = &*inner.medium;
-        let _meta = inner.locker.lock_blocking(locks::META, LockKind::Exclusive)?;
+        let _meta = inner
+            .locker
+            .lock_blocking(locks::META, LockKind::Exclusive)?;
         // Superblock copies.
         let enc = inner.sb.encode();
         for (i, off) in SB_OFFSETS.into_iter().enumerate() {
@@ -349,7 +420,13 @@ impl Pool {
         let live: Vec<Entry> = ns.live().into_iter().map(|(_, e)| e.clone()).collect();
         drop(ns);
         for e in live {
-            let Some(_guard) = inner.locker.lock(locks::attach_word(e.extent_off), LockKind::Exclusive, None)? else { continue };
+            let Some(_guard) =
+                inner
+                    .locker
+                    .lock(locks::attach_word(e.extent_off), LockKind::Exclusive, None)?
+            else {
+                continue;
+            };
             PmoCore::new(&e)?.recover(m)?;
         }
         Ok(())
@@ -374,10 +451,16 @@ impl Pool {
     pub fn set_config(&self, scheme: u32, shadow: u32) -> Result<PoolConfig> {
         let inner = &*self.inner;
         inner.alive()?;
-        let _meta = inner.locker.lock_blocking(locks::META, LockKind::Exclusive)?;
+        let _meta = inner
+            .locker
+            .lock_blocking(locks::META, LockKind::Exclusive)?;
         let m = &*inner.medium;
         let cur = read_config(m, &inner.sb)?;
-        let next = PoolConfig { seq: cur.seq + 1, scheme, shadow };
+        let next = PoolConfig {
+            seq: cur.seq + 1,
+            scheme,
+            shadow,
+        };
         let off = inner.sb.config_offset + PoolConfig::slot(next.seq) * CONFIG_SIZE as u64;
         let r = (|| {
             m.write(off, &next.encode())?;
@@ -395,21 +478,30 @@ impl Pool {
         if size == 0 {
             return Err(StoreError::Invalid("PMO size must be positive".into()));
         }
-        let size = align_up(size, PAGE_SIZE).ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
-        let layout = PmoLayout::new(size / PAGE_SIZE, 0).ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
+        let size = align_up(size, PAGE_SIZE)
+            .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
+        let layout = PmoLayout::new(size / PAGE_SIZE, 0)
+            .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
         let uuid = keys::random_bytes::<16>();
         let salt = keys::random_bytes::<32>();
         let master = keys::derive_master(&uuid, &salt, &inner.sb.kdf, key)?;
         let verifier = keys::verifier(&master, &uuid);
 
-        let _meta = inner.locker.lock_blocking(locks::META, LockKind::Exclusive)?;
+        let _meta = inner
+            .locker
+            .lock_blocking(locks::META, LockKind::Exclusive)?;
         let m = &*inner.medium;
         let mut ns = inner.ns();
         ns.refresh(m, &inner.sb)?;
         if ns.find(name).is_some() {
             return Err(StoreError::Exists(name.into()));
         }
-        let slot = ns.free_slot().ok_or_else(|| StoreError::NoSpace(format!("the namespace is full ({} PMOs)", inner.sb.ns_capacity)))?;
+        let slot = ns.free_slot().ok_or_else(|| {
+            StoreError::NoSpace(format!(
+                "the namespace is full ({} PMOs)",
+                inner.sb.ns_capacity
+            ))
+        })?;
         let free = ns.free_extents(&inner.sb);
         let Some(&(extent_off, _)) = free.iter().find(|(_, len)| *len >= layout.extent_len) else {
             let largest = free.iter().map(|f| f.1).max().unwrap_or(0);
@@ -451,13 +543,30 @@ impl Pool {
     pub fn pdestroy(&self, name: &str, key: &[u8]) -> Result<()> {
         let inner = &*self.inner;
         inner.alive()?;
-        let _meta = inner.locker.lock_blocking(locks::META, LockKind::Exclusive)?;
+        let _meta = inner
+            .locker
+            .lock_blocking(locks::META, LockKind::Exclusive)?;
         let m = &*inner.medium;
         let mut ns = inner.ns();
         ns.refresh(m, &inner.sb)?;
-        let (slot, entry) = ns.find(name).map(|(i, e)| (i, e.clone())).ok_or_else(|| StoreError::NotFound(name.into()))?;
-        keys::check_key(name, &entry.uuid, &entry.salt, &entry.kdf, &entry.verifier, key)?;
-        let Some(_attach) = inner.locker.lock(locks::attach_word(entry.extent_off), LockKind::Exclusive, None)? else {
+        let (slot, entry) = ns
+            .find(name)
+            .map(|(i, e)| (i, e.clone()))
+            .ok_or_else(|| StoreError::NotFound(name.into()))?;
+        keys::check_key(
+            name,
+            &entry.uuid,
+            &entry.salt,
+            &entry.kdf,
+            &entry.verifier,
+            key,
+        )?;
+        let Some(_attach) = inner.locker.lock(
+            locks::attach_word(entry.extent_off),
+            LockKind::Exclusive,
+            None,
+        )?
+        else {
             return Err(self.busy(&entry));
         };
         let r = (|| {
@@ -476,7 +585,10 @@ impl Pool {
             Ok(Some(LockKind::Shared)) => "read-only",
             _ => "read-write",
         };
-        StoreError::Busy { name: e.name.clone(), how }
+        StoreError::Busy {
+            name: e.name.clone(),
+            how,
+        }
     }
 
     fn state_of(&self, e: &Entry) -> AttachState {
@@ -492,7 +604,10 @@ impl Pool {
         let holder_pid = (state == AttachState::Writer)
             .then(|| {
                 let mut b = [0u8; 4];
-                self.inner.medium.read(e.extent_off + PmoLayout::HOLDER_OFF, &mut b).ok()?;
+                self.inner
+                    .medium
+                    .read(e.extent_off + PmoLayout::HOLDER_OFF, &mut b)
+                    .ok()?;
                 Some(u32::from_le_bytes(b)).filter(|&p| p != 0)
             })
             .flatten();
@@ -514,7 +629,9 @@ impl Pool {
         let inner = &*self.inner;
         let mut ns = inner.ns();
         ns.refresh(&*inner.medium, &inner.sb)?;
-        ns.find(name).map(|(_, e)| e.clone()).ok_or_else(|| StoreError::NotFound(name.into()))
+        ns.find(name)
+            .map(|(_, e)| e.clone())
+            .ok_or_else(|| StoreError::NotFound(name.into()))
     }
 
     /// Every PMO, in namespace order.
@@ -572,16 +689,33 @@ impl Pool {
     /// Open a PMO for page-level access (no mapping): the key is checked and the attach lock
     /// taken exactly as for a mapped attach, and the PMO is recovered first. `wait`: how long to
     /// wait for a conflicting user to detach (`None`: fail at once with `Busy`).
-    pub fn open_pmo(&self, name: &str, perm: Perm, key: &[u8], wait: Option<Duration>) -> Result<PmoHandle> {
+    pub fn open_pmo(
+        &self,
+        name: &str,
+        perm: Perm,
+        key: &[u8],
+        wait: Option<Duration>,
+    ) -> Result<PmoHandle> {
         let inner = &*self.inner;
         inner.alive()?;
         let entry = self.entry(name)?;
-        let master = keys::check_key(name, &entry.uuid, &entry.salt, &entry.kdf, &entry.verifier, key)?;
+        let master = keys::check_key(
+            name,
+            &entry.uuid,
+            &entry.salt,
+            &entry.kdf,
+            &entry.verifier,
+            key,
+        )?;
         let checked_uuid = entry.uuid;
         let word = locks::attach_word(entry.extent_off);
         // Take the lock exclusively first so a dead writer's half-done psync can be replayed,
         // then (readers) downgrade. Readers that find other readers just share.
-        let (mut guard, exclusive) = match inner.locker.lock(word, LockKind::Exclusive, if perm == Perm::Write { wait } else { None })? {
+        let (mut guard, exclusive) = match inner.locker.lock(
+            word,
+            LockKind::Exclusive,
+            if perm == Perm::Write { wait } else { None },
+        )? {
             Some(g) => (g, true),
             None if perm == Perm::Read => match inner.locker.lock(word, LockKind::Shared, wait)? {
                 Some(g) => (g, false),
@@ -595,7 +729,11 @@ impl Pool {
             return Err(StoreError::NotFound(name.into()));
         }
         let core = Arc::new(PmoCore::new(&entry)?);
-        let r = if exclusive { core.recover(&*inner.medium).map(|_| ()) } else { core.recover_readonly(&*inner.medium) };
+        let r = if exclusive {
+            core.recover(&*inner.medium).map(|_| ())
+        } else {
+            core.recover_readonly(&*inner.medium)
+        };
         inner.poison(r)?;
         if perm == Perm::Read && exclusive {
             guard.downgrade()?;
@@ -603,7 +741,13 @@ impl Pool {
         if perm == Perm::Write {
             let _ = write_holder(&*inner.medium, &core, std::process::id());
         }
-        Ok(PmoHandle { pool: self.clone(), core, perm, _lock: guard, master })
+        Ok(PmoHandle {
+            pool: self.clone(),
+            core,
+            perm,
+            _lock: guard,
+            master,
+        })
     }
 
     /// Check every checksum, the namespace and the space accounting. PMOs attached for writing
@@ -611,19 +755,26 @@ impl Pool {
     pub fn check(&self) -> Result<CheckReport> {
         let inner = &*self.inner;
         let m = &*inner.medium;
-        let mut report = CheckReport { heap_len: inner.sb.heap_len, ..Default::default() };
+        let mut report = CheckReport {
+            heap_len: inner.sb.heap_len,
+            ..Default::default()
+        };
         for off in SB_OFFSETS {
             let mut b = [0u8; SB_SIZE];
             m.read(off, &mut b)?;
             if let Err(e) = Superblock::decode(&b, m.len()) {
-                report.problems.push(format!("superblock copy at {off}: {e}"));
+                report
+                    .problems
+                    .push(format!("superblock copy at {off}: {e}"));
             }
         }
         let live: Vec<Entry> = {
             let mut ns = inner.ns();
             ns.reload(m, &inner.sb)?;
             for (slot, why) in &ns.corrupt {
-                report.problems.push(format!("namespace slot {slot}: {why}"));
+                report
+                    .problems
+                    .push(format!("namespace slot {slot}: {why}"));
             }
             report.problems.extend(ns.extent_problems(&inner.sb));
             let free = ns.free_extents(&inner.sb);
@@ -643,7 +794,9 @@ impl Pool {
             match PmoCore::new(&e) {
                 Err(err) => report.problems.push(err.to_string()),
                 Ok(core) => {
-                    if inner.locker.holder(locks::attach_word(e.extent_off))? == Some(LockKind::Exclusive) {
+                    if inner.locker.holder(locks::attach_word(e.extent_off))?
+                        == Some(LockKind::Exclusive)
+                    {
                         report.skipped.push(e.name.clone());
                         continue;
                     }
@@ -758,8 +911,15 @@ impl PmoHandle {
 
     /// Read bytes at `offset` as of the last psync.
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        if offset.checked_add(buf.len() as u64).is_none_or(|e| e > self.size()) {
-            return Err(StoreError::Invalid(format!("range {offset}+{} is outside the {}-byte PMO", buf.len(), self.size())));
+        if offset
+            .checked_add(buf.len() as u64)
+            .is_none_or(|e| e > self.size())
+        {
+            return Err(StoreError::Invalid(format!(
+                "range {offset}+{} is outside the {}-byte PMO",
+                buf.len(),
+                self.size()
+            )));
         }
         let mut page = Box::new([0u8; PAGE_SIZE as usize]);
         let mut done = 0usize;
@@ -786,11 +946,21 @@ impl PmoHandle {
 
     /// Atomically write `data` at `offset` (read-modify-write of the touched pages): one psync.
     pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<CommitStats> {
-        if offset.checked_add(data.len() as u64).is_none_or(|e| e > self.size()) {
-            return Err(StoreError::Invalid(format!("range {offset}+{} is outside the {}-byte PMO", data.len(), self.size())));
+        if offset
+            .checked_add(data.len() as u64)
+            .is_none_or(|e| e > self.size())
+        {
+            return Err(StoreError::Invalid(format!(
+                "range {offset}+{} is outside the {}-byte PMO",
+                data.len(),
+                self.size()
+            )));
         }
         if data.is_empty() {
-            return Ok(CommitStats { seq: self.seq(), ..Default::default() });
+            return Ok(CommitStats {
+                seq: self.seq(),
+                ..Default::default()
+            });
         }
         let first = offset / PAGE_SIZE;
         let last = (offset + data.len() as u64 - 1) / PAGE_SIZE;
@@ -802,13 +972,18 @@ impl PmoHandle {
             let page_start = p * PAGE_SIZE;
             let lo = offset.max(page_start);
             let hi = (offset + data.len() as u64).min(page_start + PAGE_SIZE);
-            dst[(lo - page_start) as usize..(hi - page_start) as usize].copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
+            dst[(lo - page_start) as usize..(hi - page_start) as usize]
+                .copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
             Ok(())
         })
     }
 
     /// Commit `pages` with contents from `src` (the path psync takes).
-    pub fn commit_with(&self, pages: &[u64], src: &mut dyn FnMut(u64, &mut Page) -> Result<()>) -> Result<CommitStats> {
+    pub fn commit_with(
+        &self,
+        pages: &[u64],
+        src: &mut dyn FnMut(u64, &mut Page) -> Result<()>,
+    ) -> Result<CommitStats> {
         let inner = &*self.pool.inner;
         inner.alive()?;
         if self.perm != Perm::Write {

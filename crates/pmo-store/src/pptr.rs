@@ -33,11 +33,17 @@ impl<T> std::fmt::Debug for PPtr<T> {
 
 impl<T> PPtr<T> {
     /// The null pointer.
-    pub const NULL: PPtr<T> = PPtr { offset: 0, _t: PhantomData };
+    pub const NULL: PPtr<T> = PPtr {
+        offset: 0,
+        _t: PhantomData,
+    };
 
     /// A pointer to byte `offset` of the PMO.
     pub const fn from_offset(offset: u64) -> PPtr<T> {
-        PPtr { offset, _t: PhantomData }
+        PPtr {
+            offset,
+            _t: PhantomData,
+        }
     }
     /// The offset.
     pub fn offset(self) -> u64 {
@@ -55,7 +61,9 @@ impl<T> PPtr<T> {
             return None;
         }
         let p = base.wrapping_add(self.offset as usize);
-        (p as usize % std::mem::align_of::<T>() == 0).then_some(p.cast())
+        (p as usize)
+            .is_multiple_of(std::mem::align_of::<T>())
+            .then_some(p.cast())
     }
     /// The offset pointer for `ptr` inside a PMO mapped at `base` with `len` bytes.
     pub fn from_ptr(ptr: *const T, base: *const u8, len: usize) -> Option<PPtr<T>> {
@@ -76,8 +84,16 @@ mod tests {
         assert_eq!(PPtr::<u64>::NULL.resolve(base, len), None);
         let p = PPtr::<u64>::from_offset(8);
         assert_eq!(p.resolve(base, len), Some(base.wrapping_add(8).cast()));
-        assert_eq!(PPtr::<u64>::from_offset(9).resolve(base, len), None, "misaligned");
-        assert_eq!(PPtr::<u64>::from_offset(len as u64 - 4).resolve(base, len), None, "crosses the end");
+        assert_eq!(
+            PPtr::<u64>::from_offset(9).resolve(base, len),
+            None,
+            "misaligned"
+        );
+        assert_eq!(
+            PPtr::<u64>::from_offset(len as u64 - 4).resolve(base, len),
+            None,
+            "crosses the end"
+        );
         let q = PPtr::<u64>::from_ptr(base.wrapping_add(16).cast(), base, len).unwrap();
         assert_eq!(q.offset(), 16);
     }

@@ -13,7 +13,10 @@ const KEY: &[u8] = b"attach-key";
 fn pool(tag: &str) -> (Pool, PathBuf) {
     let path = std::env::temp_dir().join(format!("pmo-attach-{tag}-{}.pool", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    let opts = PoolOptions { kdf: KdfParams::INSECURE_FAST, ..Default::default() };
+    let opts = PoolOptions {
+        kdf: KdfParams::INSECURE_FAST,
+        ..Default::default()
+    };
     (Pool::create(&path, 64 << 20, &opts).unwrap(), path)
 }
 
@@ -33,10 +36,17 @@ fn raw_pointer_list_survives_detach_attach() {
     for mech in mechanisms() {
         let (pool, path) = pool(&format!("list-{}", mech.name()));
         pool.pcreate("list", 1 << 20, KEY).unwrap();
-        let opts = AttachOptions { mechanism: Some(mech), ..Default::default() };
+        let opts = AttachOptions {
+            mechanism: Some(mech),
+            ..Default::default()
+        };
         let a = pool.attach_with("list", Perm::Write, KEY, opts).unwrap();
         let base = a.addr();
-        assert_eq!(base as u64, pool.info("list").unwrap().base_addr, "mapped at the stable address");
+        assert_eq!(
+            base as u64,
+            pool.info("list").unwrap().base_addr,
+            "mapped at the stable address"
+        );
         // Nodes spread over many pages, linked by raw pointers.
         let n = 200usize;
         unsafe {
@@ -44,12 +54,19 @@ fn raw_pointer_list_survives_detach_attach() {
             for i in 0..n {
                 let node = base.add(i * 4096 + 64).cast::<Node>();
                 (*node).value = i as u64 * 7;
-                (*node).next = if i + 1 < n { base.add((i + 1) * 4096 + 64).cast() } else { std::ptr::null_mut() };
+                (*node).next = if i + 1 < n {
+                    base.add((i + 1) * 4096 + 64).cast()
+                } else {
+                    std::ptr::null_mut()
+                };
             }
             (*nodes).next = base.add(64).cast(); // head pointer in page 0's first bytes
         }
         let stats = a.psync().unwrap();
-        assert_eq!(stats.pages, n as u64, "exactly the written pages are committed");
+        assert_eq!(
+            stats.pages, n as u64,
+            "exactly the written pages are committed"
+        );
         assert_eq!(a.psync().unwrap().pages, 0, "nothing dirty after a psync");
         a.detach().unwrap();
 
@@ -96,32 +113,100 @@ fn unsynced_changes_are_discarded_at_detach() {
 fn readers_share_writers_exclude_and_waiting_works() {
     let (pool, path) = pool("excl");
     pool.pcreate("x", 4096, KEY).unwrap();
-    let r1 = pool.attach_with("x", Perm::Read, KEY, AttachOptions { relocate: true, ..Default::default() }).unwrap();
+    let r1 = pool
+        .attach_with(
+            "x",
+            Perm::Read,
+            KEY,
+            AttachOptions {
+                relocate: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     // A second reader of the same PMO in the same process needs another address range.
-    let r2 = pool.attach_with("x", Perm::Read, KEY, AttachOptions { relocate: true, ..Default::default() }).unwrap();
+    let r2 = pool
+        .attach_with(
+            "x",
+            Perm::Read,
+            KEY,
+            AttachOptions {
+                relocate: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     assert!(r2.relocated());
-    assert!(matches!(pool.attach("x", Perm::Write, KEY), Err(StoreError::Busy { how: "read-only", .. })));
-    assert!(matches!(pool.pdestroy("x", KEY), Err(StoreError::Busy { .. })));
-    assert_eq!(pool.info("x").unwrap().state, pmo_store::AttachState::Readers);
+    assert!(matches!(
+        pool.attach("x", Perm::Write, KEY),
+        Err(StoreError::Busy {
+            how: "read-only",
+            ..
+        })
+    ));
+    assert!(matches!(
+        pool.pdestroy("x", KEY),
+        Err(StoreError::Busy { .. })
+    ));
+    assert_eq!(
+        pool.info("x").unwrap().state,
+        pmo_store::AttachState::Readers
+    );
     drop((r1, r2));
-    assert_eq!(pool.info("x").unwrap().state, pmo_store::AttachState::AtRest);
+    assert_eq!(
+        pool.info("x").unwrap().state,
+        pmo_store::AttachState::AtRest
+    );
     let w = pool.attach("x", Perm::Write, KEY).unwrap();
     let info = pool.info("x").unwrap();
-    assert_eq!((info.state, info.holder_pid), (pmo_store::AttachState::Writer, Some(std::process::id())));
+    assert_eq!(
+        (info.state, info.holder_pid),
+        (pmo_store::AttachState::Writer, Some(std::process::id()))
+    );
     assert!(matches!(
-        pool.attach_with("x", Perm::Read, KEY, AttachOptions { relocate: true, ..Default::default() }),
-        Err(StoreError::Busy { how: "read-write", .. })
+        pool.attach_with(
+            "x",
+            Perm::Read,
+            KEY,
+            AttachOptions {
+                relocate: true,
+                ..Default::default()
+            }
+        ),
+        Err(StoreError::Busy {
+            how: "read-write",
+            ..
+        })
     ));
     let p2 = pool.clone();
     let waiter = std::thread::spawn(move || {
-        p2.attach_with("x", Perm::Write, KEY, AttachOptions { wait: Some(Duration::from_secs(10)), relocate: true, ..Default::default() }).map(|_| ())
+        p2.attach_with(
+            "x",
+            Perm::Write,
+            KEY,
+            AttachOptions {
+                wait: Some(Duration::from_secs(10)),
+                relocate: true,
+                ..Default::default()
+            },
+        )
+        .map(|_| ())
     });
     std::thread::sleep(Duration::from_millis(50));
     drop(w);
     waiter.join().unwrap().unwrap();
     let t0 = std::time::Instant::now();
     let _w = pool.attach("x", Perm::Write, KEY).unwrap();
-    let r = pool.attach_with("x", Perm::Write, KEY, AttachOptions { wait: Some(Duration::from_millis(100)), relocate: true, ..Default::default() });
+    let r = pool.attach_with(
+        "x",
+        Perm::Write,
+        KEY,
+        AttachOptions {
+            wait: Some(Duration::from_millis(100)),
+            relocate: true,
+            ..Default::default()
+        },
+    );
     assert!(matches!(r, Err(StoreError::Busy { .. })));
     assert!(t0.elapsed() >= Duration::from_millis(100));
     std::fs::remove_file(&path).unwrap();
@@ -132,8 +217,14 @@ fn wrong_key_maps_nothing() {
     let (pool, path) = pool("key");
     pool.pcreate("x", 4096, KEY).unwrap();
     let before = pmo_os::view::live_views();
-    assert!(matches!(pool.attach("x", Perm::Write, b"nope"), Err(StoreError::WrongKey(_))));
-    assert!(matches!(pool.pdestroy("x", b"nope"), Err(StoreError::WrongKey(_))));
+    assert!(matches!(
+        pool.attach("x", Perm::Write, b"nope"),
+        Err(StoreError::WrongKey(_))
+    ));
+    assert!(matches!(
+        pool.pdestroy("x", b"nope"),
+        Err(StoreError::WrongKey(_))
+    ));
     assert_eq!(pmo_os::view::live_views(), before);
     assert!(pool.exists("x").unwrap());
     std::fs::remove_file(&path).unwrap();
@@ -145,14 +236,31 @@ fn taken_address_is_an_error_unless_relocation_is_allowed() {
     let info = pool.pcreate("x", 3 * 4096, KEY).unwrap();
     // Occupy the PMO's stable range with an ordinary mapping.
     let blocker = unsafe {
-        libc::mmap(info.base_addr as *mut libc::c_void, 4096, libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE, -1, 0)
+        libc::mmap(
+            info.base_addr as *mut libc::c_void,
+            4096,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
     };
     assert_eq!(blocker as u64, info.base_addr);
     match pool.attach("x", Perm::Write, KEY) {
         Err(StoreError::AddressInUse { addr, .. }) => assert_eq!(addr, info.base_addr),
         other => panic!("expected AddressInUse, got {:?}", other.map(|a| a.addr())),
     }
-    let a = pool.attach_with("x", Perm::Write, KEY, AttachOptions { relocate: true, ..Default::default() }).unwrap();
+    let a = pool
+        .attach_with(
+            "x",
+            Perm::Write,
+            KEY,
+            AttachOptions {
+                relocate: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     assert!(a.relocated());
     a.write_at(10, b"moved").unwrap();
     a.psync().unwrap();

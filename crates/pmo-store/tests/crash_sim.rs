@@ -15,7 +15,13 @@ const PMO_PAGES: u64 = 8;
 const SEED: u64 = 0x5eed_0001;
 
 fn opts() -> PoolOptions {
-    PoolOptions { kdf: KdfParams::INSECURE_FAST, ns_capacity: Some(16), base_addr: Some(0x2000_0000_0000), medium: None, preallocate: false }
+    PoolOptions {
+        kdf: KdfParams::INSECURE_FAST,
+        ns_capacity: Some(16),
+        base_addr: Some(0x2000_0000_0000),
+        medium: None,
+        preallocate: false,
+    }
 }
 
 /// Page `p` of version `v`: every byte says (v, p), so a torn or mixed page is visible.
@@ -34,7 +40,11 @@ fn open(image: Vec<u8>) -> Result<Pool, StoreError> {
 fn assert_healthy(pool: &Pool, ctx: &str) {
     let r = pool.check().unwrap();
     assert!(r.problems.is_empty(), "{ctx}: {:?}", r.problems);
-    assert_eq!(r.used_bytes + r.free_bytes, r.heap_len, "{ctx}: space leaked");
+    assert_eq!(
+        r.used_bytes + r.free_bytes,
+        r.heap_len,
+        "{ctx}: space leaked"
+    );
 }
 
 /// Which version every page of PMO "a" holds; panics on a mix.
@@ -49,7 +59,10 @@ fn version_of(pool: &Pool, ctx: &str) -> u8 {
         assert_eq!(buf, expect, "{ctx}: page {p} is torn");
         versions.push(v);
     }
-    assert!(versions.windows(2).all(|w| w[0] == w[1]), "{ctx}: pages from different psyncs {versions:?}");
+    assert!(
+        versions.windows(2).all(|w| w[0] == w[1]),
+        "{ctx}: pages from different psyncs {versions:?}"
+    );
     versions[0]
 }
 
@@ -61,7 +74,11 @@ fn base_image() -> Vec<u8> {
     pool.pcreate("b", 3 * 4096, KEY).unwrap();
     let h = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
     let pages: Vec<[u8; 4096]> = (0..PMO_PAGES).map(|p| page(1, p)).collect();
-    let list: Vec<(u64, &[u8; 4096])> = pages.iter().enumerate().map(|(i, b)| (i as u64, b)).collect();
+    let list: Vec<(u64, &[u8; 4096])> = pages
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (i as u64, b))
+        .collect();
     h.commit_pages(&list).unwrap();
     drop(h);
     m.durable_image()
@@ -69,11 +86,23 @@ fn base_image() -> Vec<u8> {
 
 /// Recovery is idempotent: crash at every persist point of recovery, recover again, same state.
 fn check_recovery_crashes(image: &[u8], expect: u8, ctx: &str) {
-    explore(image, 1, SEED, |m| Pool::open_on(m.clone()).map(|_| ()), |cp: &CrashPoint| {
-        let pool = open(cp.image.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen after crash in recovery: {e}"));
-        assert_eq!(version_of(&pool, ctx), expect, "{ctx}: recovery crash at {} changed the state", cp.point);
-        assert_healthy(&pool, ctx);
-    });
+    explore(
+        image,
+        1,
+        SEED,
+        |m| Pool::open_on(m.clone()).map(|_| ()),
+        |cp: &CrashPoint| {
+            let pool = open(cp.image.clone())
+                .unwrap_or_else(|e| panic!("{ctx}: reopen after crash in recovery: {e}"));
+            assert_eq!(
+                version_of(&pool, ctx),
+                expect,
+                "{ctx}: recovery crash at {} changed the state",
+                cp.point
+            );
+            assert_healthy(&pool, ctx);
+        },
+    );
 }
 
 #[test]
@@ -89,7 +118,11 @@ fn psync_is_atomic_at_every_persist_point() {
             let pool = Pool::open_on(m.clone())?;
             let h = pool.open_pmo("a", Perm::Write, KEY, None)?;
             let pages: Vec<[u8; 4096]> = (0..PMO_PAGES).map(|p| page(2, p)).collect();
-            let list: Vec<(u64, &[u8; 4096])> = pages.iter().enumerate().map(|(i, b)| (i as u64, b)).collect();
+            let list: Vec<(u64, &[u8; 4096])> = pages
+                .iter()
+                .enumerate()
+                .map(|(i, b)| (i as u64, b))
+                .collect();
             h.commit_pages(&list)?;
             Ok(())
         },
@@ -101,15 +134,25 @@ fn psync_is_atomic_at_every_persist_point() {
                 assert_eq!(v, 2, "{ctx}: a completed psync was lost");
             }
             assert!(v == 1 || v == 2, "{ctx}: version {v}");
-            if v == 1 { seen_old += 1 } else { seen_new += 1 }
+            if v == 1 {
+                seen_old += 1
+            } else {
+                seen_new += 1
+            }
             assert_healthy(&pool, &ctx);
             if cp.variant < 2 {
                 check_recovery_crashes(&cp.image, v, &ctx);
             }
         },
     );
-    assert!(points >= 3, "psync has at least three persist points, saw {points}");
-    assert!(seen_old > 0 && seen_new > 0, "both outcomes must occur: old {seen_old} new {seen_new}");
+    assert!(
+        points >= 3,
+        "psync has at least three persist points, saw {points}"
+    );
+    assert!(
+        seen_old > 0 && seen_new > 0,
+        "both outcomes must occur: old {seen_old} new {seen_new}"
+    );
 }
 
 #[test]
@@ -125,13 +168,20 @@ fn repeated_psyncs_survive_crashes_in_the_second() {
             let h = pool.open_pmo("a", Perm::Write, KEY, None)?;
             for v in [2u8, 3] {
                 let pages: Vec<[u8; 4096]> = (0..PMO_PAGES).map(|p| page(v, p)).collect();
-                let list: Vec<(u64, &[u8; 4096])> = pages.iter().enumerate().map(|(i, b)| (i as u64, b)).collect();
+                let list: Vec<(u64, &[u8; 4096])> = pages
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| (i as u64, b))
+                    .collect();
                 h.commit_pages(&list)?;
             }
             Ok(())
         },
         |cp| {
-            let ctx = format!("double psync crash point {} variant {}", cp.point, cp.variant);
+            let ctx = format!(
+                "double psync crash point {} variant {}",
+                cp.point, cp.variant
+            );
             let pool = open(cp.image.clone()).unwrap();
             let v = version_of(&pool, &ctx);
             assert!((1..=3).contains(&v), "{ctx}: {v}");
@@ -168,7 +218,10 @@ fn pcreate_is_atomic_and_leaks_nothing() {
                 let h = pool.open_pmo("c", Perm::Read, KEY, None).unwrap();
                 let mut buf = vec![1u8; 5 * 4096];
                 h.read_at(0, &mut buf).unwrap();
-                assert!(buf.iter().all(|&b| b == 0), "{ctx}: a new PMO reads as zeros");
+                assert!(
+                    buf.iter().all(|&b| b == 0),
+                    "{ctx}: a new PMO reads as zeros"
+                );
             }
             check_recovery_crashes(&cp.image, 1, &ctx);
         },
@@ -222,7 +275,9 @@ fn pool_creation_crash_leaves_no_half_pool() {
                     assert_healthy(&pool, &ctx);
                     assert!(pool.list().unwrap().is_empty(), "{ctx}");
                 }
-                Err(StoreError::NotAPool(_)) => assert!(!cp.completed, "{ctx}: completed init is not a pool"),
+                Err(StoreError::NotAPool(_)) => {
+                    assert!(!cp.completed, "{ctx}: completed init is not a pool")
+                }
                 Err(e) => panic!("{ctx}: {e}"),
             }
         },

@@ -31,9 +31,13 @@ fn fill(page: &mut [u8], i: u32, p: usize) {
 /// Child: attach, then write + psync + acknowledge forever.
 #[test]
 fn sigkill_child_main() {
-    let Ok(path) = std::env::var(CHILD_ENV) else { return };
+    let Ok(path) = std::env::var(CHILD_ENV) else {
+        return;
+    };
     let pool = Pool::open(path.as_ref()).expect("child open");
-    let a = pool.attach("victim", Perm::Write, KEY).expect("child attach");
+    let a = pool
+        .attach("victim", Perm::Write, KEY)
+        .expect("child attach");
     let start: u32 = std::env::var("PMO_SIGKILL_START").unwrap().parse().unwrap();
     let mut page = vec![0u8; 4096];
     for i in start.. {
@@ -51,11 +55,26 @@ fn sigkill_at_random_moments_loses_no_acknowledged_psync() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
-    let kills: usize = std::env::var("PMO_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
-    let dir = if std::path::Path::new("/dev/shm").is_dir() { std::path::PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+    let kills: usize = std::env::var("PMO_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        std::path::PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
     let path = dir.join(format!("pmo-sigkill-{}.pool", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    let pool = Pool::create(&path, 16 << 20, &PoolOptions { kdf: KdfParams::INSECURE_FAST, ..Default::default() }).unwrap();
+    let pool = Pool::create(
+        &path,
+        16 << 20,
+        &PoolOptions {
+            kdf: KdfParams::INSECURE_FAST,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     pool.pcreate("victim", (PAGES * 4096) as u64, KEY).unwrap();
     drop(pool);
 
@@ -65,7 +84,13 @@ fn sigkill_at_random_moments_loses_no_acknowledged_psync() {
     let mut in_flight_seen = 0;
     for k in 0..kills {
         let mut child = Command::new(&exe)
-            .args(["--exact", "sigkill_child_main", "--nocapture", "--test-threads=1", "--quiet"])
+            .args([
+                "--exact",
+                "sigkill_child_main",
+                "--nocapture",
+                "--test-threads=1",
+                "--quiet",
+            ])
             .env(CHILD_ENV, &path)
             .env("PMO_SIGKILL_START", (floor + 1).to_string())
             .stdout(Stdio::piped())
@@ -92,7 +117,11 @@ fn sigkill_at_random_moments_loses_no_acknowledged_psync() {
         std::thread::sleep(Duration::from_micros(rng.gen_range(0..4000)));
         child.kill().unwrap();
         let status = child.wait().unwrap();
-        assert_eq!(status.signal(), Some(9), "kill {k}: child ended by {status:?}, not SIGKILL");
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "kill {k}: child ended by {status:?}, not SIGKILL"
+        );
         reader.join().unwrap();
         let last_ack = acked.load(Ordering::SeqCst) as u32;
         assert!(last_ack > floor, "kill {k}: the child acknowledged nothing");
@@ -104,20 +133,32 @@ fn sigkill_at_random_moments_loses_no_acknowledged_psync() {
         let mut expect = vec![0u8; 4096];
         h.read_page(0, &mut page).unwrap();
         let found = u32::from_le_bytes(page[4..8].try_into().unwrap());
-        assert!(found == last_ack || found == last_ack + 1, "kill {k}: PMO holds iteration {found}, last acknowledged {last_ack}");
+        assert!(
+            found == last_ack || found == last_ack + 1,
+            "kill {k}: PMO holds iteration {found}, last acknowledged {last_ack}"
+        );
         if found == last_ack + 1 {
             in_flight_seen += 1;
         }
         for p in 0..PAGES {
             h.read_page(p as u64, &mut page).unwrap();
             fill(&mut expect, found, p);
-            assert!(page[..] == expect[..], "kill {k}: page {p} is not iteration {found} (torn psync)");
+            assert!(
+                page[..] == expect[..],
+                "kill {k}: page {p} is not iteration {found} (torn psync)"
+            );
         }
         drop(h);
         let report = pool.check().unwrap();
-        assert!(report.problems.is_empty(), "kill {k}: {:?}", report.problems);
+        assert!(
+            report.problems.is_empty(),
+            "kill {k}: {:?}",
+            report.problems
+        );
         floor = found;
     }
-    eprintln!("{kills} kills; {in_flight_seen} times the psync in flight at the kill had committed");
+    eprintln!(
+        "{kills} kills; {in_flight_seen} times the psync in flight at the kill had committed"
+    );
     std::fs::remove_file(&path).unwrap();
 }

@@ -1,0 +1,422 @@
+//! The C entry points declared in `include/pmo.h`.
+//!
+//! Owns the boundary between C and the safe [`crate::registry`]: converting C strings and
+//! pointers, catching panics, and reporting failures through `errno`, the calling thread's
+//! last-error code and message. Everything else lives in safe modules.
+//!
+//! Invariants:
+//! - No panic crosses the boundary: every entry point runs its body under `catch_unwind` and
+//!   turns a panic into an error return (`PMO_E_INTERNAL`, errno `EIO`).
+//! - Every entry point records its outcome for `pmo_last_error` (0 on success); on failure it
+//!   sets `errno` last, after all clean-up, so nothing clobbers it.
+//! - Memory handed to C is either the caller's own pointer (`pmo_create` returns `key`), static
+//!   (`pmo_strerror`), thread-local and valid until the thread's next call
+//!   (`pmo_last_error_message`), or `malloc`ed for the caller to `free` (`pmo_get_name`).
+#![allow(unsafe_code)] // C ABI: raw pointers and C strings from callers, malloc, strerror.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::time::Duration;
+
+use pmo_store::AttachOptions;
+
+use crate::error::{self, CapiError};
+use crate::registry::{self, perm_from_char, Result};
+
+/// `pmo_attach_opts.flags`: map elsewhere if the PMO's stable address range is taken.
+pub const PMO_ATTACH_RELOCATE: u32 = 1;
+/// `pmo_attach_opts.flags`: fill every page at attach instead of on first touch.
+pub const PMO_ATTACH_POPULATE: u32 = 2;
+const PMO_ATTACH_KNOWN: u32 = PMO_ATTACH_RELOCATE | PMO_ATTACH_POPULATE;
+
+/// `pmo_attach_opts` of `pmo.h`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PmoAttachOpts {
+    /// `PMO_ATTACH_*` bits.
+    pub flags: u32,
+    /// Wait up to this many milliseconds for a conflicting user to detach (0: fail at once).
+    pub wait_ms: u32,
+}
+
+/// `pmo_psync_stats` of `pmo.h`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PmoPsyncStats {
+    /// Pages committed.
+    pub pages: u64,
+    /// Bytes written to the medium (data, journal, commit record).
+    pub bytes_persisted: u64,
+    /// Wall time of the commit in nanoseconds.
+    pub elapsed_ns: u64,
+    /// Commit sequence number (0 when there was nothing to commit).
+    pub seq: u64,
+}
+
+// The C header declares these layouts; keep them fixed.
+const _: () = assert!(std::mem::size_of::<PmoAttachOpts>() == 8);
+const _: () = assert!(std::mem::size_of::<PmoPsyncStats>() == 32);
+
+struct LastError {
+    code: c_int,
+    message: CString,
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<LastError> = RefCell::new(LastError { code: 0, message: CString::default() });
+}
+
+fn record(code: c_int, message: &str) {
+    let message = CString::new(message.replace('\0', "?")).unwrap_or_default();
+    // `try_with`: during thread teardown the slot may be gone; the error return still stands.
+    let _ = LAST_ERROR.try_with(|l| *l.borrow_mut() = LastError { code, message });
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic".to_owned()
+    }
+}
+
+/// Run one entry point's body: catch panics, record the outcome, set errno on failure and
+/// return `on_error`.
+fn entry<T>(on_error: T, body: impl FnOnce() -> Result<T>) -> T {
+    entry_map(|_| on_error, body)
+}
+
+/// As [`entry`], for the `pmo_*_ex` calls that return the error's `PMO_E_*` code.
+fn entry_code<T: From<c_int>>(body: impl FnOnce() -> Result<T>) -> T {
+    entry_map(|e| T::from(e.code()), body)
+}
+
+fn entry_map<T>(on_error: impl FnOnce(&CapiError) -> T, body: impl FnOnce() -> Result<T>) -> T {
+    let outcome = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(r) => r,
+        Err(payload) => Err(CapiError::Internal(panic_text(&*payload))),
+    };
+    match outcome {
+        Ok(v) => {
+            record(0, "");
+            v
+        }
+        Err(e) => {
+            record(e.code(), &e.to_string());
+            let errno = e.errno();
+            let ret = on_error(&e);
+            drop(e);
+            errno::set_errno(errno::Errno(errno));
+            ret
+        }
+    }
+}
+
+/// # Safety
+/// `p` is null or points to a NUL-terminated string that stays valid and unchanged for `'a`.
+unsafe fn c_bytes<'a>(p: *const c_char, what: &str) -> Result<&'a [u8]> {
+    if p.is_null() {
+        return Err(CapiError::Invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: non-null, and the caller guarantees a valid NUL-terminated string for 'a.
+    Ok(unsafe { CStr::from_ptr(p) }.to_bytes())
+}
+
+/// # Safety
+/// As [`c_bytes`].
+unsafe fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
+    // SAFETY: forwarded caller obligation.
+    let b = unsafe { c_bytes(p, what) }?;
+    std::str::from_utf8(b).map_err(|_| CapiError::Invalid(format!("{what} is not UTF-8")))
+}
+
+fn reg() -> &'static registry::Registry {
+    registry::global()
+}
+
+fn attach_common(name: &str, perm: c_char, key: &[u8], opts: AttachOptions) -> Result<usize> {
+    let perm = perm_from_char(perm as u8)?;
+    reg().attach(name, perm, key, opts)
+}
+
+/// `void *attach(const char *name, char perm, const char *key)`: see `pmo.h`.
+///
+/// # Safety
+/// `name` and `key` are NULL or valid NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn attach(
+    name: *const c_char,
+    perm: c_char,
+    key: *const c_char,
+) -> *mut c_void {
+    // SAFETY: the caller passes valid C strings (or NULL, rejected).
+    let body = || {
+        attach_common(
+            unsafe { c_str(name, "name") }?,
+            perm,
+            unsafe { c_bytes(key, "key") }?,
+            AttachOptions::default(),
+        )
+    };
+    entry(std::ptr::null_mut(), || body().map(|a| a as *mut c_void))
+}
+
+/// Same as [`attach`].
+///
+/// # Safety
+/// As [`attach`].
+#[no_mangle]
+pub unsafe extern "C" fn pmo_attach(
+    name: *const c_char,
+    perm: c_char,
+    key: *const c_char,
+) -> *mut c_void {
+    // SAFETY: same contract as `attach`.
+    unsafe { attach(name, perm, key) }
+}
+
+/// `int pmo_attach_ex(name, perm, key, opts, addr_out)`: see `pmo.h`.
+///
+/// # Safety
+/// `name`, `key` as for [`attach`]; `opts` is NULL or points to a `pmo_attach_opts`;
+/// `addr_out` is NULL or points to writable storage for one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_attach_ex(
+    name: *const c_char,
+    perm: c_char,
+    key: *const c_char,
+    opts: *const PmoAttachOpts,
+    addr_out: *mut *mut c_void,
+) -> c_int {
+    entry_code(|| {
+        if addr_out.is_null() {
+            return Err(CapiError::Invalid("addr_out is NULL".into()));
+        }
+        // SAFETY: non-null, points to a pmo_attach_opts by the caller's contract.
+        let o = if opts.is_null() {
+            PmoAttachOpts::default()
+        } else {
+            unsafe { *opts }
+        };
+        if o.flags & !PMO_ATTACH_KNOWN != 0 {
+            return Err(CapiError::Invalid(format!(
+                "unknown attach flags {:#x}",
+                o.flags & !PMO_ATTACH_KNOWN
+            )));
+        }
+        let ao = AttachOptions {
+            wait: (o.wait_ms > 0).then(|| Duration::from_millis(u64::from(o.wait_ms))),
+            relocate: o.flags & PMO_ATTACH_RELOCATE != 0,
+            populate: o.flags & PMO_ATTACH_POPULATE != 0,
+            ..AttachOptions::default()
+        };
+        // SAFETY: the caller passes valid C strings (or NULL, rejected).
+        let addr = attach_common(
+            unsafe { c_str(name, "name") }?,
+            perm,
+            unsafe { c_bytes(key, "key") }?,
+            ao,
+        )?;
+        // SAFETY: non-null (checked) and writable by the caller's contract.
+        unsafe { *addr_out = addr as *mut c_void };
+        Ok(0)
+    })
+}
+
+/// `int detach(void *addr)`: see `pmo.h`.
+///
+/// # Safety
+/// No thread may touch the PMO's memory once this returns (the range is unmapped).
+#[no_mangle]
+pub unsafe extern "C" fn detach(addr: *mut c_void) -> c_int {
+    entry(-1, || reg().detach(addr as usize).map(|()| 0))
+}
+
+/// Same as [`detach`].
+///
+/// # Safety
+/// As [`detach`].
+#[no_mangle]
+pub unsafe extern "C" fn pmo_detach(addr: *mut c_void) -> c_int {
+    // SAFETY: same contract as `detach`.
+    unsafe { detach(addr) }
+}
+
+/// `int psync(void *addr)`: see `pmo.h`. Only reads the registry: safe for any address.
+#[no_mangle]
+pub extern "C" fn psync(addr: *mut c_void) -> c_int {
+    entry(-1, || reg().psync(addr as usize).map(|_| 0))
+}
+
+/// `int psync_nochecksum(void *addr)`: the same as [`psync`] (pmo always checksums).
+#[no_mangle]
+pub extern "C" fn psync_nochecksum(addr: *mut c_void) -> c_int {
+    psync(addr)
+}
+
+/// `int64_t pmo_psync_ex(void *addr, pmo_psync_stats *stats)`: see `pmo.h`.
+///
+/// # Safety
+/// `stats` is NULL or points to writable storage for a `pmo_psync_stats`.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_psync_ex(addr: *mut c_void, stats: *mut PmoPsyncStats) -> i64 {
+    entry_code(|| {
+        let s = reg().psync(addr as usize)?;
+        if !stats.is_null() {
+            let out = PmoPsyncStats {
+                pages: s.pages,
+                bytes_persisted: s.bytes_persisted,
+                elapsed_ns: s.elapsed_ns,
+                seq: s.seq,
+            };
+            // SAFETY: non-null and writable by the caller's contract.
+            unsafe { *stats = out };
+        }
+        i64::try_from(s.pages).map_err(|_| CapiError::Internal("page count overflow".into()))
+    })
+}
+
+fn last_code() -> c_int {
+    LAST_ERROR
+        .try_with(|l| l.borrow().code)
+        .unwrap_or(error::PMO_E_INTERNAL)
+}
+
+/// `const char *pmo_create(const char *name, uint64_t size, const char *key)`: see `pmo.h`.
+///
+/// # Safety
+/// `name` and `key` are NULL or valid NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_create(
+    name: *const c_char,
+    size: u64,
+    key: *const c_char,
+) -> *const c_char {
+    entry(std::ptr::null(), || {
+        // SAFETY: the caller passes valid C strings (or NULL, rejected).
+        let (n, k) = unsafe { (c_str(name, "name")?, c_bytes(key, "key")?) };
+        reg().create(n, size, k)?;
+        Ok(key)
+    })
+}
+
+/// `int pmo_destroy(const char *name, const char *key)`: see `pmo.h`.
+///
+/// # Safety
+/// As [`pmo_create`].
+#[no_mangle]
+pub unsafe extern "C" fn pmo_destroy(name: *const c_char, key: *const c_char) -> c_int {
+    entry(-1, || {
+        // SAFETY: the caller passes valid C strings (or NULL, rejected).
+        let (n, k) = unsafe { (c_str(name, "name")?, c_bytes(key, "key")?) };
+        reg().destroy(n, k).map(|()| 0)
+    })
+}
+
+/// `char pmo_exists(const char *name)`: see `pmo.h`.
+///
+/// # Safety
+/// `name` is NULL or a valid NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_exists(name: *const c_char) -> c_char {
+    entry(0, || {
+        // SAFETY: the caller passes a valid C string (or NULL, rejected).
+        let n = unsafe { c_str(name, "name") }?;
+        reg().exists(n).map(c_char::from)
+    })
+}
+
+/// `size_t pmo_get_size(const char *name)`: see `pmo.h`.
+///
+/// # Safety
+/// `name` is NULL or a valid NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_get_size(name: *const c_char) -> usize {
+    entry(0, || {
+        // SAFETY: the caller passes a valid C string (or NULL, rejected).
+        let n = unsafe { c_str(name, "name") }?;
+        let size = reg().size_of(n)?;
+        usize::try_from(size).map_err(|_| CapiError::Invalid("PMO size exceeds size_t".into()))
+    })
+}
+
+/// `char *pmo_get_name(void *addr)`: see `pmo.h`. The caller frees the result with `free`.
+#[no_mangle]
+pub extern "C" fn pmo_get_name(addr: *mut c_void) -> *mut c_char {
+    entry(std::ptr::null_mut(), || {
+        let name = reg().name_of(addr as usize)?;
+        let bytes = name.as_bytes();
+        // SAFETY: malloc has no preconditions; the result is checked for NULL.
+        let out = unsafe { libc::malloc(bytes.len() + 1) } as *mut u8;
+        if out.is_null() {
+            return Err(CapiError::Io {
+                op: "malloc".into(),
+                source: std::io::Error::from_raw_os_error(libc::ENOMEM),
+            });
+        }
+        // SAFETY: `out` has room for len + 1 bytes and does not overlap `bytes`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, bytes.len());
+            *out.add(bytes.len()) = 0;
+        }
+        Ok(out as *mut c_char)
+    })
+}
+
+/// `int pmo_pool_open(const char *path, uint64_t create_size)`: see `pmo.h`.
+///
+/// # Safety
+/// `path` is NULL or a valid NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_pool_open(path: *const c_char, create_size: u64) -> c_int {
+    entry_code(|| {
+        let p = if path.is_null() {
+            None
+        } else {
+            // SAFETY: non-null, a valid C string by the caller's contract.
+            use std::os::unix::ffi::OsStrExt;
+            Some(Path::new(std::ffi::OsStr::from_bytes(unsafe {
+                c_bytes(path, "path")
+            }?)))
+        };
+        reg().pool_open(p, create_size).map(|()| 0)
+    })
+}
+
+/// `int pmo_pool_close(void)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn pmo_pool_close() -> c_int {
+    entry_code(|| reg().pool_close().map(|()| 0))
+}
+
+/// `int pmo_last_error(void)`: the `PMO_E_*` code of this thread's latest call (0: it succeeded).
+#[no_mangle]
+pub extern "C" fn pmo_last_error() -> c_int {
+    last_code()
+}
+
+/// `const char *pmo_last_error_message(void)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn pmo_last_error_message() -> *const c_char {
+    // The CString lives in this thread's slot until the thread's next libpmo call replaces it.
+    LAST_ERROR
+        .try_with(|l| l.borrow().message.as_ptr())
+        .unwrap_or(c"".as_ptr())
+}
+
+/// `const char *pmo_strerror(int err)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn pmo_strerror(err: c_int) -> *const c_char {
+    if let Some(s) = error::describe(err) {
+        return s.as_ptr();
+    }
+    if err > 0 {
+        // SAFETY: strerror accepts any int and returns a NUL-terminated string.
+        return unsafe { libc::strerror(err) };
+    }
+    c"unknown pmo error".as_ptr()
+}

@@ -1,0 +1,449 @@
+//! The process-wide state behind the C API: the open pool and the live attachments.
+//!
+//! Owns:
+//! - the pool: opened once per process, lazily on the first call that needs it, from `PMO_POOL`
+//!   or else the default pool path; a missing pool file is created then (1 GiB sparse, Argon2id
+//!   default parameters, or the insecure fast ones when `PMO_KDF=fast`: for tests only).
+//!   `PMO_POOL` is read when the pool is opened, not on every call: changing it later has no
+//!   effect until [`Registry::pool_close`]. [`Registry::pool_open`] names a pool explicitly.
+//! - the attachments: address range -> [`Attachment`], so `detach`/`psync` accept any address
+//!   inside an attached PMO.
+//!
+//! Invariants:
+//! - At most [`ATTACHMENTS_MAX`] attachments are registered.
+//! - Registered ranges never overlap (each is a live mapping of its own).
+//! - The registry lock is never held across a slow store operation (attach, which may wait
+//!   for another user; psync; pool creation is the one exception, since nothing can proceed
+//!   without the pool): an attachment is shared as an `Arc`, so a detach racing with a psync
+//!   on another thread unmaps when the psync finishes.
+//! - The pool is not closed or switched while attachments exist or attaches are in flight.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use pmo_store::{
+    AttachOptions, Attachment, CommitStats, KdfParams, Perm, Pool, PoolOptions, StoreError,
+};
+
+use crate::error::CapiError;
+
+/// Most live attachments one process may hold through the C API.
+pub const ATTACHMENTS_MAX: usize = 1024;
+/// How often, and how long apart, to retry opening a pool another process is creating.
+const CREATE_RACE_RETRIES: u32 = 200;
+const CREATE_RACE_SLEEP_MS: u64 = 10;
+
+/// Environment variable choosing the KDF of a pool the C API creates (`fast` = insecure, tests only).
+pub const KDF_ENV: &str = "PMO_KDF";
+
+/// Result with [`CapiError`].
+pub type Result<T, E = CapiError> = std::result::Result<T, E>;
+
+struct State {
+    pool: Option<Pool>,
+    path: Option<PathBuf>,
+    /// start address -> attachment.
+    attachments: BTreeMap<usize, Arc<Attachment>>,
+    /// Attaches that have released the lock and not yet registered.
+    attaching: usize,
+}
+
+/// The C API's state. The library uses one, [`global`]; tests make their own.
+pub struct Registry {
+    state: Mutex<State>,
+}
+
+static GLOBAL: Registry = Registry::new();
+
+/// The process-wide registry used by the C entry points.
+pub fn global() -> &'static Registry {
+    &GLOBAL
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `r`/`R` read-only, `w`/`W` read-write.
+pub fn perm_from_char(c: u8) -> Result<Perm> {
+    match c {
+        b'r' | b'R' => Ok(Perm::Read),
+        b'w' | b'W' => Ok(Perm::Write),
+        other => Err(CapiError::Invalid(format!(
+            "permission {:?} is not 'r' or 'w'",
+            other as char
+        ))),
+    }
+}
+
+/// KDF parameters for a pool created by the C API, from `PMO_KDF`.
+fn kdf_from_env() -> Result<KdfParams> {
+    match std::env::var(KDF_ENV).as_deref() {
+        Err(_) | Ok("") | Ok("default") => Ok(KdfParams::DEFAULT),
+        Ok("fast") => Ok(KdfParams::INSECURE_FAST),
+        Ok(other) => Err(CapiError::Invalid(format!(
+            "{KDF_ENV}={other:?}: expected 'fast' or 'default'"
+        ))),
+    }
+}
+
+/// Open the pool at `path`; if the file is missing and `create_size` is given, create it.
+/// Safe against another process creating the same pool at the same moment.
+fn open_or_create(path: &Path, create_size: Option<u64>) -> Result<Pool> {
+    match Pool::open(path) {
+        Ok(p) => return Ok(p),
+        Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            if create_size.is_none() {
+                return Err(CapiError::PoolMissing(path.to_path_buf()));
+            }
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let size = create_size.unwrap_or(pmo_store::DEFAULT_POOL_SIZE);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| CapiError::Io {
+            op: format!("create directory {}", dir.display()),
+            source,
+        })?;
+    }
+    let opts = PoolOptions {
+        kdf: kdf_from_env()?,
+        ..PoolOptions::default()
+    };
+    match Pool::create(path, size, &opts) {
+        Ok(p) => Ok(p),
+        Err(StoreError::PoolExists(_)) => {
+            // Another process created the file first: wait (bounded) until it is formatted.
+            let mut last = None;
+            for _ in 0..CREATE_RACE_RETRIES {
+                match Pool::open(path) {
+                    Ok(p) => return Ok(p),
+                    Err(e @ StoreError::NotAPool(_)) => last = Some(e),
+                    Err(e) => return Err(e.into()),
+                }
+                std::thread::sleep(Duration::from_millis(CREATE_RACE_SLEEP_MS));
+            }
+            Err(last
+                .map(CapiError::from)
+                .unwrap_or_else(|| CapiError::Internal("pool creation race".into())))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl Registry {
+    /// An empty registry (no pool open, no attachments).
+    pub const fn new() -> Registry {
+        Registry {
+            state: Mutex::new(State {
+                pool: None,
+                path: None,
+                attachments: BTreeMap::new(),
+                attaching: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic caught at the FFI boundary may have poisoned the lock; every update of the
+        // state below is a single map or field operation, so the state itself is consistent.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The open pool, opening (and if missing creating) the default one on first use.
+    pub fn pool(&self) -> Result<Pool> {
+        let mut st = self.lock();
+        Self::pool_locked(&mut st)
+    }
+
+    fn pool_locked(st: &mut State) -> Result<Pool> {
+        if let Some(p) = &st.pool {
+            return Ok(p.clone());
+        }
+        let path = pmo_store::default_pool_path();
+        let pool = open_or_create(&path, Some(pmo_store::DEFAULT_POOL_SIZE))?;
+        st.pool = Some(pool.clone());
+        st.path = Some(path);
+        Ok(pool)
+    }
+
+    /// Path of the open pool, if one is open.
+    pub fn pool_path(&self) -> Option<PathBuf> {
+        self.lock().path.clone()
+    }
+
+    /// Open `path` (`None`: `PMO_POOL`, else the default path) as this process's pool, creating
+    /// it with `create_size` bytes if it is missing and `create_size` is not 0. Replaces the
+    /// open pool; fails with `PoolBusy` while attachments exist.
+    pub fn pool_open(&self, path: Option<&Path>, create_size: u64) -> Result<()> {
+        let mut st = self.lock();
+        let busy = st.attachments.len() + st.attaching;
+        if busy > 0 {
+            return Err(CapiError::PoolBusy(busy));
+        }
+        let path = path
+            .map(Path::to_path_buf)
+            .unwrap_or_else(pmo_store::default_pool_path);
+        let pool = open_or_create(&path, (create_size != 0).then_some(create_size))?;
+        st.pool = Some(pool);
+        st.path = Some(path);
+        Ok(())
+    }
+
+    /// Close the pool. The next call that needs a pool opens one again (reading `PMO_POOL`
+    /// anew). Closing when no pool is open succeeds.
+    pub fn pool_close(&self) -> Result<()> {
+        let mut st = self.lock();
+        let busy = st.attachments.len() + st.attaching;
+        if busy > 0 {
+            return Err(CapiError::PoolBusy(busy));
+        }
+        st.pool = None;
+        st.path = None;
+        Ok(())
+    }
+
+    /// Number of live attachments.
+    pub fn attachment_count(&self) -> usize {
+        self.lock().attachments.len()
+    }
+
+    /// Attach and register; returns the start address.
+    pub fn attach(&self, name: &str, perm: Perm, key: &[u8], opts: AttachOptions) -> Result<usize> {
+        let pool = {
+            let mut st = self.lock();
+            if st.attachments.len() + st.attaching >= ATTACHMENTS_MAX {
+                return Err(CapiError::TooManyAttachments(ATTACHMENTS_MAX));
+            }
+            let pool = Self::pool_locked(&mut st)?;
+            st.attaching += 1;
+            pool
+        };
+        // Outside the lock: the attach may wait for another user (opts.wait), and that user may
+        // be a thread of this process that needs the registry to detach.
+        let result = pool.attach_with(name, perm, key, opts);
+        let mut st = self.lock();
+        st.attaching -= 1;
+        let att = result?;
+        let start = att.addr() as usize;
+        debug_assert!(
+            st.attachments.len() < ATTACHMENTS_MAX,
+            "reserved by `attaching`"
+        );
+        if st.attachments.contains_key(&start) {
+            // Two live mappings cannot start at one address.
+            return Err(CapiError::Internal(format!(
+                "attachment at {start:#x} registered twice"
+            )));
+        }
+        st.attachments.insert(start, Arc::new(att));
+        Ok(start)
+    }
+
+    /// The attachment whose range contains `addr`.
+    pub fn find(&self, addr: usize) -> Result<Arc<Attachment>> {
+        let st = self.lock();
+        Self::find_locked(&st, addr).map(|(_, a)| a.clone())
+    }
+
+    fn find_locked(st: &State, addr: usize) -> Result<(usize, &Arc<Attachment>)> {
+        match st.attachments.range(..=addr).next_back() {
+            Some((&start, att)) if addr - start < att.len() => Ok((start, att)),
+            _ => Err(CapiError::NotAttached(addr)),
+        }
+    }
+
+    /// Unregister and unmap the attachment containing `addr`. Changes not psynced are lost.
+    /// If another thread is psyncing it right now, the unmap happens when that psync ends.
+    pub fn detach(&self, addr: usize) -> Result<()> {
+        let att = {
+            let mut st = self.lock();
+            let (start, _) = Self::find_locked(&st, addr)?;
+            st.attachments.remove(&start).expect("found above")
+        };
+        drop(att);
+        Ok(())
+    }
+
+    /// psync the attachment containing `addr`.
+    pub fn psync(&self, addr: usize) -> Result<CommitStats> {
+        let att = self.find(addr)?;
+        Ok(att.psync()?)
+    }
+
+    /// Name of the PMO attached at `addr`.
+    pub fn name_of(&self, addr: usize) -> Result<String> {
+        Ok(self.find(addr)?.name().to_owned())
+    }
+
+    /// pcreate in the open pool.
+    pub fn create(&self, name: &str, size: u64, key: &[u8]) -> Result<()> {
+        self.pool()?.pcreate(name, size, key)?;
+        Ok(())
+    }
+
+    /// pdestroy in the open pool.
+    pub fn destroy(&self, name: &str, key: &[u8]) -> Result<()> {
+        Ok(self.pool()?.pdestroy(name, key)?)
+    }
+
+    /// Whether `name` exists in the open pool.
+    pub fn exists(&self, name: &str) -> Result<bool> {
+        Ok(self.pool()?.exists(name)?)
+    }
+
+    /// Size in bytes of PMO `name`.
+    pub fn size_of(&self, name: &str) -> Result<u64> {
+        Ok(self.pool()?.info(name)?.size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_pool(tag: &str) -> (PathBuf, Pool) {
+        let dir = std::env::temp_dir().join(format!("pmo-capi-reg-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.pool");
+        let opts = PoolOptions {
+            kdf: KdfParams::INSECURE_FAST,
+            ..PoolOptions::default()
+        };
+        let pool = Pool::create(&path, 64 << 20, &opts).unwrap();
+        (path, pool)
+    }
+
+    #[test]
+    fn perm_chars() {
+        assert_eq!(perm_from_char(b'r').unwrap(), Perm::Read);
+        assert_eq!(perm_from_char(b'R').unwrap(), Perm::Read);
+        assert_eq!(perm_from_char(b'w').unwrap(), Perm::Write);
+        assert_eq!(perm_from_char(b'W').unwrap(), Perm::Write);
+        assert!(matches!(perm_from_char(b'x'), Err(CapiError::Invalid(_))));
+        assert!(matches!(perm_from_char(0), Err(CapiError::Invalid(_))));
+    }
+
+    #[test]
+    fn lookup_by_interior_address_detach_and_pool_busy() {
+        let (path, _pool) = temp_pool("lookup");
+        let reg = Registry::new();
+        reg.pool_open(Some(&path), 0).unwrap();
+        reg.create("a", 3 * 4096, b"k").unwrap();
+        reg.create("b", 4096, b"k").unwrap();
+        let a = reg
+            .attach("a", Perm::Write, b"k", AttachOptions::default())
+            .unwrap();
+        let b = reg
+            .attach("b", Perm::Write, b"k", AttachOptions::default())
+            .unwrap();
+        assert_eq!(reg.attachment_count(), 2);
+        assert_eq!(reg.name_of(a).unwrap(), "a");
+        assert_eq!(reg.name_of(a + 3 * 4096 - 1).unwrap(), "a");
+        assert_eq!(reg.name_of(b + 17).unwrap(), "b");
+        if a + 3 * 4096 != b {
+            assert!(matches!(
+                reg.name_of(a + 3 * 4096),
+                Err(CapiError::NotAttached(_))
+            ));
+        }
+        assert!(matches!(
+            reg.name_of(a.wrapping_sub(1)),
+            Err(CapiError::NotAttached(_))
+        ));
+        assert!(matches!(reg.pool_close(), Err(CapiError::PoolBusy(2))));
+        assert!(matches!(
+            reg.pool_open(Some(&path), 0),
+            Err(CapiError::PoolBusy(2))
+        ));
+        reg.find(a + 5).unwrap().write_at(5, b"hello").unwrap();
+        assert_eq!(reg.psync(a + 100).unwrap().pages, 1);
+        reg.detach(a + 4096).unwrap();
+        assert!(matches!(reg.detach(a), Err(CapiError::NotAttached(_))));
+        reg.detach(b).unwrap();
+        assert_eq!(reg.attachment_count(), 0);
+        // The psynced bytes are there on the next attach, at the same address.
+        let a2 = reg
+            .attach("a", Perm::Read, b"k", AttachOptions::default())
+            .unwrap();
+        assert_eq!(a2, a);
+        let mut buf = [0u8; 5];
+        reg.find(a2).unwrap().read_at(5, &mut buf).unwrap();
+        assert_eq!(&buf, b"hello");
+        assert!(matches!(
+            reg.psync(a2),
+            Err(CapiError::Store(StoreError::ReadOnly(_)))
+        ));
+        reg.detach(a2).unwrap();
+        reg.pool_close().unwrap();
+        assert!(reg.pool_path().is_none());
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    #[test]
+    fn pool_open_creates_only_when_asked() {
+        let dir = std::env::temp_dir().join(format!("pmo-capi-reg-{}-create", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("sub").join("new.pool");
+        let reg = Registry::new();
+        let err = reg.pool_open(Some(&path), 0).unwrap_err();
+        assert_eq!(
+            (err.code(), err.errno()),
+            (crate::error::PMO_E_NOT_FOUND, libc::ENOENT),
+            "{err}"
+        );
+        // PMO_KDF is not set by these tests, so this pool gets the default KDF: only create.
+        reg.pool_open(Some(&path), 8 << 20).unwrap();
+        assert_eq!(reg.pool_path().as_deref(), Some(path.as_path()));
+        assert!(!reg.exists("nothing").unwrap());
+        assert!(matches!(
+            reg.size_of("nothing"),
+            Err(CapiError::Store(StoreError::NotFound(_)))
+        ));
+        reg.pool_close().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn conflicting_attach_is_busy_and_wait_times_out() {
+        let (path, _pool) = temp_pool("busy");
+        let reg = Registry::new();
+        reg.pool_open(Some(&path), 0).unwrap();
+        reg.create("x", 4096, b"k").unwrap();
+        let w = reg
+            .attach("x", Perm::Write, b"k", AttachOptions::default())
+            .unwrap();
+        let e = reg
+            .attach("x", Perm::Read, b"k", AttachOptions::default())
+            .unwrap_err();
+        assert_eq!(e.errno(), libc::EBUSY, "{e}");
+        let t0 = std::time::Instant::now();
+        let opts = AttachOptions {
+            wait: Some(Duration::from_millis(50)),
+            ..AttachOptions::default()
+        };
+        let e = reg.attach("x", Perm::Write, b"k", opts).unwrap_err();
+        assert_eq!(e.errno(), libc::EBUSY, "{e}");
+        assert!(t0.elapsed() >= Duration::from_millis(40));
+        assert!(matches!(
+            reg.destroy("x", b"k"),
+            Err(CapiError::Store(StoreError::Busy { .. }))
+        ));
+        reg.detach(w).unwrap();
+        assert_eq!(
+            reg.attach("x", Perm::Write, b"bad", AttachOptions::default())
+                .unwrap_err()
+                .errno(),
+            libc::EACCES
+        );
+        reg.destroy("x", b"k").unwrap();
+        assert!(!reg.exists("x").unwrap());
+        reg.pool_close().unwrap();
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+}

@@ -1,0 +1,223 @@
+/*
+ * pmo.h - the C API of pmo, user-space Persistent Memory Objects (libpmo).
+ *
+ * Link with -lpmo (shared) or libpmo.a plus -lpthread -ldl -lm -lrt -lutil -lgcc_s (static);
+ * docs/c-api.md has the full build instructions.
+ *
+ * OVERVIEW
+ *
+ * A Persistent Memory Object (PMO) is a named, key-protected region of persistent memory held in
+ * a pool (one file or device). attach() maps a PMO into the process at its stable address, the
+ * same in every process and every run, so raw pointers stored inside a PMO stay valid across
+ * detach/attach and across restarts. Changes become durable only at psync(), atomically: after a
+ * crash the PMO reads exactly as of its last completed psync. detach() unmaps and discards
+ * changes made since the last psync.
+ *
+ * Many readers or one writer per PMO, across threads and processes. A conflicting attach fails
+ * at once with EBUSY (pmo_attach_ex can wait). A writer that dies releases its lock.
+ *
+ * The first half of this header is source-compatible with the research kernel's PMO user
+ * header: programs written for it build unchanged. Those calls return NULL / -1 / 0 on failure
+ * and set errno:
+ *   ENOENT  no PMO of that name        EEXIST  the name is taken
+ *   ENOSPC  the pool or namespace is full
+ *   EACCES  wrong key, or psync on a read-only attachment
+ *   EBUSY   attached in a conflicting mode by another user (thread or process), or the PMO's
+ *           stable address range is already mapped in this process (e.g. it is attached already)
+ *   EINVAL  bad argument (NULL pointer, perm not 'r'/'w', size 0, bad name, address not inside
+ *           an attached PMO, not a pmo pool)
+ *   EMFILE  too many live attachments in this process (1024)
+ *   EIO     the pool is corrupted, failed an integrity check, or an internal error
+ * Every call also records a PMO_E_* code, read back by pmo_last_error() (0 after a successful
+ * call), with a message from pmo_last_error_message().
+ *
+ * THE POOL
+ *
+ * The first call that needs a pool opens the one named by the environment variable PMO_POOL, or
+ * if it is unset or empty $XDG_DATA_HOME/pmo/default.pool (else ~/.local/share/pmo/default.pool).
+ * A missing pool file is created then: 1 GiB, sparse, Argon2id key derivation with its default
+ * parameters (PMO_KDF=fast selects insecure fast parameters: for tests only; it is read only
+ * when a pool is created). PMO_POOL is read once: changing it later has no effect until
+ * pmo_pool_close(). pmo_pool_open() names a pool explicitly.
+ *
+ * CAVEATS
+ *  - Writing through a read-only attachment raises SIGSEGV, as with any read-only mapping.
+ *  - After detach() the PMO's memory is gone: touching it is undefined behaviour.
+ *  - Attaching the same PMO twice in one process fails with EBUSY (one mapping per PMO).
+ *  - A PMO attached with PMO_ATTACH_RELOCATE somewhere other than its stable address holds
+ *    raw pointers that point to the stable address, not into the mapping.
+ *  - Keys are NUL-terminated strings; the same string gives the same key as the pmo CLI's
+ *    PMO_KEY.
+ *  - After fork() the child inherits the parent's mappings but not its locks: the child must
+ *    not psync or detach inherited attachments. It may attach PMOs (conflicts with the
+ *    parent's attachments are reported as EBUSY, like any other process's).
+ *
+ * THREADS
+ *
+ * Every call is thread-safe. psync() of one attachment from several threads serialises; writes
+ * racing with a psync land in that psync or the next. detach() while another thread still uses
+ * the memory is undefined behaviour, as with munmap().
+ */
+#ifndef PMO_H
+#define PMO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PMO_VERSION_MAJOR 0
+#define PMO_VERSION_MINOR 1
+
+/* ---------------------------------------------------------------------------------------------
+ * Source-compatible API (research kernel's PMO user header)
+ * ------------------------------------------------------------------------------------------- */
+
+/** Map PMO `name` at its stable address.
+ * @param perm 'r' or 'R' read-only, 'w' or 'W' read-write.
+ * @param key  the PMO's key (NUL-terminated).
+ * @return the address of the first byte, or NULL with errno: ENOENT (no such PMO), EACCES (wrong
+ *         key), EBUSY (attached for writing elsewhere, or for reading when perm is 'w'; or the
+ *         address range is taken in this process), EINVAL (NULL name/key, bad perm), EMFILE,
+ *         EIO. Pages are read on first touch. */
+void *attach(const char *name, char perm, const char *key);
+
+/** Same as attach(). */
+void *pmo_attach(const char *name, char perm, const char *key);
+
+/** Unmap the attachment containing `addr` (the address attach returned, or any address inside
+ * the PMO) and release its lock. Changes since the last psync are discarded.
+ * @return 0, or -1 with errno EINVAL (addr is not inside an attachment of this process). */
+int detach(void *addr);
+
+/** Same as detach(). */
+int pmo_detach(void *addr);
+
+/** Make every change to the attachment containing `addr` since its last psync durable,
+ * atomically: after a crash the PMO is either as of this psync or as before it, never a mix.
+ * Costs in proportion to the pages written, not the PMO size.
+ * @return 0, or -1 with errno EINVAL (addr not inside an attachment), EACCES (read-only
+ *         attachment), EIO (the medium failed: the pool is then unusable until reopened). */
+int psync(void *addr);
+
+/** Same as psync(): pmo always checksums its commits; kept for source compatibility. */
+int psync_nochecksum(void *addr);
+
+/** Create PMO `name` of `size` bytes (rounded up to 4 KiB pages, zero-filled) protected by
+ * `key`. The key itself is never stored: only a salted Argon2id verifier.
+ * @return `key` (the pointer passed in), or NULL with errno: EEXIST (name taken), ENOSPC (pool
+ *         or namespace full), EINVAL (NULL name/key, size 0, name empty or longer than 255
+ *         bytes or not UTF-8), EIO. */
+const char *pmo_create(const char *name, uint64_t size, const char *key);
+
+/** Destroy PMO `name`, freeing its space.
+ * @return 0, or -1 with errno: ENOENT, EACCES (wrong key), EBUSY (attached by anyone, this
+ *         process included), EINVAL, EIO. */
+int pmo_destroy(const char *name, const char *key);
+
+/** @return 1 if PMO `name` exists, else 0. On failure also 0, with errno set (EINVAL, EIO) and
+ *         pmo_last_error() != 0; pmo_last_error() == 0 means "does not exist". */
+char pmo_exists(const char *name);
+
+/** @return the size in bytes of PMO `name` (a multiple of 4096), or 0 with errno ENOENT,
+ *          EINVAL, EIO. */
+size_t pmo_get_size(const char *name);
+
+/** @return the name of the PMO attached at `addr` (any address inside it), in memory from
+ *          malloc() that the caller releases with free(); or NULL with errno EINVAL (not inside
+ *          an attachment) or ENOMEM. */
+char *pmo_get_name(void *addr);
+
+/* ---------------------------------------------------------------------------------------------
+ * pmo API: PMO_E_* codes
+ *
+ * The calls below return 0 (or a count) on success and a negative PMO_E_* code on failure; they
+ * also set errno as above. PMO_E_* codes lie in [PMO_E_LAST, PMO_E_FIRST], a range no errno can
+ * take, so pmo_strerror() describes both.
+ * ------------------------------------------------------------------------------------------- */
+
+#define PMO_SUCCESS            0
+#define PMO_E_FIRST        (-1001)
+#define PMO_E_WRONG_KEY    (-1001) /* wrong key                                  (EACCES) */
+#define PMO_E_NOT_FOUND    (-1002) /* no PMO of that name / no such pool file    (ENOENT) */
+#define PMO_E_EXISTS       (-1003) /* a PMO of that name already exists          (EEXIST) */
+#define PMO_E_NO_SPACE     (-1004) /* the pool or its namespace is full          (ENOSPC) */
+#define PMO_E_BUSY         (-1005) /* conflicting user, or pool has attachments  (EBUSY)  */
+#define PMO_E_ADDRESS_IN_USE (-1006) /* stable address range mapped already      (EBUSY)  */
+#define PMO_E_INVALID      (-1007) /* invalid argument                           (EINVAL) */
+#define PMO_E_READ_ONLY    (-1008) /* psync on a read-only attachment            (EACCES) */
+#define PMO_E_NOT_A_POOL   (-1009) /* the file is not a pmo pool                 (EINVAL) */
+#define PMO_E_CORRUPT      (-1010) /* integrity check failed                     (EIO)    */
+#define PMO_E_POISONED     (-1011) /* pool unusable after a persistence failure  (EIO)    */
+#define PMO_E_IO           (-1012) /* I/O or OS error (errno: the OS's, else EIO)         */
+#define PMO_E_NOT_ATTACHED (-1013) /* address not inside an attachment           (EINVAL) */
+#define PMO_E_LIMIT        (-1014) /* too many live attachments (1024)           (EMFILE) */
+#define PMO_E_INTERNAL     (-1015) /* a bug in libpmo, caught at the boundary    (EIO)    */
+#define PMO_E_LAST         (-1015)
+
+/** Default size of a pool the library creates, in bytes (1 GiB). */
+#define PMO_POOL_DEFAULT_SIZE ((uint64_t)1 << 30)
+
+/** Open the pool at `path` (NULL: PMO_POOL, else the default path) as this process's pool,
+ * replacing the one open. If the file is missing and `create_size` is not 0, create it with
+ * that many bytes (sparse); with `create_size` 0 a missing file is an error.
+ * @return 0, or PMO_E_BUSY (this process has attachments), PMO_E_NOT_FOUND (no such file and
+ *         create_size is 0), PMO_E_NOT_A_POOL, PMO_E_CORRUPT, PMO_E_INVALID, PMO_E_IO. */
+int pmo_pool_open(const char *path, uint64_t create_size);
+
+/** Close this process's pool. The next call that needs a pool opens one again, reading
+ * PMO_POOL anew. Closing with no pool open succeeds.
+ * @return 0, or PMO_E_BUSY (attachments remain: detach them first). */
+int pmo_pool_close(void);
+
+/** pmo_attach_opts.flags: if the stable address range is taken, map the PMO elsewhere. */
+#define PMO_ATTACH_RELOCATE 1u
+/** pmo_attach_opts.flags: read every page at attach instead of on first touch. */
+#define PMO_ATTACH_POPULATE 2u
+
+/** Options of pmo_attach_ex(). Zero-initialise, then set fields. */
+typedef struct pmo_attach_opts {
+    uint32_t flags;   /* PMO_ATTACH_* bits; others are rejected with PMO_E_INVALID */
+    uint32_t wait_ms; /* wait up to this long for a conflicting user to detach; 0: fail at once */
+} pmo_attach_opts;
+
+/** attach() with options. `opts` may be NULL (defaults). On success stores the address in
+ * *addr_out (a relocated mapping is not at the stable address).
+ * @return 0, or PMO_E_NOT_FOUND, PMO_E_WRONG_KEY, PMO_E_BUSY (still busy after wait_ms),
+ *         PMO_E_ADDRESS_IN_USE (without PMO_ATTACH_RELOCATE), PMO_E_INVALID, PMO_E_LIMIT,
+ *         PMO_E_CORRUPT, PMO_E_IO. */
+int pmo_attach_ex(const char *name, char perm, const char *key, const pmo_attach_opts *opts,
+                  void **addr_out);
+
+/** What one psync committed. */
+typedef struct pmo_psync_stats {
+    uint64_t pages;           /* pages committed */
+    uint64_t bytes_persisted; /* bytes written to the medium (data, journal, commit record) */
+    uint64_t elapsed_ns;      /* wall time of the commit */
+    uint64_t seq;             /* commit sequence number; 0 when nothing was committed */
+} pmo_psync_stats;
+
+/** psync() reporting what it did. `stats` may be NULL.
+ * @return the number of pages committed (>= 0), or PMO_E_NOT_ATTACHED, PMO_E_READ_ONLY,
+ *         PMO_E_POISONED, PMO_E_IO. */
+int64_t pmo_psync_ex(void *addr, pmo_psync_stats *stats);
+
+/** @return the PMO_E_* code of this thread's latest libpmo call (0 if it succeeded). */
+int pmo_last_error(void);
+
+/** @return a message describing this thread's latest failure (more detail than
+ *          pmo_strerror: names, sizes); "" after a success. Valid until the thread's next
+ *          libpmo call. */
+const char *pmo_last_error_message(void);
+
+/** @return a static description of `err`: a PMO_E_* code, 0, or a positive errno (then as
+ *          strerror(3)). Never NULL. */
+const char *pmo_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PMO_H */
