@@ -1,0 +1,118 @@
+//! Helpers shared by the integration tests: scratch pools and a linked list in the heap.
+#![allow(dead_code, unsafe_code)]
+
+use pmo_heap::{Heap, HeapPtr};
+use pmo_store::{KdfParams, Pool, PoolOptions};
+use std::path::PathBuf;
+
+pub const KEY: &[u8] = b"pmo-heap-test-key";
+
+/// A pool file removed on drop.
+pub struct ScratchPool {
+    pub pool: Pool,
+    pub path: PathBuf,
+}
+
+impl ScratchPool {
+    pub fn new(tag: &str, bytes: u64) -> ScratchPool {
+        let path = std::env::temp_dir().join(format!(
+            "pmo-heap-{tag}-{}-{}.pool",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let opts = PoolOptions {
+            kdf: KdfParams::INSECURE_FAST,
+            ..Default::default()
+        };
+        let pool = Pool::create(&path, bytes, &opts).expect("create pool");
+        ScratchPool { pool, path }
+    }
+
+    /// Close and reopen the pool (as another run of the program would).
+    pub fn reopen(&mut self) {
+        self.pool = Pool::open(&self.path).expect("reopen pool");
+    }
+}
+
+impl Drop for ScratchPool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A list node: typed offset of the next node, a value, and `len` payload bytes after it.
+#[repr(C)]
+pub struct Node {
+    pub next: HeapPtr<Node>,
+    pub value: u64,
+    pub len: u64,
+}
+
+pub const NODE_BYTES: usize = std::mem::size_of::<Node>();
+
+pub fn payload_byte(value: u64, i: usize) -> u8 {
+    (value.wrapping_mul(131).wrapping_add(i as u64 * 7) % 253) as u8
+}
+
+/// Allocate a node with `len` payload bytes in front of the list and make it the root.
+pub fn push(h: &Heap, value: u64, len: usize) -> HeapPtr<Node> {
+    let head = h.root_ptr::<Node>().expect("root");
+    let p = h.alloc(NODE_BYTES + len, 8).expect("alloc node");
+    // SAFETY: a fresh block of NODE_BYTES + len bytes, 8-aligned, known only to us.
+    unsafe {
+        p.cast::<Node>().as_ptr().write(Node {
+            next: head,
+            value,
+            len: len as u64,
+        });
+        for i in 0..len {
+            p.as_ptr().add(NODE_BYTES + i).write(payload_byte(value, i));
+        }
+    }
+    h.set_root(Some(p)).expect("link");
+    h.to_heap_ptr(p.cast::<Node>()).expect("typed")
+}
+
+/// Unlink the first node and free it; its value, if any.
+pub fn pop(h: &Heap) -> Option<u64> {
+    let head = h.root().expect("root")?;
+    // SAFETY: the root is a live Node (checked by `root`).
+    let node = unsafe { head.cast::<Node>().as_ptr().read() };
+    let next = h.resolve(node.next).expect("next").map(|p| p.cast::<u8>());
+    h.set_root(next).expect("unlink");
+    h.free(head).expect("free popped node");
+    Some(node.value)
+}
+
+/// The list's values from the root, verifying that every node is a live block large enough
+/// for its payload and that the payload is intact.
+pub fn read_list(h: &Heap) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut cur = h.root_ptr::<Node>().expect("root");
+    while let Some(p) = h.resolve(cur).expect("resolve") {
+        let usable = h
+            .usable_size(p.cast())
+            .expect("a reachable node is a live block");
+        // SAFETY: `p` is a live block holding a Node written by `push`.
+        let node = unsafe { p.as_ptr().read() };
+        assert!(
+            NODE_BYTES + node.len as usize <= usable,
+            "node overruns its block"
+        );
+        for i in 0..node.len as usize {
+            // SAFETY: within the block (checked above).
+            let b = unsafe { p.cast::<u8>().as_ptr().add(NODE_BYTES + i).read() };
+            assert_eq!(
+                b,
+                payload_byte(node.value, i),
+                "payload of {} torn",
+                node.value
+            );
+        }
+        out.push(node.value);
+        cur = node.next;
+        assert!(out.len() <= 1_000_000, "list cycles");
+    }
+    out
+}
