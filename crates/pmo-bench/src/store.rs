@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use pmo_os::view::Mechanism;
-use pmo_store::{AttachOptions, KdfParams, Perm, Pool, PoolOptions};
+use pmo_store::{AttachOptions, DirtyTracking, KdfParams, Perm, Pool, PoolOptions};
 
 use crate::{median, BenchError, Records};
 
@@ -287,16 +287,46 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
 
     // One dirty 4 KiB page: write + psync, on emulated PM (and on a regular file).
     pb.set_message("1-page psync");
-    let mut dirs = vec![opts.dir.clone()];
-    dirs.extend(opts.file_dir.clone());
-    for dir in dirs {
+    // Every dirty tracking on emulated PM (the default one first), the default on a file.
+    let default_tracking = DirtyTracking::from_env().unwrap_or(pmo_store::DEFAULT_TRACKING);
+    let mut runs = vec![(opts.dir.clone(), default_tracking)];
+    for t in [
+        DirtyTracking::Fault,
+        DirtyTracking::Scan,
+        DirtyTracking::Declared,
+    ] {
+        if t != default_tracking && t.is_available() {
+            runs.push((opts.dir.clone(), t));
+        }
+    }
+    runs.extend(opts.file_dir.clone().map(|d| (d, default_tracking)));
+    for (dir, tracking) in runs {
         let tp = TempPool::new(&dir, "one", 64 * MIB)?;
         let medium = medium_name(&tp.pool);
         tp.pool.pcreate("one", 16 * MIB, KEY)?;
-        let a = tp.pool.attach("one", Perm::Write, KEY)?;
+        let a = tp.pool.attach_with(
+            "one",
+            Perm::Write,
+            KEY,
+            AttachOptions {
+                tracking: Some(tracking),
+                ..Default::default()
+            },
+        )?;
+        let tracking = a.dirty_tracking();
+        // Warm up first (PMDK's peer runs a warm-up chunk, and its pool creation zeroes the
+        // object): commit every page twice, so both shadow slots of every page have been
+        // written once and the medium's pages are mapped. The figure is the steady-state cost
+        // of an update, not of the first touch of a medium page after the pool was created.
+        let warm = vec![0x55u8; 16 * MIB as usize];
+        for _ in 0..2 {
+            a.write_at(0, &warm)?;
+            a.psync()?;
+        }
+        drop(warm);
         let page = vec![0x77u8; PAGE];
         let reps = opts.repeats * 20;
-        let (mut both, mut ps) = (Vec::new(), Vec::new());
+        let (mut both, mut ps, mut commit) = (Vec::new(), Vec::new(), Vec::new());
         let mut x: u64 = 0x9e3779b97f4a7c15;
         for r in 0..=reps {
             x ^= x << 13;
@@ -306,15 +336,17 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
             let t = Instant::now();
             a.write_at(p * PAGE, &page)?;
             let t1 = Instant::now();
-            a.psync()?;
+            let st = a.psync()?;
             let t2 = Instant::now();
             if r > 0 {
                 both.push((t2 - t).as_secs_f64() * 1e6);
                 ps.push((t2 - t1).as_secs_f64() * 1e6);
+                commit.push(st.elapsed_ns as f64 / 1e3);
             }
         }
         let params = [
             ("medium", medium.clone()),
+            ("tracking", tracking.name().to_string()),
             ("update_bytes", "4096".to_string()),
         ];
         records.push(
@@ -324,6 +356,14 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
             median(&ps),
             "us",
             ps.len(),
+        );
+        records.push(
+            "store",
+            &params,
+            "psync_1page_commit_us",
+            median(&commit),
+            "us",
+            commit.len(),
         );
         records.push(
             "store",
@@ -405,18 +445,39 @@ pub fn print_table(records: &Records) {
         .filter(|r| r.metric == "write_psync_1page_us")
     {
         let medium = r.params.get("medium").cloned().unwrap_or_default();
-        let ps = records
-            .find("psync_1page_us", &[("medium", &medium)])
+        let tracking = r.params.get("tracking").cloned().unwrap_or_default();
+        let key = [("medium", medium.as_str()), ("tracking", tracking.as_str())];
+        let ps = records.find("psync_1page_us", &key).unwrap_or(f64::NAN);
+        let commit = records
+            .find("psync_1page_commit_us", &key)
             .unwrap_or(f64::NAN);
         println!(
-            "  {medium:>10}: write 4 KiB + psync {:.2} (psync alone {ps:.2})",
+            "  {medium:>10} {tracking:>8}: write 4 KiB + psync {:.2} (psync alone {ps:.2}, of which commit {commit:.2})",
             r.value
         );
     }
     match records.find("pmdk_tx_us", &[("peer", "pmdk")]) {
         Some(p) => {
-            let ours = records.find("write_psync_1page_us", &[("medium", "pmem-emul")]).unwrap_or(f64::NAN);
-            println!("  PMDK transaction updating 4 KiB: {p:.2}; pmo/PMDK = {:.2}", ours / p);
+            println!("  PMDK transaction updating 4 KiB (tx_add_range + memcpy + commit): {p:.2}");
+            for r in records
+                .records
+                .iter()
+                .filter(|r| r.metric == "write_psync_1page_us")
+                .filter(|r| r.params.get("medium").map(String::as_str) == Some("pmem-emul"))
+            {
+                let tracking = r.params.get("tracking").cloned().unwrap_or_default();
+                let ps = records
+                    .find(
+                        "psync_1page_us",
+                        &[("medium", "pmem-emul"), ("tracking", tracking.as_str())],
+                    )
+                    .unwrap_or(f64::NAN);
+                println!(
+                    "    pmo/PMDK, {tracking:>8} tracking: write + psync {:.2}x, psync alone {:.2}x",
+                    r.value / p,
+                    ps / p
+                );
+            }
         }
         None => println!("  PMDK peer not measured (build with --features peers after crates/pmo-peers/install-deps.sh)"),
     }

@@ -301,6 +301,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 "fault mechanism: {}",
                 pmo_store::attach::fault_mechanism_name()
             );
+            println!(
+                "dirty tracking:  {}",
+                pmo_store::DirtyTracking::from_env().unwrap_or(pmo_store::DEFAULT_TRACKING)
+            );
             println!("cache flush:     {}", pmo_os::persist::flush_kind().name());
         }
         Cmd::Info { name: Some(name) } => {
@@ -324,6 +328,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!(
                 "fault mechanism: {}",
                 pmo_store::attach::fault_mechanism_name()
+            );
+            println!(
+                "dirty tracking:  {}",
+                pmo_store::DirtyTracking::from_env().unwrap_or(pmo_store::DEFAULT_TRACKING)
             );
         }
         Cmd::Write {

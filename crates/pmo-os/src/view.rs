@@ -142,14 +142,22 @@ pub enum DirtyTracking {
     /// `collect_dirty` costs O(dirty pages) plus a bitmap scan. Best for large resident views
     /// with few writes per collect.
     Fault,
+    /// No write protection at all: the view is registered for missing pages only and pages are
+    /// installed writable. Only pages declared with [`View::mark_dirty`] (one atomic OR each)
+    /// are reported; writes that are not declared are not reported. The contract of PMDK's
+    /// `pmemobj_tx_add_range`, for callers that know what they write: writes cost nothing
+    /// extra and `collect_dirty` makes no system call. The sigsegv mechanism tracks by faults
+    /// regardless, and also reports declared pages.
+    Declared,
 }
 
 impl DirtyTracking {
-    /// Stable lower-case name: `"scan"` / `"fault"`.
+    /// Stable lower-case name: `"scan"` / `"fault"` / `"declared"`.
     pub fn name(self) -> &'static str {
         match self {
             DirtyTracking::Scan => "scan",
             DirtyTracking::Fault => "fault",
+            DirtyTracking::Declared => "declared",
         }
     }
 
@@ -158,11 +166,13 @@ impl DirtyTracking {
         match name.trim() {
             "scan" => Some(DirtyTracking::Scan),
             "fault" => Some(DirtyTracking::Fault),
+            "declared" => Some(DirtyTracking::Declared),
             _ => None,
         }
     }
 
-    /// The tracking named by the environment variable `PMO_DIRTY` (`scan` | `fault`).
+    /// The tracking named by the environment variable `PMO_DIRTY` (`scan` | `fault` |
+    /// `declared`).
     pub fn from_env() -> Option<DirtyTracking> {
         std::env::var("PMO_DIRTY")
             .ok()
@@ -454,7 +464,7 @@ impl View {
         check_env("PMO_FAULT", "userfaultfd, sigsegv", |v| {
             Mechanism::from_name(v).is_some()
         })?;
-        check_env("PMO_DIRTY", "scan, fault", |v| {
+        check_env("PMO_DIRTY", "scan, fault, declared", |v| {
             DirtyTracking::from_name(v).is_some()
         })?;
         let mechanism = opts
@@ -685,25 +695,70 @@ pub(crate) fn map_view(
 }
 
 /// Atomic bitmap with one bit per page.
-pub(crate) struct PageBits(Box<[AtomicU64]>);
+pub(crate) struct PageBits {
+    words: Box<[AtomicU64]>,
+    /// Bit `w % 64` of word `w / 64` is set when word `w` may be non-zero, so that draining a
+    /// large, mostly clean bitmap costs O(set words), not O(pages / 64). A setter sets the
+    /// summary bit after the word bit (only when the word was zero before); a drainer swaps
+    /// the summary word, then the words it flags: a bit set concurrently is either taken now
+    /// or flagged for the next drain, never lost.
+    summary: Box<[AtomicU64]>,
+}
 
 impl PageBits {
     pub(crate) fn new(pages: u64) -> PageBits {
         let words = pages.div_ceil(64) as usize;
-        PageBits((0..words).map(|_| AtomicU64::new(0)).collect())
+        PageBits {
+            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            summary: (0..words.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+        }
     }
     pub(crate) fn set(&self, page: u64) -> bool {
         let bit = 1u64 << (page % 64);
-        self.0[(page / 64) as usize].fetch_or(bit, Ordering::AcqRel) & bit != 0
+        let w = (page / 64) as usize;
+        let old = self.words[w].fetch_or(bit, Ordering::AcqRel);
+        if old == 0 {
+            self.summary[w / 64].fetch_or(1u64 << (w % 64), Ordering::AcqRel);
+        }
+        old & bit != 0
     }
     pub(crate) fn clear(&self, page: u64) {
-        self.0[(page / 64) as usize].fetch_and(!(1u64 << (page % 64)), Ordering::AcqRel);
+        self.words[(page / 64) as usize].fetch_and(!(1u64 << (page % 64)), Ordering::AcqRel);
     }
     pub(crate) fn get(&self, page: u64) -> bool {
-        self.0[(page / 64) as usize].load(Ordering::Acquire) & (1u64 << (page % 64)) != 0
+        self.words[(page / 64) as usize].load(Ordering::Acquire) & (1u64 << (page % 64)) != 0
     }
+    #[cfg(test)]
     pub(crate) fn words(&self) -> &[AtomicU64] {
-        &self.0
+        &self.words
+    }
+    /// Take every set bit, word by word in ascending order: `visit(word_index, bits)` gets each
+    /// non-zero word after it was swapped to zero. If `visit` fails, the drain stops there; the
+    /// words not visited yet keep their bits (and their summary flags), and the caller owns the
+    /// bits it was handed.
+    pub(crate) fn drain<E>(
+        &self,
+        mut visit: impl FnMut(u64, u64) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for (s, flags) in self.summary.iter().enumerate() {
+            if flags.load(Ordering::Acquire) == 0 {
+                continue;
+            }
+            let mut groups = flags.swap(0, Ordering::AcqRel);
+            while groups != 0 {
+                let w = s * 64 + groups.trailing_zeros() as usize;
+                groups &= groups - 1;
+                let bits = self.words[w].swap(0, Ordering::AcqRel);
+                if bits == 0 {
+                    continue;
+                }
+                if let Err(e) = visit(w as u64, bits) {
+                    flags.fetch_or(groups, Ordering::AcqRel);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -726,12 +781,67 @@ mod tests {
     }
 
     #[test]
+    fn page_bits_drain_takes_every_set_bit_once() {
+        let pages = 64 * 64 * 3 + 5;
+        let bits = PageBits::new(pages);
+        let set = [0u64, 63, 64, 4095, 4096, 8191, 9000, pages - 1];
+        for &p in &set {
+            bits.set(p);
+        }
+        bits.clear(9000);
+        let mut seen = Vec::new();
+        bits.drain(|w, mut b| -> Result<(), ()> {
+            while b != 0 {
+                seen.push(w * 64 + b.trailing_zeros() as u64);
+                b &= b - 1;
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, vec![0, 63, 64, 4095, 4096, 8191, pages - 1]);
+        let mut again = 0;
+        bits.drain(|_, _| -> Result<(), ()> {
+            again += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(again, 0, "a drain leaves nothing behind");
+        // A failing visit keeps the words it did not reach.
+        for &p in &[1u64, 200, 300] {
+            bits.set(p);
+        }
+        let mut first = Vec::new();
+        assert!(bits
+            .drain(|w, _| {
+                first.push(w);
+                Err(())
+            })
+            .is_err());
+        assert_eq!(first, vec![0]);
+        let mut rest = Vec::new();
+        bits.drain(|w, _| -> Result<(), ()> {
+            rest.push(w);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            rest,
+            vec![3, 4],
+            "words 3 (page 200) and 4 (page 300) survive the failure"
+        );
+    }
+
+    #[test]
     fn names_round_trip() {
         for m in [Mechanism::Userfaultfd, Mechanism::Sigsegv] {
             assert_eq!(Mechanism::from_name(m.name()), Some(m));
             assert_eq!(m.to_string(), m.name());
         }
-        for t in [DirtyTracking::Scan, DirtyTracking::Fault] {
+        for t in [
+            DirtyTracking::Scan,
+            DirtyTracking::Fault,
+            DirtyTracking::Declared,
+        ] {
             assert_eq!(DirtyTracking::from_name(t.name()), Some(t));
         }
         assert_eq!(Mechanism::from_name("mprotect"), None);

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use pmo_medium::Medium;
 use pmo_os::view::{
-    FillError, Mechanism, PageSource, Placement, View, ViewError, ViewOptions, ViewStats, PAGE_SIZE,
+    DirtyTracking, FillError, Mechanism, PageSource, Placement, View, ViewError, ViewOptions,
+    ViewStats, PAGE_SIZE,
 };
 
 use crate::engine::{CommitStats, PmoCore};
@@ -31,7 +32,18 @@ pub struct AttachOptions {
     pub mechanism: Option<Mechanism>,
     /// Fill every page at attach instead of on first touch.
     pub populate: bool,
+    /// How writes are found for psync (`None`: `PMO_DIRTY`, else [`DEFAULT_TRACKING`]).
+    /// [`DirtyTracking::Declared`] commits only what [`Attachment::write_at`] and
+    /// [`Attachment::declare`] name (PMDK's `tx_add_range` contract): writes through raw
+    /// pointers that are not declared are then not made durable.
+    pub tracking: Option<DirtyTracking>,
 }
+
+/// The store's dirty tracking when neither the caller nor `PMO_DIRTY` chooses:
+/// [`DirtyTracking::Fault`], because its psync costs O(dirty pages) whatever the PMO's size,
+/// where a `PAGEMAP_SCAN` walks every resident page (figures in `docs/faults.md`). The sigsegv
+/// mechanism always tracks by faults.
+pub const DEFAULT_TRACKING: DirtyTracking = DirtyTracking::Fault;
 
 /// Name of the page-fault mechanism attach uses by default in this process.
 pub fn fault_mechanism_name() -> &'static str {
@@ -93,12 +105,16 @@ impl Pool {
             mechanism: opts.mechanism,
         };
         let mut relocated = false;
-        let view = match View::new(vopts, source.clone()) {
+        let tracking = opts
+            .tracking
+            .or_else(DirtyTracking::from_env)
+            .unwrap_or(DEFAULT_TRACKING);
+        let view = match View::with_tracking(vopts, source.clone(), Some(tracking)) {
             Ok(v) => v,
             Err(ViewError::AddressInUse { .. }) if opts.relocate => {
                 vopts.placement = Placement::Anywhere;
                 relocated = true;
-                View::new(vopts, source).map_err(view_err)?
+                View::with_tracking(vopts, source, Some(tracking)).map_err(view_err)?
             }
             Err(ViewError::AddressInUse { addr, len }) => {
                 return Err(StoreError::AddressInUse {
@@ -161,6 +177,30 @@ impl Attachment {
     pub fn mechanism(&self) -> Mechanism {
         self.view.mechanism()
     }
+    /// How this attachment finds the pages a psync commits.
+    pub fn dirty_tracking(&self) -> DirtyTracking {
+        self.view.dirty_tracking()
+    }
+
+    /// Declare that bytes `offset..offset + len` were (or will be, before the next psync)
+    /// written, so the next psync commits their pages. Needed only with
+    /// [`DirtyTracking::Declared`] for writes through raw pointers; harmless (and cheap: an
+    /// atomic OR per page) with the other trackings, which find writes by themselves.
+    pub fn declare(&self, offset: usize, len: usize) -> Result<()> {
+        if self.perm() != Perm::Write {
+            return Err(StoreError::ReadOnly(self.name().into()));
+        }
+        self.check_range(offset, len)?;
+        if len == 0 || self.view.dirty_tracking() != DirtyTracking::Declared {
+            return Ok(());
+        }
+        let first = offset / PAGE_SIZE;
+        let end = (offset + len).div_ceil(PAGE_SIZE);
+        for p in first..end {
+            self.view.mark_dirty(p as u64).map_err(view_err)?;
+        }
+        Ok(())
+    }
     /// Fault and fill counters of the mapping.
     pub fn view_stats(&self) -> ViewStats {
         self.view.stats()
@@ -220,7 +260,7 @@ impl Attachment {
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.view.addr().add(offset), data.len())
         };
-        Ok(())
+        self.declare(offset, data.len())
     }
 
     fn check_range(&self, offset: usize, len: usize) -> Result<()> {

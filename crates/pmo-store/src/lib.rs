@@ -28,10 +28,11 @@ pub mod namespace;
 pub mod pool;
 pub mod pptr;
 
-pub use attach::{AttachOptions, Attachment};
+pub use attach::{AttachOptions, Attachment, DEFAULT_TRACKING};
 pub use engine::{CommitStats, Page};
 pub use error::{Result, StoreError};
 pub use pmo_format::KdfParams;
+pub use pmo_os::view::{DirtyTracking, Mechanism};
 pub use pool::{AttachState, CheckReport, Perm, PmoHandle, PmoInfo, Pool, PoolInfo, PoolOptions};
 pub use pptr::PPtr;
 

@@ -474,13 +474,9 @@ pub(crate) fn collect_dirty(
 ) -> Result<(), ViewError> {
     let first_out = out.len();
     let mut run: Option<(u64, u64)> = None; // (first page, count) of claimed DIRTY pages
-    for (w, word) in st.dirty.words().iter().enumerate() {
-        if word.load(Ordering::Acquire) == 0 {
-            continue;
-        }
-        let mut bits = word.swap(0, Ordering::AcqRel);
+    st.dirty.drain(|w, mut bits| {
         while bits != 0 {
-            let page = w as u64 * 64 + bits.trailing_zeros() as u64;
+            let page = w * 64 + bits.trailing_zeros() as u64;
             bits &= bits - 1;
             let taken = loop {
                 match st.settled(page) {
@@ -504,13 +500,24 @@ pub(crate) fn collect_dirty(
             run = match run {
                 Some((start, n)) if start + n == page => Some((start, n + 1)),
                 Some((start, n)) => {
-                    reprotect(shared, st, start, n, out, first_out)?;
+                    if let Err(e) = reprotect(shared, st, start, n, out, first_out) {
+                        // This word's pages not reached yet keep their bits (`page` itself
+                        // was claimed: give it back too).
+                        st.release(page, DIRTY);
+                        st.dirty.set(page);
+                        while bits != 0 {
+                            st.dirty.set(w * 64 + bits.trailing_zeros() as u64);
+                            bits &= bits - 1;
+                        }
+                        return Err(e);
+                    }
                     Some((page, 1))
                 }
                 None => Some((page, 1)),
             };
         }
-    }
+        Ok(())
+    })?;
     if let Some((start, n)) = run {
         reprotect(shared, st, start, n, out, first_out)?;
     }

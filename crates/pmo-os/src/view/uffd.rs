@@ -84,6 +84,17 @@ impl UffdState {
     fn fault_tracked(&self, shared: &Shared) -> bool {
         shared.writable && self.tracking == DirtyTracking::Fault
     }
+
+    /// Whether the dirty bitmap is in use (writable view, `Fault` or `Declared` tracking).
+    fn bitmap_tracked(&self, shared: &Shared) -> bool {
+        shared.writable && self.tracking != DirtyTracking::Scan
+    }
+
+    /// Whether pages are write-protected until written (writable view, `Scan` or `Fault`;
+    /// `Declared` views are registered for missing pages only and install pages writable).
+    fn write_protects(&self, shared: &Shared) -> bool {
+        shared.writable && self.tracking != DirtyTracking::Declared
+    }
 }
 
 #[repr(C, align(64))]
@@ -91,6 +102,7 @@ struct PageBuf([u8; PAGE_SIZE]);
 
 static PROBE_SCAN: Probe = Probe::new();
 static PROBE_FAULT: Probe = Probe::new();
+static PROBE_DECLARED: Probe = Probe::new();
 
 /// Whether userfaultfd works here with at least one kind of dirty tracking (cached).
 pub(crate) fn probe() -> Result<(), String> {
@@ -107,6 +119,7 @@ pub(crate) fn probe_tracking(tracking: DirtyTracking) -> Result<(), String> {
     let cell = match tracking {
         DirtyTracking::Scan => &PROBE_SCAN,
         DirtyTracking::Fault => &PROBE_FAULT,
+        DirtyTracking::Declared => &PROBE_DECLARED,
     };
     cell.get_or_init(|| run_probe(tracking)).clone()
 }
@@ -224,7 +237,7 @@ pub(crate) fn create(
     }
 
     let mode = sys::UFFDIO_REGISTER_MODE_MISSING
-        | if opts.writable {
+        | if opts.writable && tracking != DirtyTracking::Declared {
             sys::UFFDIO_REGISTER_MODE_WP
         } else {
             0
@@ -416,7 +429,7 @@ fn fill_and_copy(
         registry::fatal("integrity error", shared.source.label(), page, e.reason);
     }
     // Install write-protected so the first write is tracked, unless this fault is that write.
-    let wp = if shared.writable && !write_first {
+    let wp = if st.write_protects(shared) && !write_first {
         sys::UFFDIO_COPY_MODE_WP
     } else {
         0
@@ -467,7 +480,7 @@ pub(crate) fn install(
     data: &[u8; PAGE_SIZE],
     dirty: bool,
 ) -> Result<bool, ViewError> {
-    let wp = if shared.writable && !dirty {
+    let wp = if st.write_protects(shared) && !dirty {
         sys::UFFDIO_COPY_MODE_WP
     } else {
         0
@@ -484,7 +497,7 @@ pub(crate) fn install(
     } {
         Copied::All => {
             st.present.set(page);
-            if dirty && st.fault_tracked(shared) {
+            if dirty && st.bitmap_tracked(shared) {
                 st.dirty.set(page);
             }
             Ok(true)
@@ -513,28 +526,19 @@ pub(crate) fn fill_range(
             pages: shared.pages,
         });
     }
-    let wp = if shared.writable && !for_write {
+    let wp = if st.write_protects(shared) && !for_write {
         sys::UFFDIO_COPY_MODE_WP
     } else {
         0
     };
-    let mark_dirty = for_write && st.fault_tracked(shared);
+    let mark_dirty = for_write && st.bitmap_tracked(shared);
     let mut buf = vec![0u8; BATCH_PAGES * PAGE_SIZE];
     let mut page = pages.start;
     while page < pages.end {
         if st.present.get(page) {
             if mark_dirty {
                 // Present and maybe protected: open it for the kernel's write and report it.
-                writeprotect(
-                    st.uffd.as_raw_fd(),
-                    shared.page_addr(page),
-                    PAGE_SIZE,
-                    false,
-                )
-                .map_err(|errno| ViewError::Os {
-                    op: "UFFDIO_WRITEPROTECT",
-                    errno,
-                })?;
+                unprotect(shared, st, page)?;
                 st.dirty.set(page);
             }
             page += 1;
@@ -594,16 +598,7 @@ pub(crate) fn fill_range(
                     }
                     if mark_dirty {
                         let existing = run_start + (done_pages + installed) as u64;
-                        writeprotect(
-                            st.uffd.as_raw_fd(),
-                            shared.page_addr(existing),
-                            PAGE_SIZE,
-                            false,
-                        )
-                        .map_err(|errno| ViewError::Os {
-                            op: "UFFDIO_WRITEPROTECT",
-                            errno,
-                        })?;
+                        unprotect(shared, st, existing)?;
                         for p in done_pages..done_pages + installed + 1 {
                             st.dirty.set(run_start + p as u64);
                         }
@@ -626,9 +621,23 @@ pub(crate) fn fill_range(
 }
 
 /// Make a present `page` reported by the next collect: un-protect it (scan tracking then sees
-/// it as written) and, with fault tracking, set its bit.
+/// it as written) and, with fault or declared tracking, set its bit. With declared tracking
+/// this is the whole cost of declaring a write: one atomic OR.
 pub(crate) fn mark_dirty(shared: &Shared, st: &UffdState, page: u64) -> Result<(), ViewError> {
     if !st.present.get(page) {
+        return Ok(());
+    }
+    unprotect(shared, st, page)?;
+    if st.bitmap_tracked(shared) {
+        st.dirty.set(page);
+    }
+    Ok(())
+}
+
+/// Clear the write protection of a present `page` (nothing to do on a view that does not
+/// write-protect: declared tracking).
+fn unprotect(shared: &Shared, st: &UffdState, page: u64) -> Result<(), ViewError> {
+    if !st.write_protects(shared) {
         return Ok(());
     }
     writeprotect(
@@ -640,11 +649,7 @@ pub(crate) fn mark_dirty(shared: &Shared, st: &UffdState, page: u64) -> Result<(
     .map_err(|errno| ViewError::Os {
         op: "UFFDIO_WRITEPROTECT",
         errno,
-    })?;
-    if st.fault_tracked(shared) {
-        st.dirty.set(page);
-    }
-    Ok(())
+    })
 }
 
 /// Drop `page`: the next touch faults and fills again.
@@ -658,7 +663,7 @@ pub(crate) fn discard(shared: &Shared, st: &UffdState, page: u64) -> Result<(), 
         },
     )?;
     st.present.clear(page);
-    if st.fault_tracked(shared) {
+    if st.bitmap_tracked(shared) {
         st.dirty.clear(page);
     }
     Ok(())
@@ -670,7 +675,7 @@ pub(crate) fn collect_dirty(
     st: &UffdState,
     out: &mut Vec<u64>,
 ) -> Result<(), ViewError> {
-    if st.fault_tracked(shared) {
+    if st.bitmap_tracked(shared) {
         collect_bitmap(shared, st, out)
     } else {
         collect_scan(shared, st, out)
@@ -689,7 +694,11 @@ fn collect_bitmap(shared: &Shared, st: &UffdState, out: &mut Vec<u64>) -> Result
     let fd = st.uffd.as_raw_fd();
     // Pages [start, end) to protect with one call; every dirty page in it is already in `out`.
     let mut group: Option<(u64, u64)> = None;
+    let protects = st.write_protects(shared);
     let protect = |(start, end): (u64, u64), out: &mut Vec<u64>| -> Result<(), ViewError> {
+        if !protects {
+            return Ok(());
+        }
         let len = (end - start) as usize * PAGE_SIZE;
         writeprotect(fd, shared.page_addr(start), len, true).map_err(|errno| {
             for &p in &out[first_out..] {
@@ -702,25 +711,30 @@ fn collect_bitmap(shared: &Shared, st: &UffdState, out: &mut Vec<u64>) -> Result
             }
         })
     };
-    for (w, word) in st.dirty.words().iter().enumerate() {
-        if word.load(std::sync::atomic::Ordering::Acquire) == 0 {
-            continue;
-        }
-        let mut bits = word.swap(0, std::sync::atomic::Ordering::AcqRel);
+    st.dirty.drain(|w, mut bits| {
         while bits != 0 {
-            let page = w as u64 * 64 + bits.trailing_zeros() as u64;
+            let page = w * 64 + bits.trailing_zeros() as u64;
             bits &= bits - 1;
             out.push(page);
             group = match group {
                 Some((start, end)) if page <= end + PROTECT_GAP_PAGES => Some((start, page + 1)),
                 Some(g) => {
-                    protect(g, out)?;
+                    if let Err(e) = protect(g, out) {
+                        // `protect` re-marked what `out` held; the rest of this word too.
+                        while bits != 0 {
+                            st.dirty.set(w * 64 + bits.trailing_zeros() as u64);
+                            bits &= bits - 1;
+                        }
+                        st.dirty.set(page);
+                        return Err(e);
+                    }
                     Some((page, page + 1))
                 }
                 None => Some((page, page + 1)),
             };
         }
-    }
+        Ok(())
+    })?;
     if let Some(g) = group {
         protect(g, out)?;
     }
