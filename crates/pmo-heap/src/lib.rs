@@ -31,7 +31,6 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-
 mod check;
 mod error;
 mod pmo_heap;

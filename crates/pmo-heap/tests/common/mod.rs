@@ -85,9 +85,14 @@ pub fn pop(h: &Heap) -> Option<u64> {
     Some(node.value)
 }
 
-/// The list's values from the root, verifying that every node is a live block large enough
-/// for its payload and that the payload is intact.
+/// The list's values from the root (see [`read_list_full`]).
 pub fn read_list(h: &Heap) -> Vec<u64> {
+    read_list_full(h).into_iter().map(|(v, _)| v).collect()
+}
+
+/// The list as (value, payload length) from the root, verifying that every node is a live
+/// block large enough for its payload and that the payload is intact.
+pub fn read_list_full(h: &Heap) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     let mut cur = h.root_ptr::<Node>().expect("root");
     while let Some(p) = h.resolve(cur).expect("resolve") {
@@ -110,9 +115,59 @@ pub fn read_list(h: &Heap) -> Vec<u64> {
                 node.value
             );
         }
-        out.push(node.value);
+        out.push((node.value, node.len));
         cur = node.next;
         assert!(out.len() <= 1_000_000, "list cycles");
     }
     out
+}
+
+/// The typed pointer of the `i`-th node (0: the head).
+pub fn nth(h: &Heap, i: usize) -> HeapPtr<Node> {
+    let mut cur = h.root_ptr::<Node>().expect("root");
+    for _ in 0..i {
+        let p = h.resolve(cur).expect("resolve").expect("list long enough");
+        // SAFETY: a live node of the list.
+        cur = unsafe { (*p.as_ptr()).next };
+    }
+    cur
+}
+
+/// Point the link that leads to node `i` (the root for 0, else node `i - 1`'s `next`) at `to`.
+pub fn relink(h: &Heap, i: usize, to: HeapPtr<Node>) {
+    if i == 0 {
+        let p = h.resolve(to.cast::<u8>()).expect("resolve");
+        h.set_root(p).expect("set root");
+    } else {
+        let prev = h.resolve(nth(h, i - 1)).expect("resolve").expect("prev");
+        // SAFETY: `prev` is a live node of the list; only this thread uses the list.
+        unsafe { (*prev.as_ptr()).next = to };
+    }
+}
+
+/// Unlink node `i` and free it.
+pub fn remove_at(h: &Heap, i: usize) {
+    let cur = h.resolve(nth(h, i)).expect("resolve").expect("node");
+    // SAFETY: a live node of the list.
+    let next = unsafe { (*cur.as_ptr()).next };
+    relink(h, i, next);
+    h.free(cur.cast()).expect("free removed node");
+}
+
+/// Grow node `i`'s payload to `new_len` bytes with `realloc` (which may move it) and relink it.
+pub fn grow_at(h: &Heap, i: usize, new_len: usize) {
+    let cur = h.resolve(nth(h, i)).expect("resolve").expect("node");
+    let p = h
+        .realloc(cur.cast::<u8>(), NODE_BYTES + new_len, 8)
+        .expect("realloc");
+    // SAFETY: `p` is the live block of NODE_BYTES + new_len bytes holding the node.
+    unsafe {
+        let node = p.cast::<Node>().as_ptr();
+        let (value, old_len) = ((*node).value, (*node).len as usize);
+        for j in old_len..new_len {
+            p.as_ptr().add(NODE_BYTES + j).write(payload_byte(value, j));
+        }
+        (*node).len = new_len as u64;
+    }
+    relink(h, i, h.to_heap_ptr(p.cast::<Node>()).expect("typed"));
 }
