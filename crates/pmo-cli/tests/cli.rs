@@ -1,0 +1,209 @@
+//! The `pmo` binary as a user meets it: every command once, and the exit-code contract
+//! (0 ok, 1 usage or user error, 2 integrity or corruption) with one clear line on stderr.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+struct Tmp(PathBuf);
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tmpdir(tag: &str) -> Tmp {
+    let d = std::env::temp_dir().join(format!("pmo-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    Tmp(d)
+}
+
+/// Run `pmo` on `pool` with key `key` (None: no key in the environment) and optional stdin.
+fn pmo(pool: &Path, key: Option<&str>, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_pmo"));
+    c.args(args)
+        .env("PMO_POOL", pool)
+        .env_remove("PMO_KEY")
+        .env_remove("PMO_MEDIUM")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(k) = key {
+        c.env("PMO_KEY", k);
+    }
+    let mut child = c.spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(data) = stdin {
+        input.write_all(data).unwrap();
+    }
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited, not killed")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A failure prints exactly one line on stderr.
+fn one_line_error(o: &Output, want_code: i32, needle: &str) {
+    let e = stderr(o);
+    assert_eq!(code(o), want_code, "stderr: {e}");
+    assert_eq!(e.trim_end().lines().count(), 1, "one line, got: {e:?}");
+    assert!(e.to_lowercase().contains(needle), "{needle:?} not in {e:?}");
+}
+
+const FAST_KDF: [&str; 4] = ["--kdf-mem-kib", "64", "--kdf-iters", "1"];
+
+fn init(pool: &Path, size: &str) {
+    let mut args = vec!["init", "--size", size, "--sparse"];
+    args.extend(FAST_KDF);
+    let o = pmo(pool, None, &args, None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}
+
+#[test]
+fn every_command_works_end_to_end() {
+    let d = tmpdir("e2e");
+    let pool = d.0.join("p.pool");
+    init(&pool, "64MiB");
+    let ok = |args: &[&str], stdin: Option<&[u8]>| {
+        let o = pmo(&pool, Some("k1"), args, stdin);
+        assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
+        o
+    };
+    ok(&["create", "a", "--size", "1MiB"], None);
+    ok(&["create", "b", "--size", "8KiB"], None);
+    ok(&["write", "a", "--offset", "4090"], Some(b"hello, pmo"));
+    let o = ok(&["read", "a", "--offset", "4090", "--len", "10"], None);
+    assert_eq!(o.stdout, b"hello, pmo");
+    let list = String::from_utf8(ok(&["list"], None).stdout).unwrap();
+    assert!(list.contains('a') && list.contains('b'), "{list}");
+    let info = String::from_utf8(ok(&["info", "a"], None).stdout).unwrap();
+    assert!(
+        info.contains("1048576") || info.contains("1 MiB") || info.contains("1MiB"),
+        "{info}"
+    );
+    ok(&["info"], None);
+    ok(&["check"], None);
+    ok(&["destroy", "b"], None);
+    let list = String::from_utf8(ok(&["list"], None).stdout).unwrap();
+    assert!(
+        !list
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some("b")),
+        "{list}"
+    );
+    // The data survives a new process and the key is checked on read.
+    let o = ok(&["read", "a", "--offset", "4096", "--len", "4"], None);
+    assert_eq!(o.stdout, b" pmo");
+}
+
+#[test]
+fn user_errors_exit_1_with_one_line() {
+    let d = tmpdir("user");
+    let pool = d.0.join("p.pool");
+    init(&pool, "16MiB");
+    let o = pmo(
+        &pool,
+        Some("right"),
+        &["create", "x", "--size", "64KiB"],
+        None,
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+
+    let o = pmo(
+        &pool,
+        Some("wrong"),
+        &["read", "x", "--offset", "0", "--len", "1"],
+        None,
+    );
+    one_line_error(&o, 1, "key");
+    let o = pmo(&pool, Some("wrong"), &["destroy", "x"], None);
+    one_line_error(&o, 1, "key");
+    let o = pmo(
+        &pool,
+        Some("right"),
+        &["read", "nope", "--offset", "0", "--len", "1"],
+        None,
+    );
+    one_line_error(&o, 1, "nope");
+    let o = pmo(
+        &pool,
+        Some("right"),
+        &["create", "x", "--size", "4KiB"],
+        None,
+    );
+    one_line_error(&o, 1, "exist");
+    let o = pmo(
+        &pool,
+        Some("right"),
+        &["create", "huge", "--size", "1GiB"],
+        None,
+    );
+    assert_eq!(code(&o), 1, "pool full: {}", stderr(&o));
+    let o = pmo(
+        &pool,
+        Some("right"),
+        &["read", "x", "--offset", "65535", "--len", "2"],
+        None,
+    );
+    assert_eq!(code(&o), 1, "out of range: {}", stderr(&o));
+    // No key and stdin is not a terminal: an error, never a prompt.
+    let o = pmo(
+        &pool,
+        None,
+        &["read", "x", "--offset", "0", "--len", "1"],
+        None,
+    );
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    // Missing pool file, and usage errors.
+    let o = pmo(&d.0.join("missing.pool"), Some("k"), &["list"], None);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let o = pmo(&pool, Some("k"), &["frobnicate"], None);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    // Nothing was lost on the way.
+    let o = pmo(&pool, Some("right"), &["check"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}
+
+#[test]
+fn corruption_exits_2_and_foreign_files_exit_1() {
+    let d = tmpdir("corrupt");
+    // A foreign file is the user's mistake (exit 1), and it is left untouched.
+    let foreign = d.0.join("foreign.pool");
+    std::fs::write(&foreign, vec![0x5au8; 1 << 20]).unwrap();
+    let o = pmo(&foreign, Some("k"), &["list"], None);
+    one_line_error(&o, 1, "not a pmo pool");
+    assert_eq!(std::fs::read(&foreign).unwrap(), vec![0x5au8; 1 << 20]);
+
+    // A pool whose both superblock copies are damaged.
+    let pool = d.0.join("p.pool");
+    init(&pool, "16MiB");
+    let mut bytes = std::fs::read(&pool).unwrap();
+    // One bit inside the checksummed part of each copy (magic intact: a damaged pool, not a
+    // foreign file).
+    bytes[64] ^= 1;
+    bytes[4096 + 64] ^= 1;
+    std::fs::write(&pool, &bytes).unwrap();
+    let o = pmo(&pool, Some("k"), &["check"], None);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert_eq!(stderr(&o).trim_end().lines().count(), 1, "{}", stderr(&o));
+
+    // A truncated pool.
+    let pool2 = d.0.join("t.pool");
+    init(&pool2, "16MiB");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&pool2)
+        .unwrap();
+    f.set_len(3000).unwrap();
+    drop(f);
+    let o = pmo(&pool2, Some("k"), &["list"], None);
+    assert!(matches!(code(&o), 1 | 2), "{}", stderr(&o));
+    assert_eq!(stderr(&o).trim_end().lines().count(), 1, "{}", stderr(&o));
+}
