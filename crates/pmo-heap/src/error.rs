@@ -25,6 +25,13 @@ pub enum PmoHeapError {
         /// Name of the mechanism serving the attachment.
         mechanism: &'static str,
     },
+    /// The attachment commits only declared writes (`DirtyTracking::Declared`), and the
+    /// allocator's metadata writes are not declared: they would be lost at psync.
+    #[error(
+        "a heap needs its writes found by the store: attach with fault or scan dirty tracking, \
+         not declared (PMO_DIRTY=declared)"
+    )]
+    DeclaredTracking,
 }
 
 /// Result alias of the crate.

@@ -41,5 +41,5 @@ pub use pmo_alloc::{
     Allocation, CheckReport, Heap, HeapError, HeapOptions, HeapPtr, HeapStats, Protection,
 };
 pub use pmo_heap::{effective_protection, OpenOptions, PmoHeap};
-pub use pmo_os::view::Mechanism;
+pub use pmo_os::view::{DirtyTracking, Mechanism};
 pub use pmo_store::{AttachOptions, CommitStats};

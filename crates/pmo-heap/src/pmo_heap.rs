@@ -11,7 +11,10 @@
 //!   image never holds a half-done allocator call. Shadow paging makes that image atomic:
 //!   "allocate, link, psync" needs no allocator log (`docs/heap.md`, `tests/crash.rs`);
 //! - page-protecting metadata (guard mode, MPK) is refused on a mapping whose fault mechanism
-//!   manages page protections itself (sigsegv), see [`effective_protection`].
+//!   manages page protections itself (sigsegv), see [`effective_protection`];
+//! - an attachment with declared dirty tracking (`DirtyTracking::Declared`, PMDK's
+//!   `tx_add_range` contract) is refused: the allocator's metadata writes are not declared and
+//!   would not reach the medium. Fault and scan tracking find every write by themselves.
 //!
 //! Callers: applications, the C API (`p_malloc` and friends), `pmo check` (through
 //! [`crate::check_pmo`]).
@@ -23,7 +26,7 @@
 
 use crate::error::{PmoHeapError, Result};
 use pmo_alloc::{Heap, HeapOptions, HeapPtr, Protection};
-use pmo_os::view::{Mechanism, ViewStats};
+use pmo_os::view::{DirtyTracking, Mechanism, ViewStats};
 use pmo_store::{AttachOptions, Attachment, CommitStats, Perm, Pool, StoreError};
 use std::ops::Deref;
 
@@ -174,6 +177,9 @@ impl PmoHeap {
     fn usable(attachment: &Attachment, protection: Protection) -> Result<Protection> {
         if attachment.perm() != Perm::Write {
             return Err(StoreError::ReadOnly(attachment.name().into()).into());
+        }
+        if attachment.dirty_tracking() == DirtyTracking::Declared {
+            return Err(PmoHeapError::DeclaredTracking);
         }
         effective_protection(protection, attachment.mechanism())
     }

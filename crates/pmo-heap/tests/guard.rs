@@ -135,3 +135,34 @@ fn guard_mode_over_sigsegv_is_refused_and_leaves_nothing_behind() {
     assert_eq!(read_list(&h).len(), 100);
     h.check().unwrap();
 }
+
+#[test]
+fn declared_dirty_tracking_is_refused() {
+    let sp = ScratchPool::new("declared", 64 << 20);
+    let declared = AttachOptions {
+        tracking: Some(pmo_heap::DirtyTracking::Declared),
+        ..AttachOptions::default()
+    };
+    let off = HeapOptions {
+        subheaps: 1,
+        protection: Protection::Off,
+    };
+    let e = PmoHeap::create_with(&sp.pool, "d", HEAP_BYTES, KEY, &off, declared).unwrap_err();
+    assert!(matches!(e, PmoHeapError::DeclaredTracking), "{e}");
+    assert!(!sp.pool.exists("d").unwrap());
+    PmoHeap::create(&sp.pool, "d", HEAP_BYTES, KEY, &off)
+        .unwrap()
+        .detach()
+        .unwrap();
+    let e = PmoHeap::open_with(
+        &sp.pool,
+        "d",
+        KEY,
+        &OpenOptions {
+            protection: Protection::Off,
+            attach: declared,
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(e, PmoHeapError::DeclaredTracking), "{e}");
+}
