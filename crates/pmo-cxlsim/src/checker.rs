@@ -8,11 +8,17 @@
 //!   linearisation point (the selector decision or the controller's processing in the first
 //!   switch; PM service when no buffer is active);
 //! - **crash consistency**: at a crash point, recovery (drain every surviving Dirty/Drain PB
-//!   entry, oldest first) must leave PM equal to the latest PD version of every line.
+//!   entry, oldest first) must leave PM equal to the latest PD version of every line; and, seen
+//!   from the host, every write the host gets an acknowledgement for must have entered the PD
+//!   before that acknowledgement arrived. The second half does not trust the simulator's own
+//!   account of where the PD is: a switch that acknowledges a write it never made persistent
+//!   is caught when the acknowledgement reaches the core, even though no PM line ever lags.
 //!
 //! Crash checks are cheap: the model keeps the set of lines where PM differs from the PD
 //! (`diff`), so a crash point costs O(|diff| x PB entries) and thousands run in one simulation.
-//! Invariant: `diff` holds exactly the lines with `pm[line] != persisted[line]`.
+//! Invariant: `diff` holds exactly the lines with `pm[line] != persisted[line]`; `unacked` holds
+//! the versions that entered the PD and whose acknowledgement has not reached the host yet (at
+//! most one per write in flight, so it is bounded by the host's in-flight writes).
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -83,6 +89,15 @@ pub enum Violation {
         /// Latest persisted version.
         expected: u64,
     },
+    /// The host received an acknowledgement for a write whose version never entered the PD.
+    UnpersistedAck {
+        /// Line number.
+        line: u64,
+        /// When the acknowledgement reached the core.
+        time_ps: u64,
+        /// The acknowledged version.
+        version: u64,
+    },
 }
 
 impl std::fmt::Display for Violation {
@@ -103,6 +118,11 @@ impl std::fmt::Display for Violation {
                 "crash consistency: crash at {time_ps} ps, line {:#x}: recovery leaves v{recovered}, acknowledged v{expected}",
                 line << 6
             ),
+            Violation::UnpersistedAck { line, time_ps, version } => write!(
+                f,
+                "crash consistency: line {:#x} at {time_ps} ps: host acknowledged v{version}, which never entered the persistent domain",
+                line << 6
+            ),
         }
     }
 }
@@ -113,6 +133,11 @@ pub struct Model {
     persisted: LineMap<(u64, u64)>,
     pm: LineMap<(u64, u64)>,
     diff: LineSet,
+    /// Version -> line of every PD entry whose acknowledgement the host has not received.
+    unacked: LineMap<u64>,
+    /// Version -> line of acknowledgements that reached the host before their version entered
+    /// the PD (already reported); its later PD entry is matched here instead of in `unacked`.
+    acked_early: LineMap<u64>,
     next_pd_seq: u64,
     violations: Vec<Violation>,
     violation_count: u64,
@@ -147,8 +172,31 @@ impl Model {
     pub fn persist(&mut self, line: u64, value: u64) -> u64 {
         self.next_pd_seq += 1;
         self.persisted.insert(line, (value, self.next_pd_seq));
+        if self.acked_early.remove(&value).is_none() {
+            self.unacked.insert(value, line);
+        }
         self.sync_diff(line);
         self.next_pd_seq
+    }
+
+    /// The host received the acknowledgement of its write of `value` to `line`: the version
+    /// must have entered the PD before (crash consistency seen from the host).
+    pub fn acknowledged(&mut self, line: u64, value: u64, time_ps: u64) {
+        if self.unacked.remove(&value) != Some(line) {
+            self.record(Violation::UnpersistedAck {
+                line,
+                time_ps,
+                version: value,
+            });
+            self.acked_early.insert(value, line);
+        }
+    }
+
+    /// Writes between PD entry and host acknowledgement (or, after an
+    /// [`Violation::UnpersistedAck`], between acknowledgement and PD entry): the model's only
+    /// tables that grow with traffic rather than with lines touched.
+    pub fn unacked_len(&self) -> usize {
+        self.unacked.len() + self.acked_early.len()
     }
 
     /// Latest persisted version of `line` (0 if never written).
@@ -337,6 +385,28 @@ mod tests {
         assert_eq!(m.violation_count(), 1, "emptied before PM has it: lost");
         m.pm_write(3, 30, seq, 3);
         assert_eq!(m.lagging_lines(), 0);
+    }
+
+    #[test]
+    fn acknowledgement_must_follow_pd_entry() {
+        let mut m = Model::new();
+        m.persist(5, 50);
+        assert_eq!(m.unacked_len(), 1);
+        m.acknowledged(5, 50, 1);
+        assert_eq!(m.violation_count(), 0);
+        assert_eq!(m.unacked_len(), 0);
+        // Acknowledged twice, or never persisted: both are acknowledgements without a PD entry.
+        m.acknowledged(5, 50, 2);
+        m.acknowledged(6, 60, 3);
+        assert_eq!(m.violation_count(), 2);
+        assert!(matches!(
+            m.violations()[1],
+            Violation::UnpersistedAck {
+                line: 6,
+                version: 60,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -17,11 +17,12 @@ use crate::study::{run_study, StudyConfig};
 use crate::trace::Trace;
 
 const SCHEMES: [&str; 3] = ["nopb", "pb", "pb-rf"];
-const FAULTS: [&str; 4] = [
+const FAULTS: [&str; 5] = [
     "none",
     "empty-before-ack",
     "read-bypass-drain",
     "ack-behind-requests",
+    "early-ack",
 ];
 const SIZES: [&str; 3] = ["small", "quick", "full"];
 
@@ -225,7 +226,8 @@ pub enum Command {
         /// Seed of the crash points
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// Deliberately broken variant: none, empty-before-ack, read-bypass-drain, ack-behind-requests
+        /// Deliberately broken variant: none, empty-before-ack, read-bypass-drain, ack-behind-requests,
+        /// early-ack
         #[arg(long, default_value = "none", value_parser = FAULTS)]
         fault: String,
         /// Trace source

@@ -75,6 +75,10 @@ pub enum Fault {
     ReadBypassDrain,
     /// Acknowledgements queue behind requests in the PI buffer (the deadlock of §V-D2).
     AckBehindRequests,
+    /// The first switch acknowledges a host write as soon as its selector sees it and forwards
+    /// the write to PM without taking a PB entry: a volatile switch that claims persistence
+    /// (breaks §IV-A crash consistency: the acknowledgement precedes entry into the PD).
+    EarlyAck,
 }
 
 impl Fault {
@@ -85,6 +89,7 @@ impl Fault {
             Fault::EmptyBeforeAck => "empty-before-ack",
             Fault::ReadBypassDrain => "read-bypass-drain",
             Fault::AckBehindRequests => "ack-behind-requests",
+            Fault::EarlyAck => "early-ack",
         }
     }
 
@@ -95,9 +100,10 @@ impl Fault {
             "empty-before-ack" => Ok(Fault::EmptyBeforeAck),
             "read-bypass-drain" => Ok(Fault::ReadBypassDrain),
             "ack-behind-requests" => Ok(Fault::AckBehindRequests),
+            "early-ack" => Ok(Fault::EarlyAck),
             other => Err(CxlsimError::param(
                 "fault",
-                format!("{other:?} is not one of none, empty-before-ack, read-bypass-drain, ack-behind-requests"),
+                format!("{other:?} is not one of none, empty-before-ack, read-bypass-drain, ack-behind-requests, early-ack"),
             )),
         }
     }

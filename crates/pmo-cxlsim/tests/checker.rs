@@ -235,3 +235,40 @@ fn soak_full_size_crash_points() {
         }
     }
 }
+
+#[test]
+fn acknowledgement_before_persistence_is_caught() {
+    // A switch that acknowledges writes at its selector and forwards them to PM keeps PM equal
+    // to everything that reached it: no line ever lags, so crash points alone cannot see the
+    // lie. The host-side check (every acknowledged version entered the PD first) does. (Reads
+    // may also come back newer than the PD at the selector, since writes the switch should
+    // hold are in flight below it: a write-read order violation the fault causes too.)
+    let traces = traces();
+    for scheme in [Scheme::Pb, Scheme::PbRf] {
+        let p = Params {
+            scheme,
+            fault: Fault::EarlyAck,
+            ..Params::default()
+        };
+        let mut unpersisted = 0;
+        let mut lost = 0;
+        for trace in &traces {
+            let stats = run_checked(&p, trace, 200, 5).expect("run");
+            unpersisted += stats
+                .violations
+                .iter()
+                .filter(|v| matches!(v, Violation::UnpersistedAck { .. }))
+                .count();
+            lost += stats
+                .violations
+                .iter()
+                .filter(|v| matches!(v, Violation::LostPersist { .. }))
+                .count();
+        }
+        assert!(
+            unpersisted > 0,
+            "{scheme}: the checker missed acknowledgements sent before persistence"
+        );
+        assert_eq!(lost, 0, "{scheme}: PM never lags the PD under this fault");
+    }
+}

@@ -42,6 +42,9 @@ proptest! {
         hops in 0usize..4,
         pb_entries in 2usize..10,
         miss_window in 1usize..5,
+        pm_wpq_entries in prop::sample::select(vec![0usize, 1, 4, 128]),
+        pm_banks in prop::sample::select(vec![1usize, 2, 16]),
+        rf_drain_high in prop::sample::select(vec![0.5f64, 0.8, 1.0]),
         seed in any::<u64>(),
     ) {
         let trace = Trace { name: "prop".into(), threads };
@@ -50,6 +53,10 @@ proptest! {
             l1_bytes: 1024, l1_ways: 2, l2_bytes: 4096, l2_ways: 2,
             outstanding_per_core: 4,
             miss_window,
+            pm_wpq_entries,
+            pm_banks,
+            rf_drain_high,
+            rf_drain_low: rf_drain_high / 2.0,
             ..Params::default()
         };
         let stats = run_checked(&p, &trace, 64, seed).expect("run");
