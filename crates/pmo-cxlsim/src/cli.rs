@@ -172,6 +172,10 @@ pub struct TraceArgs {
     /// Workload size
     #[arg(long, default_value = "quick", value_parser = SIZES)]
     pub size: String,
+    /// Put a fence after every flush (strict persists, paper Fig. 2a) instead of one fence per
+    /// checkpoint
+    #[arg(long)]
+    pub fence_each_flush: bool,
 }
 
 /// `pmo cxlsim` subcommands. Schemes: nopb (volatile switch), pb (persist buffer, drain at
@@ -263,17 +267,26 @@ fn parse_size(text: &str) -> Size {
 }
 
 fn load_traces(source: &TraceArgs, threads: usize) -> Result<Vec<Trace>> {
-    if let Some(path) = &source.trace {
-        return Ok(vec![Trace::read_file(path)?]);
-    }
-    let size = parse_size(&source.size);
-    match &source.workload {
-        Some(w) => Ok(vec![generate(w, threads, size)?]),
-        None => WORKLOADS
+    let traces: Vec<Trace> = if let Some(path) = &source.trace {
+        vec![Trace::read_file(path)?]
+    } else {
+        let size = parse_size(&source.size);
+        match &source.workload {
+            Some(w) => vec![generate(w, threads, size)?],
+            None => WORKLOADS
+                .iter()
+                .map(|w| generate(w, threads, size))
+                .collect::<Result<_>>()?,
+        }
+    };
+    Ok(if source.fence_each_flush {
+        traces
             .iter()
-            .map(|w| generate(w, threads, size))
-            .collect(),
-    }
+            .map(Trace::with_fence_after_each_flush)
+            .collect()
+    } else {
+        traces
+    })
 }
 
 fn schemes(names: &[String]) -> Result<Vec<Scheme>> {

@@ -271,6 +271,10 @@ impl Stats {
     pub fn read_stall_share(&self, cores: usize) -> f64 {
         self.stall_share(self.read_stall_ps_sum, cores)
     }
+    /// Share of the cores' time spent waiting for a free outstanding-request slot.
+    pub fn slot_stall_share(&self, cores: usize) -> f64 {
+        self.stall_share(self.slot_stall_ps_sum, cores)
+    }
     fn stall_share(&self, stall_ps: u64, cores: usize) -> f64 {
         let total = self.sim_time_ps as f64 * cores as f64;
         if total == 0.0 {

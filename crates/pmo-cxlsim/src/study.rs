@@ -40,6 +40,9 @@ pub struct StudyConfig {
     pub repeats: usize,
     /// Largest start delay of a core in a repeat, in cycles.
     pub start_jitter_cycles: u64,
+    /// Also run Figs. 5-7 with a fence after every flush (strict persists, paper Fig. 2a):
+    /// an ablation of the persist pattern, reported beside the loop-checkpoint results.
+    pub strict_ablation: bool,
 }
 
 impl StudyConfig {
@@ -55,6 +58,7 @@ impl StudyConfig {
             progress: true,
             repeats: if quick { 3 } else { 5 },
             start_jitter_cycles: 4000,
+            strict_ablation: true,
         }
     }
 }
@@ -109,6 +113,8 @@ pub struct StudyResult {
     pub rows: Vec<WorkloadRow>,
     /// Fig. 8: (workload, entries, pb speedup, pb-rf speedup).
     pub fig8: Vec<(String, usize, f64, f64)>,
+    /// Figs. 5-7 again with a fence after every flush (empty without `strict_ablation`).
+    pub strict_rows: Vec<WorkloadRow>,
     /// Simulations run.
     pub runs: usize,
     /// Events simulated in total.
@@ -135,9 +141,15 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
     } else {
         workloads.first().copied().unwrap_or("fft")
     };
+    let strict_runs = if config.strict_ablation {
+        3 * workloads.len()
+    } else {
+        0
+    };
     let total_runs = config.repeats.max(1)
         * (2 * config.hops.len()
             + 3 * workloads.len()
+            + strict_runs
             + 2 * config.pb_entries.len() * workloads.len());
     let bar = if config.progress {
         let bar = indicatif::ProgressBar::new(total_runs as u64);
@@ -243,6 +255,32 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
         });
     }
 
+    // Ablation: the same workloads with a fence after every flush.
+    let mut strict_rows = Vec::new();
+    if config.strict_ablation {
+        for trace in &traces {
+            let strict = trace.with_fence_after_each_flush();
+            let mut stats = Vec::new();
+            for scheme in Scheme::ALL {
+                stats.push(run(
+                    &strict,
+                    Params {
+                        scheme,
+                        ..config.base.clone()
+                    },
+                    &bar,
+                )?);
+            }
+            let runs: [Stats; 3] = stats
+                .try_into()
+                .map_err(|_| CxlsimError::param("study", "three schemes"))?;
+            strict_rows.push(WorkloadRow {
+                workload: trace.name.clone(),
+                runs,
+            });
+        }
+    }
+
     // Fig. 8: speedup against PB entries (nopb has no PB: its time is the row's nopb run).
     let mut fig8 = Vec::new();
     for (trace, row) in traces.iter().zip(&rows) {
@@ -279,7 +317,7 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
     }
     bar.finish_and_clear();
 
-    write_outputs(config, &fig1, &rows, &fig8)?;
+    write_outputs(config, &fig1, &rows, &fig8, &strict_rows)?;
     let wall_s = started.elapsed().as_secs_f64();
     let summary = summary_markdown(
         config,
@@ -287,6 +325,7 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
         &fig1,
         &rows,
         &fig8,
+        &strict_rows,
         runs,
         events,
         wall_s,
@@ -297,11 +336,56 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
         fig1,
         rows,
         fig8,
+        strict_rows,
         runs,
         events,
         wall_s,
         summary,
     })
+}
+
+/// Per-workload table of Figs. 5-7 (one row per workload) as CSV.
+fn workloads_csv(config: &StudyConfig, rows: &[WorkloadRow]) -> String {
+    let mut csv = String::from(
+        "workload,nopb_us,pb_us,pbrf_us,speedup_pb,speedup_pbrf,persist_ns_nopb,persist_ns_pb,persist_ns_pbrf,read_ns_nopb,read_ns_pb,read_ns_pbrf,persist_norm_pb,persist_norm_pbrf,read_norm_pb,read_norm_pbrf,pbrf_read_hit,pbrf_coalesce,persists,fabric_reads_nopb,fence_stall_nopb,fence_stall_pb,fence_stall_pbrf,read_stall_nopb,read_stall_pb,read_stall_pbrf,slot_stall_nopb,slot_stall_pb,slot_stall_pbrf\n",
+    );
+    let cores = config.base.cores;
+    for r in rows {
+        let _ = writeln!(
+            csv,
+            "{},{:.3},{:.3},{:.3},{:.4},{:.4},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{},{},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4}",
+            r.workload,
+            r.runs[0].sim_time_us(),
+            r.runs[1].sim_time_us(),
+            r.runs[2].sim_time_us(),
+            r.speedup(1),
+            r.speedup(2),
+            r.runs[0].persist_latency_ns(),
+            r.runs[1].persist_latency_ns(),
+            r.runs[2].persist_latency_ns(),
+            r.runs[0].read_latency_ns(),
+            r.runs[1].read_latency_ns(),
+            r.runs[2].read_latency_ns(),
+            r.persist_norm(1),
+            r.persist_norm(2),
+            r.read_norm(1),
+            r.read_norm(2),
+            r.runs[2].read_hit_rate(),
+            r.runs[2].coalesce_rate(),
+            r.runs[0].persists / config.repeats.max(1) as u64,
+            r.runs[0].fabric_reads / config.repeats.max(1) as u64,
+            r.runs[0].fence_stall_share(cores),
+            r.runs[1].fence_stall_share(cores),
+            r.runs[2].fence_stall_share(cores),
+            r.runs[0].read_stall_share(cores),
+            r.runs[1].read_stall_share(cores),
+            r.runs[2].read_stall_share(cores),
+            r.runs[0].slot_stall_share(cores),
+            r.runs[1].slot_stall_share(cores),
+            r.runs[2].slot_stall_share(cores)
+        );
+    }
+    csv
 }
 
 fn write_file(path: &Path, text: &str) -> Result<()> {
@@ -313,6 +397,7 @@ fn write_outputs(
     fig1: &[(usize, f64, f64)],
     rows: &[WorkloadRow],
     fig8: &[(String, usize, f64, f64)],
+    strict_rows: &[WorkloadRow],
 ) -> Result<()> {
     let out = &config.out;
     let base1 = fig1.first().map_or(1.0, |r| r.1);
@@ -346,36 +431,13 @@ fn write_outputs(
         "normalised persist latency",
     )?;
 
-    let mut csv = String::from(
-        "workload,nopb_us,pb_us,pbrf_us,speedup_pb,speedup_pbrf,persist_ns_nopb,persist_ns_pb,persist_ns_pbrf,read_ns_nopb,read_ns_pb,read_ns_pbrf,persist_norm_pb,persist_norm_pbrf,read_norm_pb,read_norm_pbrf,pbrf_read_hit,pbrf_coalesce,persists,fabric_reads_nopb\n",
-    );
-    for r in rows {
-        let _ = writeln!(
-            csv,
-            "{},{:.3},{:.3},{:.3},{:.4},{:.4},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{},{}",
-            r.workload,
-            r.runs[0].sim_time_us(),
-            r.runs[1].sim_time_us(),
-            r.runs[2].sim_time_us(),
-            r.speedup(1),
-            r.speedup(2),
-            r.runs[0].persist_latency_ns(),
-            r.runs[1].persist_latency_ns(),
-            r.runs[2].persist_latency_ns(),
-            r.runs[0].read_latency_ns(),
-            r.runs[1].read_latency_ns(),
-            r.runs[2].read_latency_ns(),
-            r.persist_norm(1),
-            r.persist_norm(2),
-            r.read_norm(1),
-            r.read_norm(2),
-            r.runs[2].read_hit_rate(),
-            r.runs[2].coalesce_rate(),
-            r.runs[0].persists / config.repeats.max(1) as u64,
-            r.runs[0].fabric_reads / config.repeats.max(1) as u64
-        );
+    write_file(&out.join("workloads.csv"), &workloads_csv(config, rows))?;
+    if !strict_rows.is_empty() {
+        write_file(
+            &out.join("workloads_strict.csv"),
+            &workloads_csv(config, strict_rows),
+        )?;
     }
-    write_file(&out.join("workloads.csv"), &csv)?;
     let mut names: Vec<String> = rows.iter().map(|r| r.workload.clone()).collect();
     names.push("mean".into());
     let with_mean = |f: &dyn Fn(&WorkloadRow) -> f64| -> Vec<f64> {
@@ -398,6 +460,24 @@ fn write_outputs(
         ],
         "speedup (nopb = 1)",
     )?;
+    if !strict_rows.is_empty() {
+        let speedups = |s: usize| {
+            let mut v: Vec<f64> = strict_rows.iter().map(|r| r.speedup(s)).collect();
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            v.push(mean);
+            v
+        };
+        let mut strict_names: Vec<String> =
+            strict_rows.iter().map(|r| r.workload.clone()).collect();
+        strict_names.push("mean".into());
+        bar_chart(
+            &out.join("fig5_speedup_strict.svg"),
+            "Fig. 5 ablation: speedup over nopb, fence after every flush",
+            &strict_names,
+            &[("pb".into(), speedups(1)), ("pb-rf".into(), speedups(2))],
+            "speedup (nopb = 1)",
+        )?;
+    }
     bar_chart(
         &out.join("fig6a_persist_latency.svg"),
         "Fig. 6a: persist latency normalised to nopb",
@@ -618,6 +698,7 @@ fn summary_markdown(
     fig1: &[(usize, f64, f64)],
     rows: &[WorkloadRow],
     fig8: &[(String, usize, f64, f64)],
+    strict_rows: &[WorkloadRow],
     runs: usize,
     events: u64,
     wall_s: f64,
@@ -677,6 +758,57 @@ fn summary_markdown(
         mean(&|r| r.read_norm(1)),
         mean(&|r| r.read_norm(2))
     );
+    let cores = config.base.cores;
+    let _ = writeln!(
+        s,
+        "\n## Where the cores wait\n\nShare of core time (cores x run time) stalled at fences (waiting for flush acknowledgements), for read data, and for a free outstanding-request slot (at checkpoints the slots fill with flushes, so this share also grows with persist latency).\n\n| workload | fence nopb | fence pb | fence pb-rf | read nopb | read pb | read pb-rf | slot nopb | slot pb | slot pb-rf |\n|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {:.1}% | {:.1}% | {:.1}% | {:.1}% | {:.1}% | {:.1}% | {:.1}% | {:.1}% | {:.1}% |",
+            r.workload,
+            100.0 * r.runs[0].fence_stall_share(cores),
+            100.0 * r.runs[1].fence_stall_share(cores),
+            100.0 * r.runs[2].fence_stall_share(cores),
+            100.0 * r.runs[0].read_stall_share(cores),
+            100.0 * r.runs[1].read_stall_share(cores),
+            100.0 * r.runs[2].read_stall_share(cores),
+            100.0 * r.runs[0].slot_stall_share(cores),
+            100.0 * r.runs[1].slot_stall_share(cores),
+            100.0 * r.runs[2].slot_stall_share(cores)
+        );
+    }
+    if !strict_rows.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n## Ablation: a fence after every flush\n\nThe same traces with each flush followed by a fence (strict persists, paper Fig. 2a) instead of one fence per loop checkpoint: every persist's latency is on the thread's path.\n\n| workload | speedup pb | speedup pb-rf | persist pb/nopb | persist pb-rf/nopb | fence stall nopb | fence stall pb | pb-rf read hit |\n|---|---|---|---|---|---|---|---|"
+        );
+        for r in strict_rows {
+            let _ = writeln!(
+                s,
+                "| {} | {:.3} | {:.3} | {:.2} | {:.2} | {:.1}% | {:.1}% | {:.1}% |",
+                r.workload,
+                r.speedup(1),
+                r.speedup(2),
+                r.persist_norm(1),
+                r.persist_norm(2),
+                100.0 * r.runs[0].fence_stall_share(cores),
+                100.0 * r.runs[1].fence_stall_share(cores),
+                100.0 * r.runs[2].read_hit_rate()
+            );
+        }
+        let n = strict_rows.len() as f64;
+        let mean = |f: &dyn Fn(&WorkloadRow) -> f64| strict_rows.iter().map(f).sum::<f64>() / n;
+        let _ = writeln!(
+            s,
+            "| **mean** | {:.3} | {:.3} | {:.2} | {:.2} | | | |",
+            mean(&|r| r.speedup(1)),
+            mean(&|r| r.speedup(2)),
+            mean(&|r| r.persist_norm(1)),
+            mean(&|r| r.persist_norm(2))
+        );
+    }
     let _ = writeln!(s, "\n## Fig. 8: speedup over nopb vs PB entries\n\n| workload | entries | tag ns | pb | pb-rf |\n|---|---|---|---|---|");
     for (w, e, pb, rf) in fig8 {
         let _ = writeln!(
@@ -685,7 +817,7 @@ fn summary_markdown(
             crate::config::pb_tag_latency_ns(*e)
         );
     }
-    paper_comparison(&mut s, rows);
+    paper_comparison(&mut s, rows, strict_rows);
     let _ = writeln!(
         s,
         "\n{runs} simulations, {events} events, {wall_s:.1} s wall ({:.2} M events/s).",
@@ -695,46 +827,50 @@ fn summary_markdown(
 }
 
 /// The paper's headline figures next to this run's (docs/cxlsim.md explains the differences).
-fn paper_comparison(s: &mut String, rows: &[WorkloadRow]) {
+fn paper_comparison(s: &mut String, rows: &[WorkloadRow], strict_rows: &[WorkloadRow]) {
     if rows.is_empty() {
         return;
     }
-    let n = rows.len() as f64;
-    let mean = |f: &dyn Fn(&WorkloadRow) -> f64| rows.iter().map(f).sum::<f64>() / n;
-    let range = |f: &dyn Fn(&WorkloadRow) -> f64| {
-        let v: Vec<f64> = rows.iter().map(f).collect();
-        (
-            v.iter().cloned().fold(f64::MAX, f64::min),
-            v.iter().cloned().fold(f64::MIN, f64::max),
-        )
-    };
     let pct = |x: f64| 100.0 * (x - 1.0);
-    let (p_lo, p_hi) = range(&|r| r.persist_norm(1));
+    // One column per persist pattern we ran: (mean pb, mean pb-rf, persist lo, hi, mean,
+    // cholesky pb, cholesky pb-rf).
+    let column = |rows: &[WorkloadRow]| -> [String; 4] {
+        let n = rows.len().max(1) as f64;
+        let mean = |f: &dyn Fn(&WorkloadRow) -> f64| rows.iter().map(f).sum::<f64>() / n;
+        let norms: Vec<f64> = rows.iter().map(|r| r.persist_norm(1)).collect();
+        let lo = norms.iter().cloned().fold(f64::MAX, f64::min);
+        let hi = norms.iter().cloned().fold(f64::MIN, f64::max);
+        let cholesky = rows
+            .iter()
+            .find(|r| r.workload == "cholesky")
+            .map_or("(not run)".to_string(), |c| {
+                format!("{:+.1}% / {:+.1}%", pct(c.speedup(1)), pct(c.speedup(2)))
+            });
+        [
+            format!("{:+.1}%", pct(mean(&|r| r.speedup(1)))),
+            format!("{:+.1}%", pct(mean(&|r| r.speedup(2)))),
+            format!("{lo:.2}-{hi:.2} (mean {:.2})", mean(&|r| r.persist_norm(1))),
+            cholesky,
+        ]
+    };
+    let ours = column(rows);
+    let strict = (!strict_rows.is_empty()).then(|| column(strict_rows));
     let _ = writeln!(
         s,
-        "\n## Paper vs this run\n\n| metric | paper | this run |\n|---|---|---|"
+        "\n## Paper vs this run\n\n| metric | paper | this run (loop checkpoints) |{}\n|---|---|---|{}",
+        if strict.is_some() { " this run (fence after every flush) |" } else { "" },
+        if strict.is_some() { "---|" } else { "" }
     );
-    let _ = writeln!(
-        s,
-        "| mean speedup pb | +12% | {:+.1}% |",
-        pct(mean(&|r| r.speedup(1)))
-    );
-    let _ = writeln!(
-        s,
-        "| mean speedup pb-rf | +15% | {:+.1}% |",
-        pct(mean(&|r| r.speedup(2)))
-    );
-    let _ = writeln!(
-        s,
-        "| persist latency pb / nopb | 0.44-0.57 | {p_lo:.2}-{p_hi:.2} (mean {:.2}) |",
-        mean(&|r| r.persist_norm(1))
-    );
-    if let Some(c) = rows.iter().find(|r| r.workload == "cholesky") {
-        let _ = writeln!(
-            s,
-            "| cholesky speedup pb / pb-rf | -3% / -13% | {:+.1}% / {:+.1}% |",
-            pct(c.speedup(1)),
-            pct(c.speedup(2))
-        );
+    let paper = [
+        ("mean speedup pb", "+12%"),
+        ("mean speedup pb-rf", "+15%"),
+        ("persist latency pb / nopb", "0.44-0.57"),
+        ("cholesky speedup pb / pb-rf", "-3% / -13%"),
+    ];
+    for (i, (metric, reference)) in paper.iter().enumerate() {
+        let extra = strict
+            .as_ref()
+            .map_or(String::new(), |c| format!(" {} |", c[i]));
+        let _ = writeln!(s, "| {metric} | {reference} | {} |{extra}", ours[i]);
     }
 }

@@ -72,6 +72,36 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// The same trace with a fence after every flush that is not already followed by one, so
+    /// each persist completes before its thread goes on (the strict flush + fence per persist
+    /// of paper Fig. 2a) instead of one fence per checkpoint. The fences cost no gap cycles.
+    pub fn with_fence_after_each_flush(&self) -> Trace {
+        let fence = Op {
+            addr: 0,
+            gap_cycles: 0,
+            kind: OpKind::Fence,
+        };
+        let threads = self
+            .threads
+            .iter()
+            .map(|ops| {
+                let mut out = Vec::with_capacity(ops.len() + ops.len() / 4);
+                for (i, op) in ops.iter().enumerate() {
+                    out.push(*op);
+                    let next_is_fence = ops.get(i + 1).is_some_and(|n| n.kind == OpKind::Fence);
+                    if op.kind == OpKind::Flush && !next_is_fence {
+                        out.push(fence);
+                    }
+                }
+                out
+            })
+            .collect();
+        Trace {
+            name: self.name.clone(),
+            threads,
+        }
+    }
+
     /// Total operations over all threads.
     pub fn op_count(&self) -> usize {
         self.threads.iter().map(Vec::len).sum()
@@ -381,6 +411,40 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fence_after_each_flush_keeps_order_and_adds_no_double_fence() {
+        let op = |kind, addr| Op {
+            addr,
+            gap_cycles: 3,
+            kind,
+        };
+        let trace = Trace {
+            name: "t".into(),
+            threads: vec![vec![
+                op(OpKind::Store, 64),
+                op(OpKind::Flush, 64),
+                op(OpKind::Flush, 128),
+                op(OpKind::Fence, 0),
+                op(OpKind::Load, 64),
+            ]],
+        };
+        let strict = trace.with_fence_after_each_flush();
+        let kinds: Vec<OpKind> = strict.threads[0].iter().map(|o| o.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                OpKind::Store,
+                OpKind::Flush,
+                OpKind::Fence,
+                OpKind::Flush,
+                OpKind::Fence,
+                OpKind::Load
+            ]
+        );
+        assert_eq!(strict.count(OpKind::Flush), 2);
+        assert_eq!(strict.name, "t");
+    }
 
     #[test]
     fn round_trip_text() {

@@ -63,6 +63,26 @@ fn correct_design_holds_at_quick_size_and_other_topologies() {
 }
 
 #[test]
+fn correct_design_holds_with_a_fence_after_every_flush() {
+    for trace in traces() {
+        let strict = trace.with_fence_after_each_flush();
+        for scheme in Scheme::ALL {
+            let p = Params {
+                scheme,
+                ..Params::default()
+            };
+            let stats = run_checked(&p, &strict, 300, 17).expect("run");
+            assert_eq!(
+                stats.violation_count, 0,
+                "{} {scheme}: {:?}",
+                strict.name, stats.violations
+            );
+            assert_eq!(stats.crash_points_checked, 300);
+        }
+    }
+}
+
+#[test]
 fn correct_design_survives_real_crashes_with_recovery() {
     let traces = traces();
     for scheme in Scheme::ALL {

@@ -14,6 +14,18 @@ fn study_writes_csv_svg_and_summary() {
     config.progress = false;
     let result = run_study(&config).expect("study");
     assert_eq!(result.rows.len(), 2);
+    assert_eq!(result.strict_rows.len(), 2);
+    for row in &result.strict_rows {
+        // A fence after every flush puts each persist on the thread's path: a buffer one hop
+        // closer must cut the persist latency and speed the run up.
+        assert!(
+            row.persist_norm(1) < 0.8,
+            "{}: {}",
+            row.workload,
+            row.persist_norm(1)
+        );
+        assert!(row.speedup(1) > 1.0, "{}: {}", row.workload, row.speedup(1));
+    }
     assert_eq!(result.fig1.len(), 3);
     assert_eq!(result.fig8.len(), 4);
     assert!(
@@ -24,6 +36,8 @@ fn study_writes_csv_svg_and_summary() {
         "fig1_hops.csv",
         "fig1_hops.svg",
         "workloads.csv",
+        "workloads_strict.csv",
+        "fig5_speedup_strict.svg",
         "fig5_speedup.svg",
         "fig6a_persist_latency.svg",
         "fig6b_read_latency.svg",
