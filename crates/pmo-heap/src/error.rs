@@ -32,6 +32,9 @@ pub enum PmoHeapError {
          not declared (PMO_DIRTY=declared)"
     )]
     DeclaredTracking,
+    /// A benchmark could not run (parameters, a peer's failure).
+    #[error("benchmark: {0}")]
+    Bench(String),
 }
 
 /// Result alias of the crate.

@@ -27,10 +27,11 @@
 //! - *guard mode*: metadata pages `mprotect`ed read-only outside allocator calls.
 //!
 //! Module map: `pmo_heap` ([`PmoHeap`], protection vs fault mechanism), `check`
-//! ([`check_pmo`] for `pmo check`), `error`.
+//! ([`check_pmo`] for `pmo check`), [`bench`] (the side-by-side benchmark), `error`.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bench;
 mod check;
 mod error;
 mod pmo_heap;
