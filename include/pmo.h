@@ -48,9 +48,11 @@
  *    raw pointers that point to the stable address, not into the mapping.
  *  - Keys are NUL-terminated strings; the same string gives the same key as the pmo CLI's
  *    PMO_KEY.
- *  - After fork() the child inherits the parent's mappings but not its locks: the child must
- *    not psync or detach inherited attachments. It may attach PMOs (conflicts with the
- *    parent's attachments are reported as EBUSY, like any other process's).
+ *  - After fork() the child has none of the parent's attachments: their ranges are not mapped
+ *    in the child (touching them raises SIGSEGV), and detach/psync/pmo_get_name on them fail
+ *    with EINVAL without disturbing the parent's locks. The child is another user of the pool:
+ *    attaching a PMO the parent holds in a conflicting mode fails with EBUSY. Do not fork()
+ *    while another thread is inside a libpmo call.
  *
  * THREADS
  *
@@ -108,8 +110,8 @@ int psync_nochecksum(void *addr);
 /** Create PMO `name` of `size` bytes (rounded up to 4 KiB pages, zero-filled) protected by
  * `key`. The key itself is never stored: only a salted Argon2id verifier.
  * @return `key` (the pointer passed in), or NULL with errno: EEXIST (name taken), ENOSPC (pool
- *         or namespace full), EINVAL (NULL name/key, size 0, name empty or longer than 255
- *         bytes or not UTF-8), EIO. */
+ *         or namespace full), EINVAL (NULL name/key, size 0, name empty, containing '/',
+ *         longer than 255 bytes or not UTF-8), EIO. */
 const char *pmo_create(const char *name, uint64_t size, const char *key);
 
 /** Destroy PMO `name`, freeing its space.
@@ -161,8 +163,9 @@ char *pmo_get_name(void *addr);
 #define PMO_POOL_DEFAULT_SIZE ((uint64_t)1 << 30)
 
 /** Open the pool at `path` (NULL: PMO_POOL, else the default path) as this process's pool,
- * replacing the one open. If the file is missing and `create_size` is not 0, create it with
- * that many bytes (sparse); with `create_size` 0 a missing file is an error.
+ * replacing the one open (on failure the one open stays open). If the file is missing and
+ * `create_size` is not 0, create it with that many bytes (sparse, KDF from PMO_KDF as above);
+ * with `create_size` 0 a missing file is an error.
  * @return 0, or PMO_E_BUSY (this process has attachments), PMO_E_NOT_FOUND (no such file and
  *         create_size is 0), PMO_E_NOT_A_POOL, PMO_E_CORRUPT, PMO_E_INVALID, PMO_E_IO. */
 int pmo_pool_open(const char *path, uint64_t create_size);

@@ -6,7 +6,8 @@
 //!
 //! Invariants:
 //! - No panic crosses the boundary: every entry point runs its body under `catch_unwind` and
-//!   turns a panic into an error return (`PMO_E_INTERNAL`, errno `EIO`).
+//!   turns a panic into an error return (`PMO_E_INTERNAL`, errno `EIO`); the calls that only
+//!   read the last error or describe a code return a fixed fallback instead.
 //! - Every entry point records its outcome for `pmo_last_error` (0 on success); on failure it
 //!   sets `errno` last, after all clean-up, so nothing clobbers it.
 //! - Memory handed to C is either the caller's own pointer (`pmo_create` returns `key`), static
@@ -84,6 +85,12 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// Run an entry point that reports nothing (the last-error and strerror calls, which must not
+/// overwrite the last error): only catch panics, returning `on_panic`.
+fn guard<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(on_panic)
+}
+
 /// Run one entry point's body: catch panics, record the outcome, set errno on failure and
 /// return `on_error`.
 fn entry<T>(on_error: T, body: impl FnOnce() -> Result<T>) -> T {
@@ -153,16 +160,11 @@ pub unsafe extern "C" fn attach(
     perm: c_char,
     key: *const c_char,
 ) -> *mut c_void {
-    // SAFETY: the caller passes valid C strings (or NULL, rejected).
-    let body = || {
-        attach_common(
-            unsafe { c_str(name, "name") }?,
-            perm,
-            unsafe { c_bytes(key, "key") }?,
-            AttachOptions::default(),
-        )
-    };
-    entry(std::ptr::null_mut(), || body().map(|a| a as *mut c_void))
+    entry(std::ptr::null_mut(), || {
+        // SAFETY: the caller passes valid C strings (or NULL, rejected).
+        let (n, k) = unsafe { (c_str(name, "name")?, c_bytes(key, "key")?) };
+        attach_common(n, perm, k, AttachOptions::default()).map(|a| a as *mut c_void)
+    })
 }
 
 /// Same as [`attach`].
@@ -196,10 +198,10 @@ pub unsafe extern "C" fn pmo_attach_ex(
         if addr_out.is_null() {
             return Err(CapiError::Invalid("addr_out is NULL".into()));
         }
-        // SAFETY: non-null, points to a pmo_attach_opts by the caller's contract.
         let o = if opts.is_null() {
             PmoAttachOpts::default()
         } else {
+            // SAFETY: non-null, points to a pmo_attach_opts by the caller's contract.
             unsafe { *opts }
         };
         if o.flags & !PMO_ATTACH_KNOWN != 0 {
@@ -215,12 +217,8 @@ pub unsafe extern "C" fn pmo_attach_ex(
             ..AttachOptions::default()
         };
         // SAFETY: the caller passes valid C strings (or NULL, rejected).
-        let addr = attach_common(
-            unsafe { c_str(name, "name") }?,
-            perm,
-            unsafe { c_bytes(key, "key") }?,
-            ao,
-        )?;
+        let (n, k) = unsafe { (c_str(name, "name")?, c_bytes(key, "key")?) };
+        let addr = attach_common(n, perm, k, ao)?;
         // SAFETY: non-null (checked) and writable by the caller's contract.
         unsafe { *addr_out = addr as *mut c_void };
         Ok(0)
@@ -374,14 +372,13 @@ pub extern "C" fn pmo_get_name(addr: *mut c_void) -> *mut c_char {
 #[no_mangle]
 pub unsafe extern "C" fn pmo_pool_open(path: *const c_char, create_size: u64) -> c_int {
     entry_code(|| {
+        use std::os::unix::ffi::OsStrExt;
         let p = if path.is_null() {
             None
         } else {
             // SAFETY: non-null, a valid C string by the caller's contract.
-            use std::os::unix::ffi::OsStrExt;
-            Some(Path::new(std::ffi::OsStr::from_bytes(unsafe {
-                c_bytes(path, "path")
-            }?)))
+            let bytes = unsafe { c_bytes(path, "path") }?;
+            Some(Path::new(std::ffi::OsStr::from_bytes(bytes)))
         };
         reg().pool_open(p, create_size).map(|()| 0)
     })
@@ -396,27 +393,31 @@ pub extern "C" fn pmo_pool_close() -> c_int {
 /// `int pmo_last_error(void)`: the `PMO_E_*` code of this thread's latest call (0: it succeeded).
 #[no_mangle]
 pub extern "C" fn pmo_last_error() -> c_int {
-    last_code()
+    guard(error::PMO_E_INTERNAL, last_code)
 }
 
 /// `const char *pmo_last_error_message(void)`: see `pmo.h`.
 #[no_mangle]
 pub extern "C" fn pmo_last_error_message() -> *const c_char {
     // The CString lives in this thread's slot until the thread's next libpmo call replaces it.
-    LAST_ERROR
-        .try_with(|l| l.borrow().message.as_ptr())
-        .unwrap_or(c"".as_ptr())
+    guard(c"".as_ptr(), || {
+        LAST_ERROR
+            .try_with(|l| l.borrow().message.as_ptr())
+            .unwrap_or(c"".as_ptr())
+    })
 }
 
 /// `const char *pmo_strerror(int err)`: see `pmo.h`.
 #[no_mangle]
 pub extern "C" fn pmo_strerror(err: c_int) -> *const c_char {
-    if let Some(s) = error::describe(err) {
-        return s.as_ptr();
-    }
-    if err > 0 {
-        // SAFETY: strerror accepts any int and returns a NUL-terminated string.
-        return unsafe { libc::strerror(err) };
-    }
-    c"unknown pmo error".as_ptr()
+    guard(c"unknown pmo error".as_ptr(), || {
+        if let Some(s) = error::describe(err) {
+            return s.as_ptr();
+        }
+        if err > 0 {
+            // SAFETY: strerror accepts any int and returns a NUL-terminated string.
+            return unsafe { libc::strerror(err) };
+        }
+        c"unknown pmo error".as_ptr()
+    })
 }

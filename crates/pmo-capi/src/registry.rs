@@ -9,6 +9,14 @@
 //! - the attachments: address range -> [`Attachment`], so `detach`/`psync` accept any address
 //!   inside an attached PMO.
 //!
+//! Fork: a child does not inherit attachments. The store's mappings are `MADV_DONTFORK` (the
+//! range is empty in the child), but the child does inherit a copy of this table; the first
+//! call in the child drops the parent's entries from it *without* running their destructors,
+//! which would release the parent's attach locks (OFD locks are shared across fork) and rewrite
+//! its holder word. So in the child every address of the parent's attachments is "not
+//! attached", its attaches conflict with the parent's like any other process's, and it may
+//! attach what the parent has not.
+//!
 //! Invariants:
 //! - At most [`ATTACHMENTS_MAX`] attachments are registered.
 //! - Registered ranges never overlap (each is a live mapping of its own).
@@ -45,9 +53,32 @@ struct State {
     pool: Option<Pool>,
     path: Option<PathBuf>,
     /// start address -> attachment.
-    attachments: BTreeMap<usize, Arc<Attachment>>,
+    attachments: BTreeMap<usize, Registered>,
     /// Attaches that have released the lock and not yet registered.
     attaching: usize,
+    /// The process this state belongs to (0: not yet known); see the module doc on fork.
+    pid: u32,
+}
+
+/// One registered attachment.
+struct Registered {
+    attachment: Arc<Attachment>,
+    /// The process that attached it (`std::process::id`).
+    owner_pid: u32,
+}
+
+/// Reserves one attachment slot (`State::attaching`) while an attach runs outside the lock;
+/// gives it back on drop, so a failed or panicking attach cannot leak the reservation.
+struct Reservation<'a> {
+    registry: &'a Registry,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let mut st = self.registry.lock();
+        debug_assert!(st.attaching > 0, "reservation without a count");
+        st.attaching = st.attaching.saturating_sub(1);
+    }
 }
 
 /// The C API's state. The library uses one, [`global`]; tests make their own.
@@ -144,6 +175,7 @@ impl Registry {
                 path: None,
                 attachments: BTreeMap::new(),
                 attaching: 0,
+                pid: 0,
             }),
         }
     }
@@ -151,7 +183,33 @@ impl Registry {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic caught at the FFI boundary may have poisoned the lock; every update of the
         // state below is a single map or field operation, so the state itself is consistent.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = std::process::id();
+        if st.pid != pid {
+            Self::forget_inherited(&mut st, pid);
+        }
+        st
+    }
+
+    /// In a fork child: drop the parent's attachments from the table without dropping them
+    /// (their mappings are not in this process; their locks and holder words are the
+    /// parent's). Also forget attaches the parent had in flight: their threads are not here.
+    fn forget_inherited(st: &mut State, pid: u32) {
+        let inherited: Vec<usize> = st
+            .attachments
+            .iter()
+            .filter(|(_, r)| r.owner_pid != pid)
+            .map(|(&start, _)| start)
+            .collect();
+        for start in inherited {
+            if let Some(r) = st.attachments.remove(&start) {
+                std::mem::forget(r);
+            }
+        }
+        if st.pid != 0 {
+            st.attaching = 0;
+        }
+        st.pid = pid;
     }
 
     /// The open pool, opening (and if missing creating) the default one on first use.
@@ -214,22 +272,23 @@ impl Registry {
 
     /// Attach and register; returns the start address.
     pub fn attach(&self, name: &str, perm: Perm, key: &[u8], opts: AttachOptions) -> Result<usize> {
-        let pool = {
+        let (pool, reservation) = {
             let mut st = self.lock();
             if st.attachments.len() + st.attaching >= ATTACHMENTS_MAX {
                 return Err(CapiError::TooManyAttachments(ATTACHMENTS_MAX));
             }
             let pool = Self::pool_locked(&mut st)?;
             st.attaching += 1;
-            pool
+            (pool, Reservation { registry: self })
         };
         // Outside the lock: the attach may wait for another user (opts.wait), and that user may
         // be a thread of this process that needs the registry to detach.
-        let result = pool.attach_with(name, perm, key, opts);
-        let mut st = self.lock();
-        st.attaching -= 1;
-        let att = result?;
+        let att = pool.attach_with(name, perm, key, opts)?;
         let start = att.addr() as usize;
+        // The slot passes from the reservation to the table under one lock.
+        let mut st = self.lock();
+        st.attaching = st.attaching.saturating_sub(1);
+        std::mem::forget(reservation);
         debug_assert!(
             st.attachments.len() < ATTACHMENTS_MAX,
             "reserved by `attaching`"
@@ -240,19 +299,25 @@ impl Registry {
                 "attachment at {start:#x} registered twice"
             )));
         }
-        st.attachments.insert(start, Arc::new(att));
+        st.attachments.insert(
+            start,
+            Registered {
+                attachment: Arc::new(att),
+                owner_pid: std::process::id(),
+            },
+        );
         Ok(start)
     }
 
     /// The attachment whose range contains `addr`.
     pub fn find(&self, addr: usize) -> Result<Arc<Attachment>> {
         let st = self.lock();
-        Self::find_locked(&st, addr).map(|(_, a)| a.clone())
+        Self::find_locked(&st, addr).map(|(_, r)| r.attachment.clone())
     }
 
-    fn find_locked(st: &State, addr: usize) -> Result<(usize, &Arc<Attachment>)> {
+    fn find_locked(st: &State, addr: usize) -> Result<(usize, &Registered)> {
         match st.attachments.range(..=addr).next_back() {
-            Some((&start, att)) if addr - start < att.len() => Ok((start, att)),
+            Some((&start, r)) if addr - start < r.attachment.len() => Ok((start, r)),
             _ => Err(CapiError::NotAttached(addr)),
         }
     }
@@ -260,12 +325,13 @@ impl Registry {
     /// Unregister and unmap the attachment containing `addr`. Changes not psynced are lost.
     /// If another thread is psyncing it right now, the unmap happens when that psync ends.
     pub fn detach(&self, addr: usize) -> Result<()> {
-        let att = {
+        let registered = {
             let mut st = self.lock();
             let (start, _) = Self::find_locked(&st, addr)?;
-            st.attachments.remove(&start).expect("found above")
+            st.attachments.remove(&start)
         };
-        drop(att);
+        // Unmapped here, outside the lock (or by the last psync still holding it).
+        drop(registered);
         Ok(())
     }
 
@@ -282,6 +348,9 @@ impl Registry {
 
     /// pcreate in the open pool.
     pub fn create(&self, name: &str, size: u64, key: &[u8]) -> Result<()> {
+        // The store reports a bad name as a format error (errno EIO); the caller's mistake is
+        // EINVAL, so check the name here first with the format's own rule.
+        pmo_format::Entry::validate_name(name).map_err(|e| CapiError::Invalid(e.to_string()))?;
         self.pool()?.pcreate(name, size, key)?;
         Ok(())
     }

@@ -1,0 +1,416 @@
+//! Builds the C and C++ programs under `tests/c/` against the libpmo cargo just built (the
+//! static `libpmo.a` for C, the shared `libpmo.so` for C++) and runs them with a temporary
+//! `PMO_POOL`, asserting exit status 0 and the expected output.
+//!
+//! - `pmo_test create` then `pmo_test verify` in a second process: every call and errno, a
+//!   forked child for cross-process EBUSY, a raw-pointer linked list across detach/attach and
+//!   process restart. Run once with the default fault mechanism and once with `sigsegv`.
+//! - `pmo_cxx`: the header from C++11, linked against the shared library; also the default
+//!   pool path (no `PMO_POOL`) created on first use.
+//! - `pmo_libpmem`: `<libpmem.h>` and `pmo.h` together (skipped with a note when libpmem-dev is
+//!   not installed).
+//! - the header alone under `-std=c99 -Wpedantic` and `-std=c++11`, and the shared library's
+//!   exported symbols: exactly the calls of `pmo.h`, none of them libpmem's.
+//!
+//! Needs `cc`/`c++` (gcc or clang); without a C compiler the tests print a note and pass.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Every function `include/pmo.h` declares: the shared library exports exactly these.
+const HEADER_CALLS: &[&str] = &[
+    "attach",
+    "detach",
+    "pmo_attach",
+    "pmo_attach_ex",
+    "pmo_create",
+    "pmo_destroy",
+    "pmo_detach",
+    "pmo_exists",
+    "pmo_get_name",
+    "pmo_get_size",
+    "pmo_last_error",
+    "pmo_last_error_message",
+    "pmo_pool_close",
+    "pmo_pool_open",
+    "pmo_psync_ex",
+    "pmo_strerror",
+    "psync",
+    "psync_nochecksum",
+];
+
+/// Native libraries the static libpmo needs (`rustc --print native-static-libs`).
+const STATIC_DEPS: &[&str] = &[
+    "-lgcc_s",
+    "-lutil",
+    "-lrt",
+    "-lpthread",
+    "-lm",
+    "-ldl",
+    "-lc",
+];
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The directory holding libpmo.a / libpmo.so of this build (`target/<profile>`).
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/c_programs-<hash>
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binary inside target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// The newest build of `libpmo.<ext>`: `cargo test` writes it to `target/<profile>/deps/`,
+/// `cargo build` to `target/<profile>/` (and `cargo rustc` may leave hashed copies in `deps/`);
+/// take whichever cargo wrote last.
+fn library(ext: &str) -> PathBuf {
+    let dir = lib_dir();
+    let mut candidates = vec![
+        dir.join("deps").join(format!("libpmo.{ext}")),
+        dir.join(format!("libpmo.{ext}")),
+    ];
+    if let Ok(rd) = std::fs::read_dir(dir.join("deps")) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("libpmo-") && name.ends_with(&format!(".{ext}")) {
+                candidates.push(e.path());
+            }
+        }
+    }
+    candidates
+        .into_iter()
+        .filter_map(|p| {
+            let t = std::fs::metadata(&p).and_then(|m| m.modified()).ok()?;
+            Some((t, p))
+        })
+        .max()
+        .map(|(_, p)| p)
+        .unwrap_or_else(|| panic!("no libpmo.{ext} under {}", dir.display()))
+}
+
+fn compiler_available(cc: &str) -> bool {
+    Command::new(cc)
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pmo-capi-c-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn run_ok(cmd: &mut Command, what: &str) -> String {
+    let o = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run: {e}"));
+    assert!(o.status.success(), "{what} failed: {}", show(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn include_dir() -> PathBuf {
+    repo_root().join("include")
+}
+
+fn c_source(name: &str) -> PathBuf {
+    repo_root().join("tests/c").join(name)
+}
+
+/// Build a C program against the static library.
+fn build_c_static(src: &str, out: &Path, extra_libs: &[&str]) {
+    let mut cmd = Command::new("cc");
+    cmd.args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-g"])
+        .arg("-I")
+        .arg(include_dir())
+        .arg(c_source(src))
+        .arg(library("a"))
+        .args(extra_libs)
+        .args(STATIC_DEPS)
+        .arg("-o")
+        .arg(out);
+    run_ok(&mut cmd, &format!("cc {src}"));
+}
+
+/// A command for a test program: a pool of its own, fast (insecure) KDF.
+fn program(exe: &Path, pool: &Path) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.env("PMO_POOL", pool).env("PMO_KDF", "fast");
+    cmd
+}
+
+fn create_then_verify(tag: &str, fault: Option<&str>) {
+    if !compiler_available("cc") {
+        eprintln!("note: no C compiler (cc): skipping pmo_test.c");
+        return;
+    }
+    let dir = scratch(tag);
+    let exe = dir.join("pmo_test");
+    build_c_static("pmo_test.c", &exe, &[]);
+    let pool = dir.join("pool").join("c.pool");
+    assert!(!pool.exists());
+    let with_fault = |mut c: Command| {
+        if let Some(f) = fault {
+            c.env("PMO_FAULT", f);
+        }
+        c
+    };
+    let out = run_ok(
+        with_fault(program(&exe, &pool)).arg("create"),
+        "pmo_test create",
+    );
+    assert!(out.contains("pmo_test create: ok"), "{out}");
+    // Created on first use, in a directory that did not exist: 1 GiB, sparse.
+    let meta = std::fs::metadata(&pool).expect("pool created by the C API");
+    assert_eq!(meta.len(), 1 << 30);
+    let addr_line = |s: &str| {
+        s.lines()
+            .find(|l| l.starts_with("list at "))
+            .and_then(|l| l.split(':').next())
+            .map(str::to_owned)
+    };
+    let created_at = addr_line(&out).expect("create prints the list address");
+    // A new process: the list is at the same address, whole.
+    let out = run_ok(
+        with_fault(program(&exe, &pool)).arg("verify"),
+        "pmo_test verify",
+    );
+    assert!(out.contains("pmo_test verify: ok"), "{out}");
+    assert_eq!(addr_line(&out).as_deref(), Some(created_at.as_str()));
+    // The list was destroyed by verify: a second verify must fail, and say why.
+    let o = with_fault(program(&exe, &pool))
+        .arg("verify")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no PMO named 'list'"),
+        "{}",
+        show(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn c_program_create_then_verify_in_a_new_process() {
+    create_then_verify("default", None);
+}
+
+#[test]
+fn c_program_with_the_sigsegv_fault_mechanism() {
+    create_then_verify("sigsegv", Some("sigsegv"));
+}
+
+#[test]
+fn cxx_program_against_the_shared_library_on_the_default_pool() {
+    if !compiler_available("c++") {
+        eprintln!("note: no C++ compiler (c++): skipping pmo_cxx.cpp");
+        return;
+    }
+    let dir = scratch("cxx");
+    let exe = dir.join("pmo_cxx");
+    let so = library("so");
+    // The shared library under its link name, so -lpmo finds this build and nothing else.
+    let libdir = dir.join("lib");
+    std::fs::create_dir_all(&libdir).unwrap();
+    std::fs::copy(&so, libdir.join("libpmo.so")).unwrap();
+    let mut cmd = Command::new("c++");
+    cmd.args(["-std=c++11", "-Wall", "-Wextra", "-Werror"])
+        .arg("-I")
+        .arg(include_dir())
+        .arg(c_source("pmo_cxx.cpp"))
+        .arg("-L")
+        .arg(&libdir)
+        .arg("-lpmo")
+        .arg(format!("-Wl,-rpath,{}", libdir.display()))
+        .arg("-o")
+        .arg(&exe);
+    run_ok(&mut cmd, "c++ pmo_cxx.cpp");
+    // No PMO_POOL: the default path under XDG_DATA_HOME, created on first use.
+    let data = dir.join("data");
+    let out = run_ok(
+        Command::new(&exe)
+            .env_remove("PMO_POOL")
+            .env("XDG_DATA_HOME", &data)
+            .env("PMO_KDF", "fast"),
+        "pmo_cxx",
+    );
+    assert!(out.contains("pmo_cxx: ok"), "{out}");
+    let pool = data.join("pmo").join("default.pool");
+    assert_eq!(
+        std::fs::metadata(&pool).expect("default pool").len(),
+        1 << 30
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn libpmem_header_present() -> bool {
+    let mut child = match Command::new("cc")
+        .args(["-E", "-x", "c", "-o", "/dev/null", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(_) => return false,
+    };
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        let _ = stdin.write_all(b"#include <libpmem.h>\n");
+    }
+    child.wait().map(|s| s.success()).unwrap_or(false)
+}
+
+#[test]
+fn pmo_h_and_libpmem_h_in_one_program() {
+    if !compiler_available("cc") {
+        eprintln!("note: no C compiler (cc): skipping pmo_libpmem.c");
+        return;
+    }
+    if !libpmem_header_present() {
+        eprintln!(
+            "note: <libpmem.h> is not installed (Debian: libpmem-dev): skipping pmo_libpmem.c; \
+             libpmem's documented symbols are all pmem_*, and libpmo exports none (see \
+             shared_library_exports_exactly_the_header_calls)"
+        );
+        return;
+    }
+    let dir = scratch("libpmem");
+    let exe = dir.join("pmo_libpmem");
+    build_c_static("pmo_libpmem.c", &exe, &["-lpmem"]);
+    let out = run_ok(&mut program(&exe, &dir.join("p.pool")), "pmo_libpmem");
+    assert!(out.contains("pmo_libpmem: ok"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn header_compiles_alone_as_c99_and_cxx11() {
+    let dir = scratch("header");
+    let c = dir.join("h.c");
+    std::fs::write(
+        &c,
+        "#include \"pmo.h\"\nint main(void) { return pmo_last_error(); }\n",
+    )
+    .unwrap();
+    let cases: [(&str, &[&str], &Path); 2] = [
+        (
+            "cc",
+            &[
+                "-std=c99",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-Wpedantic",
+                "-x",
+                "c",
+            ],
+            &c,
+        ),
+        (
+            "c++",
+            &[
+                "-std=c++11",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-Wpedantic",
+                "-x",
+                "c++",
+            ],
+            &c,
+        ),
+    ];
+    for (cc, flags, src) in cases {
+        if !compiler_available(cc) {
+            eprintln!("note: no {cc}: skipping the header check");
+            continue;
+        }
+        let mut cmd = Command::new(cc);
+        cmd.args(flags)
+            .arg("-fsyntax-only")
+            .arg("-I")
+            .arg(include_dir())
+            .arg(src);
+        run_ok(&mut cmd, &format!("{cc} {flags:?} pmo.h"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Dynamic symbols a shared library defines.
+fn defined_dynamic_symbols(lib: &Path) -> Option<Vec<String>> {
+    let o = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(lib)
+        .output()
+        .ok()?;
+    if !o.status.success() {
+        return None;
+    }
+    let mut v: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            // "<value> <type> <name>[@@VERSION]"; type A is a version node, not a symbol.
+            let mut f = l.split_whitespace();
+            let (_, kind, name) = (f.next()?, f.next()?, f.next()?);
+            (kind != "A").then(|| name.split('@').next().unwrap_or(name).to_owned())
+        })
+        .collect();
+    v.sort();
+    Some(v)
+}
+
+#[test]
+fn shared_library_exports_exactly_the_header_calls() {
+    let Some(ours) = defined_dynamic_symbols(&library("so")) else {
+        eprintln!("note: nm is not available: skipping the symbol check");
+        return;
+    };
+    let mut want: Vec<String> = HEADER_CALLS.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(ours, want);
+    // Every call the header declares is in HEADER_CALLS (a declaration is `name(` after a type).
+    let header = std::fs::read_to_string(include_dir().join("pmo.h")).unwrap();
+    for name in HEADER_CALLS {
+        assert!(
+            header.contains(&format!(" {name}(")) || header.contains(&format!("*{name}(")),
+            "{name}"
+        );
+    }
+    let libpmem = [
+        "/usr/lib/x86_64-linux-gnu/libpmem.so.1",
+        "/usr/lib64/libpmem.so.1",
+    ]
+    .iter()
+    .map(Path::new)
+    .find(|p| p.exists());
+    match libpmem.and_then(defined_dynamic_symbols) {
+        Some(theirs) => {
+            let clash: Vec<&String> = ours.iter().filter(|s| theirs.contains(s)).collect();
+            assert!(clash.is_empty(), "symbols defined by both: {clash:?}");
+            assert!(theirs.iter().all(|s| s.starts_with("pmem_")), "{theirs:?}");
+        }
+        None => eprintln!(
+            "note: libpmem.so.1 not found: its documented symbols are pmem_* only, and none \
+             of ours starts with pmem_"
+        ),
+    }
+    assert!(ours.iter().all(|s| !s.starts_with("pmem_")));
+}
