@@ -23,6 +23,14 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+enum SchemeAction {
+    /// Print the pool's default scheme and every scheme with its policies
+    Show,
+    /// Set the pool's default scheme
+    Set { name: String },
+}
+
+#[derive(Subcommand)]
 enum Cmd {
     /// Create a pool (a file, or format a /dev/daxX.Y device)
     Init {
@@ -44,12 +52,25 @@ enum Cmd {
         /// Create a sparse file instead of allocating the whole pool now
         #[arg(long)]
         sparse: bool,
+        /// Default protection scheme of new PMOs: secure (default), none, wed, wedi, bp, bp-ip,
+        /// sp, sp-ip (bp-id, sp-id and ':medium' shadows are not implemented yet)
+        #[arg(long, default_value = "secure")]
+        scheme: String,
     },
     /// Create a PMO
     Create {
         name: String,
         #[arg(long, value_parser = parse_bytes)]
         size: u64,
+        /// Protection scheme (default: PMO_SCHEME, else the pool's default)
+        #[arg(long)]
+        scheme: Option<String>,
+    },
+    /// Show or set the pool's default protection scheme for new PMOs
+    Scheme {
+        /// `show` or `set`
+        #[command(subcommand)]
+        action: SchemeAction,
     },
     /// Destroy a PMO (needs its key; fails while attached)
     Destroy { name: String },
@@ -194,6 +215,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             max_pmos,
             medium,
             sparse,
+            scheme,
         } => {
             let path = pool_path(&cli);
             let medium = match medium {
@@ -218,6 +240,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 base_addr: None,
                 medium,
                 preallocate: !*sparse,
+                scheme: parse_scheme(scheme)?,
             };
             let pool = Pool::create(&path, *size, &opts)
                 .with_context(|| format!("pool {}", path.display()))?;
@@ -231,16 +254,53 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 info.medium.name()
             );
         }
-        Cmd::Create { name, size } => {
+        Cmd::Create { name, size, scheme } => {
             let pool = open(&cli)?;
+            let scheme = scheme.as_deref().map(parse_scheme).transpose()?;
             let key = key(&cli)?;
-            let info = pool.pcreate(name, *size, &key)?;
+            let info = pool.pcreate_with(name, *size, &key, scheme)?;
             println!(
-                "created PMO '{}' ({}) at {:#x}",
+                "created PMO '{}' ({}, scheme {}) at {:#x}",
                 info.name,
                 human(info.size),
+                scheme_name(info.scheme),
                 info.base_addr
             );
+        }
+        Cmd::Scheme { action } => {
+            let pool = open(&cli)?;
+            match action {
+                SchemeAction::Set { name } => {
+                    let s = parse_scheme(name)?;
+                    pool.set_default_scheme(s)?;
+                    println!("default scheme of new PMOs: {s}");
+                }
+                SchemeAction::Show => {
+                    println!("default scheme of new PMOs: {}", pool.default_scheme()?);
+                    println!(
+                        "{:<8} {:<6} {:<12} {:<10} STATUS",
+                        "SCHEME", "UNIT", "CIPHER", "INTEGRITY"
+                    );
+                    for s in pmo_store::Scheme::all() {
+                        println!(
+                            "{:<8} {:<6} {:<12} {:<10} {}",
+                            s.name(),
+                            format!("{:?}", s.granularity()).to_lowercase(),
+                            format!("{:?}", s.cipher()).to_lowercase(),
+                            match s.integrity_at() {
+                                pmo_store::scheme::IntegrityAt::Never => "none",
+                                pmo_store::scheme::IntegrityAt::Psync => "at psync",
+                                pmo_store::scheme::IntegrityAt::Detach => "at detach",
+                            },
+                            if s.check_supported().is_ok() {
+                                "ok"
+                            } else {
+                                "not implemented yet"
+                            }
+                        );
+                    }
+                }
+            }
         }
         Cmd::Destroy { name } => {
             let pool = open(&cli)?;
@@ -455,9 +515,10 @@ fn state_text(p: &pmo_store::PmoInfo) -> String {
     }
 }
 
-fn scheme_name(code: u32) -> &'static str {
-    match code {
-        0 => "none",
-        _ => "unknown",
-    }
+fn scheme_name(code: u32) -> String {
+    pmo_store::Scheme::from_code(code).map_or_else(|_| format!("unknown({code:#x})"), |s| s.name())
+}
+
+fn parse_scheme(name: &str) -> anyhow::Result<pmo_store::Scheme> {
+    Ok(pmo_store::Scheme::from_name(name)?)
 }

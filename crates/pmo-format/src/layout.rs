@@ -6,6 +6,7 @@
 //! map_end         journal 0: npages x 16 bytes               (rounded up to 4096)
 //! journal0_end    journal 1: npages x 16 bytes               (rounded up to 4096)
 //! journal1_end    tags: 2 slots x npages x tag_bytes         (rounded up to 4096; absent if 0)
+//!                 (with tag_bytes > 0 each journal has room for npages x 16 + a 64-byte trailer)
 //! data            slot 0: npages x 4096, then slot 1: npages x 4096
 //! ```
 
@@ -95,7 +96,18 @@ impl PmoLayout {
             map_off.checked_add(npages.checked_mul(MAP_ENTRY_SIZE)?)?,
             PAGE_SIZE,
         )?;
-        let jlen = align_up(npages.checked_mul(JOURNAL_ENTRY_SIZE)?, PAGE_SIZE)?;
+        // Protected PMOs (tag_bytes > 0) end each journal with a trailer (format v2).
+        let trailer = if tag_bytes > 0 {
+            crate::record::TRAILER_SIZE as u64
+        } else {
+            0
+        };
+        let jlen = align_up(
+            npages
+                .checked_mul(JOURNAL_ENTRY_SIZE)?
+                .checked_add(trailer)?,
+            PAGE_SIZE,
+        )?;
         let j1 = j0.checked_add(jlen)?;
         let tags_off = j1.checked_add(jlen)?;
         let data_off = align_up(
@@ -132,6 +144,11 @@ impl PmoLayout {
     /// attached read-write (u32, 0 = none). Informational only: written at attach and detach
     /// without a fence; the attach lock, not this word, decides who may attach.
     pub const HOLDER_OFF: u64 = 2048;
+
+    /// Offset (in the header page) of the version reservation of a protected PMO (u64: no page
+    /// version or epoch at or above it has been handed out; written in one 8-byte store and
+    /// fenced before any version below it is used). Format v2.
+    pub const RESERVATION_OFF: u64 = 128;
 
     /// Offset of commit record slot `i` (0 or 1).
     pub fn record(&self, i: u64) -> u64 {

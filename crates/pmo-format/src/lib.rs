@@ -21,14 +21,18 @@ pub mod superblock;
 
 pub use entry::{Entry, ENTRY_SIZE, NAME_MAX};
 pub use layout::{PageLoc, PageMapEntry, PmoLayout};
-pub use record::{CommitRecord, JournalEntry, RECORD_SIZE};
+pub use record::{CommitRecord, JournalEntry, Trailer, RECORD_SIZE, TRAILER_SIZE};
 pub use superblock::{KdfParams, PoolConfig, Superblock};
 
 /// Bytes per PMO page (and per OS page).
 pub const PAGE_SIZE: u64 = 4096;
 
-/// The format version this code writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this code writes and the newest it reads. Version 2 added protected PMOs
+/// (per-page metadata, journal trailers, the version reservation); a version-1 pool opens and
+/// works, but holds unprotected PMOs only.
+pub const FORMAT_VERSION: u32 = 2;
+/// The first format version with protected PMOs.
+pub const FORMAT_VERSION_PROTECTION: u32 = 2;
 
 /// Why a record does not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

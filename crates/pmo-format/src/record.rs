@@ -124,3 +124,44 @@ mod tests {
         assert_eq!(JournalEntry::decode(&j.encode()), j);
     }
 }
+
+/// Bytes of the journal trailer of a protected PMO (format v2).
+pub const TRAILER_SIZE: usize = 64;
+
+/// The trailer a protected PMO's psync appends to its journal (after the `count` entries,
+/// covered by the record's journal CRC): what the protection layer commits atomically with the
+/// pages. Layout: epoch u64 | reserved u64 (zero) | version-table tag 16 B | whole-PMO
+/// checksum 32 B (zero unless the scheme keeps one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Trailer {
+    /// The version-table epoch this commit was tagged under (0: no table MAC).
+    pub epoch: u64,
+    /// The version-table tag (zero: no table MAC).
+    pub table_tag: [u8; 16],
+    /// The whole-PMO checksum (zero: none).
+    pub whole_checksum: [u8; 32],
+}
+
+impl Trailer {
+    /// Encode.
+    pub fn encode(&self) -> [u8; TRAILER_SIZE] {
+        let mut b = [0u8; TRAILER_SIZE];
+        put_u64(&mut b, 0, self.epoch);
+        b[16..32].copy_from_slice(&self.table_tag);
+        b[32..64].copy_from_slice(&self.whole_checksum);
+        b
+    }
+    /// Decode; `None` if the reserved word is not zero.
+    pub fn decode(b: &[u8]) -> Option<Trailer> {
+        if b.len() < TRAILER_SIZE || get_u64(b, 8) != 0 {
+            return None;
+        }
+        let mut t = Trailer {
+            epoch: get_u64(b, 0),
+            ..Default::default()
+        };
+        t.table_tag.copy_from_slice(&b[16..32]);
+        t.whole_checksum.copy_from_slice(&b[32..64]);
+        Some(t)
+    }
+}

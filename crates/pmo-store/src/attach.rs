@@ -67,6 +67,23 @@ impl PageSource for PlainSource {
     }
 }
 
+/// Fills pages by decrypting and verifying them (protected PMOs).
+struct ProtectedSource {
+    prot: Arc<crate::protect::Protection>,
+    label: String,
+}
+
+impl PageSource for ProtectedSource {
+    fn fill(&self, page_index: u64, dst: &mut [u8; PAGE_SIZE]) -> Result<(), FillError> {
+        self.prot
+            .fill(page_index, dst)
+            .map_err(|reason| FillError { reason })
+    }
+    fn label(&self) -> &str {
+        &self.label
+    }
+}
+
 /// An attached PMO. Detaches on drop.
 pub struct Attachment {
     // Field order matters: the view is unmapped before the lock is released.
@@ -92,10 +109,16 @@ impl Pool {
     ) -> Result<Attachment> {
         let t0 = Instant::now();
         let handle = self.open_pmo(name, perm, key, opts.wait)?;
-        let source = Arc::new(PlainSource {
-            core: handle.core.clone(),
-            medium: self.medium().clone(),
-        });
+        let source: Arc<dyn PageSource> = match handle.protection() {
+            Some(prot) => Arc::new(ProtectedSource {
+                prot: prot.clone(),
+                label: handle.name().to_string(),
+            }),
+            None => Arc::new(PlainSource {
+                core: handle.core.clone(),
+                medium: self.medium().clone(),
+            }),
+        };
         let size = usize::try_from(handle.size())
             .map_err(|_| StoreError::Invalid("PMO larger than the address space".into()))?;
         let mut vopts = ViewOptions {
@@ -125,8 +148,14 @@ impl Pool {
             }
             Err(e) => return Err(view_err(e)),
         };
-        if opts.populate {
-            view.populate_all().map_err(view_err)?;
+        let whole = handle.scheme().granularity() == crate::scheme::Granularity::Whole;
+        if opts.populate || whole {
+            view.populate_all().map_err(|e| named(view_err(e), name))?;
+        }
+        if let Some(prot) = handle.protection() {
+            if prot.keeps_whole_checksum() {
+                prot.verify_whole(view_pages(&view))?;
+            }
         }
         Ok(Attachment {
             view,
@@ -134,6 +163,28 @@ impl Pool {
             relocated,
             attach_ns: t0.elapsed().as_nanos() as u64,
         })
+    }
+}
+
+/// Every page of a fully populated view, in order (whole-PMO checksums).
+fn view_pages(view: &View) -> impl Iterator<Item = &[u8; PAGE_SIZE]> + '_ {
+    let base = view.addr();
+    (0..view.pages() as usize).map(move |p| {
+        // SAFETY: the page is inside the live mapping and present (populated, never discarded
+        // by this module); it is only read, and the view outlives the iterator.
+        unsafe { &*(base.add(p * PAGE_SIZE) as *const [u8; PAGE_SIZE]) }
+    })
+}
+
+/// Put the PMO's name into an integrity error that lacks it.
+fn named(e: StoreError, pmo: &str) -> StoreError {
+    match e {
+        StoreError::Integrity { name, page, reason } if name.is_empty() => StoreError::Integrity {
+            name: pmo.to_string(),
+            page,
+            reason,
+        },
+        other => other,
     }
 }
 
@@ -223,20 +274,37 @@ impl Attachment {
         let mut pages = Vec::new();
         self.view.collect_dirty(&mut pages).map_err(view_err)?;
         let base = self.view.addr();
-        self.handle.commit_with(&pages, &mut |p, dst| {
-            // SAFETY: `p` was reported dirty by the view, so it is inside the mapping
-            // (p < pages) and present; the view lives as long as `self`. A concurrent writer
-            // may change the bytes while they are copied: the page is then dirty again and
-            // the next psync commits it.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    base.add(p as usize * PAGE_SIZE),
-                    dst.as_mut_ptr(),
-                    PAGE_SIZE,
-                )
-            };
-            Ok(())
-        })
+        let whole = match self.handle.protection() {
+            Some(prot) if prot.keeps_whole_checksum() && !pages.is_empty() => {
+                Some(crate::protect::whole_checksum(view_pages(&self.view)))
+            }
+            _ => None,
+        };
+        let r = self.handle.commit_with_checksum(
+            &pages,
+            &mut |p, dst| {
+                // SAFETY: `p` was reported dirty by the view, so it is inside the mapping
+                // (p < pages) and present; the view lives as long as `self`. A concurrent writer
+                // may change the bytes while they are copied: the page is then dirty again and
+                // the next psync commits it.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        base.add(p as usize * PAGE_SIZE),
+                        dst.as_mut_ptr(),
+                        PAGE_SIZE,
+                    )
+                };
+                Ok(())
+            },
+            whole,
+        );
+        if r.is_err() {
+            // Nothing was committed: keep the changes for the next psync.
+            for &p in &pages {
+                let _ = self.view.mark_dirty(p);
+            }
+        }
+        r
     }
 
     /// Copy bytes out of the mapping (faulting pages in as needed).

@@ -23,11 +23,12 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use pmo_format::layout::{PageLoc, PageMapEntry, PmoLayout, JOURNAL_ENTRY_SIZE};
-use pmo_format::record::{CommitRecord, JournalEntry};
+use pmo_format::record::{CommitRecord, JournalEntry, Trailer, TRAILER_SIZE};
 use pmo_format::{crc, Entry, PAGE_SIZE};
 use pmo_medium::Medium;
 
 use crate::error::{Result, StoreError};
+use crate::protect::Protection;
 
 /// One page of bytes.
 pub type Page = [u8; PAGE_SIZE as usize];
@@ -94,7 +95,7 @@ impl PmoCore {
         })
     }
 
-    fn abs(&self, rel: u64) -> u64 {
+    pub(crate) fn abs(&self, rel: u64) -> u64 {
         self.extent_off + rel
     }
 
@@ -163,6 +164,8 @@ impl PmoCore {
         m: &dyn Medium,
         pages: &[u64],
         src: &mut dyn FnMut(u64, &mut Page) -> Result<()>,
+        prot: Option<&Protection>,
+        whole_checksum: Option<[u8; 32]>,
     ) -> Result<CommitStats> {
         let t0 = Instant::now();
         if pages.windows(2).any(|w| w[0] >= w[1])
@@ -181,23 +184,68 @@ impl PmoCore {
         }
         let new_seq = *seq + 1;
         let j = new_seq % 2;
-        let mut journal = Vec::with_capacity(pages.len() * JOURNAL_ENTRY_SIZE as usize);
+        let mut fences = 2;
+        // Protected PMOs: versions come from the counter, reserved (and fenced) up front; the
+        // writer state is changed only after the commit point.
+        let mut ws_guard = prot.map(|p| p.write.lock().unwrap_or_else(|e| e.into_inner()));
+        if let (Some(p), Some(ws)) = (prot, ws_guard.as_deref_mut()) {
+            let before = ws.counter.reserved_until();
+            p.reserve(ws, pages.len() as u64 + 1)?;
+            if ws.counter.reserved_until() != before {
+                fences += 1;
+            }
+        }
+        let mut pending = ws_guard.as_deref().cloned();
+        let trailer_len = if prot.is_some() { TRAILER_SIZE } else { 0 };
+        let mut journal =
+            Vec::with_capacity(pages.len() * JOURNAL_ENTRY_SIZE as usize + trailer_len);
         let mut next_entries = Vec::with_capacity(pages.len());
         let mut buf: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
+        let mut sealed: Option<Box<Page>> = prot.map(|_| Box::new([0; PAGE_SIZE as usize]));
         for &p in pages {
-            let cur = self.map_entry(m, p)?;
-            let next = cur.next().ok_or_else(|| {
-                StoreError::Corrupt(format!(
-                    "PMO '{}' page {p}: invalid page-map entry {:#x}",
-                    self.name, cur.0
-                ))
-            })?;
+            let (cur, next) = match (prot, pending.as_mut()) {
+                (Some(pr), Some(ws)) => {
+                    let cur = pr.entry(p);
+                    let slot = match cur.loc() {
+                        Some(PageLoc::Slot(0)) => 1,
+                        _ => 0,
+                    };
+                    let v = ws
+                        .counter
+                        .next_version()
+                        .map_err(|e| StoreError::Os(format!("version counter: {e}")))?;
+                    (cur, PageMapEntry::new(PageLoc::Slot(slot), v))
+                }
+                _ => {
+                    let cur = self.map_entry(m, p)?;
+                    let next = cur.next().ok_or_else(|| {
+                        StoreError::Corrupt(format!(
+                            "PMO '{}' page {p}: invalid page-map entry {:#x}",
+                            self.name, cur.0
+                        ))
+                    })?;
+                    (cur, next)
+                }
+            };
             let Some(PageLoc::Slot(slot)) = next.loc() else {
-                unreachable!("next() always names a slot")
+                return Err(StoreError::Corrupt(format!(
+                    "PMO '{}' page {p}: no slot for the next version",
+                    self.name
+                )));
             };
             src(p, &mut buf)?;
             let off = self.abs(self.layout.page(slot, p));
-            m.write(off, &buf[..])?;
+            match (prot, pending.as_mut(), sealed.as_deref_mut()) {
+                (Some(pr), Some(ws), Some(out)) => {
+                    let meta = pr.seal(p, next.version(), &buf, out)?;
+                    m.write(off, &out[..])?;
+                    let toff = self.abs(self.layout.tag(slot, p));
+                    m.write(toff, &meta)?;
+                    m.flush(toff, meta.len() as u64)?;
+                    pr.mac_update(&mut ws.mac, p, cur, next)?;
+                }
+                _ => m.write(off, &buf[..])?,
+            }
             m.flush(off, PAGE_SIZE)?;
             journal.extend_from_slice(
                 &JournalEntry {
@@ -207,6 +255,13 @@ impl PmoCore {
                 .encode(),
             );
             next_entries.push(next);
+        }
+        if let (Some(pr), Some(ws)) = (prot, pending.as_mut()) {
+            let epoch = ws
+                .counter
+                .next_version()
+                .map_err(|e| StoreError::Os(format!("version counter: {e}")))?;
+            journal.extend_from_slice(&pr.trailer(&ws.mac, epoch, whole_checksum).encode());
         }
         let joff = self.abs(self.layout.journal_off[j as usize]);
         m.write(joff, &journal)?;
@@ -222,6 +277,13 @@ impl PmoCore {
         m.write(roff, &record.encode())?;
         m.flush(roff, pmo_format::RECORD_SIZE as u64)?;
         m.fence()?;
+        // Committed: the writer state and the verified DRAM map follow.
+        if let (Some(pr), Some(ws), Some(done)) = (prot, ws_guard.as_deref_mut(), pending) {
+            *ws = done;
+            for (&p, e) in pages.iter().zip(&next_entries) {
+                pr.set_entry(p, *e);
+            }
+        }
         for (&p, e) in pages.iter().zip(&next_entries) {
             let off = self.abs(self.layout.map_entry(p));
             m.write(off, &e.0.to_le_bytes())?;
@@ -234,12 +296,41 @@ impl PmoCore {
             seq: new_seq,
             pages: k,
             bytes_persisted: k * PAGE_SIZE
+                + k * self.layout.tag_bytes
                 + journal.len() as u64
                 + pmo_format::RECORD_SIZE as u64
                 + 8 * k,
-            fences: 2,
+            fences,
             elapsed_ns: t0.elapsed().as_nanos() as u64,
         })
+    }
+
+    /// The journal trailer of the newest commit of a protected PMO (`None`: no commit yet).
+    pub fn newest_trailer(&self, m: &dyn Medium) -> Result<Option<Trailer>> {
+        if self.layout.tag_bytes == 0 {
+            return Ok(None);
+        }
+        let Some(record) = self.newest_record(m)? else {
+            return Ok(None);
+        };
+        let (_, trailer) = self.journal_with_trailer(m, &record)?;
+        Ok(trailer)
+    }
+
+    /// The persisted version reservation of a protected PMO (0 if none yet).
+    pub fn read_reservation(&self, m: &dyn Medium) -> Result<u64> {
+        let mut b = [0u8; 8];
+        m.read(self.abs(PmoLayout::RESERVATION_OFF), &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// Persist a new version reservation: one 8-byte store, flushed and fenced.
+    pub fn write_reservation(&self, m: &dyn Medium, until: u64) -> Result<()> {
+        let off = self.abs(PmoLayout::RESERVATION_OFF);
+        m.write(off, &until.to_le_bytes())?;
+        m.flush(off, 8)?;
+        m.fence()?;
+        Ok(())
     }
 
     /// The newest valid commit record, if any.
@@ -259,7 +350,22 @@ impl PmoCore {
 
     /// Read and check the journal of `record`.
     fn journal(&self, m: &dyn Medium, record: &CommitRecord) -> Result<Vec<JournalEntry>> {
-        let mut journal = vec![0u8; (record.count * JOURNAL_ENTRY_SIZE) as usize];
+        Ok(self.journal_with_trailer(m, record)?.0)
+    }
+
+    /// Read and check the journal of `record` and, for a protected PMO, its trailer.
+    fn journal_with_trailer(
+        &self,
+        m: &dyn Medium,
+        record: &CommitRecord,
+    ) -> Result<(Vec<JournalEntry>, Option<Trailer>)> {
+        let entries_len = (record.count * JOURNAL_ENTRY_SIZE) as usize;
+        let trailer_len = if self.layout.tag_bytes > 0 {
+            TRAILER_SIZE
+        } else {
+            0
+        };
+        let mut journal = vec![0u8; entries_len + trailer_len];
         m.read(
             self.abs(self.layout.journal_off[(record.seq % 2) as usize]),
             &mut journal,
@@ -270,7 +376,17 @@ impl PmoCore {
                 self.name, record.seq
             )));
         }
-        let entries: Vec<JournalEntry> = journal
+        let trailer = if trailer_len > 0 {
+            Some(Trailer::decode(&journal[entries_len..]).ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "PMO '{}': journal trailer of psync {} is malformed",
+                    self.name, record.seq
+                ))
+            })?)
+        } else {
+            None
+        };
+        let entries: Vec<JournalEntry> = journal[..entries_len]
             .chunks_exact(JOURNAL_ENTRY_SIZE as usize)
             .map(JournalEntry::decode)
             .collect();
@@ -282,7 +398,7 @@ impl PmoCore {
                 )));
             }
         }
-        Ok(entries)
+        Ok((entries, trailer))
     }
 
     /// Bring the page map up to the newest committed psync (idempotent; safe to crash in).

@@ -36,6 +36,8 @@ pub enum StoreError {
         page: u64,
         reason: String,
     },
+    #[error("integrity check failed for PMO '{name}': {reason}")]
+    IntegrityPmo { name: String, reason: String },
     #[error("the pool is unusable after an earlier persistence failure; reopen it")]
     Poisoned,
     #[error("medium error: {0}")]
@@ -44,12 +46,17 @@ pub enum StoreError {
     Io { op: String, source: std::io::Error },
     #[error("{0}")]
     Os(String),
+    #[error("not supported: {0}")]
+    Unsupported(String),
 }
 
 impl StoreError {
     /// True for corruption and integrity failures (CLI exit code 2).
     pub fn is_integrity(&self) -> bool {
-        matches!(self, StoreError::Corrupt(_) | StoreError::Integrity { .. })
+        matches!(
+            self,
+            StoreError::Corrupt(_) | StoreError::Integrity { .. } | StoreError::IntegrityPmo { .. }
+        )
     }
     /// The errno the C API reports for this error.
     pub fn errno(&self) -> i32 {
@@ -60,10 +67,12 @@ impl StoreError {
             StoreError::NoSpace(_) => libc_errno::ENOSPC,
             StoreError::Busy { .. } | StoreError::AddressInUse { .. } => libc_errno::EBUSY,
             StoreError::Invalid(_) | StoreError::NotAPool(_) => libc_errno::EINVAL,
-            StoreError::Corrupt(_) | StoreError::Integrity { .. } | StoreError::Poisoned => {
-                libc_errno::EIO
-            }
+            StoreError::Corrupt(_)
+            | StoreError::Integrity { .. }
+            | StoreError::IntegrityPmo { .. }
+            | StoreError::Poisoned => libc_errno::EIO,
             StoreError::Medium(_) | StoreError::Io { .. } | StoreError::Os(_) => libc_errno::EIO,
+            StoreError::Unsupported(_) => libc_errno::ENOTSUP,
         }
     }
 }
@@ -89,6 +98,7 @@ mod libc_errno {
     pub const EEXIST: i32 = 17;
     pub const EINVAL: i32 = 22;
     pub const ENOSPC: i32 = 28;
+    pub const ENOTSUP: i32 = 95;
 }
 
 /// Result with [`StoreError`].

@@ -48,10 +48,12 @@ pub fn sample_image() -> Vec<u8> {
         base_addr: Some(0x2000_0000_0000),
         medium: None,
         preallocate: false,
+        scheme: crate::Scheme::SECURE,
     };
     let pool = Pool::create_on(m.clone(), &opts).expect("sample pool");
     pool.pcreate("one", 4 * 4096, SAMPLE_KEY).expect("pcreate");
-    pool.pcreate("two", 2 * 4096, SAMPLE_KEY).expect("pcreate");
+    pool.pcreate_with("two", 2 * 4096, SAMPLE_KEY, Some(crate::Scheme::NONE))
+        .expect("pcreate");
     let h = pool
         .open_pmo("one", Perm::Write, SAMPLE_KEY, None)
         .expect("open");

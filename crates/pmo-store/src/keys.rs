@@ -75,26 +75,42 @@ pub fn derive_master(
     Ok(out)
 }
 
-/// The verifier stored in the namespace entry.
-pub fn verifier(master: &MasterKey, uuid: &[u8; 16]) -> [u8; 32] {
+/// The verifier stored in the namespace entry. `binding` is empty for unprotected PMOs (the
+/// format-v1 verifier) and [`binding`] for protected ones: then the verifier also authenticates
+/// the entry fields protection depends on, so an entry edited to, say, scheme `none` fails the
+/// key check instead of making the next psync write plaintext.
+pub fn verifier(master: &MasterKey, uuid: &[u8; 16], binding: &[u8]) -> [u8; 32] {
     let hk = Hkdf::<Sha256>::from_prk(master.as_ref()).expect("32-byte PRK is valid");
     let mut out = [0u8; 32];
-    hk.expand_multi_info(&[b"pmo/v1/verifier", uuid], &mut out)
-        .expect("32 bytes is a valid HKDF length");
+    if binding.is_empty() {
+        hk.expand_multi_info(&[b"pmo/v1/verifier", uuid], &mut out)
+    } else {
+        hk.expand_multi_info(&[b"pmo/v2/verifier", uuid, binding], &mut out)
+    }
+    .expect("32 bytes is a valid HKDF length");
     out
 }
 
+/// The entry fields a protected PMO's verifier authenticates: scheme code, metadata bytes per
+/// page, size, extent offset and length, base address (empty for an unprotected PMO).
+pub fn binding(e: &pmo_format::Entry) -> Vec<u8> {
+    if e.scheme == 0 {
+        return Vec::new();
+    }
+    let mut b = Vec::with_capacity(40);
+    b.extend_from_slice(&e.scheme.to_le_bytes());
+    b.extend_from_slice(&e.tag_bytes.to_le_bytes());
+    for v in [e.size, e.extent_off, e.extent_len, e.base_addr] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b
+}
+
 /// Check `key` against a stored verifier; the master key on success.
-pub fn check_key(
-    name: &str,
-    uuid: &[u8; 16],
-    salt: &[u8; 32],
-    params: &KdfParams,
-    stored: &[u8; 32],
-    key: &[u8],
-) -> Result<MasterKey> {
-    let master = derive_master(uuid, salt, params, key)?;
-    if bool::from(verifier(&master, uuid).ct_eq(stored)) {
+pub fn check_key(e: &pmo_format::Entry, key: &[u8]) -> Result<MasterKey> {
+    let (name, uuid) = (&e.name, &e.uuid);
+    let master = derive_master(uuid, &e.salt, &e.kdf, key)?;
+    if bool::from(verifier(&master, uuid, &binding(e)).ct_eq(&e.verifier)) {
         Ok(master)
     } else {
         Err(StoreError::WrongKey(name.to_string()))
@@ -118,13 +134,43 @@ mod tests {
         let (uuid, salt) = ([1u8; 16], [2u8; 32]);
         let p = KdfParams::INSECURE_FAST;
         let m = derive_master(&uuid, &salt, &p, b"secret").unwrap();
-        let v = verifier(&m, &uuid);
-        assert!(check_key("x", &uuid, &salt, &p, &v, b"secret").is_ok());
+        let mut e = pmo_format::Entry {
+            generation: 1,
+            uuid,
+            size: 4096,
+            extent_off: 1 << 20,
+            extent_len: 1 << 20,
+            base_addr: 1 << 40,
+            scheme: 0,
+            flags: 0,
+            kdf: p,
+            salt,
+            verifier: verifier(&m, &uuid, &[]),
+            name: "x".into(),
+            created_unix_s: 0,
+            tag_bytes: 0,
+        };
+        assert!(check_key(&e, b"secret").is_ok());
         assert!(matches!(
-            check_key("x", &uuid, &salt, &p, &v, b"Secret"),
+            check_key(&e, b"Secret"),
             Err(StoreError::WrongKey(_))
         ));
         // Another PMO's uuid gives another verifier.
-        assert_ne!(verifier(&m, &[9; 16]), v);
+        assert_ne!(verifier(&m, &[9; 16], &[]), e.verifier);
+        // A protected entry binds its fields: editing the scheme fails the check.
+        e.scheme = 9;
+        e.tag_bytes = 32;
+        e.verifier = verifier(&m, &uuid, &binding(&e));
+        assert!(check_key(&e, b"secret").is_ok());
+        for edit in [
+            |e: &mut pmo_format::Entry| e.scheme = 0,
+            |e: &mut pmo_format::Entry| e.scheme = 3,
+            |e: &mut pmo_format::Entry| e.tag_bytes = 0,
+            |e: &mut pmo_format::Entry| e.size = 8192,
+        ] {
+            let mut bad = e.clone();
+            edit(&mut bad);
+            assert!(check_key(&bad, b"secret").is_err());
+        }
     }
 }

@@ -27,6 +27,8 @@ pub mod locks;
 pub mod namespace;
 pub mod pool;
 pub mod pptr;
+pub mod protect;
+pub mod scheme;
 
 pub use attach::{AttachOptions, Attachment, DEFAULT_TRACKING};
 pub use engine::{CommitStats, Page};
@@ -35,6 +37,7 @@ pub use pmo_format::KdfParams;
 pub use pmo_os::view::{DirtyTracking, Mechanism};
 pub use pool::{AttachState, CheckReport, Perm, PmoHandle, PmoInfo, Pool, PoolInfo, PoolOptions};
 pub use pptr::PPtr;
+pub use scheme::Scheme;
 
 /// The pool used when none is named: `PMO_POOL`, else `$XDG_DATA_HOME/pmo/default.pool`,
 /// else `$HOME/.local/share/pmo/default.pool`.

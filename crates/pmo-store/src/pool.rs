@@ -19,6 +19,8 @@ use crate::error::{Result, StoreError};
 use crate::keys::{self, MasterKey};
 use crate::locks::{self, LocalLocks, LockGuard, Locker};
 use crate::namespace::{self, Namespace};
+use crate::protect::Protection;
+use crate::scheme::Scheme;
 
 /// Smallest pool: superblocks, config, a small namespace and one small PMO.
 pub const POOL_SIZE_MIN: u64 = 1 << 20;
@@ -41,6 +43,8 @@ pub struct PoolOptions {
     /// Allocate the whole pool file at creation (as PMDK does) instead of a sparse file, so
     /// that no store later waits for block allocation (or, on tmpfs, page zeroing).
     pub preallocate: bool,
+    /// Default protection scheme of PMOs created in this pool (`pmo scheme set` changes it).
+    pub scheme: Scheme,
 }
 
 impl Default for PoolOptions {
@@ -51,6 +55,7 @@ impl Default for PoolOptions {
             base_addr: None,
             medium: None,
             preallocate: false,
+            scheme: Scheme::SECURE,
         }
     }
 }
@@ -300,8 +305,10 @@ impl Pool {
         // durable leaves something that is not a pool yet, never a pool with garbage entries.
         m.zero(CONFIG_OFFSET, heap_offset - CONFIG_OFFSET)?;
         m.flush(CONFIG_OFFSET, heap_offset - CONFIG_OFFSET)?;
+        opts.scheme.check_supported()?;
         let cfg = PoolConfig {
             seq: 1,
+            scheme: opts.scheme.code(),
             ..Default::default()
         };
         m.write(
@@ -472,20 +479,62 @@ impl Pool {
 
     /// Create a PMO of `size` bytes (rounded up to whole pages) protected by `key`.
     pub fn pcreate(&self, name: &str, size: u64, key: &[u8]) -> Result<PmoInfo> {
+        self.pcreate_with(name, size, key, None)
+    }
+
+    /// The scheme a PMO created now gets when none is named: `PMO_SCHEME` if set, else the
+    /// pool's default (`pmo scheme set`).
+    pub fn default_scheme(&self) -> Result<Scheme> {
+        if let Some(s) = Scheme::from_env()? {
+            return Ok(s);
+        }
+        Scheme::from_code(self.config()?.scheme)
+    }
+
+    /// Set the pool's default scheme for new PMOs.
+    pub fn set_default_scheme(&self, scheme: Scheme) -> Result<()> {
+        scheme.check_supported()?;
+        self.check_can_protect(scheme)?;
+        self.set_config(scheme.code(), 0).map(|_| ())
+    }
+
+    fn check_can_protect(&self, scheme: Scheme) -> Result<()> {
+        if scheme.is_protected() && self.inner.sb.version < pmo_format::FORMAT_VERSION_PROTECTION {
+            return Err(StoreError::Unsupported(format!(
+                "this pool has format version {}, which predates protected PMOs; create a new pool for scheme '{scheme}'",
+                self.inner.sb.version
+            )));
+        }
+        Ok(())
+    }
+
+    /// `pcreate` with an explicit protection scheme (`None`: [`Pool::default_scheme`]).
+    pub fn pcreate_with(
+        &self,
+        name: &str,
+        size: u64,
+        key: &[u8],
+        scheme: Option<Scheme>,
+    ) -> Result<PmoInfo> {
         let inner = &*self.inner;
         inner.alive()?;
         Entry::validate_name(name)?;
         if size == 0 {
             return Err(StoreError::Invalid("PMO size must be positive".into()));
         }
+        let scheme = match scheme {
+            Some(s) => s,
+            None => self.default_scheme()?,
+        };
+        scheme.check_supported()?;
+        self.check_can_protect(scheme)?;
         let size = align_up(size, PAGE_SIZE)
             .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
-        let layout = PmoLayout::new(size / PAGE_SIZE, 0)
+        let layout = PmoLayout::new(size / PAGE_SIZE, scheme.tag_bytes() as u64)
             .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
         let uuid = keys::random_bytes::<16>();
         let salt = keys::random_bytes::<32>();
         let master = keys::derive_master(&uuid, &salt, &inner.sb.kdf, key)?;
-        let verifier = keys::verifier(&master, &uuid);
 
         let _meta = inner
             .locker
@@ -510,22 +559,23 @@ impl Pool {
                 layout.extent_len
             )));
         };
-        let entry = Entry {
+        let mut entry = Entry {
             generation: 1,
             uuid,
             size,
             extent_off,
             extent_len: layout.extent_len,
             base_addr: inner.sb.base_addr + (extent_off - inner.sb.heap_offset),
-            scheme: 0,
+            scheme: scheme.code(),
             flags: 0,
             kdf: inner.sb.kdf,
             salt,
-            verifier,
+            verifier: [0; 32],
             name: name.into(),
             created_unix_s: now_unix_s(),
-            tag_bytes: 0,
+            tag_bytes: scheme.tag_bytes(),
         };
+        entry.verifier = keys::verifier(&master, &uuid, &keys::binding(&entry));
         let r = (|| {
             namespace::bump_gen(m, &inner.sb)?;
             PmoCore::new(&entry)?.init_on_medium(m)?;
@@ -553,14 +603,7 @@ impl Pool {
             .find(name)
             .map(|(i, e)| (i, e.clone()))
             .ok_or_else(|| StoreError::NotFound(name.into()))?;
-        keys::check_key(
-            name,
-            &entry.uuid,
-            &entry.salt,
-            &entry.kdf,
-            &entry.verifier,
-            key,
-        )?;
+        keys::check_key(&entry, key)?;
         let Some(_attach) = inner.locker.lock(
             locks::attach_word(entry.extent_off),
             LockKind::Exclusive,
@@ -699,14 +742,7 @@ impl Pool {
         let inner = &*self.inner;
         inner.alive()?;
         let entry = self.entry(name)?;
-        let master = keys::check_key(
-            name,
-            &entry.uuid,
-            &entry.salt,
-            &entry.kdf,
-            &entry.verifier,
-            key,
-        )?;
+        let master = keys::check_key(&entry, key)?;
         let checked_uuid = entry.uuid;
         let word = locks::attach_word(entry.extent_off);
         // Take the lock exclusively first so a dead writer's half-done psync can be replayed,
@@ -735,6 +771,18 @@ impl Pool {
             core.recover_readonly(&*inner.medium)
         };
         inner.poison(r)?;
+        let scheme = Scheme::from_code(entry.scheme)?;
+        let prot = if scheme.is_protected() {
+            Some(Arc::new(Protection::open(
+                core.clone(),
+                inner.medium.clone(),
+                scheme,
+                &master,
+                inner.sb.uuid,
+            )?))
+        } else {
+            None
+        };
         if perm == Perm::Read && exclusive {
             guard.downgrade()?;
         }
@@ -747,6 +795,7 @@ impl Pool {
             perm,
             _lock: guard,
             master,
+            prot,
         })
     }
 
@@ -870,8 +919,10 @@ pub struct PmoHandle {
     pub(crate) core: Arc<PmoCore>,
     perm: Perm,
     _lock: LockGuard,
-    #[allow(dead_code)] // used by the protection layer's key derivation
+    #[allow(dead_code)] // kept for the protection layer (detach-time work)
     pub(crate) master: MasterKey,
+    /// At-rest protection (`None`: scheme `none`).
+    pub(crate) prot: Option<Arc<Protection>>,
 }
 
 impl PmoHandle {
@@ -903,10 +954,27 @@ impl PmoHandle {
         &*self.pool.inner.medium
     }
 
-    /// Read one page as of the last psync.
+    /// The PMO's protection scheme.
+    pub fn scheme(&self) -> Scheme {
+        self.prot.as_ref().map_or(Scheme::NONE, |p| p.scheme())
+    }
+
+    /// The protection state (`None` for scheme `none`).
+    pub fn protection(&self) -> Option<&Arc<Protection>> {
+        self.prot.as_ref()
+    }
+
+    /// Read one page as of the last psync (decrypted and verified for protected PMOs).
     pub fn read_page(&self, page: u64, dst: &mut Page) -> Result<()> {
         self.pool.inner.alive()?;
-        self.core.read_page(self.medium(), page, dst)
+        match &self.prot {
+            None => self.core.read_page(self.medium(), page, dst),
+            Some(p) => p.fill(page, dst).map_err(|reason| StoreError::Integrity {
+                name: self.core.name.clone(),
+                page,
+                reason: reason.into(),
+            }),
+        }
     }
 
     /// Read bytes at `offset` as of the last psync.
@@ -978,18 +1046,66 @@ impl PmoHandle {
         })
     }
 
-    /// Commit `pages` with contents from `src` (the path psync takes).
+    /// Commit `pages` with contents from `src`. For a scheme with a whole-PMO checksum
+    /// (`wedi`) the checksum of the new contents is computed here, reading every other page.
     pub fn commit_with(
         &self,
         pages: &[u64],
         src: &mut dyn FnMut(u64, &mut Page) -> Result<()>,
+    ) -> Result<CommitStats> {
+        if !self.prot.as_ref().is_some_and(|p| p.keeps_whole_checksum()) || pages.is_empty() {
+            return self.commit_with_checksum(pages, src, None);
+        }
+        let mut new_pages: Vec<(u64, Box<Page>)> = Vec::with_capacity(pages.len());
+        for &p in pages {
+            let mut b = Box::new([0u8; PAGE_SIZE as usize]);
+            src(p, &mut b)?;
+            new_pages.push((p, b));
+        }
+        let mut h = pmo_crypt::WholePmoChecksum::new();
+        let mut cur = Box::new([0u8; PAGE_SIZE as usize]);
+        for p in 0..self.core.npages() {
+            match new_pages.binary_search_by_key(&p, |x| x.0) {
+                Ok(i) => h.update_page(&new_pages[i].1),
+                Err(_) => {
+                    self.read_page(p, &mut cur)?;
+                    h.update_page(&cur);
+                }
+            }
+        }
+        let sum = h.finish().0;
+        self.commit_with_checksum(
+            pages,
+            &mut |p, dst| {
+                let i = new_pages
+                    .binary_search_by_key(&p, |x| x.0)
+                    .map_err(|_| StoreError::Invalid("page not in the commit".into()))?;
+                dst.copy_from_slice(&new_pages[i].1[..]);
+                Ok(())
+            },
+            Some(sum),
+        )
+    }
+
+    /// Commit with a whole-PMO checksum the caller computed (an attachment, from its view).
+    pub(crate) fn commit_with_checksum(
+        &self,
+        pages: &[u64],
+        src: &mut dyn FnMut(u64, &mut Page) -> Result<()>,
+        whole_checksum: Option<[u8; 32]>,
     ) -> Result<CommitStats> {
         let inner = &*self.pool.inner;
         inner.alive()?;
         if self.perm != Perm::Write {
             return Err(StoreError::ReadOnly(self.name().into()));
         }
-        let r = self.core.commit(&*inner.medium, pages, src);
+        let r = self.core.commit(
+            &*inner.medium,
+            pages,
+            src,
+            self.prot.as_deref(),
+            whole_checksum,
+        );
         inner.poison(r)
     }
 }

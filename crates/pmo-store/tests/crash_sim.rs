@@ -7,20 +7,45 @@
 use std::sync::Arc;
 
 use pmo_medium::crash::{explore, CrashMedium, CrashPoint};
-use pmo_store::{KdfParams, Perm, Pool, PoolOptions, StoreError};
+use pmo_store::{KdfParams, Perm, Pool, PoolOptions, Scheme, StoreError};
 
 const KEY: &[u8] = b"crash-key";
 const POOL_BYTES: u64 = 2 << 20;
 const PMO_PAGES: u64 = 8;
 const SEED: u64 = 0x5eed_0001;
 
-fn opts() -> PoolOptions {
+fn opts(scheme: Scheme) -> PoolOptions {
     PoolOptions {
         kdf: KdfParams::INSECURE_FAST,
         ns_capacity: Some(16),
         base_addr: Some(0x2000_0000_0000),
         medium: None,
         preallocate: false,
+        scheme,
+    }
+}
+
+/// The schemes every crash test runs under: no protection, the secure default (AEAD + table
+/// MAC + version reservation), the paper's per-page design (XTS + SHA-256) and its whole-PMO
+/// baseline (whole checksum in the commit).
+fn schemes() -> Vec<Scheme> {
+    ["none", "secure", "sp-ip", "wedi"]
+        .iter()
+        .map(|n| Scheme::from_name(n).unwrap())
+        .collect()
+}
+
+/// A protected pool image holds no plaintext page: no 64-byte run of a test page's filler.
+fn assert_no_plaintext(image: &[u8], scheme: Scheme, ctx: &str) {
+    if !scheme.is_protected() {
+        return;
+    }
+    for v in 1..=3u8 {
+        let marker = [v; 64];
+        assert!(
+            !image.windows(64).any(|w| w == marker),
+            "{ctx}: plaintext of version {v} found on the medium"
+        );
     }
 }
 
@@ -67,9 +92,9 @@ fn version_of(pool: &Pool, ctx: &str) -> u8 {
 }
 
 /// A pool with PMO "a" whose pages all hold version 1.
-fn base_image() -> Vec<u8> {
+fn base_image(scheme: Scheme) -> Vec<u8> {
     let m = Arc::new(CrashMedium::new(POOL_BYTES));
-    let pool = Pool::create_on(m.clone(), &opts()).unwrap();
+    let pool = Pool::create_on(m.clone(), &opts(scheme)).unwrap();
     pool.pcreate("a", PMO_PAGES * 4096, KEY).unwrap();
     pool.pcreate("b", 3 * 4096, KEY).unwrap();
     let h = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
@@ -107,179 +132,203 @@ fn check_recovery_crashes(image: &[u8], expect: u8, ctx: &str) {
 
 #[test]
 fn psync_is_atomic_at_every_persist_point() {
-    let base = base_image();
-    let mut seen_old = 0;
-    let mut seen_new = 0;
-    let points = explore(
-        &base,
-        6,
-        SEED,
-        |m| -> Result<(), StoreError> {
-            let pool = Pool::open_on(m.clone())?;
-            let h = pool.open_pmo("a", Perm::Write, KEY, None)?;
-            let pages: Vec<[u8; 4096]> = (0..PMO_PAGES).map(|p| page(2, p)).collect();
-            let list: Vec<(u64, &[u8; 4096])> = pages
-                .iter()
-                .enumerate()
-                .map(|(i, b)| (i as u64, b))
-                .collect();
-            h.commit_pages(&list)?;
-            Ok(())
-        },
-        |cp| {
-            let ctx = format!("psync crash point {} variant {}", cp.point, cp.variant);
-            let pool = open(cp.image.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
-            let v = version_of(&pool, &ctx);
-            if cp.completed {
-                assert_eq!(v, 2, "{ctx}: a completed psync was lost");
-            }
-            assert!(v == 1 || v == 2, "{ctx}: version {v}");
-            if v == 1 {
-                seen_old += 1
-            } else {
-                seen_new += 1
-            }
-            assert_healthy(&pool, &ctx);
-            if cp.variant < 2 {
-                check_recovery_crashes(&cp.image, v, &ctx);
-            }
-        },
-    );
-    assert!(
-        points >= 3,
-        "psync has at least three persist points, saw {points}"
-    );
-    assert!(
-        seen_old > 0 && seen_new > 0,
-        "both outcomes must occur: old {seen_old} new {seen_new}"
-    );
-}
-
-#[test]
-fn repeated_psyncs_survive_crashes_in_the_second() {
-    // Two psyncs of overlapping page sets: the crash hits the second; the first must be intact.
-    let base = base_image();
-    explore(
-        &base,
-        4,
-        SEED + 1,
-        |m| -> Result<(), StoreError> {
-            let pool = Pool::open_on(m.clone())?;
-            let h = pool.open_pmo("a", Perm::Write, KEY, None)?;
-            for v in [2u8, 3] {
-                let pages: Vec<[u8; 4096]> = (0..PMO_PAGES).map(|p| page(v, p)).collect();
+    for scheme in schemes() {
+        let base = base_image(scheme);
+        let mut seen_old = 0;
+        let mut seen_new = 0;
+        let points = explore(
+            &base,
+            6,
+            SEED,
+            |m| -> Result<(), StoreError> {
+                let pool = Pool::open_on(m.clone())?;
+                let h = pool.open_pmo("a", Perm::Write, KEY, None)?;
+                let pages: Vec<[u8; 4096]> = (0..PMO_PAGES).map(|p| page(2, p)).collect();
                 let list: Vec<(u64, &[u8; 4096])> = pages
                     .iter()
                     .enumerate()
                     .map(|(i, b)| (i as u64, b))
                     .collect();
                 h.commit_pages(&list)?;
-            }
-            Ok(())
-        },
-        |cp| {
-            let ctx = format!(
-                "double psync crash point {} variant {}",
-                cp.point, cp.variant
-            );
-            let pool = open(cp.image.clone()).unwrap();
-            let v = version_of(&pool, &ctx);
-            assert!((1..=3).contains(&v), "{ctx}: {v}");
-            if cp.completed {
-                assert_eq!(v, 3, "{ctx}");
-            }
-            assert_healthy(&pool, &ctx);
-        },
-    );
+                Ok(())
+            },
+            |cp| {
+                let ctx = format!(
+                    "{scheme}: psync crash point {} variant {}",
+                    cp.point, cp.variant
+                );
+                assert_no_plaintext(&cp.image, scheme, &ctx);
+                let pool = open(cp.image.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+                let v = version_of(&pool, &ctx);
+                if cp.completed {
+                    assert_eq!(v, 2, "{ctx}: a completed psync was lost");
+                }
+                assert!(v == 1 || v == 2, "{ctx}: version {v}");
+                if v == 1 {
+                    seen_old += 1
+                } else {
+                    seen_new += 1
+                }
+                assert_healthy(&pool, &ctx);
+                if cp.variant < 2 {
+                    check_recovery_crashes(&cp.image, v, &ctx);
+                }
+            },
+        );
+        assert!(
+            points >= 3,
+            "psync has at least three persist points, saw {points}"
+        );
+        assert!(
+            seen_old > 0 && seen_new > 0,
+            "both outcomes must occur: old {seen_old} new {seen_new}"
+        );
+    }
+}
+
+#[test]
+fn repeated_psyncs_survive_crashes_in_the_second() {
+    for scheme in schemes() {
+        // Two psyncs of overlapping page sets: the crash hits the second; the first must be intact.
+        let base = base_image(scheme);
+        explore(
+            &base,
+            4,
+            SEED + 1,
+            |m| -> Result<(), StoreError> {
+                let pool = Pool::open_on(m.clone())?;
+                let h = pool.open_pmo("a", Perm::Write, KEY, None)?;
+                for v in [2u8, 3] {
+                    let pages: Vec<[u8; 4096]> = (0..PMO_PAGES).map(|p| page(v, p)).collect();
+                    let list: Vec<(u64, &[u8; 4096])> = pages
+                        .iter()
+                        .enumerate()
+                        .map(|(i, b)| (i as u64, b))
+                        .collect();
+                    h.commit_pages(&list)?;
+                }
+                Ok(())
+            },
+            |cp| {
+                let ctx = format!(
+                    "{scheme}: double psync crash point {} variant {}",
+                    cp.point, cp.variant
+                );
+                assert_no_plaintext(&cp.image, scheme, &ctx);
+                let pool = open(cp.image.clone()).unwrap();
+                let v = version_of(&pool, &ctx);
+                assert!((1..=3).contains(&v), "{ctx}: {v}");
+                if cp.completed {
+                    assert_eq!(v, 3, "{ctx}");
+                }
+                assert_healthy(&pool, &ctx);
+            },
+        );
+    }
 }
 
 #[test]
 fn pcreate_is_atomic_and_leaks_nothing() {
-    let base = base_image();
-    explore(
-        &base,
-        4,
-        SEED + 2,
-        |m| -> Result<(), StoreError> {
-            let pool = Pool::open_on(m.clone())?;
-            pool.pcreate("c", 5 * 4096, KEY)?;
-            Ok(())
-        },
-        |cp| {
-            let ctx = format!("pcreate crash point {} variant {}", cp.point, cp.variant);
-            let pool = open(cp.image.clone()).unwrap();
-            assert_healthy(&pool, &ctx);
-            assert_eq!(version_of(&pool, &ctx), 1);
-            let exists = pool.exists("c").unwrap();
-            if cp.completed {
-                assert!(exists, "{ctx}: a completed pcreate was lost");
-            }
-            if exists {
-                let h = pool.open_pmo("c", Perm::Read, KEY, None).unwrap();
-                let mut buf = vec![1u8; 5 * 4096];
-                h.read_at(0, &mut buf).unwrap();
-                assert!(
-                    buf.iter().all(|&b| b == 0),
-                    "{ctx}: a new PMO reads as zeros"
+    for scheme in schemes() {
+        let base = base_image(scheme);
+        explore(
+            &base,
+            4,
+            SEED + 2,
+            |m| -> Result<(), StoreError> {
+                let pool = Pool::open_on(m.clone())?;
+                pool.pcreate("c", 5 * 4096, KEY)?;
+                Ok(())
+            },
+            |cp| {
+                let ctx = format!(
+                    "{scheme}: pcreate crash point {} variant {}",
+                    cp.point, cp.variant
                 );
-            }
-            check_recovery_crashes(&cp.image, 1, &ctx);
-        },
-    );
+                let pool = open(cp.image.clone()).unwrap();
+                assert_healthy(&pool, &ctx);
+                assert_eq!(version_of(&pool, &ctx), 1);
+                let exists = pool.exists("c").unwrap();
+                if cp.completed {
+                    assert!(exists, "{ctx}: a completed pcreate was lost");
+                }
+                if exists {
+                    let h = pool.open_pmo("c", Perm::Read, KEY, None).unwrap();
+                    let mut buf = vec![1u8; 5 * 4096];
+                    h.read_at(0, &mut buf).unwrap();
+                    assert!(
+                        buf.iter().all(|&b| b == 0),
+                        "{ctx}: a new PMO reads as zeros"
+                    );
+                }
+                check_recovery_crashes(&cp.image, 1, &ctx);
+            },
+        );
+    }
 }
 
 #[test]
 fn pdestroy_is_atomic_and_frees_the_space() {
-    let base = base_image();
-    let free_before = open(base.clone()).unwrap().pool_info().unwrap().free_bytes;
-    explore(
-        &base,
-        4,
-        SEED + 3,
-        |m| -> Result<(), StoreError> {
-            let pool = Pool::open_on(m.clone())?;
-            pool.pdestroy("b", KEY)?;
-            Ok(())
-        },
-        |cp| {
-            let ctx = format!("pdestroy crash point {} variant {}", cp.point, cp.variant);
-            let pool = open(cp.image.clone()).unwrap();
-            assert_healthy(&pool, &ctx);
-            let exists = pool.exists("b").unwrap();
-            if cp.completed {
-                assert!(!exists, "{ctx}: a completed pdestroy was undone");
-            }
-            let free = pool.pool_info().unwrap().free_bytes;
-            if exists {
-                assert_eq!(free, free_before, "{ctx}");
-            } else {
-                assert!(free > free_before, "{ctx}: destroyed PMO's space not free");
-            }
-            assert_eq!(version_of(&pool, &ctx), 1, "{ctx}: another PMO changed");
-        },
-    );
+    for scheme in schemes() {
+        let base = base_image(scheme);
+        let free_before = open(base.clone()).unwrap().pool_info().unwrap().free_bytes;
+        explore(
+            &base,
+            4,
+            SEED + 3,
+            |m| -> Result<(), StoreError> {
+                let pool = Pool::open_on(m.clone())?;
+                pool.pdestroy("b", KEY)?;
+                Ok(())
+            },
+            |cp| {
+                let ctx = format!(
+                    "{scheme}: pdestroy crash point {} variant {}",
+                    cp.point, cp.variant
+                );
+                let pool = open(cp.image.clone()).unwrap();
+                assert_healthy(&pool, &ctx);
+                let exists = pool.exists("b").unwrap();
+                if cp.completed {
+                    assert!(!exists, "{ctx}: a completed pdestroy was undone");
+                }
+                let free = pool.pool_info().unwrap().free_bytes;
+                if exists {
+                    assert_eq!(free, free_before, "{ctx}");
+                } else {
+                    assert!(free > free_before, "{ctx}: destroyed PMO's space not free");
+                }
+                assert_eq!(version_of(&pool, &ctx), 1, "{ctx}: another PMO changed");
+            },
+        );
+    }
 }
 
 #[test]
 fn pool_creation_crash_leaves_no_half_pool() {
-    let blank = vec![0u8; POOL_BYTES as usize];
-    explore(
-        &blank,
-        4,
-        SEED + 4,
-        |m| Pool::create_on(m.clone(), &opts()).map(|_| ()),
-        |cp| {
-            let ctx = format!("init crash point {} variant {}", cp.point, cp.variant);
-            match open(cp.image.clone()) {
-                Ok(pool) => {
-                    assert_healthy(&pool, &ctx);
-                    assert!(pool.list().unwrap().is_empty(), "{ctx}");
+    for scheme in schemes() {
+        let blank = vec![0u8; POOL_BYTES as usize];
+        explore(
+            &blank,
+            4,
+            SEED + 4,
+            |m| Pool::create_on(m.clone(), &opts(scheme)).map(|_| ()),
+            |cp| {
+                let ctx = format!(
+                    "{scheme}: init crash point {} variant {}",
+                    cp.point, cp.variant
+                );
+                match open(cp.image.clone()) {
+                    Ok(pool) => {
+                        assert_healthy(&pool, &ctx);
+                        assert!(pool.list().unwrap().is_empty(), "{ctx}");
+                    }
+                    Err(StoreError::NotAPool(_)) => {
+                        assert!(!cp.completed, "{ctx}: completed init is not a pool")
+                    }
+                    Err(e) => panic!("{ctx}: {e}"),
                 }
-                Err(StoreError::NotAPool(_)) => {
-                    assert!(!cp.completed, "{ctx}: completed init is not a pool")
-                }
-                Err(e) => panic!("{ctx}: {e}"),
-            }
-        },
-    );
+            },
+        );
+    }
 }

@@ -1,0 +1,301 @@
+//! At-rest protection of one attached PMO: the page protector chosen by the scheme, the
+//! verified page-map entries kept in DRAM, and the writer's version counter and table MAC.
+//!
+//! Owns the obligations of `docs/security.md` §13 on the store's side:
+//! - keys are derived once per attach from the (cached) per-PMO master key and dropped (zeroized)
+//!   at detach;
+//! - at attach the page map is read once and, for the `secure` scheme, verified against the
+//!   version-table tag committed in the newest journal trailer (the whole 8-byte entries are
+//!   MACed, so the tag also covers which slot each page lives in); every later fill uses this
+//!   verified DRAM copy, never the medium's map;
+//! - every seal takes a fresh version from the PMO's [`VersionCounter`], from a range whose upper
+//!   end was persisted (fenced) in the header page first; the commit's epoch is one more fresh
+//!   value; the counter resumes after a crash above the persisted reservation, every committed
+//!   version and the committed epoch, so no (page, version) nonce repeats under a key;
+//! - an integrity failure is final: the fill fails (the faulting thread gets the documented
+//!   fatal report), the attach or read returns an integrity error; nothing is retried.
+//!
+//! Fill runs in the page-fault handler: it takes no lock and does not allocate (the medium read
+//! and [`PageProtector::open`] are allocation-free; the sealed copy lives on the fill stack).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use pmo_crypt::{
+    FaithfulKeys, MasterKey as CryptMasterKey, PageProtector, PmoKeys, VersionCounter,
+    VersionTableMac, WholePmoChecksum, PAGE_META_LEN,
+};
+use pmo_format::layout::{PageLoc, PageMapEntry, PmoLayout};
+use pmo_format::Trailer;
+use pmo_medium::Medium;
+
+use crate::engine::{Page, PmoCore};
+use crate::error::{Result, StoreError};
+use crate::keys::MasterKey;
+use crate::scheme::{Cipher, Scheme};
+
+/// Versions reserved (persisted) at a time: one extra fence per this many seals.
+const RESERVATION_CHUNK: u64 = 1 << 16;
+
+/// The writer's crypto state, changed only by a successful commit.
+#[derive(Clone)]
+pub(crate) struct WriteState {
+    pub(crate) counter: VersionCounter,
+    pub(crate) mac: Option<VersionTableMac>,
+}
+
+/// Protection state of one attached PMO.
+pub struct Protection {
+    scheme: Scheme,
+    protector: PageProtector,
+    entries: Box<[AtomicU64]>,
+    /// The whole-PMO checksum committed last (`wedi`), to verify at attach.
+    whole_expected: Option<[u8; 32]>,
+    pub(crate) write: Mutex<WriteState>,
+    core: Arc<PmoCore>,
+    medium: Arc<dyn Medium>,
+}
+
+impl std::fmt::Debug for Protection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Protection({}, {:?})", self.scheme, self.protector)
+    }
+}
+
+fn integrity(core: &PmoCore, reason: impl Into<String>) -> StoreError {
+    StoreError::IntegrityPmo {
+        name: core.name.clone(),
+        reason: reason.into(),
+    }
+}
+
+impl Protection {
+    /// Set up protection for an attach: derive keys, read (and for `secure`, verify) the page
+    /// map, recover the version counter. The PMO must be recovered already.
+    pub(crate) fn open(
+        core: Arc<PmoCore>,
+        medium: Arc<dyn Medium>,
+        scheme: Scheme,
+        master: &MasterKey,
+        pool_uuid: [u8; 16],
+    ) -> Result<Protection> {
+        scheme.check_supported()?;
+        let m = &*medium;
+        let crypt_master = CryptMasterKey::from_slice(&master[..]).map_err(crypt_err)?;
+        let protector = match scheme.cipher() {
+            Cipher::Plain => PageProtector::Plain,
+            Cipher::Xts | Cipher::XtsSha256 => PageProtector::Xts {
+                keys: FaithfulKeys::derive(&crypt_master, pool_uuid, core.uuid)
+                    .map_err(crypt_err)?,
+                checksum: scheme.cipher() == Cipher::XtsSha256,
+            },
+            Cipher::Aead => PageProtector::Aead {
+                keys: PmoKeys::derive(&crypt_master, pool_uuid, core.uuid).map_err(crypt_err)?,
+            },
+        };
+        let n = core.npages();
+        let mut raw = vec![0u8; (n * 8) as usize];
+        m.read(core.abs(core.layout.map_off), &mut raw)?;
+        let table: Vec<u64> = raw
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        drop(raw);
+        let trailer = core.newest_trailer(m)?;
+        let mut max_used = 0u64;
+        for (i, &e) in table.iter().enumerate() {
+            let e = PageMapEntry(e);
+            if e.loc().is_none() {
+                return Err(integrity(
+                    &core,
+                    format!("page {i}: invalid page-map entry {:#x}", e.0),
+                ));
+            }
+            max_used = max_used.max(e.version());
+        }
+        let mac = match &protector {
+            PageProtector::Aead { keys } => Some(match &trailer {
+                Some(t) => {
+                    max_used = max_used.max(t.epoch);
+                    pmo_crypt::verify_table(
+                        keys,
+                        t.epoch,
+                        &table,
+                        &pmo_crypt::TableTag(t.table_tag),
+                    )
+                    .map_err(|_| {
+                        integrity(
+                            &core,
+                            "the page map fails its version-table MAC (pages rolled back, swapped or transplanted, or the map was altered)",
+                        )
+                    })?
+                }
+                None if table.iter().all(|&e| e == 0) => VersionTableMac::from_table(keys, &table),
+                None => {
+                    return Err(integrity(
+                        &core,
+                        "pages are mapped but no commit vouches for them",
+                    ))
+                }
+            }),
+            _ => None,
+        };
+        let reserved = core.read_reservation(m)?;
+        let counter = VersionCounter::recover(reserved.max(max_used.saturating_add(1)));
+        Ok(Protection {
+            scheme,
+            protector,
+            entries: table.into_iter().map(AtomicU64::new).collect(),
+            whole_expected: trailer
+                .filter(|_| scheme.whole_checksum())
+                .map(|t| t.whole_checksum),
+            write: Mutex::new(WriteState { counter, mac }),
+            core,
+            medium,
+        })
+    }
+
+    /// The scheme.
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    /// The verified page-map entry of `page` (DRAM copy).
+    pub(crate) fn entry(&self, page: u64) -> PageMapEntry {
+        PageMapEntry(self.entries[page as usize].load(Ordering::Acquire))
+    }
+
+    pub(crate) fn set_entry(&self, page: u64, e: PageMapEntry) {
+        self.entries[page as usize].store(e.0, Ordering::Release);
+    }
+
+    /// Decrypt and verify `page` into `dst`. Lock-free and allocation-free (fault handler).
+    pub fn fill(&self, page: u64, dst: &mut Page) -> Result<(), &'static str> {
+        if page >= self.core.npages() {
+            return Err("page index beyond the PMO");
+        }
+        let e = self.entry(page);
+        match e.loc() {
+            Some(PageLoc::Zero) => {
+                dst.fill(0);
+                Ok(())
+            }
+            Some(PageLoc::Slot(s)) => {
+                let layout: &PmoLayout = &self.core.layout;
+                let mut sealed: Page = [0u8; 4096];
+                let mut meta = [0u8; PAGE_META_LEN];
+                let m = &*self.medium;
+                m.read(self.core.abs(layout.page(s, page)), &mut sealed)
+                    .map_err(|_| "medium read failed")?;
+                m.read(self.core.abs(layout.tag(s, page)), &mut meta)
+                    .map_err(|_| "medium read failed")?;
+                self.protector
+                    .open(page, e.version(), &meta, &sealed, dst)
+                    .map_err(|_| "the page fails its integrity check (tampered or corrupted)")
+            }
+            None => Err("corrupted page-map entry"),
+        }
+    }
+
+    /// Seal `plain` (page `page`, fresh `version`) into `out`; the metadata slot to store.
+    pub(crate) fn seal(
+        &self,
+        page: u64,
+        version: u64,
+        plain: &Page,
+        out: &mut Page,
+    ) -> Result<[u8; PAGE_META_LEN]> {
+        self.protector
+            .seal(page, version, plain, out)
+            .map_err(crypt_err)
+    }
+
+    /// The table MAC update for `page` changing from `old` to `new` (secure scheme only).
+    pub(crate) fn mac_update(
+        &self,
+        mac: &mut Option<VersionTableMac>,
+        page: u64,
+        old: PageMapEntry,
+        new: PageMapEntry,
+    ) -> Result<()> {
+        if let (Some(mac), PageProtector::Aead { keys }) = (mac.as_mut(), &self.protector) {
+            mac.update(keys, page, old.0, new.0).map_err(crypt_err)?;
+        }
+        Ok(())
+    }
+
+    /// The trailer of a commit under `epoch` with the (already updated) `mac`.
+    pub(crate) fn trailer(
+        &self,
+        mac: &Option<VersionTableMac>,
+        epoch: u64,
+        whole_checksum: Option<[u8; 32]>,
+    ) -> Trailer {
+        let table_tag = match (mac, &self.protector) {
+            (Some(mac), PageProtector::Aead { keys }) => mac.tag(keys, epoch).0,
+            _ => [0u8; 16],
+        };
+        Trailer {
+            epoch,
+            table_tag,
+            whole_checksum: whole_checksum.unwrap_or([0u8; 32]),
+        }
+    }
+
+    /// Make at least `count` versions usable: persist (and fence) a new reservation first if
+    /// needed. Called with the write state locked, before any version is drawn.
+    pub(crate) fn reserve(&self, ws: &mut WriteState, count: u64) -> Result<()> {
+        if ws.counter.remaining() >= count {
+            return Ok(());
+        }
+        let until = ws
+            .counter
+            .propose_reservation(count.max(RESERVATION_CHUNK))
+            .map_err(crypt_err)?;
+        if until > PageMapEntry::VERSION_MAX {
+            return Err(StoreError::NoSpace(format!(
+                "PMO '{}' has used up its page versions",
+                self.core.name
+            )));
+        }
+        self.core.write_reservation(&*self.medium, until)?;
+        ws.counter.confirm_reservation(until);
+        Ok(())
+    }
+
+    /// Whether this scheme keeps a whole-PMO checksum (`wedi`).
+    pub fn keeps_whole_checksum(&self) -> bool {
+        self.scheme.whole_checksum()
+    }
+
+    /// Check the whole-PMO checksum of `pages` (all pages, in order) against the committed one.
+    pub fn verify_whole<'a>(&self, pages: impl IntoIterator<Item = &'a Page>) -> Result<()> {
+        let Some(expected) = self.whole_expected else {
+            return Ok(());
+        };
+        let mut h = WholePmoChecksum::new();
+        for p in pages {
+            h.update_page(p);
+        }
+        h.verify(&pmo_crypt::PageChecksum(expected))
+            .map_err(|_| integrity(&self.core, "the whole-PMO checksum does not match"))
+    }
+}
+
+/// The whole-PMO checksum of `pages` (all pages, in order).
+pub fn whole_checksum<'a>(pages: impl IntoIterator<Item = &'a Page>) -> [u8; 32] {
+    let mut h = WholePmoChecksum::new();
+    for p in pages {
+        h.update_page(p);
+    }
+    h.finish().0
+}
+
+fn crypt_err(e: pmo_crypt::CryptError) -> StoreError {
+    match e {
+        pmo_crypt::CryptError::Integrity => StoreError::Invalid(
+            "integrity failure in a crypto primitive that should not verify".into(),
+        ),
+        other => StoreError::Os(format!("crypto: {other}")),
+    }
+}

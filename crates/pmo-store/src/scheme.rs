@@ -1,0 +1,328 @@
+//! Protection schemes: the LOaPP design space as four orthogonal policy choices, and the names
+//! users pick them by.
+//!
+//! | choice | values | field |
+//! |---|---|---|
+//! | what is protected and decrypted | the whole PMO at attach, or page by page on first touch | [`Granularity`] |
+//! | how a page is protected at rest | nothing, AES-256-XTS, XTS + SHA-256 per page, AES-256-GCM | [`Cipher`] |
+//! | when integrity metadata is updated | at every psync (`I_p`), at detach (`I_d`) | [`IntegrityAt`] |
+//! | where the plaintext copy lives | DRAM (LPMO), the medium (LOaPP kernel) | [`Shadow`] |
+//!
+//! plus, for `wedi`, a whole-PMO SHA-256 checksum verified at attach and recomputed at every
+//! psync (the paper's baseline). `bp` and `sp` (which medium copies a fault decrypts into:
+//! both, or the shadow only) differ only when the plaintext lives on the medium.
+//!
+//! Named schemes (the paper's, plus our secure default):
+//!
+//! | name | granularity | cipher | integrity | note |
+//! |---|---|---|---|---|
+//! | `none` | page | none | none | no protection |
+//! | `wed` | whole | XTS | none | decrypt all at attach |
+//! | `wedi` | whole | XTS | whole-PMO SHA-256, at psync | the paper's baseline |
+//! | `bp`, `sp` | page | XTS | none | decrypt on first touch |
+//! | `bp-ip`, `sp-ip` | page | XTS + SHA-256 | at psync | the paper's best designs |
+//! | `bp-id`, `sp-id` | page | XTS + SHA-256 | at detach | needs the crash handler |
+//! | `secure` | page | AES-256-GCM + version-table MAC | at psync | the default: catches rollback, swap, transplant |
+//!
+//! Implemented: every scheme with `--shadow dram`. Not yet implemented (a clear error, never a
+//! silent fallback): integrity at detach (`*-id`) and `--shadow medium`.
+//!
+//! On the medium a scheme is a `u32` code in the namespace entry (`docs/format.md` §3): bits 0-7
+//! the named scheme (0 none, 1 wed, 2 wedi, 3 bp, 4 bp-ip, 5 bp-id, 6 sp, 7 sp-ip, 8 sp-id,
+//! 9 secure), bit 8 set for `--shadow medium`; other bits zero.
+
+use std::fmt;
+
+use crate::error::{Result, StoreError};
+
+/// What is decrypted at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Granularity {
+    /// The whole PMO, at attach (`wed`, `wedi`).
+    Whole,
+    /// One page, when it is first touched.
+    Page,
+}
+
+/// How one page is protected at rest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cipher {
+    /// Stored as plaintext.
+    Plain,
+    /// AES-256-XTS, tweak = page index (the reference kernel's cipher).
+    Xts,
+    /// AES-256-XTS plus an unkeyed SHA-256 of the plaintext per page (the paper's `I` designs).
+    XtsSha256,
+    /// AES-256-GCM bound to (pool, PMO, page, version), plus the keyed version-table MAC.
+    Aead,
+}
+
+/// When integrity metadata is brought up to date.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntegrityAt {
+    /// Nothing to update (no integrity).
+    Never,
+    /// At every psync (`I_p`).
+    Psync,
+    /// At detach (`I_d`).
+    Detach,
+}
+
+/// Where the plaintext copy of an attached PMO lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shadow {
+    /// In DRAM only: the medium never holds plaintext (LPMO).
+    Dram,
+    /// On the medium, zeroed at detach (the LOaPP kernel).
+    Medium,
+}
+
+/// A protection scheme: one value of each policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scheme {
+    /// The named scheme (`none`, `wed`, ..., `secure`).
+    pub id: SchemeId,
+    /// Where the plaintext copy lives.
+    pub shadow: Shadow,
+}
+
+/// The named schemes, in code order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchemeId {
+    None,
+    Wed,
+    Wedi,
+    Bp,
+    BpIp,
+    BpId,
+    Sp,
+    SpIp,
+    SpId,
+    Secure,
+}
+
+const IDS: [(SchemeId, &str); 10] = [
+    (SchemeId::None, "none"),
+    (SchemeId::Wed, "wed"),
+    (SchemeId::Wedi, "wedi"),
+    (SchemeId::Bp, "bp"),
+    (SchemeId::BpIp, "bp-ip"),
+    (SchemeId::BpId, "bp-id"),
+    (SchemeId::Sp, "sp"),
+    (SchemeId::SpIp, "sp-ip"),
+    (SchemeId::SpId, "sp-id"),
+    (SchemeId::Secure, "secure"),
+];
+
+const SHADOW_MEDIUM_BIT: u32 = 1 << 8;
+
+impl Scheme {
+    /// No protection.
+    pub const NONE: Scheme = Scheme {
+        id: SchemeId::None,
+        shadow: Shadow::Dram,
+    };
+    /// The secure default for protected PMOs.
+    pub const SECURE: Scheme = Scheme {
+        id: SchemeId::Secure,
+        shadow: Shadow::Dram,
+    };
+
+    /// Every named scheme with the DRAM shadow.
+    pub fn all() -> impl Iterator<Item = Scheme> {
+        IDS.iter().map(|&(id, _)| Scheme {
+            id,
+            shadow: Shadow::Dram,
+        })
+    }
+
+    /// Parse `name` (`none`, `wed`, `wedi`, `bp`, `bp-ip`, `bp-id`, `sp`, `sp-ip`, `sp-id`,
+    /// `secure`), optionally suffixed `:medium` or `:dram` for the shadow.
+    pub fn from_name(name: &str) -> Result<Scheme> {
+        let (base, shadow) = match name.trim().split_once(':') {
+            Some((b, "dram")) => (b, Shadow::Dram),
+            Some((b, "medium")) => (b, Shadow::Medium),
+            Some((_, other)) => {
+                return Err(StoreError::Invalid(format!(
+                    "unknown shadow '{other}' (dram or medium)"
+                )))
+            }
+            None => (name.trim(), Shadow::Dram),
+        };
+        let id = IDS
+            .iter()
+            .find(|(_, n)| *n == base)
+            .map(|&(id, _)| id)
+            .ok_or_else(|| {
+                let names: Vec<&str> = IDS.iter().map(|(_, n)| *n).collect();
+                StoreError::Invalid(format!(
+                    "unknown scheme '{base}' (one of {})",
+                    names.join(", ")
+                ))
+            })?;
+        Ok(Scheme { id, shadow })
+    }
+
+    /// The scheme named by `PMO_SCHEME`, if set (an invalid value is an error).
+    pub fn from_env() -> Result<Option<Scheme>> {
+        match std::env::var("PMO_SCHEME") {
+            Ok(v) if !v.trim().is_empty() => Scheme::from_name(&v).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// The name, with `:medium` when the plaintext lives on the medium.
+    pub fn name(&self) -> String {
+        let base = IDS
+            .iter()
+            .find(|(id, _)| *id == self.id)
+            .map_or("?", |(_, n)| n);
+        match self.shadow {
+            Shadow::Dram => base.to_string(),
+            Shadow::Medium => format!("{base}:medium"),
+        }
+    }
+
+    /// The on-medium code.
+    pub fn code(&self) -> u32 {
+        let id = IDS.iter().position(|(id, _)| *id == self.id).unwrap_or(0) as u32;
+        id | if self.shadow == Shadow::Medium {
+            SHADOW_MEDIUM_BIT
+        } else {
+            0
+        }
+    }
+
+    /// Decode an on-medium code.
+    pub fn from_code(code: u32) -> Result<Scheme> {
+        let id = (code & 0xff) as usize;
+        if code & !(0xff | SHADOW_MEDIUM_BIT) != 0 || id >= IDS.len() {
+            return Err(StoreError::Corrupt(format!(
+                "unknown protection scheme code {code:#x}"
+            )));
+        }
+        Ok(Scheme {
+            id: IDS[id].0,
+            shadow: if code & SHADOW_MEDIUM_BIT != 0 {
+                Shadow::Medium
+            } else {
+                Shadow::Dram
+            },
+        })
+    }
+
+    /// What is decrypted at once.
+    pub fn granularity(&self) -> Granularity {
+        match self.id {
+            SchemeId::Wed | SchemeId::Wedi => Granularity::Whole,
+            _ => Granularity::Page,
+        }
+    }
+
+    /// How a page is protected at rest.
+    pub fn cipher(&self) -> Cipher {
+        match self.id {
+            SchemeId::None => Cipher::Plain,
+            SchemeId::Wed | SchemeId::Wedi | SchemeId::Bp | SchemeId::Sp => Cipher::Xts,
+            SchemeId::BpIp | SchemeId::BpId | SchemeId::SpIp | SchemeId::SpId => Cipher::XtsSha256,
+            SchemeId::Secure => Cipher::Aead,
+        }
+    }
+
+    /// When integrity metadata is updated.
+    pub fn integrity_at(&self) -> IntegrityAt {
+        match self.id {
+            SchemeId::None | SchemeId::Wed | SchemeId::Bp | SchemeId::Sp => IntegrityAt::Never,
+            SchemeId::BpId | SchemeId::SpId => IntegrityAt::Detach,
+            SchemeId::Wedi | SchemeId::BpIp | SchemeId::SpIp | SchemeId::Secure => {
+                IntegrityAt::Psync
+            }
+        }
+    }
+
+    /// Whether a whole-PMO checksum is kept (`wedi`).
+    pub fn whole_checksum(&self) -> bool {
+        self.id == SchemeId::Wedi
+    }
+
+    /// Whether the PMO is protected at all (per-page metadata and journal trailers exist).
+    pub fn is_protected(&self) -> bool {
+        self.id != SchemeId::None
+    }
+
+    /// Bytes of per-page protection metadata per slot on the medium.
+    pub fn tag_bytes(&self) -> u32 {
+        if self.is_protected() {
+            pmo_crypt::PAGE_META_LEN as u32
+        } else {
+            0
+        }
+    }
+
+    /// `Ok` if this build implements the scheme; else a clear `Unsupported` error.
+    pub fn check_supported(&self) -> Result<()> {
+        if self.shadow == Shadow::Medium {
+            return Err(StoreError::Unsupported(format!(
+                "scheme '{}': plaintext on the medium (--shadow medium) is not implemented yet; use the DRAM shadow",
+                self.name()
+            )));
+        }
+        if self.integrity_at() == IntegrityAt::Detach {
+            return Err(StoreError::Unsupported(format!(
+                "scheme '{}': integrity updated at detach is not implemented yet (it needs the crash handler); use '{}'",
+                self.name(),
+                self.name().replace("-id", "-ip")
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_codes_round_trip() {
+        for s in Scheme::all() {
+            assert_eq!(Scheme::from_name(&s.name()).unwrap(), s);
+            assert_eq!(Scheme::from_code(s.code()).unwrap(), s);
+            let m = Scheme {
+                shadow: Shadow::Medium,
+                ..s
+            };
+            assert_eq!(Scheme::from_name(&m.name()).unwrap(), m);
+            assert_eq!(Scheme::from_code(m.code()).unwrap(), m);
+        }
+        assert_eq!(
+            Scheme::NONE.code(),
+            0,
+            "code 0 is what format v1 entries hold"
+        );
+        assert!(Scheme::from_name("bogus").is_err());
+        assert!(Scheme::from_name("sp:disk").is_err());
+        assert!(Scheme::from_code(10).is_err());
+        assert!(Scheme::from_code(1 << 9).is_err());
+    }
+
+    #[test]
+    fn policies_match_the_paper_table() {
+        let s = |n| Scheme::from_name(n).unwrap();
+        assert_eq!(s("wedi").granularity(), Granularity::Whole);
+        assert!(s("wedi").whole_checksum() && !s("wed").whole_checksum());
+        assert_eq!(s("sp-ip").cipher(), Cipher::XtsSha256);
+        assert_eq!(s("sp-id").integrity_at(), IntegrityAt::Detach);
+        assert_eq!(s("secure").cipher(), Cipher::Aead);
+        assert_eq!(s("none").tag_bytes(), 0);
+        assert_eq!(s("bp").tag_bytes(), 32);
+        assert!(s("sp-id").check_supported().is_err());
+        assert!(s("sp:medium").check_supported().is_err());
+        assert!(s("secure").check_supported().is_ok());
+    }
+}
