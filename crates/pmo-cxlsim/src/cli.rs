@@ -194,7 +194,9 @@ pub enum Command {
         #[command(flatten)]
         params: ParamArgs,
     },
-    /// Reproduce the paper's study (Figs. 1, 5, 6, 7, 8) as CSV, SVG and Markdown
+    /// Reproduce the paper's study (Figs. 1, 5, 6, 7, 8) under the schemes nopb (volatile
+    /// switch), pb (persist buffer, drain at once) and pb-rf (read forwarding, drain 80% -> 60%),
+    /// as CSV, SVG and Markdown
     Study {
         /// Reduced study: smaller inputs, 3 repeats (seconds here; the default takes well under a minute)
         #[arg(long)]
@@ -211,7 +213,19 @@ pub enum Command {
         /// Runs per configuration with seeded core start delays (default: 5, --quick 3)
         #[arg(long)]
         repeats: Option<usize>,
-        /// Model parameters
+        /// Largest seeded core start delay of a repeat, in cycles (used when repeats > 1)
+        #[arg(long, default_value_t = 4000)]
+        jitter_cycles: u64,
+        /// Hop counts of Fig. 1 (comma-separated)
+        #[arg(long, value_delimiter = ',', default_value = "0,1,2,3,4")]
+        fig1_hops: Vec<usize>,
+        /// PB entry counts of Fig. 8 (comma-separated)
+        #[arg(long, value_delimiter = ',', default_value = "8,16,32,64")]
+        fig8_entries: Vec<usize>,
+        /// Skip the ablation that reruns Figs. 5-7 with a fence after every flush
+        #[arg(long)]
+        no_strict_ablation: bool,
+        /// Model parameters (--hops and --pb-entries set the base system of Figs. 5-7)
         #[command(flatten)]
         params: ParamArgs,
     },
@@ -356,6 +370,10 @@ fn execute(cmd: Command) -> Result<i32> {
             workloads,
             no_progress,
             repeats,
+            jitter_cycles,
+            fig1_hops,
+            fig8_entries,
+            no_strict_ablation,
             params,
         } => {
             let mut config = StudyConfig::new(out.clone(), quick);
@@ -364,6 +382,10 @@ fn execute(cmd: Command) -> Result<i32> {
             if let Some(r) = repeats {
                 config.repeats = r.clamp(1, 100);
             }
+            config.start_jitter_cycles = jitter_cycles;
+            config.hops = fig1_hops;
+            config.pb_entries = fig8_entries;
+            config.strict_ablation = !no_strict_ablation;
             if !workloads.is_empty() {
                 config.workloads = workloads;
             }

@@ -129,8 +129,16 @@ impl Kernel {
     fn init(&mut self, w: usize, v: u64) {
         self.rec.write_unlogged(w, v);
     }
-    fn finish(self) -> Trace {
-        self.rec.finish()
+    /// The trace, or an error if the op limit cut it short (a partial kernel would measure
+    /// something else).
+    fn finish(self) -> Result<Trace> {
+        if self.rec.truncated() {
+            return Err(CxlsimError::Overflow {
+                name: "kernel trace operations",
+                capacity: OP_LIMIT,
+            });
+        }
+        Ok(self.rec.finish())
     }
 }
 
@@ -197,7 +205,7 @@ fn fft(threads: usize, m: u32) -> Result<Trace> {
         len *= 2;
         stage += 1;
     }
-    Ok(k.finish())
+    k.finish()
 }
 
 /// Blocked right-looking LU without pivoting (diagonally dominant input), 8x8 blocks, block
@@ -277,7 +285,7 @@ fn lu(threads: usize, n: usize, contiguous: bool) -> Result<Trace> {
             k.checkpoint(t, kb as u64 + 1);
         }
     }
-    Ok(k.finish())
+    k.finish()
 }
 
 /// Left-looking column Cholesky of a dense SPD matrix (lower triangle, column-major): column j
@@ -316,7 +324,7 @@ fn cholesky(threads: usize, n: usize) -> Result<Trace> {
         }
         k.checkpoint(t, j as u64 + 1);
     }
-    Ok(k.finish())
+    k.finish()
 }
 
 /// LSD radix sort of 64-bit keys, 8-bit digits, two passes: per-thread histograms, then a
@@ -371,7 +379,7 @@ fn radix(threads: usize, keys: usize) -> Result<Trace> {
         }
         std::mem::swap(&mut src, &mut dst);
     }
-    Ok(k.finish())
+    k.finish()
 }
 
 /// Ocean analogue: Jacobi 5-point relaxation on a g x g grid with two buffers, rows split
@@ -409,7 +417,7 @@ fn ocean(threads: usize, g: usize, sweeps: u64) -> Result<Trace> {
         }
         std::mem::swap(&mut src, &mut dst);
     }
-    Ok(k.finish())
+    k.finish()
 }
 
 /// Ray-tracing analogue: a read-only scene of 2048 nodes (4 words each) walked along a
@@ -443,7 +451,7 @@ fn raytrace(threads: usize, side: usize) -> Result<Trace> {
             k.checkpoint(t, row as u64 + 1);
         }
     }
-    Ok(k.finish())
+    k.finish()
 }
 
 #[cfg(test)]

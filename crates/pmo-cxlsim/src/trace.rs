@@ -24,6 +24,8 @@ use crate::error::{CxlsimError, Result};
 
 /// Maximum threads in one trace.
 pub const MAX_THREADS: usize = 256;
+/// Maximum operations in one trace file (16 B each in memory: 1 GiB).
+pub const MAX_TRACE_OPS: usize = 64 << 20;
 /// First line of a trace file.
 pub const HEADER: &str = "# pmo-cxlsim trace v1";
 
@@ -120,6 +122,7 @@ impl Trace {
     pub fn read_from(name: &str, reader: impl BufRead) -> Result<Trace> {
         let mut threads: Vec<Vec<Op>> = Vec::new();
         let mut saw_header = false;
+        let mut ops_read = 0usize;
         for (index, line) in reader.lines().enumerate() {
             let line_no = index + 1;
             let line = line.map_err(|e| CxlsimError::TraceParse {
@@ -183,6 +186,10 @@ impl Trace {
             let gap_cycles: u32 = fields[3]
                 .parse()
                 .map_err(|_| bad(format!("gap {:?} is not a number < 2^32", fields[3])))?;
+            if ops_read >= MAX_TRACE_OPS {
+                return Err(bad(format!("more than {MAX_TRACE_OPS} operations")));
+            }
+            ops_read += 1;
             if threads.len() <= thread {
                 threads.resize_with(thread + 1, Vec::new);
             }

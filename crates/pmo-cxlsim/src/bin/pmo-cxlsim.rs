@@ -4,7 +4,7 @@ use clap::Parser;
 
 /// Persistent CXL switch simulator (schemes: nopb, pb, pb-rf).
 #[derive(Parser)]
-#[command(name = "pmo-cxlsim", version, about)]
+#[command(name = "pmo-cxlsim", version)]
 struct Cli {
     #[command(subcommand)]
     command: pmo_cxlsim::cli::Command,
