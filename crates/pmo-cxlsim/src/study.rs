@@ -109,6 +109,8 @@ fn ratio(a: f64, b: f64) -> f64 {
 pub struct StudyResult {
     /// Fig. 1: (hops, nopb persist ns, pb persist ns) for FFT.
     pub fig1: Vec<(usize, f64, f64)>,
+    /// Fig. 1 again with a fence after every flush (empty without `strict_ablation`).
+    pub fig1_strict: Vec<(usize, f64, f64)>,
     /// Figs. 5-7.
     pub rows: Vec<WorkloadRow>,
     /// Fig. 8: (workload, entries, pb speedup, pb-rf speedup).
@@ -146,8 +148,9 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
     } else {
         0
     };
+    let fig1_runs = if config.strict_ablation { 4 } else { 2 } * config.hops.len();
     let total_runs = config.repeats.max(1)
-        * (2 * config.hops.len()
+        * (fig1_runs
             + 3 * workloads.len()
             + strict_runs
             + 2 * config.pb_entries.len() * workloads.len());
@@ -208,27 +211,35 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
 
     // Fig. 1: persist latency against hop count.
     let mut fig1 = Vec::new();
+    let mut fig1_strict = Vec::new();
     if let Some(trace) = trace_of(fig1_workload) {
-        for &hops in &config.hops {
-            let nopb = run(
-                trace,
-                Params {
-                    scheme: Scheme::NoPb,
-                    hops,
-                    ..config.base.clone()
-                },
-                &bar,
-            )?;
-            let pb = run(
-                trace,
-                Params {
-                    scheme: Scheme::Pb,
-                    hops,
-                    ..config.base.clone()
-                },
-                &bar,
-            )?;
-            fig1.push((hops, nopb.persist_latency_ns(), pb.persist_latency_ns()));
+        let strict = trace.with_fence_after_each_flush();
+        let mut variants = vec![(trace, &mut fig1)];
+        if config.strict_ablation {
+            variants.push((&strict, &mut fig1_strict));
+        }
+        for (trace, out) in variants {
+            for &hops in &config.hops {
+                let nopb = run(
+                    trace,
+                    Params {
+                        scheme: Scheme::NoPb,
+                        hops,
+                        ..config.base.clone()
+                    },
+                    &bar,
+                )?;
+                let pb = run(
+                    trace,
+                    Params {
+                        scheme: Scheme::Pb,
+                        hops,
+                        ..config.base.clone()
+                    },
+                    &bar,
+                )?;
+                out.push((hops, nopb.persist_latency_ns(), pb.persist_latency_ns()));
+            }
         }
     }
 
@@ -317,12 +328,13 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
     }
     bar.finish_and_clear();
 
-    write_outputs(config, &fig1, &rows, &fig8, &strict_rows)?;
+    write_outputs(config, &fig1, &fig1_strict, &rows, &fig8, &strict_rows)?;
     let wall_s = started.elapsed().as_secs_f64();
     let summary = summary_markdown(
         config,
         fig1_workload,
         &fig1,
+        &fig1_strict,
         &rows,
         &fig8,
         &strict_rows,
@@ -334,6 +346,7 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
     std::fs::write(&path, &summary).map_err(|e| CxlsimError::io(&path, e))?;
     Ok(StudyResult {
         fig1,
+        fig1_strict,
         rows,
         fig8,
         strict_rows,
@@ -395,20 +408,27 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
 fn write_outputs(
     config: &StudyConfig,
     fig1: &[(usize, f64, f64)],
+    fig1_strict: &[(usize, f64, f64)],
     rows: &[WorkloadRow],
     fig8: &[(String, usize, f64, f64)],
     strict_rows: &[WorkloadRow],
 ) -> Result<()> {
     let out = &config.out;
     let base1 = fig1.first().map_or(1.0, |r| r.1);
-    let mut csv = String::from("hops,nopb_persist_ns,pb_persist_ns,nopb_norm,pb_norm\n");
-    for &(h, n, p) in fig1 {
-        let _ = writeln!(
-            csv,
-            "{h},{n:.3},{p:.3},{:.4},{:.4}",
-            ratio(n, base1),
-            ratio(p, base1)
-        );
+    let base_strict = fig1_strict.first().map_or(1.0, |r| r.1);
+    let mut csv = String::from("pattern,hops,nopb_persist_ns,pb_persist_ns,nopb_norm,pb_norm\n");
+    for (pattern, rows, base) in [
+        ("checkpoint", fig1, base1),
+        ("fence-each-flush", fig1_strict, base_strict),
+    ] {
+        for &(h, n, p) in rows {
+            let _ = writeln!(
+                csv,
+                "{pattern},{h},{n:.3},{p:.3},{:.4},{:.4}",
+                ratio(n, base),
+                ratio(p, base)
+            );
+        }
     }
     write_file(&out.join("fig1_hops.csv"), &csv)?;
     bar_chart(
@@ -430,6 +450,33 @@ fn write_outputs(
         ],
         "normalised persist latency",
     )?;
+    if fig1_strict.len() == fig1.len() && !fig1.is_empty() {
+        bar_chart(
+            &out.join("fig1_hops_strict.svg"),
+            "Fig. 1, fence after every flush (normalised to nopb at hops=0)",
+            &fig1_strict
+                .iter()
+                .map(|r| format!("n={}", r.0))
+                .collect::<Vec<_>>(),
+            &[
+                (
+                    "nopb".into(),
+                    fig1_strict
+                        .iter()
+                        .map(|r| ratio(r.1, base_strict))
+                        .collect(),
+                ),
+                (
+                    "pb".into(),
+                    fig1_strict
+                        .iter()
+                        .map(|r| ratio(r.2, base_strict))
+                        .collect(),
+                ),
+            ],
+            "normalised persist latency",
+        )?;
+    }
 
     write_file(&out.join("workloads.csv"), &workloads_csv(config, rows))?;
     if !strict_rows.is_empty() {
@@ -696,6 +743,7 @@ fn summary_markdown(
     config: &StudyConfig,
     fig1_workload: &str,
     fig1: &[(usize, f64, f64)],
+    fig1_strict: &[(usize, f64, f64)],
     rows: &[WorkloadRow],
     fig8: &[(String, usize, f64, f64)],
     strict_rows: &[WorkloadRow],
@@ -715,12 +763,22 @@ fn summary_markdown(
         config.repeats.max(1),
         if config.repeats > 1 { config.start_jitter_cycles } else { 0 }
     );
-    let _ = writeln!(s, "## Fig. 1: {fig1_workload} persist latency vs hops\n\n| hops | nopb ns | pb ns | nopb / n=0 | pb / n=0 |\n|---|---|---|---|---|");
+    let _ = writeln!(s, "## Fig. 1: {fig1_workload} persist latency vs hops\n\nNormalised to nopb at hops = 0 of the same persist pattern.\n\n| hops | nopb ns | pb ns | nopb / n=0 | pb / n=0 | fence/flush: nopb ns | pb ns | nopb / n=0 | pb / n=0 |\n|---|---|---|---|---|---|---|---|---|");
     let base = fig1.first().map_or(1.0, |r| r.1);
-    for &(h, n, p) in fig1 {
+    let base_strict = fig1_strict.first().map_or(1.0, |r| r.1);
+    for (i, &(h, n, p)) in fig1.iter().enumerate() {
+        let strict = fig1_strict
+            .get(i)
+            .map_or(" | | | |".to_string(), |&(_, sn, sp)| {
+                format!(
+                    " {sn:.1} | {sp:.1} | {:.2} | {:.2} |",
+                    ratio(sn, base_strict),
+                    ratio(sp, base_strict)
+                )
+            });
         let _ = writeln!(
             s,
-            "| {h} | {n:.1} | {p:.1} | {:.2} | {:.2} |",
+            "| {h} | {n:.1} | {p:.1} | {:.2} | {:.2} |{strict}",
             ratio(n, base),
             ratio(p, base)
         );
