@@ -142,7 +142,12 @@ pub struct Heap {
     root_lock: Mutex<()>,
     protector: Protector,
     poisoned: AtomicBool,
+    observer: Option<WriteObserver>,
 }
+
+/// Receives `(region offset, length)` of bytes the heap wrote (see
+/// [`Heap::set_write_observer`]); returns `false` if it could not record them.
+pub type WriteObserver = std::sync::Arc<dyn Fn(usize, usize) -> bool + Send + Sync>;
 
 // SAFETY: the region behind `base` is shared memory owned by whoever attached it; every access
 // the heap makes to metadata happens under the owning sub-heap's (or the root) lock, and the
@@ -305,6 +310,7 @@ impl Heap {
             root_lock: Mutex::new(()),
             protector,
             poisoned: AtomicBool::new(false),
+            observer: None,
         };
         let ranges = heap.protected_ranges();
         if let Err(e) = heap.protector.arm(heap.header_range(), &ranges) {
@@ -354,15 +360,37 @@ impl Heap {
         f: impl FnOnce(&mut SubMeta<'_>) -> Result<R>,
     ) -> Result<R> {
         let (addr, len) = self.meta_range(i);
-        if matches!(self.protector, Protector::Guard) {
-            // Guard mode opens pages as they are first written (see `PageGuard`).
-            let mut pages = PageGuard::new(addr, len);
+        let guard_mode = matches!(self.protector, Protector::Guard);
+        if guard_mode || self.observer.is_some() {
+            // Guard mode opens pages as they are first written (see `PageGuard`); with an
+            // observer the same bookkeeping records which pages the call wrote.
+            let mut pages = PageGuard::with_protection(addr, len, guard_mode);
+            if !guard_mode {
+                self.protector.enter(addr, len)?;
+            }
             pages.open(0, SUBHEAP_HEADER_BYTES);
             // SAFETY: the caller holds sub-heap i's lock for the duration of the view.
             let r = f(&mut unsafe { sub_view(self.base, &self.geo, i, Some(&mut pages)) });
-            if let Err(e) = pages.close() {
+            if let Some(observe) = &self.observer {
+                let block_off = self.region_offset(addr as *const u8);
+                let mut ok = true;
+                pages.for_each_written(|off, n| ok &= observe(block_off + off, n));
+                if !ok {
+                    self.poisoned.store(true, Ordering::Relaxed);
+                }
+            }
+            let closed = pages.close().map_err(HeapError::Protect);
+            let exited = if guard_mode {
+                Ok(())
+            } else {
+                self.protector.exit(addr, len)
+            };
+            if let Err(e) = closed.and(exited) {
                 self.poisoned.store(true, Ordering::Relaxed);
-                return Err(HeapError::Protect(e));
+                return Err(e);
+            }
+            if self.poisoned.load(Ordering::Relaxed) {
+                return Err(HeapError::Poisoned);
             }
             return r;
         }
@@ -374,6 +402,29 @@ impl Heap {
             return Err(e);
         }
         r
+    }
+
+    /// Tell the observer (if any) that the heap wrote `[off, off + len)` of the region;
+    /// poison the heap if it could not record it.
+    fn observe(&self, off: usize, len: usize) -> Result<()> {
+        if let Some(observe) = &self.observer {
+            if !observe(off, len) {
+                self.poisoned.store(true, Ordering::Relaxed);
+                return Err(HeapError::Poisoned);
+            }
+        }
+        Ok(())
+    }
+
+    /// Install (or remove) the write observer: from now on, after each allocator call, it is
+    /// called with `(region offset, length)` for every OS page of metadata the call wrote, the
+    /// root words, and user bytes the heap itself wrote (`realloc`'s copy, `alloc_zeroed`'s
+    /// zeros). A store whose psync commits only declared pages (pmo's declared dirty tracking)
+    /// declares them there. Called under the sub-heap's lock: keep it short. If it returns
+    /// `false` the write may not become durable, so the heap is poisoned (every later call fails
+    /// with [`HeapError::Poisoned`]).
+    pub fn set_write_observer(&mut self, observer: Option<WriteObserver>) {
+        self.observer = observer;
     }
 
     /// Lock sub-heap `i` and run `f` on its metadata.
@@ -477,6 +528,7 @@ impl Heap {
         let p = self.alloc(size, align)?;
         // SAFETY: `p` is a fresh block of at least `size` bytes that only we know of.
         unsafe { std::ptr::write_bytes(p.as_ptr(), 0, size) };
+        self.observe(self.region_offset(p.as_ptr()), size)?;
         Ok(p)
     }
 
@@ -527,6 +579,10 @@ impl Heap {
         unsafe {
             std::ptr::copy_nonoverlapping(ptr.as_ptr(), new.as_ptr(), old_usable.min(new_size))
         };
+        if let Err(e) = self.observe(self.region_offset(new.as_ptr()), old_usable.min(new_size)) {
+            let _ = self.free(new);
+            return Err(e);
+        }
         if let Err(e) = self.free(ptr) {
             // The old block vanished meanwhile (a racing free by the caller): undo.
             let _ = self.free(new);
@@ -568,7 +624,7 @@ impl Heap {
             self.poisoned.store(true, Ordering::Relaxed);
             return Err(e);
         }
-        Ok(())
+        self.observe(ROOT_PAGE_OFFSET + root::ROOT_OFFSET, 16)
     }
 
     /// The root object, checked to be a live block (`None` when unset).

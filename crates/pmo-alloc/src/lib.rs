@@ -45,7 +45,7 @@ mod sys;
 
 pub use check::CheckReport;
 pub use error::{HeapError, Result};
-pub use heap::{Allocation, Heap, HeapOptions, HeapStats, QuiesceGuard};
+pub use heap::{Allocation, Heap, HeapOptions, HeapStats, QuiesceGuard, WriteObserver};
 pub use protect::Protection;
 pub use ptr::HeapPtr;
 pub use region::{MappedHeap, MappedRegion};

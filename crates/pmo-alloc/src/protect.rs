@@ -298,25 +298,51 @@ pub(crate) const GUARD_PAGES_MAX: usize = 32;
 /// writes only a few pages (the sub-heap header, a descriptor, a few unit entries).
 /// Invariant: `pages[..count]` are exactly the pages made writable, at most
 /// [`GUARD_PAGES_MAX`]; past that the whole block is opened (`whole`).
+///
+/// The same bookkeeping serves the heap's write observer (`Heap::set_write_observer`): a
+/// *recording* guard (`protect == false`) changes no protection and only records which pages
+/// the call wrote, for [`PageGuard::for_each_written`].
 pub(crate) struct PageGuard {
     meta_addr: usize,
     meta_len: usize,
     pages: [u32; GUARD_PAGES_MAX],
     count: usize,
     whole: bool,
+    /// Change page protections (guard mode) or only record the pages (observer only).
+    protect: bool,
     error: Option<std::io::Error>,
 }
 
 impl PageGuard {
     /// A guard over the metadata block `[meta_addr, meta_addr + meta_len)` (OS-page aligned).
+    #[cfg(test)]
     pub(crate) fn new(meta_addr: usize, meta_len: usize) -> Self {
+        Self::with_protection(meta_addr, meta_len, true)
+    }
+
+    /// A guard that protects pages (`protect`) or only records them.
+    pub(crate) fn with_protection(meta_addr: usize, meta_len: usize, protect: bool) -> Self {
         PageGuard {
             meta_addr,
             meta_len,
             pages: [0; GUARD_PAGES_MAX],
             count: 0,
             whole: false,
+            protect,
             error: None,
+        }
+    }
+
+    /// Call `f(offset_in_block, len)` for every page written since the last `close` (the whole
+    /// block, once, past [`GUARD_PAGES_MAX`] pages).
+    pub(crate) fn for_each_written(&self, mut f: impl FnMut(usize, usize)) {
+        let page_bytes = crate::layout::OS_PAGE_BYTES;
+        if self.whole {
+            f(0, self.meta_len);
+        } else {
+            for &p in &self.pages[..self.count] {
+                f(p as usize * page_bytes, page_bytes);
+            }
         }
     }
 
@@ -336,18 +362,22 @@ impl PageGuard {
                 continue;
             }
             if self.count == GUARD_PAGES_MAX {
-                if let Err(e) = sys::protect(self.meta_addr, self.meta_len, Access::ReadWrite) {
-                    self.error.get_or_insert(e);
+                if self.protect {
+                    if let Err(e) = sys::protect(self.meta_addr, self.meta_len, Access::ReadWrite) {
+                        self.error.get_or_insert(e);
+                    }
                 }
                 self.whole = true;
                 return;
             }
-            if let Err(e) = sys::protect(
-                self.meta_addr + page * page_bytes,
-                page_bytes,
-                Access::ReadWrite,
-            ) {
-                self.error.get_or_insert(e);
+            if self.protect {
+                if let Err(e) = sys::protect(
+                    self.meta_addr + page * page_bytes,
+                    page_bytes,
+                    Access::ReadWrite,
+                ) {
+                    self.error.get_or_insert(e);
+                }
             }
             self.pages[self.count] = page as u32;
             self.count += 1;
@@ -357,7 +387,9 @@ impl PageGuard {
     /// Make every opened page read-only again (adjacent pages in one call).
     pub(crate) fn close(&mut self) -> std::io::Result<()> {
         let page_bytes = crate::layout::OS_PAGE_BYTES;
-        if self.whole {
+        if !self.protect {
+            // Recording only: nothing to re-protect.
+        } else if self.whole {
             if let Err(e) = sys::protect(self.meta_addr, self.meta_len, Access::ReadOnly) {
                 self.error.get_or_insert(e);
             }

@@ -11,7 +11,12 @@
 //!   slot + allocate into it, the slot arrays passed to the next thread after each epoch.
 //! - `alloc_link_persist`: the cost of durability, one thread. Ours: allocate a node, write its
 //!   link and value, make it the list head (the heap's root), psync. PMDK: the same in one
-//!   transaction (`pmemobj_tx_alloc`, snapshot + update the head, commit). µs per op.
+//!   transaction (`pmemobj_tx_alloc`, snapshot + update the head, commit). µs per op. Ours in
+//!   three set-ups: `pmo-heap` (the store's default fault dirty tracking: a write-protect fault
+//!   on the first write to each page after a psync), `pmo-heap+declared` (declared tracking: the
+//!   heap declares its metadata pages, the benchmark its node, as PMDK's `tx_add_range`), both
+//!   with at-rest scheme `none` as PMDK, and `pmo-heap+declared+secure` (the store's default
+//!   at-rest protection, AES-GCM per page).
 //!
 //! Harness: with feature `peers` every allocation figure (ours included) comes from
 //! `pmo-peers`' harness (`alloc_free_with`, `larson_with`: the same threads, barrier, warm-up,
@@ -28,7 +33,7 @@
 use crate::error::{PmoHeapError, Result};
 use crate::pmo_heap::PmoHeap;
 use pmo_alloc::{HeapOptions, Protection};
-use pmo_store::{AttachOptions, KdfParams, Pool, PoolOptions};
+use pmo_store::{AttachOptions, DirtyTracking, KdfParams, Perm, Pool, PoolOptions, Scheme};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -135,7 +140,7 @@ pub fn run_with(p: &Params, progress: &mut dyn FnMut(&Row)) -> Result<Vec<Row>> 
         for &threads in &p.threads {
             for &prot in protections {
                 let live = threads as u64 * ROUND_BLOCKS * size;
-                let r = scratch.with_heap(heap_bytes(live), prot, |h| {
+                let r = scratch.with_heap(heap_bytes(live), Setup::plain(prot), |h| {
                     harness::ours_alloc_free(p, h, size, threads)
                 })?;
                 push(
@@ -167,7 +172,7 @@ pub fn run_with(p: &Params, progress: &mut dyn FnMut(&Row)) -> Result<Vec<Row>> 
     for &threads in &p.threads {
         for &prot in protections {
             let live = threads as u64 * harness::LARSON_SLOTS * harness::LARSON_MAX_BYTES;
-            let r = scratch.with_heap(heap_bytes(live), prot, |h| {
+            let r = scratch.with_heap(heap_bytes(live), Setup::plain(prot), |h| {
                 harness::ours_larson(p, h, threads)
             })?;
             push(
@@ -200,11 +205,31 @@ pub fn run_with(p: &Params, progress: &mut dyn FnMut(&Row)) -> Result<Vec<Row>> 
             &mut rows,
         );
     }
+    let durable_setups = [
+        ("pmo-heap", Setup::plain(Protection::Off)),
+        (
+            "pmo-heap+declared",
+            Setup {
+                tracking: Some(DirtyTracking::Declared),
+                ..Setup::plain(Protection::Off)
+            },
+        ),
+        (
+            "pmo-heap+declared+secure",
+            Setup {
+                tracking: Some(DirtyTracking::Declared),
+                scheme: None,
+                ..Setup::plain(Protection::Off)
+            },
+        ),
+    ];
     for &size in &DURABLE_SIZES_BYTES {
-        let m = scratch.with_heap(heap_bytes(DURABLE_BATCH_OPS * size), Protection::Off, |h| {
-            alloc_link_persist(p, h, size)
-        })?;
-        push(m.row("alloc_link_persist", "pmo-heap", size, 1), &mut rows);
+        for (name, setup) in durable_setups {
+            let m = scratch.with_heap(heap_bytes(DURABLE_BATCH_OPS * size), setup, |h| {
+                alloc_link_persist(p, h, size)
+            })?;
+            push(m.row("alloc_link_persist", name, size, 1), &mut rows);
+        }
         #[cfg(feature = "peers")]
         push(
             harness::pmdk_tx_alloc_link(p, size)?.row("alloc_link_persist", "pmdk", size, 1),
@@ -303,7 +328,7 @@ impl ScratchPool {
     fn with_heap<T>(
         &self,
         bytes: u64,
-        protection: Protection,
+        setup: Setup,
         f: impl FnOnce(&PmoHeap) -> Result<T>,
     ) -> Result<T> {
         if bytes > SCRATCH_POOL_BYTES / 2 {
@@ -316,21 +341,25 @@ impl ScratchPool {
         let name = format!("bench-{n}");
         let opts = HeapOptions {
             subheaps: 0,
-            protection,
+            protection: setup.protection,
         };
-        let h = PmoHeap::create_with(
-            &self.pool,
-            &name,
-            bytes,
-            KEY,
-            &opts,
-            AttachOptions::default(),
-        )?;
-        let r = f(&h);
-        let detached = h.detach();
+        self.pool.pcreate_with(&name, bytes, KEY, setup.scheme)?;
+        let attach = AttachOptions {
+            tracking: setup.tracking,
+            ..AttachOptions::default()
+        };
+        let r = self
+            .pool
+            .attach_with(&name, Perm::Write, KEY, attach)
+            .map_err(PmoHeapError::from)
+            .and_then(|a| PmoHeap::format_attached(a, &opts))
+            .and_then(|h| {
+                h.psync()?;
+                let r = f(&h);
+                h.detach().and(r)
+            });
         let destroyed = self.pool.pdestroy(&name, KEY);
         let r = r?;
-        detached?;
         destroyed?;
         Ok(r)
     }
@@ -339,6 +368,27 @@ impl ScratchPool {
 impl Drop for ScratchPool {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// How a benchmark's heap PMO is made.
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    protection: Protection,
+    /// Dirty tracking (`None`: the store's default).
+    tracking: Option<DirtyTracking>,
+    /// At-rest scheme (`None`: the pool's default).
+    scheme: Option<Scheme>,
+}
+
+impl Setup {
+    /// Scheme `none` (as PMDK: no encryption), the store's default tracking.
+    fn plain(protection: Protection) -> Setup {
+        Setup {
+            protection,
+            tracking: None,
+            scheme: Some(Scheme::NONE),
+        }
     }
 }
 
@@ -376,6 +426,7 @@ fn alloc_link_persist(p: &Params, h: &PmoHeap, size: u64) -> Result<Figure> {
             let head = h.root()?.map_or(0, |r| r.as_ptr() as u64);
             let node = h.alloc(size, 16)?;
             write_node(node, head, ops);
+            h.declare(node.as_ptr(), std::mem::size_of::<Node>())?;
             h.set_root(Some(node))?;
             h.psync()?;
             busy += t0.elapsed();

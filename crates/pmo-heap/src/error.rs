@@ -25,13 +25,6 @@ pub enum PmoHeapError {
         /// Name of the mechanism serving the attachment.
         mechanism: &'static str,
     },
-    /// The attachment commits only declared writes (`DirtyTracking::Declared`), and the
-    /// allocator's metadata writes are not declared: they would be lost at psync.
-    #[error(
-        "a heap needs its writes found by the store: attach with fault or scan dirty tracking, \
-         not declared (PMO_DIRTY=declared)"
-    )]
-    DeclaredTracking,
     /// A benchmark could not run (parameters, a peer's failure).
     #[error("benchmark: {0}")]
     Bench(String),

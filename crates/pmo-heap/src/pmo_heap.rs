@@ -12,9 +12,11 @@
 //!   "allocate, link, psync" needs no allocator log (`docs/heap.md`, `tests/crash.rs`);
 //! - page-protecting metadata (guard mode, MPK) is refused on a mapping whose fault mechanism
 //!   manages page protections itself (sigsegv), see [`effective_protection`];
-//! - an attachment with declared dirty tracking (`DirtyTracking::Declared`, PMDK's
-//!   `tx_add_range` contract) is refused: the allocator's metadata writes are not declared and
-//!   would not reach the medium. Fault and scan tracking find every write by themselves.
+//! - on an attachment with declared dirty tracking (`DirtyTracking::Declared`, PMDK's
+//!   `tx_add_range` contract: psync commits only declared pages) the heap declares every page
+//!   it writes itself (metadata, root, `realloc`'s copy) through its write observer, and the
+//!   user declares what they write into blocks ([`PmoHeap::declare`]). Fault and scan tracking
+//!   find every write by themselves; `declare` is then a no-op.
 //!
 //! Callers: applications, the C API (`p_malloc` and friends), `pmo check` (through
 //! [`crate::check_pmo`]).
@@ -29,6 +31,7 @@ use pmo_alloc::{Heap, HeapOptions, HeapPtr, Protection};
 use pmo_os::view::{DirtyTracking, Mechanism, ViewStats};
 use pmo_store::{AttachOptions, Attachment, CommitStats, Perm, Pool, StoreError};
 use std::ops::Deref;
+use std::sync::Arc;
 
 /// How [`PmoHeap::open_with`] / [`PmoHeap::create_with`] attach and protect.
 #[derive(Debug, Clone, Copy, Default)]
@@ -73,7 +76,8 @@ pub fn effective_protection(requested: Protection, mechanism: Mechanism) -> Resu
 pub struct PmoHeap {
     // Field order matters: the heap (which may hold page protections) goes before the mapping.
     heap: Heap,
-    attachment: Attachment,
+    /// Shared with the heap's write observer under declared tracking (dropped with the heap).
+    attachment: Arc<Attachment>,
 }
 
 impl PmoHeap {
@@ -155,31 +159,41 @@ impl PmoHeap {
     pub fn format_attached(attachment: Attachment, opts: &HeapOptions) -> Result<PmoHeap> {
         let mut opts = *opts;
         opts.protection = Self::usable(&attachment, opts.protection)?;
+        let attachment = Arc::new(attachment);
         // SAFETY: the attachment maps `len` bytes at `addr` (page aligned) read-write and keeps
         // them mapped until it is dropped, which happens after the heap (field order of
         // `PmoHeap`). The attachment is moved into the PmoHeap and reachable afterwards only
         // through the unsafe `attachment()`, so nothing else writes the region but the heap
         // and user code inside its blocks; `psync` runs under `quiesce`.
         let heap = unsafe { Heap::format(attachment.addr(), attachment.len(), &opts) }?;
-        Ok(PmoHeap { heap, attachment })
+        // Format wrote the header, the root page and every sub-heap's metadata.
+        attachment.declare(0, heap.geometry().data_offset as usize)?;
+        Ok(Self::assemble(heap, attachment))
     }
 
     /// Open the heap in an attachment.
     pub fn open_attached(attachment: Attachment, protection: Protection) -> Result<PmoHeap> {
         let protection = Self::usable(&attachment, protection)?;
+        let attachment = Arc::new(attachment);
         // SAFETY: as in `format_attached`. The PMO is mapped at its stable address unless the
         // caller asked the store to relocate it (then raw pointers stored inside do not point
         // into it, which the heap itself never relies on: it keeps offsets).
         let heap = unsafe { Heap::open_with(attachment.addr(), attachment.len(), protection) }?;
-        Ok(PmoHeap { heap, attachment })
+        Ok(Self::assemble(heap, attachment))
+    }
+
+    /// Pair a heap with its attachment; under declared tracking, the heap declares its writes.
+    fn assemble(mut heap: Heap, attachment: Arc<Attachment>) -> PmoHeap {
+        if attachment.dirty_tracking() == DirtyTracking::Declared {
+            let a = Arc::clone(&attachment);
+            heap.set_write_observer(Some(Arc::new(move |off, len| a.declare(off, len).is_ok())));
+        }
+        PmoHeap { heap, attachment }
     }
 
     fn usable(attachment: &Attachment, protection: Protection) -> Result<Protection> {
         if attachment.perm() != Perm::Write {
             return Err(StoreError::ReadOnly(attachment.name().into()).into());
-        }
-        if attachment.dirty_tracking() == DirtyTracking::Declared {
-            return Err(PmoHeapError::DeclaredTracking);
         }
         effective_protection(protection, attachment.mechanism())
     }
@@ -201,8 +215,28 @@ impl PmoHeap {
     /// psync are discarded.
     pub fn detach(self) -> Result<()> {
         let PmoHeap { heap, attachment } = self;
+        // The heap holds the only other reference (its write observer): after it, ours is
+        // the last one.
         drop(heap);
-        Ok(attachment.detach()?)
+        match Arc::try_unwrap(attachment) {
+            Ok(a) => Ok(a.detach()?),
+            // Unreachable by construction; dropping the last reference detaches anyway.
+            Err(_shared) => Ok(()),
+        }
+    }
+
+    /// Declare that `len` bytes at `ptr` (inside a block) were written, so the next psync
+    /// commits them. Needed only when the attachment uses declared dirty tracking
+    /// ([`PmoHeap::dirty_tracking`]); a no-op with fault or scan tracking, which find writes by
+    /// themselves. The heap declares its own writes.
+    pub fn declare(&self, ptr: *const u8, len: usize) -> Result<()> {
+        let off = (ptr as usize).wrapping_sub(self.addr() as usize);
+        Ok(self.attachment.declare(off, len)?)
+    }
+
+    /// How the attachment finds the pages a psync commits.
+    pub fn dirty_tracking(&self) -> DirtyTracking {
+        self.attachment.dirty_tracking()
     }
 
     /// Make the block at typed pointer `p` the root (null clears it).

@@ -319,10 +319,13 @@ fn check_pmo_reports_heaps_and_skips_other_pmos() {
 
     // A corrupted header (one byte of the region-size field, committed page-level while the
     // PMO is at rest) is reported as an error, not as "no heap".
+    // (Whole-page read + commit: `PmoHandle::write_at` is avoided on purpose, see docs/heap.md.)
     let handle = sp.pool.open_pmo("h", Perm::Write, KEY, None).unwrap();
-    let mut b = [0u8; 1];
-    handle.read_at(20, &mut b).unwrap();
-    handle.write_at(20, &[b[0] ^ 0x40]).unwrap();
+    let mut page = Box::new([0u8; 4096]);
+    handle.read_page(0, &mut page).unwrap();
+    assert_eq!(&page[..8], b"PMOHEAP\0");
+    page[20] ^= 0x40;
+    handle.commit_pages(&[(0, &page)]).unwrap();
     drop(handle);
     let e = check_pmo(&sp.pool, "h", KEY).unwrap_err();
     assert!(

@@ -22,7 +22,10 @@
 mod common;
 
 use common::{grow_at, pop, push, read_list_full, remove_at, KEY};
-use pmo_heap::{HeapError, HeapOptions, PmoHeap, PmoHeapError, Protection};
+use pmo_heap::{
+    AttachOptions, DirtyTracking, HeapError, HeapOptions, OpenOptions, PmoHeap, PmoHeapError,
+    Protection,
+};
 use pmo_medium::crash::{explore, CrashMedium, CrashPoint};
 use pmo_store::{KdfParams, Pool, PoolOptions};
 use rand::rngs::StdRng;
@@ -126,15 +129,16 @@ fn apply(h: &PmoHeap, steps: &[Step]) {
 /// The scenario: the base image and the three states a crash may leave.
 struct Scenario {
     seed: u64,
-
     subheaps: u32,
+    /// Dirty tracking of the operation's attachment (`None`: the store's default).
+    tracking: Option<DirtyTracking>,
     image: Vec<u8>,
     before: Model,
     steps: [Vec<Step>; 2],
     after: [Model; 2],
 }
 
-fn scenario(seed: u64, base_addr: u64, subheaps: u32) -> Scenario {
+fn scenario(seed: u64, base_addr: u64, subheaps: u32, tracking: Option<DirtyTracking>) -> Scenario {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut model = Model::new();
     let mut next_value = 0;
@@ -153,8 +157,8 @@ fn scenario(seed: u64, base_addr: u64, subheaps: u32) -> Scenario {
     let second = gen_steps(&mut rng, &mut model, &mut next_value, 25);
     Scenario {
         seed,
-
         subheaps,
+        tracking,
         image: m.durable_image(),
         before,
         steps: [first, second],
@@ -165,7 +169,14 @@ fn scenario(seed: u64, base_addr: u64, subheaps: u32) -> Scenario {
 /// The operation under test: open, two batches each followed by a psync.
 fn operation(m: &Arc<CrashMedium>, sc: &Scenario) -> Result<(), PmoHeapError> {
     let pool = Pool::open_on(m.clone())?;
-    let h = PmoHeap::open(&pool, NAME, KEY)?;
+    let opts = OpenOptions {
+        protection: Protection::Off,
+        attach: AttachOptions {
+            tracking: sc.tracking,
+            ..AttachOptions::default()
+        },
+    };
+    let h = PmoHeap::open_with(&pool, NAME, KEY, &opts)?;
     for steps in &sc.steps {
         apply(&h, steps);
         h.psync()?;
@@ -192,9 +203,10 @@ fn assert_pool_healthy(pool: &Pool, ctx: &str) {
 /// Which state (0: before, 1: after the first psync, 2: after the second) the image holds.
 fn check_image(sc: &Scenario, cp: &CrashPoint) -> usize {
     let ctx = format!(
-        "seed {} subheaps {} crash point {} variant {}{}",
+        "seed {} subheaps {} tracking {:?} crash point {} variant {}{}",
         sc.seed,
         sc.subheaps,
+        sc.tracking,
         cp.point,
         cp.variant,
         if cp.completed { " (completed)" } else { "" }
@@ -240,8 +252,8 @@ fn check_image(sc: &Scenario, cp: &CrashPoint) -> usize {
     state
 }
 
-fn run(seed: u64, base_addr: u64, subheaps: u32) {
-    let sc = scenario(seed, base_addr, subheaps);
+fn run(seed: u64, base_addr: u64, subheaps: u32, tracking: Option<DirtyTracking>) {
+    let sc = scenario(seed, base_addr, subheaps, tracking);
     assert_ne!(
         sc.before, sc.after[0],
         "seed {seed}: first batch changes nothing"
@@ -266,17 +278,32 @@ fn run(seed: u64, base_addr: u64, subheaps: u32) {
         seen.iter().all(|&n| n > 0),
         "seed {seed}: every state (before, after psync 1, after psync 2) must occur: {seen:?}"
     );
-    eprintln!("seed {seed} subheaps {subheaps}: {points} persist points, states seen {seen:?}");
+    eprintln!(
+        "seed {seed} subheaps {subheaps} tracking {tracking:?}: {points} persist points, \
+         states seen {seen:?}"
+    );
 }
 
 #[test]
 fn alloc_link_free_psync_is_atomic_at_every_persist_point() {
-    run(seed(), 0x2100_0000_0000, 2);
+    run(seed(), 0x2100_0000_0000, 2, None);
+}
+
+/// The same with declared dirty tracking: psync commits only the pages the heap (metadata,
+/// root, realloc copies) and the test (node contents, links) declared.
+#[test]
+fn declared_tracking_is_atomic_at_every_persist_point() {
+    run(
+        seed() ^ 0xdec1,
+        0x2500_0000_0000,
+        2,
+        Some(DirtyTracking::Declared),
+    );
 }
 
 #[test]
 fn single_subheap_with_large_extents_is_atomic_too() {
-    run(seed() ^ 0x5a5a, 0x2200_0000_0000, 1);
+    run(seed() ^ 0x5a5a, 0x2200_0000_0000, 1, None);
 }
 
 #[test]
@@ -286,10 +313,16 @@ fn crash_soak() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     for i in 0..n {
+        let tracking = [
+            None,
+            Some(DirtyTracking::Declared),
+            Some(DirtyTracking::Scan),
+        ];
         run(
             seed().wrapping_add(1000 + i),
             0x2300_0000_0000,
             1 + (i % 2) as u32,
+            tracking[i as usize % 3],
         );
     }
 }

@@ -137,32 +137,62 @@ fn guard_mode_over_sigsegv_is_refused_and_leaves_nothing_behind() {
 }
 
 #[test]
-fn declared_dirty_tracking_is_refused() {
-    let sp = ScratchPool::new("declared", 64 << 20);
+fn declared_dirty_tracking_commits_what_heap_and_user_declare() {
+    let mut sp = ScratchPool::new("declared", 64 << 20);
     let declared = AttachOptions {
         tracking: Some(pmo_heap::DirtyTracking::Declared),
         ..AttachOptions::default()
     };
     let off = HeapOptions {
-        subheaps: 1,
+        subheaps: 2,
         protection: Protection::Off,
     };
-    let e = PmoHeap::create_with(&sp.pool, "d", HEAP_BYTES, KEY, &off, declared).unwrap_err();
-    assert!(matches!(e, PmoHeapError::DeclaredTracking), "{e}");
-    assert!(!sp.pool.exists("d").unwrap());
-    PmoHeap::create(&sp.pool, "d", HEAP_BYTES, KEY, &off)
-        .unwrap()
-        .detach()
+    let h = PmoHeap::create_with(&sp.pool, "d", HEAP_BYTES, KEY, &off, declared).unwrap();
+    assert_eq!(h.dirty_tracking(), pmo_heap::DirtyTracking::Declared);
+    let mut expect = Vec::new();
+    for round in 0..4u64 {
+        for v in 0..100 {
+            let value = round * 1000 + v;
+            push(&h, value, (value as usize * 31) % 6000);
+            expect.insert(0, value);
+        }
+        for _ in 0..30 {
+            assert_eq!(pop(&h), Some(expect.remove(0)));
+        }
+        common::remove_at(&h, 5);
+        expect.remove(5);
+        common::grow_at(&h, 3, 9000);
+        h.psync().unwrap();
+    }
+    h.detach().unwrap();
+    sp.reopen();
+    // Re-opened with the default tracking: what was declared is exactly what is there.
+    let h = PmoHeap::open(&sp.pool, "d", KEY).unwrap();
+    assert_eq!(read_list(&h), expect);
+    assert_eq!(h.check().unwrap().live_allocations, expect.len() as u64);
+    h.detach().unwrap();
+    // And open again under declared tracking, in guard mode too (userfaultfd).
+    if Mechanism::Userfaultfd.is_available() {
+        let h = PmoHeap::open_with(
+            &sp.pool,
+            "d",
+            KEY,
+            &OpenOptions {
+                protection: Protection::Guard,
+                attach: AttachOptions {
+                    mechanism: Some(Mechanism::Userfaultfd),
+                    ..declared
+                },
+            },
+        )
         .unwrap();
-    let e = PmoHeap::open_with(
-        &sp.pool,
-        "d",
-        KEY,
-        &OpenOptions {
-            protection: Protection::Off,
-            attach: declared,
-        },
-    )
-    .unwrap_err();
-    assert!(matches!(e, PmoHeapError::DeclaredTracking), "{e}");
+        pop(&h);
+        push(&h, 77, 10);
+        h.psync().unwrap();
+        h.detach().unwrap();
+        let h = PmoHeap::open(&sp.pool, "d", KEY).unwrap();
+        assert_eq!(read_list(&h)[0], 77);
+        assert_eq!(read_list(&h).len(), expect.len());
+        h.check().unwrap();
+    }
 }

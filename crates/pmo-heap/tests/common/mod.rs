@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests: scratch pools and a linked list in the heap.
 #![allow(dead_code, unsafe_code)]
 
-use pmo_heap::{Heap, HeapPtr};
+use pmo_heap::{HeapPtr, PmoHeap};
 use pmo_store::{KdfParams, Pool, PoolOptions};
 use std::path::PathBuf;
 
@@ -55,8 +55,10 @@ pub fn payload_byte(value: u64, i: usize) -> u8 {
     (value.wrapping_mul(131).wrapping_add(i as u64 * 7) % 253) as u8
 }
 
-/// Allocate a node with `len` payload bytes in front of the list and make it the root.
-pub fn push(h: &Heap, value: u64, len: usize) -> HeapPtr<Node> {
+/// Allocate a node with `len` payload bytes in front of the list and make it the root. Every
+/// helper that writes into a block declares it (a no-op unless the attachment uses declared
+/// dirty tracking).
+pub fn push(h: &PmoHeap, value: u64, len: usize) -> HeapPtr<Node> {
     let head = h.root_ptr::<Node>().expect("root");
     let p = h.alloc(NODE_BYTES + len, 8).expect("alloc node");
     // SAFETY: a fresh block of NODE_BYTES + len bytes, 8-aligned, known only to us.
@@ -70,12 +72,13 @@ pub fn push(h: &Heap, value: u64, len: usize) -> HeapPtr<Node> {
             p.as_ptr().add(NODE_BYTES + i).write(payload_byte(value, i));
         }
     }
+    h.declare(p.as_ptr(), NODE_BYTES + len).expect("declare");
     h.set_root(Some(p)).expect("link");
     h.to_heap_ptr(p.cast::<Node>()).expect("typed")
 }
 
 /// Unlink the first node and free it; its value, if any.
-pub fn pop(h: &Heap) -> Option<u64> {
+pub fn pop(h: &PmoHeap) -> Option<u64> {
     let head = h.root().expect("root")?;
     // SAFETY: the root is a live Node (checked by `root`).
     let node = unsafe { head.cast::<Node>().as_ptr().read() };
@@ -86,13 +89,13 @@ pub fn pop(h: &Heap) -> Option<u64> {
 }
 
 /// The list's values from the root (see [`read_list_full`]).
-pub fn read_list(h: &Heap) -> Vec<u64> {
+pub fn read_list(h: &PmoHeap) -> Vec<u64> {
     read_list_full(h).into_iter().map(|(v, _)| v).collect()
 }
 
 /// The list as (value, payload length) from the root, verifying that every node is a live
 /// block large enough for its payload and that the payload is intact.
-pub fn read_list_full(h: &Heap) -> Vec<(u64, u64)> {
+pub fn read_list_full(h: &PmoHeap) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     let mut cur = h.root_ptr::<Node>().expect("root");
     while let Some(p) = h.resolve(cur).expect("resolve") {
@@ -123,7 +126,7 @@ pub fn read_list_full(h: &Heap) -> Vec<(u64, u64)> {
 }
 
 /// The typed pointer of the `i`-th node (0: the head).
-pub fn nth(h: &Heap, i: usize) -> HeapPtr<Node> {
+pub fn nth(h: &PmoHeap, i: usize) -> HeapPtr<Node> {
     let mut cur = h.root_ptr::<Node>().expect("root");
     for _ in 0..i {
         let p = h.resolve(cur).expect("resolve").expect("list long enough");
@@ -134,7 +137,7 @@ pub fn nth(h: &Heap, i: usize) -> HeapPtr<Node> {
 }
 
 /// Point the link that leads to node `i` (the root for 0, else node `i - 1`'s `next`) at `to`.
-pub fn relink(h: &Heap, i: usize, to: HeapPtr<Node>) {
+pub fn relink(h: &PmoHeap, i: usize, to: HeapPtr<Node>) {
     if i == 0 {
         let p = h.resolve(to.cast::<u8>()).expect("resolve");
         h.set_root(p).expect("set root");
@@ -142,11 +145,12 @@ pub fn relink(h: &Heap, i: usize, to: HeapPtr<Node>) {
         let prev = h.resolve(nth(h, i - 1)).expect("resolve").expect("prev");
         // SAFETY: `prev` is a live node of the list; only this thread uses the list.
         unsafe { (*prev.as_ptr()).next = to };
+        h.declare(prev.as_ptr().cast(), 8).expect("declare");
     }
 }
 
 /// Unlink node `i` and free it.
-pub fn remove_at(h: &Heap, i: usize) {
+pub fn remove_at(h: &PmoHeap, i: usize) {
     let cur = h.resolve(nth(h, i)).expect("resolve").expect("node");
     // SAFETY: a live node of the list.
     let next = unsafe { (*cur.as_ptr()).next };
@@ -155,7 +159,7 @@ pub fn remove_at(h: &Heap, i: usize) {
 }
 
 /// Grow node `i`'s payload to `new_len` bytes with `realloc` (which may move it) and relink it.
-pub fn grow_at(h: &Heap, i: usize, new_len: usize) {
+pub fn grow_at(h: &PmoHeap, i: usize, new_len: usize) {
     let cur = h.resolve(nth(h, i)).expect("resolve").expect("node");
     let p = h
         .realloc(cur.cast::<u8>(), NODE_BYTES + new_len, 8)
@@ -169,5 +173,7 @@ pub fn grow_at(h: &Heap, i: usize, new_len: usize) {
         }
         (*node).len = new_len as u64;
     }
+    h.declare(p.as_ptr(), NODE_BYTES + new_len)
+        .expect("declare");
     relink(h, i, h.to_heap_ptr(p.cast::<Node>()).expect("typed"));
 }
