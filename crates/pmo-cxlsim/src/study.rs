@@ -115,6 +115,9 @@ pub struct StudyResult {
     pub rows: Vec<WorkloadRow>,
     /// Fig. 8: (workload, entries, pb speedup, pb-rf speedup).
     pub fig8: Vec<(String, usize, f64, f64)>,
+    /// Fig. 8 again with a fence after every flush, same order (empty without
+    /// `strict_ablation`).
+    pub fig8_strict: Vec<(String, usize, f64, f64)>,
     /// Figs. 5-7 again with a fence after every flush (empty without `strict_ablation`).
     pub strict_rows: Vec<WorkloadRow>,
     /// Simulations run.
@@ -144,7 +147,7 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
         workloads.first().copied().unwrap_or("fft")
     };
     let strict_runs = if config.strict_ablation {
-        3 * workloads.len()
+        3 * workloads.len() + 2 * config.pb_entries.len() * workloads.len()
     } else {
         0
     };
@@ -294,41 +297,57 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
 
     // Fig. 8: speedup against PB entries (nopb has no PB: its time is the row's nopb run).
     let mut fig8 = Vec::new();
-    for (trace, row) in traces.iter().zip(&rows) {
-        for &entries in &config.pb_entries {
-            let base = Params {
-                pb_entries: entries,
-                pb_tag_ns: None,
-                ..config.base.clone()
-            };
-            let pb = run(
-                trace,
-                Params {
-                    scheme: Scheme::Pb,
-                    ..base.clone()
-                },
-                &bar,
-            )?;
-            let rf = run(
-                trace,
-                Params {
-                    scheme: Scheme::PbRf,
-                    ..base
-                },
-                &bar,
-            )?;
-            let nopb_ps = row.runs[0].sim_time_ps as f64;
-            fig8.push((
-                trace.name.clone(),
-                entries,
-                ratio(nopb_ps, pb.sim_time_ps as f64),
-                ratio(nopb_ps, rf.sim_time_ps as f64),
-            ));
+    let mut fig8_strict = Vec::new();
+    for (i, (trace, row)) in traces.iter().zip(&rows).enumerate() {
+        let strict = trace.with_fence_after_each_flush();
+        let mut variants = vec![(trace, row, &mut fig8)];
+        if let Some(strict_row) = strict_rows.get(i) {
+            variants.push((&strict, strict_row, &mut fig8_strict));
+        }
+        for (trace, row, out) in variants {
+            for &entries in &config.pb_entries {
+                let base = Params {
+                    pb_entries: entries,
+                    pb_tag_ns: None,
+                    ..config.base.clone()
+                };
+                let pb = run(
+                    trace,
+                    Params {
+                        scheme: Scheme::Pb,
+                        ..base.clone()
+                    },
+                    &bar,
+                )?;
+                let rf = run(
+                    trace,
+                    Params {
+                        scheme: Scheme::PbRf,
+                        ..base
+                    },
+                    &bar,
+                )?;
+                let nopb_ps = row.runs[0].sim_time_ps as f64;
+                out.push((
+                    trace.name.clone(),
+                    entries,
+                    ratio(nopb_ps, pb.sim_time_ps as f64),
+                    ratio(nopb_ps, rf.sim_time_ps as f64),
+                ));
+            }
         }
     }
     bar.finish_and_clear();
 
-    write_outputs(config, &fig1, &fig1_strict, &rows, &fig8, &strict_rows)?;
+    write_outputs(
+        config,
+        &fig1,
+        &fig1_strict,
+        &rows,
+        &fig8,
+        &fig8_strict,
+        &strict_rows,
+    )?;
     let wall_s = started.elapsed().as_secs_f64();
     let summary = summary_markdown(
         config,
@@ -337,6 +356,7 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
         &fig1_strict,
         &rows,
         &fig8,
+        &fig8_strict,
         &strict_rows,
         runs,
         events,
@@ -349,6 +369,7 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
         fig1_strict,
         rows,
         fig8,
+        fig8_strict,
         strict_rows,
         runs,
         events,
@@ -411,6 +432,7 @@ fn write_outputs(
     fig1_strict: &[(usize, f64, f64)],
     rows: &[WorkloadRow],
     fig8: &[(String, usize, f64, f64)],
+    fig8_strict: &[(String, usize, f64, f64)],
     strict_rows: &[WorkloadRow],
 ) -> Result<()> {
     let out = &config.out;
@@ -559,37 +581,49 @@ fn write_outputs(
         "fraction",
     )?;
 
-    let mut csv = String::from("workload,pb_entries,tag_ns,speedup_pb,speedup_pbrf\n");
-    for (w, e, pb, rf) in fig8 {
-        let _ = writeln!(
-            csv,
-            "{w},{e},{:.3},{pb:.4},{rf:.4}",
-            crate::config::pb_tag_latency_ns(*e)
-        );
+    let mut csv = String::from("pattern,workload,pb_entries,tag_ns,speedup_pb,speedup_pbrf\n");
+    for (pattern, points) in [("checkpoint", fig8), ("fence-each-flush", fig8_strict)] {
+        for (w, e, pb, rf) in points {
+            let _ = writeln!(
+                csv,
+                "{pattern},{w},{e},{:.3},{pb:.4},{rf:.4}",
+                crate::config::pb_tag_latency_ns(*e)
+            );
+        }
     }
     write_file(&out.join("fig8_pb_entries.csv"), &csv)?;
-    let mut series = Vec::new();
-    for r in rows {
-        let pts: Vec<(f64, f64)> = fig8
-            .iter()
-            .filter(|f| f.0 == r.workload)
-            .map(|f| (f.1 as f64, f.2))
-            .collect();
-        series.push((format!("{} pb", r.workload), pts));
-        let pts: Vec<(f64, f64)> = fig8
-            .iter()
-            .filter(|f| f.0 == r.workload)
-            .map(|f| (f.1 as f64, f.3))
-            .collect();
-        series.push((format!("{} pb-rf", r.workload), pts));
+    for (file, title, points) in [
+        (
+            "fig8_pb_entries.svg",
+            "Fig. 8: speedup over nopb vs PB entries",
+            fig8,
+        ),
+        (
+            "fig8_pb_entries_strict.svg",
+            "Fig. 8, fence after every flush: speedup over nopb vs PB entries",
+            fig8_strict,
+        ),
+    ] {
+        if points.is_empty() {
+            continue;
+        }
+        let mut series = Vec::new();
+        for r in rows {
+            let pts: Vec<(f64, f64)> = points
+                .iter()
+                .filter(|f| f.0 == r.workload)
+                .map(|f| (f.1 as f64, f.2))
+                .collect();
+            series.push((format!("{} pb", r.workload), pts));
+            let pts: Vec<(f64, f64)> = points
+                .iter()
+                .filter(|f| f.0 == r.workload)
+                .map(|f| (f.1 as f64, f.3))
+                .collect();
+            series.push((format!("{} pb-rf", r.workload), pts));
+        }
+        line_chart(&out.join(file), title, &series, "PB entries", "speedup")?;
     }
-    line_chart(
-        &out.join("fig8_pb_entries.svg"),
-        "Fig. 8: speedup over nopb vs PB entries",
-        &series,
-        "PB entries",
-        "speedup",
-    )?;
     Ok(())
 }
 
@@ -746,6 +780,7 @@ fn summary_markdown(
     fig1_strict: &[(usize, f64, f64)],
     rows: &[WorkloadRow],
     fig8: &[(String, usize, f64, f64)],
+    fig8_strict: &[(String, usize, f64, f64)],
     strict_rows: &[WorkloadRow],
     runs: usize,
     events: u64,
@@ -867,11 +902,14 @@ fn summary_markdown(
             mean(&|r| r.persist_norm(2))
         );
     }
-    let _ = writeln!(s, "\n## Fig. 8: speedup over nopb vs PB entries\n\n| workload | entries | tag ns | pb | pb-rf |\n|---|---|---|---|---|");
-    for (w, e, pb, rf) in fig8 {
+    let _ = writeln!(s, "\n## Fig. 8: speedup over nopb vs PB entries\n\n| workload | entries | tag ns | pb | pb-rf | fence/flush: pb | pb-rf |\n|---|---|---|---|---|---|---|");
+    for (i, (w, e, pb, rf)) in fig8.iter().enumerate() {
+        let strict = fig8_strict.get(i).map_or(" | |".to_string(), |f| {
+            format!(" {:.3} | {:.3} |", f.2, f.3)
+        });
         let _ = writeln!(
             s,
-            "| {w} | {e} | {:.3} | {pb:.3} | {rf:.3} |",
+            "| {w} | {e} | {:.3} | {pb:.3} | {rf:.3} |{strict}",
             crate::config::pb_tag_latency_ns(*e)
         );
     }

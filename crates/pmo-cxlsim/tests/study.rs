@@ -31,6 +31,7 @@ fn study_writes_csv_svg_and_summary() {
     // With a fence after every flush the buffer in the first switch hides the extra hop.
     assert!(result.fig1_strict[2].2 < result.fig1_strict[2].1);
     assert_eq!(result.fig8.len(), 4);
+    assert_eq!(result.fig8_strict.len(), 4);
     assert!(
         result.fig1[1].1 > result.fig1[0].1,
         "one hop must cost more than none"
@@ -48,6 +49,7 @@ fn study_writes_csv_svg_and_summary() {
         "fig7_pb_rates.svg",
         "fig8_pb_entries.csv",
         "fig8_pb_entries.svg",
+        "fig8_pb_entries_strict.svg",
         "summary.md",
     ] {
         let meta = std::fs::metadata(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
