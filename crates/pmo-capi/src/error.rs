@@ -5,6 +5,7 @@
 //! can take (errnos are positive), so one `pmo_strerror` serves both. The values are part of the
 //! ABI and mirrored in `include/pmo.h`; never renumber them.
 
+use pmo_heap::{HeapError, PmoHeapError};
 use pmo_store::StoreError;
 
 /// Success.
@@ -41,8 +42,15 @@ pub const PMO_E_NOT_ATTACHED: i32 = -1013;
 pub const PMO_E_LIMIT: i32 = -1014;
 /// Internal error: a bug in libpmo was caught at the API boundary (errno `EIO`).
 pub const PMO_E_INTERNAL: i32 = -1015;
+/// The PMO holds no heap (or one of an unknown format version) (errno `EINVAL`).
+pub const PMO_E_NOT_A_HEAP: i32 = -1016;
+/// `p_free`/`p_realloc`/`p_sizeof` of a pointer that is not a live block: invalid, double or
+/// interior (errno `EINVAL`).
+pub const PMO_E_BAD_FREE: i32 = -1017;
+/// The heap has no free block of that size (errno `ENOMEM`).
+pub const PMO_E_HEAP_FULL: i32 = -1018;
 /// Highest-magnitude code of the pmo range.
-pub const PMO_E_LAST: i32 = -1015;
+pub const PMO_E_LAST: i32 = -1018;
 
 /// Everything a C API call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -64,26 +72,81 @@ pub enum CapiError {
     Io { op: String, source: std::io::Error },
     #[error("internal error in libpmo: {0}")]
     Internal(String),
+    #[error(transparent)]
+    Heap(#[from] PmoHeapError),
+    #[error("{0:#x} is not a block of any heap attached in this process")]
+    NotABlock(usize),
+    #[error("{what} overflows size_t")]
+    Overflow { what: &'static str },
+}
+
+impl From<HeapError> for CapiError {
+    fn from(e: HeapError) -> CapiError {
+        CapiError::Heap(PmoHeapError::Heap(e))
+    }
+}
+
+/// The code of an allocator error.
+fn heap_code(e: &HeapError) -> i32 {
+    match e {
+        HeapError::BadMagic | HeapError::BadVersion(_) => PMO_E_NOT_A_HEAP,
+        HeapError::BadChecksum | HeapError::BadGeometry(_) | HeapError::Corrupt { .. } => {
+            PMO_E_CORRUPT
+        }
+        HeapError::OutOfSpace { .. } | HeapError::TooLarge { .. } => PMO_E_HEAP_FULL,
+        HeapError::NotInHeap
+        | HeapError::DoubleFree
+        | HeapError::InteriorPointer
+        | HeapError::NotAllocated => PMO_E_BAD_FREE,
+        HeapError::BadAlignment(_)
+        | HeapError::InvalidOptions(_)
+        | HeapError::Misaligned(_)
+        | HeapError::RegionTooSmall { .. }
+        | HeapError::BadHeapPtr(_)
+        | HeapError::ProtectionUnavailable(_) => PMO_E_INVALID,
+        HeapError::Poisoned => PMO_E_POISONED,
+        _ => PMO_E_IO,
+    }
+}
+
+/// The errno of a `PMO_E_*` code that has one errno.
+fn code_errno(code: i32) -> i32 {
+    match code {
+        PMO_E_NOT_A_HEAP | PMO_E_BAD_FREE | PMO_E_INVALID => libc::EINVAL,
+        PMO_E_HEAP_FULL => libc::ENOMEM,
+        _ => libc::EIO,
+    }
 }
 
 impl CapiError {
+    fn store_code(e: &StoreError) -> i32 {
+        match e {
+            StoreError::WrongKey(_) => PMO_E_WRONG_KEY,
+            StoreError::NotFound(_) => PMO_E_NOT_FOUND,
+            StoreError::Exists(_) | StoreError::PoolExists(_) => PMO_E_EXISTS,
+            StoreError::NoSpace(_) => PMO_E_NO_SPACE,
+            StoreError::Busy { .. } => PMO_E_BUSY,
+            StoreError::AddressInUse { .. } => PMO_E_ADDRESS_IN_USE,
+            StoreError::Invalid(_) => PMO_E_INVALID,
+            StoreError::ReadOnly(_) => PMO_E_READ_ONLY,
+            StoreError::NotAPool(_) => PMO_E_NOT_A_POOL,
+            StoreError::Corrupt(_) | StoreError::Integrity { .. } => PMO_E_CORRUPT,
+            StoreError::Poisoned => PMO_E_POISONED,
+            _ => PMO_E_IO,
+        }
+    }
+
+    fn store_errno(e: &StoreError) -> i32 {
+        match e {
+            StoreError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+            e => e.errno(),
+        }
+    }
+
     /// The `PMO_E_*` code.
     pub fn code(&self) -> i32 {
         match self {
-            CapiError::Store(e) => match e {
-                StoreError::WrongKey(_) => PMO_E_WRONG_KEY,
-                StoreError::NotFound(_) => PMO_E_NOT_FOUND,
-                StoreError::Exists(_) | StoreError::PoolExists(_) => PMO_E_EXISTS,
-                StoreError::NoSpace(_) => PMO_E_NO_SPACE,
-                StoreError::Busy { .. } => PMO_E_BUSY,
-                StoreError::AddressInUse { .. } => PMO_E_ADDRESS_IN_USE,
-                StoreError::Invalid(_) => PMO_E_INVALID,
-                StoreError::ReadOnly(_) => PMO_E_READ_ONLY,
-                StoreError::NotAPool(_) => PMO_E_NOT_A_POOL,
-                StoreError::Corrupt(_) | StoreError::Integrity { .. } => PMO_E_CORRUPT,
-                StoreError::Poisoned => PMO_E_POISONED,
-                _ => PMO_E_IO,
-            },
+            CapiError::Store(e) => CapiError::store_code(e),
             CapiError::Invalid(_) => PMO_E_INVALID,
             CapiError::PoolMissing(_) => PMO_E_NOT_FOUND,
             CapiError::NotAttached(_) => PMO_E_NOT_ATTACHED,
@@ -91,16 +154,27 @@ impl CapiError {
             CapiError::PoolBusy(_) => PMO_E_BUSY,
             CapiError::Io { .. } => PMO_E_IO,
             CapiError::Internal(_) => PMO_E_INTERNAL,
+            CapiError::Heap(PmoHeapError::Store(e)) => CapiError::store_code(e),
+            CapiError::Heap(PmoHeapError::Heap(e)) => heap_code(e),
+            CapiError::Heap(_) => PMO_E_INVALID,
+            CapiError::NotABlock(_) => PMO_E_BAD_FREE,
+            CapiError::Overflow { .. } => PMO_E_HEAP_FULL,
         }
     }
 
     /// The errno the source-compatible calls set.
     pub fn errno(&self) -> i32 {
         match self {
-            CapiError::Store(StoreError::Io { source, .. }) => {
+            CapiError::Store(e) | CapiError::Heap(PmoHeapError::Store(e)) => {
+                CapiError::store_errno(e)
+            }
+            CapiError::Heap(PmoHeapError::Heap(HeapError::Map(source)))
+            | CapiError::Heap(PmoHeapError::Heap(HeapError::Protect(source))) => {
                 source.raw_os_error().unwrap_or(libc::EIO)
             }
-            CapiError::Store(e) => e.errno(),
+            CapiError::Heap(_) => code_errno(self.code()),
+            CapiError::NotABlock(_) => libc::EINVAL,
+            CapiError::Overflow { .. } => libc::ENOMEM,
             CapiError::Invalid(_) | CapiError::NotAttached(_) => libc::EINVAL,
             CapiError::PoolMissing(_) => libc::ENOENT,
             CapiError::TooManyAttachments(_) => libc::EMFILE,
@@ -133,6 +207,9 @@ pub fn describe(code: i32) -> Option<&'static std::ffi::CStr> {
         PMO_E_NOT_ATTACHED => c"the address is not inside any attached PMO",
         PMO_E_LIMIT => c"too many live attachments in this process",
         PMO_E_INTERNAL => c"internal error in libpmo",
+        PMO_E_NOT_A_HEAP => c"the PMO holds no heap (or one of an unknown format version)",
+        PMO_E_BAD_FREE => c"not a live heap block (an invalid, double or interior pointer)",
+        PMO_E_HEAP_FULL => c"the heap has no free block of that size",
         _ => return None,
     })
 }

@@ -24,6 +24,7 @@ use std::time::Duration;
 use pmo_store::AttachOptions;
 
 use crate::error::{self, CapiError};
+use crate::heap;
 use crate::registry::{self, perm_from_char, Result};
 
 /// `pmo_attach_opts.flags`: map elsewhere if the PMO's stable address range is taken.
@@ -265,14 +266,8 @@ pub unsafe extern "C" fn pmo_psync_ex(addr: *mut c_void, stats: *mut PmoPsyncSta
     entry_code(|| {
         let s = reg().psync(addr as usize)?;
         if !stats.is_null() {
-            let out = PmoPsyncStats {
-                pages: s.pages,
-                bytes_persisted: s.bytes_persisted,
-                elapsed_ns: s.elapsed_ns,
-                seq: s.seq,
-            };
             // SAFETY: non-null and writable by the caller's contract.
-            unsafe { *stats = out };
+            unsafe { *stats = psync_stats(&s) };
         }
         i64::try_from(s.pages).map_err(|_| CapiError::Internal("page count overflow".into()))
     })
@@ -420,4 +415,231 @@ pub extern "C" fn pmo_strerror(err: c_int) -> *const c_char {
         }
         c"unknown pmo error".as_ptr()
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Persistent heap: the p_malloc family (default heap) and pmo_heap_* (named heaps).
+// ---------------------------------------------------------------------------------------------
+
+/// `pmo_heap` of `pmo.h`: opaque. A handle's value is the heap's start address, looked up in
+/// the registry on every call, so a stale handle is an error (`PMO_E_NOT_ATTACHED`), never a
+/// dangling pointer.
+#[repr(C)]
+pub struct PmoHeapHandle {
+    _opaque: [u8; 0],
+}
+
+/// `int (*)(void *block, size_t usable_size, void *ctx)` of `pmo_heap_foreach`.
+pub type PmoHeapVisit = unsafe extern "C" fn(*mut c_void, usize, *mut c_void) -> c_int;
+
+fn heap_handle(h: *mut PmoHeapHandle) -> Result<std::sync::Arc<pmo_heap::PmoHeap>> {
+    reg().heap_at(h as usize)
+}
+
+/// `void *p_malloc(size_t size)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn p_malloc(size: usize) -> *mut c_void {
+    entry(std::ptr::null_mut(), || {
+        heap::malloc(reg(), size).map(|a| a as *mut c_void)
+    })
+}
+
+/// `void *p_calloc(size_t nmemb, size_t size)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn p_calloc(nmemb: usize, size: usize) -> *mut c_void {
+    entry(std::ptr::null_mut(), || {
+        heap::calloc(reg(), nmemb, size).map(|a| a as *mut c_void)
+    })
+}
+
+/// `void *p_realloc(void *ptr, size_t size)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn p_realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+    entry(std::ptr::null_mut(), || {
+        heap::realloc(reg(), ptr as usize, size).map(|a| a as *mut c_void)
+    })
+}
+
+/// `int p_free(void *ptr)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn p_free(ptr: *mut c_void) -> c_int {
+    entry(-1, || heap::free(reg(), ptr as usize).map(|()| 0))
+}
+
+/// `size_t p_sizeof(void *ptr)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn p_sizeof(ptr: *mut c_void) -> usize {
+    entry(0, || heap::usable_size(reg(), ptr as usize))
+}
+
+/// `int p_persist(void)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn p_persist() -> c_int {
+    entry(-1, || heap::persist(reg()).map(|_| 0))
+}
+
+/// `void *p_get_root(void)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn p_get_root() -> *mut c_void {
+    entry(std::ptr::null_mut(), || {
+        heap::root(&*heap::default_heap(reg())?).map(|a| a as *mut c_void)
+    })
+}
+
+/// `int p_set_root(void *ptr)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn p_set_root(ptr: *mut c_void) -> c_int {
+    entry(-1, || {
+        heap::set_root(&*heap::default_heap(reg())?, ptr as usize).map(|()| 0)
+    })
+}
+
+/// `int pmo_heap_open(const char *name, const char *key, uint64_t create_size,
+/// pmo_heap **heap_out)`: see `pmo.h`.
+///
+/// # Safety
+/// `name` and `key` are NULL or valid NUL-terminated strings; `heap_out` is NULL or points to
+/// writable storage for one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_heap_open(
+    name: *const c_char,
+    key: *const c_char,
+    create_size: u64,
+    heap_out: *mut *mut PmoHeapHandle,
+) -> c_int {
+    entry_code(|| {
+        if heap_out.is_null() {
+            return Err(CapiError::Invalid("heap_out is NULL".into()));
+        }
+        // SAFETY: the caller passes valid C strings (or NULL, rejected).
+        let (n, k) = unsafe { (c_str(name, "name")?, c_bytes(key, "key")?) };
+        let start = reg().heap_open(n, k, create_size)?;
+        // SAFETY: non-null (checked) and writable by the caller's contract.
+        unsafe { *heap_out = start as *mut PmoHeapHandle };
+        Ok(0)
+    })
+}
+
+/// `pmo_heap *pmo_heap_default(void)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn pmo_heap_default() -> *mut PmoHeapHandle {
+    entry(std::ptr::null_mut(), || {
+        heap::default_heap(reg()).map(|h| h.addr() as *mut PmoHeapHandle)
+    })
+}
+
+/// `int pmo_heap_close(pmo_heap *heap)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn pmo_heap_close(h: *mut PmoHeapHandle) -> c_int {
+    entry_code(|| {
+        heap_handle(h)?;
+        reg().detach(h as usize).map(|()| 0)
+    })
+}
+
+/// `void *pmo_heap_alloc(pmo_heap *heap, size_t size, size_t align)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn pmo_heap_alloc(h: *mut PmoHeapHandle, size: usize, align: usize) -> *mut c_void {
+    entry(std::ptr::null_mut(), || {
+        heap::alloc(&*heap_handle(h)?, size, align).map(|a| a as *mut c_void)
+    })
+}
+
+/// `void *pmo_heap_realloc(pmo_heap *heap, void *ptr, size_t size)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn pmo_heap_realloc(
+    h: *mut PmoHeapHandle,
+    ptr: *mut c_void,
+    size: usize,
+) -> *mut c_void {
+    entry(std::ptr::null_mut(), || {
+        heap::realloc_in(&*heap_handle(h)?, ptr as usize, size).map(|a| a as *mut c_void)
+    })
+}
+
+/// `int pmo_heap_free(pmo_heap *heap, void *ptr)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn pmo_heap_free(h: *mut PmoHeapHandle, ptr: *mut c_void) -> c_int {
+    entry_code(|| heap::free_in(&*heap_handle(h)?, ptr as usize).map(|()| 0))
+}
+
+/// `size_t pmo_heap_usable_size(pmo_heap *heap, void *ptr)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn pmo_heap_usable_size(h: *mut PmoHeapHandle, ptr: *mut c_void) -> usize {
+    entry(0, || heap::usable_size_in(&*heap_handle(h)?, ptr as usize))
+}
+
+/// `int64_t pmo_heap_psync(pmo_heap *heap, pmo_psync_stats *stats)`: see `pmo.h`.
+///
+/// # Safety
+/// `stats` is NULL or points to writable storage for a `pmo_psync_stats`.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_heap_psync(h: *mut PmoHeapHandle, stats: *mut PmoPsyncStats) -> i64 {
+    entry_code(|| {
+        let s = heap_handle(h)?.psync()?;
+        if !stats.is_null() {
+            // SAFETY: non-null and writable by the caller's contract.
+            unsafe { *stats = psync_stats(&s) };
+        }
+        i64::try_from(s.pages).map_err(|_| CapiError::Internal("page count overflow".into()))
+    })
+}
+
+fn psync_stats(s: &pmo_store::CommitStats) -> PmoPsyncStats {
+    PmoPsyncStats {
+        pages: s.pages,
+        bytes_persisted: s.bytes_persisted,
+        elapsed_ns: s.elapsed_ns,
+        seq: s.seq,
+    }
+}
+
+/// `void *pmo_heap_root(pmo_heap *heap)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn pmo_heap_root(h: *mut PmoHeapHandle) -> *mut c_void {
+    entry(std::ptr::null_mut(), || {
+        heap::root(&*heap_handle(h)?).map(|a| a as *mut c_void)
+    })
+}
+
+/// `int pmo_heap_set_root(pmo_heap *heap, void *ptr)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn pmo_heap_set_root(h: *mut PmoHeapHandle, ptr: *mut c_void) -> c_int {
+    entry_code(|| heap::set_root(&*heap_handle(h)?, ptr as usize).map(|()| 0))
+}
+
+/// `int64_t pmo_heap_foreach(pmo_heap *heap, visit, void *ctx)`: see `pmo.h`.
+///
+/// # Safety
+/// `visit` is NULL or a function that is safe to call with each live block, its usable size
+/// and `ctx`.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_heap_foreach(
+    h: *mut PmoHeapHandle,
+    visit: Option<PmoHeapVisit>,
+    ctx: *mut c_void,
+) -> i64 {
+    entry_code(|| {
+        let Some(visit) = visit else {
+            return Err(CapiError::Invalid("visit is NULL".into()));
+        };
+        // The snapshot is taken under the heap's locks and visited without any lock held, so
+        // the callback may call libpmo (free a block, allocate, psync).
+        let blocks = heap::allocations(&*heap_handle(h)?)?;
+        let mut visited: i64 = 0;
+        for (addr, usable) in blocks {
+            visited += 1;
+            // SAFETY: `visit` is callable with these arguments by the caller's contract.
+            if unsafe { visit(addr as *mut c_void, usable, ctx) } != 0 {
+                break;
+            }
+        }
+        Ok(visited)
+    })
+}
+
+/// `int pmo_heap_check(pmo_heap *heap)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn pmo_heap_check(h: *mut PmoHeapHandle) -> c_int {
+    entry_code(|| heap::check(&*heap_handle(h)?).map(|()| 0))
 }

@@ -3,7 +3,8 @@
 //! | module       | owns |
 //! |--------------|------|
 //! | [`error`]    | `PMO_E_*` codes (a negative range no errno can take), errno mapping, descriptions |
-//! | [`registry`] | the process's pool (opened lazily) and its live attachments by address range |
+//! | [`registry`] | the process's pool (opened lazily), its live attachments and heaps by address range, the default heap |
+//! | [`heap`]     | the `p_malloc` family and `pmo_heap_*` over `pmo_heap::PmoHeap`: default-heap configuration, pointer rules |
 //! | [`ffi`]      | the `extern "C"` entry points: C strings, panics caught, errno and last error |
 //!
 //! Glossary: an *attachment* is one mapping of a PMO made through this API; its *range* is
@@ -15,7 +16,8 @@
 
 pub mod error;
 pub mod ffi;
+pub mod heap;
 pub mod registry;
 
 pub use error::CapiError;
-pub use registry::{global, Registry, ATTACHMENTS_MAX};
+pub use registry::{global, Mapped, Registry, ATTACHMENTS_MAX};

@@ -6,8 +6,11 @@
 //!   default parameters, or the insecure fast ones when `PMO_KDF=fast`: for tests only).
 //!   `PMO_POOL` is read when the pool is opened, not on every call: changing it later has no
 //!   effect until [`Registry::pool_close`]. [`Registry::pool_open`] names a pool explicitly.
-//! - the attachments: address range -> [`Attachment`], so `detach`/`psync` accept any address
-//!   inside an attached PMO.
+//! - the attachments: address range -> [`Mapped`] (a plain [`Attachment`] or a [`PmoHeap`],
+//!   which owns its attachment), so `detach`/`psync` accept any address inside an attached
+//!   PMO, and `p_free` finds the heap of any block.
+//! - the default heap of `p_malloc` and friends: which registered heap it is, opened (and
+//!   created if missing) on first use, see [`crate::heap`].
 //!
 //! Fork: a child does not inherit attachments. The store's mappings are `MADV_DONTFORK` (the
 //! range is empty in the child), but the child does inherit a copy of this table; the first
@@ -31,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use pmo_heap::{HeapOptions, PmoHeap};
 use pmo_store::{
     AttachOptions, Attachment, CommitStats, KdfParams, Perm, Pool, PoolOptions, StoreError,
 };
@@ -58,11 +62,61 @@ struct State {
     attaching: usize,
     /// The process this state belongs to (0: not yet known); see the module doc on fork.
     pid: u32,
+    /// Start address of the default heap, if it is open.
+    default_heap: Option<usize>,
+}
+
+/// What one registered range is.
+#[derive(Clone)]
+pub enum Mapped {
+    /// `attach`/`pmo_attach_ex`.
+    Plain(Arc<Attachment>),
+    /// `pmo_heap_open` or the default heap.
+    Heap(Arc<PmoHeap>),
+}
+
+impl Mapped {
+    /// Bytes mapped.
+    pub fn len(&self) -> usize {
+        match self {
+            Mapped::Plain(a) => a.len(),
+            Mapped::Heap(h) => h.len(),
+        }
+    }
+
+    /// Never true: a PMO has at least one page.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// First byte.
+    pub fn addr(&self) -> usize {
+        match self {
+            Mapped::Plain(a) => a.addr() as usize,
+            Mapped::Heap(h) => h.addr() as usize,
+        }
+    }
+
+    /// The PMO's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Mapped::Plain(a) => a.name(),
+            Mapped::Heap(h) => h.name(),
+        }
+    }
+
+    /// psync; a heap's runs with its allocator calls quiesced.
+    pub fn psync(&self) -> Result<CommitStats> {
+        Ok(match self {
+            Mapped::Plain(a) => a.psync()?,
+            Mapped::Heap(h) => h.psync()?,
+        })
+    }
 }
 
 /// One registered attachment.
 struct Registered {
-    attachment: Arc<Attachment>,
+    mapped: Mapped,
     /// The process that attached it (`std::process::id`).
     owner_pid: u32,
 }
@@ -84,6 +138,9 @@ impl Drop for Reservation<'_> {
 /// The C API's state. The library uses one, [`global`]; tests make their own.
 pub struct Registry {
     state: Mutex<State>,
+    /// Serialises opening the default heap (held across the slow open, never with `state`
+    /// held on entry).
+    default_heap_open: Mutex<()>,
 }
 
 static GLOBAL: Registry = Registry::new();
@@ -176,7 +233,9 @@ impl Registry {
                 attachments: BTreeMap::new(),
                 attaching: 0,
                 pid: 0,
+                default_heap: None,
             }),
+            default_heap_open: Mutex::new(()),
         }
     }
 
@@ -206,6 +265,7 @@ impl Registry {
                 std::mem::forget(r);
             }
         }
+        st.default_heap = None;
         if st.pid != 0 {
             st.attaching = 0;
         }
@@ -270,21 +330,20 @@ impl Registry {
         self.lock().attachments.len()
     }
 
-    /// Attach and register; returns the start address.
-    pub fn attach(&self, name: &str, perm: Perm, key: &[u8], opts: AttachOptions) -> Result<usize> {
-        let (pool, reservation) = {
-            let mut st = self.lock();
-            if st.attachments.len() + st.attaching >= ATTACHMENTS_MAX {
-                return Err(CapiError::TooManyAttachments(ATTACHMENTS_MAX));
-            }
-            let pool = Self::pool_locked(&mut st)?;
-            st.attaching += 1;
-            (pool, Reservation { registry: self })
-        };
-        // Outside the lock: the attach may wait for another user (opts.wait), and that user may
-        // be a thread of this process that needs the registry to detach.
-        let att = pool.attach_with(name, perm, key, opts)?;
-        let start = att.addr() as usize;
+    /// Reserve a slot and get the pool, for an attach that runs outside the lock.
+    fn reserve(&self) -> Result<(Pool, Reservation<'_>)> {
+        let mut st = self.lock();
+        if st.attachments.len() + st.attaching >= ATTACHMENTS_MAX {
+            return Err(CapiError::TooManyAttachments(ATTACHMENTS_MAX));
+        }
+        let pool = Self::pool_locked(&mut st)?;
+        st.attaching += 1;
+        Ok((pool, Reservation { registry: self }))
+    }
+
+    /// Register a fresh mapping in the slot `reservation` holds; returns its start address.
+    fn register(&self, mapped: Mapped, reservation: Reservation<'_>) -> Result<usize> {
+        let start = mapped.addr();
         // The slot passes from the reservation to the table under one lock.
         let mut st = self.lock();
         st.attaching = st.attaching.saturating_sub(1);
@@ -302,43 +361,128 @@ impl Registry {
         st.attachments.insert(
             start,
             Registered {
-                attachment: Arc::new(att),
+                mapped,
                 owner_pid: std::process::id(),
             },
         );
         Ok(start)
     }
 
-    /// The attachment whose range contains `addr`.
-    pub fn find(&self, addr: usize) -> Result<Arc<Attachment>> {
+    /// Attach and register; returns the start address.
+    pub fn attach(&self, name: &str, perm: Perm, key: &[u8], opts: AttachOptions) -> Result<usize> {
+        let (pool, reservation) = self.reserve()?;
+        // Outside the lock: the attach may wait for another user (opts.wait), and that user may
+        // be a thread of this process that needs the registry to detach.
+        let att = pool.attach_with(name, perm, key, opts)?;
+        self.register(Mapped::Plain(Arc::new(att)), reservation)
+    }
+
+    /// Open the heap in PMO `name` (read-write) and register it; if the PMO is missing and
+    /// `create_size` is not 0, create it with a fresh heap first. Returns the start address.
+    pub fn heap_open(&self, name: &str, key: &[u8], create_size: u64) -> Result<usize> {
+        if create_size != 0 {
+            pmo_format::Entry::validate_name(name)
+                .map_err(|e| CapiError::Invalid(e.to_string()))?;
+        }
+        let (pool, reservation) = self.reserve()?;
+        let heap = if create_size == 0 {
+            PmoHeap::open(&pool, name, key)?
+        } else {
+            PmoHeap::open_or_create(&pool, name, create_size, key, &HeapOptions::default())?
+        };
+        self.register(Mapped::Heap(Arc::new(heap)), reservation)
+    }
+
+    /// The default heap, opened (with `open`, which may create it) on first use.
+    pub fn default_heap(
+        &self,
+        open: impl FnOnce(&Registry) -> Result<usize>,
+    ) -> Result<Arc<PmoHeap>> {
+        if let Some(h) = self.default_heap_if_open() {
+            return Ok(h);
+        }
+        let _one_opener = self
+            .default_heap_open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = self.default_heap_if_open() {
+            return Ok(h);
+        }
+        let start = open(self)?;
+        let mut st = self.lock();
+        st.default_heap = Some(start);
+        match st.attachments.get(&start).map(|r| &r.mapped) {
+            Some(Mapped::Heap(h)) => Ok(h.clone()),
+            // Detached by another thread already: the caller may retry.
+            _ => Err(CapiError::NotAttached(start)),
+        }
+    }
+
+    fn default_heap_if_open(&self) -> Option<Arc<PmoHeap>> {
         let st = self.lock();
-        Self::find_locked(&st, addr).map(|(_, r)| r.attachment.clone())
+        let start = st.default_heap?;
+        match st.attachments.get(&start).map(|r| &r.mapped) {
+            Some(Mapped::Heap(h)) => Some(h.clone()),
+            _ => None,
+        }
+    }
+
+    /// The mapping whose range contains `addr`.
+    pub fn find(&self, addr: usize) -> Result<Mapped> {
+        let st = self.lock();
+        Self::find_locked(&st, addr).map(|(_, r)| r.mapped.clone())
+    }
+
+    /// The heap that `addr` (a block, or any address in the heap's PMO) belongs to.
+    pub fn heap_containing(&self, addr: usize) -> Result<Arc<PmoHeap>> {
+        match self.find(addr) {
+            Ok(Mapped::Heap(h)) => Ok(h),
+            Ok(Mapped::Plain(_)) | Err(CapiError::NotAttached(_)) => {
+                Err(CapiError::NotABlock(addr))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The heap whose handle (start address) is `handle`.
+    pub fn heap_at(&self, handle: usize) -> Result<Arc<PmoHeap>> {
+        let st = self.lock();
+        match st.attachments.get(&handle).map(|r| &r.mapped) {
+            Some(Mapped::Heap(h)) => Ok(h.clone()),
+            Some(Mapped::Plain(_)) => Err(CapiError::Invalid(format!(
+                "{handle:#x} is an attachment, not a heap handle"
+            ))),
+            None => Err(CapiError::NotAttached(handle)),
+        }
     }
 
     fn find_locked(st: &State, addr: usize) -> Result<(usize, &Registered)> {
         match st.attachments.range(..=addr).next_back() {
-            Some((&start, r)) if addr - start < r.attachment.len() => Ok((start, r)),
+            Some((&start, r)) if addr - start < r.mapped.len() => Ok((start, r)),
             _ => Err(CapiError::NotAttached(addr)),
         }
     }
 
-    /// Unregister and unmap the attachment containing `addr`. Changes not psynced are lost.
-    /// If another thread is psyncing it right now, the unmap happens when that psync ends.
+    /// Unregister and unmap the attachment (or heap) containing `addr`. Changes not psynced
+    /// are lost. If another thread is using it right now (a psync, an allocation), the unmap
+    /// happens when that call ends.
     pub fn detach(&self, addr: usize) -> Result<()> {
         let registered = {
             let mut st = self.lock();
             let (start, _) = Self::find_locked(&st, addr)?;
+            if st.default_heap == Some(start) {
+                st.default_heap = None;
+            }
             st.attachments.remove(&start)
         };
-        // Unmapped here, outside the lock (or by the last psync still holding it).
+        // Unmapped here, outside the lock (or by the last call still holding it).
         drop(registered);
         Ok(())
     }
 
     /// psync the attachment containing `addr`.
     pub fn psync(&self, addr: usize) -> Result<CommitStats> {
-        let att = self.find(addr)?;
-        Ok(att.psync()?)
+        self.find(addr)?.psync()
     }
 
     /// Name of the PMO attached at `addr`.
@@ -374,6 +518,13 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn plain(reg: &Registry, addr: usize) -> Arc<Attachment> {
+        match reg.find(addr).unwrap() {
+            Mapped::Plain(a) => a,
+            Mapped::Heap(_) => panic!("a heap at {addr:#x}"),
+        }
+    }
 
     fn temp_pool(tag: &str) -> (PathBuf, Pool) {
         let dir = std::env::temp_dir().join(format!("pmo-capi-reg-{}-{tag}", std::process::id()));
@@ -430,7 +581,7 @@ mod tests {
             reg.pool_open(Some(&path), 0),
             Err(CapiError::PoolBusy(2))
         ));
-        reg.find(a + 5).unwrap().write_at(5, b"hello").unwrap();
+        plain(&reg, a + 5).write_at(5, b"hello").unwrap();
         assert_eq!(reg.psync(a + 100).unwrap().pages, 1);
         reg.detach(a + 4096).unwrap();
         assert!(matches!(reg.detach(a), Err(CapiError::NotAttached(_))));
@@ -442,7 +593,7 @@ mod tests {
             .unwrap();
         assert_eq!(a2, a);
         let mut buf = [0u8; 5];
-        reg.find(a2).unwrap().read_at(5, &mut buf).unwrap();
+        plain(&reg, a2).read_at(5, &mut buf).unwrap();
         assert_eq!(&buf, b"hello");
         assert!(matches!(
             reg.psync(a2),
@@ -451,6 +602,59 @@ mod tests {
         reg.detach(a2).unwrap();
         reg.pool_close().unwrap();
         assert!(reg.pool_path().is_none());
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    #[test]
+    fn heaps_are_found_by_handle_and_by_block() {
+        let (path, _pool) = temp_pool("heap");
+        let reg = Registry::new();
+        reg.pool_open(Some(&path), 0).unwrap();
+        let e = reg.heap_open("h", b"k", 0).unwrap_err();
+        assert_eq!(
+            (e.code(), e.errno()),
+            (crate::error::PMO_E_NOT_FOUND, libc::ENOENT)
+        );
+        let h = reg.heap_open("h", b"k", 8 << 20).unwrap();
+        let heap = reg.heap_at(h).unwrap();
+        assert!(matches!(reg.heap_at(h + 1), Err(CapiError::NotAttached(_))));
+        let block = crate::heap::alloc(&heap, 100, 0).unwrap();
+        assert_eq!(block % crate::heap::BLOCK_ALIGN, 0);
+        assert!(Arc::ptr_eq(&reg.heap_containing(block).unwrap(), &heap));
+        assert_eq!(reg.name_of(block).unwrap(), "h");
+        assert!(crate::heap::usable_size(&reg, block).unwrap() >= 100);
+        // A plain attachment is neither a heap handle nor holds blocks.
+        reg.create("plain", 4096, b"k").unwrap();
+        let p = reg
+            .attach("plain", Perm::Write, b"k", AttachOptions::default())
+            .unwrap();
+        assert!(matches!(reg.heap_at(p), Err(CapiError::Invalid(_))));
+        let e = crate::heap::free(&reg, p).unwrap_err();
+        assert_eq!(
+            (e.code(), e.errno()),
+            (crate::error::PMO_E_BAD_FREE, libc::EINVAL)
+        );
+        crate::heap::free(&reg, block).unwrap();
+        let e = crate::heap::free(&reg, block).unwrap_err();
+        assert_eq!(
+            (e.code(), e.errno()),
+            (crate::error::PMO_E_BAD_FREE, libc::EINVAL),
+            "{e}"
+        );
+        assert!(reg.psync(h + 4096).unwrap().pages > 0);
+        assert!(matches!(reg.pool_close(), Err(CapiError::PoolBusy(2))));
+        drop(heap);
+        reg.detach(block).unwrap(); // any address inside the heap's PMO
+        reg.detach(p).unwrap();
+        assert_eq!(reg.attachment_count(), 0);
+        // Re-open: the heap was persisted empty.
+        let h2 = reg.heap_open("h", b"k", 0).unwrap();
+        assert_eq!(h2, h);
+        assert!(crate::heap::allocations(&reg.heap_at(h2).unwrap())
+            .unwrap()
+            .is_empty());
+        reg.detach(h2).unwrap();
+        reg.pool_close().unwrap();
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 

@@ -5,6 +5,10 @@
 //! - `pmo_test create` then `pmo_test verify` in a second process: every call and errno, a
 //!   forked child for cross-process EBUSY, a raw-pointer linked list across detach/attach and
 //!   process restart. Run once with the default fault mechanism and once with `sigsegv`.
+//! - `pmo_heap_test create`, `wrongkey` (another `PMO_KEY`), then `verify`, each in its own
+//!   process: the `p_malloc` family on the default heap created on first use, a list of
+//!   p_malloc'd nodes found again from the root after restart, double/interior/invalid frees,
+//!   and `pmo_heap_*` on a named heap. Default fault mechanism and `sigsegv`.
 //! - `pmo_cxx`: the header from C++11, linked against the shared library; also the default
 //!   pool path (no `PMO_POOL`) created on first use.
 //! - `pmo_libpmem`: `<libpmem.h>` and `pmo.h` together (skipped with a note when libpmem-dev is
@@ -37,6 +41,26 @@ const HEADER_CALLS: &[&str] = &[
     "pmo_strerror",
     "psync",
     "psync_nochecksum",
+    "p_malloc",
+    "p_calloc",
+    "p_realloc",
+    "p_free",
+    "p_sizeof",
+    "p_persist",
+    "p_get_root",
+    "p_set_root",
+    "pmo_heap_open",
+    "pmo_heap_default",
+    "pmo_heap_close",
+    "pmo_heap_alloc",
+    "pmo_heap_realloc",
+    "pmo_heap_free",
+    "pmo_heap_usable_size",
+    "pmo_heap_psync",
+    "pmo_heap_root",
+    "pmo_heap_set_root",
+    "pmo_heap_foreach",
+    "pmo_heap_check",
 ];
 
 /// Native libraries the static libpmo needs (`rustc --print native-static-libs`).
@@ -215,6 +239,46 @@ fn c_program_create_then_verify_in_a_new_process() {
 #[test]
 fn c_program_with_the_sigsegv_fault_mechanism() {
     create_then_verify("sigsegv", Some("sigsegv"));
+}
+
+fn heap_create_then_verify(tag: &str, fault: Option<&str>) {
+    if !compiler_available("cc") {
+        eprintln!("note: no C compiler (cc): skipping pmo_heap_test.c");
+        return;
+    }
+    let dir = scratch(tag);
+    let exe = dir.join("pmo_heap_test");
+    build_c_static("pmo_heap_test.c", &exe, &[]);
+    let pool = dir.join("h.pool");
+    let run = |phase: &str, key: &str| {
+        let mut c = program(&exe, &pool);
+        c.arg(phase)
+            .env("PMO_HEAP", "capi.heap")
+            .env("PMO_HEAP_SIZE", "16M")
+            .env("PMO_KEY", key);
+        match fault {
+            Some(f) => c.env("PMO_FAULT", f),
+            None => c.env_remove("PMO_FAULT"),
+        };
+        let out = run_ok(&mut c, &format!("pmo_heap_test {phase}"));
+        assert!(out.contains(&format!("pmo_heap_test {phase}: ok")), "{out}");
+        out
+    };
+    run("create", "heap key");
+    run("wrongkey", "another key");
+    let out = run("verify", "heap key");
+    assert!(out.contains("verified 1000 nodes from the root"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn c_heap_program_create_then_verify_in_a_new_process() {
+    heap_create_then_verify("heap", None);
+}
+
+#[test]
+fn c_heap_program_with_the_sigsegv_fault_mechanism() {
+    heap_create_then_verify("heap-sigsegv", Some("sigsegv"));
 }
 
 #[test]

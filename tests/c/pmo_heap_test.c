@@ -1,0 +1,337 @@
+/*
+ * pmo_heap_test.c - the persistent heap of include/pmo.h from C: p_malloc and friends on the
+ * default heap (no set-up), pmo_heap_* on a named heap.
+ *
+ * Usage: pmo_heap_test create | verify | wrongkey
+ *   create    a fresh pool: every call and errno; leaves a linked list of NODES p_malloc'd
+ *             nodes, each with a p_malloc'd string, reachable from the default heap's root,
+ *             persisted with p_persist.
+ *   verify    a new process: walks the list from p_get_root(), checks the heap, frees it all.
+ *   wrongkey  run with another PMO_KEY: the default heap does not open (EACCES).
+ * Expects PMO_HEAP=capi.heap, PMO_HEAP_SIZE=16M, PMO_KEY="heap key" (set by
+ * crates/pmo-capi/tests/c_programs.rs). Prints "pmo_heap_test <phase>: ok" and exits 0.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pmo.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                    \
+    do {                                                                               \
+        if (!(cond)) {                                                                 \
+            fprintf(stderr, "%s:%d: check failed: %s (errno %d, last %d: %s)\n",       \
+                    __FILE__, __LINE__, #cond, errno, pmo_last_error(),                \
+                    pmo_last_error_message());                                         \
+            failures++;                                                                \
+        }                                                                              \
+    } while (0)
+
+#define CHECK_FAIL(call_ok_expr, want_errno, want_code)                                \
+    do {                                                                               \
+        errno = 0;                                                                     \
+        int ok_ = (call_ok_expr);                                                      \
+        int errno_ = errno;                                                            \
+        int code_ = pmo_last_error();                                                  \
+        if (ok_ || errno_ != (want_errno) || code_ != (want_code)) {                   \
+            fprintf(stderr,                                                            \
+                    "%s:%d: expected failure %s: errno %d (want %d), code %d (want %d), " \
+                    "returned ok=%d: %s\n",                                            \
+                    __FILE__, __LINE__, #call_ok_expr, errno_, (want_errno), code_,    \
+                    (want_code), ok_, pmo_last_error_message());                       \
+            failures++;                                                                \
+        }                                                                              \
+    } while (0)
+
+#define HEAP_NAME "capi.heap"
+#define NODES 1000
+#define KEY "named key"
+
+struct node {
+    struct node *next;
+    uint64_t index;
+    char *text; /* its own block, of a size that depends on the index */
+};
+
+struct root {
+    uint64_t magic;
+    struct node *head;
+    uint64_t count;
+    void *ghost; /* set but never persisted: must read back NULL after re-open */
+};
+
+#define ROOT_MAGIC 0x686561706c697374ull /* "heaplist" */
+
+static size_t text_len(uint64_t i) { return 8 + (i * 37) % 3000; } /* slabs and extents */
+
+static void fill_text(char *t, uint64_t i) {
+    size_t n = text_len(i);
+    for (size_t k = 0; k + 1 < n; k++)
+        t[k] = (char)('a' + (i + k) % 26);
+    t[n - 1] = '\0';
+}
+
+static int text_ok(const char *t, uint64_t i) {
+    size_t n = text_len(i);
+    for (size_t k = 0; k + 1 < n; k++)
+        if (t[k] != (char)('a' + (i + k) % 26))
+            return 0;
+    return t[n - 1] == '\0';
+}
+
+struct tally {
+    int64_t blocks;
+    uint64_t bytes;
+    int free_them;
+};
+
+static int count_block(void *block, size_t usable, void *ctx) {
+    struct tally *t = ctx;
+    t->blocks++;
+    t->bytes += usable;
+    if (t->free_them && p_free(block) != 0)
+        return 1; /* stop: reported by the caller's count check */
+    return 0;
+}
+
+static int64_t live_blocks(pmo_heap *h) {
+    struct tally t = {0, 0, 0};
+    int64_t n = pmo_heap_foreach(h, count_block, &t);
+    return n == t.blocks ? n : -1;
+}
+
+/* ---- the default heap -------------------------------------------------------------------- */
+
+static void test_p_calls(void) {
+    CHECK(pmo_exists(HEAP_NAME) == 0);
+    errno = 0;
+    CHECK(p_get_root() == NULL && pmo_last_error() == 0); /* opens and creates the heap */
+    CHECK(pmo_exists(HEAP_NAME) == 1);
+    CHECK(pmo_get_size(HEAP_NAME) == 16u << 20);
+    pmo_heap *dh = pmo_heap_default();
+    CHECK(dh != NULL);
+
+    /* Alignment, usable size, zeroing. */
+    char *a = p_malloc(100);
+    CHECK(a != NULL && ((uintptr_t)a % 16) == 0 && p_sizeof(a) >= 100);
+    char *name = pmo_get_name(a);
+    CHECK(name != NULL && strcmp(name, HEAP_NAME) == 0);
+    free(name);
+    uint64_t *z = p_calloc(64, sizeof *z);
+    CHECK(z != NULL);
+    int zero = 1;
+    for (int i = 0; z != NULL && i < 64; i++)
+        zero &= z[i] == 0;
+    CHECK(zero);
+
+    /* Frees: NULL, double, interior, invalid, a plain attachment's memory. */
+    CHECK(p_free(NULL) == 0);
+    CHECK(p_free(z) == 0);
+    CHECK_FAIL(p_free(z) == 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK_FAIL(p_free(a + 8) == 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK(p_sizeof(a) >= 100); /* the interior free changed nothing */
+    int on_stack = 0;
+    CHECK_FAIL(p_free(&on_stack) == 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK_FAIL(p_sizeof(&on_stack) != 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK_FAIL(p_sizeof(z) != 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK(pmo_create("plain", 1 << 20, KEY) != NULL);
+    char *plain = attach("plain", 'w', KEY);
+    CHECK(plain != NULL);
+    CHECK_FAIL(p_free(plain) == 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK_FAIL(p_realloc(plain, 10) != NULL, EINVAL, PMO_E_BAD_FREE);
+    CHECK(pmo_heap_close((pmo_heap *)plain) == PMO_E_INVALID); /* not a heap handle */
+    CHECK(detach(plain) == 0);
+    {
+        /* A PMO without a heap is not opened as one. */
+        pmo_heap *nh = NULL;
+        CHECK(pmo_heap_open("plain", KEY, 0, &nh) == PMO_E_NOT_A_HEAP && errno == EINVAL);
+        CHECK(nh == NULL);
+    }
+    CHECK(pmo_destroy("plain", KEY) == 0);
+
+    /* realloc: grows keeping contents; NULL allocates; size 0 frees. */
+    memcpy(a, "keep me", 8);
+    char *b = p_realloc(a, 5000);
+    CHECK(b != NULL && strcmp(b, "keep me") == 0 && p_sizeof(b) >= 5000);
+    if (b != a)
+        CHECK_FAIL(p_free(a) == 0, EINVAL, PMO_E_BAD_FREE); /* moved: the old block is gone */
+    char *c = p_realloc(NULL, 10);
+    CHECK(c != NULL);
+    errno = 0;
+    CHECK(p_realloc(c, 0) == NULL && pmo_last_error() == 0);
+    CHECK_FAIL(p_free(c) == 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK(p_free(b) == 0);
+
+    /* Out of memory: the 16 MiB heap has no 1 GiB block; calloc's product overflows. */
+    CHECK_FAIL(p_malloc((size_t)1 << 30) != NULL, ENOMEM, PMO_E_HEAP_FULL);
+    CHECK_FAIL(p_calloc(SIZE_MAX, 2) != NULL, ENOMEM, PMO_E_HEAP_FULL);
+    CHECK_FAIL(pmo_heap_alloc(dh, 64, 3) != NULL, EINVAL, PMO_E_INVALID);
+    void *big = pmo_heap_alloc(dh, 64, 4096);
+    CHECK(big != NULL && ((uintptr_t)big % 4096) == 0);
+    CHECK(pmo_heap_free(dh, big) == 0);
+    CHECK(pmo_heap_check(dh) == 0);
+}
+
+/* ---- the list: build, persist, discard what was not persisted ----------------------------- */
+
+static void build_list(void) {
+    struct root *r = p_calloc(1, sizeof *r);
+    CHECK(r != NULL);
+    if (r == NULL)
+        return;
+    r->magic = ROOT_MAGIC;
+    for (uint64_t i = 0; i < NODES; i++) {
+        struct node *n = p_malloc(sizeof *n);
+        char *t = p_malloc(text_len(i));
+        CHECK(n != NULL && t != NULL);
+        if (n == NULL || t == NULL)
+            return;
+        fill_text(t, i);
+        n->index = i;
+        n->text = t;
+        n->next = r->head;
+        r->head = n;
+        r->count++;
+    }
+    CHECK(p_set_root(r) == 0);
+    CHECK(p_get_root() == r);
+    int on_stack = 0;
+    CHECK_FAIL(p_set_root(&on_stack) == 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK(p_persist() == 0);
+
+    pmo_heap *dh = pmo_heap_default();
+    CHECK(live_blocks(dh) == 1 + 2 * NODES);
+    /* Not persisted: a new block linked from the root. psync(any address) also works on a
+     * heap, so persist nothing more; close (detach) and re-open. */
+    r->ghost = p_malloc(64);
+    CHECK(r->ghost != NULL && live_blocks(dh) == 2 + 2 * NODES);
+    CHECK(pmo_heap_close(dh) == 0);
+    CHECK(pmo_heap_close(dh) == PMO_E_NOT_ATTACHED);
+    CHECK_FAIL(pmo_heap_alloc(dh, 8, 0) != NULL, EINVAL, PMO_E_NOT_ATTACHED);
+    r = p_get_root(); /* re-opens the default heap, at the same address */
+    CHECK(r != NULL && r->magic == ROOT_MAGIC && r->ghost == NULL && r->count == NODES);
+    dh = pmo_heap_default();
+    CHECK(live_blocks(dh) == 1 + 2 * NODES);
+    CHECK(pmo_heap_check(dh) == 0);
+    /* psync through the plain call, by any address inside the heap's PMO. */
+    CHECK(psync(r) == 0);
+}
+
+/* ---- a named heap ------------------------------------------------------------------------- */
+
+static void test_named_heap(void) {
+    pmo_heap *h = NULL;
+    CHECK(pmo_heap_open("named", KEY, 0, &h) == PMO_E_NOT_FOUND && errno == ENOENT);
+    CHECK(pmo_heap_open("named", KEY, 0, NULL) == PMO_E_INVALID);
+    CHECK(pmo_heap_open("bad/name", KEY, 1 << 20, &h) == PMO_E_INVALID);
+    CHECK(pmo_heap_open("named", KEY, 8u << 20, &h) == 0 && h != NULL);
+    if (h == NULL)
+        return;
+    pmo_heap *again = NULL;
+    CHECK(pmo_heap_open("named", KEY, 0, &again) == PMO_E_BUSY && errno == EBUSY);
+    CHECK(pmo_heap_open("named", "wrong", 0, &again) == PMO_E_WRONG_KEY && errno == EACCES);
+    CHECK(pmo_heap_root(h) == NULL && pmo_last_error() == 0);
+    char *x = pmo_heap_alloc(h, 200, 64);
+    CHECK(x != NULL && ((uintptr_t)x % 64) == 0 && pmo_heap_usable_size(h, x) >= 200);
+    strcpy(x, "named root");
+    CHECK(pmo_heap_set_root(h, x) == 0);
+    /* Blocks belong to their heap: the default heap's block is not this heap's. */
+    char *d = p_malloc(32);
+    CHECK(d != NULL);
+    CHECK(pmo_heap_free(h, d) == PMO_E_BAD_FREE && errno == EINVAL);
+    CHECK(pmo_heap_set_root(h, d) == PMO_E_BAD_FREE);
+    CHECK(p_free(d) == 0);
+    /* p_* calls take blocks of any open heap. */
+    char *y = pmo_heap_alloc(h, 50, 0);
+    CHECK(y != NULL && p_sizeof(y) >= 50);
+    char *y2 = p_realloc(y, 3000);
+    CHECK(y2 != NULL && pmo_heap_usable_size(h, y2) >= 3000);
+    CHECK(p_free(y2) == 0);
+    char *z = pmo_heap_realloc(h, NULL, 10);
+    CHECK(z != NULL && pmo_heap_realloc(h, z, 0) == NULL && pmo_last_error() == 0);
+    CHECK(pmo_heap_free(h, NULL) == 0);
+    pmo_psync_stats st;
+    memset(&st, 0, sizeof st);
+    CHECK(pmo_heap_psync(h, &st) > 0 && st.pages > 0 && st.seq > 0);
+    CHECK(pmo_heap_foreach(h, NULL, NULL) == PMO_E_INVALID);
+    CHECK(live_blocks(h) == 1);
+    CHECK(pmo_heap_close(h) == 0);
+
+    CHECK(pmo_heap_open("named", KEY, 0, &h) == 0);
+    char *r = pmo_heap_root(h);
+    CHECK(r == x && r != NULL && strcmp(r, "named root") == 0);
+    /* foreach may free what it visits. */
+    struct tally t = {0, 0, 1};
+    CHECK(pmo_heap_set_root(h, NULL) == 0);
+    CHECK(pmo_heap_foreach(h, count_block, &t) == 1 && t.blocks == 1);
+    CHECK(live_blocks(h) == 0 && pmo_heap_check(h) == 0);
+    CHECK(pmo_heap_psync(h, NULL) >= 0);
+    /* detach() by an address inside the heap closes it too. */
+    CHECK(detach(h) == 0);
+    CHECK(pmo_heap_check(h) == PMO_E_NOT_ATTACHED);
+    CHECK(pmo_destroy("named", KEY) == 0);
+}
+
+/* ---- restart ------------------------------------------------------------------------------ */
+
+static void verify_list(void) {
+    struct root *r = p_get_root();
+    CHECK(r != NULL && r->magic == ROOT_MAGIC && r->count == NODES && r->ghost == NULL);
+    if (r == NULL || r->magic != ROOT_MAGIC)
+        return;
+    uint64_t seen = 0;
+    int ok = 1;
+    for (struct node *n = r->head; n != NULL && seen <= NODES; n = n->next, seen++) {
+        uint64_t want = NODES - 1 - seen;
+        if (n->index != want || !text_ok(n->text, want) || p_sizeof(n->text) < text_len(want)) {
+            fprintf(stderr, "verify: node %llu is wrong\n", (unsigned long long)want);
+            ok = 0;
+            break;
+        }
+    }
+    CHECK(ok && seen == NODES);
+    pmo_heap *dh = pmo_heap_default();
+    CHECK(pmo_heap_check(dh) == 0);
+    CHECK(live_blocks(dh) == 1 + 2 * NODES);
+    /* Free it all, durably. */
+    while (r->head != NULL) {
+        struct node *n = r->head;
+        r->head = n->next;
+        CHECK(p_free(n->text) == 0);
+        CHECK(p_free(n) == 0);
+    }
+    CHECK(p_set_root(NULL) == 0);
+    CHECK(p_free(r) == 0);
+    CHECK(p_persist() == 0);
+    CHECK(live_blocks(dh) == 0 && pmo_heap_check(dh) == 0);
+    printf("verified %d nodes from the root\n", NODES);
+}
+
+int main(int argc, char **argv) {
+    const char *phase = argc == 2 ? argv[1] : "";
+    if (strcmp(phase, "create") == 0) {
+        test_p_calls();
+        build_list();
+        test_named_heap();
+    } else if (strcmp(phase, "verify") == 0) {
+        verify_list();
+    } else if (strcmp(phase, "wrongkey") == 0) {
+        CHECK_FAIL(p_malloc(8) != NULL, EACCES, PMO_E_WRONG_KEY);
+        CHECK_FAIL(p_persist() == 0, EACCES, PMO_E_WRONG_KEY);
+        CHECK(pmo_heap_default() == NULL && errno == EACCES);
+    } else {
+        fprintf(stderr, "usage: %s create|verify|wrongkey\n", argv[0]);
+        return 2;
+    }
+    if (failures) {
+        fprintf(stderr, "pmo_heap_test %s: %d check(s) failed\n", phase, failures);
+        return 1;
+    }
+    printf("pmo_heap_test %s: ok\n", phase);
+    return 0;
+}
