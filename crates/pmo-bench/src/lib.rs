@@ -5,8 +5,10 @@
 //! | module    | measures |
 //! |-----------|----------|
 //! | [`store`] | psync cost by dirty pages and PMO size, attach+detach, dirty-tracking faults, psync vs a PMDK transaction |
+//! | [`schemes`] | every protection scheme: the paper's Fig. 1, a step breakdown, per-page costs against their floors |
 
 pub mod record;
+pub mod schemes;
 pub mod store;
 
 pub use record::{Record, Records};

@@ -66,6 +66,9 @@ impl TempPool {
             &PoolOptions {
                 kdf: KdfParams::INSECURE_FAST,
                 preallocate: true,
+                // The store's own costs, like PMDK's (which encrypts nothing); protection
+                // costs are `pmo bench schemes`.
+                scheme: pmo_store::Scheme::from_env()?.unwrap_or(pmo_store::Scheme::NONE),
                 ..Default::default()
             },
         )?;

@@ -107,7 +107,7 @@ enum Cmd {
     Demo,
     /// Run benchmarks; write tidy CSV/JSON records and print tables
     Bench {
-        /// Which benchmark: store (psync, attach, faults, PMDK peer)
+        /// Which benchmark: store (psync, attach, faults, PMDK peer) or schemes (protection)
         #[arg(default_value = "store")]
         which: String,
         /// Short configuration (fewer repeats)
@@ -493,7 +493,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     pmo_bench::store::run(&opts, &mut records)?;
                     pmo_bench::store::print_table(&records);
                 }
-                other => bail!("unknown benchmark '{other}' (known: store)"),
+                "schemes" => {
+                    let mut opts = pmo_bench::schemes::SchemesBenchOptions::new(*quick);
+                    if let Some(d) = dir {
+                        opts.dir = d.clone();
+                    }
+                    pmo_bench::schemes::run(&opts, &mut records)?;
+                    pmo_bench::schemes::print_table(&records);
+                    std::fs::create_dir_all(out)
+                        .with_context(|| format!("create {}", out.display()))?;
+                    let svg = out.join("schemes-fig1.svg");
+                    pmo_bench::schemes::draw_fig1(&records, &svg)?;
+                    println!("figure: {}", svg.display());
+                }
+                other => bail!("unknown benchmark '{other}' (known: store, schemes)"),
             }
             std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
             let csv = out.join(format!("{which}.csv"));

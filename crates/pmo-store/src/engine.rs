@@ -33,6 +33,10 @@ use crate::protect::Protection;
 /// One page of bytes.
 pub type Page = [u8; PAGE_SIZE as usize];
 
+/// Pages a protected psync snapshots and seals at once (4 MiB of buffers at most): enough
+/// work to spread over the crypto workers.
+const SEAL_BATCH_PAGES: usize = 512;
+
 /// What a psync did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CommitStats {
@@ -200,53 +204,7 @@ impl PmoCore {
         let mut journal =
             Vec::with_capacity(pages.len() * JOURNAL_ENTRY_SIZE as usize + trailer_len);
         let mut next_entries = Vec::with_capacity(pages.len());
-        let mut buf: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
-        let mut sealed: Option<Box<Page>> = prot.map(|_| Box::new([0; PAGE_SIZE as usize]));
-        for &p in pages {
-            let (cur, next) = match (prot, pending.as_mut()) {
-                (Some(pr), Some(ws)) => {
-                    let cur = pr.entry(p);
-                    let slot = match cur.loc() {
-                        Some(PageLoc::Slot(0)) => 1,
-                        _ => 0,
-                    };
-                    let v = ws
-                        .counter
-                        .next_version()
-                        .map_err(|e| StoreError::Os(format!("version counter: {e}")))?;
-                    (cur, PageMapEntry::new(PageLoc::Slot(slot), v))
-                }
-                _ => {
-                    let cur = self.map_entry(m, p)?;
-                    let next = cur.next().ok_or_else(|| {
-                        StoreError::Corrupt(format!(
-                            "PMO '{}' page {p}: invalid page-map entry {:#x}",
-                            self.name, cur.0
-                        ))
-                    })?;
-                    (cur, next)
-                }
-            };
-            let Some(PageLoc::Slot(slot)) = next.loc() else {
-                return Err(StoreError::Corrupt(format!(
-                    "PMO '{}' page {p}: no slot for the next version",
-                    self.name
-                )));
-            };
-            src(p, &mut buf)?;
-            let off = self.abs(self.layout.page(slot, p));
-            match (prot, pending.as_mut(), sealed.as_deref_mut()) {
-                (Some(pr), Some(ws), Some(out)) => {
-                    let meta = pr.seal(p, next.version(), &buf, out)?;
-                    m.write(off, &out[..])?;
-                    let toff = self.abs(self.layout.tag(slot, p));
-                    m.write(toff, &meta)?;
-                    m.flush(toff, meta.len() as u64)?;
-                    pr.mac_update(&mut ws.mac, p, cur, next)?;
-                }
-                _ => m.write(off, &buf[..])?,
-            }
-            m.flush(off, PAGE_SIZE)?;
+        let mut push = |p: u64, next: PageMapEntry| {
             journal.extend_from_slice(
                 &JournalEntry {
                     page: p,
@@ -255,6 +213,71 @@ impl PmoCore {
                 .encode(),
             );
             next_entries.push(next);
+        };
+        match (prot, pending.as_mut()) {
+            (Some(pr), Some(ws)) => {
+                // Snapshot a batch, seal it on all cores, then persist it.
+                let mut scratch = pr.scratch.lock().unwrap_or_else(|e| e.into_inner());
+                let want = pages.len().min(SEAL_BATCH_PAGES);
+                if scratch.0.len() < want {
+                    scratch.0.resize(want, [0u8; PAGE_SIZE as usize]);
+                    scratch.1.resize(want, [0u8; PAGE_SIZE as usize]);
+                }
+                let (plain_all, sealed_all) = &mut *scratch;
+                for batch in pages.chunks(SEAL_BATCH_PAGES) {
+                    let plain = &mut plain_all[..batch.len()];
+                    let sealed = &mut sealed_all[..batch.len()];
+                    let mut cur_next = Vec::with_capacity(batch.len());
+                    for (i, &p) in batch.iter().enumerate() {
+                        let cur = pr.entry(p);
+                        let slot = match cur.loc() {
+                            Some(PageLoc::Slot(0)) => 1,
+                            _ => 0,
+                        };
+                        let v = ws
+                            .counter
+                            .next_version()
+                            .map_err(|e| StoreError::Os(format!("version counter: {e}")))?;
+                        cur_next.push((cur, PageMapEntry::new(PageLoc::Slot(slot), v), slot));
+                        src(p, &mut plain[i])?;
+                    }
+                    let metas = pr.seal_batch(batch, &cur_next, plain, sealed)?;
+                    for (i, &p) in batch.iter().enumerate() {
+                        let (cur, next, slot) = cur_next[i];
+                        let off = self.abs(self.layout.page(slot, p));
+                        m.write(off, &sealed[i])?;
+                        m.flush(off, PAGE_SIZE)?;
+                        let toff = self.abs(self.layout.tag(slot, p));
+                        m.write(toff, &metas[i])?;
+                        m.flush(toff, metas[i].len() as u64)?;
+                        pr.mac_update(&mut ws.mac, p, cur, next)?;
+                        push(p, next);
+                    }
+                }
+            }
+            _ => {
+                let mut buf: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
+                for &p in pages {
+                    let cur = self.map_entry(m, p)?;
+                    let next = cur.next().ok_or_else(|| {
+                        StoreError::Corrupt(format!(
+                            "PMO '{}' page {p}: invalid page-map entry {:#x}",
+                            self.name, cur.0
+                        ))
+                    })?;
+                    let Some(PageLoc::Slot(slot)) = next.loc() else {
+                        return Err(StoreError::Corrupt(format!(
+                            "PMO '{}' page {p}: no slot for the next version",
+                            self.name
+                        )));
+                    };
+                    src(p, &mut buf)?;
+                    let off = self.abs(self.layout.page(slot, p));
+                    m.write(off, &buf[..])?;
+                    m.flush(off, PAGE_SIZE)?;
+                    push(p, next);
+                }
+            }
         }
         if let (Some(pr), Some(ws)) = (prot, pending.as_mut()) {
             let epoch = ws

@@ -19,10 +19,11 @@
 //! and [`PageProtector::open`] are allocation-free; the sealed copy lives on the fill stack).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use pmo_crypt::pool::ProtectJob;
 use pmo_crypt::{
-    FaithfulKeys, MasterKey as CryptMasterKey, PageProtector, PmoKeys, VersionCounter,
+    CryptoPool, FaithfulKeys, MasterKey as CryptMasterKey, PageProtector, PmoKeys, VersionCounter,
     VersionTableMac, WholePmoChecksum, PAGE_META_LEN,
 };
 use pmo_format::layout::{PageLoc, PageMapEntry, PmoLayout};
@@ -52,6 +53,9 @@ pub struct Protection {
     /// The whole-PMO checksum committed last (`wedi`), to verify at attach.
     whole_expected: Option<[u8; 32]>,
     pub(crate) write: Mutex<WriteState>,
+    /// Plaintext snapshots and sealed pages of a psync batch, kept between psyncs so that a
+    /// psync does not fault in fresh heap pages (up to 2 x 512 pages).
+    pub(crate) scratch: Mutex<(Vec<Page>, Vec<Page>)>,
     core: Arc<PmoCore>,
     medium: Arc<dyn Medium>,
 }
@@ -150,6 +154,7 @@ impl Protection {
                 .filter(|_| scheme.whole_checksum())
                 .map(|t| t.whole_checksum),
             write: Mutex::new(WriteState { counter, mac }),
+            scratch: Mutex::new((Vec::new(), Vec::new())),
             core,
             medium,
         })
@@ -197,17 +202,41 @@ impl Protection {
         }
     }
 
-    /// Seal `plain` (page `page`, fresh `version`) into `out`; the metadata slot to store.
-    pub(crate) fn seal(
+    /// Seal a batch of pages on the crypto workers: `plain[i]` is page `pages[i]`, sealed with
+    /// the version of `entries[i].1` into `out[i]`; returns the metadata slots.
+    pub(crate) fn seal_batch(
         &self,
-        page: u64,
-        version: u64,
-        plain: &Page,
-        out: &mut Page,
-    ) -> Result<[u8; PAGE_META_LEN]> {
-        self.protector
-            .seal(page, version, plain, out)
-            .map_err(crypt_err)
+        pages: &[u64],
+        entries: &[(PageMapEntry, PageMapEntry, u8)],
+        plain: &[Page],
+        out: &mut [Page],
+    ) -> Result<Vec<[u8; PAGE_META_LEN]>> {
+        let mut jobs: Vec<ProtectJob<'_>> = pages
+            .iter()
+            .zip(entries)
+            .zip(plain.iter().zip(out.iter_mut()))
+            .map(|((&p, e), (input, out))| ProtectJob {
+                page_index: p,
+                version: e.1.version(),
+                input,
+                out,
+                meta: [0u8; PAGE_META_LEN],
+            })
+            .collect();
+        match crypto_pool() {
+            Some(pool) => pool
+                .protect_batch(&self.protector, &mut jobs)
+                .map_err(crypt_err)?,
+            None => {
+                for j in &mut jobs {
+                    j.meta = self
+                        .protector
+                        .seal(j.page_index, j.version, j.input, j.out)
+                        .map_err(crypt_err)?;
+                }
+            }
+        }
+        Ok(jobs.into_iter().map(|j| j.meta).collect())
     }
 
     /// The table MAC update for `page` changing from `old` to `new` (secure scheme only).
@@ -289,6 +318,17 @@ pub fn whole_checksum<'a>(pages: impl IntoIterator<Item = &'a Page>) -> [u8; 32]
         h.update_page(p);
     }
     h.finish().0
+}
+
+/// The process's crypto workers (one per core), made on first use; `None` if threads cannot
+/// be started (then sealing runs on the caller's thread).
+fn crypto_pool() -> Option<&'static CryptoPool> {
+    static POOL: OnceLock<Option<CryptoPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        CryptoPool::new(n).ok()
+    })
+    .as_ref()
 }
 
 fn crypt_err(e: pmo_crypt::CryptError) -> StoreError {

@@ -1,0 +1,618 @@
+//! `pmo bench schemes`: every implemented protection scheme on one workload, in one run.
+//!
+//! - **Fig. 1 of the LOaPP paper**: attach, update one 8-byte element on a random page, psync,
+//!   detach, for PMOs of 4 KiB to 16 MiB. Per scheme and size, the median of each step and of
+//!   the whole cycle, normalised to `wedi` (the paper's baseline). `wedi` grows with the PMO
+//!   (it decrypts everything at attach and checksums everything at psync); per-page schemes
+//!   stay flat. Drawn as `schemes-fig1.svg`.
+//! - **Breakdown** (the paper's Fig. 6, at the granularity measured here): attach, the update's
+//!   page fault (decrypt + verify + map + write tracking), psync, detach.
+//! - **Per-page costs of the secure default** against their floors, measured in the same run:
+//!   fault service per page vs (AES-GCM open of 4 KiB + a bare fault of the unprotected store),
+//!   psync per dirty page vs (AES-GCM seal of 4 KiB + persist of 4 KiB). Targets: within 1.5x.
+//!
+//! Pools live in `dir` (default `/dev/shm`: emulated persistent memory, clwb + sfence).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use pmo_medium::{Medium, MediumKind};
+use pmo_store::{AttachOptions, KdfParams, Perm, Pool, PoolOptions, Scheme};
+
+use crate::{median, BenchError, Records};
+
+const KEY: &[u8] = b"pmo-bench-schemes";
+const KIB: u64 = 1024;
+const PAGE: usize = 4096;
+
+/// Options of the schemes benchmark.
+#[derive(Clone, Debug)]
+pub struct SchemesBenchOptions {
+    /// Directory for the pools.
+    pub dir: PathBuf,
+    /// Repeats of each cycle (medians are reported).
+    pub repeats: usize,
+    /// PMO sizes for Fig. 1, in bytes.
+    pub sizes: Vec<u64>,
+    /// Schemes to run (default: every implemented one).
+    pub schemes: Vec<Scheme>,
+}
+
+impl SchemesBenchOptions {
+    /// Defaults; `quick` runs fewer repeats and sizes.
+    pub fn new(quick: bool) -> SchemesBenchOptions {
+        let dir = if Path::new("/dev/shm").is_dir() {
+            PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        SchemesBenchOptions {
+            dir,
+            repeats: if quick { 5 } else { 21 },
+            sizes: if quick {
+                vec![4 * KIB, 256 * KIB, 16 * KIB * KIB]
+            } else {
+                vec![
+                    4 * KIB,
+                    64 * KIB,
+                    256 * KIB,
+                    KIB * KIB,
+                    4 * KIB * KIB,
+                    16 * KIB * KIB,
+                ]
+            },
+            schemes: Scheme::all()
+                .filter(|s| s.check_supported().is_ok())
+                .collect(),
+        }
+    }
+}
+
+struct TempPool {
+    pool: Pool,
+    path: PathBuf,
+}
+
+impl Drop for TempPool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn temp_pool(dir: &Path, tag: &str, size: u64, scheme: Scheme) -> Result<TempPool, BenchError> {
+    let path = dir.join(format!(
+        "pmo-bench-schemes-{tag}-{}.pool",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let pool = Pool::create(
+        &path,
+        size,
+        &PoolOptions {
+            kdf: KdfParams::INSECURE_FAST,
+            preallocate: true,
+            scheme,
+            ..Default::default()
+        },
+    )?;
+    Ok(TempPool { pool, path })
+}
+
+fn human(bytes: u64) -> String {
+    if bytes >= KIB * KIB {
+        format!("{}MiB", bytes / (KIB * KIB))
+    } else {
+        format!("{}KiB", bytes / KIB)
+    }
+}
+
+fn rng(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+/// Run the benchmark, appending records.
+pub fn run(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(), BenchError> {
+    let steps = (opts.schemes.len() * opts.sizes.len()) as u64 + 2;
+    let pb = ProgressBar::new(steps);
+    pb.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+            .map_err(|e| BenchError::Other(e.to_string()))?,
+    );
+    for &scheme in &opts.schemes {
+        for &size in &opts.sizes {
+            pb.set_message(format!("fig1 {scheme} {}", human(size)));
+            fig1_cell(opts, scheme, size, records)?;
+            pb.inc(1);
+        }
+    }
+    pb.set_message("per-page fault service");
+    per_page_fault(opts, records)?;
+    pb.inc(1);
+    pb.set_message("per-page psync");
+    per_page_psync(opts, records)?;
+    pb.inc(1);
+    pb.finish_and_clear();
+    Ok(())
+}
+
+/// One (scheme, size) cell of Fig. 1.
+fn fig1_cell(
+    opts: &SchemesBenchOptions,
+    scheme: Scheme,
+    size: u64,
+    records: &mut Records,
+) -> Result<(), BenchError> {
+    let tp = temp_pool(&opts.dir, "fig1", 2 * size + 8 * KIB * KIB, scheme)?;
+    tp.pool.pcreate("obj", size, KEY)?;
+    // Give every page contents once, so that attach and faults decrypt real ciphertext.
+    {
+        let a = tp.pool.attach("obj", Perm::Write, KEY)?;
+        a.write_at(0, &vec![0x5au8; size as usize])?;
+        a.psync()?;
+    }
+    let pages = size / PAGE as u64;
+    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ size;
+    let (mut attach, mut update, mut psync, mut detach, mut total) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for r in 0..=opts.repeats {
+        let page = rng(&mut x) % pages;
+        let t0 = Instant::now();
+        let a = tp
+            .pool
+            .attach_with("obj", Perm::Write, KEY, AttachOptions::default())?;
+        let t1 = Instant::now();
+        // SAFETY: inside the writable mapping of `size` bytes; an aligned 8-byte store.
+        unsafe {
+            a.addr()
+                .add(page as usize * PAGE + 64)
+                .cast::<u64>()
+                .write_volatile(r as u64)
+        };
+        let t2 = Instant::now();
+        let st = a.psync()?;
+        let t3 = Instant::now();
+        a.detach()?;
+        let t4 = Instant::now();
+        if st.pages != 1 {
+            return Err(BenchError::Other(format!(
+                "{scheme}: psync committed {} pages, expected 1",
+                st.pages
+            )));
+        }
+        if r > 0 {
+            let us = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e6;
+            attach.push(us(t0, t1));
+            update.push(us(t1, t2));
+            psync.push(us(t2, t3));
+            detach.push(us(t3, t4));
+            total.push(us(t0, t4));
+        }
+    }
+    let params = [
+        ("scheme", scheme.name()),
+        ("pmo_size", human(size)),
+        ("pmo_bytes", size.to_string()),
+    ];
+    for (metric, v) in [
+        ("attach_us", &attach),
+        ("update_fault_us", &update),
+        ("psync_us", &psync),
+        ("detach_us", &detach),
+        ("cycle_us", &total),
+    ] {
+        records.push("schemes", &params, metric, median(v), "us", v.len());
+    }
+    Ok(())
+}
+
+/// Fault service per page: secure vs (GCM open of 4 KiB + the unprotected store's fault).
+fn per_page_fault(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(), BenchError> {
+    let size = 16 * KIB * KIB;
+    let pages = (size / PAGE as u64) as usize;
+    let mut per_scheme = Vec::new();
+    for scheme in [Scheme::NONE, Scheme::SECURE] {
+        let tp = temp_pool(&opts.dir, "fault", 3 * size, scheme)?;
+        tp.pool.pcreate("obj", size, KEY)?;
+        {
+            let a = tp.pool.attach("obj", Perm::Write, KEY)?;
+            a.write_at(0, &vec![0x33u8; size as usize])?;
+            a.psync()?;
+        }
+        let mut samples = Vec::new();
+        for _ in 0..opts.repeats.clamp(3, 9) {
+            let a = tp.pool.attach("obj", Perm::Read, KEY)?;
+            let t = Instant::now();
+            let mut sum = 0u64;
+            for p in 0..pages {
+                // SAFETY: inside the mapping; a read faults the page in.
+                sum += unsafe { a.addr().add(p * PAGE).read_volatile() } as u64;
+            }
+            let el = t.elapsed().as_secs_f64() * 1e6 / pages as f64;
+            if sum != 0x33 * pages as u64 {
+                return Err(BenchError::Other(format!("{scheme}: wrong contents read")));
+            }
+            samples.push(el);
+        }
+        let m = median(&samples);
+        records.push(
+            "schemes",
+            &[("scheme", scheme.name()), ("pmo_size", human(size))],
+            "fault_service_per_page_us",
+            m,
+            "us",
+            samples.len(),
+        );
+        per_scheme.push(m);
+    }
+    let open = aead_page_us(false);
+    records.push(
+        "schemes",
+        &[("op", "aes-gcm open 4KiB".into())],
+        "crypto_page_us",
+        open,
+        "us",
+        1,
+    );
+    let floor = open + per_scheme[0];
+    records.push(
+        "schemes",
+        &[("scheme", "secure".into())],
+        "fault_service_vs_floor",
+        per_scheme[1] / floor,
+        "ratio",
+        1,
+    );
+    Ok(())
+}
+
+/// Median µs of one AES-256-GCM seal (or open) of 4 KiB with the store's page context.
+fn aead_page_us(seal: bool) -> f64 {
+    use pmo_crypt::{open_page, seal_page, MasterKey, PageCtx, PmoKeys};
+    let keys = match PmoKeys::derive(&MasterKey::from_bytes([7; 32]), [1; 16], [2; 16]) {
+        Ok(k) => k,
+        Err(_) => return f64::NAN,
+    };
+    let plain = [0x42u8; PAGE];
+    let mut sealed = [0u8; PAGE];
+    let mut out = [0u8; PAGE];
+    let ctx = |v| PageCtx {
+        pool_uuid: [1; 16],
+        pmo_uuid: [2; 16],
+        page_index: 5,
+        version: v,
+    };
+    let Ok(tag) = seal_page(&keys, &ctx(1), &plain, &mut sealed) else {
+        return f64::NAN;
+    };
+    let n = 2000;
+    let mut samples = Vec::new();
+    for round in 0..9u64 {
+        let t = Instant::now();
+        for i in 0..n {
+            if seal {
+                let _ = seal_page(&keys, &ctx(round * n + i + 2), &plain, &mut out);
+            } else {
+                let _ = open_page(&keys, &ctx(1), &sealed, &tag, &mut out);
+            }
+        }
+        samples.push(t.elapsed().as_secs_f64() * 1e6 / n as f64);
+    }
+    median(&samples)
+}
+
+/// psync per dirty page (k = 256): secure vs (GCM seal of 4 KiB + persist of 4 KiB).
+fn per_page_psync(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(), BenchError> {
+    let size = 16 * KIB * KIB;
+    let k = 256usize;
+    let tp = temp_pool(&opts.dir, "psync", 3 * size, Scheme::SECURE)?;
+    tp.pool.pcreate("obj", size, KEY)?;
+    let a = tp.pool.attach_with(
+        "obj",
+        Perm::Write,
+        KEY,
+        AttachOptions {
+            populate: true,
+            ..Default::default()
+        },
+    )?;
+    // Two layouts of the k dirty pages: contiguous (one write-protect call re-arms them all)
+    // and scattered 16 pages apart (one call each). The first two rounds warm both shadow
+    // slots and are not counted.
+    let mut ours = f64::NAN;
+    for (layout, stride) in [("contiguous", 1usize), ("scattered", 16)] {
+        let (mut samples, mut commit) = (Vec::new(), Vec::new());
+        for r in 0..opts.repeats.max(3) + 2 {
+            for i in 0..k {
+                // SAFETY: inside the writable mapping (k * 16 pages <= 4096).
+                unsafe { a.addr().add(i * stride * PAGE + 8).write_volatile(r as u8) };
+            }
+            let t = Instant::now();
+            let st = a.psync()?;
+            let el = t.elapsed().as_secs_f64() * 1e6 / k as f64;
+            if st.pages != k as u64 {
+                return Err(BenchError::Other(format!(
+                    "psync committed {} pages, expected {k}",
+                    st.pages
+                )));
+            }
+            if r >= 2 {
+                samples.push(el);
+                commit.push(st.elapsed_ns as f64 / 1e3 / k as f64);
+            }
+        }
+        let params = [
+            ("scheme", "secure".to_string()),
+            ("dirty_pages", k.to_string()),
+            ("layout", layout.to_string()),
+        ];
+        let m = median(&samples);
+        if layout == "contiguous" {
+            ours = m;
+        }
+        records.push(
+            "schemes",
+            &params,
+            "psync_per_dirty_page_us",
+            m,
+            "us",
+            samples.len(),
+        );
+        records.push(
+            "schemes",
+            &params,
+            "psync_commit_per_dirty_page_us",
+            median(&commit),
+            "us",
+            commit.len(),
+        );
+    }
+    drop(a);
+    let seal = aead_page_us(true);
+    records.push(
+        "schemes",
+        &[("op", "aes-gcm seal 4KiB".into())],
+        "crypto_page_us",
+        seal,
+        "us",
+        1,
+    );
+    let persist = persist_page_us(&opts.dir)?;
+    records.push(
+        "schemes",
+        &[("op", "persist 4KiB".into())],
+        "persist_page_us",
+        persist,
+        "us",
+        1,
+    );
+    records.push(
+        "schemes",
+        &[("scheme", "secure".into())],
+        "psync_per_page_vs_floor",
+        ours / (seal + persist),
+        "ratio",
+        1,
+    );
+    Ok(())
+}
+
+/// Median µs to write 4 KiB to the medium, flush its lines and fence (k = 256 pages a round).
+fn persist_page_us(dir: &Path) -> Result<f64, BenchError> {
+    let path = dir.join(format!("pmo-bench-persist-{}.bin", std::process::id()));
+    let len = 4 * KIB * KIB;
+    std::fs::write(&path, vec![0u8; len as usize]).map_err(|source| BenchError::Io {
+        op: "create scratch file".into(),
+        source,
+    })?;
+    let kind = if pmo_os::map::on_tmpfs(&path) {
+        MediumKind::EmulatedPmem
+    } else {
+        MediumKind::File
+    };
+    let m =
+        pmo_medium::open_medium(&path, Some(kind)).map_err(|e| BenchError::Other(e.to_string()));
+    let m: std::sync::Arc<dyn Medium> = match m {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+    };
+    let page = [0x77u8; PAGE];
+    let mut samples = Vec::new();
+    let mut result = Ok(());
+    for _ in 0..9 {
+        let t = Instant::now();
+        for i in 0..256u64 {
+            let off = (i * 3 % 1024) * PAGE as u64;
+            if let Err(e) = m.write(off, &page).and_then(|_| m.flush(off, PAGE as u64)) {
+                result = Err(BenchError::Other(e.to_string()));
+            }
+        }
+        if let Err(e) = m.fence() {
+            result = Err(BenchError::Other(e.to_string()));
+        }
+        samples.push(t.elapsed().as_secs_f64() * 1e6 / 256.0);
+    }
+    drop(m);
+    let _ = std::fs::remove_file(&path);
+    result.map(|_| median(&samples))
+}
+
+/// Print the tables of a run.
+pub fn print_table(records: &Records) {
+    let schemes: Vec<String> = {
+        let mut v: Vec<String> = Vec::new();
+        for r in records.records.iter().filter(|r| r.metric == "cycle_us") {
+            if let Some(s) = r.params.get("scheme") {
+                if !v.contains(s) {
+                    v.push(s.clone());
+                }
+            }
+        }
+        v
+    };
+    let sizes: Vec<String> = {
+        let mut v: Vec<(u64, String)> = Vec::new();
+        for r in records.records.iter().filter(|r| r.metric == "cycle_us") {
+            let b: u64 = r
+                .params
+                .get("pmo_bytes")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            let name = r.params.get("pmo_size").cloned().unwrap_or_default();
+            if !v.iter().any(|x| x.1 == name) {
+                v.push((b, name));
+            }
+        }
+        v.sort();
+        v.into_iter().map(|x| x.1).collect()
+    };
+    println!("Fig. 1: attach + update one element + psync + detach (medians, µs; in brackets: relative to wedi)");
+    print!("{:<8}", "scheme");
+    for s in &sizes {
+        print!(" {s:>17}");
+    }
+    println!();
+    for sch in &schemes {
+        print!("{sch:<8}");
+        for size in &sizes {
+            let v = records.find("cycle_us", &[("scheme", sch), ("pmo_size", size)]);
+            let w = records.find("cycle_us", &[("scheme", "wedi"), ("pmo_size", size)]);
+            match (v, w) {
+                (Some(v), Some(w)) => print!(" {v:>9.1} ({:>5.2})", v / w),
+                (Some(v), None) => print!(" {v:>17.1}"),
+                _ => print!(" {:>17}", "-"),
+            }
+        }
+        println!();
+    }
+    if let Some(size) = sizes.last() {
+        println!("Breakdown at {size} (medians, µs): attach / update fault / psync / detach");
+        for sch in &schemes {
+            let g = |m| {
+                records
+                    .find(m, &[("scheme", sch), ("pmo_size", size)])
+                    .unwrap_or(f64::NAN)
+            };
+            println!(
+                "  {sch:<8} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+                g("attach_us"),
+                g("update_fault_us"),
+                g("psync_us"),
+                g("detach_us")
+            );
+        }
+    }
+    let f = |m: &str, p: &[(&str, &str)]| records.find(m, p).unwrap_or(f64::NAN);
+    println!("Per-page costs of the secure default (16 MiB PMO, medians, µs):");
+    println!(
+        "  fault service {:.2} vs floor {:.2} (GCM open {:.2} + unprotected fault {:.2}): {:.2}x (target <= 1.5x)",
+        f("fault_service_per_page_us", &[("scheme", "secure")]),
+        f("crypto_page_us", &[("op", "aes-gcm open 4KiB")])
+            + f("fault_service_per_page_us", &[("scheme", "none")]),
+        f("crypto_page_us", &[("op", "aes-gcm open 4KiB")]),
+        f("fault_service_per_page_us", &[("scheme", "none")]),
+        f("fault_service_vs_floor", &[("scheme", "secure")]),
+    );
+    println!(
+        "  psync per dirty page (k=256 contiguous) {:.2} vs floor {:.2} (GCM seal {:.2} + persist 4 KiB {:.2}): {:.2}x (target <= 1.5x)",
+        f("psync_per_dirty_page_us", &[("scheme", "secure"), ("layout", "contiguous")]),
+        f("crypto_page_us", &[("op", "aes-gcm seal 4KiB")]) + f("persist_page_us", &[("op", "persist 4KiB")]),
+        f("crypto_page_us", &[("op", "aes-gcm seal 4KiB")]),
+        f("persist_page_us", &[("op", "persist 4KiB")]),
+        f("psync_per_page_vs_floor", &[("scheme", "secure")]),
+    );
+    for layout in ["contiguous", "scattered"] {
+        let p = [("scheme", "secure"), ("layout", layout)];
+        println!(
+            "    {layout:>10}: psync {:.2} per page, of which commit (seal + persist + journal) {:.2}, the rest collecting and re-arming write tracking",
+            f("psync_per_dirty_page_us", &p),
+            f("psync_commit_per_dirty_page_us", &p),
+        );
+    }
+}
+
+/// Draw Fig. 1 (cycle time by PMO size, one line per scheme, log-log) as SVG.
+pub fn draw_fig1(records: &Records, path: &Path) -> Result<(), BenchError> {
+    use plotters::prelude::*;
+    let err = |e: &dyn std::fmt::Display| BenchError::Other(format!("{}: {e}", path.display()));
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for r in records.records.iter().filter(|r| r.metric == "cycle_us") {
+        let (Some(s), Some(b)) = (r.params.get("scheme"), r.params.get("pmo_bytes")) else {
+            continue;
+        };
+        let x = b.parse::<f64>().unwrap_or(1.0) / 1024.0;
+        match series.iter_mut().find(|x| &x.0 == s) {
+            Some(e) => e.1.push((x, r.value)),
+            None => series.push((s.clone(), vec![(x, r.value)])),
+        }
+    }
+    if series.is_empty() {
+        return Ok(());
+    }
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, 0.0f64, f64::MAX, 0.0f64);
+    for (_, v) in &mut series {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for &(x, y) in v.iter() {
+            x0 = x0.min(x);
+            x1 = x1.max(x);
+            y0 = y0.min(y);
+            y1 = y1.max(y);
+        }
+    }
+    let root = SVGBackend::new(path, (960, 540)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "Fig. 1: attach + update + psync + detach by PMO size",
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(
+            (x0.max(1.0)..x1.max(x0 + 1.0)).log_scale(),
+            ((y0 * 0.8).max(0.1)..y1 * 1.25).log_scale(),
+        )
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("PMO size (KiB)")
+        .y_desc("cycle time (µs, median)")
+        .draw()
+        .map_err(|e| err(&e))?;
+    let colours = [
+        RED,
+        BLUE,
+        GREEN,
+        MAGENTA,
+        CYAN,
+        BLACK,
+        RGBColor(255, 140, 0),
+        RGBColor(128, 0, 128),
+        RGBColor(0, 128, 128),
+        RGBColor(128, 128, 0),
+    ];
+    for (i, (name, v)) in series.iter().enumerate() {
+        let c = colours[i % colours.len()];
+        chart
+            .draw_series(LineSeries::new(v.iter().copied(), c.stroke_width(2)).point_size(3))
+            .map_err(|e| err(&e))?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
