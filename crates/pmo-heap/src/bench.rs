@@ -528,6 +528,39 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
+/// Merge several runs of the same benchmark: for each row (benchmark, allocator, size, threads)
+/// keep the one whose threads got the largest CPU share (the least contended), as pmo-peers'
+/// `--best-of`; rows without a share (0.0: the durability rows) keep the lowest `us/op` median.
+/// Order follows the first run.
+pub fn best_of(runs: &[Vec<Row>]) -> Vec<Row> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .map(|r| {
+            let same = |o: &&Row| {
+                o.benchmark == r.benchmark
+                    && o.allocator == r.allocator
+                    && o.size_bytes == r.size_bytes
+                    && o.threads == r.threads
+            };
+            runs.iter()
+                .filter_map(|run| run.iter().find(same))
+                .max_by(|a, b| {
+                    a.cpu_share
+                        .total_cmp(&b.cpu_share)
+                        .then_with(|| match a.unit {
+                            "us/op" => b.median.total_cmp(&a.median),
+                            _ => a.median.total_cmp(&b.median),
+                        })
+                })
+                .unwrap_or(r)
+                .clone()
+        })
+        .collect()
+}
+
 /// The smallest ours/PMDK ratio over the `alloc_free` rows of `allocator` (None without PMDK).
 pub fn min_ratio_vs_pmdk(rows: &[Row], allocator: &str) -> Option<f64> {
     rows.iter()
