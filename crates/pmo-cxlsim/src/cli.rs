@@ -93,6 +93,15 @@ pub struct ParamArgs {
     /// PM controller latency per response in ns (gem5: 10 frontend + 10 backend)
     #[arg(long, default_value_t = 20.0)]
     pub pm_ctrl_ns: f64,
+    /// Serve each PM bank in arrival order instead of reads first (gem5 MemCtrl: reads first)
+    #[arg(long)]
+    pub pm_fifo: bool,
+    /// Reads first: force writes above this write-queue fraction (gem5: 0.85)
+    #[arg(long, default_value_t = 0.85)]
+    pub pm_wpq_high: f64,
+    /// Reads first: an idle bank writes only above this write-queue fraction (gem5: 0.5)
+    #[arg(long, default_value_t = 0.5)]
+    pub pm_wpq_low: f64,
     /// Persist-buffer entries (Table I: 16)
     #[arg(long, default_value_t = 16)]
     pub pb_entries: usize,
@@ -146,6 +155,9 @@ impl ParamArgs {
             pm_banks: self.pm_banks,
             pm_wpq_entries: self.pm_wpq,
             pm_ctrl_ns: self.pm_ctrl_ns,
+            pm_reads_first: !self.pm_fifo,
+            pm_wpq_high: self.pm_wpq_high,
+            pm_wpq_low: self.pm_wpq_low,
             pb_entries: self.pb_entries,
             pb_tag_ns: self.pb_tag_ns,
             pb_data_ns: self.pb_data_ns,

@@ -188,6 +188,16 @@ pub struct Params {
     /// PM controller latency added to every response (gem5 MemCtrl: 10 ns frontend + 10 ns
     /// backend).
     pub pm_ctrl_ns: f64,
+    /// With a write-pending queue: banks serve waiting reads before queued writes, as gem5's
+    /// MemCtrl does (FR-FCFS, reads first); `false` serves each bank in arrival order (FIFO).
+    pub pm_reads_first: bool,
+    /// Reads first: writes are forced once the write-pending queue holds more than this
+    /// fraction (gem5 `write_high_thresh_perc` = 85%).
+    pub pm_wpq_high: f64,
+    /// Reads first: a bank with no read waiting writes only while the queue holds more than this
+    /// fraction (gem5 `write_low_thresh_perc` = 50%); below it writes wait in the persistent
+    /// queue, where reads of their lines are served.
+    pub pm_wpq_low: f64,
     /// Persist-buffer entries (Table I: 16).
     pub pb_entries: usize,
     /// Tag access latency; `None` takes [`pb_tag_latency_ns`] for `pb_entries` (Table I: 0.388 ns at 16).
@@ -233,6 +243,9 @@ impl Default for Params {
             pm_banks: 16,
             pm_wpq_entries: 128,
             pm_ctrl_ns: 20.0,
+            pm_reads_first: true,
+            pm_wpq_high: 0.85,
+            pm_wpq_low: 0.5,
             pb_entries: 16,
             pb_tag_ns: None,
             pb_data_ns: 0.785,
@@ -325,6 +338,15 @@ impl Params {
             return Err(CxlsimError::param("pm-wpq", "must be 0..=65536"));
         }
         nonneg("pm-ctrl-ns", self.pm_ctrl_ns)?;
+        if !(self.pm_wpq_low >= 0.0
+            && self.pm_wpq_low < self.pm_wpq_high
+            && self.pm_wpq_high <= 1.0)
+        {
+            return Err(CxlsimError::param(
+                "pm-wpq-high / pm-wpq-low",
+                "need 0 <= low < high <= 1",
+            ));
+        }
         if self.pb_entries < 2 || self.pb_entries > 4096 {
             return Err(CxlsimError::param("pb-entries", "must be 2..=4096"));
         }
@@ -356,6 +378,16 @@ impl Params {
     pub fn tag_ns(&self) -> f64 {
         self.pb_tag_ns
             .unwrap_or_else(|| pb_tag_latency_ns(self.pb_entries))
+    }
+
+    /// Write-pending-queue occupancy above which writes are forced (reads-first scheduling).
+    pub fn wpq_high_entries(&self) -> usize {
+        (self.pm_wpq_high * self.pm_wpq_entries as f64).floor() as usize
+    }
+
+    /// Write-pending-queue occupancy above which an idle bank with no read writes.
+    pub fn wpq_low_entries(&self) -> usize {
+        (self.pm_wpq_low * self.pm_wpq_entries as f64).floor() as usize
     }
 
     /// Dirty-entry count at which pb-rf starts draining (at least 1, at most all entries).

@@ -74,12 +74,27 @@ impl Packet {
 #[derive(Debug, Clone, Copy)]
 enum Ev {
     CoreStep(u32),
-    Arrive { pos: u32, down: bool, pkt: u32 },
+    Arrive {
+        pos: u32,
+        down: bool,
+        pkt: u32,
+    },
     PiArrive(u32),
     PbcStep,
     PmDone(u32),
     PmRespond(u32),
-    WpqDrained(u64),
+    /// A PM bank finished its current access (write-pending-queue mode).
+    BankDone(u32),
+}
+
+/// What a PM bank is doing (write-pending-queue mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BankOp {
+    Idle,
+    /// Reading for the response parked in this packet slot.
+    Read(u32),
+    /// Writing this line from the write-pending queue.
+    Write(u64),
 }
 
 struct Event {
@@ -336,6 +351,14 @@ pub struct Simulator<'t> {
     pm_waiting: VecDeque<Packet>,
     wpq_lines: crate::checker::LineMap<u32>,
     wpq_len: usize,
+    wpq_high: usize,
+    wpq_low: usize,
+    /// Per bank: reads waiting (arrival number, response slot) and writes of the write-pending
+    /// queue not yet started (arrival number, line); what the bank is doing.
+    pm_bank_reads: Vec<VecDeque<(u64, u32)>>,
+    pm_bank_writes: Vec<VecDeque<(u64, u64)>>,
+    pm_bank_op: Vec<BankOp>,
+    pm_arrivals: u64,
 
     pb: PersistBuffer,
     pi_acks: VecDeque<Packet>,
@@ -423,6 +446,12 @@ impl<'t> Simulator<'t> {
             pm_waiting: VecDeque::new(),
             wpq_lines: crate::checker::LineMap::default(),
             wpq_len: 0,
+            wpq_high: p.wpq_high_entries(),
+            wpq_low: p.wpq_low_entries(),
+            pm_bank_reads: vec![VecDeque::new(); p.pm_banks],
+            pm_bank_writes: vec![VecDeque::new(); p.pm_banks],
+            pm_bank_op: vec![BankOp::Idle; p.pm_banks],
+            pm_arrivals: 0,
             pb: PersistBuffer::new(p.pb_entries),
             pi_acks: VecDeque::new(),
             pi_reqs: VecDeque::new(),
@@ -591,15 +620,8 @@ impl<'t> Simulator<'t> {
                 self.send(from, false, pkt, self.now_ps);
                 Ok(())
             }
-            Ev::WpqDrained(line) => {
-                self.wpq_len -= 1;
-                if let Some(n) = self.wpq_lines.get_mut(&line) {
-                    *n -= 1;
-                    if *n == 0 {
-                        self.wpq_lines.remove(&line);
-                    }
-                }
-                self.pm_pump();
+            Ev::BankDone(bank) => {
+                self.bank_done(bank as usize);
                 Ok(())
             }
         }
@@ -1288,38 +1310,47 @@ impl<'t> Simulator<'t> {
 
     /// Serve PM arrivals in order: a write enters the write-pending queue (persistent, ADR) if
     /// it has room, else it and everything behind it waits; a read is served from the queue if
-    /// its line is there, else from its bank.
+    /// its line is there, else it waits for its bank. Either takes effect (and is checked) at
+    /// arrival: the bank only decides when the response leaves.
     fn pm_pump(&mut self) {
         while let Some(&pkt) = self.pm_waiting.front() {
             let t = self.now_ps;
-            let bank = (pkt.line % self.pm_bank_free_ps.len() as u64) as usize;
+            let bank = (pkt.line % self.pm_bank_op.len() as u64) as usize;
+            self.pm_arrivals += 1;
+            let arrival = self.pm_arrivals;
             match pkt.kind {
                 PktKind::WriteReq => {
                     if self.wpq_len >= self.p.pm_wpq_entries {
+                        self.pm_arrivals -= 1;
                         return;
                     }
                     self.pm_waiting.pop_front();
                     self.wpq_len += 1;
                     *self.wpq_lines.entry(pkt.line).or_insert(0) += 1;
-                    let start = t.max(self.pm_bank_free_ps[bank]);
-                    self.pm_bank_free_ps[bank] = start + self.pm_write_ps;
-                    self.schedule(start + self.pm_write_ps, Ev::WpqDrained(pkt.line));
+                    self.pm_bank_writes[bank].push_back((arrival, pkt.line));
                     let ack = self.pm_apply(pkt);
                     let slot = self.stash(ack);
                     self.schedule(t + self.pm_ctrl_ps, Ev::PmRespond(slot));
+                    if self.p.pm_reads_first && self.wpq_len == self.wpq_low + 1 {
+                        // Writes just became eligible at banks with no read waiting.
+                        for b in 0..self.pm_bank_op.len() {
+                            self.bank_kick(b);
+                        }
+                    } else {
+                        self.bank_kick(bank);
+                    }
                 }
                 PktKind::ReadReq => {
                     self.pm_waiting.pop_front();
-                    let ready = if self.wpq_lines.contains_key(&pkt.line) {
-                        t
-                    } else {
-                        let start = t.max(self.pm_bank_free_ps[bank]);
-                        self.pm_bank_free_ps[bank] = start + self.pm_read_ps;
-                        start + self.pm_read_ps
-                    };
+                    let in_queue = self.wpq_lines.contains_key(&pkt.line);
                     let resp = self.pm_apply(pkt);
                     let slot = self.stash(resp);
-                    self.schedule(ready + self.pm_ctrl_ps, Ev::PmRespond(slot));
+                    if in_queue {
+                        self.schedule(t + self.pm_ctrl_ps, Ev::PmRespond(slot));
+                    } else {
+                        self.pm_bank_reads[bank].push_back((arrival, slot));
+                        self.bank_kick(bank);
+                    }
                 }
                 PktKind::ReadResp | PktKind::WriteAck => {
                     self.pm_waiting.pop_front();
@@ -1327,6 +1358,57 @@ impl<'t> Simulator<'t> {
                 }
             }
         }
+    }
+
+    /// Start the next access of an idle bank: reads first unless the write-pending queue is
+    /// above its high mark (or, with no read waiting, above its low mark), as gem5's MemCtrl;
+    /// with `pm_reads_first` off, arrival order.
+    fn bank_kick(&mut self, bank: usize) {
+        if self.pm_bank_op[bank] != BankOp::Idle {
+            return;
+        }
+        let read = self.pm_bank_reads[bank].front().copied();
+        let write = self.pm_bank_writes[bank].front().copied();
+        let take_write = match (read, write) {
+            (None, None) => return,
+            (Some(_), None) => false,
+            (None, Some(_)) => !self.p.pm_reads_first || self.wpq_len > self.wpq_low,
+            (Some(r), Some(w)) => {
+                if self.p.pm_reads_first {
+                    self.wpq_len > self.wpq_high
+                } else {
+                    w.0 < r.0
+                }
+            }
+        };
+        if take_write {
+            if let Some((_, line)) = self.pm_bank_writes[bank].pop_front() {
+                self.pm_bank_op[bank] = BankOp::Write(line);
+                self.schedule(self.now_ps + self.pm_write_ps, Ev::BankDone(bank as u32));
+            }
+        } else if let Some((_, slot)) = self.pm_bank_reads[bank].pop_front() {
+            self.pm_bank_op[bank] = BankOp::Read(slot);
+            self.schedule(self.now_ps + self.pm_read_ps, Ev::BankDone(bank as u32));
+        }
+    }
+
+    fn bank_done(&mut self, bank: usize) {
+        match std::mem::replace(&mut self.pm_bank_op[bank], BankOp::Idle) {
+            BankOp::Read(slot) => self.schedule(self.now_ps + self.pm_ctrl_ps, Ev::PmRespond(slot)),
+            BankOp::Write(line) => {
+                self.wpq_len -= 1;
+                if let Some(n) = self.wpq_lines.get_mut(&line) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.wpq_lines.remove(&line);
+                    }
+                }
+                // Room in the queue: admit the writes (and what follows them) that waited.
+                self.pm_pump();
+            }
+            BankOp::Idle => debug_assert!(false, "an idle bank finished an access"),
+        }
+        self.bank_kick(bank);
     }
 
     fn pm_done(&mut self, pkt: Packet) {
@@ -1482,6 +1564,48 @@ mod tests {
             );
             assert_eq!(nopb.sim_time_ps, pb.sim_time_ps, "hops {hops}");
         }
+    }
+
+    #[test]
+    fn pm_banks_serve_reads_before_queued_writes() {
+        // Eight flushed lines and then a load, all on one PM bank: in arrival order the load
+        // waits for eight 200 ns media writes; reads first, it goes ahead of them (the writes
+        // are already persistent in the write-pending queue).
+        let mut ops = Vec::new();
+        for i in 0..8 {
+            ops.push(op(OpKind::Store, 0x50_0000 + i * 64));
+            ops.push(op(OpKind::Flush, 0x50_0000 + i * 64));
+        }
+        ops.push(op(OpKind::Fence, 0));
+        ops.push(op(OpKind::Load, 0x60_0000));
+        let trace = Trace {
+            name: "bank".into(),
+            threads: vec![ops],
+        };
+        let run = |pm_reads_first| {
+            simulate(
+                &Params {
+                    cores: 1,
+                    scheme: Scheme::NoPb,
+                    pm_banks: 1,
+                    pm_reads_first,
+                    ..Params::default()
+                },
+                &trace,
+            )
+            .unwrap()
+        };
+        let (first, fifo) = (run(true), run(false));
+        // Nine fabric reads each (the eight store misses and the load).
+        assert_eq!(first.fabric_reads, 9);
+        assert_eq!(fifo.fabric_reads, 9);
+        assert_eq!(first.violation_count + fifo.violation_count, 0);
+        assert!(
+            first.read_latency_ps_sum + 1_000_000 < fifo.read_latency_ps_sum,
+            "reads first {} ps, fifo {} ps",
+            first.read_latency_ps_sum,
+            fifo.read_latency_ps_sum
+        );
     }
 
     #[test]
