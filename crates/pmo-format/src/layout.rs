@@ -145,10 +145,6 @@ impl PmoLayout {
     /// without a fence; the attach lock, not this word, decides who may attach.
     pub const HOLDER_OFF: u64 = 2048;
 
-    /// Offset (in the header page) of the version reservation of a protected PMO (u64: no page
-    /// version or epoch at or above it has been handed out; written in one 8-byte store and
-    /// fenced before any version below it is used). Format v2.
-    pub const RESERVATION_OFF: u64 = 128;
 
     /// Offset of commit record slot `i` (0 or 1).
     pub fn record(&self, i: u64) -> u64 {

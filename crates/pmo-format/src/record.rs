@@ -130,16 +130,19 @@ pub const TRAILER_SIZE: usize = 64;
 
 /// The trailer a protected PMO's psync appends to its journal (after the `count` entries,
 /// covered by the record's journal CRC): what the protection layer commits atomically with the
-/// pages. Layout: epoch u64 | reserved u64 (zero) | version-table tag 16 B | whole-PMO
-/// checksum 32 B (zero unless the scheme keeps one).
+/// pages. Layout: epoch u64 | reservation u64 | version-table tag 16 B | tail 32 B.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Trailer {
-    /// The version-table epoch this commit was tagged under (0: no table MAC).
+    /// The version-table epoch this commit was tagged under.
     pub epoch: u64,
+    /// The committed version reservation: no page version or epoch at or above it has been
+    /// used (versions are only used below a committed reservation).
+    pub reservation: u64,
     /// The version-table tag (zero: no table MAC).
     pub table_tag: [u8; 16],
-    /// The whole-PMO checksum (zero: none).
-    pub whole_checksum: [u8; 32],
+    /// `secure`: HMAC-SHA256 over (epoch, reservation, table tag) under the PMO's metadata
+    /// key; `wedi`: the whole-PMO SHA-256; otherwise zero.
+    pub tail: [u8; 32],
 }
 
 impl Trailer {
@@ -147,21 +150,23 @@ impl Trailer {
     pub fn encode(&self) -> [u8; TRAILER_SIZE] {
         let mut b = [0u8; TRAILER_SIZE];
         put_u64(&mut b, 0, self.epoch);
+        put_u64(&mut b, 8, self.reservation);
         b[16..32].copy_from_slice(&self.table_tag);
-        b[32..64].copy_from_slice(&self.whole_checksum);
+        b[32..64].copy_from_slice(&self.tail);
         b
     }
-    /// Decode; `None` if the reserved word is not zero.
+    /// Decode; `None` if too short.
     pub fn decode(b: &[u8]) -> Option<Trailer> {
-        if b.len() < TRAILER_SIZE || get_u64(b, 8) != 0 {
+        if b.len() < TRAILER_SIZE {
             return None;
         }
         let mut t = Trailer {
             epoch: get_u64(b, 0),
+            reservation: get_u64(b, 8),
             ..Default::default()
         };
         t.table_tag.copy_from_slice(&b[16..32]);
-        t.whole_checksum.copy_from_slice(&b[32..64]);
+        t.tail.copy_from_slice(&b[32..64]);
         Some(t)
     }
 }

@@ -186,17 +186,22 @@ impl PmoCore {
                 ..Default::default()
             });
         }
-        let new_seq = *seq + 1;
-        let j = new_seq % 2;
+        let mut new_seq = *seq + 1;
         let mut fences = 2;
-        // Protected PMOs: versions come from the counter, reserved (and fenced) up front; the
-        // writer state is changed only after the commit point.
+        // Protected PMOs: versions come from the counter, and only from below a reservation
+        // that a durable commit carries (authenticated, for `secure`): if this psync needs
+        // more, a commit of no pages raises the reservation first. The writer state is changed
+        // only after each commit point.
         let mut ws_guard = prot.map(|p| p.write.lock().unwrap_or_else(|e| e.into_inner()));
         if let (Some(p), Some(ws)) = (prot, ws_guard.as_deref_mut()) {
-            let before = ws.counter.reserved_until();
-            p.reserve(ws, pages.len() as u64 + 1)?;
-            if ws.counter.reserved_until() != before {
-                fences += 1;
+            if let Some((until, epoch)) = p.reservation_needed(ws, pages.len() as u64) {
+                let t = p.trailer(&ws.mac, epoch, until, None);
+                self.publish(m, new_seq, &t.encode(), 0)?;
+                *seq = new_seq;
+                new_seq += 1;
+                fences += 2;
+                ws.reservation = until;
+                ws.counter.confirm_reservation(until - 1);
             }
         }
         let mut pending = ws_guard.as_deref().cloned();
@@ -284,22 +289,12 @@ impl PmoCore {
                 .counter
                 .next_version()
                 .map_err(|e| StoreError::Os(format!("version counter: {e}")))?;
-            journal.extend_from_slice(&pr.trailer(&ws.mac, epoch, whole_checksum).encode());
+            journal.extend_from_slice(
+                &pr.trailer(&ws.mac, epoch, ws.reservation, whole_checksum)
+                    .encode(),
+            );
         }
-        let joff = self.abs(self.layout.journal_off[j as usize]);
-        m.write(joff, &journal)?;
-        m.flush(joff, journal.len() as u64)?;
-        m.fence()?;
-        let record = CommitRecord {
-            seq: new_seq,
-            count: pages.len() as u64,
-            journal_crc: crc(&journal),
-            pmo_tag: self.tag,
-        };
-        let roff = self.abs(self.layout.record(j));
-        m.write(roff, &record.encode())?;
-        m.flush(roff, pmo_format::RECORD_SIZE as u64)?;
-        m.fence()?;
+        self.publish(m, new_seq, &journal, pages.len() as u64)?;
         // Committed: the writer state and the verified DRAM map follow.
         if let (Some(pr), Some(ws), Some(done)) = (prot, ws_guard.as_deref_mut(), pending) {
             *ws = done;
@@ -328,6 +323,27 @@ impl PmoCore {
         })
     }
 
+    /// Steps 2 and 3 of a psync: journal `seq % 2` (entries, then the trailer of a protected
+    /// PMO) and its fence, then the record and its fence (the commit point).
+    fn publish(&self, m: &dyn Medium, seq: u64, journal: &[u8], count: u64) -> Result<()> {
+        let j = seq % 2;
+        let joff = self.abs(self.layout.journal_off[j as usize]);
+        m.write(joff, journal)?;
+        m.flush(joff, journal.len() as u64)?;
+        m.fence()?;
+        let record = CommitRecord {
+            seq,
+            count,
+            journal_crc: crc(journal),
+            pmo_tag: self.tag,
+        };
+        let roff = self.abs(self.layout.record(j));
+        m.write(roff, &record.encode())?;
+        m.flush(roff, pmo_format::RECORD_SIZE as u64)?;
+        m.fence()?;
+        Ok(())
+    }
+
     /// The journal trailer of the newest commit of a protected PMO (`None`: no commit yet).
     pub fn newest_trailer(&self, m: &dyn Medium) -> Result<Option<Trailer>> {
         if self.layout.tag_bytes == 0 {
@@ -338,22 +354,6 @@ impl PmoCore {
         };
         let (_, trailer) = self.journal_with_trailer(m, &record)?;
         Ok(trailer)
-    }
-
-    /// The persisted version reservation of a protected PMO (0 if none yet).
-    pub fn read_reservation(&self, m: &dyn Medium) -> Result<u64> {
-        let mut b = [0u8; 8];
-        m.read(self.abs(PmoLayout::RESERVATION_OFF), &mut b)?;
-        Ok(u64::from_le_bytes(b))
-    }
-
-    /// Persist a new version reservation: one 8-byte store, flushed and fenced.
-    pub fn write_reservation(&self, m: &dyn Medium, until: u64) -> Result<()> {
-        let off = self.abs(PmoLayout::RESERVATION_OFF);
-        m.write(off, &until.to_le_bytes())?;
-        m.flush(off, 8)?;
-        m.fence()?;
-        Ok(())
     }
 
     /// The newest valid commit record, if any.

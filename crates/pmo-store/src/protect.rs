@@ -35,14 +35,19 @@ use crate::error::{Result, StoreError};
 use crate::keys::MasterKey;
 use crate::scheme::{Cipher, Scheme};
 
-/// Versions reserved (persisted) at a time: one extra fence per this many seals.
-const RESERVATION_CHUNK: u64 = 1 << 16;
+/// Versions reserved by one reservation commit (two extra fences per this many seals).
+pub(crate) const RESERVATION_CHUNK: u64 = 1 << 16;
+
+/// Domain of the trailer MAC (`secure`).
+const TRAILER_MAC_DOMAIN: &[u8] = b"pmo/v2/trailer";
 
 /// The writer's crypto state, changed only by a successful commit.
 #[derive(Clone)]
 pub(crate) struct WriteState {
     pub(crate) counter: VersionCounter,
     pub(crate) mac: Option<VersionTableMac>,
+    /// The reservation of the newest commit (carried into every trailer).
+    pub(crate) reservation: u64,
 }
 
 /// Protection state of one attached PMO.
@@ -117,10 +122,19 @@ impl Protection {
             }
             max_used = max_used.max(e.version());
         }
+        if let Some(t) = &trailer {
+            max_used = max_used.max(t.epoch);
+        }
         let mac = match &protector {
             PageProtector::Aead { keys } => Some(match &trailer {
                 Some(t) => {
-                    max_used = max_used.max(t.epoch);
+                    let expect = trailer_mac(keys, t);
+                    if !bool::from(subtle::ConstantTimeEq::ct_eq(&expect[..], &t.tail[..])) {
+                        return Err(integrity(
+                            &core,
+                            "the newest commit's trailer fails its MAC (epoch, reservation or table tag altered)",
+                        ));
+                    }
                     pmo_crypt::verify_table(
                         keys,
                         t.epoch,
@@ -144,16 +158,24 @@ impl Protection {
             }),
             _ => None,
         };
-        let reserved = core.read_reservation(m)?;
-        let counter = VersionCounter::recover(reserved.max(max_used.saturating_add(1)));
+        // Resume above everything committed: the (authenticated, for `secure`) reservation of
+        // the newest commit bounds every version used before, committed or not.
+        let reservation = trailer.map_or(0, |t| t.reservation);
+        let mut counter = VersionCounter::recover(reservation.max(max_used.saturating_add(1)));
+        if !matches!(protector, PageProtector::Aead { .. }) {
+            // No nonces outside AES-GCM: versions only order pages, no reservation needed.
+            counter.confirm_reservation(PageMapEntry::VERSION_MAX);
+        }
         Ok(Protection {
             scheme,
             protector,
             entries: table.into_iter().map(AtomicU64::new).collect(),
-            whole_expected: trailer
-                .filter(|_| scheme.whole_checksum())
-                .map(|t| t.whole_checksum),
-            write: Mutex::new(WriteState { counter, mac }),
+            whole_expected: trailer.filter(|_| scheme.whole_checksum()).map(|t| t.tail),
+            write: Mutex::new(WriteState {
+                counter,
+                mac,
+                reservation,
+            }),
             scratch: Mutex::new((Vec::new(), Vec::new())),
             core,
             medium,
@@ -253,43 +275,40 @@ impl Protection {
         Ok(())
     }
 
-    /// The trailer of a commit under `epoch` with the (already updated) `mac`.
+    /// The trailer of a commit under `epoch` with the (already updated) `mac`, carrying
+    /// `reservation`.
     pub(crate) fn trailer(
         &self,
         mac: &Option<VersionTableMac>,
         epoch: u64,
+        reservation: u64,
         whole_checksum: Option<[u8; 32]>,
     ) -> Trailer {
-        let table_tag = match (mac, &self.protector) {
-            (Some(mac), PageProtector::Aead { keys }) => mac.tag(keys, epoch).0,
-            _ => [0u8; 16],
-        };
-        Trailer {
+        let mut t = Trailer {
             epoch,
-            table_tag,
-            whole_checksum: whole_checksum.unwrap_or([0u8; 32]),
+            reservation,
+            table_tag: [0u8; 16],
+            tail: whole_checksum.unwrap_or([0u8; 32]),
+        };
+        if let (Some(mac), PageProtector::Aead { keys }) = (mac, &self.protector) {
+            t.table_tag = mac.tag(keys, epoch).0;
+            t.tail = trailer_mac(keys, &t);
         }
+        t
     }
 
-    /// Make at least `count` versions usable: persist (and fence) a new reservation first if
-    /// needed. Called with the write state locked, before any version is drawn.
-    pub(crate) fn reserve(&self, ws: &mut WriteState, count: u64) -> Result<()> {
-        if ws.counter.remaining() >= count {
-            return Ok(());
+    /// Whether a psync of `pages` pages must first commit a larger reservation; if so, the
+    /// reservation to commit and the epoch to commit it under (the top value of the new
+    /// range, never handed out as a page version). Deterministic in (reservation, pages), so
+    /// a retry after a crash reuses the epoch only with the same, unchanged table.
+    pub(crate) fn reservation_needed(&self, ws: &WriteState, pages: u64) -> Option<(u64, u64)> {
+        if !matches!(self.protector, PageProtector::Aead { .. }) || ws.counter.remaining() > pages {
+            return None;
         }
-        let until = ws
-            .counter
-            .propose_reservation(count.max(RESERVATION_CHUNK))
-            .map_err(crypt_err)?;
-        if until > PageMapEntry::VERSION_MAX {
-            return Err(StoreError::NoSpace(format!(
-                "PMO '{}' has used up its page versions",
-                self.core.name
-            )));
-        }
-        self.core.write_reservation(&*self.medium, until)?;
-        ws.counter.confirm_reservation(until);
-        Ok(())
+        let base = ws.counter.reserved_until().max(ws.reservation);
+        let chunks = (pages + 2).div_ceil(RESERVATION_CHUNK);
+        let until = base.saturating_add(chunks.saturating_mul(RESERVATION_CHUNK));
+        Some((until, until - 1))
     }
 
     /// Whether this scheme keeps a whole-PMO checksum (`wedi`).
@@ -329,6 +348,19 @@ fn crypto_pool() -> Option<&'static CryptoPool> {
         CryptoPool::new(n).ok()
     })
     .as_ref()
+}
+
+/// The MAC of a `secure` trailer: (epoch, reservation, table tag) under the PMO's metadata key.
+fn trailer_mac(keys: &PmoKeys, t: &Trailer) -> [u8; 32] {
+    keys.mac_metadata(
+        TRAILER_MAC_DOMAIN,
+        &[
+            &t.epoch.to_le_bytes(),
+            &t.reservation.to_le_bytes(),
+            &t.table_tag,
+        ],
+    )
+    .0
 }
 
 fn crypt_err(e: pmo_crypt::CryptError) -> StoreError {

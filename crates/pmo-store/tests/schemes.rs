@@ -184,6 +184,39 @@ enum Attack {
     SwapPages,
     RollbackPage,
     TransplantPage,
+    /// Lower the version reservation in the newest commit's trailer (checksums fixed up), to
+    /// make the next psync reuse nonces.
+    LowerReservation,
+}
+
+/// Rewrite the trailer of PMO `name`'s newest commit with `edit`, fixing up the journal CRC in
+/// the record and the record's own CRC, as an attacker who knows the format would.
+fn edit_newest_trailer(pool: &Pool, name: &str, edit: impl Fn(&mut pmo_format::Trailer)) {
+    let info = pool.info(name).unwrap();
+    let path = pool.pool_info().unwrap().path.unwrap();
+    let layout = PmoLayout::new(info.size / 4096, 32).unwrap();
+    let tag = u64::from_le_bytes(info.uuid[..8].try_into().unwrap());
+    let mut newest: Option<(u64, pmo_format::CommitRecord)> = None;
+    for i in 0..2u64 {
+        let mut b = [0u8; 64];
+        read_at(pool, info.extent_off + i * 64, &mut b);
+        if let Some(r) = pmo_format::CommitRecord::decode(&b, tag, layout.npages) {
+            if newest.is_none_or(|(_, n)| r.seq > n.seq) {
+                newest = Some((i, r));
+            }
+        }
+    }
+    let (slot, mut rec) = newest.expect("a commit");
+    let joff = info.extent_off + layout.journal_off[(rec.seq % 2) as usize];
+    let jlen = 16 * rec.count as usize + 64;
+    let mut journal = vec![0u8; jlen];
+    read_at(pool, joff, &mut journal);
+    let mut t = pmo_format::Trailer::decode(&journal[jlen - 64..]).unwrap();
+    edit(&mut t);
+    journal[jlen - 64..].copy_from_slice(&t.encode());
+    rec.journal_crc = pmo_format::crc(&journal);
+    patch(&path, joff, &journal);
+    patch(&path, info.extent_off + slot * 64, &rec.encode());
 }
 
 /// One more psync that touches page 0 only, so that the newest journal (which recovery
@@ -251,6 +284,11 @@ fn run_attack(scheme: Scheme, attack: Attack) -> bool {
             patch(&path, s3.meta, &m);
             patch(&path, s3.map, &e);
         }
+        Attack::LowerReservation => {
+            drop(pool);
+            let pool = Pool::open(&path).unwrap();
+            edit_newest_trailer(&pool, "p", |t| t.reservation = 1);
+        }
         Attack::TransplantPage => {
             let q3 = spot(&pool, "q", 3);
             let mut d = vec![0u8; 4096];
@@ -279,6 +317,7 @@ fn tampering_is_caught_by_the_secure_default_and_reported_for_the_paper_modes() 
         Attack::SwapPages,
         Attack::RollbackPage,
         Attack::TransplantPage,
+        Attack::LowerReservation,
     ];
     let secure = Scheme::SECURE;
     for a in attacks {
@@ -295,6 +334,7 @@ fn tampering_is_caught_by_the_secure_default_and_reported_for_the_paper_modes() 
         match a {
             Attack::RollbackPage => assert!(!c, "sp-ip cannot catch a rollback"),
             Attack::FlipMapEntry => {} // lands on the same slot with a new version: unchecked
+            Attack::LowerReservation => assert!(!c, "sp-ip has no nonces and no trailer MAC"),
             _ => assert!(c, "sp-ip missed {a:?}"),
         }
     }
@@ -373,20 +413,44 @@ fn versions_never_repeat_across_psyncs_crashes_and_recovery() {
                 PageMapEntry(u64::from_le_bytes(img[off..off + 8].try_into().unwrap())).version(),
             );
         }
+        // Journals written by the crashing run, committed or not: its psyncs seal pages 1
+        // and 2 (entries (1, e), (2, e) then the trailer). Journals of reservation commits
+        // (a trailer only) and of the base image's psyncs have another shape and are skipped.
         for j in 0..2 {
             let off = (info.extent_off + layout.journal_off[j]) as usize;
-            // The psyncs here commit at most two pages: two entries, then the trailer (whose
-            // first 16 bytes read as an entry of version 0).
-            for k in 0..2 {
+            let entry = |k: usize| {
                 let e = &img[off + k * 16..off + k * 16 + 16];
-                v.push(PageMapEntry(u64::from_le_bytes(e[8..16].try_into().unwrap())).version());
+                (
+                    u64::from_le_bytes(e[..8].try_into().unwrap()),
+                    PageMapEntry(u64::from_le_bytes(e[8..16].try_into().unwrap())),
+                )
+            };
+            let (e0, e1) = (entry(0), entry(1));
+            if e0.0 == 1 && e1.0 == 2 && e0.1.loc().is_some() && e1.1.loc().is_some() {
+                v.push(e0.1.version());
+                v.push(e1.1.version());
             }
         }
         v
     };
+    // The reservation carried by the newest valid commit of the image.
     let reservation_in = |img: &[u8]| -> u64 {
-        let off = (info.extent_off + PmoLayout::RESERVATION_OFF) as usize;
-        u64::from_le_bytes(img[off..off + 8].try_into().unwrap())
+        let tag = u64::from_le_bytes(info.uuid[..8].try_into().unwrap());
+        let mut newest: Option<pmo_format::CommitRecord> = None;
+        for i in 0..2usize {
+            let off = info.extent_off as usize + i * 64;
+            if let Some(r) = pmo_format::CommitRecord::decode(&img[off..off + 64], tag, 4) {
+                if r.seq % 2 == i as u64 && newest.is_none_or(|n| r.seq > n.seq) {
+                    newest = Some(r);
+                }
+            }
+        }
+        let r = newest.expect("a commit");
+        let joff = (info.extent_off + layout.journal_off[(r.seq % 2) as usize]) as usize
+            + 16 * r.count as usize;
+        pmo_format::Trailer::decode(&img[joff..joff + 64])
+            .unwrap()
+            .reservation
     };
     let h = pool.open_pmo("v", Perm::Write, KEY, None).unwrap();
     let mut seen = std::collections::HashSet::new();
@@ -432,7 +496,7 @@ fn versions_never_repeat_across_psyncs_crashes_and_recovery() {
             let before = versions_in(&cp.image);
             assert!(
                 before.iter().all(|&v| v < reserved),
-                "point {}: a version at or above the persisted reservation {reserved} was used",
+                "point {}: a version at or above the committed reservation {reserved} was used",
                 cp.point
             );
             let m2 = Arc::new(CrashMedium::from_image(cp.image.clone()));
