@@ -145,7 +145,6 @@ impl PmoLayout {
     /// without a fence; the attach lock, not this word, decides who may attach.
     pub const HOLDER_OFF: u64 = 2048;
 
-
     /// Offset of commit record slot `i` (0 or 1).
     pub fn record(&self, i: u64) -> u64 {
         debug_assert!(i < 2);
