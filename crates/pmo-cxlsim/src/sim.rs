@@ -359,6 +359,8 @@ pub struct Simulator<'t> {
     pm_bank_writes: Vec<VecDeque<(u64, u64)>>,
     pm_bank_op: Vec<BankOp>,
     pm_arrivals: u64,
+    /// Scratch set of lines with a write waiting for room (reused by `pm_pump`).
+    pm_blocked_lines: crate::checker::LineSet,
 
     pb: PersistBuffer,
     pi_acks: VecDeque<Packet>,
@@ -452,6 +454,7 @@ impl<'t> Simulator<'t> {
             pm_bank_writes: vec![VecDeque::new(); p.pm_banks],
             pm_bank_op: vec![BankOp::Idle; p.pm_banks],
             pm_arrivals: 0,
+            pm_blocked_lines: crate::checker::LineSet::default(),
             pb: PersistBuffer::new(p.pb_entries),
             pi_acks: VecDeque::new(),
             pi_reqs: VecDeque::new(),
@@ -1309,54 +1312,82 @@ impl<'t> Simulator<'t> {
     }
 
     /// Serve PM arrivals in order: a write enters the write-pending queue (persistent, ADR) if
-    /// it has room, else it and everything behind it waits; a read is served from the queue if
+    /// it has room, else it and every write behind it waits; a read is served from the queue if
     /// its line is there, else it waits for its bank. Either takes effect (and is checked) at
-    /// arrival: the bank only decides when the response leaves.
+    /// arrival: the bank only decides when the response leaves. With reads first, reads also
+    /// pass writes that wait for room (gem5 keeps separate read and write queues), except
+    /// writes of their own line.
     fn pm_pump(&mut self) {
         while let Some(&pkt) = self.pm_waiting.front() {
-            let t = self.now_ps;
-            let bank = (pkt.line % self.pm_bank_op.len() as u64) as usize;
-            self.pm_arrivals += 1;
-            let arrival = self.pm_arrivals;
             match pkt.kind {
                 PktKind::WriteReq => {
                     if self.wpq_len >= self.p.pm_wpq_entries {
-                        self.pm_arrivals -= 1;
-                        return;
+                        break;
                     }
                     self.pm_waiting.pop_front();
-                    self.wpq_len += 1;
-                    *self.wpq_lines.entry(pkt.line).or_insert(0) += 1;
-                    self.pm_bank_writes[bank].push_back((arrival, pkt.line));
-                    let ack = self.pm_apply(pkt);
-                    let slot = self.stash(ack);
-                    self.schedule(t + self.pm_ctrl_ps, Ev::PmRespond(slot));
-                    if self.p.pm_reads_first && self.wpq_len == self.wpq_low + 1 {
-                        // Writes just became eligible at banks with no read waiting.
-                        for b in 0..self.pm_bank_op.len() {
-                            self.bank_kick(b);
-                        }
-                    } else {
-                        self.bank_kick(bank);
-                    }
+                    self.pm_write_arrival(pkt);
                 }
                 PktKind::ReadReq => {
                     self.pm_waiting.pop_front();
-                    let in_queue = self.wpq_lines.contains_key(&pkt.line);
-                    let resp = self.pm_apply(pkt);
-                    let slot = self.stash(resp);
-                    if in_queue {
-                        self.schedule(t + self.pm_ctrl_ps, Ev::PmRespond(slot));
-                    } else {
-                        self.pm_bank_reads[bank].push_back((arrival, slot));
-                        self.bank_kick(bank);
-                    }
+                    self.pm_read_arrival(pkt);
                 }
                 PktKind::ReadResp | PktKind::WriteAck => {
                     self.pm_waiting.pop_front();
                     debug_assert!(false, "response delivered to PM");
                 }
             }
+        }
+        if !self.p.pm_reads_first || self.pm_waiting.is_empty() {
+            return;
+        }
+        let mut blocked = std::mem::take(&mut self.pm_blocked_lines);
+        blocked.clear();
+        let mut i = 0;
+        while i < self.pm_waiting.len() {
+            let pkt = self.pm_waiting[i];
+            if pkt.kind == PktKind::ReadReq && !blocked.contains(&pkt.line) {
+                self.pm_waiting.remove(i);
+                self.pm_read_arrival(pkt);
+            } else {
+                blocked.insert(pkt.line);
+                i += 1;
+            }
+        }
+        self.pm_blocked_lines = blocked;
+    }
+
+    fn pm_write_arrival(&mut self, pkt: Packet) {
+        let t = self.now_ps;
+        let bank = (pkt.line % self.pm_bank_op.len() as u64) as usize;
+        self.pm_arrivals += 1;
+        self.wpq_len += 1;
+        *self.wpq_lines.entry(pkt.line).or_insert(0) += 1;
+        self.pm_bank_writes[bank].push_back((self.pm_arrivals, pkt.line));
+        let ack = self.pm_apply(pkt);
+        let slot = self.stash(ack);
+        self.schedule(t + self.pm_ctrl_ps, Ev::PmRespond(slot));
+        if self.p.pm_reads_first && self.wpq_len == self.wpq_low + 1 {
+            // Writes just became eligible at banks with no read waiting.
+            for b in 0..self.pm_bank_op.len() {
+                self.bank_kick(b);
+            }
+        } else {
+            self.bank_kick(bank);
+        }
+    }
+
+    fn pm_read_arrival(&mut self, pkt: Packet) {
+        let t = self.now_ps;
+        let bank = (pkt.line % self.pm_bank_op.len() as u64) as usize;
+        self.pm_arrivals += 1;
+        let in_queue = self.wpq_lines.contains_key(&pkt.line);
+        let resp = self.pm_apply(pkt);
+        let slot = self.stash(resp);
+        if in_queue {
+            self.schedule(t + self.pm_ctrl_ps, Ev::PmRespond(slot));
+        } else {
+            self.pm_bank_reads[bank].push_back((self.pm_arrivals, slot));
+            self.bank_kick(bank);
         }
     }
 
