@@ -63,16 +63,29 @@ const _: () = assert!(std::mem::size_of::<PmoPsyncStats>() == 32);
 
 struct LastError {
     code: c_int,
-    message: CString,
+    /// `None` after a success (read as ""), so a successful call allocates nothing.
+    message: Option<CString>,
 }
 
 thread_local! {
-    static LAST_ERROR: RefCell<LastError> = RefCell::new(LastError { code: 0, message: CString::default() });
+    static LAST_ERROR: RefCell<LastError> = const { RefCell::new(LastError { code: 0, message: None }) };
+}
+
+fn record_success() {
+    // `try_with`: during thread teardown the slot may be gone; the return value still stands.
+    let _ = LAST_ERROR.try_with(|l| {
+        let mut l = l.borrow_mut();
+        if l.code != 0 || l.message.is_some() {
+            *l = LastError {
+                code: 0,
+                message: None,
+            };
+        }
+    });
 }
 
 fn record(code: c_int, message: &str) {
-    let message = CString::new(message.replace('\0', "?")).unwrap_or_default();
-    // `try_with`: during thread teardown the slot may be gone; the error return still stands.
+    let message = CString::new(message.replace('\0', "?")).ok();
     let _ = LAST_ERROR.try_with(|l| *l.borrow_mut() = LastError { code, message });
 }
 
@@ -110,7 +123,7 @@ fn entry_map<T>(on_error: impl FnOnce(&CapiError) -> T, body: impl FnOnce() -> R
     };
     match outcome {
         Ok(v) => {
-            record(0, "");
+            record_success();
             v
         }
         Err(e) => {
@@ -142,7 +155,22 @@ unsafe fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
     std::str::from_utf8(b).map_err(|_| CapiError::Invalid(format!("{what} is not UTF-8")))
 }
 
+/// Installs the fork hook once, on the first call into the library.
+static FORK_HOOK: std::sync::Once = std::sync::Once::new();
+
+extern "C" fn child_after_fork() {
+    registry::note_fork_in_child();
+}
+
 fn reg() -> &'static registry::Registry {
+    FORK_HOOK.call_once(|| {
+        // SAFETY: registers a child handler that does one atomic add (async-signal-safe, as a
+        // handler run after fork in a multi-threaded process must be). glibc removes handlers
+        // of a shared object when it is unloaded.
+        if unsafe { libc::pthread_atfork(None, None, Some(child_after_fork)) } == 0 {
+            registry::set_fork_hook_installed();
+        }
+    });
     registry::global()
 }
 
@@ -397,7 +425,10 @@ pub extern "C" fn pmo_last_error_message() -> *const c_char {
     // The CString lives in this thread's slot until the thread's next libpmo call replaces it.
     guard(c"".as_ptr(), || {
         LAST_ERROR
-            .try_with(|l| l.borrow().message.as_ptr())
+            .try_with(|l| match &l.borrow().message {
+                Some(m) => m.as_ptr(),
+                None => c"".as_ptr(),
+            })
             .unwrap_or(c"".as_ptr())
     })
 }

@@ -89,12 +89,20 @@ pub fn parse_size(s: &str) -> Option<u64> {
     n.checked_mul(1u64 << shift)
 }
 
+/// Open the default heap from the environment (first use).
+fn open_default(reg: &Registry) -> Result<usize> {
+    let cfg = DefaultHeapConfig::from_env()?;
+    reg.heap_open(&cfg.name, &cfg.key, cfg.size)
+}
+
 /// The default heap, opened (created if missing) on first use.
 pub fn default_heap(reg: &Registry) -> Result<Arc<PmoHeap>> {
-    reg.default_heap(|r| {
-        let cfg = DefaultHeapConfig::from_env()?;
-        r.heap_open(&cfg.name, &cfg.key, cfg.size)
-    })
+    reg.default_heap(open_default)
+}
+
+/// Run one allocator call on the default heap (see [`Registry::with_default_heap`]).
+fn on_default<R>(reg: &Registry, f: impl FnOnce(&PmoHeap) -> Result<R>) -> Result<R> {
+    reg.with_default_heap(open_default, f)
 }
 
 fn block(addr: usize) -> Result<NonNull<u8>> {
@@ -109,7 +117,7 @@ pub fn alloc(heap: &PmoHeap, size: usize, align: usize) -> Result<usize> {
 
 /// `p_malloc`.
 pub fn malloc(reg: &Registry, size: usize) -> Result<usize> {
-    alloc(&*default_heap(reg)?, size, BLOCK_ALIGN)
+    on_default(reg, |h| alloc(h, size, BLOCK_ALIGN))
 }
 
 /// `p_calloc`: `n * size` zeroed bytes; the product overflowing is `Overflow` (ENOMEM).
@@ -117,9 +125,9 @@ pub fn calloc(reg: &Registry, n: usize, size: usize) -> Result<usize> {
     let bytes = n.checked_mul(size).ok_or(CapiError::Overflow {
         what: "nmemb * size",
     })?;
-    Ok(default_heap(reg)?
-        .alloc_zeroed(bytes, BLOCK_ALIGN)?
-        .as_ptr() as usize)
+    on_default(reg, |h| {
+        Ok(h.alloc_zeroed(bytes, BLOCK_ALIGN)?.as_ptr() as usize)
+    })
 }
 
 /// `p_realloc`: `addr` 0 allocates from the default heap; `size` 0 frees and returns 0;
@@ -128,12 +136,7 @@ pub fn realloc(reg: &Registry, addr: usize, size: usize) -> Result<usize> {
     if addr == 0 {
         return malloc(reg, size);
     }
-    let heap = reg.heap_containing(addr)?;
-    if size == 0 {
-        heap.free(block(addr)?)?;
-        return Ok(0);
-    }
-    Ok(heap.realloc(block(addr)?, size, BLOCK_ALIGN)?.as_ptr() as usize)
+    reg.with_heap_containing(addr, |heap| realloc_in(heap, addr, size))
 }
 
 /// `p_free`: `addr` 0 is a no-op.
@@ -141,12 +144,12 @@ pub fn free(reg: &Registry, addr: usize) -> Result<()> {
     if addr == 0 {
         return Ok(());
     }
-    Ok(reg.heap_containing(addr)?.free(block(addr)?)?)
+    reg.with_heap_containing(addr, |heap| free_in(heap, addr))
 }
 
 /// `p_sizeof`: usable bytes of the block at `addr`.
 pub fn usable_size(reg: &Registry, addr: usize) -> Result<usize> {
-    Ok(reg.heap_containing(addr)?.usable_size(block(addr)?)?)
+    reg.with_heap_containing(addr, |heap| usable_size_in(heap, addr))
 }
 
 /// `p_persist`: psync the default heap.

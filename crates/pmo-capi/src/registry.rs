@@ -27,11 +27,16 @@
 //!   for another user; psync; pool creation is the one exception, since nothing can proceed
 //!   without the pool): an attachment is shared as an `Arc`, so a detach racing with a psync
 //!   on another thread unmaps when the psync finishes.
+//! - The lock is a read-write lock: lookups share it. One allocator call (`p_malloc`,
+//!   `p_free`, ...) runs under the shared lock instead of cloning the heap's `Arc`, so the
+//!   hot path touches no reference count; such a call never waits for another thread's
+//!   registry work, and a detach of that heap waits for it to finish.
 //! - The pool is not closed or switched while attachments exist or attaches are in flight.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use pmo_heap::{HeapOptions, PmoHeap};
@@ -40,6 +45,23 @@ use pmo_store::{
 };
 
 use crate::error::CapiError;
+
+/// Bumped in every fork child (by [`note_fork_in_child`]), so the registry notices a fork
+/// with one atomic load instead of a `getpid` per call.
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+/// True once [`note_fork_in_child`] is registered as a `pthread_atfork` child handler.
+static FORK_HOOK_INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// To be called in every fork child before it runs anything else (a `pthread_atfork` child
+/// handler; the FFI module installs it). Async-signal-safe: one atomic add.
+pub fn note_fork_in_child() {
+    FORK_GENERATION.fetch_add(1, Ordering::AcqRel);
+}
+
+/// Declare [`note_fork_in_child`] installed: from now on forks are detected by generation.
+pub fn set_fork_hook_installed() {
+    FORK_HOOK_INSTALLED.store(true, Ordering::Release);
+}
 
 /// Most live attachments one process may hold through the C API.
 pub const ATTACHMENTS_MAX: usize = 1024;
@@ -62,6 +84,8 @@ struct State {
     attaching: usize,
     /// The process this state belongs to (0: not yet known); see the module doc on fork.
     pid: u32,
+    /// [`FORK_GENERATION`] when `pid` was last checked.
+    fork_generation: u64,
     /// Start address of the default heap, if it is open.
     default_heap: Option<usize>,
 }
@@ -137,7 +161,8 @@ impl Drop for Reservation<'_> {
 
 /// The C API's state. The library uses one, [`global`]; tests make their own.
 pub struct Registry {
-    state: Mutex<State>,
+    /// Lookups (every `p_malloc`, `p_free`, `psync`) take it shared; changes exclusive.
+    state: RwLock<State>,
     /// Serialises opening the default heap (held across the slow open, never with `state`
     /// held on entry).
     default_heap_open: Mutex<()>,
@@ -227,33 +252,62 @@ impl Registry {
     /// An empty registry (no pool open, no attachments).
     pub const fn new() -> Registry {
         Registry {
-            state: Mutex::new(State {
+            state: RwLock::new(State {
                 pool: None,
                 path: None,
                 attachments: BTreeMap::new(),
                 attaching: 0,
                 pid: 0,
+                fork_generation: 0,
                 default_heap: None,
             }),
             default_heap_open: Mutex::new(()),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic caught at the FFI boundary may have poisoned the lock; every update of the
-        // state below is a single map or field operation, so the state itself is consistent.
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let pid = std::process::id();
-        if st.pid != pid {
-            Self::forget_inherited(&mut st, pid);
+    /// The state, exclusively. A panic caught at the FFI boundary may have poisoned the lock;
+    /// every update of the state is a single map or field operation, so the state itself is
+    /// consistent and the poison is ignored.
+    fn lock(&self) -> RwLockWriteGuard<'_, State> {
+        let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
+        if Self::stale(&st) {
+            let generation = FORK_GENERATION.load(Ordering::Acquire);
+            Self::forget_inherited(&mut st, std::process::id());
+            st.fork_generation = generation;
         }
         st
+    }
+
+    /// The state, shared (lookups).
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        {
+            let st = self.state.read().unwrap_or_else(|e| e.into_inner());
+            if !Self::stale(&st) {
+                return st;
+            }
+        }
+        // First call after a fork (or ever): clean up exclusively, then read.
+        drop(self.lock());
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether this state may hold a parent process's entries. With the fork hook installed
+    /// this is one atomic load; without it, a `getpid` system call.
+    fn stale(st: &State) -> bool {
+        if FORK_HOOK_INSTALLED.load(Ordering::Acquire) {
+            st.pid == 0 || FORK_GENERATION.load(Ordering::Acquire) != st.fork_generation
+        } else {
+            st.pid != std::process::id()
+        }
     }
 
     /// In a fork child: drop the parent's attachments from the table without dropping them
     /// (their mappings are not in this process; their locks and holder words are the
     /// parent's). Also forget attaches the parent had in flight: their threads are not here.
     fn forget_inherited(st: &mut State, pid: u32) {
+        if st.pid == pid {
+            return;
+        }
         let inherited: Vec<usize> = st
             .attachments
             .iter()
@@ -291,7 +345,7 @@ impl Registry {
 
     /// Path of the open pool, if one is open.
     pub fn pool_path(&self) -> Option<PathBuf> {
-        self.lock().path.clone()
+        self.read().path.clone()
     }
 
     /// Open `path` (`None`: `PMO_POOL`, else the default path) as this process's pool, creating
@@ -327,7 +381,7 @@ impl Registry {
 
     /// Number of live attachments.
     pub fn attachment_count(&self) -> usize {
-        self.lock().attachments.len()
+        self.read().attachments.len()
     }
 
     /// Reserve a slot and get the pool, for an attach that runs outside the lock.
@@ -419,7 +473,7 @@ impl Registry {
     }
 
     fn default_heap_if_open(&self) -> Option<Arc<PmoHeap>> {
-        let st = self.lock();
+        let st = self.read();
         let start = st.default_heap?;
         match st.attachments.get(&start).map(|r| &r.mapped) {
             Some(Mapped::Heap(h)) => Some(h.clone()),
@@ -427,9 +481,49 @@ impl Registry {
         }
     }
 
+    /// Run `f` on the default heap (opened with `open` on first use). On the fast path `f` runs
+    /// under the shared registry lock, with no reference count touched: keep `f` to one
+    /// allocator call, never a psync or anything that waits for another thread.
+    pub fn with_default_heap<R>(
+        &self,
+        open: impl FnOnce(&Registry) -> Result<usize>,
+        f: impl FnOnce(&PmoHeap) -> Result<R>,
+    ) -> Result<R> {
+        {
+            let st = self.read();
+            if let Some(Mapped::Heap(h)) = st
+                .default_heap
+                .and_then(|start| st.attachments.get(&start))
+                .map(|r| &r.mapped)
+            {
+                return f(h);
+            }
+        }
+        let heap = self.default_heap(open)?;
+        f(&heap)
+    }
+
+    /// Run `f` on the heap holding `addr` (`NotABlock` if no heap does), under the shared
+    /// registry lock: the same rules as [`Registry::with_default_heap`].
+    pub fn with_heap_containing<R>(
+        &self,
+        addr: usize,
+        f: impl FnOnce(&PmoHeap) -> Result<R>,
+    ) -> Result<R> {
+        let st = self.read();
+        match Self::find_locked(&st, addr) {
+            Ok((_, r)) => match &r.mapped {
+                Mapped::Heap(h) => f(h),
+                Mapped::Plain(_) => Err(CapiError::NotABlock(addr)),
+            },
+            Err(CapiError::NotAttached(_)) => Err(CapiError::NotABlock(addr)),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The mapping whose range contains `addr`.
     pub fn find(&self, addr: usize) -> Result<Mapped> {
-        let st = self.lock();
+        let st = self.read();
         Self::find_locked(&st, addr).map(|(_, r)| r.mapped.clone())
     }
 
@@ -446,7 +540,7 @@ impl Registry {
 
     /// The heap whose handle (start address) is `handle`.
     pub fn heap_at(&self, handle: usize) -> Result<Arc<PmoHeap>> {
-        let st = self.lock();
+        let st = self.read();
         match st.attachments.get(&handle).map(|r| &r.mapped) {
             Some(Mapped::Heap(h)) => Ok(h.clone()),
             Some(Mapped::Plain(_)) => Err(CapiError::Invalid(format!(
