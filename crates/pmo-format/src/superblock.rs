@@ -316,8 +316,8 @@ mod tests {
         assert_eq!(
             Superblock::decode(&sb.encode(), 1 << 30),
             Err(FormatError::TooNew {
-                found: 2,
-                supported: 1
+                found: FORMAT_VERSION + 1,
+                supported: FORMAT_VERSION
             })
         );
     }
