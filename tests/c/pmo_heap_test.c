@@ -2,12 +2,17 @@
  * pmo_heap_test.c - the persistent heap of include/pmo.h from C: p_malloc and friends on the
  * default heap (no set-up), pmo_heap_* on a named heap.
  *
- * Usage: pmo_heap_test create | verify | wrongkey
+ * Usage: pmo_heap_test create | verify | wrongkey | threads | churn | crashcheck ACKED
  *   create    a fresh pool: every call and errno; leaves a linked list of NODES p_malloc'd
  *             nodes, each with a p_malloc'd string, reachable from the default heap's root,
  *             persisted with p_persist.
  *   verify    a new process: walks the list from p_get_root(), checks the heap, frees it all.
  *   wrongkey  run with another PMO_KEY: the default heap does not open (EACCES).
+ *   threads   two threads allocate and free while the main thread p_persists; checker.
+ *   churn     forever: push a node (or pop and free one), bump a sequence number, p_persist,
+ *             then print the sequence number (the parent SIGKILLs it at a random moment).
+ *   crashcheck ACKED  after the kill: the heap passes the checker, the list is whole, every
+ *             live block is reachable, and the durable sequence is ACKED or ACKED + 1.
  * Expects PMO_HEAP=capi.heap, PMO_HEAP_SIZE=16M, PMO_KEY="heap key" (set by
  * crates/pmo-capi/tests/c_programs.rs). Prints "pmo_heap_test <phase>: ok" and exits 0.
  */
@@ -312,20 +317,154 @@ static void verify_list(void) {
     printf("verified %d nodes from the root\n", NODES);
 }
 
+/* ---- threads ------------------------------------------------------------------------------ */
+
+#include <pthread.h>
+
+struct churner {
+    unsigned seed;
+    int failed;
+};
+
+static void *churn_thread(void *arg) {
+    struct churner *c = arg;
+    void *kept[64] = {0};
+    for (int i = 0; i < 20000; i++) {
+        int slot = (int)(rand_r(&c->seed) % 64);
+        if (kept[slot] != NULL) {
+            if (p_free(kept[slot]) != 0)
+                c->failed = 1;
+            kept[slot] = NULL;
+        } else {
+            size_t size = 1 + rand_r(&c->seed) % ((rand_r(&c->seed) % 8 == 0) ? 70000 : 500);
+            kept[slot] = p_malloc(size);
+            if (kept[slot] == NULL)
+                c->failed = 1;
+            else
+                memset(kept[slot], slot, size);
+        }
+    }
+    for (int i = 0; i < 64; i++)
+        if (kept[i] != NULL && p_free(kept[i]) != 0)
+            c->failed = 1;
+    return NULL;
+}
+
+static void test_threads(void) {
+    pmo_heap *dh = pmo_heap_default();
+    CHECK(dh != NULL);
+    int64_t before = live_blocks(dh);
+    pthread_t t[2];
+    struct churner c[2] = {{1, 0}, {2, 0}};
+    for (int i = 0; i < 2; i++)
+        CHECK(pthread_create(&t[i], NULL, churn_thread, &c[i]) == 0);
+    for (int i = 0; i < 20; i++)
+        CHECK(p_persist() == 0); /* allocator calls pause while it runs */
+    for (int i = 0; i < 2; i++) {
+        CHECK(pthread_join(t[i], NULL) == 0);
+        CHECK(!c[i].failed);
+    }
+    CHECK(live_blocks(dh) == before);
+    CHECK(pmo_heap_check(dh) == 0);
+    CHECK(p_persist() == 0);
+}
+
+/* ---- crashes ------------------------------------------------------------------------------ */
+
+struct croot {
+    uint64_t magic;
+    uint64_t seq; /* p_persist calls made, counting the one this state belongs to */
+    uint64_t count;
+    struct node *head;
+};
+
+#define CROOT_MAGIC 0x636875726e726f6full /* "churnroo" */
+
+static void churn(void) {
+    struct croot *r = p_get_root();
+    if (r == NULL) {
+        r = p_calloc(1, sizeof *r);
+        CHECK(r != NULL && p_set_root(r) == 0);
+        if (r == NULL)
+            return;
+        r->magic = CROOT_MAGIC;
+        CHECK(p_persist() == 0);
+    }
+    unsigned seed = (unsigned)r->seq + 1;
+    for (;;) {
+        if (r->head != NULL && rand_r(&seed) % 4 == 0) {
+            struct node *n = r->head;
+            r->head = n->next;
+            r->count--;
+            if (p_free(n->text) != 0 || p_free(n) != 0)
+                return;
+        } else {
+            struct node *n = p_malloc(sizeof *n);
+            uint64_t i = r->count;
+            char *t = p_malloc(text_len(i));
+            if (n == NULL || t == NULL)
+                return; /* full: the parent sees the exit */
+            fill_text(t, i);
+            n->index = i;
+            n->text = t;
+            n->next = r->head;
+            r->head = n;
+            r->count++;
+        }
+        r->seq++;
+        if (p_persist() != 0)
+            return;
+        printf("%llu\n", (unsigned long long)r->seq);
+        fflush(stdout);
+    }
+}
+
+static void crashcheck(uint64_t acked) {
+    struct croot *r = p_get_root();
+    CHECK(r != NULL && r->magic == CROOT_MAGIC);
+    if (r == NULL || r->magic != CROOT_MAGIC)
+        return;
+    CHECK(r->seq == acked || r->seq == acked + 1);
+    uint64_t seen = 0;
+    int ok = 1;
+    for (struct node *n = r->head; n != NULL && seen <= r->count; n = n->next, seen++) {
+        uint64_t want = r->count - 1 - seen;
+        if (n->index != want || !text_ok(n->text, want)) {
+            ok = 0;
+            break;
+        }
+    }
+    CHECK(ok && seen == r->count);
+    pmo_heap *dh = pmo_heap_default();
+    CHECK(pmo_heap_check(dh) == 0);
+    /* No leak: every live block is the root or reachable from it. */
+    CHECK(live_blocks(dh) == (int64_t)(1 + 2 * r->count));
+    printf("durable seq %llu (acked %llu), %llu nodes\n", (unsigned long long)r->seq,
+           (unsigned long long)acked, (unsigned long long)r->count);
+}
+
 int main(int argc, char **argv) {
-    const char *phase = argc == 2 ? argv[1] : "";
+    const char *phase = argc >= 2 ? argv[1] : "";
     if (strcmp(phase, "create") == 0) {
         test_p_calls();
         build_list();
         test_named_heap();
     } else if (strcmp(phase, "verify") == 0) {
         verify_list();
+    } else if (strcmp(phase, "threads") == 0) {
+        test_threads();
+    } else if (strcmp(phase, "churn") == 0) {
+        churn();
+        return 1; /* only a failure ends the loop */
+    } else if (strcmp(phase, "crashcheck") == 0 && argc == 3) {
+        crashcheck(strtoull(argv[2], NULL, 10));
     } else if (strcmp(phase, "wrongkey") == 0) {
         CHECK_FAIL(p_malloc(8) != NULL, EACCES, PMO_E_WRONG_KEY);
         CHECK_FAIL(p_persist() == 0, EACCES, PMO_E_WRONG_KEY);
         CHECK(pmo_heap_default() == NULL && errno == EACCES);
     } else {
-        fprintf(stderr, "usage: %s create|verify|wrongkey\n", argv[0]);
+        fprintf(stderr, "usage: %s create|verify|wrongkey|threads|churn|crashcheck ACKED\n",
+                argv[0]);
         return 2;
     }
     if (failures) {

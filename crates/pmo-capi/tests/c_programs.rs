@@ -265,9 +265,84 @@ fn heap_create_then_verify(tag: &str, fault: Option<&str>) {
         out
     };
     run("create", "heap key");
+    run("threads", "heap key");
     run("wrongkey", "another key");
     let out = run("verify", "heap key");
     assert!(out.contains("verified 1000 nodes from the root"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Rounds of the SIGKILL test: each kills a churning process at a random moment.
+const KILL_ROUNDS: u32 = 12;
+
+#[test]
+fn c_heap_program_survives_sigkill_between_and_inside_p_persist() {
+    if !compiler_available("cc") {
+        eprintln!("note: no C compiler (cc): skipping pmo_heap_test.c");
+        return;
+    }
+    use std::io::BufRead;
+    let dir = scratch("heap-kill");
+    let exe = dir.join("pmo_heap_test");
+    build_c_static("pmo_heap_test.c", &exe, &[]);
+    let pool = dir.join("k.pool");
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
+        | 1;
+    eprintln!("kill test seed {seed}");
+    let mut rng = seed;
+    let mut next = move || {
+        // xorshift64: reproducible from the printed seed.
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let heap_env = |c: &mut Command| {
+        c.env("PMO_HEAP", "kill.heap")
+            .env("PMO_HEAP_SIZE", "16M")
+            .env("PMO_KEY", "kill key")
+            .env_remove("PMO_FAULT");
+    };
+    for round in 0..KILL_ROUNDS {
+        let mut cmd = program(&exe, &pool);
+        cmd.arg("churn").stdout(std::process::Stdio::piped());
+        heap_env(&mut cmd);
+        let mut child = cmd.spawn().expect("spawn churn");
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel::<u64>();
+        let reader = std::thread::spawn(move || {
+            // Only whole lines count: each was printed after its p_persist returned.
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(seq) = line.trim().parse::<u64>() {
+                    if tx.send(seq).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        // Wait for the first acknowledged persist, then kill at a random moment.
+        let first = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("round {round} (seed {seed}): churn acknowledged nothing"));
+        std::thread::sleep(std::time::Duration::from_millis(5 + next() % 120));
+        child.kill().expect("SIGKILL");
+        let status = child.wait().expect("wait");
+        reader.join().expect("reader");
+        let acked = rx.try_iter().last().unwrap_or(first);
+        assert!(
+            status.code().is_none(),
+            "round {round} (seed {seed}): churn exited by itself: {status:?}"
+        );
+        let mut check = program(&exe, &pool);
+        check.arg("crashcheck").arg(acked.to_string());
+        heap_env(&mut check);
+        let out = run_ok(&mut check, &format!("crashcheck round {round} seed {seed}"));
+        assert!(out.contains("pmo_heap_test crashcheck: ok"), "{out}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
