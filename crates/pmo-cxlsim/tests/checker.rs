@@ -292,3 +292,24 @@ fn acknowledgement_before_persistence_is_caught() {
         assert_eq!(lost, 0, "{scheme}: PM never lags the PD under this fault");
     }
 }
+
+#[test]
+fn read_routed_around_a_drain_entry_is_caught_at_default_timing() {
+    // Larger traces open the race window without widening it: cholesky at quick size re-reads
+    // lines whose drains are still queued in the PB controller.
+    let trace = generate("cholesky", 8, Size::Quick).expect("workload");
+    for scheme in [Scheme::Pb, Scheme::PbRf] {
+        let broken = Params {
+            scheme,
+            fault: Fault::ReadBypassDrain,
+            ..Params::default()
+        };
+        let stats = pmo_cxlsim::simulate(&broken, &trace).expect("run");
+        let stale = stats
+            .violations
+            .iter()
+            .filter(|v| matches!(v, Violation::StaleRead { .. }))
+            .count();
+        assert!(stale > 0, "{scheme}: stale reads went unnoticed");
+    }
+}
