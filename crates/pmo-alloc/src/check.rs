@@ -13,8 +13,8 @@
 //! 4. the bin lists hold exactly the FREE extents, each in `bin_of(len)`, with consistent
 //!    back links, and the bin bitmap marks exactly the non-empty bins;
 //! 5. the partial lists hold exactly the slabs with a free slot, of their class;
-//! 6. live + free + released descriptors add up, and the counters in the header equal what
-//!    the walk counted;
+//! 6. live + free + released descriptors add up, and the counters (the header's for large
+//!    blocks plus the descriptors' `used_slots` for slots) equal what the walk counted;
 //! 7. `allocated + free + slab tail waste == capacity` (bytes), counted independently:
 //!    blocks from the bitmaps and large extents, free from free extents and clear bits.
 
@@ -321,8 +321,16 @@ pub(crate) fn check_subheap(m: &SubMeta<'_>) -> Result<CheckReport> {
     if released + r.slabs != m.hdr.desc_high_water as u64 {
         return Err(corrupt(m, "descriptors lost"));
     }
-    if m.hdr.live_count != r.live_allocations
-        || m.hdr.live_bytes != r.allocated_bytes
+    // The header counts large blocks; slab slots are counted by their descriptors.
+    let (mut slot_count, mut slot_bytes) = (0u64, 0u64);
+    for desc in m.descs.iter().take(m.hdr.desc_high_water as usize) {
+        if desc.in_use != 0 && (desc.class as usize) < CLASS_COUNT {
+            slot_count += u64::from(desc.used_slots);
+            slot_bytes += u64::from(desc.used_slots) * u64::from(CLASS_BYTES[desc.class as usize]);
+        }
+    }
+    if m.hdr.live_count + slot_count != r.live_allocations
+        || m.hdr.live_bytes + slot_bytes != r.allocated_bytes
         || m.hdr.free_units != free_units
         || m.hdr.slab_count as u64 != r.slabs
     {

@@ -365,12 +365,33 @@ impl Heap {
             // Guard mode opens pages as they are first written (see `PageGuard`); with an
             // observer the same bookkeeping records which pages the call wrote.
             let mut pages = PageGuard::with_protection(addr, len, guard_mode);
-            if !guard_mode {
+            let mut header_before = [0u8; SUBHEAP_HEADER_BYTES];
+            if guard_mode {
+                pages.open(0, SUBHEAP_HEADER_BYTES);
+            } else {
                 self.protector.enter(addr, len)?;
+                // Recording only: the header page is reported if its bytes changed (most small
+                // allocs and frees do not write it), compared below.
+                // SAFETY: the sub-heap header lies at `addr` inside the region (readable), and
+                // the caller holds sub-heap i's lock, so nobody writes it meanwhile.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        addr as *const u8,
+                        header_before.as_mut_ptr(),
+                        SUBHEAP_HEADER_BYTES,
+                    )
+                };
             }
-            pages.open(0, SUBHEAP_HEADER_BYTES);
             // SAFETY: the caller holds sub-heap i's lock for the duration of the view.
             let r = f(&mut unsafe { sub_view(self.base, &self.geo, i, Some(&mut pages)) });
+            if !guard_mode {
+                // SAFETY: as above; the view's borrows ended with `f`.
+                let header_now =
+                    unsafe { std::slice::from_raw_parts(addr as *const u8, SUBHEAP_HEADER_BYTES) };
+                if header_now != header_before {
+                    pages.open(0, SUBHEAP_HEADER_BYTES);
+                }
+            }
             if let Some(observe) = &self.observer {
                 let block_off = self.region_offset(addr as *const u8);
                 let mut ok = true;
@@ -743,6 +764,16 @@ impl Heap {
             self.peek(i, |m| {
                 s.live_allocations += m.hdr.live_count;
                 s.live_bytes += m.hdr.live_bytes;
+                // Slab slots are counted by their descriptors.
+                let used = m.hdr.desc_high_water as usize;
+                for desc in m.descs.iter().take(used).filter(|d| d.in_use != 0) {
+                    let class_bytes = crate::layout::CLASS_BYTES
+                        .get(desc.class as usize)
+                        .copied()
+                        .unwrap_or(0);
+                    s.live_allocations += u64::from(desc.used_slots);
+                    s.live_bytes += u64::from(desc.used_slots) * u64::from(class_bytes);
+                }
                 s.free_extent_bytes += m.hdr.free_units * UNIT_BYTES as u64;
                 s.slabs += m.hdr.slab_count as u64;
                 Ok(())

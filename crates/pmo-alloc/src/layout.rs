@@ -109,7 +109,7 @@ pub fn bin_of(len_units: u32) -> usize {
 /// Header magic, bytes 0..8.
 pub const HEADER_MAGIC: [u8; 8] = *b"PMOHEAP\0";
 /// Format version this code writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Offsets of header fields (little-endian), inside OS page 0.
 pub mod hdr {
     /// [u8; 8]

@@ -105,9 +105,9 @@ pub struct SubHeapHeader {
     pub desc_high_water: u32,
     /// Slabs alive.
     pub slab_count: u32,
-    /// Live allocations.
+    /// Live large blocks (slab slots are counted by their descriptors' `used_slots`).
     pub live_count: u64,
-    /// Usable bytes of live allocations.
+    /// Usable bytes of live large blocks.
     pub live_bytes: u64,
     /// Units in FREE extents.
     pub free_units: u64,

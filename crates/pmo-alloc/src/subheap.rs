@@ -605,8 +605,8 @@ impl<'a> SubMeta<'a> {
             self.partial_remove(class, d)?;
         }
         let class_bytes = CLASS_BYTES[class] as usize;
-        self.hdr.live_count += 1;
-        self.hdr.live_bytes += class_bytes as u64;
+        // Slab slots are counted by their descriptor (`used_slots`), not in the header, so the
+        // common small alloc/free writes no header page (one page less per psync).
         Ok(Some(
             self.data_off + head as usize * UNIT_BYTES + slot as usize * class_bytes,
         ))
@@ -737,8 +737,6 @@ impl<'a> SubMeta<'a> {
                 if was_full {
                     self.partial_push(class, d);
                 }
-                self.hdr.live_count = self.hdr.live_count.saturating_sub(1);
-                self.hdr.live_bytes = self.hdr.live_bytes.saturating_sub(usable as u64);
                 // Keep one empty slab per class so alloc/free at a boundary does not thrash:
                 // release an empty slab only when its class has another partial slab.
                 if empty {
