@@ -505,3 +505,101 @@ pub fn run(cmd: Command) -> i32 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(subcommand)]
+        command: Command,
+    }
+
+    fn parse(args: &[&str]) -> Command {
+        let mut argv = vec!["pmo-cxlsim"];
+        argv.extend_from_slice(args);
+        Wrapper::try_parse_from(argv)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+            .command
+    }
+
+    #[test]
+    fn command_definition_is_consistent() {
+        Wrapper::command().debug_assert();
+        assert!(Wrapper::try_parse_from(["x", "run", "--scheme", "bogus"]).is_err());
+        assert!(Wrapper::try_parse_from(["x", "check", "--fault", "bogus"]).is_err());
+    }
+
+    #[test]
+    fn exit_codes_follow_the_contract() {
+        let ok = parse(&["run", "--workload", "fft", "--size", "small", "--pm-fifo"]);
+        assert_eq!(run(ok), 0);
+        let bad = parse(&[
+            "run",
+            "--workload",
+            "fft",
+            "--size",
+            "small",
+            "--pb-entries",
+            "1",
+        ]);
+        assert_eq!(run(bad), 1);
+        let clean = parse(&[
+            "check",
+            "--workload",
+            "ocean",
+            "--size",
+            "small",
+            "--crash-points",
+            "50",
+            "--real-crashes",
+            "1",
+            "--fence-each-flush",
+        ]);
+        assert_eq!(run(clean), 0);
+        let broken = parse(&[
+            "check",
+            "--workload",
+            "ocean",
+            "--size",
+            "small",
+            "--scheme",
+            "pb",
+            "--fault",
+            "empty-before-ack",
+            "--real-crashes",
+            "0",
+        ]);
+        assert_eq!(run(broken), 2);
+    }
+
+    #[test]
+    fn study_flags_reach_the_study() {
+        let dir = std::env::temp_dir().join(format!("pmo-cxlsim-cli-{}", std::process::id()));
+        let dir_text = dir.to_string_lossy().into_owned();
+        let cmd = parse(&[
+            "study",
+            "--quick",
+            "--out",
+            &dir_text,
+            "--workloads",
+            "raytrace",
+            "--repeats",
+            "1",
+            "--fig1-hops",
+            "0,1",
+            "--fig8-entries",
+            "16",
+            "--no-strict-ablation",
+            "--no-progress",
+        ]);
+        assert_eq!(run(cmd), 0);
+        let fig1 = std::fs::read_to_string(dir.join("fig1_hops.csv")).expect("fig1 csv");
+        // Header plus one row per hop count, no fence-per-flush rows.
+        assert_eq!(fig1.lines().count(), 3, "{fig1}");
+        assert!(!dir.join("workloads_strict.csv").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
