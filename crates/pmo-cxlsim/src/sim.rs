@@ -15,6 +15,13 @@
 //! buffer spends the last 2 (allocation, traversal) after it: unrelated traffic never waits for
 //! the PB (paper §V-C).
 //!
+//! PM: a write-pending queue in the ADR domain (a write is persistent and acknowledged on
+//! acceptance) in front of line-interleaved banks; banks serve reads first and write when the
+//! queue passes gem5's high mark, or its low mark with no read waiting (`pm_reads_first`; off,
+//! each bank serves in arrival order). Accesses take effect and are checked on arrival at the
+//! controller; a bank only times the response. Bank queues hold at most the write queue's
+//! entries and the reads in flight.
+//!
 //! PBC (paper §V-B, §V-D): one packet at a time; acknowledgements first (deadlock rule, §V-D2),
 //! then drain-packet creation, then requests in PI order. A write that finds no Empty entry
 //! starts draining the LRU Dirty entry and stalls the PI queue until an acknowledgement frees
@@ -1362,6 +1369,7 @@ impl<'t> Simulator<'t> {
         self.pm_arrivals += 1;
         self.wpq_len += 1;
         *self.wpq_lines.entry(pkt.line).or_insert(0) += 1;
+        debug_assert!(self.pm_bank_writes[bank].len() < self.p.pm_wpq_entries);
         self.pm_bank_writes[bank].push_back((self.pm_arrivals, pkt.line));
         let ack = self.pm_apply(pkt);
         let slot = self.stash(ack);
@@ -1386,6 +1394,11 @@ impl<'t> Simulator<'t> {
         if in_queue {
             self.schedule(t + self.pm_ctrl_ps, Ev::PmRespond(slot));
         } else {
+            // Every read reaching PM is a core's miss: bounded by the cores' request slots.
+            debug_assert!(
+                self.pm_bank_reads[bank].len()
+                    < self.cores.len() * (self.p.outstanding_per_core + 2)
+            );
             self.pm_bank_reads[bank].push_back((self.pm_arrivals, slot));
             self.bank_kick(bank);
         }
