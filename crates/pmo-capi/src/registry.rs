@@ -27,15 +27,20 @@
 //!   for another user; psync; pool creation is the one exception, since nothing can proceed
 //!   without the pool): an attachment is shared as an `Arc`, so a detach racing with a psync
 //!   on another thread unmaps when the psync finishes.
-//! - The lock is a read-write lock: lookups share it. One allocator call (`p_malloc`,
-//!   `p_free`, ...) runs under the shared lock instead of cloning the heap's `Arc`, so the
-//!   hot path touches no reference count; such a call never waits for another thread's
-//!   registry work, and a detach of that heap waits for it to finish.
+//! - Lookups do not take the state lock: they read an immutable snapshot of the table in the
+//!   calling thread's lookup slot (one of [`LOOKUP_SLOTS`], each its own lock on its own cache
+//!   lines). Every change of the table publishes a fresh snapshot to all slots before the state
+//!   lock is released, write-locking each slot in turn; so when `detach` returns, no lookup
+//!   still uses the removed entry. One allocator call (`p_malloc`, `p_free`, ...) runs under
+//!   the slot's read lock instead of cloning the heap's `Arc`, so the hot path touches no
+//!   shared cache line; such a call never waits for registry work of another thread.
+//! - Lock order: state, then slots. A lookup never takes the state lock while it holds a slot.
 //! - The pool is not closed or switched while attachments exist or attaches are in flight.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
@@ -84,8 +89,6 @@ struct State {
     attaching: usize,
     /// The process this state belongs to (0: not yet known); see the module doc on fork.
     pid: u32,
-    /// [`FORK_GENERATION`] when `pid` was last checked.
-    fork_generation: u64,
     /// Start address of the default heap, if it is open.
     default_heap: Option<usize>,
 }
@@ -159,10 +162,61 @@ impl Drop for Reservation<'_> {
     }
 }
 
+/// An immutable copy of the table for lookups: what [`Registry::publish`] hands to the slots.
+struct Snapshot {
+    /// start address -> mapping (clones of the state's entries).
+    mapped: BTreeMap<usize, Mapped>,
+    default_heap: Option<usize>,
+}
+
+impl Snapshot {
+    fn find(&self, addr: usize) -> Option<(usize, &Mapped)> {
+        match self.mapped.range(..=addr).next_back() {
+            Some((&start, m)) if addr - start < m.len() => Some((start, m)),
+            _ => None,
+        }
+    }
+}
+
+/// Number of lookup slots: threads spread over them, so lookups on different threads touch
+/// different cache lines.
+const LOOKUP_SLOTS: usize = 16;
+
+/// One lookup slot: the current snapshot behind a lock of its own, alone on its cache lines.
+#[repr(align(128))]
+struct Slot(RwLock<Option<Arc<Snapshot>>>);
+
+/// Next slot to hand to a thread.
+static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's slot (`usize::MAX`: not chosen yet).
+    static MY_SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+fn my_slot() -> usize {
+    MY_SLOT
+        .try_with(|s| {
+            if s.get() == usize::MAX {
+                s.set(NEXT_SLOT.fetch_add(1, Ordering::Relaxed) % LOOKUP_SLOTS);
+            }
+            s.get()
+        })
+        .unwrap_or(0)
+}
+
 /// The C API's state. The library uses one, [`global`]; tests make their own.
 pub struct Registry {
-    /// Lookups (every `p_malloc`, `p_free`, `psync`) take it shared; changes exclusive.
+    /// The table and the pool. Changes take it exclusively; every change of the table is
+    /// published to `slots` before the lock is released.
     state: RwLock<State>,
+    /// Lookups (every `p_malloc`, `p_free`, `psync`): a thread read-locks its own slot and
+    /// reads the snapshot there, touching no shared cache line. A publication write-locks
+    /// every slot in turn, so once it returns no lookup still uses the previous snapshot.
+    slots: [Slot; LOOKUP_SLOTS],
+    /// The process the slots were last published for, and the fork generation then.
+    seen_pid: AtomicU32,
+    seen_generation: AtomicU64,
     /// Serialises opening the default heap (held across the slow open, never with `state`
     /// held on entry).
     default_heap_open: Mutex<()>,
@@ -258,9 +312,11 @@ impl Registry {
                 attachments: BTreeMap::new(),
                 attaching: 0,
                 pid: 0,
-                fork_generation: 0,
                 default_heap: None,
             }),
+            slots: [const { Slot(RwLock::new(None)) }; LOOKUP_SLOTS],
+            seen_pid: AtomicU32::new(0),
+            seen_generation: AtomicU64::new(0),
             default_heap_open: Mutex::new(()),
         }
     }
@@ -270,44 +326,88 @@ impl Registry {
     /// consistent and the poison is ignored.
     fn lock(&self) -> RwLockWriteGuard<'_, State> {
         let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
-        if Self::stale(&st) {
+        if self.stale() {
             let generation = FORK_GENERATION.load(Ordering::Acquire);
-            Self::forget_inherited(&mut st, std::process::id());
-            st.fork_generation = generation;
+            let pid = std::process::id();
+            if Self::forget_inherited(&mut st, pid) {
+                // The slots hold the parent's snapshot: forget it too (dropping it would only
+                // lower reference counts, but nothing of the parent's is to run here).
+                for slot in &self.slots {
+                    let old = slot.0.write().unwrap_or_else(|e| e.into_inner()).take();
+                    std::mem::forget(old);
+                }
+            }
+            self.publish(&st);
+            self.seen_pid.store(pid, Ordering::Release);
+            self.seen_generation.store(generation, Ordering::Release);
         }
         st
     }
 
-    /// The state, shared (lookups).
+    /// The state, shared.
     fn read(&self) -> RwLockReadGuard<'_, State> {
-        {
-            let st = self.state.read().unwrap_or_else(|e| e.into_inner());
-            if !Self::stale(&st) {
-                return st;
-            }
+        if self.stale() {
+            drop(self.lock());
         }
-        // First call after a fork (or ever): clean up exclusively, then read.
-        drop(self.lock());
         self.state.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether this state may hold a parent process's entries. With the fork hook installed
-    /// this is one atomic load; without it, a `getpid` system call.
-    fn stale(st: &State) -> bool {
+    /// Whether the slots may hold a parent process's entries (or were never published). With
+    /// the fork hook installed this is two atomic loads; without it, a `getpid` system call.
+    fn stale(&self) -> bool {
+        let seen_pid = self.seen_pid.load(Ordering::Acquire);
         if FORK_HOOK_INSTALLED.load(Ordering::Acquire) {
-            st.pid == 0 || FORK_GENERATION.load(Ordering::Acquire) != st.fork_generation
+            seen_pid == 0
+                || FORK_GENERATION.load(Ordering::Acquire)
+                    != self.seen_generation.load(Ordering::Acquire)
         } else {
-            st.pid != std::process::id()
+            seen_pid != std::process::id()
         }
+    }
+
+    /// Copy the table to every slot. Called with the state locked exclusively, after every
+    /// change of `attachments` or `default_heap`.
+    fn publish(&self, st: &State) {
+        let snapshot = Arc::new(Snapshot {
+            mapped: st
+                .attachments
+                .iter()
+                .map(|(&start, r)| (start, r.mapped.clone()))
+                .collect(),
+            default_heap: st.default_heap,
+        });
+        for slot in &self.slots {
+            // The slot's lock is released at the end of this statement, before `old` drops.
+            let old = slot
+                .0
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .replace(snapshot.clone());
+            drop(old);
+        }
+    }
+
+    /// This thread's view of the table, for one lookup. Never hold it across anything that
+    /// waits for another thread's registry work (a publication waits for it).
+    fn snapshot(&self) -> RwLockReadGuard<'_, Option<Arc<Snapshot>>> {
+        if self.stale() {
+            drop(self.lock());
+        }
+        self.slots[my_slot()]
+            .0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// In a fork child: drop the parent's attachments from the table without dropping them
     /// (their mappings are not in this process; their locks and holder words are the
     /// parent's). Also forget attaches the parent had in flight: their threads are not here.
-    fn forget_inherited(st: &mut State, pid: u32) {
+    /// Returns whether this was a fork child's first call (anything forgotten).
+    fn forget_inherited(st: &mut State, pid: u32) -> bool {
         if st.pid == pid {
-            return;
+            return false;
         }
+        let child = st.pid != 0;
         let inherited: Vec<usize> = st
             .attachments
             .iter()
@@ -320,10 +420,11 @@ impl Registry {
             }
         }
         st.default_heap = None;
-        if st.pid != 0 {
+        if child {
             st.attaching = 0;
         }
         st.pid = pid;
+        child
     }
 
     /// The open pool, opening (and if missing creating) the default one on first use.
@@ -419,6 +520,7 @@ impl Registry {
                 owner_pid: std::process::id(),
             },
         );
+        self.publish(&st);
         Ok(start)
     }
 
@@ -465,6 +567,7 @@ impl Registry {
         let start = open(self)?;
         let mut st = self.lock();
         st.default_heap = Some(start);
+        self.publish(&st);
         match st.attachments.get(&start).map(|r| &r.mapped) {
             Some(Mapped::Heap(h)) => Ok(h.clone()),
             // Detached by another thread already: the caller may retry.
@@ -473,9 +576,9 @@ impl Registry {
     }
 
     fn default_heap_if_open(&self) -> Option<Arc<PmoHeap>> {
-        let st = self.read();
-        let start = st.default_heap?;
-        match st.attachments.get(&start).map(|r| &r.mapped) {
+        let snap = self.snapshot();
+        let snap = snap.as_ref()?;
+        match snap.mapped.get(&snap.default_heap?) {
             Some(Mapped::Heap(h)) => Some(h.clone()),
             _ => None,
         }
@@ -490,11 +593,9 @@ impl Registry {
         f: impl FnOnce(&PmoHeap) -> Result<R>,
     ) -> Result<R> {
         {
-            let st = self.read();
-            if let Some(Mapped::Heap(h)) = st
-                .default_heap
-                .and_then(|start| st.attachments.get(&start))
-                .map(|r| &r.mapped)
+            let snap = self.snapshot();
+            if let Some(Mapped::Heap(h)) =
+                snap.as_ref().and_then(|s| s.mapped.get(&s.default_heap?))
             {
                 return f(h);
             }
@@ -510,21 +611,20 @@ impl Registry {
         addr: usize,
         f: impl FnOnce(&PmoHeap) -> Result<R>,
     ) -> Result<R> {
-        let st = self.read();
-        match Self::find_locked(&st, addr) {
-            Ok((_, r)) => match &r.mapped {
-                Mapped::Heap(h) => f(h),
-                Mapped::Plain(_) => Err(CapiError::NotABlock(addr)),
-            },
-            Err(CapiError::NotAttached(_)) => Err(CapiError::NotABlock(addr)),
-            Err(e) => Err(e),
+        let snap = self.snapshot();
+        match snap.as_ref().and_then(|s| s.find(addr)) {
+            Some((_, Mapped::Heap(h))) => f(h),
+            _ => Err(CapiError::NotABlock(addr)),
         }
     }
 
     /// The mapping whose range contains `addr`.
     pub fn find(&self, addr: usize) -> Result<Mapped> {
-        let st = self.read();
-        Self::find_locked(&st, addr).map(|(_, r)| r.mapped.clone())
+        let snap = self.snapshot();
+        snap.as_ref()
+            .and_then(|s| s.find(addr))
+            .map(|(_, m)| m.clone())
+            .ok_or(CapiError::NotAttached(addr))
     }
 
     /// The heap that `addr` (a block, or any address in the heap's PMO) belongs to.
@@ -540,8 +640,8 @@ impl Registry {
 
     /// The heap whose handle (start address) is `handle`.
     pub fn heap_at(&self, handle: usize) -> Result<Arc<PmoHeap>> {
-        let st = self.read();
-        match st.attachments.get(&handle).map(|r| &r.mapped) {
+        let snap = self.snapshot();
+        match snap.as_ref().and_then(|s| s.mapped.get(&handle)) {
             Some(Mapped::Heap(h)) => Ok(h.clone()),
             Some(Mapped::Plain(_)) => Err(CapiError::Invalid(format!(
                 "{handle:#x} is an attachment, not a heap handle"
@@ -567,7 +667,10 @@ impl Registry {
             if st.default_heap == Some(start) {
                 st.default_heap = None;
             }
-            st.attachments.remove(&start)
+            let removed = st.attachments.remove(&start);
+            // After this no lookup holds the entry: the snapshots only had clones.
+            self.publish(&st);
+            removed
         };
         // Unmapped here, outside the lock (or by the last call still holding it).
         drop(registered);
