@@ -28,7 +28,7 @@
 //!   without the pool): an attachment is shared as an `Arc`, so a detach racing with a psync
 //!   on another thread unmaps when the psync finishes.
 //! - Lookups do not take the state lock: they read an immutable snapshot of the table in the
-//!   calling thread's lookup slot (one of [`LOOKUP_SLOTS`], each its own lock on its own cache
+//!   calling thread's lookup slot (one of `LOOKUP_SLOTS` = 16, each its own lock on its own cache
 //!   lines). Every change of the table publishes a fresh snapshot to all slots before the state
 //!   lock is released, write-locking each slot in turn; so when `detach` returns, no lookup
 //!   still uses the removed entry. One allocator call (`p_malloc`, `p_free`, ...) runs under
@@ -851,6 +851,49 @@ mod tests {
             .unwrap()
             .is_empty());
         reg.detach(h2).unwrap();
+        reg.pool_close().unwrap();
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    #[test]
+    fn allocations_run_while_the_table_changes() {
+        let (path, _pool) = temp_pool("churn");
+        let reg = Arc::new(Registry::new());
+        reg.pool_open(Some(&path), 0).unwrap();
+        let h = reg.heap_open("h", b"k", 8 << 20).unwrap();
+        reg.create("plain", 4096, b"k").unwrap();
+        let workers: Vec<_> = (0..2)
+            .map(|t| {
+                let reg = reg.clone();
+                std::thread::spawn(move || {
+                    for i in 0..2000usize {
+                        let size = 1 + (i * 31 + t) % 700;
+                        let b = reg
+                            .with_heap_containing(h, |heap| crate::heap::alloc(heap, size, 0))
+                            .unwrap();
+                        assert!(crate::heap::usable_size(&reg, b).unwrap() >= size);
+                        crate::heap::free(&reg, b).unwrap();
+                    }
+                })
+            })
+            .collect();
+        // Meanwhile: publications (attach, detach) and psyncs of the heap.
+        for _ in 0..50 {
+            let p = reg
+                .attach("plain", Perm::Read, b"k", AttachOptions::default())
+                .unwrap();
+            reg.psync(h).unwrap();
+            reg.detach(p).unwrap();
+        }
+        for w in workers {
+            w.join().unwrap();
+        }
+        let heap = reg.heap_at(h).unwrap();
+        assert!(crate::heap::allocations(&heap).unwrap().is_empty());
+        crate::heap::check(&heap).unwrap();
+        drop(heap);
+        reg.detach(h).unwrap();
+        assert!(matches!(reg.heap_at(h), Err(CapiError::NotAttached(_))));
         reg.pool_close().unwrap();
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
