@@ -586,6 +586,9 @@ impl<'t> Simulator<'t> {
     }
 
     fn finish(mut self) -> Stats {
+        // Every core waited for its writes' acknowledgements before finishing, so every version
+        // that entered the PD has been acknowledged (early-ack leaves PM writes in flight).
+        debug_assert!(self.p.fault == Fault::EarlyAck || self.model.unacked_len() == 0);
         self.stats.sim_time_ps = self.cores.iter().map(|c| c.finish_ps).max().unwrap_or(0);
         self.stats.reads_checked = self.model.reads_checked();
         self.stats.crash_points_checked = self.model.crash_points_checked();
