@@ -393,6 +393,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 "dirty tracking:  {}",
                 pmo_store::DirtyTracking::from_env().unwrap_or(pmo_store::DEFAULT_TRACKING)
             );
+            match pool.last_session(name)? {
+                None => println!("last session:    none recorded"),
+                Some(s) => {
+                    println!(
+                        "last session:    {:.3} ms: {} psyncs, {} faults, {} pages decrypted, {} encrypted, {} persisted",
+                        s.wall_ns as f64 / 1e6,
+                        s.psyncs,
+                        s.faults,
+                        s.pages_decrypted,
+                        s.pages_encrypted,
+                        human(s.bytes_persisted)
+                    );
+                    for (cat, ns) in s.categories() {
+                        let share = if s.wall_ns > 0 {
+                            100.0 * ns as f64 / s.wall_ns as f64
+                        } else {
+                            0.0
+                        };
+                        println!("  {cat:<14} {:>10.3} ms {share:>5.1}%", ns as f64 / 1e6);
+                    }
+                }
+            }
         }
         Cmd::Write {
             name,

@@ -308,6 +308,9 @@ pub struct ViewStats {
     pub write_faults: u64,
     /// Total time spent inside `PageSource::fill`, nanoseconds.
     pub fill_ns: u64,
+    /// Total time the fault handler spent serving faults of this view (fill, install, write
+    /// tracking), nanoseconds. The kernel's delivery of the fault signal is not included.
+    pub service_ns: u64,
 }
 
 /// What the hardware said about a faulting access, where it says anything (x86-64).
@@ -325,6 +328,7 @@ pub(crate) struct StatCounters {
     fills: AtomicU64,
     write_faults: AtomicU64,
     fill_ns: AtomicU64,
+    service_ns: AtomicU64,
 }
 
 pub(crate) enum Backend {
@@ -377,11 +381,15 @@ impl Shared {
         kind: FaultKind,
     ) -> registry::Outcome {
         let page = ((addr - self.base) / PAGE_SIZE) as u64;
-        match &self.backend {
+        let t0 = sys::now_ns();
+        let outcome = match &self.backend {
             Backend::Uffd(st) if sig == libc::SIGBUS => uffd::service(self, st, page, kind),
             Backend::Segv(st) if sig == libc::SIGSEGV => segv::service(self, st, page, kind.write),
-            _ => registry::Outcome::NotOurs,
-        }
+            _ => return registry::Outcome::NotOurs,
+        };
+        let dt = sys::now_ns().saturating_sub(t0);
+        self.stats.service_ns.fetch_add(dt, Ordering::Relaxed);
+        outcome
     }
 
     fn check_page(&self, page: u64) -> Result<(), ViewError> {
@@ -637,6 +645,7 @@ impl View {
             fills: s.fills.load(Ordering::Relaxed),
             write_faults: s.write_faults.load(Ordering::Relaxed),
             fill_ns: s.fill_ns.load(Ordering::Relaxed),
+            service_ns: s.service_ns.load(Ordering::Relaxed),
         }
     }
 }

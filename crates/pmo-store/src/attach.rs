@@ -86,11 +86,29 @@ impl PageSource for ProtectedSource {
 
 /// An attached PMO. Detaches on drop.
 pub struct Attachment {
-    // Field order matters: the view is unmapped before the lock is released.
-    view: View,
+    // The view is unmapped (in `Drop`) before the handle, and so the lock, is released.
+    view: std::mem::ManuallyDrop<View>,
     handle: PmoHandle,
     relocated: bool,
     attach_ns: u64,
+    /// When attach began (the session's wall clock).
+    started: Instant,
+}
+
+impl Drop for Attachment {
+    fn drop(&mut self) {
+        let v = self.view.stats();
+        let t = Instant::now();
+        // SAFETY: dropped exactly once, here; `view` is not used after this line.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.view) };
+        let detach_ns = t.elapsed().as_nanos() as u64;
+        if self.handle.perm() == Perm::Write {
+            let mut s = self.session_stats_with(v);
+            s.detach_ns = detach_ns;
+            s.wall_ns = self.started.elapsed().as_nanos() as u64;
+            self.handle.record_session(&s.with_compute());
+        }
+    }
 }
 
 impl Pool {
@@ -157,11 +175,19 @@ impl Pool {
                 prot.verify_whole(view_pages(&view))?;
             }
         }
+        let attach_ns = t0.elapsed().as_nanos() as u64;
+        use crate::stats::SessionCounters as C;
+        let stall = C::get(&handle.core.stats.attach_stall_ns);
+        C::add(
+            &handle.core.stats.attach_other_ns,
+            attach_ns.saturating_sub(stall),
+        );
         Ok(Attachment {
-            view,
+            view: std::mem::ManuallyDrop::new(view),
             handle,
             relocated,
-            attach_ns: t0.elapsed().as_nanos() as u64,
+            attach_ns,
+            started: t0,
         })
     }
 }
@@ -256,6 +282,39 @@ impl Attachment {
     pub fn view_stats(&self) -> ViewStats {
         self.view.stats()
     }
+
+    /// Where this attach session's time went so far (the LOaPP Fig. 6 categories; see
+    /// [`crate::stats`]). `detach_ns` is 0 until detach; a writer's final figures are
+    /// recorded in the PMO at detach (`Pool::last_session`).
+    pub fn session_stats(&self) -> crate::SessionStats {
+        self.session_stats_with(self.view.stats()).with_compute()
+    }
+
+    fn session_stats_with(&self, v: ViewStats) -> crate::SessionStats {
+        use crate::stats::SessionCounters as C;
+        let c = &self.handle.core.stats;
+        crate::SessionStats {
+            wall_ns: self.started.elapsed().as_nanos() as u64,
+            attach_stall_ns: C::get(&c.attach_stall_ns),
+            attach_other_ns: C::get(&c.attach_other_ns),
+            pf_ns: v.service_ns,
+            psync_crypt_ns: C::get(&c.psync_crypt_ns),
+            psync_persist_ns: C::get(&c.psync_persist_ns),
+            detach_ns: 0,
+            compute_ns: 0,
+            faults: v.faults,
+            pages_decrypted: if self.handle.protection().is_some() {
+                v.fills
+            } else {
+                0
+            },
+            pages_encrypted: C::get(&c.pages_encrypted),
+            psyncs: C::get(&c.psyncs),
+            bytes_persisted: C::get(&c.bytes_persisted),
+            predicted: 0,
+        }
+    }
+
     /// Nanoseconds the attach took.
     pub fn attach_ns(&self) -> u64 {
         self.attach_ns
@@ -272,7 +331,12 @@ impl Attachment {
             return Err(StoreError::ReadOnly(self.name().into()));
         }
         let mut pages = Vec::new();
+        let tc = Instant::now();
         self.view.collect_dirty(&mut pages).map_err(view_err)?;
+        crate::stats::SessionCounters::add(
+            &self.handle.core.stats.psync_persist_ns,
+            tc.elapsed().as_nanos() as u64,
+        );
         let base = self.view.addr();
         let whole = match self.handle.protection() {
             Some(prot) if prot.keeps_whole_checksum() && !pages.is_empty() => {

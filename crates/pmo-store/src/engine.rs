@@ -73,6 +73,8 @@ pub struct PmoCore {
     tag: u64,
     /// Sequence number of the newest committed psync; the mutex also serialises psyncs.
     seq: Mutex<u64>,
+    /// This attach session's instrumentation.
+    pub stats: crate::stats::SessionCounters,
 }
 
 impl PmoCore {
@@ -96,6 +98,7 @@ impl PmoCore {
             layout,
             tag: u64::from_le_bytes(entry.uuid[..8].try_into().expect("8 bytes")),
             seq: Mutex::new(0),
+            stats: Default::default(),
         })
     }
 
@@ -209,6 +212,7 @@ impl PmoCore {
         let mut journal =
             Vec::with_capacity(pages.len() * JOURNAL_ENTRY_SIZE as usize + trailer_len);
         let mut next_entries = Vec::with_capacity(pages.len());
+        let mut crypt_ns = 0u64;
         let mut push = |p: u64, next: PageMapEntry| {
             journal.extend_from_slice(
                 &JournalEntry {
@@ -233,6 +237,7 @@ impl PmoCore {
                     let plain = &mut plain_all[..batch.len()];
                     let sealed = &mut sealed_all[..batch.len()];
                     let mut cur_next = Vec::with_capacity(batch.len());
+                    let tc = Instant::now();
                     for (i, &p) in batch.iter().enumerate() {
                         let cur = pr.entry(p);
                         let slot = match cur.loc() {
@@ -247,6 +252,7 @@ impl PmoCore {
                         src(p, &mut plain[i])?;
                     }
                     let metas = pr.seal_batch(batch, &cur_next, plain, sealed)?;
+                    crypt_ns += tc.elapsed().as_nanos() as u64;
                     for (i, &p) in batch.iter().enumerate() {
                         let (cur, next, slot) = cur_next[i];
                         let off = self.abs(self.layout.page(slot, p));
@@ -276,7 +282,9 @@ impl PmoCore {
                             self.name
                         )));
                     };
+                    let tc = Instant::now();
                     src(p, &mut buf)?;
+                    crypt_ns += tc.elapsed().as_nanos() as u64;
                     let off = self.abs(self.layout.page(slot, p));
                     m.write(off, &buf[..])?;
                     m.flush(off, PAGE_SIZE)?;
@@ -310,7 +318,7 @@ impl PmoCore {
         // No fence: see step 4 in the module docs.
         *seq = new_seq;
         let k = pages.len() as u64;
-        Ok(CommitStats {
+        let stats = CommitStats {
             seq: new_seq,
             pages: k,
             bytes_persisted: k * PAGE_SIZE
@@ -320,7 +328,19 @@ impl PmoCore {
                 + 8 * k,
             fences,
             elapsed_ns: t0.elapsed().as_nanos() as u64,
-        })
+        };
+        use crate::stats::SessionCounters as C;
+        C::add(&self.stats.psyncs, 1);
+        C::add(&self.stats.psync_crypt_ns, crypt_ns);
+        C::add(
+            &self.stats.psync_persist_ns,
+            stats.elapsed_ns.saturating_sub(crypt_ns),
+        );
+        C::add(&self.stats.bytes_persisted, stats.bytes_persisted);
+        if prot.is_some() {
+            C::add(&self.stats.pages_encrypted, k);
+        }
+        Ok(stats)
     }
 
     /// Steps 2 and 3 of a psync: journal `seq % 2` (entries, then the trailer of a protected

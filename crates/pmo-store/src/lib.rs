@@ -29,6 +29,7 @@ pub mod pool;
 pub mod pptr;
 pub mod protect;
 pub mod scheme;
+pub mod stats;
 
 pub use attach::{AttachOptions, Attachment, DEFAULT_TRACKING};
 pub use engine::{CommitStats, Page};
@@ -38,6 +39,7 @@ pub use pmo_os::view::{DirtyTracking, Mechanism};
 pub use pool::{AttachState, CheckReport, Perm, PmoHandle, PmoInfo, Pool, PoolInfo, PoolOptions};
 pub use pptr::PPtr;
 pub use scheme::Scheme;
+pub use stats::SessionStats;
 
 /// The pool used when none is named: `PMO_POOL`, else `$XDG_DATA_HOME/pmo/default.pool`,
 /// else `$HOME/.local/share/pmo/default.pool`.

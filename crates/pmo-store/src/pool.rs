@@ -482,6 +482,16 @@ impl Pool {
         self.pcreate_with(name, size, key, None)
     }
 
+    /// The last recorded writer session of PMO `name` (`None` if none was recorded).
+    pub fn last_session(&self, name: &str) -> Result<Option<crate::SessionStats>> {
+        let e = self.entry(name)?;
+        let mut b = [0u8; crate::stats::RECORD_BYTES];
+        self.inner
+            .medium
+            .read(e.extent_off + crate::stats::RECORD_OFF, &mut b)?;
+        Ok(crate::SessionStats::decode(&b))
+    }
+
     /// The scheme a PMO created now gets when none is named: `PMO_SCHEME` if set, else the
     /// pool's default (`pmo scheme set`).
     pub fn default_scheme(&self) -> Result<Scheme> {
@@ -745,6 +755,7 @@ impl Pool {
         let master = keys::check_key(&entry, key)?;
         let checked_uuid = entry.uuid;
         let word = locks::attach_word(entry.extent_off);
+        let t_lock = std::time::Instant::now();
         // Take the lock exclusively first so a dead writer's half-done psync can be replayed,
         // then (readers) downgrade. Readers that find other readers just share.
         let (mut guard, exclusive) = match inner.locker.lock(
@@ -765,6 +776,10 @@ impl Pool {
             return Err(StoreError::NotFound(name.into()));
         }
         let core = Arc::new(PmoCore::new(&entry)?);
+        crate::stats::SessionCounters::add(
+            &core.stats.attach_stall_ns,
+            t_lock.elapsed().as_nanos() as u64,
+        );
         let r = if exclusive {
             core.recover(&*inner.medium).map(|_| ())
         } else {
@@ -902,6 +917,18 @@ fn clear_slot(m: &dyn Medium, sb: &Superblock, slot: usize) -> Result<()> {
     m.write(off, &[0u8; 8])?;
     m.flush(off, 8)?;
     Ok(())
+}
+
+impl PmoHandle {
+    /// Record a finished writer session in the PMO header page (informational: no fence).
+    pub(crate) fn record_session(&self, s: &crate::SessionStats) {
+        if self.perm != Perm::Write || self.pool.inner.poisoned.load(Ordering::Acquire) {
+            return;
+        }
+        let off = self.core.extent_off + crate::stats::RECORD_OFF;
+        let m = self.medium();
+        let _ = m.write(off, &s.encode()).and_then(|_| m.flush(off, 128));
+    }
 }
 
 impl Drop for PmoHandle {

@@ -374,3 +374,37 @@ fn each_dirty_tracking_commits_what_it_promises() {
         let _ = std::fs::remove_file(path);
     }
 }
+
+/// Session instrumentation: the Fig. 6 categories add up, the counts match what was done, and
+/// a writer's session is recorded in the PMO for `pmo info`.
+#[test]
+fn session_stats_account_for_the_session() {
+    let (pool, path) = pool("stats");
+    pool.pcreate_with("s", 64 * 4096, KEY, Some(pmo_store::Scheme::SECURE))
+        .unwrap();
+    assert_eq!(pool.last_session("s").unwrap(), None);
+    let a = pool.attach("s", Perm::Write, KEY).unwrap();
+    for p in 0..10 {
+        a.write_at(p * 4096, &[7u8; 100]).unwrap();
+    }
+    a.psync().unwrap();
+    a.write_at(0, &[8u8; 1]).unwrap();
+    a.psync().unwrap();
+    let s = a.session_stats();
+    assert_eq!(s.psyncs, 2);
+    assert_eq!(s.pages_encrypted, 11);
+    assert!(s.faults >= 10, "{s:?}");
+    assert!(s.pages_decrypted >= 10, "{s:?}");
+    assert!(s.attach_other_ns > 0 && s.psync_crypt_ns > 0 && s.psync_persist_ns > 0);
+    let sum: u64 = s.categories().iter().map(|c| c.1).sum();
+    assert_eq!(sum, s.wall_ns, "categories add up to the wall time: {s:?}");
+    a.detach().unwrap();
+    let rec = pool.last_session("s").unwrap().expect("recorded at detach");
+    assert_eq!(rec.psyncs, 2);
+    assert!(rec.detach_ns > 0 && rec.wall_ns >= s.wall_ns);
+    // A reader's session is not recorded (readers do not write the PMO).
+    drop(pool.attach("s", Perm::Read, KEY).unwrap());
+    assert_eq!(pool.last_session("s").unwrap(), Some(rec));
+    drop(pool);
+    let _ = std::fs::remove_file(path);
+}
