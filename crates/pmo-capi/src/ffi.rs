@@ -13,7 +13,13 @@
 //! - Memory handed to C is either the caller's own pointer (`pmo_create` returns `key`), static
 //!   (`pmo_strerror`), thread-local and valid until the thread's next call
 //!   (`pmo_last_error_message`), or `malloc`ed for the caller to `free` (`pmo_get_name`).
-#![allow(unsafe_code)] // C ABI: raw pointers and C strings from callers, malloc, strerror.
+//!   Addresses handed out (attachments, heap blocks, `pmo_heap` handles) are only ever taken
+//!   back as integers and looked up in the registry: a stale or foreign pointer is an error,
+//!   never dereferenced here.
+//! - The first call installs a `pthread_atfork` child handler (one atomic add), so the
+//!   registry notices a fork without a `getpid` per call.
+#![allow(unsafe_code)] // C ABI: raw pointers and C strings from callers, malloc, strerror,
+                       // pthread_atfork, the foreach callback.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
