@@ -175,7 +175,8 @@ int pmo_pool_open(const char *path, uint64_t create_size);
 
 /** Close this process's pool. The next call that needs a pool opens one again, reading
  * PMO_POOL anew. Closing with no pool open succeeds.
- * @return 0, or PMO_E_BUSY (attachments remain: detach them first). */
+ * @return 0, or PMO_E_BUSY (attachments remain, open heaps included: detach them, and close
+ *         the default heap with pmo_heap_close(pmo_heap_default()), first). */
 int pmo_pool_close(void);
 
 /** pmo_attach_opts.flags: if the stable address range is taken, map the PMO elsewhere. */

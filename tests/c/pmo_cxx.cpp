@@ -64,6 +64,24 @@ int main() {
         check(std::string(pmo_strerror(pmo_last_error())) == pmo_strerror(PMO_E_READ_ONLY),
               "pmo_strerror");
     }
+    // The persistent heap from C++: the default heap, created on first use.
+    {
+        struct point {
+            double x, y;
+        };
+        point *p = static_cast<point *>(p_malloc(sizeof(point)));
+        check(p != nullptr && p_sizeof(p) >= sizeof(point), "p_malloc");
+        if (p != nullptr) {
+            p->x = 1.5;
+            p->y = -2.0;
+            check(p_set_root(p) == 0 && p_persist() == 0, "root + p_persist");
+            check(static_cast<point *>(p_get_root()) == p, "p_get_root");
+            check(p_set_root(nullptr) == 0 && p_free(p) == 0, "p_free");
+            errno = 0;
+            check(p_free(p) == -1 && errno == EINVAL, "double free EINVAL");
+        }
+        check(pmo_heap_close(pmo_heap_default()) == 0, "pmo_heap_close");
+    }
     errno = 0;
     check(attach("cxx", 'r', "not the key") == nullptr && errno == EACCES, "wrong key EACCES");
     check(pmo_destroy("cxx", key) == 0, "pmo_destroy");

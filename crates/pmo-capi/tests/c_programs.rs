@@ -272,8 +272,16 @@ fn heap_create_then_verify(tag: &str, fault: Option<&str>) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Rounds of the SIGKILL test: each kills a churning process at a random moment.
+/// Rounds of the SIGKILL test: each kills a churning process at a random moment. The
+/// environment variable `PMO_CAPI_KILLS` raises it for a soak run.
 const KILL_ROUNDS: u32 = 12;
+
+fn kill_rounds() -> u32 {
+    std::env::var("PMO_CAPI_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(KILL_ROUNDS)
+}
 
 #[test]
 fn c_heap_program_survives_sigkill_between_and_inside_p_persist() {
@@ -306,7 +314,7 @@ fn c_heap_program_survives_sigkill_between_and_inside_p_persist() {
             .env("PMO_KEY", "kill key")
             .env_remove("PMO_FAULT");
     };
-    for round in 0..KILL_ROUNDS {
+    for round in 0..kill_rounds() {
         let mut cmd = program(&exe, &pool);
         cmd.arg("churn").stdout(std::process::Stdio::piped());
         heap_env(&mut cmd);
