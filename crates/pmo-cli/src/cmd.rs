@@ -98,8 +98,10 @@ enum Cmd {
         #[arg(long, value_parser = parse_bytes)]
         len: u64,
     },
-    /// Verify every checksum, the namespace and the space accounting (exit 2 on any problem)
-    Check,
+    /// Verify every checksum, the namespace and the space accounting (exit 2 on any problem).
+    /// With PMO names (and their key): also decrypt and verify every page of each, and run the
+    /// heap checker on PMOs that hold a heap
+    Check { names: Vec<String> },
     /// Persistent CXL switch simulator: run traces, check correctness, reproduce the paper's study
     #[command(subcommand)]
     Cxlsim(Box<pmo_cxlsim::cli::Command>),
@@ -465,8 +467,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             out.flush()?;
         }
-        Cmd::Check => {
+        Cmd::Check { names } => {
             let pool = open(&cli)?;
+            let key = if names.is_empty() {
+                None
+            } else {
+                Some(key(&cli)?)
+            };
+            for name in names {
+                let key = key.as_deref().map(|k| &k[..]).unwrap_or_default();
+                let pages = deep_check(&pool, name, key)?;
+                match pmo_heap::check_pmo(&pool, name, key) {
+                    Ok(None) => println!("'{name}': {pages} pages verified; no heap"),
+                    Ok(Some(h)) => println!(
+                        "'{name}': {pages} pages verified; heap ok: {} live blocks, {} of {} bytes allocated",
+                        h.live_allocations, h.allocated_bytes, h.capacity_bytes
+                    ),
+                    Err(pmo_heap::PmoHeapError::Store(e)) => return Err(e.into()),
+                    Err(e) => {
+                        return Err(IntegrityProblem(format!("'{name}': heap check: {e}")).into())
+                    }
+                }
+            }
             let r = pool.check()?;
             for s in &r.skipped {
                 eprintln!("skipped '{s}': attached read-write by another user");
@@ -548,6 +570,32 @@ fn state_text(p: &pmo_store::PmoInfo) -> String {
         Some(pid) => format!("{} by pid {pid}", p.state.name()),
         None => p.state.name().to_string(),
     }
+}
+
+/// Read every page of PMO `name` through its protection (decrypt + verify), and for a
+/// whole-PMO scheme check the whole checksum through a full attach; the number of pages.
+fn deep_check(pool: &Pool, name: &str, key: &[u8]) -> anyhow::Result<u64> {
+    let h = pool.open_pmo(name, pmo_store::Perm::Read, key, None)?;
+    let whole = h.scheme().whole_checksum();
+    let pages = h.size() / 4096;
+    let mut buf = [0u8; 4096];
+    for p in 0..pages {
+        h.read_page(p, &mut buf)?;
+    }
+    drop(h);
+    if whole {
+        // Attach populates and verifies the whole-PMO checksum.
+        drop(pool.attach_with(
+            name,
+            pmo_store::Perm::Read,
+            key,
+            pmo_store::AttachOptions {
+                relocate: true,
+                ..Default::default()
+            },
+        )?);
+    }
+    Ok(pages)
 }
 
 fn scheme_name(code: u32) -> String {

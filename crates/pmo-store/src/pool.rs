@@ -528,7 +528,7 @@ impl Pool {
     ) -> Result<PmoInfo> {
         let inner = &*self.inner;
         inner.alive()?;
-        Entry::validate_name(name)?;
+        Entry::validate_name(name).map_err(|e| StoreError::Invalid(e.to_string()))?;
         if size == 0 {
             return Err(StoreError::Invalid("PMO size must be positive".into()));
         }

@@ -408,3 +408,15 @@ fn session_stats_account_for_the_session() {
     drop(pool);
     let _ = std::fs::remove_file(path);
 }
+
+#[test]
+fn a_bad_name_is_a_usage_error_not_corruption() {
+    let (pool, path) = pool("badname");
+    for name in ["", "a/b", "nul\0"] {
+        let e = pool.pcreate(name, 4096, KEY).unwrap_err();
+        assert!(matches!(e, StoreError::Invalid(_)), "{name:?}: {e}");
+        assert!(!e.is_integrity());
+    }
+    drop(pool);
+    let _ = std::fs::remove_file(path);
+}
