@@ -160,7 +160,8 @@ char *pmo_get_name(void *addr);
 #define PMO_E_NOT_A_HEAP   (-1016) /* the PMO holds no heap                      (EINVAL) */
 #define PMO_E_BAD_FREE     (-1017) /* not a live block: invalid/double/interior  (EINVAL) */
 #define PMO_E_HEAP_FULL    (-1018) /* no free block of that size in the heap     (ENOMEM) */
-#define PMO_E_LAST         (-1018)
+#define PMO_E_UNSUPPORTED  (-1019) /* scheme/feature not implemented, or pool too old (ENOTSUP) */
+#define PMO_E_LAST         (-1019)
 
 /** Default size of a pool the library creates, in bytes (1 GiB). */
 #define PMO_POOL_DEFAULT_SIZE ((uint64_t)1 << 30)
@@ -210,6 +211,37 @@ typedef struct pmo_psync_stats {
  * @return the number of pages committed (>= 0), or PMO_E_NOT_ATTACHED, PMO_E_READ_ONLY,
  *         PMO_E_POISONED, PMO_E_IO. */
 int64_t pmo_psync_ex(void *addr, pmo_psync_stats *stats);
+
+/** Create PMO `name` with protection scheme `scheme`: "secure" (AES-256-GCM per page with a MAC
+ * over the page map: the default), "none", or the LOaPP paper's "wed", "wedi", "bp", "bp-ip",
+ * "sp", "sp-ip" (`pmo scheme show` lists them). NULL: the pool's default (or PMO_SCHEME).
+ * @return 0, or PMO_E_EXISTS, PMO_E_NO_SPACE, PMO_E_INVALID (bad name, size 0, unknown
+ *         scheme), PMO_E_UNSUPPORTED (a scheme this build does not implement yet, or a pool
+ *         too old for protection), PMO_E_IO. */
+int pmo_create_ex(const char *name, uint64_t size, const char *key, const char *scheme);
+
+/** Where the time of one attach session went (the LOaPP paper's Fig. 6 categories), in
+ * nanoseconds, and what it did. The categories add up to wall_ns. */
+typedef struct pmo_session_stats {
+    uint64_t wall_ns;          /* since the attach began */
+    uint64_t attach_stall_ns;  /* waiting for another user to detach */
+    uint64_t attach_other_ns;  /* the rest of attach (key check, recovery, verification) */
+    uint64_t pf_ns;            /* serving page faults (read, decrypt, verify, install) */
+    uint64_t psync_crypt_ns;   /* psync: snapshot and encrypt (or copy) dirty pages */
+    uint64_t psync_persist_ns; /* psync: collect, write, flush, fence, integrity updates */
+    uint64_t detach_ns;        /* 0 while attached */
+    uint64_t compute_ns;       /* everything else: the application */
+    uint64_t faults;
+    uint64_t pages_decrypted;
+    uint64_t pages_encrypted;
+    uint64_t psyncs;
+    uint64_t bytes_persisted;
+    uint64_t predicted;        /* pages decrypted ahead of use by prediction */
+} pmo_session_stats;
+
+/** The session statistics of the attachment containing `addr` (not a heap's).
+ * @return 0, or PMO_E_NOT_ATTACHED, PMO_E_INVALID (NULL stats, or a heap's address). */
+int pmo_get_session_stats(void *addr, pmo_session_stats *stats);
 
 /** @return the PMO_E_* code of this thread's latest libpmo call (0 if it succeeded). */
 int pmo_last_error(void);

@@ -205,6 +205,37 @@ static void test_namespace(void) {
 
 /* ---- attach errors, the registry, psync ----------------------------------------------------- */
 
+/* Protection schemes and session statistics. */
+static void test_schemes(void) {
+    CHECK(pmo_create_ex("sch", 8 * 4096, KEY, "sp-ip") == 0);
+    CHECK(pmo_create_ex("sch-default", 4096, KEY, NULL) == 0);
+    CHECK_FAIL(pmo_create_ex("sch2", 4096, KEY, "rot13") == 0, EINVAL, PMO_E_INVALID);
+    CHECK_FAIL(pmo_create_ex("sch2", 4096, KEY, "sp-id") == 0, ENOTSUP, PMO_E_UNSUPPORTED);
+    CHECK(pmo_exists("sch2") == 0);
+    char *p = attach("sch", 'w', KEY);
+    CHECK(p != NULL);
+    if (p == NULL)
+        return;
+    for (int i = 0; i < 8; i++)
+        p[i * 4096 + 1] = (char)(i + 1);
+    CHECK(psync(p) == 0);
+    pmo_session_stats st;
+    memset(&st, 0xff, sizeof st);
+    CHECK(pmo_get_session_stats(p + 100, &st) == 0);
+    CHECK(st.psyncs == 1 && st.pages_encrypted == 8 && st.faults >= 8);
+    CHECK(st.pages_decrypted >= 8 && st.detach_ns == 0);
+    CHECK(st.attach_stall_ns + st.attach_other_ns + st.pf_ns + st.psync_crypt_ns +
+              st.psync_persist_ns + st.detach_ns + st.compute_ns ==
+          st.wall_ns);
+    CHECK_FAIL(pmo_get_session_stats(p, NULL) == 0, EINVAL, PMO_E_INVALID);
+    CHECK(detach(p) == 0);
+    CHECK_FAIL(pmo_get_session_stats(p, &st) == 0, EINVAL, PMO_E_NOT_ATTACHED);
+    p = attach("sch", 'r', KEY);
+    CHECK(p != NULL && p[5 * 4096 + 1] == 6);
+    CHECK(p == NULL || detach(p) == 0);
+    CHECK(pmo_destroy("sch", KEY) == 0 && pmo_destroy("sch-default", KEY) == 0);
+}
+
 static void test_attach_errors(void) {
     CHECK(pmo_create("att", 3 * 4096, KEY) != NULL);
     CHECK_FAIL(attach("missing", 'w', KEY) != NULL, ENOENT, PMO_E_NOT_FOUND);
@@ -518,6 +549,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "create") == 0) {
         test_strerror();
         test_namespace();
+        test_schemes();
         test_attach_errors();
         test_fork_conflict();
         test_threads();

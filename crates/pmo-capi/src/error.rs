@@ -49,8 +49,11 @@ pub const PMO_E_NOT_A_HEAP: i32 = -1016;
 pub const PMO_E_BAD_FREE: i32 = -1017;
 /// The heap has no free block of that size (errno `ENOMEM`).
 pub const PMO_E_HEAP_FULL: i32 = -1018;
+/// The scheme (or feature) is not implemented by this build, or the pool is too old for it
+/// (errno `ENOTSUP`).
+pub const PMO_E_UNSUPPORTED: i32 = -1019;
 /// Highest-magnitude code of the pmo range.
-pub const PMO_E_LAST: i32 = -1018;
+pub const PMO_E_LAST: i32 = -1019;
 
 /// Everything a C API call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +117,7 @@ fn code_errno(code: i32) -> i32 {
     match code {
         PMO_E_NOT_A_HEAP | PMO_E_BAD_FREE | PMO_E_INVALID => libc::EINVAL,
         PMO_E_HEAP_FULL => libc::ENOMEM,
+        PMO_E_UNSUPPORTED => libc::ENOTSUP,
         _ => libc::EIO,
     }
 }
@@ -130,7 +134,10 @@ impl CapiError {
             StoreError::Invalid(_) => PMO_E_INVALID,
             StoreError::ReadOnly(_) => PMO_E_READ_ONLY,
             StoreError::NotAPool(_) => PMO_E_NOT_A_POOL,
-            StoreError::Corrupt(_) | StoreError::Integrity { .. } => PMO_E_CORRUPT,
+            StoreError::Corrupt(_)
+            | StoreError::Integrity { .. }
+            | StoreError::IntegrityPmo { .. } => PMO_E_CORRUPT,
+            StoreError::Unsupported(_) => PMO_E_UNSUPPORTED,
             StoreError::Poisoned => PMO_E_POISONED,
             _ => PMO_E_IO,
         }
@@ -210,6 +217,9 @@ pub fn describe(code: i32) -> Option<&'static std::ffi::CStr> {
         PMO_E_NOT_A_HEAP => c"the PMO holds no heap (or one of an unknown format version)",
         PMO_E_BAD_FREE => c"not a live heap block (an invalid, double or interior pointer)",
         PMO_E_HEAP_FULL => c"the heap has no free block of that size",
+        PMO_E_UNSUPPORTED => {
+            c"not supported by this build (scheme or feature), or the pool is too old for it"
+        }
         _ => return None,
     })
 }

@@ -313,6 +313,91 @@ fn last_code() -> c_int {
         .unwrap_or(error::PMO_E_INTERNAL)
 }
 
+/// `int pmo_create_ex(const char *name, uint64_t size, const char *key, const char *scheme)`:
+/// see `pmo.h`.
+///
+/// # Safety
+/// `name`, `key` and `scheme` are NULL (`scheme` only: the default) or valid NUL-terminated
+/// strings.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_create_ex(
+    name: *const c_char,
+    size: u64,
+    key: *const c_char,
+    scheme: *const c_char,
+) -> c_int {
+    entry_code(|| {
+        // SAFETY: the caller passes valid C strings (or NULL: rejected, or the default scheme).
+        let (n, k) = unsafe { (c_str(name, "name")?, c_bytes(key, "key")?) };
+        let s = if scheme.is_null() {
+            None
+        } else {
+            // SAFETY: non-null, a valid C string by the caller's contract.
+            Some(unsafe { c_str(scheme, "scheme")? })
+        };
+        reg().create_ex(n, size, k, s)?;
+        Ok(0)
+    })
+}
+
+/// Mirror of `pmo_session_stats` in `pmo.h`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PmoSessionStats {
+    pub wall_ns: u64,
+    pub attach_stall_ns: u64,
+    pub attach_other_ns: u64,
+    pub pf_ns: u64,
+    pub psync_crypt_ns: u64,
+    pub psync_persist_ns: u64,
+    pub detach_ns: u64,
+    pub compute_ns: u64,
+    pub faults: u64,
+    pub pages_decrypted: u64,
+    pub pages_encrypted: u64,
+    pub psyncs: u64,
+    pub bytes_persisted: u64,
+    pub predicted: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<PmoSessionStats>() == 14 * 8);
+
+/// `int pmo_get_session_stats(void *addr, pmo_session_stats *stats)`: see `pmo.h`.
+///
+/// # Safety
+/// `stats` is NULL (rejected) or points to writable storage for a `pmo_session_stats`.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_get_session_stats(
+    addr: *mut c_void,
+    stats: *mut PmoSessionStats,
+) -> c_int {
+    entry_code(|| {
+        if stats.is_null() {
+            return Err(CapiError::Invalid("stats is NULL".into()));
+        }
+        let s = reg().session_stats(addr as usize)?;
+        let out = PmoSessionStats {
+            wall_ns: s.wall_ns,
+            attach_stall_ns: s.attach_stall_ns,
+            attach_other_ns: s.attach_other_ns,
+            pf_ns: s.pf_ns,
+            psync_crypt_ns: s.psync_crypt_ns,
+            psync_persist_ns: s.psync_persist_ns,
+            detach_ns: s.detach_ns,
+            compute_ns: s.compute_ns,
+            faults: s.faults,
+            pages_decrypted: s.pages_decrypted,
+            pages_encrypted: s.pages_encrypted,
+            psyncs: s.psyncs,
+            bytes_persisted: s.bytes_persisted,
+            predicted: s.predicted,
+        };
+        // SAFETY: non-null and writable by the caller's contract.
+        unsafe { *stats = out };
+        Ok(0)
+    })
+}
+
 /// `const char *pmo_create(const char *name, uint64_t size, const char *key)`: see `pmo.h`.
 ///
 /// # Safety

@@ -687,6 +687,24 @@ impl Registry {
         Ok(self.find(addr)?.name().to_owned())
     }
 
+    /// The session statistics of the attachment containing `addr` (not a heap's).
+    pub fn session_stats(&self, addr: usize) -> Result<pmo_store::SessionStats> {
+        match self.find(addr)? {
+            Mapped::Plain(a) => Ok(a.session_stats()),
+            Mapped::Heap(_) => Err(CapiError::Invalid(
+                "session statistics of a heap are not available through its address".into(),
+            )),
+        }
+    }
+
+    /// pcreate with a scheme name (`None`: the pool's default).
+    pub fn create_ex(&self, name: &str, size: u64, key: &[u8], scheme: Option<&str>) -> Result<()> {
+        pmo_format::Entry::validate_name(name).map_err(|e| CapiError::Invalid(e.to_string()))?;
+        let scheme = scheme.map(pmo_store::Scheme::from_name).transpose()?;
+        self.pool()?.pcreate_with(name, size, key, scheme)?;
+        Ok(())
+    }
+
     /// pcreate in the open pool.
     pub fn create(&self, name: &str, size: u64, key: &[u8]) -> Result<()> {
         // The store reports a bad name as a format error (errno EIO); the caller's mistake is

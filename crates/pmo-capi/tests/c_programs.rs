@@ -28,6 +28,8 @@ const HEADER_CALLS: &[&str] = &[
     "pmo_attach",
     "pmo_attach_ex",
     "pmo_create",
+    "pmo_create_ex",
+    "pmo_get_session_stats",
     "pmo_destroy",
     "pmo_detach",
     "pmo_exists",
