@@ -37,9 +37,11 @@ fn op() -> impl Strategy<Value = Op> {
 /// Live blocks: address -> (size, fill byte).
 type Blocks = BTreeMap<usize, (usize, u8)>;
 
-fn fill(p: NonNull<u8>, size: usize, byte: u8) {
+fn fill(h: &PmoHeap, p: NonNull<u8>, size: usize, byte: u8) {
     // SAFETY: `p` is a live block of at least `size` bytes that only this test writes.
     unsafe { std::ptr::write_bytes(p.as_ptr(), byte, size) };
+    // Also right when the run is under declared dirty tracking (PMO_DIRTY=declared).
+    h.declare(p.as_ptr(), size).unwrap();
 }
 
 fn verify(h: &PmoHeap, model: &Blocks, ctx: &str) {
@@ -81,7 +83,7 @@ fn run(ops: &[Op]) {
             Op::Alloc(s) => match heap.alloc(SIZES[s], 16) {
                 Ok(p) => {
                     next_byte = next_byte.wrapping_add(1).max(1);
-                    fill(p, SIZES[s], next_byte);
+                    fill(heap, p, SIZES[s], next_byte);
                     assert!(now
                         .insert(p.as_ptr() as usize, (SIZES[s], next_byte))
                         .is_none());
@@ -112,7 +114,7 @@ fn run(ops: &[Op]) {
                             head.iter().all(|&b| b == byte),
                             "{ctx}: realloc lost contents"
                         );
-                        fill(q, SIZES[s], byte);
+                        fill(heap, q, SIZES[s], byte);
                         now.insert(q.as_ptr() as usize, (SIZES[s], byte));
                     }
                     Err(HeapError::OutOfSpace { .. }) => {}
