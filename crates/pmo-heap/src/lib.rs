@@ -27,7 +27,7 @@
 //! - *guard mode*: metadata pages `mprotect`ed read-only outside allocator calls.
 //!
 //! Module map: `pmo_heap` ([`PmoHeap`], protection vs fault mechanism), `check`
-//! ([`check_pmo`] for `pmo check`), [`bench`] (the side-by-side benchmark), `error`.
+//! ([`check_pmo`] for `pmo check`), [`mod@bench`] (the side-by-side benchmark), `error`.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
