@@ -2,8 +2,8 @@
 //!
 //! Owns: the choice of mode and the PKRU arithmetic. Three modes:
 //! - **MPK** (Intel protection keys): metadata pages are tagged with one key at attach; a
-//!   thread's PKRU denies writes to that key except between [`Protector::enter`] and
-//!   [`Protector::exit`], which cost one `WRPKRU` each (tens of cycles, no system call). Other
+//!   thread's PKRU denies writes to that key except between `Protector::enter` and
+//!   `Protector::exit`, which cost one `WRPKRU` each (tens of cycles, no system call). Other
 //!   threads keep the kernel's default PKRU, which denies them all access to the key.
 //! - **Guard** (fallback without PKU): metadata pages are `mprotect`ed read-only; `enter`
 //!   makes the one sub-heap's metadata writable and `exit` read-only again (two system calls
