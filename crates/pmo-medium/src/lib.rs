@@ -23,11 +23,13 @@
 
 pub mod crash;
 pub mod file;
+pub mod latency;
 pub mod open;
 pub mod pmem;
 
 pub use crash::CrashMedium;
 pub use file::FileMedium;
+pub use latency::{LatencyMedium, LatencyProfile, LatencyStats};
 pub use open::{open_medium, MediumKind};
 pub use pmem::PmemMedium;
 

@@ -44,7 +44,15 @@ impl MediumKind {
 /// Open an existing pool file or device. `kind` forces a backend; otherwise `PMO_MEDIUM` does;
 /// otherwise: a character device is DAX, a file on tmpfs is emulated persistent memory, a file
 /// that accepts `MAP_SYNC` is DAX, and anything else is a regular file.
+///
+/// When `PMO_LATENCY` names a profile, the medium is wrapped in a [`crate::LatencyMedium`]; a
+/// value that does not parse is an error.
 pub fn open_medium(path: &Path, kind: Option<MediumKind>) -> Result<Arc<dyn Medium>, MediumError> {
+    let latency = crate::LatencyProfile::from_env()?;
+    Ok(crate::latency::wrap(open_backend(path, kind)?, latency))
+}
+
+fn open_backend(path: &Path, kind: Option<MediumKind>) -> Result<Arc<dyn Medium>, MediumError> {
     let env_kind = std::env::var("PMO_MEDIUM")
         .ok()
         .and_then(|s| MediumKind::parse(&s));
