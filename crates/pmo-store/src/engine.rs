@@ -207,6 +207,9 @@ impl PmoCore {
                 ws.counter.confirm_reservation(until - 1);
             }
         }
+        if let Some(p) = prot {
+            p.before_commit(pages)?;
+        }
         let mut pending = ws_guard.as_deref().cloned();
         let trailer_len = if prot.is_some() { TRAILER_SIZE } else { 0 };
         let mut journal =

@@ -933,6 +933,13 @@ impl PmoHandle {
 
 impl Drop for PmoHandle {
     fn drop(&mut self) {
+        if let Some(p) = &self.prot {
+            if self.perm == Perm::Write && !self.pool.inner.poisoned.load(Ordering::Acquire) {
+                // Integrity at detach; on failure the pending word stays and the next attach's
+                // crash handler repairs.
+                let _ = p.finish_detach();
+            }
+        }
         if self.perm == Perm::Write && !self.pool.inner.poisoned.load(Ordering::Acquire) {
             let _ = write_holder(self.medium(), &self.core, 0);
         }

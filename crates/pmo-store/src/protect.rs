@@ -50,10 +50,21 @@ pub(crate) struct WriteState {
     pub(crate) reservation: u64,
 }
 
+/// Offset (in the PMO header page) of the integrity-pending word of `*-id` schemes: non-zero
+/// while pages committed since the last detach lack their checksums (written and fenced before
+/// the first such commit; cleared, fenced, after the checksums are durable at detach).
+pub const ID_PENDING_OFF: u64 = 128;
+
 /// Protection state of one attached PMO.
 pub struct Protection {
     scheme: Scheme,
+    /// Opens (and verifies) pages.
     protector: PageProtector,
+    /// Seals pages at psync: the same as `protector`, except for integrity-at-detach schemes,
+    /// which seal without the checksum (it is computed at detach).
+    sealer: Option<PageProtector>,
+    /// Pages committed (without their checksum) since the last detach (`*-id` schemes).
+    id_pages: Mutex<std::collections::BTreeSet<u64>>,
     entries: Box<[AtomicU64]>,
     /// The whole-PMO checksum committed last (`wedi`), to verify at attach.
     whole_expected: Option<[u8; 32]>,
@@ -91,6 +102,16 @@ impl Protection {
         scheme.check_supported()?;
         let m = &*medium;
         let crypt_master = CryptMasterKey::from_slice(&master[..]).map_err(crypt_err)?;
+        let at_detach = scheme.integrity_at() == crate::scheme::IntegrityAt::Detach;
+        let sealer = if at_detach {
+            Some(PageProtector::Xts {
+                keys: FaithfulKeys::derive(&crypt_master, pool_uuid, core.uuid)
+                    .map_err(crypt_err)?,
+                checksum: false,
+            })
+        } else {
+            None
+        };
         let protector = match scheme.cipher() {
             Cipher::Plain => PageProtector::Plain,
             Cipher::Xts | Cipher::XtsSha256 => PageProtector::Xts {
@@ -166,9 +187,11 @@ impl Protection {
             // No nonces outside AES-GCM: versions only order pages, no reservation needed.
             counter.confirm_reservation(PageMapEntry::VERSION_MAX);
         }
-        Ok(Protection {
+        let prot = Protection {
             scheme,
             protector,
+            sealer,
+            id_pages: Mutex::new(Default::default()),
             entries: table.into_iter().map(AtomicU64::new).collect(),
             whole_expected: trailer.filter(|_| scheme.whole_checksum()).map(|t| t.tail),
             write: Mutex::new(WriteState {
@@ -179,7 +202,117 @@ impl Protection {
             scratch: Mutex::new((Vec::new(), Vec::new())),
             core,
             medium,
-        })
+        };
+        if at_detach && prot.read_id_pending()? != 0 {
+            prot.crash_handler()?;
+        }
+        Ok(prot)
+    }
+
+    fn read_id_pending(&self) -> Result<u64> {
+        let mut b = [0u8; 8];
+        self.medium.read(self.core.abs(ID_PENDING_OFF), &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn write_id_pending(&self, v: u64) -> Result<()> {
+        let m = &*self.medium;
+        let off = self.core.abs(ID_PENDING_OFF);
+        m.write(off, &v.to_le_bytes())?;
+        m.flush(off, 8)?;
+        m.fence()?;
+        Ok(())
+    }
+
+    /// The crash handler of integrity-at-detach schemes: a session committed pages and ended
+    /// without writing their checksums (the process died). Recompute the checksum of every
+    /// written page from its current contents, make them durable, clear the pending word. Runs
+    /// at attach under the exclusive attach lock (open recovers under it), before any page is
+    /// used. As in the paper, the recomputed checksums vouch for whatever the committed pages
+    /// hold: I_d trades that window for cheaper psyncs.
+    fn crash_handler(&self) -> Result<()> {
+        let layout = &self.core.layout;
+        let m = &*self.medium;
+        let Some(sealer) = &self.sealer else {
+            return Ok(());
+        };
+        let mut sealed: Page = [0u8; 4096];
+        let mut plain: Page = [0u8; 4096];
+        for page in 0..self.core.npages() {
+            let e = self.entry(page);
+            let Some(PageLoc::Slot(s)) = e.loc() else {
+                continue;
+            };
+            m.read(self.core.abs(layout.page(s, page)), &mut sealed)?;
+            sealer
+                .open(
+                    page,
+                    e.version(),
+                    &[0u8; PAGE_META_LEN],
+                    &sealed,
+                    &mut plain,
+                )
+                .map_err(crypt_err)?;
+            let sum = pmo_crypt::page_checksum(&plain).0;
+            let toff = self.core.abs(layout.tag(s, page));
+            m.write(toff, &sum)?;
+            m.flush(toff, PAGE_META_LEN as u64)?;
+        }
+        m.fence()?;
+        self.write_id_pending(0)
+    }
+
+    /// Before a commit of `pages` of an integrity-at-detach scheme: make the pending word
+    /// durable (once per session) and remember the pages. No-op for other schemes.
+    pub(crate) fn before_commit(&self, pages: &[u64]) -> Result<()> {
+        if self.sealer.is_none() {
+            return Ok(());
+        }
+        let mut set = self.id_pages.lock().unwrap_or_else(|e| e.into_inner());
+        if set.is_empty() {
+            self.write_id_pending(1)?;
+        }
+        set.extend(pages.iter().copied());
+        Ok(())
+    }
+
+    /// At detach of an integrity-at-detach scheme: write the checksums of the pages committed
+    /// in this session, computed from their committed contents (decrypted from the medium: the
+    /// attached copy may hold later changes that detach discards), then clear the pending
+    /// word. On error the word stays set and the next attach runs the crash handler.
+    pub fn finish_detach(&self) -> Result<()> {
+        let set = std::mem::take(&mut *self.id_pages.lock().unwrap_or_else(|e| e.into_inner()));
+        let Some(sealer) = &self.sealer else {
+            return Ok(());
+        };
+        if set.is_empty() {
+            return Ok(());
+        }
+        let layout = &self.core.layout;
+        let m = &*self.medium;
+        let mut sealed: Page = [0u8; 4096];
+        let mut plain: Page = [0u8; 4096];
+        for p in set {
+            let e = self.entry(p);
+            let Some(PageLoc::Slot(s)) = e.loc() else {
+                continue;
+            };
+            m.read(self.core.abs(layout.page(s, p)), &mut sealed)?;
+            sealer
+                .open(p, e.version(), &[0u8; PAGE_META_LEN], &sealed, &mut plain)
+                .map_err(crypt_err)?;
+            let sum = pmo_crypt::page_checksum(&plain).0;
+            let toff = self.core.abs(layout.tag(s, p));
+            m.write(toff, &sum)?;
+            m.flush(toff, PAGE_META_LEN as u64)?;
+        }
+        m.fence()?;
+        self.write_id_pending(0)
+    }
+
+    /// Whether integrity metadata is written at detach (`*-id`).
+    pub fn integrity_at_detach(&self) -> bool {
+        self.sealer.is_some()
     }
 
     /// The scheme.
@@ -247,12 +380,14 @@ impl Protection {
             .collect();
         match crypto_pool() {
             Some(pool) => pool
-                .protect_batch(&self.protector, &mut jobs)
+                .protect_batch(self.sealer.as_ref().unwrap_or(&self.protector), &mut jobs)
                 .map_err(crypt_err)?,
             None => {
                 for j in &mut jobs {
                     j.meta = self
-                        .protector
+                        .sealer
+                        .as_ref()
+                        .unwrap_or(&self.protector)
                         .seal(j.page_index, j.version, j.input, j.out)
                         .map_err(crypt_err)?;
                 }

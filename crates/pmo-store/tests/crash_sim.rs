@@ -26,10 +26,10 @@ fn opts(scheme: Scheme) -> PoolOptions {
 }
 
 /// The schemes every crash test runs under: no protection, the secure default (AEAD + table
-/// MAC + version reservation), the paper's per-page design (XTS + SHA-256) and its whole-PMO
-/// baseline (whole checksum in the commit).
+/// MAC + version reservation), the paper's per-page designs (XTS + SHA-256 at psync, and at
+/// detach with the crash handler) and its whole-PMO baseline (whole checksum in the commit).
 fn schemes() -> Vec<Scheme> {
-    ["none", "secure", "sp-ip", "wedi"]
+    ["none", "secure", "sp-ip", "sp-id", "wedi"]
         .iter()
         .map(|n| Scheme::from_name(n).unwrap())
         .collect()

@@ -65,6 +65,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_psync() {
         ("none", kills),
         ("secure", kills),
         ("sp-ip", kills / 4),
+        ("sp-id", kills / 4),
         ("wedi", kills / 4),
     ] {
         run_kills(Scheme::from_name(name).unwrap(), n.max(1));
