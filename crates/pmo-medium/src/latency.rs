@@ -14,18 +14,21 @@
 //! - *emulated delay*: busy-waiting added by the wrapper, counted in [`LatencyStats`].
 //!
 //! The cost model (all in nanoseconds, `units(o, n)` = access units touched by `[o, o + n)`):
-//! - `read(o, n)` takes at least `read_latency + units(o, n) * unit / read_bandwidth` from its
-//!   start; `read_latency` is the sequential one when `o` is where the previous read ended. The
-//!   real copy out of the backing memory runs inside that window, so it is not counted twice.
+//! - `read(o, n)` costs `read_latency + units(o, n) * unit / read_bandwidth`; `read_latency` is
+//!   the sequential one when `o` is where the previous read through this wrapper (from any
+//!   thread) ended. In [`CostMode::Floor`] (Optane) the read takes at least that long from its
+//!   start, and the real copy out of the backing memory runs inside that window, so it is not
+//!   counted twice; in [`CostMode::Added`] (CXL) the cost is waited after the copy.
 //! - `write` is a store into the CPU cache: no cost; counted only. A store reaches the medium when
 //!   its lines are flushed.
 //! - `flush(o, n)` puts `units(o, n) * unit / write_bandwidth` into the drain queue, which drains
 //!   in the background (computation between a flush and its fence overlaps the drain). The queue
 //!   holds at most [`DRAIN_QUEUE_BYTES`] worth of write-back; a flush that would overfill it
 //!   busy-waits for room.
-//! - `fence` after at least one flush waits until the drain queue is empty, plus `write_latency`
-//!   (the persist round trip of the last line). A fence with nothing flushed since the last one
-//!   costs nothing.
+//! - `fence` waits until the drain queue is empty plus `write_latency` (the persist round trip of
+//!   the last line), if that moment is still ahead. A fence with nothing flushed since the last
+//!   one therefore costs nothing. There is one drain queue per wrapper, shared by its threads as
+//!   a device's write queue is: a fence waits for every flush before it, from any thread.
 //!
 //! Invariants: the profile `dram` never reads the clock (its only cost is the counters); waits are
 //! busy-waits on the clock, never sleeps; the drain-queue backlog never exceeds
@@ -71,7 +74,7 @@ pub enum LatencyError {
     UnknownProfile(String),
     #[error(
         "custom latency profile: unknown key {0:?} (keys: read_ns, read_seq_ns, write_ns, \
-         read_gbps, write_gbps, unit)"
+         read_gbps, write_gbps, unit, mode)"
     )]
     UnknownKey(String),
     #[error("custom latency profile: key {0:?} given twice")]
@@ -116,6 +119,28 @@ pub struct LatencyProfile {
     pub write_gbps: Option<f64>,
     /// Internal access unit in bytes, a power of two in 64..=65536.
     pub unit_bytes: u64,
+    /// Whether the modelled cost replaces the backing memory's own time or adds to it.
+    pub mode: CostMode,
+}
+
+/// How the modelled cost relates to the time the backing memory (this machine's DRAM) takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CostMode {
+    /// The modelled cost is the access's whole time: the real copy and write-back run inside it
+    /// (a medium slower than DRAM, as Optane is). Spelled `floor`.
+    Floor,
+    /// The modelled cost comes on top of the backing memory's own time (a link or switch in
+    /// front of DRAM-speed memory, as CXL is). Spelled `added`.
+    Added,
+}
+
+impl CostMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            CostMode::Floor => "floor",
+            CostMode::Added => "added",
+        }
+    }
 }
 
 impl LatencyProfile {
@@ -129,6 +154,7 @@ impl LatencyProfile {
             read_gbps: None,
             write_gbps: None,
             unit_bytes: LINE,
+            mode: CostMode::Floor,
         }
     }
 
@@ -145,12 +171,13 @@ impl LatencyProfile {
             read_gbps: Some(6.6),
             write_gbps: Some(2.3),
             unit_bytes: 256,
+            mode: CostMode::Floor,
         }
     }
 
     /// CXL-attached memory at the low end of "170ns to 400ns" (Hadi et al., "The Case for
-    /// Persistent CXL Switches", abstract and Sec. I): 170 ns per read and per persist, 64-byte
-    /// CXL.mem lines, a 30 GB/s link (their Table I).
+    /// Persistent CXL Switches", abstract and Sec. I): 170 ns added to every read and persist
+    /// ([`CostMode::Added`]), 64-byte CXL.mem lines, a 30 GB/s link (their Table I).
     pub fn cxl_near() -> LatencyProfile {
         Self::cxl("cxl-near", 170)
     }
@@ -169,14 +196,15 @@ impl LatencyProfile {
             read_gbps: Some(30.0),
             write_gbps: Some(30.0),
             unit_bytes: LINE,
+            mode: CostMode::Added,
         }
     }
 
     /// Parse `dram`, `optane`, `cxl-near`, `cxl-far` or
-    /// `custom:read_ns=N,read_seq_ns=N,write_ns=N,read_gbps=X,write_gbps=X,unit=N`.
+    /// `custom:read_ns=N,read_seq_ns=N,write_ns=N,read_gbps=X,write_gbps=X,unit=N,mode=floor|added`.
     ///
     /// In `custom`, every key is optional and given at most once: latencies default to 0,
-    /// `read_seq_ns` to `read_ns`, bandwidths to unlimited, `unit` to 64.
+    /// `read_seq_ns` to `read_ns`, bandwidths to unlimited, `unit` to 64, `mode` to `floor`.
     pub fn parse(spec: &str) -> Result<LatencyProfile, LatencyError> {
         let spec = spec.trim();
         match spec {
@@ -210,6 +238,19 @@ impl LatencyProfile {
                 "read_gbps" => p.read_gbps = Some(parse_gbps(key, value)?),
                 "write_gbps" => p.write_gbps = Some(parse_gbps(key, value)?),
                 "unit" => p.unit_bytes = parse_unit(key, value)?,
+                "mode" => {
+                    p.mode = match value {
+                        "floor" => CostMode::Floor,
+                        "added" => CostMode::Added,
+                        _ => {
+                            return Err(LatencyError::BadValue {
+                                key: key.to_string(),
+                                value: value.to_string(),
+                                reason: "not floor or added",
+                            })
+                        }
+                    }
+                }
                 _ => return Err(LatencyError::UnknownKey(key.to_string())),
             }
             seen.push(key);
@@ -244,7 +285,7 @@ impl LatencyProfile {
                 if let Some(g) = self.write_gbps {
                     s += &format!(",write_gbps={g}");
                 }
-                s += &format!(",unit={}", self.unit_bytes);
+                s += &format!(",unit={},mode={}", self.unit_bytes, self.mode.name());
                 s
             }
         }
@@ -362,6 +403,11 @@ fn transfer_ns(bytes: u64, fs_per_byte: u64) -> u64 {
 /// and never sleeps (the delays are hundreds of nanoseconds, far below a scheduler tick).
 pub trait Clock: Send + Sync {
     fn now_ns(&self) -> u64;
+    /// Like `now_ns`, but read only once every earlier instruction has completed, its loads
+    /// included (a plain TSC read may run ahead of a load that misses the cache).
+    fn now_ns_ordered(&self) -> u64 {
+        self.now_ns()
+    }
     fn wait_until_ns(&self, deadline_ns: u64);
 }
 
@@ -386,18 +432,6 @@ impl SpinClock {
         static CALIBRATION: OnceLock<Calibration> = OnceLock::new();
         SpinClock {
             calibration: CALIBRATION.get_or_init(calibrate),
-        }
-    }
-
-    /// Like [`Clock::now_ns`], but read only once every earlier instruction has completed (its
-    /// loads included): for measuring an operation from the outside. A plain TSC read may run
-    /// ahead of a load that misses the cache and so under-measure it.
-    pub fn now_ns_ordered(&self) -> u64 {
-        match (self.calibration.tsc, tsc::read_ordered()) {
-            (Some((origin, ns_per_tick)), Some(t)) => {
-                (t.saturating_sub(origin) as f64 * ns_per_tick) as u64
-            }
-            _ => self.calibration.origin.elapsed().as_nanos() as u64,
         }
     }
 
@@ -441,6 +475,15 @@ fn calibrate() -> Calibration {
 }
 
 impl Clock for SpinClock {
+    fn now_ns_ordered(&self) -> u64 {
+        match (self.calibration.tsc, tsc::read_ordered()) {
+            (Some((origin, ns_per_tick)), Some(t)) => {
+                (t.saturating_sub(origin) as f64 * ns_per_tick) as u64
+            }
+            _ => self.calibration.origin.elapsed().as_nanos() as u64,
+        }
+    }
+
     fn now_ns(&self) -> u64 {
         match (self.calibration.tsc, tsc::read()) {
             (Some((origin, ns_per_tick)), Some(t)) => {
@@ -540,6 +583,9 @@ impl Clock for ManualClock {
 impl<C: Clock + ?Sized> Clock for Arc<C> {
     fn now_ns(&self) -> u64 {
         (**self).now_ns()
+    }
+    fn now_ns_ordered(&self) -> u64 {
+        (**self).now_ns_ordered()
     }
     fn wait_until_ns(&self, deadline_ns: u64) {
         (**self).wait_until_ns(deadline_ns)
@@ -721,8 +767,6 @@ pub struct LatencyMedium<M: Medium + ?Sized, C: Clock = SpinClock> {
     queue_ns_max: u64,
     /// Clock time at which the drain queue is empty.
     drain_until_ns: AtomicU64,
-    /// A flush happened since the last fence.
-    flushed_since_fence: AtomicBool,
     /// Offset just past the last read, for sequential detection (`u64::MAX`: none yet).
     last_read_end: AtomicU64,
     counters: Arc<LatencyCounters>,
@@ -765,7 +809,6 @@ impl<M: Medium + ?Sized, C: Clock> LatencyMedium<M, C> {
             profile,
             clock,
             drain_until_ns: AtomicU64::new(0),
-            flushed_since_fence: AtomicBool::new(false),
             last_read_end: AtomicU64::new(u64::MAX),
             counters,
         }
@@ -813,11 +856,20 @@ impl<M: Medium + ?Sized, C: Clock> Medium for LatencyMedium<M, C> {
         } else {
             let start_ns = self.clock.now_ns();
             self.inner.read(offset, buf)?;
+            // In `Added` mode the wait must start once the copy's loads are done, not when the
+            // CPU has merely issued them.
+            let copied_ns = match self.profile.mode {
+                CostMode::Floor => self.clock.now_ns(),
+                CostMode::Added => self.clock.now_ns_ordered(),
+            };
             let end = offset.saturating_add(len);
             let sequential = self.last_read_end.swap(end, Ordering::Relaxed) == offset;
+            let from_ns = match self.profile.mode {
+                CostMode::Floor => start_ns,
+                CostMode::Added => copied_ns,
+            };
             let deadline_ns =
-                start_ns.saturating_add(self.profile.read_cost_ns(offset, len, sequential));
-            let copied_ns = self.clock.now_ns();
+                from_ns.saturating_add(self.profile.read_cost_ns(offset, len, sequential));
             if deadline_ns > copied_ns {
                 self.clock.wait_until_ns(deadline_ns);
                 self.counters
@@ -843,9 +895,15 @@ impl<M: Medium + ?Sized, C: Clock> Medium for LatencyMedium<M, C> {
         if self.free || len == 0 {
             self.inner.flush(offset, len)?;
         } else {
-            // The backing medium's own write-back (clwb to DRAM) runs inside the modelled drain.
-            let now_ns = self.clock.now_ns();
+            // In `Floor` mode the backing medium's own write-back (clwb to DRAM) runs inside the
+            // modelled drain; in `Added` mode the drain starts after it.
+            let mut now_ns = self.clock.now_ns();
             self.inner.flush(offset, len)?;
+            if self.profile.mode == CostMode::Added {
+                // Wait for the write-back itself to finish (`sfence` would not), then start.
+                std::sync::atomic::fence(Ordering::SeqCst);
+                now_ns = self.clock.now_ns_ordered();
+            }
             let cost_ns = self.profile.flush_cost_ns(offset, len);
             let previous = self
                 .drain_until_ns
@@ -865,7 +923,6 @@ impl<M: Medium + ?Sized, C: Clock> Medium for LatencyMedium<M, C> {
                         .fetch_add(room_at - flushed_ns, Ordering::Relaxed);
                 }
             }
-            self.flushed_since_fence.store(true, Ordering::Release);
         }
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         self.counters.flush_bytes.fetch_add(len, Ordering::Relaxed);
@@ -874,7 +931,7 @@ impl<M: Medium + ?Sized, C: Clock> Medium for LatencyMedium<M, C> {
 
     fn fence(&self) -> Result<(), MediumError> {
         self.inner.fence()?;
-        if !self.free && self.flushed_since_fence.swap(false, Ordering::AcqRel) {
+        if !self.free {
             let now_ns = self.clock.now_ns();
             // The last flushed line left the queue at `drain_until_ns`; its persist
             // acknowledgement comes `write_ns` later. Both may lie in the past already.

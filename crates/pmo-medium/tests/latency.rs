@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use pmo_medium::latency::{
-    numa_node_count, process_stats, LatencyError, ManualClock, DRAIN_QUEUE_BYTES,
+    numa_node_count, process_stats, CostMode, LatencyError, ManualClock, DRAIN_QUEUE_BYTES,
 };
 use pmo_medium::{CrashMedium, LatencyMedium, LatencyProfile, Medium, MediumError};
 
@@ -42,6 +42,10 @@ fn named_profiles_parse() {
     let far = LatencyProfile::parse("cxl-far").unwrap();
     assert_eq!((near.read_ns, near.write_ns), (170, 170));
     assert_eq!((far.read_ns, far.write_ns), (400, 400));
+    assert_eq!(
+        (o.mode, near.mode, far.mode),
+        (CostMode::Floor, CostMode::Added, CostMode::Added)
+    );
     for p in [LatencyProfile::dram(), o, near, far] {
         assert_eq!(p.spec(), p.name);
         assert_eq!(LatencyProfile::parse(&p.spec()).unwrap(), p);
@@ -58,8 +62,9 @@ fn custom_profiles_parse() {
         (Some(6.6), Some(2.3), 256)
     );
     // Keys are optional, in any order, with spaces around them.
-    let q = custom("custom: unit = 128 , read_seq_ns=50,read_ns=70");
+    let q = custom("custom: unit = 128 , read_seq_ns=50,read_ns=70, mode=added");
     assert_eq!((q.read_ns, q.read_seq_ns, q.write_ns), (70, 50, 0));
+    assert_eq!((p.mode, q.mode), (CostMode::Floor, CostMode::Added));
     assert_eq!((q.read_gbps, q.write_gbps, q.unit_bytes), (None, None, 128));
     assert!(custom("custom:").is_free());
     // The spec of a custom profile round-trips.
@@ -96,6 +101,7 @@ fn bad_profiles_are_errors() {
         "custom:unit=32",
         "custom:unit=131072",
         "custom:unit=",
+        "custom:mode=both",
     ] {
         assert!(
             matches!(err(bad), LatencyError::BadValue { .. }),
@@ -197,6 +203,20 @@ fn the_backing_copy_runs_inside_the_modelled_time() {
     m.read(0, &mut [0; 8]).unwrap();
     assert_eq!(clock.waited_ns(), 300);
     assert_eq!(m.stats().read_delay_ns, 0);
+    // In added mode (the CXL profiles) the whole cost comes after the copy.
+    let added = Arc::new(SlowCopy {
+        inner: CrashMedium::new(4096),
+        clock: Arc::clone(&clock),
+        copy_ns: 200,
+    });
+    let m = LatencyMedium::with_clock(
+        added,
+        custom("custom:read_ns=500,mode=added"),
+        Arc::clone(&clock),
+    );
+    m.read(0, &mut [0; 8]).unwrap();
+    assert_eq!(clock.waited_ns(), 300 + 500);
+    assert_eq!(m.stats().read_delay_ns, 500);
 }
 
 #[test]
@@ -476,4 +496,46 @@ fn open_medium_reads_pmo_latency() {
             "the child test ran"
         );
     }
+}
+
+#[test]
+fn threads_share_one_wrapper_and_every_access_is_counted() {
+    let p = custom("custom:read_ns=100,write_ns=50,read_gbps=1,write_gbps=1,unit=256");
+    let (m, clock) = manual(p, 1 << 20);
+    let m = Arc::new(m);
+    let threads = 2u64;
+    let rounds = 500u64;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let m = Arc::clone(&m);
+            s.spawn(move || {
+                let mut buf = [0u8; 256];
+                for i in 0..rounds {
+                    let off = (t * rounds + i) * 512;
+                    m.write(off, &[t as u8 + 1; 256]).unwrap();
+                    m.flush(off, 256).unwrap();
+                    m.fence().unwrap();
+                    m.read(off, &mut buf).unwrap();
+                    assert_eq!(buf, [t as u8 + 1; 256]);
+                }
+            });
+        }
+    });
+    let s = m.stats();
+    let n = threads * rounds;
+    assert_eq!((s.reads, s.writes, s.flushes, s.fences), (n, n, n, n));
+    assert_eq!(
+        (s.read_bytes, s.write_bytes, s.flush_bytes),
+        (256 * n, 256 * n, 256 * n)
+    );
+    // Every read is random (offsets 512 bytes apart never continue one another) and asks for
+    // 100 + 256 ns; a thread's read waits less when the other thread's wait moved the clock
+    // meanwhile, never more. The clock moves only by waiting, and every jump is counted.
+    assert!(s.read_delay_ns <= n * (100 + 256) && s.read_delay_ns >= 100 + 256);
+    assert!(s.fence_delay_ns >= 256 + 50);
+    assert!(clock.waited_ns() <= s.emulated_ns());
+    assert!(clock.waited_ns() >= n * (100 + 256) / threads);
+    // The fenced data are durable in the crash medium underneath.
+    let durable = m.inner().durable_image();
+    assert!(durable[..256].iter().all(|&b| b == 1));
 }
