@@ -1067,10 +1067,9 @@ impl PmoHandle {
         let first = offset / PAGE_SIZE;
         let last = (offset + data.len() as u64 - 1) / PAGE_SIZE;
         let pages: Vec<u64> = (first..=last).collect();
-        let core = self.core.clone();
-        let m = self.pool.inner.medium.clone();
         self.commit_with(&pages, &mut |p, dst| {
-            core.read_page(&*m, p, dst)?;
+            // Through the protection: the current contents, decrypted and verified.
+            self.read_page(p, dst)?;
             let page_start = p * PAGE_SIZE;
             let lo = offset.max(page_start);
             let hi = (offset + data.len() as u64).min(page_start + PAGE_SIZE);

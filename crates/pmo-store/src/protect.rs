@@ -64,7 +64,10 @@ pub struct Protection {
     /// which seal without the checksum (it is computed at detach).
     sealer: Option<PageProtector>,
     /// Pages committed (without their checksum) since the last detach (`*-id` schemes).
-    id_pages: Mutex<std::collections::BTreeSet<u64>>,
+    /// One bit per page, set by a commit, cleared at detach (lock-free: the fill reads it).
+    id_pages: Box<[AtomicU64]>,
+    /// Whether the integrity-pending word is set for this session (guards its one write).
+    id_session: Mutex<bool>,
     entries: Box<[AtomicU64]>,
     /// The whole-PMO checksum committed last (`wedi`), to verify at attach.
     whole_expected: Option<[u8; 32]>,
@@ -191,7 +194,10 @@ impl Protection {
             scheme,
             protector,
             sealer,
-            id_pages: Mutex::new(Default::default()),
+            id_pages: (0..core.npages().div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            id_session: Mutex::new(false),
             entries: table.into_iter().map(AtomicU64::new).collect(),
             whole_expected: trailer.filter(|_| scheme.whole_checksum()).map(|t| t.tail),
             write: Mutex::new(WriteState {
@@ -268,11 +274,14 @@ impl Protection {
         if self.sealer.is_none() {
             return Ok(());
         }
-        let mut set = self.id_pages.lock().unwrap_or_else(|e| e.into_inner());
-        if set.is_empty() {
+        let mut open = self.id_session.lock().unwrap_or_else(|e| e.into_inner());
+        if !*open {
             self.write_id_pending(1)?;
+            *open = true;
         }
-        set.extend(pages.iter().copied());
+        for &p in pages {
+            self.id_pages[(p / 64) as usize].fetch_or(1 << (p % 64), Ordering::AcqRel);
+        }
         Ok(())
     }
 
@@ -281,13 +290,16 @@ impl Protection {
     /// attached copy may hold later changes that detach discards), then clear the pending
     /// word. On error the word stays set and the next attach runs the crash handler.
     pub fn finish_detach(&self) -> Result<()> {
-        let set = std::mem::take(&mut *self.id_pages.lock().unwrap_or_else(|e| e.into_inner()));
         let Some(sealer) = &self.sealer else {
             return Ok(());
         };
-        if set.is_empty() {
+        let mut open = self.id_session.lock().unwrap_or_else(|e| e.into_inner());
+        if !*open {
             return Ok(());
         }
+        let set: Vec<u64> = (0..self.core.npages())
+            .filter(|&p| self.committed_unchecked(p))
+            .collect();
         let layout = &self.core.layout;
         let m = &*self.medium;
         let mut sealed: Page = [0u8; 4096];
@@ -307,7 +319,19 @@ impl Protection {
             m.flush(toff, PAGE_META_LEN as u64)?;
         }
         m.fence()?;
-        self.write_id_pending(0)
+        self.write_id_pending(0)?;
+        for w in self.id_pages.iter() {
+            w.store(0, Ordering::Release);
+        }
+        *open = false;
+        Ok(())
+    }
+
+    /// Whether `page` was committed in this session without its checksum (`*-id`).
+    fn committed_unchecked(&self, page: u64) -> bool {
+        self.id_pages
+            .get((page / 64) as usize)
+            .is_some_and(|w| w.load(Ordering::Acquire) & (1 << (page % 64)) != 0)
     }
 
     /// Whether integrity metadata is written at detach (`*-id`).
@@ -349,7 +373,12 @@ impl Protection {
                     .map_err(|_| "medium read failed")?;
                 m.read(self.core.abs(layout.tag(s, page)), &mut meta)
                     .map_err(|_| "medium read failed")?;
-                self.protector
+                // A page this session committed has no checksum yet (`*-id`): it is ours.
+                let opener = match &self.sealer {
+                    Some(sealer) if self.committed_unchecked(page) => sealer,
+                    _ => &self.protector,
+                };
+                opener
                     .open(page, e.version(), &meta, &sealed, dst)
                     .map_err(|_| "the page fails its integrity check (tampered or corrupted)")
             }

@@ -643,3 +643,22 @@ fn id_child_main() {
     println!("synced");
     std::thread::sleep(std::time::Duration::from_secs(60));
 }
+
+#[test]
+fn partial_page_writes_through_the_handle_keep_the_rest_of_the_page() {
+    for scheme in implemented() {
+        let (pool, _tmp) = file_pool("partial", scheme);
+        pool.pcreate("p", 2 * 4096, KEY).unwrap();
+        let h = pool.open_pmo("p", Perm::Write, KEY, None).unwrap();
+        h.write_at(0, &[1u8; 4096]).unwrap();
+        h.write_at(100, b"middle").unwrap();
+        h.write_at(4090, b"across").unwrap();
+        let mut b = vec![0u8; 8192];
+        h.read_at(0, &mut b).unwrap();
+        let mut want = vec![1u8; 4096];
+        want[100..106].copy_from_slice(b"middle");
+        want.extend_from_slice(&[0u8; 4096]);
+        want[4090..4096].copy_from_slice(b"across");
+        assert_eq!(b, want, "{scheme}");
+    }
+}
