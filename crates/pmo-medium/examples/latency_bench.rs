@@ -186,6 +186,8 @@ enum Kind {
     Read,
     /// Reads of `bytes` one after the other.
     SeqRead,
+    /// Reads of `bytes` at one offset, cached: the wrapper's own cost stands out.
+    HotRead,
     /// Write `bytes` (not timed), then flush them and fence (timed).
     Persist,
     /// Write `bytes`, flush them and fence, all timed.
@@ -203,7 +205,13 @@ struct Op {
 }
 
 fn ops() -> Vec<Op> {
-    let mut v = Vec::new();
+    let mut v = vec![Op {
+        name: "hot read 64 B".into(),
+        kind: Kind::HotRead,
+        bytes: 64,
+        batch: batch_for(64),
+        cursor: Default::default(),
+    }];
     for bytes in SIZES {
         v.push(Op {
             name: format!("read {}", human(bytes)),
@@ -259,6 +267,7 @@ impl Op {
         let slots = MEDIUM_BYTES / 65536;
         match self.kind {
             Kind::SeqRead => (i * self.bytes) % (MEDIUM_BYTES - self.bytes),
+            Kind::HotRead => 0,
             // Slot (i * 389) mod slots visits every 64 KiB slot once per `slots` operations (389
             // is odd, `slots` a power of two); the page within the slot varies too.
             _ => ((i * 389) % slots) * 65536 + ((i % 7) * 4096) % (65536 - self.bytes + 1),
@@ -270,7 +279,7 @@ impl Op {
         for i in 0..self.batch {
             let off = self.offset(i);
             total += match self.kind {
-                Kind::Read => p.read_cost_ns(off, self.bytes, false),
+                Kind::Read | Kind::HotRead => p.read_cost_ns(off, self.bytes, false),
                 Kind::SeqRead => p.read_cost_ns(off, self.bytes, i > 0),
                 // Flush and fence back to back: the fence waits for the drain and the latency.
                 Kind::Persist | Kind::WritePersist => p.flush_cost_ns(off, self.bytes) + p.write_ns,
@@ -296,7 +305,7 @@ impl Op {
             }
             let t0 = clock.now_ns_ordered();
             let r = match self.kind {
-                Kind::Read | Kind::SeqRead => m.read(off, &mut buf),
+                Kind::Read | Kind::SeqRead | Kind::HotRead => m.read(off, &mut buf),
                 Kind::Persist => m.flush(off, self.bytes).and_then(|_| m.fence()),
                 Kind::WritePersist => m.write_flush(off, &buf).and_then(|_| m.fence()),
             };
