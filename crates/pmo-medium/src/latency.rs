@@ -833,6 +833,16 @@ impl<M: Medium + ?Sized, C: Clock> LatencyMedium<M, C> {
     pub fn counters(&self) -> Arc<LatencyCounters> {
         Arc::clone(&self.counters)
     }
+
+    fn count_read(&self, len: u64) {
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        self.counters.read_bytes.fetch_add(len, Ordering::Relaxed);
+    }
+
+    fn count_flush(&self, len: u64) {
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        self.counters.flush_bytes.fetch_add(len, Ordering::Relaxed);
+    }
 }
 
 impl<M: Medium + ?Sized, C: Clock> Drop for LatencyMedium<M, C> {
@@ -849,36 +859,38 @@ impl<M: Medium + ?Sized, C: Clock> Medium for LatencyMedium<M, C> {
         self.inner.len()
     }
 
+    // Each call updates its counters before it waits, so their cost (locked instructions) hides
+    // inside the emulated delay instead of adding to it.
+
     fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), MediumError> {
         let len = buf.len() as u64;
         if self.free || len == 0 {
             self.inner.read(offset, buf)?;
-        } else {
-            let start_ns = self.clock.now_ns();
-            self.inner.read(offset, buf)?;
-            // In `Added` mode the wait must start once the copy's loads are done, not when the
-            // CPU has merely issued them.
-            let copied_ns = match self.profile.mode {
-                CostMode::Floor => self.clock.now_ns(),
-                CostMode::Added => self.clock.now_ns_ordered(),
-            };
-            let end = offset.saturating_add(len);
-            let sequential = self.last_read_end.swap(end, Ordering::Relaxed) == offset;
-            let from_ns = match self.profile.mode {
-                CostMode::Floor => start_ns,
-                CostMode::Added => copied_ns,
-            };
-            let deadline_ns =
-                from_ns.saturating_add(self.profile.read_cost_ns(offset, len, sequential));
-            if deadline_ns > copied_ns {
-                self.clock.wait_until_ns(deadline_ns);
-                self.counters
-                    .read_delay_ns
-                    .fetch_add(deadline_ns - copied_ns, Ordering::Relaxed);
-            }
+            self.count_read(len);
+            return Ok(());
         }
-        self.counters.reads.fetch_add(1, Ordering::Relaxed);
-        self.counters.read_bytes.fetch_add(len, Ordering::Relaxed);
+        let start_ns = self.clock.now_ns();
+        self.inner.read(offset, buf)?;
+        let end = offset.saturating_add(len);
+        let sequential = self.last_read_end.swap(end, Ordering::Relaxed) == offset;
+        self.count_read(len);
+        // In `Added` mode the wait starts once the copy's loads are done, not when the CPU has
+        // merely issued them.
+        let (from_ns, copied_ns) = match self.profile.mode {
+            CostMode::Floor => (start_ns, self.clock.now_ns()),
+            CostMode::Added => {
+                let t = self.clock.now_ns_ordered();
+                (t, t)
+            }
+        };
+        let deadline_ns =
+            from_ns.saturating_add(self.profile.read_cost_ns(offset, len, sequential));
+        if deadline_ns > copied_ns {
+            self.counters
+                .read_delay_ns
+                .fetch_add(deadline_ns - copied_ns, Ordering::Relaxed);
+            self.clock.wait_until_ns(deadline_ns);
+        }
         Ok(())
     }
 
@@ -894,59 +906,60 @@ impl<M: Medium + ?Sized, C: Clock> Medium for LatencyMedium<M, C> {
     fn flush(&self, offset: u64, len: u64) -> Result<(), MediumError> {
         if self.free || len == 0 {
             self.inner.flush(offset, len)?;
-        } else {
-            // In `Floor` mode the backing medium's own write-back (clwb to DRAM) runs inside the
-            // modelled drain; in `Added` mode the drain starts after it.
-            let mut now_ns = self.clock.now_ns();
-            self.inner.flush(offset, len)?;
-            if self.profile.mode == CostMode::Added {
-                // Wait for the write-back itself to finish (`sfence` would not), then start.
-                std::sync::atomic::fence(Ordering::SeqCst);
-                now_ns = self.clock.now_ns_ordered();
-            }
-            let cost_ns = self.profile.flush_cost_ns(offset, len);
-            let previous = self
-                .drain_until_ns
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |until| {
-                    Some(until.max(now_ns).saturating_add(cost_ns))
-                })
-                .unwrap_or_else(|v| v);
-            let drain_until = previous.max(now_ns).saturating_add(cost_ns);
-            // Bounded queue: wait until what is left fits in it.
-            let room_at = drain_until.saturating_sub(self.queue_ns_max);
-            if room_at > now_ns {
-                let flushed_ns = self.clock.now_ns();
-                if room_at > flushed_ns {
-                    self.clock.wait_until_ns(room_at);
-                    self.counters
-                        .flush_delay_ns
-                        .fetch_add(room_at - flushed_ns, Ordering::Relaxed);
-                }
+            self.count_flush(len);
+            return Ok(());
+        }
+        // In `Floor` mode the backing medium's own write-back (clwb to DRAM) runs inside the
+        // modelled drain; in `Added` mode the drain starts after it.
+        let mut now_ns = self.clock.now_ns();
+        self.inner.flush(offset, len)?;
+        self.count_flush(len);
+        if self.profile.mode == CostMode::Added {
+            // Wait for the write-back itself to finish (`sfence` would not), then start.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            now_ns = self.clock.now_ns_ordered();
+        }
+        let cost_ns = self.profile.flush_cost_ns(offset, len);
+        let previous = self
+            .drain_until_ns
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |until| {
+                Some(until.max(now_ns).saturating_add(cost_ns))
+            })
+            .unwrap_or_else(|v| v);
+        let drain_until = previous.max(now_ns).saturating_add(cost_ns);
+        // Bounded queue: wait until what is left fits in it.
+        let room_at = drain_until.saturating_sub(self.queue_ns_max);
+        if room_at > now_ns {
+            let flushed_ns = self.clock.now_ns();
+            if room_at > flushed_ns {
+                self.counters
+                    .flush_delay_ns
+                    .fetch_add(room_at - flushed_ns, Ordering::Relaxed);
+                self.clock.wait_until_ns(room_at);
             }
         }
-        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-        self.counters.flush_bytes.fetch_add(len, Ordering::Relaxed);
         Ok(())
     }
 
     fn fence(&self) -> Result<(), MediumError> {
         self.inner.fence()?;
-        if !self.free {
-            let now_ns = self.clock.now_ns();
-            // The last flushed line left the queue at `drain_until_ns`; its persist
-            // acknowledgement comes `write_ns` later. Both may lie in the past already.
-            let done_ns = self
-                .drain_until_ns
-                .load(Ordering::Acquire)
-                .saturating_add(self.profile.write_ns);
-            if done_ns > now_ns {
-                self.clock.wait_until_ns(done_ns);
-                self.counters
-                    .fence_delay_ns
-                    .fetch_add(done_ns - now_ns, Ordering::Relaxed);
-            }
-        }
         self.counters.fences.fetch_add(1, Ordering::Relaxed);
+        if self.free {
+            return Ok(());
+        }
+        let now_ns = self.clock.now_ns();
+        // The last flushed line left the queue at `drain_until_ns`; its persist acknowledgement
+        // comes `write_ns` later. Both may lie in the past already.
+        let done_ns = self
+            .drain_until_ns
+            .load(Ordering::Acquire)
+            .saturating_add(self.profile.write_ns);
+        if done_ns > now_ns {
+            self.counters
+                .fence_delay_ns
+                .fetch_add(done_ns - now_ns, Ordering::Relaxed);
+            self.clock.wait_until_ns(done_ns);
+        }
         Ok(())
     }
 
