@@ -424,6 +424,8 @@ struct Calibration {
     origin: Instant,
     /// `Some((origin_ticks, ns_per_tick))` when the TSC is used.
     tsc: Option<(u64, f64)>,
+    /// The CPU has `rdtscp` (otherwise an ordered read is `lfence; rdtsc`).
+    rdtscp: bool,
 }
 
 impl SpinClock {
@@ -451,14 +453,14 @@ const CALIBRATION_NS: u128 = 10_000_000;
 
 fn calibrate() -> Calibration {
     let origin = Instant::now();
-    let invariant = std::fs::read_to_string("/proc/cpuinfo")
-        .map(|s| {
-            s.lines().find(|l| l.starts_with("flags")).is_some_and(|l| {
-                let flags: Vec<&str> = l.split_whitespace().collect();
-                flags.contains(&"constant_tsc") && flags.contains(&"nonstop_tsc")
-            })
-        })
-        .unwrap_or(false);
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flags: Vec<&str> = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .map(|l| l.split_whitespace().collect())
+        .unwrap_or_default();
+    let invariant = flags.contains(&"constant_tsc") && flags.contains(&"nonstop_tsc");
+    let rdtscp = flags.contains(&"rdtscp");
     let tsc = match (invariant, tsc::read()) {
         (true, Some(t0)) => {
             let start = Instant::now();
@@ -471,25 +473,37 @@ fn calibrate() -> Calibration {
         }
         _ => None,
     };
-    Calibration { origin, tsc }
+    Calibration {
+        origin,
+        tsc,
+        rdtscp,
+    }
 }
 
 impl Clock for SpinClock {
     fn now_ns_ordered(&self) -> u64 {
-        match (self.calibration.tsc, tsc::read_ordered()) {
-            (Some((origin, ns_per_tick)), Some(t)) => {
+        let ticks = self
+            .calibration
+            .tsc
+            .and_then(|tsc| tsc::read_ordered(self.calibration.rdtscp).map(|t| (tsc, t)));
+        match ticks {
+            Some(((origin, ns_per_tick), t)) => {
                 (t.saturating_sub(origin) as f64 * ns_per_tick) as u64
             }
-            _ => self.calibration.origin.elapsed().as_nanos() as u64,
+            None => self.calibration.origin.elapsed().as_nanos() as u64,
         }
     }
 
     fn now_ns(&self) -> u64 {
-        match (self.calibration.tsc, tsc::read()) {
-            (Some((origin, ns_per_tick)), Some(t)) => {
+        let ticks = self
+            .calibration
+            .tsc
+            .and_then(|tsc| tsc::read().map(|t| (tsc, t)));
+        match ticks {
+            Some(((origin, ns_per_tick), t)) => {
                 (t.saturating_sub(origin) as f64 * ns_per_tick) as u64
             }
-            _ => self.calibration.origin.elapsed().as_nanos() as u64,
+            None => self.calibration.origin.elapsed().as_nanos() as u64,
         }
     }
 
@@ -524,14 +538,24 @@ mod tsc {
         Some(unsafe { core::arch::x86_64::_rdtsc() })
     }
 
-    /// The TSC read after every earlier instruction has completed (`rdtscp`).
+    /// The TSC read after every earlier instruction has completed: `rdtscp` where the CPU has
+    /// it (`has_rdtscp`, from `/proc/cpuinfo`), otherwise `lfence; rdtsc`.
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    pub(super) fn read_ordered() -> Option<u64> {
-        let mut aux = 0u32;
-        // SAFETY: RDTSCP reads the counter and IA32_TSC_AUX into `aux`, a live local; it exists on
-        // every x86-64 CPU with an invariant TSC, the only case in which the TSC clock is used.
-        Some(unsafe { core::arch::x86_64::__rdtscp(&mut aux) })
+    pub(super) fn read_ordered(has_rdtscp: bool) -> Option<u64> {
+        if has_rdtscp {
+            let mut aux = 0u32;
+            // SAFETY: the caller checked that the CPU has RDTSCP; it reads the counter and
+            // IA32_TSC_AUX into `aux`, a live local, and touches no other memory.
+            Some(unsafe { core::arch::x86_64::__rdtscp(&mut aux) })
+        } else {
+            // SAFETY: LFENCE (SSE2, part of x86-64) and RDTSC only order execution and read a
+            // counter register; neither touches memory.
+            Some(unsafe {
+                core::arch::x86_64::_mm_lfence();
+                core::arch::x86_64::_rdtsc()
+            })
+        }
     }
 
     #[cfg(not(target_arch = "x86_64"))]
@@ -542,7 +566,7 @@ mod tsc {
 
     #[cfg(not(target_arch = "x86_64"))]
     #[inline]
-    pub(super) fn read_ordered() -> Option<u64> {
+    pub(super) fn read_ordered(_has_rdtscp: bool) -> Option<u64> {
         None
     }
 }
@@ -792,6 +816,7 @@ impl SpinClock {
             calibration: NONE.get_or_init(|| Calibration {
                 origin: Instant::now(),
                 tsc: None,
+                rdtscp: false,
             }),
         }
     }
