@@ -143,6 +143,10 @@ impl CostMode {
     }
 }
 
+/// The names [`LatencyProfile::parse`] accepts besides `custom:...`, for `--help` texts and
+/// benchmark matrices.
+pub const NAMED_PROFILES: [&str; 4] = ["dram", "optane", "cxl-near", "cxl-far"];
+
 impl LatencyProfile {
     /// No added cost: the wrapper only counts.
     pub fn dram() -> LatencyProfile {
@@ -691,6 +695,28 @@ impl LatencyStats {
             flush_delay_ns: self.flush_delay_ns + o.flush_delay_ns,
             fence_delay_ns: self.fence_delay_ns + o.fence_delay_ns,
         }
+    }
+}
+
+impl std::fmt::Display for LatencyStats {
+    /// One line for reports: operations, bytes and the emulated delay in microseconds.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "reads {} ({} B), writes {} ({} B), flushes {} ({} B), fences {}, emulated {:.1} us \
+             (reads {:.1}, flush stalls {:.1}, fences {:.1})",
+            self.reads,
+            self.read_bytes,
+            self.writes,
+            self.write_bytes,
+            self.flushes,
+            self.flush_bytes,
+            self.fences,
+            self.emulated_ns() as f64 / 1e3,
+            self.read_delay_ns as f64 / 1e3,
+            self.flush_delay_ns as f64 / 1e3,
+            self.fence_delay_ns as f64 / 1e3,
+        )
     }
 }
 

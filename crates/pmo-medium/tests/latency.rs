@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use pmo_medium::latency::{
     numa_node_count, process_stats, CostMode, LatencyError, ManualClock, DRAIN_QUEUE_BYTES,
+    NAMED_PROFILES,
 };
 use pmo_medium::{CrashMedium, LatencyMedium, LatencyProfile, Medium, MediumError};
 
@@ -49,6 +50,9 @@ fn named_profiles_parse() {
     for p in [LatencyProfile::dram(), o, near, far] {
         assert_eq!(p.spec(), p.name);
         assert_eq!(LatencyProfile::parse(&p.spec()).unwrap(), p);
+    }
+    for name in NAMED_PROFILES {
+        assert_eq!(LatencyProfile::parse(name).unwrap().name, name);
     }
 }
 
@@ -345,6 +349,11 @@ fn dram_profile_adds_nothing_and_counts() {
     );
     assert_eq!((s.flushes, s.flush_bytes, s.fences), (1, 100, 1));
     assert_eq!(s.emulated_ns(), 0);
+    assert_eq!(
+        s.to_string(),
+        "reads 1 (100 B), writes 1 (100 B), flushes 1 (100 B), fences 1, emulated 0.0 us \
+         (reads 0.0, flush stalls 0.0, fences 0.0)"
+    );
 }
 
 #[test]
