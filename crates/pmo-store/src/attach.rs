@@ -37,6 +37,9 @@ pub struct AttachOptions {
     /// [`Attachment::declare`] name (PMDK's `tx_add_range` contract): writes through raw
     /// pointers that are not declared are then not made durable.
     pub tracking: Option<DirtyTracking>,
+    /// Predictive decryption (`None`: `PMO_PREDICT`, else off). Only per-page schemes without
+    /// `populate` predict; see [`crate::predict`].
+    pub predict: Option<crate::predict::PredictConfig>,
 }
 
 /// The store's dirty tracking when neither the caller nor `PMO_DIRTY` chooses:
@@ -54,10 +57,14 @@ pub fn fault_mechanism_name() -> &'static str {
 struct PlainSource {
     core: Arc<PmoCore>,
     medium: Arc<dyn Medium>,
+    predict: Option<Arc<crate::predict::PredictHook>>,
 }
 
 impl PageSource for PlainSource {
     fn fill(&self, page_index: u64, dst: &mut [u8; PAGE_SIZE]) -> Result<(), FillError> {
+        if let Some(p) = &self.predict {
+            p.notify(page_index);
+        }
         self.core
             .fill_page(&*self.medium, page_index, dst)
             .map_err(|reason| FillError { reason })
@@ -71,10 +78,14 @@ impl PageSource for PlainSource {
 struct ProtectedSource {
     prot: Arc<crate::protect::Protection>,
     label: String,
+    predict: Option<Arc<crate::predict::PredictHook>>,
 }
 
 impl PageSource for ProtectedSource {
     fn fill(&self, page_index: u64, dst: &mut [u8; PAGE_SIZE]) -> Result<(), FillError> {
+        if let Some(p) = &self.predict {
+            p.notify(page_index);
+        }
         self.prot
             .fill(page_index, dst)
             .map_err(|reason| FillError { reason })
@@ -87,7 +98,9 @@ impl PageSource for ProtectedSource {
 /// An attached PMO. Detaches on drop.
 pub struct Attachment {
     // The view is unmapped (in `Drop`) before the handle, and so the lock, is released.
-    view: std::mem::ManuallyDrop<View>,
+    // The prediction workers (holding clones of the view) are joined before that.
+    view: std::mem::ManuallyDrop<Arc<View>>,
+    predictor: Option<crate::predict::Predictor>,
     handle: PmoHandle,
     relocated: bool,
     attach_ns: u64,
@@ -99,6 +112,8 @@ impl Drop for Attachment {
     fn drop(&mut self) {
         let v = self.view.stats();
         let t = Instant::now();
+        // Join the prediction workers first: no install into an unmapped range.
+        drop(self.predictor.take());
         // SAFETY: dropped exactly once, here; `view` is not used after this line.
         unsafe { std::mem::ManuallyDrop::drop(&mut self.view) };
         let detach_ns = t.elapsed().as_nanos() as u64;
@@ -127,16 +142,31 @@ impl Pool {
     ) -> Result<Attachment> {
         let t0 = Instant::now();
         let handle = self.open_pmo(name, perm, key, opts.wait)?;
-        let source: Arc<dyn PageSource> = match handle.protection() {
-            Some(prot) => Arc::new(ProtectedSource {
-                prot: prot.clone(),
-                label: handle.name().to_string(),
-            }),
-            None => Arc::new(PlainSource {
-                core: handle.core.clone(),
-                medium: self.medium().clone(),
-            }),
+        let whole = handle.scheme().granularity() == crate::scheme::Granularity::Whole;
+        let predict_cfg = match opts.predict {
+            Some(cfg) => cfg,
+            None => crate::predict::PredictConfig::from_env()?,
         };
+        let hook = if whole || opts.populate {
+            None
+        } else {
+            crate::predict::PredictHook::new(predict_cfg, handle.size() / PAGE_SIZE as u64)?
+        };
+        let make_source = |predict| -> Arc<dyn PageSource> {
+            match handle.protection() {
+                Some(prot) => Arc::new(ProtectedSource {
+                    prot: prot.clone(),
+                    label: handle.name().to_string(),
+                    predict,
+                }),
+                None => Arc::new(PlainSource {
+                    core: handle.core.clone(),
+                    medium: self.medium().clone(),
+                    predict,
+                }),
+            }
+        };
+        let source = make_source(hook.clone());
         let size = usize::try_from(handle.size())
             .map_err(|_| StoreError::Invalid("PMO larger than the address space".into()))?;
         let mut vopts = ViewOptions {
@@ -166,7 +196,7 @@ impl Pool {
             }
             Err(e) => return Err(view_err(e)),
         };
-        let whole = handle.scheme().granularity() == crate::scheme::Granularity::Whole;
+        let view = Arc::new(view);
         if opts.populate || whole {
             view.populate_all().map_err(|e| named(view_err(e), name))?;
         }
@@ -182,8 +212,17 @@ impl Pool {
             &handle.core.stats.attach_other_ns,
             attach_ns.saturating_sub(stall),
         );
+        let predictor = match hook {
+            Some(h) => Some(crate::predict::Predictor::start(
+                h,
+                view.clone(),
+                make_source(None),
+            )?),
+            None => None,
+        };
         Ok(Attachment {
             view: std::mem::ManuallyDrop::new(view),
+            predictor,
             handle,
             relocated,
             attach_ns,
@@ -277,6 +316,10 @@ impl Attachment {
             self.view.mark_dirty(p as u64).map_err(view_err)?;
         }
         Ok(())
+    }
+    /// Counters of predictive decryption (`None` when this attachment does not predict).
+    pub fn predict_stats(&self) -> Option<crate::predict::PredictStats> {
+        self.predictor.as_ref().map(|p| p.stats())
     }
     /// Fault and fill counters of the mapping.
     pub fn view_stats(&self) -> ViewStats {

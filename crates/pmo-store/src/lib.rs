@@ -9,6 +9,7 @@
 //! | [`locks`]   | attach and metadata locks across threads and processes |
 //! | [`attach`]  | mapped attach at a stable address, dirty tracking, psync, detach |
 //! | [`pptr`]    | relocatable typed offset pointers |
+//! | [`predict`] | predictive decryption: stream detection at faults, workers that install the next pages |
 //!
 //! Invariants:
 //! - The store writes the medium only through [`pmo_medium::Medium`].
@@ -27,6 +28,7 @@ pub mod locks;
 pub mod namespace;
 pub mod pool;
 pub mod pptr;
+pub mod predict;
 pub mod protect;
 pub mod scheme;
 pub mod stats;
@@ -38,6 +40,7 @@ pub use pmo_format::KdfParams;
 pub use pmo_os::view::{DirtyTracking, Mechanism};
 pub use pool::{AttachState, CheckReport, Perm, PmoHandle, PmoInfo, Pool, PoolInfo, PoolOptions};
 pub use pptr::PPtr;
+pub use predict::{PredictConfig, PredictStats};
 pub use scheme::Scheme;
 pub use stats::SessionStats;
 

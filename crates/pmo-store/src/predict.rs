@@ -1,0 +1,1241 @@
+//! Predictive decryption: a stream-buffer predictor that decrypts, verifies and installs the
+//! pages an attached PMO is about to touch, off the faulting thread.
+//!
+//! Glossary:
+//! - *fault*: a first touch of an absent page; the view's fault handler calls the page source,
+//!   whose `fill` calls [`PredictHook::notify`] before decrypting the page.
+//! - *stream*: a run of faults whose page indexes step by a constant *stride* (1: forward,
+//!   -1: backward, k: strided), kept in a small table of [`PredictConfig::streams`] entries.
+//!   A stream is *confirmed* once the same stride was seen twice in a row.
+//! - *window*: the pages a confirmed stream has asked the workers for, ahead of its last fault:
+//!   `last + stride .. last + window * stride`. The window's end never moves back.
+//! - *request*: (fault page, stride, pages) handed from the fault path to the workers through a
+//!   bounded lock-free ring.
+//!
+//! Owns: the stream table, the request ring, the worker threads and the counters.
+//! Callers: `attach.rs` (the page sources call [`PredictHook::notify`] on every fill; attach
+//! starts a [`Predictor`], the attachment drops it before its view).
+//!
+//! Invariants:
+//! - [`PredictHook::notify`] runs inside the fault handler: it allocates nothing, takes no lock,
+//!   never panics and does a bounded amount of work (one pass over the stream table with at
+//!   most [`TABLE_RETRIES_MAX`] retries, one ring push, one `unpark`, which on Linux is an atomic
+//!   swap plus at most one `futex` wake).
+//! - Work is bounded: at most [`PredictConfig::queue_requests`] requests wait in the ring (a
+//!   request that does not fit is dropped and counted), each for at most [`MAX_DEPTH`] pages;
+//!   each worker has at most one page in flight.
+//! - A worker installs a page only through `View::install`, which installs only absent pages:
+//!   a page the application faulted in (and maybe wrote) first is never overwritten. A page that
+//!   fails decryption or verification is never installed (the application's own touch then gets
+//!   the documented integrity report).
+//! - [`Predictor`]'s drop stops and joins every worker; the attachment drops it before its view,
+//!   so no install can reach an unmapped range.
+//!
+//! What "useful" means (see `docs/predict.md`): userfaultfd tells nobody when a present page is
+//! read, so a predicted page that is read later cannot be observed directly. The per-page
+//! counters are exact (pages decrypted and installed, pages found present or lost to a racing
+//! fault, faults on a page a worker was filling right then = *late*). Usefulness is inferred per
+//! stream: when a stream's next fault lands `k` strides past its previous one, the `k - 1`
+//! window pages in between were passed over without a fault, i.e. they were present when the
+//! stream reached them (*used*); window pages still ahead of a stream when it is evicted from
+//! the table or at detach are *unused*; a fault on a window page is *late*. The benchmark also
+//! measures the exact hit rate (faults avoided / pages touched), since it knows what it touches.
+#![deny(unsafe_code)]
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::Duration;
+
+use pmo_os::view::{PageSource, View, PAGE_SIZE};
+
+use crate::error::{Result, StoreError};
+
+/// Deepest window a stream may ask for, pages (fixed or adaptive).
+pub const MAX_DEPTH: u32 = 64;
+/// Most entries in the stream table.
+pub const MAX_STREAMS: usize = 64;
+/// Most worker threads.
+pub const MAX_WORKERS: usize = 8;
+/// Largest ring of requests.
+pub const MAX_QUEUE_REQUESTS: usize = 1024;
+/// Largest stride a stream may have, pages (the packed entry keeps a 12-bit signed stride).
+pub const MAX_STRIDE_PAGES: u32 = 2047;
+/// Faults past this page index are not tracked (the packed entry keeps 40 bits of page index).
+pub const MAX_TRACKED_PAGES: u64 = (1 << 40) - 1;
+/// Retries of a stream-table update lost to another faulting thread, before the fault is
+/// ignored by the predictor.
+pub const TABLE_RETRIES_MAX: u32 = 2;
+/// Name of the environment variable that chooses prediction when the caller does not.
+pub const ENV_VAR: &str = "PMO_PREDICT";
+
+/// Adaptive mode: depth a newly confirmed stream starts with.
+const ADAPTIVE_START_DEPTH: u32 = 2;
+/// Adaptive mode: closed window pages per accuracy review.
+const ADAPTIVE_REVIEW_PAGES: u64 = 256;
+/// Adaptive mode: below this accuracy (percent) the depth cap halves.
+const ADAPTIVE_LOWER_BELOW_PERCENT: u64 = 50;
+/// Adaptive mode: above this accuracy (percent) the depth cap doubles.
+const ADAPTIVE_RAISE_ABOVE_PERCENT: u64 = 80;
+/// How long an idle worker sleeps before it looks at the ring again (backstop for a lost
+/// wake-up; the fault path normally unparks it).
+const IDLE_PARK: Duration = Duration::from_millis(50);
+/// How long a worker that ran out of requests keeps looking (yielding the CPU between looks)
+/// before it parks. A parked worker on an idle vCPU takes tens of microseconds to wake in a VM
+/// (`measured.md`), longer than a stream takes to run through a short window; a stream's next
+/// request comes well within this time, while a workload without streams (no requests) lets the
+/// worker park for good.
+const IDLE_SPIN: Duration = Duration::from_micros(200);
+/// Confidence at which a stream is confirmed (its stride seen twice in a row).
+const CONFIRMED: u64 = 2;
+
+/// How deep the predictor looks ahead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Depth {
+    /// A fixed window of this many pages per confirmed stream (0: prediction off).
+    Fixed(u32),
+    /// Start each confirmed stream at 2 pages and double its window each time the stream
+    /// consumes it whole, up to a cap that halves when fewer than half of the closed window
+    /// pages were used and doubles when more than 80% were, between 1 and `max`.
+    Adaptive { max: u32 },
+}
+
+/// Configuration of the predictor of one attachment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PredictConfig {
+    /// Look-ahead depth.
+    pub depth: Depth,
+    /// Worker threads that decrypt and install predicted pages (1..=[`MAX_WORKERS`]).
+    pub workers: usize,
+    /// Entries of the stream table (1..=[`MAX_STREAMS`]): concurrent streams tracked.
+    pub streams: usize,
+    /// Largest stride, in pages, recognised as a stream (1..=[`MAX_STRIDE_PAGES`]).
+    pub max_stride_pages: u32,
+    /// Capacity of the request ring (a power of two, 2..=[`MAX_QUEUE_REQUESTS`]).
+    pub queue_requests: usize,
+}
+
+impl PredictConfig {
+    /// A fixed depth with the default table, ring and one worker.
+    pub const fn fixed(depth: u32) -> PredictConfig {
+        PredictConfig {
+            depth: Depth::Fixed(depth),
+            workers: 1,
+            streams: 16,
+            max_stride_pages: 64,
+            queue_requests: 64,
+        }
+    }
+
+    /// Adaptive depth up to [`MAX_DEPTH`] with the default table, ring and one worker.
+    pub const fn adaptive() -> PredictConfig {
+        PredictConfig {
+            depth: Depth::Adaptive { max: MAX_DEPTH },
+            ..PredictConfig::fixed(0)
+        }
+    }
+
+    /// Prediction off.
+    pub const fn off() -> PredictConfig {
+        PredictConfig::fixed(0)
+    }
+
+    /// Whether this configuration predicts anything.
+    pub fn is_on(&self) -> bool {
+        !matches!(self.depth, Depth::Fixed(0))
+    }
+
+    /// Parse `off` | `0` | `N` (fixed depth) | `adaptive` | `adaptive:MAX`.
+    pub fn parse(text: &str) -> Result<PredictConfig> {
+        let t = text.trim();
+        let bad = || {
+            StoreError::Invalid(format!(
+                "{ENV_VAR}={t:?}: expected off, a depth 0..={MAX_DEPTH}, adaptive or adaptive:MAX"
+            ))
+        };
+        let cfg = match t {
+            "" | "off" | "none" => PredictConfig::off(),
+            "adaptive" => PredictConfig::adaptive(),
+            _ => {
+                if let Some(max) = t.strip_prefix("adaptive:") {
+                    let max: u32 = max.trim().parse().map_err(|_| bad())?;
+                    PredictConfig {
+                        depth: Depth::Adaptive { max },
+                        ..PredictConfig::adaptive()
+                    }
+                } else {
+                    PredictConfig::fixed(t.parse().map_err(|_| bad())?)
+                }
+            }
+        };
+        cfg.validate().map_err(|_| bad())?;
+        Ok(cfg)
+    }
+
+    /// The configuration named by `PMO_PREDICT` (unset or empty: off). A set but invalid value
+    /// is an error, not a silent default.
+    pub fn from_env() -> Result<PredictConfig> {
+        match std::env::var(ENV_VAR) {
+            Ok(v) => PredictConfig::parse(&v),
+            Err(std::env::VarError::NotPresent) => Ok(PredictConfig::off()),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                Err(StoreError::Invalid(format!("{ENV_VAR} is not valid UTF-8")))
+            }
+        }
+    }
+
+    /// Check every bound.
+    pub fn validate(&self) -> Result<()> {
+        let depth_ok = match self.depth {
+            Depth::Fixed(d) => d <= MAX_DEPTH,
+            Depth::Adaptive { max } => (1..=MAX_DEPTH).contains(&max),
+        };
+        let ok = depth_ok
+            && (1..=MAX_WORKERS).contains(&self.workers)
+            && (1..=MAX_STREAMS).contains(&self.streams)
+            && (1..=MAX_STRIDE_PAGES).contains(&self.max_stride_pages)
+            && (2..=MAX_QUEUE_REQUESTS).contains(&self.queue_requests)
+            && self.queue_requests.is_power_of_two();
+        if ok {
+            Ok(())
+        } else {
+            Err(StoreError::Invalid(format!(
+                "invalid prediction configuration {self:?}"
+            )))
+        }
+    }
+
+    /// Short name for tables: `off`, the depth, or `adaptive`.
+    pub fn label(&self) -> String {
+        match self.depth {
+            Depth::Fixed(0) => "off".into(),
+            Depth::Fixed(d) => d.to_string(),
+            Depth::Adaptive { max } if max == MAX_DEPTH => "adaptive".into(),
+            Depth::Adaptive { max } => format!("adaptive:{max}"),
+        }
+    }
+}
+
+impl Default for PredictConfig {
+    fn default() -> Self {
+        PredictConfig::off()
+    }
+}
+
+/// Counters of one attachment's predictor (see the module docs for what each one means).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PredictStats {
+    /// Fills the predictor was told about (faults, and pages filled by prefault).
+    pub faults_seen: u64,
+    /// Faults that continued a confirmed stream.
+    pub stream_faults: u64,
+    /// Streams confirmed (stride seen twice in a row).
+    pub streams_confirmed: u64,
+    /// Requests handed to the workers.
+    pub requests: u64,
+    /// Requests dropped because the ring was full (the oldest one is dropped for a new one).
+    pub requests_dropped: u64,
+    /// Faults whose stream-table update lost to other threads too often and was skipped.
+    pub table_conflicts: u64,
+    /// Pages a worker decrypted (or copied) to install.
+    pub issued: u64,
+    /// Pages a worker installed (absent until then).
+    pub installed: u64,
+    /// Window pages a worker skipped because they were present already.
+    pub skipped_present: u64,
+    /// Window pages a worker skipped because another worker had them in flight.
+    pub skipped_in_flight: u64,
+    /// Pages a worker decrypted but found present at install (the application faulted first).
+    pub lost_race: u64,
+    /// Faults on a page a worker had in flight at that moment.
+    pub late: u64,
+    /// Window pages a stream passed over without a fault (inferred used).
+    pub used: u64,
+    /// Window pages a stream faulted on (the prediction was right but not ready).
+    pub window_faults: u64,
+    /// Window pages still ahead of a stream when it was evicted or at detach (unused).
+    pub unused: u64,
+    /// Pages whose decryption or verification failed in a worker (not installed).
+    pub fill_errors: u64,
+    /// Installs that failed with an error from the view.
+    pub install_errors: u64,
+    /// Adaptive mode: current depth cap (fixed mode: the depth).
+    pub depth_cap: u32,
+}
+
+impl PredictStats {
+    /// Stream-level accuracy: (used + window faults) / (used + window faults + unused), the
+    /// share of closed window pages the stream did reach. `None` before any window closed.
+    pub fn accuracy(&self) -> Option<f64> {
+        let right = self.used + self.window_faults;
+        let closed = right + self.unused;
+        (closed > 0).then(|| right as f64 / closed as f64)
+    }
+}
+
+/// One stream-table entry, packed into a `u64` so that it changes with one compare-exchange.
+/// Bits 0..40: last fault page + 1 (0: empty); 40..52: stride (12-bit two's complement, 0:
+/// unknown); 52..54: confidence (0..=3); 54..57: depth level (adaptive: depth = 2^level);
+/// 57..64: window (pages requested ahead of the last fault, 0..=127).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    last: u64,
+    stride: i64,
+    confidence: u64,
+    level: u32,
+    window: u64,
+}
+
+const STRIDE_BITS: u32 = 12;
+const WINDOW_MAX: u64 = 127;
+const LEVEL_MAX: u32 = 6; // 2^6 = MAX_DEPTH
+
+impl Entry {
+    fn encode(&self) -> u64 {
+        let stride = (self.stride as u64) & ((1 << STRIDE_BITS) - 1);
+        ((self.last + 1) & MAX_TRACKED_PAGES)
+            | stride << 40
+            | (self.confidence & 3) << 52
+            | u64::from(self.level & 7) << 54
+            | (self.window & WINDOW_MAX) << 57
+    }
+
+    /// `None` for an empty slot.
+    fn decode(word: u64) -> Option<Entry> {
+        let last1 = word & MAX_TRACKED_PAGES;
+        if last1 == 0 {
+            return None;
+        }
+        let raw = (word >> 40) & ((1 << STRIDE_BITS) - 1);
+        // Sign-extend the 12-bit stride.
+        let stride = ((raw << (64 - STRIDE_BITS)) as i64) >> (64 - STRIDE_BITS);
+        Some(Entry {
+            last: last1 - 1,
+            stride,
+            confidence: (word >> 52) & 3,
+            level: ((word >> 54) & 7) as u32,
+            window: (word >> 57) & WINDOW_MAX,
+        })
+    }
+}
+
+/// A request cell of the ring (Vyukov's bounded MPMC queue, all fields atomics).
+struct Cell {
+    seq: AtomicU64,
+    page: AtomicU64,
+    /// Stride (low 32 bits, two's complement) and page count (high 32 bits).
+    shape: AtomicU64,
+}
+
+/// Bounded multi-producer multi-consumer ring of requests. Lock-free; `push` fails when full.
+struct Ring {
+    cells: Box<[Cell]>,
+    mask: u64,
+    head: AtomicU64,
+    tail: AtomicU64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Request {
+    page: u64,
+    stride: i64,
+    pages: u32,
+}
+
+impl Ring {
+    fn new(capacity: usize) -> Ring {
+        debug_assert!(capacity.is_power_of_two());
+        Ring {
+            cells: (0..capacity as u64)
+                .map(|i| Cell {
+                    seq: AtomicU64::new(i),
+                    page: AtomicU64::new(0),
+                    shape: AtomicU64::new(0),
+                })
+                .collect(),
+            mask: capacity as u64 - 1,
+            head: AtomicU64::new(0),
+            tail: AtomicU64::new(0),
+        }
+    }
+
+    /// Allocation-free and lock-free; false when full.
+    fn push(&self, r: Request) -> bool {
+        let mut pos = self.tail.load(Ordering::Relaxed);
+        loop {
+            let Some(cell) = self.cells.get((pos & self.mask) as usize) else {
+                return false;
+            };
+            let seq = cell.seq.load(Ordering::Acquire);
+            if seq == pos {
+                match self.tail.compare_exchange_weak(
+                    pos,
+                    pos.wrapping_add(1),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        cell.page.store(r.page, Ordering::Relaxed);
+                        let shape = (r.stride as u32 as u64) | u64::from(r.pages) << 32;
+                        cell.shape.store(shape, Ordering::Relaxed);
+                        cell.seq.store(pos.wrapping_add(1), Ordering::Release);
+                        return true;
+                    }
+                    Err(now) => pos = now,
+                }
+            } else if seq < pos {
+                return false; // full
+            } else {
+                pos = self.tail.load(Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn pop(&self) -> Option<Request> {
+        let mut pos = self.head.load(Ordering::Relaxed);
+        loop {
+            let cell = self.cells.get((pos & self.mask) as usize)?;
+            let seq = cell.seq.load(Ordering::Acquire);
+            let ready = pos.wrapping_add(1);
+            if seq == ready {
+                match self.head.compare_exchange_weak(
+                    pos,
+                    ready,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        let page = cell.page.load(Ordering::Relaxed);
+                        let shape = cell.shape.load(Ordering::Relaxed);
+                        cell.seq
+                            .store(pos.wrapping_add(self.mask + 1), Ordering::Release);
+                        return Some(Request {
+                            page,
+                            stride: i64::from(shape as u32 as i32),
+                            pages: (shape >> 32) as u32,
+                        });
+                    }
+                    Err(now) => pos = now,
+                }
+            } else if seq < ready {
+                return None; // empty
+            } else {
+                pos = self.head.load(Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.head.load(Ordering::SeqCst) == self.tail.load(Ordering::SeqCst)
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    faults_seen: AtomicU64,
+    stream_faults: AtomicU64,
+    streams_confirmed: AtomicU64,
+    requests: AtomicU64,
+    requests_dropped: AtomicU64,
+    table_conflicts: AtomicU64,
+    issued: AtomicU64,
+    installed: AtomicU64,
+    skipped_present: AtomicU64,
+    skipped_in_flight: AtomicU64,
+    lost_race: AtomicU64,
+    late: AtomicU64,
+    used: AtomicU64,
+    window_faults: AtomicU64,
+    unused: AtomicU64,
+    fill_errors: AtomicU64,
+    install_errors: AtomicU64,
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    if n > 0 {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// The fault-side half of a predictor: the stream table, the ring and the counters. The page
+/// sources hold it and call [`PredictHook::notify`] from the fault handler.
+pub struct PredictHook {
+    cfg: PredictConfig,
+    pages: u64,
+    entries: Box<[AtomicU64]>,
+    /// LRU stamps of the entries (a global clock value at their last use).
+    stamps: Box<[AtomicU64]>,
+    clock: AtomicU64,
+    ring: Ring,
+    /// Page + 1 each worker is filling right now (0: none).
+    in_flight: Box<[AtomicU64]>,
+    workers: OnceLock<Box<[Thread]>>,
+    next_worker: AtomicU64,
+    stop: AtomicBool,
+    /// Adaptive: current cap on a stream's depth level.
+    cap_level: AtomicU32,
+    /// Adaptive: closed window pages since the last review (right, unused).
+    review_right: AtomicU64,
+    review_unused: AtomicU64,
+    counters: Counters,
+}
+
+impl std::fmt::Debug for PredictHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PredictHook")
+            .field("cfg", &self.cfg)
+            .field("pages", &self.pages)
+            .finish()
+    }
+}
+
+fn level_of(depth: u32) -> u32 {
+    // Smallest level whose depth 2^level covers `depth`, capped.
+    (32 - depth.max(1).saturating_sub(1).leading_zeros()).min(LEVEL_MAX)
+}
+
+impl PredictHook {
+    /// A hook for a view of `pages` pages, or `None` when `cfg` predicts nothing.
+    pub fn new(cfg: PredictConfig, pages: u64) -> Result<Option<Arc<PredictHook>>> {
+        cfg.validate()?;
+        if !cfg.is_on() || pages < 2 {
+            return Ok(None);
+        }
+        let cap = match cfg.depth {
+            Depth::Fixed(d) => level_of(d),
+            Depth::Adaptive { max } => level_of(max),
+        };
+        Ok(Some(Arc::new(PredictHook {
+            cfg,
+            pages,
+            entries: (0..cfg.streams).map(|_| AtomicU64::new(0)).collect(),
+            stamps: (0..cfg.streams).map(|_| AtomicU64::new(0)).collect(),
+            clock: AtomicU64::new(1),
+            ring: Ring::new(cfg.queue_requests),
+            in_flight: (0..cfg.workers).map(|_| AtomicU64::new(0)).collect(),
+            workers: OnceLock::new(),
+            next_worker: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            cap_level: AtomicU32::new(cap),
+            review_right: AtomicU64::new(0),
+            review_unused: AtomicU64::new(0),
+            counters: Counters::default(),
+        })))
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> PredictConfig {
+        self.cfg
+    }
+
+    /// A fill of `page` is starting (called by the page sources, from the fault handler).
+    /// Updates the stream table and, for a confirmed stream, asks the workers for its window.
+    /// Allocation-free, lock-free, bounded; never panics.
+    pub fn notify(&self, page: u64) {
+        if page >= self.pages || page >= MAX_TRACKED_PAGES || self.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let c = &self.counters;
+        bump(&c.faults_seen, 1);
+        if self
+            .in_flight
+            .iter()
+            .any(|w| w.load(Ordering::Acquire) == page + 1)
+        {
+            bump(&c.late, 1);
+        }
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        for _ in 0..=TABLE_RETRIES_MAX {
+            match self.try_update(page, now) {
+                Some(Some(req)) => {
+                    self.submit(req);
+                    return;
+                }
+                Some(None) => return,
+                None => continue, // lost a race on an entry: look again
+            }
+        }
+        bump(&c.table_conflicts, 1);
+    }
+
+    /// One pass over the table. `None`: a compare-exchange lost (retry); `Some(req)`: done,
+    /// with the request to submit if any.
+    fn try_update(&self, page: u64, now: u64) -> Option<Option<Request>> {
+        let c = &self.counters;
+        // 1. A stream this fault continues: page = last + k * stride, 1 <= k <= window + 1.
+        for (i, slot) in self.entries.iter().enumerate() {
+            let word = slot.load(Ordering::Acquire);
+            let Some(e) = Entry::decode(word) else {
+                continue;
+            };
+            if e.stride == 0 {
+                continue;
+            }
+            let delta = page as i64 - e.last as i64;
+            if delta % e.stride != 0 {
+                continue;
+            }
+            let k = delta / e.stride;
+            if k < 1 || k as u64 > e.window + 1 {
+                continue;
+            }
+            let k = k as u64;
+            let confidence = (e.confidence + 1).min(3);
+            let passed = (k - 1).min(e.window);
+            let faulted_in_window = k <= e.window;
+            let carried = e.window.saturating_sub(k);
+            let mut level = e.level;
+            let depth = if confidence < CONFIRMED {
+                0
+            } else {
+                match self.cfg.depth {
+                    Depth::Fixed(d) => u64::from(d),
+                    Depth::Adaptive { .. } => {
+                        let cap = self.cap_level.load(Ordering::Relaxed);
+                        if e.confidence < CONFIRMED {
+                            level = level_of(ADAPTIVE_START_DEPTH);
+                        } else if e.window > 0 && k == e.window + 1 {
+                            // The stream consumed its whole window: look further ahead.
+                            level += 1;
+                        }
+                        level = level.min(cap);
+                        1u64 << level
+                    }
+                }
+            };
+            let window = carried.max(depth).min(WINDOW_MAX);
+            let next = Entry {
+                last: page,
+                stride: e.stride,
+                confidence,
+                level,
+                window,
+            };
+            if slot
+                .compare_exchange(word, next.encode(), Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                return None;
+            }
+            self.stamps[i].store(now, Ordering::Relaxed);
+            bump(&c.stream_faults, u64::from(e.confidence >= CONFIRMED));
+            bump(
+                &c.streams_confirmed,
+                u64::from(e.confidence + 1 == CONFIRMED),
+            );
+            bump(&c.used, passed);
+            bump(&c.window_faults, u64::from(faulted_in_window));
+            self.review(passed + u64::from(faulted_in_window), 0);
+            if window == 0 {
+                return Some(None);
+            }
+            return Some(Some(Request {
+                page,
+                stride: e.stride,
+                pages: window as u32,
+            }));
+        }
+        // 2. A fresh entry this fault pairs with (no stride yet, close enough): nearest wins.
+        let max = i64::from(self.cfg.max_stride_pages);
+        let mut best: Option<(usize, u64, i64)> = None;
+        for (i, slot) in self.entries.iter().enumerate() {
+            let word = slot.load(Ordering::Acquire);
+            let Some(e) = Entry::decode(word) else {
+                continue;
+            };
+            let delta = page as i64 - e.last as i64;
+            if e.stride != 0 || delta == 0 || delta.abs() > max {
+                continue;
+            }
+            if best.is_none_or(|(_, _, d)| delta.abs() < d.abs()) {
+                best = Some((i, word, delta));
+            }
+        }
+        if let Some((i, word, delta)) = best {
+            let next = Entry {
+                last: page,
+                stride: delta,
+                confidence: 1,
+                level: 0,
+                window: 0,
+            };
+            if self.entries[i]
+                .compare_exchange(word, next.encode(), Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                return None;
+            }
+            self.stamps[i].store(now, Ordering::Relaxed);
+            return Some(None);
+        }
+        // 3. A new entry in place of the least recently used one.
+        let mut victim = 0;
+        let mut oldest = u64::MAX;
+        for (i, s) in self.stamps.iter().enumerate() {
+            let empty = self.entries[i].load(Ordering::Relaxed) == 0;
+            let stamp = if empty { 0 } else { s.load(Ordering::Relaxed) };
+            if stamp < oldest {
+                oldest = stamp;
+                victim = i;
+            }
+        }
+        let slot = &self.entries[victim];
+        let word = slot.load(Ordering::Acquire);
+        let next = Entry {
+            last: page,
+            stride: 0,
+            confidence: 0,
+            level: 0,
+            window: 0,
+        };
+        if slot
+            .compare_exchange(word, next.encode(), Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return None;
+        }
+        self.stamps[victim].store(now, Ordering::Relaxed);
+        if let Some(old) = Entry::decode(word) {
+            bump(&c.unused, old.window);
+            self.review(0, old.window);
+        }
+        Some(None)
+    }
+
+    /// Adaptive mode: account closed window pages and move the depth cap every
+    /// [`ADAPTIVE_REVIEW_PAGES`] of them.
+    fn review(&self, right: u64, unused: u64) {
+        let Depth::Adaptive { max } = self.cfg.depth else {
+            return;
+        };
+        if right + unused == 0 {
+            return;
+        }
+        let r = self.review_right.fetch_add(right, Ordering::Relaxed) + right;
+        let u = self.review_unused.fetch_add(unused, Ordering::Relaxed) + unused;
+        if r + u < ADAPTIVE_REVIEW_PAGES {
+            return;
+        }
+        // Whoever takes the counters back to zero first does the review.
+        let r = self.review_right.swap(0, Ordering::Relaxed);
+        let u = self.review_unused.swap(0, Ordering::Relaxed);
+        if r + u == 0 {
+            return;
+        }
+        let percent = r * 100 / (r + u);
+        let cap = self.cap_level.load(Ordering::Relaxed);
+        let next = if percent < ADAPTIVE_LOWER_BELOW_PERCENT {
+            cap.saturating_sub(1)
+        } else if percent > ADAPTIVE_RAISE_ABOVE_PERCENT {
+            (cap + 1).min(level_of(max))
+        } else {
+            cap
+        };
+        self.cap_level.store(next, Ordering::Relaxed);
+    }
+
+    fn submit(&self, req: Request) {
+        let c = &self.counters;
+        if !self.ring.push(req) {
+            // Full: the oldest request is the stalest (its stream has moved on since); drop it
+            // rather than this one. One try: if other threads refill the slot, drop this one.
+            bump(&c.requests_dropped, 1);
+            if self.ring.pop().is_none() || !self.ring.push(req) {
+                return;
+            }
+        }
+        bump(&c.requests, 1);
+        if let Some(workers) = self.workers.get() {
+            let n = workers.len() as u64;
+            if n > 0 {
+                let i = self.next_worker.fetch_add(1, Ordering::Relaxed) % n;
+                // Thread::unpark is an atomic swap and, if the worker sleeps, one futex wake:
+                // no allocation, no lock (std's futex parker on Linux).
+                workers[i as usize].unpark();
+            }
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> PredictStats {
+        let c = &self.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        PredictStats {
+            faults_seen: l(&c.faults_seen),
+            stream_faults: l(&c.stream_faults),
+            streams_confirmed: l(&c.streams_confirmed),
+            requests: l(&c.requests),
+            requests_dropped: l(&c.requests_dropped),
+            table_conflicts: l(&c.table_conflicts),
+            issued: l(&c.issued),
+            installed: l(&c.installed),
+            skipped_present: l(&c.skipped_present),
+            skipped_in_flight: l(&c.skipped_in_flight),
+            lost_race: l(&c.lost_race),
+            late: l(&c.late),
+            used: l(&c.used),
+            window_faults: l(&c.window_faults),
+            unused: l(&c.unused),
+            fill_errors: l(&c.fill_errors),
+            install_errors: l(&c.install_errors),
+            depth_cap: match self.cfg.depth {
+                Depth::Fixed(d) => d,
+                Depth::Adaptive { .. } => 1 << self.cap_level.load(Ordering::Relaxed),
+            },
+        }
+    }
+
+    /// Close every stream's window as unused (at detach).
+    fn close_all(&self) {
+        for slot in self.entries.iter() {
+            if let Some(e) = Entry::decode(slot.swap(0, Ordering::AcqRel)) {
+                bump(&self.counters.unused, e.window);
+            }
+        }
+    }
+}
+
+/// The worker half: threads that take requests, decrypt and install pages. Dropping it stops
+/// and joins them (the attachment drops it before its view).
+pub struct Predictor {
+    hook: Arc<PredictHook>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Predictor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Predictor")
+            .field("hook", &self.hook)
+            .field("workers", &self.threads.len())
+            .finish()
+    }
+}
+
+impl Predictor {
+    /// Start the workers of `hook` for `view`. `source` fills pages for them: the view's own
+    /// source *without* the hook (a worker's fill must not count as a fault).
+    pub fn start(
+        hook: Arc<PredictHook>,
+        view: Arc<View>,
+        source: Arc<dyn PageSource>,
+    ) -> Result<Predictor> {
+        let mut threads = Vec::with_capacity(hook.cfg.workers);
+        for index in 0..hook.cfg.workers {
+            let (h, v, s) = (hook.clone(), view.clone(), source.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("pmo-predict-{index}"))
+                .spawn(move || worker(&h, &v, &*s, index));
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    // Stop and join the ones already running before reporting.
+                    let partial = Predictor {
+                        hook: hook.clone(),
+                        threads,
+                    };
+                    drop(partial);
+                    return Err(StoreError::Os(format!("spawn prediction worker: {e}")));
+                }
+            }
+        }
+        let handles: Box<[Thread]> = threads.iter().map(|t| t.thread().clone()).collect();
+        // Only `start` sets it, once per hook.
+        let _ = hook.workers.set(handles);
+        // Requests queued before the handles were published get a worker now.
+        for t in &threads {
+            t.thread().unpark();
+        }
+        Ok(Predictor { hook, threads })
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> PredictStats {
+        self.hook.stats()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> PredictConfig {
+        self.hook.cfg
+    }
+}
+
+impl Drop for Predictor {
+    fn drop(&mut self) {
+        self.hook.stop.store(true, Ordering::SeqCst);
+        for t in &self.threads {
+            t.thread().unpark();
+        }
+        for t in self.threads.drain(..) {
+            // A worker that panicked has already dropped its view reference; nothing to do.
+            let _ = t.join();
+        }
+        self.hook.close_all();
+    }
+}
+
+fn worker(hook: &PredictHook, view: &View, source: &dyn PageSource, index: usize) {
+    let mut buf = Box::new([0u8; PAGE_SIZE]);
+    let c = &hook.counters;
+    let Some(mine) = hook.in_flight.get(index) else {
+        return;
+    };
+    let mut idle_since: Option<std::time::Instant> = None;
+    while !hook.stop.load(Ordering::SeqCst) {
+        let Some(req) = hook.ring.pop() else {
+            let since = *idle_since.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() < IDLE_SPIN {
+                std::thread::yield_now();
+            } else if hook.ring.is_empty() && !hook.stop.load(Ordering::SeqCst) {
+                std::thread::park_timeout(IDLE_PARK);
+                idle_since = None;
+            }
+            continue;
+        };
+        idle_since = None;
+        for k in 1..=i64::from(req.pages.min(MAX_DEPTH * 2)) {
+            if hook.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let Some(page) = req
+                .stride
+                .checked_mul(k)
+                .and_then(|off| (req.page as i64).checked_add(off))
+                .filter(|&p| p >= 0 && (p as u64) < hook.pages)
+                .map(|p| p as u64)
+            else {
+                break;
+            };
+            if view.is_present(page) {
+                bump(&c.skipped_present, 1);
+                continue;
+            }
+            if hook
+                .in_flight
+                .iter()
+                .any(|w| w.load(Ordering::Acquire) == page + 1)
+            {
+                bump(&c.skipped_in_flight, 1);
+                continue;
+            }
+            mine.store(page + 1, Ordering::Release);
+            bump(&c.issued, 1);
+            match source.fill(page, &mut buf) {
+                Ok(()) => match view.install(page, &buf) {
+                    Ok(true) => bump(&c.installed, 1),
+                    Ok(false) => bump(&c.lost_race, 1),
+                    Err(_) => bump(&c.install_errors, 1),
+                },
+                // Never install a page that fails: the application's own touch reports it.
+                Err(_) => bump(&c.fill_errors, 1),
+            }
+            mine.store(0, Ordering::Release);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_round_trips() {
+        for &(last, stride, confidence, level, window) in &[
+            (0u64, 1i64, 0u64, 0u32, 0u64),
+            (MAX_TRACKED_PAGES - 1, -1, 3, 6, 127),
+            (12345, -2047, 2, 3, 64),
+            (7, 2047, 1, 1, 2),
+        ] {
+            let e = Entry {
+                last,
+                stride,
+                confidence,
+                level,
+                window,
+            };
+            assert_eq!(Entry::decode(e.encode()), Some(e));
+        }
+        assert_eq!(Entry::decode(0), None);
+    }
+
+    #[test]
+    fn ring_is_bounded_fifo() {
+        let r = Ring::new(4);
+        for i in 0..4 {
+            assert!(r.push(Request {
+                page: i,
+                stride: -3,
+                pages: 8
+            }));
+        }
+        assert!(
+            !r.push(Request {
+                page: 9,
+                stride: 1,
+                pages: 1
+            }),
+            "a full ring refuses"
+        );
+        for i in 0..4 {
+            assert_eq!(
+                r.pop(),
+                Some(Request {
+                    page: i,
+                    stride: -3,
+                    pages: 8
+                })
+            );
+        }
+        assert_eq!(r.pop(), None);
+        assert!(r.is_empty());
+        // Wraps around.
+        for round in 0..10 {
+            assert!(r.push(Request {
+                page: round,
+                stride: 1,
+                pages: 2
+            }));
+            assert_eq!(r.pop().map(|q| q.page), Some(round));
+        }
+    }
+
+    #[test]
+    fn ring_many_producers_lose_nothing_that_was_accepted() {
+        let r = Arc::new(Ring::new(64));
+        let accepted = Arc::new(AtomicU64::new(0));
+        let sum = Arc::new(AtomicU64::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let consumer = {
+            let (r, sum, done) = (r.clone(), sum.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                loop {
+                    match r.pop() {
+                        Some(q) => {
+                            sum.fetch_add(q.page, Ordering::Relaxed);
+                            n += 1;
+                        }
+                        None if done.load(Ordering::SeqCst) && r.is_empty() => return n,
+                        None => std::thread::yield_now(),
+                    }
+                }
+            })
+        };
+        let producers: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (r, accepted) = (r.clone(), accepted.clone());
+                std::thread::spawn(move || {
+                    let mut s = 0;
+                    for i in 0..5000u64 {
+                        let page = t * 100_000 + i;
+                        if r.push(Request {
+                            page,
+                            stride: 1,
+                            pages: 1,
+                        }) {
+                            accepted.fetch_add(1, Ordering::Relaxed);
+                            s += page;
+                        }
+                    }
+                    s
+                })
+            })
+            .collect();
+        let pushed_sum: u64 = producers.into_iter().map(|p| p.join().unwrap()).sum();
+        done.store(true, Ordering::SeqCst);
+        let popped = consumer.join().unwrap();
+        assert_eq!(popped, accepted.load(Ordering::Relaxed));
+        assert_eq!(sum.load(Ordering::Relaxed), pushed_sum);
+    }
+
+    fn drain(h: &PredictHook) -> Vec<Request> {
+        std::iter::from_fn(|| h.ring.pop()).collect()
+    }
+
+    #[test]
+    fn forward_stream_is_confirmed_then_requested() {
+        let h = PredictHook::new(PredictConfig::fixed(4), 1000)
+            .unwrap()
+            .unwrap();
+        h.notify(10);
+        h.notify(11);
+        assert!(drain(&h).is_empty(), "one step is not a stream yet");
+        h.notify(12);
+        assert_eq!(
+            drain(&h),
+            vec![Request {
+                page: 12,
+                stride: 1,
+                pages: 4
+            }]
+        );
+        // The application passed over 13..=16 (installed) and faults at 17.
+        h.notify(17);
+        assert_eq!(
+            drain(&h),
+            vec![Request {
+                page: 17,
+                stride: 1,
+                pages: 4
+            }]
+        );
+        let s = h.stats();
+        assert_eq!(s.used, 4);
+        assert_eq!(s.streams_confirmed, 1);
+        assert_eq!(s.unused, 0);
+        h.close_all();
+        assert_eq!(h.stats().unused, 4, "the open window is unused at detach");
+    }
+
+    #[test]
+    fn backward_and_strided_streams() {
+        let h = PredictHook::new(PredictConfig::fixed(2), 1000)
+            .unwrap()
+            .unwrap();
+        for p in [500, 499, 498] {
+            h.notify(p);
+        }
+        assert_eq!(
+            drain(&h),
+            vec![Request {
+                page: 498,
+                stride: -1,
+                pages: 2
+            }]
+        );
+        for p in [100, 103, 106] {
+            h.notify(p);
+        }
+        assert_eq!(
+            drain(&h),
+            vec![Request {
+                page: 106,
+                stride: 3,
+                pages: 2
+            }]
+        );
+        // A fault inside the window (late) continues the stream and extends it.
+        h.notify(109);
+        assert_eq!(
+            drain(&h),
+            vec![Request {
+                page: 109,
+                stride: 3,
+                pages: 2
+            }]
+        );
+        assert_eq!(h.stats().window_faults, 1);
+    }
+
+    #[test]
+    fn interleaved_streams_are_tracked_apart() {
+        let h = PredictHook::new(PredictConfig::fixed(1), 100_000)
+            .unwrap()
+            .unwrap();
+        // Two threads' streams far apart, interleaved fault by fault.
+        for i in 0..3 {
+            h.notify(1000 + i);
+            h.notify(50_000 - i);
+        }
+        let reqs = drain(&h);
+        assert!(reqs.contains(&Request {
+            page: 1002,
+            stride: 1,
+            pages: 1
+        }));
+        assert!(reqs.contains(&Request {
+            page: 49_998,
+            stride: -1,
+            pages: 1
+        }));
+    }
+
+    #[test]
+    fn random_faults_rarely_request() {
+        let pages = 16_384u64;
+        let h = PredictHook::new(PredictConfig::fixed(8), pages)
+            .unwrap()
+            .unwrap();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..pages {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            h.notify(x % pages);
+        }
+        let s = h.stats();
+        assert!(
+            s.requests * 100 < pages,
+            "random faults made {} requests",
+            s.requests
+        );
+    }
+
+    #[test]
+    fn adaptive_depth_grows_with_use_and_shrinks_without() {
+        let h = PredictHook::new(PredictConfig::adaptive(), 1 << 20)
+            .unwrap()
+            .unwrap();
+        // A stream that always consumes its window: the window doubles up to the cap.
+        let mut p = 0u64;
+        let mut last_window = 0;
+        for _ in 0..40 {
+            h.notify(p);
+            if let Some(r) = drain(&h).last() {
+                last_window = r.pages;
+                p += u64::from(r.pages) + 1;
+            } else {
+                p += 1;
+            }
+        }
+        assert_eq!(last_window, MAX_DEPTH);
+        // Many short streams that stop right after being confirmed: windows unused, cap falls.
+        for s in 0..400u64 {
+            let base = 100_000 + s * 1000;
+            for i in 0..3 {
+                h.notify(base + i);
+            }
+        }
+        let st = h.stats();
+        assert!(st.unused > 0);
+        assert!(st.depth_cap < MAX_DEPTH, "cap stayed at {}", st.depth_cap);
+    }
+
+    #[test]
+    fn config_parses_and_validates() {
+        assert_eq!(PredictConfig::parse("off").unwrap(), PredictConfig::off());
+        assert_eq!(
+            PredictConfig::parse(" 8 ").unwrap(),
+            PredictConfig::fixed(8)
+        );
+        assert_eq!(
+            PredictConfig::parse("adaptive").unwrap(),
+            PredictConfig::adaptive()
+        );
+        assert_eq!(
+            PredictConfig::parse("adaptive:16").unwrap().depth,
+            Depth::Adaptive { max: 16 }
+        );
+        assert!(PredictConfig::parse("65").is_err());
+        assert!(PredictConfig::parse("fast").is_err());
+        assert!(PredictConfig::parse("adaptive:0").is_err());
+        let bad = PredictConfig {
+            queue_requests: 3,
+            ..PredictConfig::fixed(1)
+        };
+        assert!(bad.validate().is_err());
+        assert!(PredictHook::new(PredictConfig::off(), 100)
+            .unwrap()
+            .is_none());
+        assert_eq!(PredictConfig::fixed(0).label(), "off");
+        assert_eq!(PredictConfig::adaptive().label(), "adaptive");
+    }
+
+    #[test]
+    fn level_of_rounds_up() {
+        assert_eq!(level_of(1), 0);
+        assert_eq!(level_of(2), 1);
+        assert_eq!(level_of(3), 2);
+        assert_eq!(level_of(64), 6);
+        assert_eq!(level_of(1000), LEVEL_MAX);
+    }
+}
