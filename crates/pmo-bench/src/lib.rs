@@ -5,11 +5,13 @@
 //! | module    | measures |
 //! |-----------|----------|
 //! | [`store`] | psync cost by dirty pages and PMO size, attach+detach, dirty-tracking faults, psync vs a PMDK transaction |
+//! | [`suite`] | the papers' benchmark suite (pmo-workloads) as studies: breakdown per design, attach-session size, prediction depth, threads, CXL latency |
 //! | [`schemes`] | every protection scheme: the paper's Fig. 1, a step breakdown, per-page costs against their floors |
 
 pub mod record;
 pub mod schemes;
 pub mod store;
+pub mod suite;
 
 pub use record::{Record, Records};
 

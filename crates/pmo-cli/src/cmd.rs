@@ -108,10 +108,27 @@ enum Cmd {
     /// Demonstrate the store on the default pool: a raw-pointer list that survives restarts
     Demo,
     /// Run benchmarks; write tidy CSV/JSON records and print tables
+    #[command(after_help = BENCH_HELP)]
     Bench {
-        /// Which benchmark: store (psync, attach, faults, PMDK peer) or schemes (protection)
-        #[arg(default_value = "store")]
+        /// Which benchmark: suite (the papers' workloads over the scheme/prediction/latency/
+        /// thread matrix), store (psync, attach, faults, PMDK peer), schemes (protection costs)
+        #[arg(default_value = "suite")]
         which: String,
+        /// suite: only these workloads (repeatable)
+        #[arg(long = "workload")]
+        workloads: Vec<String>,
+        /// suite: only these schemes in the breakdown study (repeatable)
+        #[arg(long = "scheme")]
+        schemes: Vec<String>,
+        /// suite: only these studies (repeatable): breakdown, session, predict, threads, cxl
+        #[arg(long = "study")]
+        studies: Vec<String>,
+        /// suite: prediction depths of the predict study (repeatable; off, N, adaptive)
+        #[arg(long = "predict")]
+        depths: Vec<String>,
+        /// suite: matrix sizes: tiny, default, paper (the LOaPP paper's Table IV)
+        #[arg(long)]
+        size: Option<String>,
         /// Short configuration (fewer repeats)
         #[arg(long)]
         quick: bool,
@@ -126,6 +143,14 @@ enum Cmd {
         dir: Option<PathBuf>,
     },
 }
+
+const BENCH_HELP: &str = "\
+Workloads: 2dconv, gauss, lu, tmm, cholesky (crate pmo-workloads; each verified against a DRAM run)
+Schemes:   none, wed, wedi, bp, bp-ip, bp-id, sp, sp-ip, sp-id, secure
+Depths:    off, 1, 2, 4, 8, 16, ..., adaptive (PMO_PREDICT)
+Latency:   dram, optane, cxl-near, cxl-far, custom:... (PMO_LATENCY; docs/latency.md)
+Studies:   breakdown (LOaPP Fig. 6), session (Fig. 7), predict, threads, cxl
+Output:    CSV (and --json) records in --out, SVG figures beside them";
 
 fn parse_bytes(s: &str) -> Result<u64, String> {
     parse_size::Config::new()
@@ -526,9 +551,65 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
             out,
             dir,
+            workloads,
+            schemes,
+            studies,
+            depths,
+            size,
         } => {
             let mut records = pmo_bench::Records::default();
             match which.as_str() {
+                "suite" => {
+                    let mut opts = pmo_bench::suite::SuiteOptions::new(*quick);
+                    if let Some(d) = dir {
+                        opts.dir = d.clone();
+                    }
+                    if let Some(s) = size {
+                        opts.size = pmo_workloads::Size::from_name(s)?;
+                    }
+                    if !workloads.is_empty() {
+                        opts.workloads = workloads
+                            .iter()
+                            .map(|w| pmo_workloads::Workload::from_name(w))
+                            .collect::<Result<_, _>>()?;
+                    }
+                    if !schemes.is_empty() {
+                        opts.schemes = schemes
+                            .iter()
+                            .map(|s| parse_scheme(s))
+                            .collect::<anyhow::Result<_>>()?;
+                    }
+                    if !studies.is_empty() {
+                        for s in studies {
+                            if !pmo_bench::suite::STUDIES.contains(&s.as_str()) {
+                                bail!(
+                                    "unknown study '{s}' (one of {})",
+                                    pmo_bench::suite::STUDIES.join(", ")
+                                );
+                            }
+                        }
+                        opts.studies = studies.clone();
+                    }
+                    if !depths.is_empty() {
+                        opts.depths = depths.clone();
+                    }
+                    std::fs::create_dir_all(out)
+                        .with_context(|| format!("create {}", out.display()))?;
+                    let r = pmo_bench::suite::run(&opts, &mut records);
+                    pmo_bench::suite::print_tables(&records);
+                    for f in pmo_bench::suite::draw(&records, out)? {
+                        println!("figure: {}", f.display());
+                    }
+                    let csv = out.join("suite.csv");
+                    records.write_csv(&csv)?;
+                    println!("records: {}", csv.display());
+                    if let Some(j) = json {
+                        records.write_json(j)?;
+                        println!("records: {}", j.display());
+                    }
+                    r?;
+                    return Ok(());
+                }
                 "store" => {
                     let mut opts = pmo_bench::store::StoreBenchOptions::new(*quick);
                     if let Some(d) = dir {
@@ -550,7 +631,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     pmo_bench::schemes::draw_fig1(&records, &svg)?;
                     println!("figure: {}", svg.display());
                 }
-                other => bail!("unknown benchmark '{other}' (known: store, schemes)"),
+                other => bail!("unknown benchmark '{other}' (known: suite, store, schemes)"),
             }
             std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
             let csv = out.join(format!("{which}.csv"));

@@ -1,0 +1,758 @@
+//! `pmo bench suite`: the papers' benchmark suite (crate `pmo-workloads`) over a matrix of
+//! workload x scheme x prediction depth x latency profile x threads x attach-session size,
+//! arranged as the studies the papers draw:
+//!
+//! | study | varies | fixed | figure |
+//! |---|---|---|---|
+//! | `breakdown` | workload x scheme | K = 2, no prediction, `dram`, 1 thread | LOaPP Fig. 6: stacked time per design, normalised to `wedi` |
+//! | `session` | K = 1..16 x {wedi, sp-id, secure} | no prediction, `dram`, 1 thread | LOaPP Fig. 7: attach-session sensitivity |
+//! | `predict` | depth 0..16, adaptive | `secure`, `dram`, 1 thread | prediction-depth sensitivity |
+//! | `threads` | threads 1, 2, 4 x {wedi, secure} | K = 2, `dram` | thread scaling |
+//! | `cxl` | `wedi` on `dram` vs {secure, sp-id} with prediction on `cxl-far` | 1 thread | LPMO: DRAM cache + prediction under CXL latency |
+//!
+//! Every cell runs the kernel on matrices living in PMOs and verifies the result against a
+//! plain DRAM run of the same kernel; a cell that does not verify is reported and fails the
+//! command. Latency profiles and prediction are chosen through `PMO_LATENCY` and
+//! `PMO_PREDICT` for the cell's pool and attaches (the runner is single-threaded; the
+//! kernels' threads start after the variables are set).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use pmo_store::{KdfParams, Pool, PoolOptions, Scheme};
+use pmo_workloads::{RunConfig, RunResult, Size, Workload};
+
+use crate::{median, BenchError, Records};
+
+const ALL_WORKLOADS: [Workload; 5] = [
+    Workload::Conv2d,
+    Workload::Gauss,
+    Workload::Lu,
+    Workload::Tmm,
+    Workload::Cholesky,
+];
+
+/// The studies, in run order.
+pub const STUDIES: [&str; 5] = ["breakdown", "session", "predict", "threads", "cxl"];
+
+/// Options of the suite.
+#[derive(Clone, Debug)]
+pub struct SuiteOptions {
+    /// Directory for the pools.
+    pub dir: PathBuf,
+    /// Matrix sizes.
+    pub size: Size,
+    /// Repeats per cell (medians reported).
+    pub repeats: usize,
+    /// Workloads to run.
+    pub workloads: Vec<Workload>,
+    /// Schemes of the breakdown study.
+    pub schemes: Vec<Scheme>,
+    /// Studies to run.
+    pub studies: Vec<String>,
+    /// Prediction depths of the predict study (`PMO_PREDICT` values).
+    pub depths: Vec<String>,
+    /// Thread counts of the threads study.
+    pub threads: Vec<usize>,
+    /// Attach-session sizes of the session study.
+    pub sessions: Vec<usize>,
+}
+
+impl SuiteOptions {
+    /// The default matrix; `quick` is the short one (a few minutes here).
+    pub fn new(quick: bool) -> SuiteOptions {
+        let dir = if Path::new("/dev/shm").is_dir() {
+            PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let names = if quick {
+            vec!["none", "wedi", "sp-ip", "sp-id", "secure"]
+        } else {
+            vec![
+                "none", "wed", "wedi", "bp", "bp-ip", "bp-id", "sp", "sp-ip", "sp-id", "secure",
+            ]
+        };
+        SuiteOptions {
+            dir,
+            size: Size::Default,
+            repeats: if quick { 1 } else { 3 },
+            workloads: ALL_WORKLOADS.to_vec(),
+            schemes: names
+                .iter()
+                .filter_map(|n| Scheme::from_name(n).ok())
+                .collect(),
+            studies: STUDIES.iter().map(|s| s.to_string()).collect(),
+            depths: if quick {
+                vec!["off".into(), "4".into(), "adaptive".into()]
+            } else {
+                ["off", "1", "2", "4", "8", "16", "adaptive"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            },
+            threads: vec![1, 2, 4],
+            sessions: if quick {
+                vec![1, 4, 16]
+            } else {
+                vec![1, 2, 4, 8, 16]
+            },
+        }
+    }
+}
+
+/// One cell of the matrix.
+#[derive(Clone, Debug)]
+struct Cell {
+    study: &'static str,
+    workload: Workload,
+    scheme: Scheme,
+    threads: usize,
+    session: usize,
+    depth: String,
+    profile: String,
+}
+
+/// Sets an environment variable for the life of the guard, then restores it.
+struct EnvGuard {
+    key: &'static str,
+    old: Option<String>,
+}
+
+impl EnvGuard {
+    fn set(key: &'static str, value: &str) -> EnvGuard {
+        let old = std::env::var(key).ok();
+        std::env::set_var(key, value);
+        EnvGuard { key, old }
+    }
+}
+
+impl Drop for EnvGuard {
+    fn drop(&mut self) {
+        match &self.old {
+            Some(v) => std::env::set_var(self.key, v),
+            None => std::env::remove_var(self.key),
+        }
+    }
+}
+
+fn cells(opts: &SuiteOptions) -> Vec<Cell> {
+    let scheme = |n: &str| Scheme::from_name(n).expect("built-in scheme name");
+    let base = |study, workload, scheme| Cell {
+        study,
+        workload,
+        scheme,
+        threads: 1,
+        session: 2,
+        depth: "off".into(),
+        profile: "dram".into(),
+    };
+    let mut v = Vec::new();
+    let wants = |s: &str| opts.studies.iter().any(|x| x == s);
+    if wants("breakdown") {
+        for &w in &opts.workloads {
+            for &s in &opts.schemes {
+                v.push(base("breakdown", w, s));
+            }
+        }
+    }
+    if wants("session") {
+        for &w in &opts.workloads {
+            for s in ["wedi", "sp-id", "secure"] {
+                for &k in &opts.sessions {
+                    v.push(Cell {
+                        session: k,
+                        ..base("session", w, scheme(s))
+                    });
+                }
+            }
+        }
+    }
+    if wants("predict") {
+        for &w in &opts.workloads {
+            for d in &opts.depths {
+                v.push(Cell {
+                    depth: d.clone(),
+                    ..base("predict", w, Scheme::SECURE)
+                });
+            }
+        }
+    }
+    if wants("threads") {
+        for &w in &opts.workloads {
+            for s in ["wedi", "secure"] {
+                for &t in &opts.threads {
+                    v.push(Cell {
+                        threads: t,
+                        ..base("threads", w, scheme(s))
+                    });
+                }
+            }
+        }
+    }
+    if wants("cxl") {
+        for &w in &opts.workloads {
+            v.push(base("cxl", w, scheme("wedi")));
+            for s in ["wedi", "sp-id", "secure"] {
+                v.push(Cell {
+                    profile: "cxl-far".into(),
+                    depth: if s == "wedi" { "off" } else { "adaptive" }.into(),
+                    ..base("cxl", w, scheme(s))
+                });
+            }
+        }
+    }
+    v
+}
+
+/// Run the suite, appending records. Fails if any cell does not verify (after running all).
+pub fn run(opts: &SuiteOptions, records: &mut Records) -> Result<(), BenchError> {
+    let cells = cells(opts);
+    let pb = ProgressBar::new(cells.len() as u64);
+    pb.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}")
+            .map_err(|e| BenchError::Other(e.to_string()))?,
+    );
+    let mut failed = Vec::new();
+    let t0 = Instant::now();
+    for c in &cells {
+        pb.set_message(format!(
+            "{} {} {} t{} K{} p{} {}",
+            c.study,
+            c.workload.name(),
+            c.scheme,
+            c.threads,
+            c.session,
+            c.depth,
+            c.profile
+        ));
+        match run_cell(opts, c) {
+            Ok(results) => record_cell(c, &results, records, &mut failed),
+            Err(e) => failed.push(format!(
+                "{} {} {}: {e}",
+                c.study,
+                c.workload.name(),
+                c.scheme
+            )),
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    records.push(
+        "suite",
+        &[("cells", cells.len().to_string())],
+        "suite_wall_s",
+        t0.elapsed().as_secs_f64(),
+        "s",
+        1,
+    );
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(BenchError::Other(format!(
+            "{} cell(s) failed: {}",
+            failed.len(),
+            failed.join("; ")
+        )))
+    }
+}
+
+fn run_cell(opts: &SuiteOptions, c: &Cell) -> Result<Vec<RunResult>, BenchError> {
+    let _latency = EnvGuard::set("PMO_LATENCY", &c.profile);
+    let _predict = EnvGuard::set("PMO_PREDICT", &c.depth);
+    let path = opts
+        .dir
+        .join(format!("pmo-bench-suite-{}.pool", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut cfg = RunConfig::new(c.workload, opts.size);
+    cfg.scheme = c.scheme;
+    cfg.threads = c.threads;
+    cfg.session_psyncs = c.session;
+    // Room for the matrices twice (shadow paging) and metadata.
+    let data = (c.workload.len_bytes(cfg.dims) * 2 + (64 << 20)) as u64;
+    let result = (|| {
+        let pool = Pool::create(
+            &path,
+            data,
+            &PoolOptions {
+                kdf: KdfParams::INSECURE_FAST,
+                preallocate: true,
+                scheme: c.scheme,
+                ..Default::default()
+            },
+        )?;
+        let mut out = Vec::new();
+        for _ in 0..opts.repeats.max(1) {
+            out.push(
+                pmo_workloads::run(&pool, &cfg).map_err(|e| BenchError::Other(e.to_string()))?,
+            );
+        }
+        Ok(out)
+    })();
+    let _ = std::fs::remove_file(&path);
+    result
+}
+
+fn record_cell(c: &Cell, runs: &[RunResult], records: &mut Records, failed: &mut Vec<String>) {
+    let params = [
+        ("study", c.study.to_string()),
+        ("workload", c.workload.name().to_string()),
+        ("scheme", c.scheme.name()),
+        ("threads", c.threads.to_string()),
+        ("session_psyncs", c.session.to_string()),
+        ("predict", c.depth.clone()),
+        ("latency", c.profile.clone()),
+    ];
+    let s = |f: fn(&RunResult) -> u64| -> f64 {
+        median(&runs.iter().map(|r| f(r) as f64 / 1e9).collect::<Vec<_>>())
+    };
+    let n = runs.len();
+    records.push("suite", &params, "wall_s", s(|r| r.wall_ns), "s", n);
+    records.push("suite", &params, "attach_s", s(|r| r.attach_ns), "s", n);
+    records.push("suite", &params, "psync_s", s(|r| r.psync_ns), "s", n);
+    records.push("suite", &params, "detach_s", s(|r| r.detach_ns), "s", n);
+    records.push("suite", &params, "pf_s", s(|r| r.fill_ns), "s", n);
+    records.push(
+        "suite",
+        &params,
+        "compute_s",
+        s(|r| r.compute_ns.saturating_sub(r.fill_ns)),
+        "s",
+        n,
+    );
+    records.push(
+        "suite",
+        &params,
+        "dram_compute_s",
+        s(|r| r.dram_compute_ns),
+        "s",
+        n,
+    );
+    records.push(
+        "suite",
+        &params,
+        "faults",
+        median(&runs.iter().map(|r| r.faults as f64).collect::<Vec<_>>()),
+        "count",
+        n,
+    );
+    records.push(
+        "suite",
+        &params,
+        "psyncs",
+        median(&runs.iter().map(|r| r.psyncs as f64).collect::<Vec<_>>()),
+        "count",
+        n,
+    );
+    let ok = runs.iter().all(|r| r.verified);
+    records.push("suite", &params, "verified", ok as u8 as f64, "bool", n);
+    if !ok {
+        let why = runs
+            .iter()
+            .find_map(|r| r.verify_error.clone())
+            .unwrap_or_default();
+        failed.push(format!(
+            "{} {} {}: result differs from the DRAM run: {why}",
+            c.study,
+            c.workload.name(),
+            c.scheme
+        ));
+    }
+}
+
+fn find(records: &Records, metric: &str, p: &[(&str, &str)]) -> Option<f64> {
+    records.find(metric, p)
+}
+
+/// Print the tables of a run.
+pub fn print_tables(records: &Records) {
+    let rows: Vec<&crate::Record> = records
+        .records
+        .iter()
+        .filter(|r| r.bench == "suite" && r.metric == "wall_s")
+        .collect();
+    let param = |r: &crate::Record, k: &str| r.params.get(k).cloned().unwrap_or_default();
+    let mut workloads: Vec<String> = Vec::new();
+    for r in &rows {
+        let w = param(r, "workload");
+        if !workloads.contains(&w) {
+            workloads.push(w);
+        }
+    }
+    // Breakdown: time per scheme normalised to wedi, per workload.
+    let mut schemes: Vec<String> = Vec::new();
+    for r in rows.iter().filter(|r| param(r, "study") == "breakdown") {
+        let s = param(r, "scheme");
+        if !schemes.contains(&s) {
+            schemes.push(s);
+        }
+    }
+    if !schemes.is_empty() {
+        println!("Execution time normalised to wedi (breakdown study; lower is better):");
+        print!("{:<10}", "workload");
+        for s in &schemes {
+            print!(" {s:>8}");
+        }
+        println!();
+        let mut geo: Vec<(f64, usize)> = vec![(0.0, 0); schemes.len()];
+        for w in &workloads {
+            print!("{w:<10}");
+            let base = find(
+                records,
+                "wall_s",
+                &[("study", "breakdown"), ("workload", w), ("scheme", "wedi")],
+            );
+            for (i, s) in schemes.iter().enumerate() {
+                let v = find(
+                    records,
+                    "wall_s",
+                    &[("study", "breakdown"), ("workload", w), ("scheme", s)],
+                );
+                match (v, base) {
+                    (Some(v), Some(b)) if b > 0.0 => {
+                        print!(" {:>8.3}", v / b);
+                        geo[i].0 += (v / b).ln();
+                        geo[i].1 += 1;
+                    }
+                    _ => print!(" {:>8}", "-"),
+                }
+            }
+            println!();
+        }
+        print!("{:<10}", "geomean");
+        for g in &geo {
+            if g.1 > 0 {
+                print!(" {:>8.3}", (g.0 / g.1 as f64).exp());
+            } else {
+                print!(" {:>8}", "-");
+            }
+        }
+        println!();
+    }
+    for (study, key, title) in [
+        ("session", "session_psyncs", "attach-session size K"),
+        ("predict", "predict", "prediction depth"),
+        ("threads", "threads", "threads"),
+    ] {
+        let cells: Vec<&&crate::Record> =
+            rows.iter().filter(|r| param(r, "study") == study).collect();
+        if cells.is_empty() {
+            continue;
+        }
+        println!("{title} (study {study}; wall s, medians):");
+        for r in cells {
+            println!(
+                "  {:<10} {:<8} {key}={:<9} {:>9.4}",
+                param(r, "workload"),
+                param(r, "scheme"),
+                param(r, key),
+                r.value
+            );
+        }
+    }
+    let cxl: Vec<&&crate::Record> = rows.iter().filter(|r| param(r, "study") == "cxl").collect();
+    if !cxl.is_empty() {
+        println!("CXL (study cxl; wall s, relative to wedi on dram):");
+        for r in cxl {
+            let w = param(r, "workload");
+            let base = find(
+                records,
+                "wall_s",
+                &[
+                    ("study", "cxl"),
+                    ("workload", &w),
+                    ("scheme", "wedi"),
+                    ("latency", "dram"),
+                ],
+            )
+            .unwrap_or(f64::NAN);
+            println!(
+                "  {w:<10} {:<8} {:<8} predict={:<9} {:>9.4} ({:.2}x)",
+                param(r, "scheme"),
+                param(r, "latency"),
+                param(r, "predict"),
+                r.value,
+                r.value / base
+            );
+        }
+    }
+}
+
+/// Draw the suite's figures (SVG) into `dir`; returns the files written.
+pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
+    let mut files = Vec::new();
+    let rows: Vec<&crate::Record> = records
+        .records
+        .iter()
+        .filter(|r| r.bench == "suite")
+        .collect();
+    let param = |r: &crate::Record, k: &str| r.params.get(k).cloned().unwrap_or_default();
+    // Fig. 6: per scheme, stacked categories averaged (normalised) over workloads.
+    let cats = [
+        ("attach_s", "Attach"),
+        ("pf_s", "PF overhead"),
+        ("psync_s", "Psync"),
+        ("detach_s", "Detach"),
+        ("compute_s", "Compute"),
+    ];
+    let mut schemes: Vec<String> = Vec::new();
+    for r in rows
+        .iter()
+        .filter(|r| param(r, "study") == "breakdown" && r.metric == "wall_s")
+    {
+        let s = param(r, "scheme");
+        if !schemes.contains(&s) {
+            schemes.push(s);
+        }
+    }
+    if !schemes.is_empty() {
+        let mut bars = Vec::new();
+        for s in &schemes {
+            let mut parts = Vec::new();
+            for (m, label) in cats {
+                // Mean over workloads of (category / wedi's wall time).
+                let mut acc = (0.0, 0usize);
+                for r in rows.iter().filter(|r| {
+                    param(r, "study") == "breakdown" && r.metric == m && param(r, "scheme") == *s
+                }) {
+                    let w = param(r, "workload");
+                    if let Some(b) = find(
+                        records,
+                        "wall_s",
+                        &[("study", "breakdown"), ("workload", &w), ("scheme", "wedi")],
+                    ) {
+                        if b > 0.0 {
+                            acc.0 += r.value / b;
+                            acc.1 += 1;
+                        }
+                    }
+                }
+                parts.push((label, if acc.1 > 0 { acc.0 / acc.1 as f64 } else { 0.0 }));
+            }
+            bars.push((s.clone(), parts));
+        }
+        let p = dir.join("suite-fig6-breakdown.svg");
+        stacked_bars(
+            &p,
+            "Execution time by design, normalised to wedi (mean over workloads)",
+            &bars,
+        )?;
+        files.push(p);
+    }
+    for (study, key, title, file) in [
+        (
+            "session",
+            "session_psyncs",
+            "Attach-session size K (psyncs per session)",
+            "suite-fig7-session.svg",
+        ),
+        ("threads", "threads", "Threads", "suite-threads.svg"),
+    ] {
+        let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for r in rows
+            .iter()
+            .filter(|r| param(r, "study") == study && r.metric == "wall_s")
+        {
+            let name = format!("{} {}", param(r, "workload"), param(r, "scheme"));
+            let x: f64 = param(r, key).parse().unwrap_or(0.0);
+            match series.iter_mut().find(|s| s.0 == name) {
+                Some(s) => s.1.push((x, r.value)),
+                None => series.push((name, vec![(x, r.value)])),
+            }
+        }
+        if !series.is_empty() {
+            let p = dir.join(file);
+            lines(&p, title, "wall time (s)", &mut series)?;
+            files.push(p);
+        }
+    }
+    // Prediction depth: x = depth (adaptive drawn at 32).
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for r in rows
+        .iter()
+        .filter(|r| param(r, "study") == "predict" && r.metric == "wall_s")
+    {
+        let d = param(r, "predict");
+        let x = match d.as_str() {
+            "off" => 0.0,
+            "adaptive" => 32.0,
+            n => n.parse().unwrap_or(0.0),
+        };
+        let name = param(r, "workload");
+        match series.iter_mut().find(|s| s.0 == name) {
+            Some(s) => s.1.push((x, r.value)),
+            None => series.push((name, vec![(x, r.value)])),
+        }
+    }
+    if !series.is_empty() {
+        let p = dir.join("suite-predict-depth.svg");
+        lines(
+            &p,
+            "Prediction depth (0 = off, 32 = adaptive), secure",
+            "wall time (s)",
+            &mut series,
+        )?;
+        files.push(p);
+    }
+    // CXL: bars per workload: wedi on dram vs each cxl-far cell.
+    let mut bars = Vec::new();
+    for r in rows
+        .iter()
+        .filter(|r| param(r, "study") == "cxl" && r.metric == "wall_s")
+    {
+        bars.push((
+            format!(
+                "{} {} {}",
+                param(r, "workload"),
+                param(r, "scheme"),
+                param(r, "latency")
+            ),
+            vec![("wall s", r.value)],
+        ));
+    }
+    if !bars.is_empty() {
+        let p = dir.join("suite-cxl.svg");
+        stacked_bars(
+            &p,
+            "cxl-far with DRAM cache and prediction vs wedi on dram",
+            &bars,
+        )?;
+        files.push(p);
+    }
+    Ok(files)
+}
+
+type Bars<'a> = [(String, Vec<(&'a str, f64)>)];
+
+fn stacked_bars(path: &Path, title: &str, bars: &Bars) -> Result<(), BenchError> {
+    use plotters::prelude::*;
+    let err = |e: &dyn std::fmt::Display| BenchError::Other(format!("{}: {e}", path.display()));
+    let ymax = bars
+        .iter()
+        .map(|b| b.1.iter().map(|p| p.1).sum::<f64>())
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
+    let width = (120 + 70 * bars.len()).clamp(640, 2400) as u32;
+    let root = SVGBackend::new(path, (width, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(120)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..bars.len() as f64, 0f64..ymax)
+        .map_err(|e| err(&e))?;
+    let names: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(bars.len().max(1))
+        .x_label_formatter(&|x| {
+            let i = (*x - 0.5).round();
+            if i >= 0.0 && (i as usize) < names.len() && (x - 0.5 - i).abs() < 1e-6 {
+                names[i as usize].clone()
+            } else {
+                String::new()
+            }
+        })
+        .draw()
+        .map_err(|e| err(&e))?;
+    let colours = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(127, 127, 127),
+    ];
+    let cats: Vec<&str> = bars
+        .first()
+        .map(|b| b.1.iter().map(|p| p.0).collect())
+        .unwrap_or_default();
+    for (ci, cat) in cats.iter().enumerate() {
+        let c = colours[ci % colours.len()];
+        let rects: Vec<_> = bars
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let below: f64 = b.1.iter().take(ci).map(|p| p.1).sum();
+                let v = b.1.get(ci).map_or(0.0, |p| p.1);
+                Rectangle::new(
+                    [(i as f64 + 0.15, below), (i as f64 + 0.85, below + v)],
+                    c.filled(),
+                )
+            })
+            .collect();
+        chart
+            .draw_series(rects)
+            .map_err(|e| err(&e))?
+            .label(*cat)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+fn lines(
+    path: &Path,
+    x_label: &str,
+    y_label: &str,
+    series: &mut [(String, Vec<(f64, f64)>)],
+) -> Result<(), BenchError> {
+    use plotters::prelude::*;
+    let err = |e: &dyn std::fmt::Display| BenchError::Other(format!("{}: {e}", path.display()));
+    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
+    for (_, v) in series.iter_mut() {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for &(x, y) in v.iter() {
+            x0 = x0.min(x);
+            x1 = x1.max(x);
+            y1 = y1.max(y);
+        }
+    }
+    if x0 > x1 {
+        return Ok(());
+    }
+    let root = SVGBackend::new(path, (960, 540)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(x_label, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x0..x1.max(x0 + 1.0), 0f64..(y1 * 1.15).max(1e-9))
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (i, (name, v)) in series.iter().enumerate() {
+        let c = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(v.iter().copied(), c.stroke_width(2)).point_size(3))
+            .map_err(|e| err(&e))?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
