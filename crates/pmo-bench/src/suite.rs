@@ -479,6 +479,19 @@ pub fn print_tables(records: &Records) {
     }
 }
 
+/// Convert an SVG figure to PNG with `rsvg-convert` when it is installed; the PNG's path.
+pub fn to_png(svg: &Path) -> Option<PathBuf> {
+    let png = svg.with_extension("png");
+    let ok = std::process::Command::new("rsvg-convert")
+        .arg(svg)
+        .arg("-o")
+        .arg(&png)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    ok.then_some(png)
+}
+
 /// Draw the suite's figures (SVG) into `dir`; returns the files written.
 pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     let mut files = Vec::new();
@@ -637,25 +650,24 @@ fn stacked_bars(path: &Path, title: &str, bars: &Bars) -> Result<(), BenchError>
     let width = (120 + 70 * bars.len()).clamp(640, 2400) as u32;
     let root = SVGBackend::new(path, (width, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
+    let n = bars.len() as u32;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 18))
         .margin(12)
-        .x_label_area_size(120)
+        .x_label_area_size(60)
         .y_label_area_size(60)
-        .build_cartesian_2d(0f64..bars.len() as f64, 0f64..ymax)
+        .build_cartesian_2d((0u32..n).into_segmented(), 0f64..ymax)
         .map_err(|e| err(&e))?;
     let names: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
     chart
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(bars.len().max(1))
-        .x_label_formatter(&|x| {
-            let i = (*x - 0.5).round();
-            if i >= 0.0 && (i as usize) < names.len() && (x - 0.5 - i).abs() < 1e-6 {
-                names[i as usize].clone()
-            } else {
-                String::new()
+        .x_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                names.get(*i as usize).cloned().unwrap_or_default()
             }
+            SegmentValue::Last => String::new(),
         })
         .draw()
         .map_err(|e| err(&e))?;
@@ -680,8 +692,12 @@ fn stacked_bars(path: &Path, title: &str, bars: &Bars) -> Result<(), BenchError>
             .map(|(i, b)| {
                 let below: f64 = b.1.iter().take(ci).map(|p| p.1).sum();
                 let v = b.1.get(ci).map_or(0.0, |p| p.1);
+                let i = i as u32;
                 Rectangle::new(
-                    [(i as f64 + 0.15, below), (i as f64 + 0.85, below + v)],
+                    [
+                        (SegmentValue::Exact(i), below),
+                        (SegmentValue::Exact(i + 1), below + v),
+                    ],
                     c.filled(),
                 )
             })

@@ -599,6 +599,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     pmo_bench::suite::print_tables(&records);
                     for f in pmo_bench::suite::draw(&records, out)? {
                         println!("figure: {}", f.display());
+                        if let Some(png) = pmo_bench::suite::to_png(&f) {
+                            println!("figure: {}", png.display());
+                        }
                     }
                     let csv = out.join("suite.csv");
                     records.write_csv(&csv)?;
@@ -630,6 +633,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     let svg = out.join("schemes-fig1.svg");
                     pmo_bench::schemes::draw_fig1(&records, &svg)?;
                     println!("figure: {}", svg.display());
+                    if let Some(png) = pmo_bench::suite::to_png(&svg) {
+                        println!("figure: {}", png.display());
+                    }
                 }
                 other => bail!("unknown benchmark '{other}' (known: suite, store, schemes)"),
             }
