@@ -176,8 +176,17 @@ fn reg() -> &'static registry::Registry {
         if unsafe { libc::pthread_atfork(None, None, Some(child_after_fork)) } == 0 {
             registry::set_fork_hook_installed();
         }
+        // SAFETY: registers a plain `extern "C" fn()` to run at normal exit; it only waits on
+        // a condition variable for the store's background detaches.
+        let _ = unsafe { libc::atexit(finish_detaches_at_exit) };
     });
     registry::global()
+}
+
+/// At normal process exit: let background detaches (integrity-at-detach checksums) finish,
+/// so the next attach need not run the crash handler.
+extern "C" fn finish_detaches_at_exit() {
+    let _ = catch_unwind(pmo_store::wait_for_background_detaches);
 }
 
 fn attach_common(name: &str, perm: c_char, key: &[u8], opts: AttachOptions) -> Result<usize> {

@@ -193,7 +193,10 @@ pub fn main() -> ExitCode {
         // The simulator reports its own errors and exit codes (2 = checker violation).
         return ExitCode::from(pmo_cxlsim::cli::run(*cmd).clamp(0, 255) as u8);
     }
-    match run(cli) {
+    let r = run(cli);
+    // Background detach work (integrity-at-detach checksums) finishes before the process exits.
+    pmo_store::wait_for_background_detaches();
+    match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => report(&e),
     }

@@ -101,7 +101,7 @@ pub struct Attachment {
     // The prediction workers (holding clones of the view) are joined before that.
     view: std::mem::ManuallyDrop<Arc<View>>,
     predictor: Option<crate::predict::Predictor>,
-    handle: PmoHandle,
+    handle: std::mem::ManuallyDrop<PmoHandle>,
     relocated: bool,
     attach_ns: u64,
     /// When attach began (the session's wall clock).
@@ -123,6 +123,10 @@ impl Drop for Attachment {
             s.wall_ns = self.started.elapsed().as_nanos() as u64;
             self.handle.record_session(&s.with_compute());
         }
+        // SAFETY: taken exactly once, here; `handle` is not used after this line.
+        let handle = unsafe { std::mem::ManuallyDrop::take(&mut self.handle) };
+        // Work on the medium (integrity-at-detach checksums) finishes in the background.
+        crate::detach::finish(handle);
     }
 }
 
@@ -223,7 +227,7 @@ impl Pool {
         Ok(Attachment {
             view: std::mem::ManuallyDrop::new(view),
             predictor,
-            handle,
+            handle: std::mem::ManuallyDrop::new(handle),
             relocated,
             attach_ns,
             started: t0,

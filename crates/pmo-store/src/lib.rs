@@ -19,6 +19,7 @@
 #![deny(unsafe_code)]
 
 pub mod attach;
+pub mod detach;
 pub mod engine;
 pub mod error;
 #[doc(hidden)]
@@ -34,6 +35,7 @@ pub mod scheme;
 pub mod stats;
 
 pub use attach::{AttachOptions, Attachment, DEFAULT_TRACKING};
+pub use detach::wait_for_background_detaches;
 pub use engine::{CommitStats, Page};
 pub use error::{Result, StoreError};
 pub use pmo_format::KdfParams;

@@ -758,11 +758,24 @@ impl Pool {
         let t_lock = std::time::Instant::now();
         // Take the lock exclusively first so a dead writer's half-done psync can be replayed,
         // then (readers) downgrade. Readers that find other readers just share.
-        let (mut guard, exclusive) = match inner.locker.lock(
-            word,
-            LockKind::Exclusive,
-            if perm == Perm::Write { wait } else { None },
-        )? {
+        // A holder finishing a detach in the background is waited for (the attach stall).
+        let detaching = || {
+            let mut b = [0u8; 4];
+            inner
+                .medium
+                .read(entry.extent_off + PmoLayout::HOLDER_OFF, &mut b)
+                .is_ok()
+                && u32::from_le_bytes(b) & DETACHING != 0
+        };
+        let stall =
+            |w: Option<Duration>| Some(w.unwrap_or_default().max(crate::detach::DETACH_STALL_MAX));
+        let lock_ex = |w| inner.locker.lock(word, LockKind::Exclusive, w);
+        let first = lock_ex(if perm == Perm::Write { wait } else { None })?;
+        let first = match first {
+            None if detaching() => lock_ex(stall(wait))?,
+            other => other,
+        };
+        let (mut guard, exclusive) = match first {
             Some(g) => (g, true),
             None if perm == Perm::Read => match inner.locker.lock(word, LockKind::Shared, wait)? {
                 Some(g) => (g, false),
@@ -919,7 +932,20 @@ fn clear_slot(m: &dyn Medium, sb: &Superblock, slot: usize) -> Result<()> {
     Ok(())
 }
 
+/// Holder-word flag: the holder is finishing a detach in the background (attach waits).
+pub(crate) const DETACHING: u32 = 1 << 31;
+
 impl PmoHandle {
+    /// Whether dropping this handle has work on the medium (a background detach is worth it).
+    pub(crate) fn has_detach_work(&self) -> bool {
+        self.perm == Perm::Write && self.prot.as_ref().is_some_and(|p| p.has_detach_work())
+    }
+
+    /// Mark the holder word "detaching" (informational: attaches then wait instead of failing).
+    pub(crate) fn mark_detaching(&self) {
+        let _ = write_holder(self.medium(), &self.core, std::process::id() | DETACHING);
+    }
+
     /// Record a finished writer session in the PMO header page (informational: no fence).
     pub(crate) fn record_session(&self, s: &crate::SessionStats) {
         if self.perm != Perm::Write || self.pool.inner.poisoned.load(Ordering::Acquire) {

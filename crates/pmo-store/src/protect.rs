@@ -334,6 +334,11 @@ impl Protection {
             .is_some_and(|w| w.load(Ordering::Acquire) & (1 << (page % 64)) != 0)
     }
 
+    /// Whether a detach has work on the medium (checksums of pages this session committed).
+    pub fn has_detach_work(&self) -> bool {
+        self.sealer.is_some() && *self.id_session.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Whether integrity metadata is written at detach (`*-id`).
     pub fn integrity_at_detach(&self) -> bool {
         self.sealer.is_some()

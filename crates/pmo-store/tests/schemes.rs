@@ -571,6 +571,7 @@ fn integrity_at_detach_writes_checksums_at_detach_and_the_crash_handler_repairs(
     let (pool, tmp) = file_pool("id", sp_id);
     pool.pcreate("p", PAGES * 4096, KEY).unwrap();
     fill_with_marker(&pool, "p", 1); // a whole session: checksums written at its detach
+    pmo_store::wait_for_background_detaches(); // (in the background)
     let pending = |pool: &Pool| {
         let info = pool.info("p").unwrap();
         let mut b = [0u8; 8];
@@ -660,5 +661,42 @@ fn partial_page_writes_through_the_handle_keep_the_rest_of_the_page() {
         want.extend_from_slice(&[0u8; 4096]);
         want[4090..4096].copy_from_slice(b"across");
         assert_eq!(b, want, "{scheme}");
+    }
+}
+
+#[test]
+fn detach_is_nonblocking_and_a_later_attach_waits_for_it() {
+    let sp_id = Scheme::from_name("sp-id").unwrap();
+    let (pool, _tmp) = file_pool("nbdetach", sp_id);
+    let pages = 512usize;
+    pool.pcreate("p", (pages * 4096) as u64, KEY).unwrap();
+    for round in 1..=3u8 {
+        let a = pool.attach("p", Perm::Write, KEY).unwrap();
+        a.write_at(0, &vec![round; pages * 4096]).unwrap();
+        a.psync().unwrap();
+        // Detach returns while the checksums of 512 pages are computed in the background;
+        // the next attach (in the same process here) waits for that work: its session
+        // records the stall, and every page then verifies.
+        a.detach().unwrap();
+        let r = pool.attach("p", Perm::Read, KEY).unwrap();
+        let mut b = vec![0u8; pages * 4096];
+        r.read_at(0, &mut b).unwrap();
+        assert!(b.iter().all(|&x| x == round), "round {round}");
+        drop(r);
+    }
+    pmo_store::wait_for_background_detaches();
+    let info = pool.info("p").unwrap();
+    let mut w = [0u8; 8];
+    read_at(
+        &pool,
+        info.extent_off + pmo_store::protect::ID_PENDING_OFF,
+        &mut w,
+    );
+    assert_eq!(u64::from_le_bytes(w), 0, "all detach work done");
+    // A reader of every page through the medium (no view) verifies every checksum.
+    let h = pool.open_pmo("p", Perm::Read, KEY, None).unwrap();
+    let mut page = [0u8; 4096];
+    for p in 0..pages as u64 {
+        h.read_page(p, &mut page).unwrap();
     }
 }

@@ -1,0 +1,80 @@
+//! Nonblocking detach: the part of a detach that works on the medium (today: the checksums of
+//! integrity-at-detach schemes) runs on a background worker, which holds the PMO's attach lock
+//! until it is done. `detach` returns as soon as the mapping is gone. A later attach of the
+//! same PMO, from this or another process, finds the lock taken and the holder word marked
+//! "detaching", and waits for it (the paper's *attach stall*, counted as such).
+//!
+//! Bounded: at most [`QUEUE_MAX`] detaches wait for the worker; beyond that a detach does its
+//! work itself. If the process exits with work queued, nothing is lost: the integrity-pending
+//! word is still set and the next attach's crash handler completes the work.
+
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::{Condvar, Mutex, OnceLock};
+
+use crate::pool::PmoHandle;
+
+/// Detaches that may wait for the worker at once.
+pub const QUEUE_MAX: usize = 64;
+
+/// Longest an attach waits for another user's background detach to finish.
+pub const DETACH_STALL_MAX: std::time::Duration = std::time::Duration::from_secs(60);
+
+struct Worker {
+    tx: SyncSender<PmoHandle>,
+}
+
+/// Detaches queued or in progress.
+static IN_FLIGHT: Mutex<usize> = Mutex::new(0);
+static DONE: Condvar = Condvar::new();
+
+fn worker() -> Option<&'static Worker> {
+    static W: OnceLock<Option<Worker>> = OnceLock::new();
+    W.get_or_init(|| {
+        let (tx, rx) = sync_channel::<PmoHandle>(QUEUE_MAX);
+        std::thread::Builder::new()
+            .name("pmo-detach".into())
+            .spawn(move || {
+                for h in rx {
+                    drop(h); // finishes the detach work, then releases the lock
+                    let mut n = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+                    *n = n.saturating_sub(1);
+                    DONE.notify_all();
+                }
+            })
+            .ok()
+            .map(|_| Worker { tx })
+    })
+    .as_ref()
+}
+
+/// Finish `h`'s detach in the background if it has work on the medium, else now.
+pub(crate) fn finish(h: PmoHandle) {
+    if !h.has_detach_work() {
+        drop(h);
+        return;
+    }
+    let Some(w) = worker() else {
+        drop(h);
+        return;
+    };
+    h.mark_detaching();
+    *IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    match w.tx.try_send(h) {
+        Ok(()) => {}
+        Err(TrySendError::Full(h)) | Err(TrySendError::Disconnected(h)) => {
+            drop(h);
+            let mut n = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+            *n = n.saturating_sub(1);
+            DONE.notify_all();
+        }
+    }
+}
+
+/// Wait until every background detach of this process has finished (for tools and tests
+/// that must see the medium settled, and before a process exits on purpose).
+pub fn wait_for_background_detaches() {
+    let mut n = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+    while *n > 0 {
+        n = DONE.wait(n).unwrap_or_else(|e| e.into_inner());
+    }
+}
