@@ -8,6 +8,7 @@
 //! | [`suite`] | the papers' benchmark suite (pmo-workloads) as studies: breakdown per design, attach-session size, prediction depth, threads, CXL latency |
 //! | [`schemes`] | every protection scheme: the paper's Fig. 1, a step breakdown, per-page costs against their floors |
 
+pub mod plot;
 pub mod record;
 pub mod schemes;
 pub mod store;
@@ -24,6 +25,44 @@ pub enum BenchError {
     Io { op: String, source: std::io::Error },
     #[error("{0}")]
     Other(String),
+}
+
+/// A pool file for one benchmark, removed on drop.
+pub struct TempPool {
+    /// The pool.
+    pub pool: pmo_store::Pool,
+    path: std::path::PathBuf,
+}
+
+impl TempPool {
+    /// Create `dir/pmo-bench-TAG-PID.pool` of `size` bytes (preallocated, insecure fast KDF)
+    /// whose PMOs get `scheme`.
+    pub fn new(
+        dir: &std::path::Path,
+        tag: &str,
+        size: u64,
+        scheme: pmo_store::Scheme,
+    ) -> Result<TempPool, BenchError> {
+        let path = dir.join(format!("pmo-bench-{tag}-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let pool = pmo_store::Pool::create(
+            &path,
+            size,
+            &pmo_store::PoolOptions {
+                kdf: pmo_store::KdfParams::INSECURE_FAST,
+                preallocate: true,
+                scheme,
+                ..Default::default()
+            },
+        )?;
+        Ok(TempPool { pool, path })
+    }
+}
+
+impl Drop for TempPool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// Median of samples (sorted copy; the mean of the two middle ones for an even count).

@@ -18,9 +18,9 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use pmo_medium::{Medium, MediumKind};
-use pmo_store::{AttachOptions, KdfParams, Perm, Pool, PoolOptions, Scheme};
+use pmo_store::{AttachOptions, Perm, Scheme};
 
-use crate::{median, BenchError, Records};
+use crate::{median, BenchError, Records, TempPool};
 
 const KEY: &[u8] = b"pmo-bench-schemes";
 const KIB: u64 = 1024;
@@ -67,36 +67,6 @@ impl SchemesBenchOptions {
                 .collect(),
         }
     }
-}
-
-struct TempPool {
-    pool: Pool,
-    path: PathBuf,
-}
-
-impl Drop for TempPool {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-fn temp_pool(dir: &Path, tag: &str, size: u64, scheme: Scheme) -> Result<TempPool, BenchError> {
-    let path = dir.join(format!(
-        "pmo-bench-schemes-{tag}-{}.pool",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&path);
-    let pool = Pool::create(
-        &path,
-        size,
-        &PoolOptions {
-            kdf: KdfParams::INSECURE_FAST,
-            preallocate: true,
-            scheme,
-            ..Default::default()
-        },
-    )?;
-    Ok(TempPool { pool, path })
 }
 
 fn human(bytes: u64) -> String {
@@ -146,7 +116,7 @@ fn fig1_cell(
     size: u64,
     records: &mut Records,
 ) -> Result<(), BenchError> {
-    let tp = temp_pool(&opts.dir, "fig1", 2 * size + 8 * KIB * KIB, scheme)?;
+    let tp = TempPool::new(&opts.dir, "fig1", 2 * size + 8 * KIB * KIB, scheme)?;
     tp.pool.pcreate("obj", size, KEY)?;
     // Give every page contents once, so that attach and faults decrypt real ciphertext.
     {
@@ -215,7 +185,7 @@ fn per_page_fault(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(
     let pages = (size / PAGE as u64) as usize;
     let mut per_scheme = Vec::new();
     for scheme in [Scheme::NONE, Scheme::SECURE] {
-        let tp = temp_pool(&opts.dir, "fault", 3 * size, scheme)?;
+        let tp = TempPool::new(&opts.dir, "fault", 3 * size, scheme)?;
         tp.pool.pcreate("obj", size, KEY)?;
         {
             let a = tp.pool.attach("obj", Perm::Write, KEY)?;
@@ -308,7 +278,7 @@ fn aead_page_us(seal: bool) -> f64 {
 fn per_page_psync(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(), BenchError> {
     let size = 16 * KIB * KIB;
     let k = 256usize;
-    let tp = temp_pool(&opts.dir, "psync", 3 * size, Scheme::SECURE)?;
+    let tp = TempPool::new(&opts.dir, "psync", 3 * size, Scheme::SECURE)?;
     tp.pool.pcreate("obj", size, KEY)?;
     let a = tp.pool.attach_with(
         "obj",
@@ -539,8 +509,6 @@ pub fn print_table(records: &Records) {
 
 /// Draw Fig. 1 (cycle time by PMO size, one line per scheme, log-log) as SVG.
 pub fn draw_fig1(records: &Records, path: &Path) -> Result<(), BenchError> {
-    use plotters::prelude::*;
-    let err = |e: &dyn std::fmt::Display| BenchError::Other(format!("{}: {e}", path.display()));
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for r in records.records.iter().filter(|r| r.metric == "cycle_us") {
         let (Some(s), Some(b)) = (r.params.get("scheme"), r.params.get("pmo_bytes")) else {
@@ -555,64 +523,12 @@ pub fn draw_fig1(records: &Records, path: &Path) -> Result<(), BenchError> {
     if series.is_empty() {
         return Ok(());
     }
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, 0.0f64, f64::MAX, 0.0f64);
-    for (_, v) in &mut series {
-        v.sort_by(|a, b| a.0.total_cmp(&b.0));
-        for &(x, y) in v.iter() {
-            x0 = x0.min(x);
-            x1 = x1.max(x);
-            y0 = y0.min(y);
-            y1 = y1.max(y);
-        }
-    }
-    let root = SVGBackend::new(path, (960, 540)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "Fig. 1: attach + update + psync + detach by PMO size",
-            ("sans-serif", 20),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(
-            (x0.max(1.0)..x1.max(x0 + 1.0)).log_scale(),
-            ((y0 * 0.8).max(0.1)..y1 * 1.25).log_scale(),
-        )
-        .map_err(|e| err(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc("PMO size (KiB)")
-        .y_desc("cycle time (µs, median)")
-        .draw()
-        .map_err(|e| err(&e))?;
-    let colours = [
-        RED,
-        BLUE,
-        GREEN,
-        MAGENTA,
-        CYAN,
-        BLACK,
-        RGBColor(255, 140, 0),
-        RGBColor(128, 0, 128),
-        RGBColor(0, 128, 128),
-        RGBColor(128, 128, 0),
-    ];
-    for (i, (name, v)) in series.iter().enumerate() {
-        let c = colours[i % colours.len()];
-        chart
-            .draw_series(LineSeries::new(v.iter().copied(), c.stroke_width(2)).point_size(3))
-            .map_err(|e| err(&e))?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    Ok(())
+    crate::plot::lines(
+        path,
+        "Fig. 1: attach + update + psync + detach by PMO size",
+        "PMO size (KiB)",
+        "cycle time (µs, median)",
+        &mut series,
+        true,
+    )
 }

@@ -11,9 +11,15 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use pmo_os::view::Mechanism;
-use pmo_store::{AttachOptions, DirtyTracking, KdfParams, Perm, Pool, PoolOptions};
+use pmo_store::{AttachOptions, DirtyTracking, Perm, Pool};
 
-use crate::{median, BenchError, Records};
+use crate::{median, BenchError, Records, TempPool};
+
+/// The store's own costs, like PMDK's (which encrypts nothing): scheme `none` unless
+/// `PMO_SCHEME` says otherwise; protection costs are `pmo bench schemes`.
+fn store_scheme() -> Result<pmo_store::Scheme, BenchError> {
+    Ok(pmo_store::Scheme::from_env()?.unwrap_or(pmo_store::Scheme::NONE))
+}
 
 const KEY: &[u8] = b"bench-key";
 const MIB: u64 = 1 << 20;
@@ -48,37 +54,6 @@ impl StoreBenchOptions {
             fault_pages: if quick { 4096 } else { 16384 },
             file_dir: Some(std::env::temp_dir()),
         }
-    }
-}
-
-struct TempPool {
-    pool: Pool,
-    path: PathBuf,
-}
-
-impl TempPool {
-    fn new(dir: &Path, tag: &str, size: u64) -> Result<TempPool, BenchError> {
-        let path = dir.join(format!("pmo-bench-{tag}-{}.pool", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        let pool = Pool::create(
-            &path,
-            size,
-            &PoolOptions {
-                kdf: KdfParams::INSECURE_FAST,
-                preallocate: true,
-                // The store's own costs, like PMDK's (which encrypts nothing); protection
-                // costs are `pmo bench schemes`.
-                scheme: pmo_store::Scheme::from_env()?.unwrap_or(pmo_store::Scheme::NONE),
-                ..Default::default()
-            },
-        )?;
-        Ok(TempPool { pool, path })
-    }
-}
-
-impl Drop for TempPool {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -119,6 +94,7 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
         &opts.dir,
         "store",
         2 * (sizes.iter().sum::<u64>()) + 64 * MIB,
+        store_scheme()?,
     )?;
     let medium = medium_name(&tp.pool);
     for &size in &sizes {
@@ -203,7 +179,12 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
 
     // Fault costs per mechanism, next to a bare 4 KiB memcpy.
     let n = opts.fault_pages;
-    let tp = TempPool::new(&opts.dir, "faults", 2 * (n * PAGE) as u64 + 64 * MIB)?;
+    let tp = TempPool::new(
+        &opts.dir,
+        "faults",
+        2 * (n * PAGE) as u64 + 64 * MIB,
+        store_scheme()?,
+    )?;
     tp.pool.pcreate("f", (n * PAGE) as u64, KEY)?;
     {
         let h = tp.pool.open_pmo("f", Perm::Write, KEY, None)?;
@@ -304,7 +285,7 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
     }
     runs.extend(opts.file_dir.clone().map(|d| (d, default_tracking)));
     for (dir, tracking) in runs {
-        let tp = TempPool::new(&dir, "one", 64 * MIB)?;
+        let tp = TempPool::new(&dir, "one", 64 * MIB, store_scheme()?)?;
         let medium = medium_name(&tp.pool);
         tp.pool.pcreate("one", 16 * MIB, KEY)?;
         let a = tp.pool.attach_with(

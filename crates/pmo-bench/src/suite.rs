@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use pmo_store::{KdfParams, Pool, PoolOptions, Scheme};
+use pmo_store::Scheme;
 use pmo_workloads::{RunConfig, RunResult, Size, Workload};
 
-use crate::{median, BenchError, Records};
+use crate::{median, plot, BenchError, Records, TempPool};
 
 const ALL_WORKLOADS: [Workload; 5] = [
     Workload::Conv2d,
@@ -261,37 +261,18 @@ pub fn run(opts: &SuiteOptions, records: &mut Records) -> Result<(), BenchError>
 fn run_cell(opts: &SuiteOptions, c: &Cell) -> Result<Vec<RunResult>, BenchError> {
     let _latency = EnvGuard::set("PMO_LATENCY", &c.profile);
     let _predict = EnvGuard::set("PMO_PREDICT", &c.depth);
-    let path = opts
-        .dir
-        .join(format!("pmo-bench-suite-{}.pool", std::process::id()));
-    let _ = std::fs::remove_file(&path);
     let mut cfg = RunConfig::new(c.workload, opts.size);
     cfg.scheme = c.scheme;
     cfg.threads = c.threads;
     cfg.session_psyncs = c.session;
     // Room for the matrices twice (shadow paging) and metadata.
     let data = (c.workload.len_bytes(cfg.dims) * 2 + (64 << 20)) as u64;
-    let result = (|| {
-        let pool = Pool::create(
-            &path,
-            data,
-            &PoolOptions {
-                kdf: KdfParams::INSECURE_FAST,
-                preallocate: true,
-                scheme: c.scheme,
-                ..Default::default()
-            },
-        )?;
-        let mut out = Vec::new();
-        for _ in 0..opts.repeats.max(1) {
-            out.push(
-                pmo_workloads::run(&pool, &cfg).map_err(|e| BenchError::Other(e.to_string()))?,
-            );
-        }
-        Ok(out)
-    })();
-    let _ = std::fs::remove_file(&path);
-    result
+    let tp = TempPool::new(&opts.dir, "suite", data, c.scheme)?;
+    let mut out = Vec::new();
+    for _ in 0..opts.repeats.max(1) {
+        out.push(pmo_workloads::run(&tp.pool, &cfg).map_err(|e| BenchError::Other(e.to_string()))?);
+    }
+    Ok(out)
 }
 
 fn record_cell(c: &Cell, runs: &[RunResult], records: &mut Records, failed: &mut Vec<String>) {
@@ -479,19 +460,6 @@ pub fn print_tables(records: &Records) {
     }
 }
 
-/// Convert an SVG figure to PNG with `rsvg-convert` when it is installed; the PNG's path.
-pub fn to_png(svg: &Path) -> Option<PathBuf> {
-    let png = svg.with_extension("png");
-    let ok = std::process::Command::new("rsvg-convert")
-        .arg(svg)
-        .arg("-o")
-        .arg(&png)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    ok.then_some(png)
-}
-
 /// Draw the suite's figures (SVG) into `dir`; returns the files written.
 pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     let mut files = Vec::new();
@@ -546,7 +514,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             bars.push((s.clone(), parts));
         }
         let p = dir.join("suite-fig6-breakdown.svg");
-        stacked_bars(
+        plot::stacked_bars(
             &p,
             "Execution time by design, normalised to wedi (mean over workloads)",
             &bars,
@@ -576,7 +544,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         }
         if !series.is_empty() {
             let p = dir.join(file);
-            lines(&p, title, "wall time (s)", &mut series)?;
+            plot::lines(&p, title, title, "wall time (s)", &mut series, false)?;
             files.push(p);
         }
     }
@@ -600,11 +568,13 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     }
     if !series.is_empty() {
         let p = dir.join("suite-predict-depth.svg");
-        lines(
+        plot::lines(
             &p,
             "Prediction depth (0 = off, 32 = adaptive), secure",
+            "prediction depth",
             "wall time (s)",
             &mut series,
+            false,
         )?;
         files.push(p);
     }
@@ -626,7 +596,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     }
     if !bars.is_empty() {
         let p = dir.join("suite-cxl.svg");
-        stacked_bars(
+        plot::stacked_bars(
             &p,
             "cxl-far with DRAM cache and prediction vs wedi on dram",
             &bars,
@@ -634,141 +604,4 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         files.push(p);
     }
     Ok(files)
-}
-
-type Bars<'a> = [(String, Vec<(&'a str, f64)>)];
-
-fn stacked_bars(path: &Path, title: &str, bars: &Bars) -> Result<(), BenchError> {
-    use plotters::prelude::*;
-    let err = |e: &dyn std::fmt::Display| BenchError::Other(format!("{}: {e}", path.display()));
-    let ymax = bars
-        .iter()
-        .map(|b| b.1.iter().map(|p| p.1).sum::<f64>())
-        .fold(0.0f64, f64::max)
-        .max(1e-9)
-        * 1.15;
-    let width = (120 + 70 * bars.len()).clamp(640, 2400) as u32;
-    let root = SVGBackend::new(path, (width, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let n = bars.len() as u32;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(60)
-        .y_label_area_size(60)
-        .build_cartesian_2d((0u32..n).into_segmented(), 0f64..ymax)
-        .map_err(|e| err(&e))?;
-    let names: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(bars.len().max(1))
-        .x_label_formatter(&|v| match v {
-            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
-                names.get(*i as usize).cloned().unwrap_or_default()
-            }
-            SegmentValue::Last => String::new(),
-        })
-        .draw()
-        .map_err(|e| err(&e))?;
-    let colours = [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(44, 160, 44),
-        RGBColor(214, 39, 40),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-        RGBColor(127, 127, 127),
-    ];
-    let cats: Vec<&str> = bars
-        .first()
-        .map(|b| b.1.iter().map(|p| p.0).collect())
-        .unwrap_or_default();
-    for (ci, cat) in cats.iter().enumerate() {
-        let c = colours[ci % colours.len()];
-        let rects: Vec<_> = bars
-            .iter()
-            .enumerate()
-            .map(|(i, b)| {
-                let below: f64 = b.1.iter().take(ci).map(|p| p.1).sum();
-                let v = b.1.get(ci).map_or(0.0, |p| p.1);
-                let i = i as u32;
-                Rectangle::new(
-                    [
-                        (SegmentValue::Exact(i), below),
-                        (SegmentValue::Exact(i + 1), below + v),
-                    ],
-                    c.filled(),
-                )
-            })
-            .collect();
-        chart
-            .draw_series(rects)
-            .map_err(|e| err(&e))?
-            .label(*cat)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    Ok(())
-}
-
-fn lines(
-    path: &Path,
-    x_label: &str,
-    y_label: &str,
-    series: &mut [(String, Vec<(f64, f64)>)],
-) -> Result<(), BenchError> {
-    use plotters::prelude::*;
-    let err = |e: &dyn std::fmt::Display| BenchError::Other(format!("{}: {e}", path.display()));
-    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
-    for (_, v) in series.iter_mut() {
-        v.sort_by(|a, b| a.0.total_cmp(&b.0));
-        for &(x, y) in v.iter() {
-            x0 = x0.min(x);
-            x1 = x1.max(x);
-            y1 = y1.max(y);
-        }
-    }
-    if x0 > x1 {
-        return Ok(());
-    }
-    let root = SVGBackend::new(path, (960, 540)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(x_label, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(x0..x1.max(x0 + 1.0), 0f64..(y1 * 1.15).max(1e-9))
-        .map_err(|e| err(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .draw()
-        .map_err(|e| err(&e))?;
-    for (i, (name, v)) in series.iter().enumerate() {
-        let c = Palette99::pick(i).to_rgba();
-        chart
-            .draw_series(LineSeries::new(v.iter().copied(), c.stroke_width(2)).point_size(3))
-            .map_err(|e| err(&e))?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    Ok(())
 }

@@ -602,7 +602,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     pmo_bench::suite::print_tables(&records);
                     for f in pmo_bench::suite::draw(&records, out)? {
                         println!("figure: {}", f.display());
-                        if let Some(png) = pmo_bench::suite::to_png(&f) {
+                        if let Some(png) = pmo_bench::plot::to_png(&f) {
                             println!("figure: {}", png.display());
                         }
                     }
@@ -636,7 +636,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     let svg = out.join("schemes-fig1.svg");
                     pmo_bench::schemes::draw_fig1(&records, &svg)?;
                     println!("figure: {}", svg.display());
-                    if let Some(png) = pmo_bench::suite::to_png(&svg) {
+                    if let Some(png) = pmo_bench::plot::to_png(&svg) {
                         println!("figure: {}", png.display());
                     }
                 }
