@@ -33,6 +33,9 @@ struct Args {
     variants: Vec<String>,
     stride: u64,
     dir: PathBuf,
+    spin_us: u32,
+    workers: usize,
+    streams: Option<usize>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -49,6 +52,9 @@ fn parse_args() -> Result<Args, String> {
             .to_vec(),
         variants: ["byte", "page"].map(String::from).to_vec(),
         stride: 3,
+        spin_us: 0,
+        workers: 1,
+        streams: None,
         dir: if std::path::Path::new("/dev/shm").is_dir() {
             PathBuf::from("/dev/shm")
         } else {
@@ -69,6 +75,9 @@ fn parse_args() -> Result<Args, String> {
             "--scheme" => a.scheme = val()?,
             "--stride" => a.stride = val()?.parse().map_err(|e| format!("{e}"))?,
             "--dir" => a.dir = PathBuf::from(val()?),
+            "--spin-us" => a.spin_us = val()?.parse().map_err(|e| format!("{e}"))?,
+            "--workers" => a.workers = val()?.parse().map_err(|e| format!("{e}"))?,
+            "--streams" => a.streams = Some(val()?.parse().map_err(|e| format!("{e}"))?),
             "--workloads" => a.workloads = list(val()?),
             "--variants" => a.variants = list(val()?),
             "--depths" => {
@@ -81,12 +90,20 @@ fn parse_args() -> Result<Args, String> {
                 return Err(
                     "usage: predict_bench [--size-mib N] [--repeats N] [--scheme NAME] \
                      [--depths 0,1,2,4,8,16,adaptive] [--workloads seq,back,stride,random] \
-                     [--variants byte,page] [--stride PAGES] [--dir DIR]"
+                     [--variants byte,page] [--stride PAGES] [--dir DIR] [--spin-us US] [--workers N] [--streams N]"
                         .into(),
                 )
             }
             other => return Err(format!("unknown flag {other} (try --help)")),
         }
+    }
+    for d in &mut a.depths {
+        d.idle_spin_us = a.spin_us;
+        d.workers = a.workers;
+        if let Some(n) = a.streams {
+            d.streams = n;
+        }
+        d.validate().map_err(|e| e.to_string())?;
     }
     if a.size_mib == 0 || a.repeats == 0 || a.stride == 0 || a.depths.is_empty() {
         return Err("sizes, repeats, stride and the depth list must be non-zero".into());
@@ -122,8 +139,25 @@ fn pattern(p: u64, i: usize) -> u8 {
     (p as u8) ^ (i as u8).wrapping_mul(31) ^ ((p >> 8) as u8)
 }
 
+/// CPU time (user + system) the calling thread has used, nanoseconds.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant the kernel knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 struct Sample {
     ns_per_page: f64,
+    /// CPU time of the reading thread per page (fault service included, time spent preempted
+    /// by other processes excluded).
+    cpu_ns_per_page: f64,
     faults: u64,
     stats: Option<pmo_store::PredictStats>,
 }
@@ -144,6 +178,7 @@ fn pass(
     let mut buf = vec![0u8; PAGE];
     let mut byte = [0u8; 1];
     let mut mismatches = 0u64;
+    let c0 = thread_cpu_ns();
     let t0 = Instant::now();
     for &p in order {
         let off = p as usize * PAGE;
@@ -157,6 +192,7 @@ fn pass(
         }
     }
     let dt = t0.elapsed();
+    let cpu_ns = thread_cpu_ns().saturating_sub(c0);
     let faults = a.view_stats().faults;
     let stats = a.predict_stats();
     a.detach().map_err(|e| e.to_string())?;
@@ -168,9 +204,27 @@ fn pass(
     }
     Ok(Sample {
         ns_per_page: dt.as_nanos() as f64 / order.len() as f64,
+        cpu_ns_per_page: cpu_ns as f64 / order.len() as f64,
         faults,
         stats,
     })
+}
+
+/// Cost of the fault-path hook alone: `notify` over the random order (no stream forms, so no
+/// request is made), with no worker; ns per call, median of `repeats`.
+fn notify_cost(order: &[u64], pages: u64, repeats: usize) -> Result<f64, String> {
+    let mut v = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        let hook = pmo_store::predict::PredictHook::new(PredictConfig::fixed(8), pages)
+            .map_err(|e| e.to_string())?
+            .ok_or("no hook")?;
+        let t0 = Instant::now();
+        for &p in order {
+            hook.notify(p);
+        }
+        v.push(t0.elapsed().as_nanos() as f64 / order.len() as f64);
+    }
+    Ok(median(&mut v))
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -185,6 +239,13 @@ fn median(v: &mut [f64]) -> f64 {
 
 fn run() -> Result<(), String> {
     let args = parse_args()?;
+    // Experiment: PREDICT_BENCH_IDLE_THREAD=1 keeps one more (parked) thread in the process for
+    // the whole run, to tell the cost of a multi-threaded process from the predictor's own.
+    let _idle = std::env::var_os("PREDICT_BENCH_IDLE_THREAD").map(|_| {
+        std::thread::spawn(|| loop {
+            std::thread::park();
+        })
+    });
     let size = args.size_mib << 20;
     let pages = size / PAGE as u64;
     let path = args
@@ -232,6 +293,10 @@ fn run() -> Result<(), String> {
         args.repeats,
         args.dir.display()
     );
+    println!(
+        "fault-path hook (PredictHook::notify) alone, random order: {:.1} ns per fault",
+        notify_cost(&order("random", pages, 1)?, pages, args.repeats.max(5))?
+    );
     for workload in &args.workloads {
         let ord = order(workload, pages, args.stride)?;
         for variant in &args.variants {
@@ -243,6 +308,7 @@ fn run() -> Result<(), String> {
             let n = args.depths.len();
             let mut times: Vec<Vec<f64>> = vec![Vec::new(); n];
             let mut faults: Vec<Vec<f64>> = vec![Vec::new(); n];
+            let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); n];
             let mut last: Vec<Option<pmo_store::PredictStats>> = vec![None; n];
             for r in 0..args.repeats {
                 for j in 0..n {
@@ -250,6 +316,7 @@ fn run() -> Result<(), String> {
                     let s = pass(&pool, args.depths[i], &ord, whole)?;
                     times[i].push(s.ns_per_page);
                     faults[i].push(s.faults as f64);
+                    cpu[i].push(s.cpu_ns_per_page);
                     last[i] = s.stats;
                     if std::env::var_os("PREDICT_BENCH_VERBOSE").is_some() {
                         eprintln!(
@@ -277,10 +344,12 @@ fn run() -> Result<(), String> {
                 }
             );
             println!(
-                "  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7} {:>7} {:>9}",
+                "  {:>10} {:>10} {:>8} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7} {:>7} {:>9}",
                 "depth",
                 "ns/page",
                 "speedup",
+                "cpu ns/pg",
+                "cpu gain",
                 "hit rate",
                 "installed",
                 "present",
@@ -289,9 +358,11 @@ fn run() -> Result<(), String> {
                 "accuracy"
             );
             let base = median(&mut times[0].clone());
+            let cpu_base = median(&mut cpu[0].clone());
             for i in 0..n {
                 let t = median(&mut times[i]);
                 let f = median(&mut faults[i]);
+                let u = median(&mut cpu[i]);
                 let (installed, present, lost, late, acc) = match last[i] {
                     Some(s) => (
                         s.installed.to_string(),
@@ -305,10 +376,12 @@ fn run() -> Result<(), String> {
                     None => ("-".into(), "-".into(), "-".into(), "-".into(), "-".into()),
                 };
                 println!(
-                    "  {:>10} {:>10.0} {:>7.2}x {:>8.1}% {:>9} {:>9} {:>7} {:>7} {:>9}",
+                    "  {:>10} {:>10.0} {:>7.2}x {:>10.0} {:>7.2}x {:>8.1}% {:>9} {:>9} {:>7} {:>7} {:>9}",
                     args.depths[i].label(),
                     t,
                     base / t,
+                    u,
+                    cpu_base / u,
                     (1.0 - f / pages as f64) * 100.0,
                     installed,
                     present,
@@ -321,7 +394,8 @@ fn run() -> Result<(), String> {
     }
     println!();
     println!(
-        "speedup = median time at depth {} / median time; hit rate = 1 - faults / pages touched \
+        "speedup = median time at depth {} / median time; cpu ns/pg = CPU time of the reading \
+         thread per page (excludes time other processes took from it), cpu gain likewise; hit rate = 1 - faults / pages touched \
          (exact); installed, lost (decrypted but the application faulted first), late and \
          accuracy (stream-level, inferred) from the last repeat",
         args.depths[0].label()

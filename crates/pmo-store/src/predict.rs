@@ -80,12 +80,8 @@ const ADAPTIVE_RAISE_ABOVE_PERCENT: u64 = 80;
 /// How long an idle worker sleeps before it looks at the ring again (backstop for a lost
 /// wake-up; the fault path normally unparks it).
 const IDLE_PARK: Duration = Duration::from_millis(50);
-/// How long a worker that ran out of requests keeps looking (yielding the CPU between looks)
-/// before it parks. A parked worker on an idle vCPU takes tens of microseconds to wake in a VM
-/// (`measured.md`), longer than a stream takes to run through a short window; a stream's next
-/// request comes well within this time, while a workload without streams (no requests) lets the
-/// worker park for good.
-const IDLE_SPIN: Duration = Duration::from_micros(200);
+/// Longest [`PredictConfig::idle_spin_us`].
+pub const MAX_IDLE_SPIN_US: u32 = 10_000;
 /// Confidence at which a stream is confirmed (its stride seen twice in a row).
 const CONFIRMED: u64 = 2;
 
@@ -113,6 +109,11 @@ pub struct PredictConfig {
     pub max_stride_pages: u32,
     /// Capacity of the request ring (a power of two, 2..=[`MAX_QUEUE_REQUESTS`]).
     pub queue_requests: usize,
+    /// How long a worker that ran out of requests keeps looking (yielding the CPU between
+    /// looks) before it parks, microseconds (0..=[`MAX_IDLE_SPIN_US`]). A parked worker on an
+    /// idle vCPU takes tens of microseconds to wake in a VM (`measured.md`); a worker that
+    /// spins costs CPU time the scheduler then charges against it when the machine is busy.
+    pub idle_spin_us: u32,
 }
 
 impl PredictConfig {
@@ -121,9 +122,10 @@ impl PredictConfig {
         PredictConfig {
             depth: Depth::Fixed(depth),
             workers: 1,
-            streams: 16,
+            streams: 8,
             max_stride_pages: 64,
             queue_requests: 64,
+            idle_spin_us: 0,
         }
     }
 
@@ -195,7 +197,8 @@ impl PredictConfig {
             && (1..=MAX_STREAMS).contains(&self.streams)
             && (1..=MAX_STRIDE_PAGES).contains(&self.max_stride_pages)
             && (2..=MAX_QUEUE_REQUESTS).contains(&self.queue_requests)
-            && self.queue_requests.is_power_of_two();
+            && self.queue_requests.is_power_of_two()
+            && self.idle_spin_us <= MAX_IDLE_SPIN_US;
         if ok {
             Ok(())
         } else {
@@ -463,9 +466,8 @@ pub struct PredictHook {
     cfg: PredictConfig,
     pages: u64,
     entries: Box<[AtomicU64]>,
-    /// LRU stamps of the entries (a global clock value at their last use).
+    /// LRU stamps of the entries (the count of faults seen at their last use).
     stamps: Box<[AtomicU64]>,
-    clock: AtomicU64,
     ring: Ring,
     /// Page + 1 each worker is filling right now (0: none).
     in_flight: Box<[AtomicU64]>,
@@ -510,7 +512,6 @@ impl PredictHook {
             pages,
             entries: (0..cfg.streams).map(|_| AtomicU64::new(0)).collect(),
             stamps: (0..cfg.streams).map(|_| AtomicU64::new(0)).collect(),
-            clock: AtomicU64::new(1),
             ring: Ring::new(cfg.queue_requests),
             in_flight: (0..cfg.workers).map(|_| AtomicU64::new(0)).collect(),
             workers: OnceLock::new(),
@@ -536,7 +537,8 @@ impl PredictHook {
             return;
         }
         let c = &self.counters;
-        bump(&c.faults_seen, 1);
+        // The count of faults seen doubles as the clock of the table's LRU stamps.
+        let now = c.faults_seen.fetch_add(1, Ordering::Relaxed) + 1;
         if self
             .in_flight
             .iter()
@@ -544,7 +546,6 @@ impl PredictHook {
         {
             bump(&c.late, 1);
         }
-        let now = self.clock.fetch_add(1, Ordering::Relaxed);
         for _ in 0..=TABLE_RETRIES_MAX {
             match self.try_update(page, now) {
                 Some(Some(req)) => {
@@ -559,99 +560,70 @@ impl PredictHook {
     }
 
     /// One pass over the table. `None`: a compare-exchange lost (retry); `Some(req)`: done,
-    /// with the request to submit if any.
+    /// with the request to submit if any. The pass finds, at once: the first stream this fault
+    /// continues, the nearest fresh entry it pairs with, and the least recently used entry.
     fn try_update(&self, page: u64, now: u64) -> Option<Option<Request>> {
-        let c = &self.counters;
-        // 1. A stream this fault continues: page = last + k * stride, 1 <= k <= window + 1.
-        for (i, slot) in self.entries.iter().enumerate() {
+        let max_stride = i64::from(self.cfg.max_stride_pages);
+        // First a branch-light sweep: which entries are near this fault at all (bit i of
+        // `near`), and which one is the least recently used (an empty one first). After a
+        // fault's trip through the kernel the branch predictors know little, so a sweep with
+        // data-dependent branches costs far more here than in a loop; most faults of a
+        // workload without streams are near no entry and skip the rest.
+        let mut words = [0u64; MAX_STREAMS];
+        let mut near = 0u64;
+        let mut victim = (0usize, u64::MAX);
+        for (i, ((slot, stamp), w)) in self
+            .entries
+            .iter()
+            .zip(self.stamps.iter())
+            .zip(words.iter_mut())
+            .enumerate()
+        {
             let word = slot.load(Ordering::Acquire);
+            *w = word;
+            let last1 = word & MAX_TRACKED_PAGES;
+            let delta = (page + 1) as i64 - last1 as i64;
+            let raw = (word >> 40) & ((1 << STRIDE_BITS) - 1);
+            let stride = ((raw << (64 - STRIDE_BITS)) as i64) >> (64 - STRIDE_BITS);
+            let window = ((word >> 57) & WINDOW_MAX) as i64;
+            let reach = (stride.abs() * (window + 1)).max(max_stride);
+            let close = (last1 != 0) & (delta.abs() <= reach);
+            near |= u64::from(close) << i;
+            let t = stamp.load(Ordering::Relaxed) * u64::from(last1 != 0);
+            if t < victim.1 {
+                victim = (i, t);
+            }
+        }
+        let mut pair: Option<(usize, u64, i64)> = None;
+        let mut rest = near;
+        while rest != 0 {
+            let i = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            let word = words[i];
             let Some(e) = Entry::decode(word) else {
                 continue;
             };
-            if e.stride == 0 {
-                continue;
-            }
             let delta = page as i64 - e.last as i64;
-            if delta % e.stride != 0 {
-                continue;
-            }
-            let k = delta / e.stride;
-            if k < 1 || k as u64 > e.window + 1 {
-                continue;
-            }
-            let k = k as u64;
-            let confidence = (e.confidence + 1).min(3);
-            let passed = (k - 1).min(e.window);
-            let faulted_in_window = k <= e.window;
-            let carried = e.window.saturating_sub(k);
-            let mut level = e.level;
-            let depth = if confidence < CONFIRMED {
-                0
-            } else {
-                match self.cfg.depth {
-                    Depth::Fixed(d) => u64::from(d),
-                    Depth::Adaptive { .. } => {
-                        let cap = self.cap_level.load(Ordering::Relaxed);
-                        if e.confidence < CONFIRMED {
-                            level = level_of(ADAPTIVE_START_DEPTH);
-                        } else if e.window > 0 && k == e.window + 1 {
-                            // The stream consumed its whole window: look further ahead.
-                            level += 1;
-                        }
-                        level = level.min(cap);
-                        1u64 << level
-                    }
+            if e.stride != 0 {
+                // Continues the stream if page = last + k * stride, 1 <= k <= window + 1.
+                let reach = e.stride.saturating_mul(e.window as i64 + 1);
+                let ahead = if e.stride > 0 {
+                    delta > 0 && delta <= reach
+                } else {
+                    delta < 0 && delta >= reach
+                };
+                if ahead && delta % e.stride == 0 {
+                    return self.continue_stream(i, word, e, (delta / e.stride) as u64, page, now);
                 }
-            };
-            let window = carried.max(depth).min(WINDOW_MAX);
-            let next = Entry {
-                last: page,
-                stride: e.stride,
-                confidence,
-                level,
-                window,
-            };
-            if slot
-                .compare_exchange(word, next.encode(), Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
+            } else if delta != 0
+                && delta.abs() <= max_stride
+                && pair.is_none_or(|(_, _, d)| delta.abs() < d.abs())
             {
-                return None;
-            }
-            self.stamps[i].store(now, Ordering::Relaxed);
-            bump(&c.stream_faults, u64::from(e.confidence >= CONFIRMED));
-            bump(
-                &c.streams_confirmed,
-                u64::from(e.confidence + 1 == CONFIRMED),
-            );
-            bump(&c.used, passed);
-            bump(&c.window_faults, u64::from(faulted_in_window));
-            self.review(passed + u64::from(faulted_in_window), 0);
-            if window == 0 {
-                return Some(None);
-            }
-            return Some(Some(Request {
-                page,
-                stride: e.stride,
-                pages: window as u32,
-            }));
-        }
-        // 2. A fresh entry this fault pairs with (no stride yet, close enough): nearest wins.
-        let max = i64::from(self.cfg.max_stride_pages);
-        let mut best: Option<(usize, u64, i64)> = None;
-        for (i, slot) in self.entries.iter().enumerate() {
-            let word = slot.load(Ordering::Acquire);
-            let Some(e) = Entry::decode(word) else {
-                continue;
-            };
-            let delta = page as i64 - e.last as i64;
-            if e.stride != 0 || delta == 0 || delta.abs() > max {
-                continue;
-            }
-            if best.is_none_or(|(_, _, d)| delta.abs() < d.abs()) {
-                best = Some((i, word, delta));
+                pair = Some((i, word, delta));
             }
         }
-        if let Some((i, word, delta)) = best {
+        if let Some((i, word, delta)) = pair {
+            // A fresh entry this fault pairs with: the stride is now known (confidence 1).
             let next = Entry {
                 last: page,
                 stride: delta,
@@ -659,27 +631,15 @@ impl PredictHook {
                 level: 0,
                 window: 0,
             };
-            if self.entries[i]
+            self.entries[i]
                 .compare_exchange(word, next.encode(), Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
-                return None;
-            }
+                .ok()?;
             self.stamps[i].store(now, Ordering::Relaxed);
             return Some(None);
         }
-        // 3. A new entry in place of the least recently used one.
-        let mut victim = 0;
-        let mut oldest = u64::MAX;
-        for (i, s) in self.stamps.iter().enumerate() {
-            let empty = self.entries[i].load(Ordering::Relaxed) == 0;
-            let stamp = if empty { 0 } else { s.load(Ordering::Relaxed) };
-            if stamp < oldest {
-                oldest = stamp;
-                victim = i;
-            }
-        }
-        let slot = &self.entries[victim];
+        // A new entry in place of the least recently used one (an empty one first).
+        let (i, _) = victim;
+        let slot = &self.entries[i];
         let word = slot.load(Ordering::Acquire);
         let next = Entry {
             last: page,
@@ -688,18 +648,79 @@ impl PredictHook {
             level: 0,
             window: 0,
         };
-        if slot
-            .compare_exchange(word, next.encode(), Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            return None;
-        }
-        self.stamps[victim].store(now, Ordering::Relaxed);
+        slot.compare_exchange(word, next.encode(), Ordering::AcqRel, Ordering::Acquire)
+            .ok()?;
+        self.stamps[i].store(now, Ordering::Relaxed);
         if let Some(old) = Entry::decode(word) {
-            bump(&c.unused, old.window);
+            bump(&self.counters.unused, old.window);
             self.review(0, old.window);
         }
         Some(None)
+    }
+
+    /// The fault at `page` is `k` strides past entry `i`'s last fault: move the stream on,
+    /// account its window, and make the request for its new window.
+    fn continue_stream(
+        &self,
+        i: usize,
+        word: u64,
+        e: Entry,
+        k: u64,
+        page: u64,
+        now: u64,
+    ) -> Option<Option<Request>> {
+        let c = &self.counters;
+        let confidence = (e.confidence + 1).min(3);
+        let passed = (k - 1).min(e.window);
+        let faulted_in_window = k <= e.window;
+        let carried = e.window.saturating_sub(k);
+        let mut level = e.level;
+        let depth = if confidence < CONFIRMED {
+            0
+        } else {
+            match self.cfg.depth {
+                Depth::Fixed(d) => u64::from(d),
+                Depth::Adaptive { .. } => {
+                    let cap = self.cap_level.load(Ordering::Relaxed);
+                    if e.confidence < CONFIRMED {
+                        level = level_of(ADAPTIVE_START_DEPTH);
+                    } else if e.window > 0 && k == e.window + 1 {
+                        // The stream consumed its whole window: look further ahead.
+                        level += 1;
+                    }
+                    level = level.min(cap);
+                    1u64 << level
+                }
+            }
+        };
+        let window = carried.max(depth).min(WINDOW_MAX);
+        let next = Entry {
+            last: page,
+            stride: e.stride,
+            confidence,
+            level,
+            window,
+        };
+        self.entries[i]
+            .compare_exchange(word, next.encode(), Ordering::AcqRel, Ordering::Acquire)
+            .ok()?;
+        self.stamps[i].store(now, Ordering::Relaxed);
+        bump(&c.stream_faults, u64::from(e.confidence >= CONFIRMED));
+        bump(
+            &c.streams_confirmed,
+            u64::from(e.confidence + 1 == CONFIRMED),
+        );
+        bump(&c.used, passed);
+        bump(&c.window_faults, u64::from(faulted_in_window));
+        self.review(passed + u64::from(faulted_in_window), 0);
+        if window == 0 {
+            return Some(None);
+        }
+        Some(Some(Request {
+            page,
+            stride: e.stride,
+            pages: window as u32,
+        }))
     }
 
     /// Adaptive mode: account closed window pages and move the depth cap every
@@ -879,11 +900,12 @@ fn worker(hook: &PredictHook, view: &View, source: &dyn PageSource, index: usize
     let Some(mine) = hook.in_flight.get(index) else {
         return;
     };
+    let idle_spin = Duration::from_micros(u64::from(hook.cfg.idle_spin_us));
     let mut idle_since: Option<std::time::Instant> = None;
     while !hook.stop.load(Ordering::SeqCst) {
         let Some(req) = hook.ring.pop() else {
             let since = *idle_since.get_or_insert_with(std::time::Instant::now);
-            if since.elapsed() < IDLE_SPIN {
+            if since.elapsed() < idle_spin {
                 std::thread::yield_now();
             } else if hook.ring.is_empty() && !hook.stop.load(Ordering::SeqCst) {
                 std::thread::park_timeout(IDLE_PARK);

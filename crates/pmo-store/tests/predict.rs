@@ -136,9 +136,16 @@ fn contents_are_exact_with_prediction_on() {
                     }
                     let s = a.predict_stats().unwrap();
                     let v = a.view_stats();
-                    assert_eq!(s.faults_seen, v.fills, "{scheme} {mech} {name}: one notify per fill");
+                    assert_eq!(
+                        s.faults_seen, v.fills,
+                        "{scheme} {mech} {name}: one notify per fill"
+                    );
                     if name != "random" {
-                        assert!(s.installed > 0, "{scheme} {mech} {name} {}: {s:?}", cfg.label());
+                        assert!(
+                            s.installed > 0,
+                            "{scheme} {mech} {name} {}: {s:?}",
+                            cfg.label()
+                        );
                         assert!(v.faults < PAGES, "{scheme} {mech} {name}: no fault avoided");
                     }
                     assert_eq!(s.fill_errors + s.install_errors, 0, "{s:?}");
@@ -253,7 +260,10 @@ fn predicted_pages_written_later_are_committed() {
                 .unwrap();
         }
         let c = a.psync().unwrap();
-        assert_eq!(c.pages, 16, "{mech}: every written predicted page is committed");
+        assert_eq!(
+            c.pages, 16,
+            "{mech}: every written predicted page is committed"
+        );
         a.detach().unwrap();
         let b = tp.pool.attach(NAME, Perm::Write, KEY).unwrap();
         for p in 3..19u64 {
@@ -301,7 +311,10 @@ fn writes_racing_with_predicted_installs_survive() {
         for p in start + 3..start + 67 {
             let mut b = [0u8];
             a.read_at(p as usize * PAGE_SIZE + 7, &mut b).unwrap();
-            assert_eq!(b[0], tag, "{mech} round {i}: page {p} lost the application's write");
+            assert_eq!(
+                b[0], tag,
+                "{mech} round {i}: page {p} lost the application's write"
+            );
         }
         let c = a.psync().unwrap();
         assert_eq!(c.pages, 64);
@@ -380,7 +393,8 @@ fn stale_install_never_overwrites_a_written_page() {
             ..ViewOptions::new(pages as usize * PAGE_SIZE)
         };
         let view = Arc::new(View::new(vopts, fault_source.clone()).unwrap());
-        let predictor = Predictor::start(hook.clone(), view.clone(), worker_source.clone()).unwrap();
+        let predictor =
+            Predictor::start(hook.clone(), view.clone(), worker_source.clone()).unwrap();
         let base = view.addr();
         let read = |p: u64| -> u8 {
             // SAFETY: inside the live view; reading faults the page in.
@@ -455,7 +469,8 @@ fn workers_install_ahead_of_a_stream_on_a_bare_view() {
             ..ViewOptions::new(pages as usize * PAGE_SIZE)
         };
         let view = Arc::new(View::new(vopts, fault_source.clone()).unwrap());
-        let predictor = Predictor::start(hook.clone(), view.clone(), worker_source.clone()).unwrap();
+        let predictor =
+            Predictor::start(hook.clone(), view.clone(), worker_source.clone()).unwrap();
         let base = view.addr();
         let read = |p: u64| -> u8 {
             // SAFETY: inside the live view.
@@ -472,7 +487,11 @@ fn workers_install_ahead_of_a_stream_on_a_bare_view() {
         for p in 3..19 {
             assert_eq!(read(p), 0x33, "{mech}: page {p} came from the worker");
         }
-        assert_eq!(view.stats().faults, faults_before, "{mech}: predicted pages did not fault");
+        assert_eq!(
+            view.stats().faults,
+            faults_before,
+            "{mech}: predicted pages did not fault"
+        );
         let s = predictor.stats();
         assert_eq!(s.installed, 16, "{s:?}");
         drop(predictor);
