@@ -349,25 +349,8 @@ pub unsafe extern "C" fn pmo_create_ex(
     })
 }
 
-/// Mirror of `pmo_session_stats` in `pmo.h`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PmoSessionStats {
-    pub wall_ns: u64,
-    pub attach_stall_ns: u64,
-    pub attach_other_ns: u64,
-    pub pf_ns: u64,
-    pub psync_crypt_ns: u64,
-    pub psync_persist_ns: u64,
-    pub detach_ns: u64,
-    pub compute_ns: u64,
-    pub faults: u64,
-    pub pages_decrypted: u64,
-    pub pages_encrypted: u64,
-    pub psyncs: u64,
-    pub bytes_persisted: u64,
-    pub predicted: u64,
-}
+/// `pmo_session_stats` in `pmo.h` is `pmo_store::SessionStats` (`repr(C)`, 14 u64 fields).
+pub type PmoSessionStats = pmo_store::SessionStats;
 
 const _: () = assert!(std::mem::size_of::<PmoSessionStats>() == 14 * 8);
 
@@ -384,23 +367,7 @@ pub unsafe extern "C" fn pmo_get_session_stats(
         if stats.is_null() {
             return Err(CapiError::Invalid("stats is NULL".into()));
         }
-        let s = reg().session_stats(addr as usize)?;
-        let out = PmoSessionStats {
-            wall_ns: s.wall_ns,
-            attach_stall_ns: s.attach_stall_ns,
-            attach_other_ns: s.attach_other_ns,
-            pf_ns: s.pf_ns,
-            psync_crypt_ns: s.psync_crypt_ns,
-            psync_persist_ns: s.psync_persist_ns,
-            detach_ns: s.detach_ns,
-            compute_ns: s.compute_ns,
-            faults: s.faults,
-            pages_decrypted: s.pages_decrypted,
-            pages_encrypted: s.pages_encrypted,
-            psyncs: s.psyncs,
-            bytes_persisted: s.bytes_persisted,
-            predicted: s.predicted,
-        };
+        let out = reg().session_stats(addr as usize)?;
         // SAFETY: non-null and writable by the caller's contract.
         unsafe { *stats = out };
         Ok(0)

@@ -39,7 +39,9 @@ impl SessionCounters {
     }
 }
 
-/// A snapshot of one attach session (nanoseconds and counts).
+/// A snapshot of one attach session (nanoseconds and counts). `repr(C)`: the C API hands it
+/// out as `pmo_session_stats` (`include/pmo.h`), field for field.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SessionStats {
     /// Wall time from the start of attach to now (or to the end of detach).
