@@ -82,6 +82,8 @@ const ADAPTIVE_RAISE_ABOVE_PERCENT: u64 = 80;
 const IDLE_PARK: Duration = Duration::from_millis(50);
 /// Longest [`PredictConfig::idle_spin_us`].
 pub const MAX_IDLE_SPIN_US: u32 = 10_000;
+/// Slots of the table of pages the fault path is filling (a power of two).
+const RECENT_FAULTS: u64 = 64;
 /// Confidence at which a stream is confirmed (its stride seen twice in a row).
 const CONFIRMED: u64 = 2;
 
@@ -246,7 +248,8 @@ pub struct PredictStats {
     pub installed: u64,
     /// Window pages a worker skipped because they were present already.
     pub skipped_present: u64,
-    /// Window pages a worker skipped because another worker had them in flight.
+    /// Window pages a worker skipped because another worker or a faulting thread was filling
+    /// them.
     pub skipped_in_flight: u64,
     /// Pages a worker decrypted but found present at install (the application faulted first).
     pub lost_race: u64,
@@ -469,8 +472,13 @@ pub struct PredictHook {
     /// LRU stamps of the entries (the count of faults seen at their last use).
     stamps: Box<[AtomicU64]>,
     ring: Ring,
-    /// Page + 1 each worker is filling right now (0: none).
+    /// First page + 1 of the run each worker is filling right now (0: none) ...
     in_flight: Box<[AtomicU64]>,
+    /// ... and the run's length in pages.
+    in_flight_len: Box<[AtomicU64]>,
+    /// Pages + 1 the fault path is filling or filled lately, slot `page % RECENT_FAULTS`: a
+    /// worker skips them rather than decrypt a page a faulting thread is decrypting already.
+    recent_faults: Box<[AtomicU64]>,
     workers: OnceLock<Box<[Thread]>>,
     next_worker: AtomicU64,
     stop: AtomicBool,
@@ -514,6 +522,8 @@ impl PredictHook {
             stamps: (0..cfg.streams).map(|_| AtomicU64::new(0)).collect(),
             ring: Ring::new(cfg.queue_requests),
             in_flight: (0..cfg.workers).map(|_| AtomicU64::new(0)).collect(),
+            in_flight_len: (0..cfg.workers).map(|_| AtomicU64::new(0)).collect(),
+            recent_faults: (0..RECENT_FAULTS).map(|_| AtomicU64::new(0)).collect(),
             workers: OnceLock::new(),
             next_worker: AtomicU64::new(0),
             stop: AtomicBool::new(false),
@@ -539,11 +549,10 @@ impl PredictHook {
         let c = &self.counters;
         // The count of faults seen doubles as the clock of the table's LRU stamps.
         let now = c.faults_seen.fetch_add(1, Ordering::Relaxed) + 1;
-        if self
-            .in_flight
-            .iter()
-            .any(|w| w.load(Ordering::Acquire) == page + 1)
-        {
+        if let Some(r) = self.recent_faults.get((page % RECENT_FAULTS) as usize) {
+            r.store(page + 1, Ordering::Release);
+        }
+        if self.in_flight_at(page) {
             bump(&c.late, 1);
         }
         for _ in 0..=TABLE_RETRIES_MAX {
@@ -777,6 +786,24 @@ impl PredictHook {
         }
     }
 
+    /// Whether a faulting thread is filling `page` (or filled it lately; advisory).
+    fn faulting(&self, page: u64) -> bool {
+        self.recent_faults
+            .get((page % RECENT_FAULTS) as usize)
+            .is_some_and(|r| r.load(Ordering::Acquire) == page + 1)
+    }
+
+    /// Whether a worker is filling `page` right now (advisory).
+    fn in_flight_at(&self, page: u64) -> bool {
+        self.in_flight
+            .iter()
+            .zip(self.in_flight_len.iter())
+            .any(|(start, len)| {
+                let s = start.load(Ordering::Acquire);
+                s != 0 && page + 1 >= s && page + 1 < s + len.load(Ordering::Acquire)
+            })
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> PredictStats {
         let c = &self.counters;
@@ -896,8 +923,8 @@ impl Drop for Predictor {
 
 fn worker(hook: &PredictHook, view: &View, source: &dyn PageSource, index: usize) {
     let mut buf = Box::new([0u8; PAGE_SIZE]);
-    let c = &hook.counters;
-    let Some(mine) = hook.in_flight.get(index) else {
+    let (Some(start), Some(len)) = (hook.in_flight.get(index), hook.in_flight_len.get(index))
+    else {
         return;
     };
     let idle_spin = Duration::from_micros(u64::from(hook.cfg.idle_spin_us));
@@ -914,44 +941,73 @@ fn worker(hook: &PredictHook, view: &View, source: &dyn PageSource, index: usize
             continue;
         };
         idle_since = None;
-        for k in 1..=i64::from(req.pages.min(MAX_DEPTH * 2)) {
-            if hook.stop.load(Ordering::Relaxed) {
-                break;
-            }
-            let Some(page) = req
-                .stride
-                .checked_mul(k)
-                .and_then(|off| (req.page as i64).checked_add(off))
-                .filter(|&p| p >= 0 && (p as u64) < hook.pages)
-                .map(|p| p as u64)
-            else {
-                break;
-            };
-            if view.is_present(page) {
-                bump(&c.skipped_present, 1);
-                continue;
-            }
-            if hook
-                .in_flight
-                .iter()
-                .any(|w| w.load(Ordering::Acquire) == page + 1)
-            {
-                bump(&c.skipped_in_flight, 1);
-                continue;
-            }
-            mine.store(page + 1, Ordering::Release);
-            bump(&c.issued, 1);
-            match source.fill(page, &mut buf) {
-                Ok(()) => match view.install(page, &buf) {
-                    Ok(true) => bump(&c.installed, 1),
-                    Ok(false) => bump(&c.lost_race, 1),
-                    Err(_) => bump(&c.install_errors, 1),
-                },
-                // Never install a page that fails: the application's own touch reports it.
-                Err(_) => bump(&c.fill_errors, 1),
-            }
-            mine.store(0, Ordering::Release);
+        let slot = InFlight { start, len };
+        install_pages(hook, view, source, &req, &slot, &mut buf);
+    }
+}
+
+/// One worker's in-flight run, published for the fault path's *late* count.
+struct InFlight<'a> {
+    start: &'a AtomicU64,
+    len: &'a AtomicU64,
+}
+
+impl InFlight<'_> {
+    fn set(&self, first: u64, pages: u64) {
+        self.len.store(pages, Ordering::Release);
+        self.start.store(first + 1, Ordering::Release);
+    }
+    fn clear(&self) {
+        self.start.store(0, Ordering::Release);
+    }
+}
+
+/// Page `req.page + k * req.stride` if inside the view.
+fn window_page(hook: &PredictHook, req: &Request, k: i64) -> Option<u64> {
+    req.stride
+        .checked_mul(k)
+        .and_then(|off| (req.page as i64).checked_add(off))
+        .filter(|&p| p >= 0 && (p as u64) < hook.pages)
+        .map(|p| p as u64)
+}
+
+/// Any stride: decrypt each absent window page through the hook-less source and install it.
+fn install_pages(
+    hook: &PredictHook,
+    view: &View,
+    source: &dyn PageSource,
+    req: &Request,
+    slot: &InFlight<'_>,
+    buf: &mut [u8; PAGE_SIZE],
+) {
+    let c = &hook.counters;
+    for k in 1..=i64::from(req.pages.min(MAX_DEPTH * 2)) {
+        if hook.stop.load(Ordering::Relaxed) {
+            break;
         }
+        let Some(page) = window_page(hook, req, k) else {
+            break;
+        };
+        if view.is_present(page) {
+            bump(&c.skipped_present, 1);
+            continue;
+        }
+        if hook.in_flight_at(page) || hook.faulting(page) {
+            bump(&c.skipped_in_flight, 1);
+            continue;
+        }
+        slot.set(page, 1);
+        bump(&c.issued, 1);
+        match source.fill(page, buf) {
+            Ok(()) => match view.install(page, buf) {
+                Ok(true) => bump(&c.installed, 1),
+                Ok(false) => bump(&c.lost_race, 1),
+                Err(_) => bump(&c.install_errors, 1),
+            },
+            // Never install a page that fails: the application's own touch reports it.
+            Err(_) => bump(&c.fill_errors, 1),
+        }
+        slot.clear();
     }
 }
 
