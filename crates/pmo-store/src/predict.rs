@@ -472,10 +472,8 @@ pub struct PredictHook {
     /// LRU stamps of the entries (the count of faults seen at their last use).
     stamps: Box<[AtomicU64]>,
     ring: Ring,
-    /// First page + 1 of the run each worker is filling right now (0: none) ...
+    /// Page + 1 each worker is filling right now (0: none).
     in_flight: Box<[AtomicU64]>,
-    /// ... and the run's length in pages.
-    in_flight_len: Box<[AtomicU64]>,
     /// Pages + 1 the fault path is filling or filled lately, slot `page % RECENT_FAULTS`: a
     /// worker skips them rather than decrypt a page a faulting thread is decrypting already.
     recent_faults: Box<[AtomicU64]>,
@@ -522,7 +520,6 @@ impl PredictHook {
             stamps: (0..cfg.streams).map(|_| AtomicU64::new(0)).collect(),
             ring: Ring::new(cfg.queue_requests),
             in_flight: (0..cfg.workers).map(|_| AtomicU64::new(0)).collect(),
-            in_flight_len: (0..cfg.workers).map(|_| AtomicU64::new(0)).collect(),
             recent_faults: (0..RECENT_FAULTS).map(|_| AtomicU64::new(0)).collect(),
             workers: OnceLock::new(),
             next_worker: AtomicU64::new(0),
@@ -797,11 +794,7 @@ impl PredictHook {
     fn in_flight_at(&self, page: u64) -> bool {
         self.in_flight
             .iter()
-            .zip(self.in_flight_len.iter())
-            .any(|(start, len)| {
-                let s = start.load(Ordering::Acquire);
-                s != 0 && page + 1 >= s && page + 1 < s + len.load(Ordering::Acquire)
-            })
+            .any(|w| w.load(Ordering::Acquire) == page + 1)
     }
 
     /// Counters so far.
@@ -923,8 +916,7 @@ impl Drop for Predictor {
 
 fn worker(hook: &PredictHook, view: &View, source: &dyn PageSource, index: usize) {
     let mut buf = Box::new([0u8; PAGE_SIZE]);
-    let (Some(start), Some(len)) = (hook.in_flight.get(index), hook.in_flight_len.get(index))
-    else {
+    let Some(mine) = hook.in_flight.get(index) else {
         return;
     };
     let idle_spin = Duration::from_micros(u64::from(hook.cfg.idle_spin_us));
@@ -941,24 +933,7 @@ fn worker(hook: &PredictHook, view: &View, source: &dyn PageSource, index: usize
             continue;
         };
         idle_since = None;
-        let slot = InFlight { start, len };
-        install_pages(hook, view, source, &req, &slot, &mut buf);
-    }
-}
-
-/// One worker's in-flight run, published for the fault path's *late* count.
-struct InFlight<'a> {
-    start: &'a AtomicU64,
-    len: &'a AtomicU64,
-}
-
-impl InFlight<'_> {
-    fn set(&self, first: u64, pages: u64) {
-        self.len.store(pages, Ordering::Release);
-        self.start.store(first + 1, Ordering::Release);
-    }
-    fn clear(&self) {
-        self.start.store(0, Ordering::Release);
+        install_pages(hook, view, source, &req, mine, &mut buf);
     }
 }
 
@@ -971,13 +946,14 @@ fn window_page(hook: &PredictHook, req: &Request, k: i64) -> Option<u64> {
         .map(|p| p as u64)
 }
 
-/// Any stride: decrypt each absent window page through the hook-less source and install it.
+/// Decrypt each absent window page through the hook-less source and install it, in the
+/// stream's direction, skipping pages present, in flight in a worker or being faulted in.
 fn install_pages(
     hook: &PredictHook,
     view: &View,
     source: &dyn PageSource,
     req: &Request,
-    slot: &InFlight<'_>,
+    mine: &AtomicU64,
     buf: &mut [u8; PAGE_SIZE],
 ) {
     let c = &hook.counters;
@@ -996,7 +972,7 @@ fn install_pages(
             bump(&c.skipped_in_flight, 1);
             continue;
         }
-        slot.set(page, 1);
+        mine.store(page + 1, Ordering::Release);
         bump(&c.issued, 1);
         match source.fill(page, buf) {
             Ok(()) => match view.install(page, buf) {
@@ -1007,7 +983,7 @@ fn install_pages(
             // Never install a page that fails: the application's own touch reports it.
             Err(_) => bump(&c.fill_errors, 1),
         }
-        slot.clear();
+        mine.store(0, Ordering::Release);
     }
 }
 
