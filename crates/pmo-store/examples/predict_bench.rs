@@ -5,10 +5,12 @@
 //! ```text
 //! cargo run --release -p pmo-store --example predict_bench -- \
 //!     [--size-mib 64] [--repeats 5] [--scheme secure] [--depths 0,1,2,4,8,16,adaptive]
-//!     [--workloads seq,back,stride,random] [--variants byte,page] [--stride 3] [--dir DIR]
+//!     [--workloads seq,back,stride,runs,random] [--variants byte,page] [--stride 3] [--dir DIR]
 //! ```
 //!
-//! Each measurement attaches the PMO read-only, touches every page once in the workload's
+//! Workloads: `seq` (forward), `back` (backward), `stride` (every `--stride`-th page, then the
+//! next offset), `runs` (runs of 16 pages forward, the runs in random order: short streams),
+//! `random` (a fixed random permutation). Each measurement attaches the PMO read-only, touches every page once in the workload's
 //! order (`byte`: one byte per page; `page`: the whole page), then detaches; only the touch
 //! loop is timed. Within a repeat the depths run in a rotated order so that drift on this shared
 //! machine spreads over all of them. Every pass checks the bytes it read against the data
@@ -47,7 +49,7 @@ fn parse_args() -> Result<Args, String> {
             .iter()
             .map(|d| PredictConfig::parse(d).map_err(|e| e.to_string()))
             .collect::<Result<_, _>>()?,
-        workloads: ["seq", "back", "stride", "random"]
+        workloads: ["seq", "back", "stride", "runs", "random"]
             .map(String::from)
             .to_vec(),
         variants: ["byte", "page"].map(String::from).to_vec(),
@@ -89,7 +91,7 @@ fn parse_args() -> Result<Args, String> {
             "--help" | "-h" => {
                 return Err(
                     "usage: predict_bench [--size-mib N] [--repeats N] [--scheme NAME] \
-                     [--depths 0,1,2,4,8,16,adaptive] [--workloads seq,back,stride,random] \
+                     [--depths 0,1,2,4,8,16,adaptive] [--workloads seq,back,stride,runs,random] \
                      [--variants byte,page] [--stride PAGES] [--dir DIR] [--spin-us US] [--workers N] [--streams N]"
                         .into(),
                 )
@@ -111,6 +113,22 @@ fn parse_args() -> Result<Args, String> {
     Ok(a)
 }
 
+/// Pages per run of the `runs` workload.
+const RUN_PAGES: u64 = 16;
+
+/// 0..n in a fixed pseudo-random order.
+fn shuffled(n: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..n).collect();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
 /// Page order of a workload over `pages` pages; every page exactly once.
 fn order(workload: &str, pages: u64, stride: u64) -> Result<Vec<u64>, String> {
     Ok(match workload {
@@ -119,17 +137,13 @@ fn order(workload: &str, pages: u64, stride: u64) -> Result<Vec<u64>, String> {
         "stride" => (0..stride)
             .flat_map(|start| (start..pages).step_by(stride as usize))
             .collect(),
-        "random" => {
-            let mut v: Vec<u64> = (0..pages).collect();
-            let mut x = 0x2545_f491_4f6c_dd1du64;
-            for i in (1..v.len()).rev() {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                v.swap(i, (x % (i as u64 + 1)) as usize);
-            }
-            v
-        }
+        "random" => shuffled(pages),
+        // Runs of RUN_PAGES pages read forward, the runs in random order: streams that stop
+        // soon, where a deep window mostly predicts pages nobody reads next.
+        "runs" => shuffled(pages.div_ceil(RUN_PAGES))
+            .into_iter()
+            .flat_map(|r| r * RUN_PAGES..((r + 1) * RUN_PAGES).min(pages))
+            .collect(),
         other => return Err(format!("unknown workload {other}")),
     })
 }
@@ -352,10 +366,10 @@ fn run() -> Result<(), String> {
             println!();
             println!(
                 "workload {workload}{}, read {}:",
-                if workload == "stride" {
-                    format!(" ({} pages)", args.stride)
-                } else {
-                    String::new()
+                match workload.as_str() {
+                    "stride" => format!(" ({} pages)", args.stride),
+                    "runs" => format!(" ({RUN_PAGES} pages forward, runs in random order)"),
+                    _ => String::new(),
                 },
                 if whole {
                     "whole page"

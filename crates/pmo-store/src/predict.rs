@@ -69,14 +69,15 @@ pub const TABLE_RETRIES_MAX: u32 = 2;
 /// Name of the environment variable that chooses prediction when the caller does not.
 pub const ENV_VAR: &str = "PMO_PREDICT";
 
-/// Adaptive mode: depth a newly confirmed stream starts with.
+/// Adaptive mode: least depth a newly confirmed stream starts with (it starts at half the
+/// current cap).
 const ADAPTIVE_START_DEPTH: u32 = 2;
 /// Adaptive mode: closed window pages per accuracy review.
 const ADAPTIVE_REVIEW_PAGES: u64 = 256;
-/// Adaptive mode: below this accuracy (percent) the depth cap halves.
-const ADAPTIVE_LOWER_BELOW_PERCENT: u64 = 50;
+/// Adaptive mode: below this accuracy (percent) the depth cap halves (see [`Depth::Adaptive`]).
+const ADAPTIVE_LOWER_BELOW_PERCENT: u64 = 30;
 /// Adaptive mode: above this accuracy (percent) the depth cap doubles.
-const ADAPTIVE_RAISE_ABOVE_PERCENT: u64 = 80;
+const ADAPTIVE_RAISE_ABOVE_PERCENT: u64 = 60;
 /// How long an idle worker sleeps before it looks at the ring again (backstop for a lost
 /// wake-up; the fault path normally unparks it).
 const IDLE_PARK: Duration = Duration::from_millis(50);
@@ -92,9 +93,12 @@ const CONFIRMED: u64 = 2;
 pub enum Depth {
     /// A fixed window of this many pages per confirmed stream (0: prediction off).
     Fixed(u32),
-    /// Start each confirmed stream at 2 pages and double its window each time the stream
-    /// consumes it whole, up to a cap that halves when fewer than half of the closed window
-    /// pages were used and doubles when more than 80% were, between 1 and `max`.
+    /// Start each confirmed stream at half the current cap (at least 2 pages) and double its
+    /// window each time the stream consumes it whole, up to the cap. The cap starts at `max`,
+    /// halves when fewer than 30% of the window pages closed since the last review (every 256)
+    /// were reached by their stream, and doubles when more than 60% were, between 1 and `max`.
+    /// The bar is low on purpose: a wasted prediction costs a worker some CPU time, a missed
+    /// one costs the application a fault.
     Adaptive { max: u32 },
 }
 
@@ -689,7 +693,9 @@ impl PredictHook {
                 Depth::Adaptive { .. } => {
                     let cap = self.cap_level.load(Ordering::Relaxed);
                     if e.confidence < CONFIRMED {
-                        level = level_of(ADAPTIVE_START_DEPTH);
+                        // A new stream starts at half the cap (at least the start depth): the
+                        // cap has learnt how far streams of this workload go.
+                        level = cap.saturating_sub(1).max(level_of(ADAPTIVE_START_DEPTH));
                     } else if e.window > 0 && k == e.window + 1 {
                         // The stream consumed its whole window: look further ahead.
                         level += 1;
