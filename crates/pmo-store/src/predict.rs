@@ -579,18 +579,10 @@ impl PredictHook {
         // fault's trip through the kernel the branch predictors know little, so a sweep with
         // data-dependent branches costs far more here than in a loop; most faults of a
         // workload without streams are near no entry and skip the rest.
-        let mut words = [0u64; MAX_STREAMS];
         let mut near = 0u64;
         let mut victim = (0usize, u64::MAX);
-        for (i, ((slot, stamp), w)) in self
-            .entries
-            .iter()
-            .zip(self.stamps.iter())
-            .zip(words.iter_mut())
-            .enumerate()
-        {
+        for (i, (slot, stamp)) in self.entries.iter().zip(self.stamps.iter()).enumerate() {
             let word = slot.load(Ordering::Acquire);
-            *w = word;
             let last1 = word & MAX_TRACKED_PAGES;
             let delta = (page + 1) as i64 - last1 as i64;
             let raw = (word >> 40) & ((1 << STRIDE_BITS) - 1);
@@ -609,7 +601,9 @@ impl PredictHook {
         while rest != 0 {
             let i = rest.trailing_zeros() as usize;
             rest &= rest - 1;
-            let word = words[i];
+            // Loaded again: if it changed since the sweep, the compare-exchange below fails and
+            // the update is retried.
+            let word = self.entries[i].load(Ordering::Acquire);
             let Some(e) = Entry::decode(word) else {
                 continue;
             };
