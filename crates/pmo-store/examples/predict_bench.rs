@@ -12,7 +12,8 @@
 //! next offset), `runs` (runs of 16 pages forward, the runs in random order: short streams),
 //! `random` (a fixed random permutation). Each measurement attaches the PMO read-only, touches every page once in the workload's
 //! order (`byte`: one byte per page; `page`: the whole page), then detaches; only the touch
-//! loop is timed. Within a repeat the depths run in a rotated order so that drift on this shared
+//! loop is timed. With `--threads N` the order is cut into N contiguous parts read by N threads
+//! at once (N concurrent streams); CPU time is then summed over the readers. Within a repeat the depths run in a rotated order so that drift on this shared
 //! machine spreads over all of them. Every pass checks the bytes it read against the data
 //! written at setup. The pool lives in `--dir` (default `/dev/shm`, else the temp dir).
 
@@ -20,7 +21,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use pmo_store::predict::PredictConfig;
-use pmo_store::{AttachOptions, KdfParams, Perm, Pool, PoolOptions, Scheme};
+use pmo_store::{AttachOptions, Attachment, KdfParams, Perm, Pool, PoolOptions, Scheme};
 
 const KEY: &[u8] = b"predict-bench-key";
 const NAME: &str = "bench";
@@ -38,6 +39,7 @@ struct Args {
     spin_us: u32,
     workers: usize,
     streams: Option<usize>,
+    threads: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -57,6 +59,7 @@ fn parse_args() -> Result<Args, String> {
         spin_us: 0,
         workers: 1,
         streams: None,
+        threads: 1,
         dir: if std::path::Path::new("/dev/shm").is_dir() {
             PathBuf::from("/dev/shm")
         } else {
@@ -79,6 +82,7 @@ fn parse_args() -> Result<Args, String> {
             "--dir" => a.dir = PathBuf::from(val()?),
             "--spin-us" => a.spin_us = val()?.parse().map_err(|e| format!("{e}"))?,
             "--workers" => a.workers = val()?.parse().map_err(|e| format!("{e}"))?,
+            "--threads" => a.threads = val()?.parse().map_err(|e| format!("{e}"))?,
             "--streams" => a.streams = Some(val()?.parse().map_err(|e| format!("{e}"))?),
             "--workloads" => a.workloads = list(val()?),
             "--variants" => a.variants = list(val()?),
@@ -92,7 +96,7 @@ fn parse_args() -> Result<Args, String> {
                 return Err(
                     "usage: predict_bench [--size-mib N] [--repeats N] [--scheme NAME] \
                      [--depths 0,1,2,4,8,16,adaptive] [--workloads seq,back,stride,runs,random] \
-                     [--variants byte,page] [--stride PAGES] [--dir DIR] [--spin-us US] [--workers N] [--streams N]"
+                     [--variants byte,page] [--stride PAGES] [--dir DIR] [--spin-us US] [--workers N] [--streams N] [--threads N]"
                         .into(),
                 )
             }
@@ -107,8 +111,8 @@ fn parse_args() -> Result<Args, String> {
         }
         d.validate().map_err(|e| e.to_string())?;
     }
-    if a.size_mib == 0 || a.repeats == 0 || a.stride == 0 || a.depths.is_empty() {
-        return Err("sizes, repeats, stride and the depth list must be non-zero".into());
+    if a.size_mib == 0 || a.repeats == 0 || a.stride == 0 || a.depths.is_empty() || a.threads == 0 {
+        return Err("sizes, repeats, stride, threads and the depth list must be non-zero".into());
     }
     Ok(a)
 }
@@ -176,24 +180,12 @@ struct Sample {
     stats: Option<pmo_store::PredictStats>,
 }
 
-fn pass(
-    pool: &Pool,
-    cfg: PredictConfig,
-    order: &[u64],
-    whole_page: bool,
-) -> Result<Sample, String> {
-    let opts = AttachOptions {
-        predict: Some(cfg),
-        ..Default::default()
-    };
-    let a = pool
-        .attach_with(NAME, Perm::Read, KEY, opts)
-        .map_err(|e| e.to_string())?;
+/// Read `order` (one byte or the whole of each page); returns (pages read wrong, CPU ns).
+fn read_pages(a: &Attachment, order: &[u64], whole_page: bool) -> Result<(u64, u64), String> {
     let mut buf = vec![0u8; PAGE];
     let mut byte = [0u8; 1];
     let mut mismatches = 0u64;
     let c0 = thread_cpu_ns();
-    let t0 = Instant::now();
     for &p in order {
         let off = p as usize * PAGE;
         if whole_page {
@@ -205,8 +197,49 @@ fn pass(
             mismatches += u64::from(byte[0] != pattern(p, 7));
         }
     }
+    Ok((mismatches, thread_cpu_ns().saturating_sub(c0)))
+}
+
+/// One measurement: attach, read `order` split into `threads` contiguous parts (one reader
+/// thread each, so one stream per thread), detach.
+fn pass(
+    pool: &Pool,
+    cfg: PredictConfig,
+    order: &[u64],
+    whole_page: bool,
+    threads: usize,
+) -> Result<Sample, String> {
+    let opts = AttachOptions {
+        predict: Some(cfg),
+        ..Default::default()
+    };
+    let a = pool
+        .attach_with(NAME, Perm::Read, KEY, opts)
+        .map_err(|e| e.to_string())?;
+    let part = order.len().div_ceil(threads.max(1));
+    let t0 = Instant::now();
+    let results: Vec<Result<(u64, u64), String>> = if threads <= 1 {
+        vec![read_pages(&a, order, whole_page)]
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = order
+                .chunks(part)
+                .map(|chunk| s.spawn(|| read_pages(&a, chunk, whole_page)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("reader panicked".into())))
+                .collect()
+        })
+    };
     let dt = t0.elapsed();
-    let cpu_ns = thread_cpu_ns().saturating_sub(c0);
+    let mut mismatches = 0;
+    let mut cpu_ns = 0;
+    for r in results {
+        let (m, c) = r?;
+        mismatches += m;
+        cpu_ns += c;
+    }
     let faults = a.view_stats().faults;
     let stats = a.predict_stats();
     a.detach().map_err(|e| e.to_string())?;
@@ -298,12 +331,13 @@ fn run() -> Result<(), String> {
         a.detach().map_err(|e| e.to_string())?;
     }
     println!(
-        "predict_bench: {} MiB {} PMO ({} pages), fault mechanism {}, {} repeats, medians; \
-         pool in {}",
+        "predict_bench: {} MiB {} PMO ({} pages), fault mechanism {}, {} reader thread(s), {} \
+         repeats, medians; pool in {}",
         args.size_mib,
         args.scheme,
         pages,
         pmo_store::attach::fault_mechanism_name(),
+        args.threads,
         args.repeats,
         args.dir.display()
     );
@@ -347,7 +381,7 @@ fn run() -> Result<(), String> {
             for r in 0..args.repeats {
                 for j in 0..n {
                     let i = (j + r) % n;
-                    let s = pass(&pool, args.depths[i], &ord, whole)?;
+                    let s = pass(&pool, args.depths[i], &ord, whole, args.threads)?;
                     times[i].push(s.ns_per_page);
                     faults[i].push(s.faults as f64);
                     cpu[i].push(s.cpu_ns_per_page);
@@ -429,7 +463,7 @@ fn run() -> Result<(), String> {
     println!();
     println!(
         "speedup = median time at depth {} / median time; cpu ns/pg = CPU time of the reading \
-         thread per page (excludes time other processes took from it), cpu gain likewise; hit rate = 1 - faults / pages touched \
+         thread(s) per page (excludes time other processes took from it), cpu gain likewise; hit rate = 1 - faults / pages touched \
          (exact); installed, lost (decrypted but the application faulted first), late and \
          accuracy (stream-level, inferred) from the last repeat",
         args.depths[0].label()
