@@ -18,12 +18,12 @@
 //!
 //! Invariants:
 //! - [`PredictHook::notify`] runs inside the fault handler: it allocates nothing, takes no lock,
-//!   never panics and does a bounded amount of work (one pass over the stream table with at
-//!   most [`TABLE_RETRIES_MAX`] retries, one ring push, one `unpark`, which on Linux is an atomic
-//!   swap plus at most one `futex` wake).
-//! - Work is bounded: at most [`PredictConfig::queue_requests`] requests wait in the ring (a
-//!   request that does not fit is dropped and counted), each for at most [`MAX_DEPTH`] pages;
-//!   each worker has at most one page in flight.
+//!   never panics and does a bounded amount of work (one sweep over the stream table with at
+//!   most [`TABLE_RETRIES_MAX`] retries, at most two ring pushes and one pop, one `unpark`,
+//!   which in std's futex parker on Linux is an atomic swap plus at most one `futex` wake).
+//! - Work is bounded: at most [`PredictConfig::queue_requests`] requests wait in the ring (when
+//!   it is full the oldest request is dropped, and counted), each for at most [`MAX_DEPTH`]
+//!   pages; each worker has at most one page in flight.
 //! - A worker installs a page only through `View::install`, which installs only absent pages:
 //!   a page the application faulted in (and maybe wrote) first is never overwritten. A page that
 //!   fails decryption or verification is never installed (the application's own touch then gets
@@ -38,8 +38,9 @@
 //! stream: when a stream's next fault lands `k` strides past its previous one, the `k - 1`
 //! window pages in between were passed over without a fault, i.e. they were present when the
 //! stream reached them (*used*); window pages still ahead of a stream when it is evicted from
-//! the table or at detach are *unused*; a fault on a window page is *late*. The benchmark also
-//! measures the exact hit rate (faults avoided / pages touched), since it knows what it touches.
+//! the table or at detach are *unused*; a fault on a window page is a *window fault* (right but
+//! not ready). The benchmark also measures the exact hit rate (1 - faults / pages touched),
+//! since it knows what it touches.
 #![deny(unsafe_code)]
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};

@@ -512,3 +512,50 @@ fn workers_install_ahead_of_a_stream_on_a_bare_view() {
         drop(view);
     }
 }
+
+/// Prediction is off unless asked for, and never runs where every page is present at attach
+/// (whole-PMO schemes, `populate`).
+#[test]
+fn prediction_only_where_it_can_help() {
+    let _serial = serial();
+    let tp = make_pool("where", "secure");
+    if std::env::var_os("PMO_PREDICT").is_none() {
+        let a = tp.pool.attach(NAME, Perm::Read, KEY).unwrap();
+        assert!(a.predict_stats().is_none(), "off by default");
+        a.detach().unwrap();
+    }
+    let populate = AttachOptions {
+        populate: true,
+        ..opts(PredictConfig::fixed(8), Mechanism::best())
+    };
+    let a = tp
+        .pool
+        .attach_with(NAME, Perm::Read, KEY, populate)
+        .unwrap();
+    assert!(a.predict_stats().is_none(), "populate: nothing to predict");
+    a.detach().unwrap();
+    let whole = make_pool("where-wedi", "wedi");
+    let a = whole
+        .pool
+        .attach_with(
+            NAME,
+            Perm::Read,
+            KEY,
+            opts(PredictConfig::fixed(8), Mechanism::best()),
+        )
+        .unwrap();
+    assert!(a.predict_stats().is_none(), "wedi: nothing to predict");
+    check_page(&a, 5);
+    a.detach().unwrap();
+    let bad = AttachOptions {
+        predict: Some(PredictConfig {
+            queue_requests: 3,
+            ..PredictConfig::fixed(8)
+        }),
+        ..Default::default()
+    };
+    assert!(tp.pool.attach_with(NAME, Perm::Read, KEY, bad).is_err());
+    // The failed attach released the PMO.
+    let a = tp.pool.attach(NAME, Perm::Write, KEY).unwrap();
+    a.detach().unwrap();
+}
