@@ -800,6 +800,13 @@ impl Pool {
         };
         inner.poison(r)?;
         let scheme = Scheme::from_code(entry.scheme)?;
+        if entry.tag_bytes != scheme.tag_bytes() {
+            return Err(StoreError::Corrupt(format!(
+                "PMO '{name}': scheme {scheme} with {} metadata bytes per page (expected {})",
+                entry.tag_bytes,
+                scheme.tag_bytes()
+            )));
+        }
         let prot = if scheme.is_protected() {
             Some(Arc::new(Protection::open(
                 core.clone(),
