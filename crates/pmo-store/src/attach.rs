@@ -111,6 +111,7 @@ pub struct Attachment {
 impl Drop for Attachment {
     fn drop(&mut self) {
         let v = self.view.stats();
+        let predicted = self.predict_stats().map_or(0, |p| p.installed);
         let t = Instant::now();
         // Join the prediction workers first: no install into an unmapped range.
         drop(self.predictor.take());
@@ -119,6 +120,7 @@ impl Drop for Attachment {
         let detach_ns = t.elapsed().as_nanos() as u64;
         if self.handle.perm() == Perm::Write {
             let mut s = self.session_stats_with(v);
+            s.predicted = predicted;
             s.detach_ns = detach_ns;
             s.wall_ns = self.started.elapsed().as_nanos() as u64;
             self.handle.record_session(&s.with_compute());
@@ -358,7 +360,7 @@ impl Attachment {
             pages_encrypted: C::get(&c.pages_encrypted),
             psyncs: C::get(&c.psyncs),
             bytes_persisted: C::get(&c.bytes_persisted),
-            predicted: 0,
+            predicted: self.predict_stats().map_or(0, |p| p.installed),
         }
     }
 
