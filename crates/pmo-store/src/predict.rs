@@ -901,8 +901,15 @@ impl Predictor {
     }
 }
 
-impl Drop for Predictor {
-    fn drop(&mut self) {
+impl Predictor {
+    /// Stop and join the workers, close every stream's window (as unused), and return the
+    /// final counters: nothing changes them after this (what a detach should record).
+    pub fn finish(mut self) -> PredictStats {
+        self.stop_and_join();
+        self.hook.stats()
+    }
+
+    fn stop_and_join(&mut self) {
         self.hook.stop.store(true, Ordering::SeqCst);
         for t in &self.threads {
             t.thread().unpark();
@@ -912,6 +919,13 @@ impl Drop for Predictor {
             let _ = t.join();
         }
         self.hook.close_all();
+    }
+}
+
+impl Drop for Predictor {
+    fn drop(&mut self) {
+        // Idempotent: after `finish` there is no thread left and no window open.
+        self.stop_and_join();
     }
 }
 

@@ -506,9 +506,15 @@ fn workers_install_ahead_of_a_stream_on_a_bare_view() {
             faults_before,
             "{mech}: predicted pages did not fault"
         );
-        let s = predictor.stats();
+        let s = predictor.finish();
         assert_eq!(s.installed, 16, "{s:?}");
-        drop(predictor);
+        assert_eq!(
+            s.unused, 16,
+            "the open window counts as unused once finished: {s:?}"
+        );
+        assert_eq!(hook.stats(), s, "nothing changes after finish");
+        let _ = read(40); // a fault after finish is not seen by the predictor
+        assert_eq!(hook.stats(), s);
         drop(view);
     }
 }
