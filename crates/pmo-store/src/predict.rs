@@ -1299,6 +1299,57 @@ mod tests {
         assert_eq!(PredictConfig::adaptive().label(), "adaptive");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Any fault sequence under any valid configuration: no panic, every request inside
+        /// the bounds (stride within the configured maximum, window within the depth, fault
+        /// page inside the view), and the counters add up.
+        #[test]
+        fn any_fault_sequence_keeps_requests_in_bounds(
+            pages in 2u64..5000,
+            depth in 0u32..=MAX_DEPTH,
+            adaptive in proptest::bool::ANY,
+            streams in 1usize..=16,
+            max_stride in 1u32..=MAX_STRIDE_PAGES,
+            faults in proptest::collection::vec((0u64..5000, -3i64..=3), 1..400),
+        ) {
+            let cfg = PredictConfig {
+                depth: if adaptive { Depth::Adaptive { max: depth.max(1) } } else { Depth::Fixed(depth) },
+                streams,
+                max_stride_pages: max_stride,
+                queue_requests: 8,
+                ..PredictConfig::fixed(1)
+            };
+            let Some(h) = PredictHook::new(cfg, pages).unwrap() else {
+                proptest::prop_assert!(!adaptive && depth == 0);
+                return Ok(());
+            };
+            // Mix random pages with short strided runs so that streams do form.
+            let mut last = 0u64;
+            for (p, step) in faults {
+                let page = if step == 0 { p % pages } else {
+                    (last as i64 + step).rem_euclid(pages as i64) as u64
+                };
+                h.notify(page);
+                last = page;
+                while let Some(r) = h.ring.pop() {
+                    proptest::prop_assert!(r.page < pages);
+                    proptest::prop_assert!(r.stride != 0);
+                    proptest::prop_assert!(r.stride.unsigned_abs() <= u64::from(max_stride));
+                    proptest::prop_assert!(r.pages >= 1 && r.pages <= MAX_DEPTH);
+                }
+            }
+            let s = h.stats();
+            proptest::prop_assert!(s.stream_faults <= s.faults_seen);
+            proptest::prop_assert!(s.requests <= s.faults_seen, "one request per fault at most");
+            // A stream is born, paired and confirmed by three different faults.
+            proptest::prop_assert!(s.streams_confirmed * 3 <= s.faults_seen);
+            proptest::prop_assert!(s.depth_cap <= MAX_DEPTH);
+            h.close_all();
+            proptest::prop_assert!(h.entries.iter().all(|e| e.load(Ordering::Relaxed) == 0));
+        }
+    }
+
     #[test]
     fn level_of_rounds_up() {
         assert_eq!(level_of(1), 0);
