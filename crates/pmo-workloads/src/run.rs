@@ -9,7 +9,7 @@
 //!    iterations psync; after every `session_psyncs` (K) psyncs detach and attach again; after
 //!    the last iteration psync what is left and detach. Each store call and each iteration is
 //!    timed around the call;
-//! 3. verification (not timed): attach read-only, which decrypts and checks integrity, and
+//! 3. verification (not timed; a test's `tamper` hook runs just before it): attach read-only, which decrypts and checks integrity, and
 //!    compare every element bitwise with the same kernel run on a `Vec` in DRAM. An integrity
 //!    error at this attach also counts as a failed verification;
 //! 4. the PMO is destroyed unless `keep_pmo`.
@@ -49,6 +49,9 @@ pub struct RunConfig {
     pub attach: AttachOptions,
     /// Keep the PMO after the run (its name is in [`RunResult::pmo`]).
     pub keep_pmo: bool,
+    /// Fault injection for testing the verifier: called on the PMO's memory after the
+    /// measured part and before verification (then psynced). `None` in real runs.
+    pub tamper: Option<fn(&mut [f64])>,
 }
 
 impl RunConfig {
@@ -65,6 +68,7 @@ impl RunConfig {
             key: b"pmo-workloads".to_vec(),
             attach: AttachOptions::default(),
             keep_pmo: false,
+            tamper: None,
         }
     }
 
@@ -223,6 +227,13 @@ pub fn run_with_reference(
             detach_timed(a, &mut r)?;
         }
         r.wall_ns = wall.elapsed().as_nanos() as u64;
+
+        if let Some(tamper) = cfg.tamper {
+            let mut a = pool.attach_with(&name, Perm::Write, &cfg.key, AttachOptions::default())?;
+            with_f64s(&mut a, len_f64, tamper)?;
+            a.psync()?;
+            a.detach()?;
+        }
 
         // 3. Verification.
         match verify_pmo(pool, &name, &cfg.key, reference) {
