@@ -3,15 +3,19 @@
 //!
 //! ```text
 //! cargo run --release -p pmo-workloads --example suite -- [--size tiny|default|paper]
-//!     [--threads N] [--k K] [--repeats R] [--schemes a,b,..] [--workloads a,b,..]
-//!     [--iters-per-psync N] [--csv FILE] [--dir DIR]
+//!     [--threads N,..] [--k K,..] [--repeats R] [--schemes a,b,..] [--workloads a,b,..]
+//!     [--iters-per-psync N | --interval-ms MS] [--csv FILE] [--dir DIR]
 //! ```
-//! Each figure is the median over `--repeats` runs (default 3). The DRAM reference is computed
+//! `--threads` and `--k` take lists (thread scaling, attach-session sensitivity as in LOaPP
+//! Fig. 7); one table is printed per (threads, K). The psync tempo is calibrated per workload
+//! and thread count from the DRAM run to `default_psync_interval` unless `--iters-per-psync`
+//! or `--interval-ms` says otherwise. Each figure is the median over `--repeats` runs (default 3). The DRAM reference is computed
 //! once per workload and shared by every scheme; every run is verified against it.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use pmo_store::{KdfParams, Pool, PoolOptions, Scheme};
@@ -22,8 +26,9 @@ use pmo_workloads::{
 
 struct Args {
     size: Size,
-    threads: usize,
-    k: usize,
+    threads: Vec<usize>,
+    k: Vec<usize>,
+    interval_ms: Option<f64>,
     repeats: usize,
     schemes: Vec<String>,
     workloads: Vec<Workload>,
@@ -35,8 +40,9 @@ struct Args {
 fn parse_args() -> anyhow::Result<Args> {
     let mut a = Args {
         size: Size::Default,
-        threads: 1,
-        k: 2,
+        threads: vec![1],
+        k: vec![2],
+        interval_ms: None,
         repeats: 3,
         schemes: ["none", "wedi", "sp-ip", "secure"]
             .map(String::from)
@@ -55,8 +61,9 @@ fn parse_args() -> anyhow::Result<Args> {
         let mut val = || it.next().with_context(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--size" => a.size = Size::from_name(&val()?)?,
-            "--threads" => a.threads = val()?.parse()?,
-            "--k" => a.k = val()?.parse()?,
+            "--threads" => a.threads = list(&val()?)?,
+            "--k" => a.k = list(&val()?)?,
+            "--interval-ms" => a.interval_ms = Some(val()?.parse()?),
             "--repeats" => a.repeats = val()?.parse::<usize>()?.clamp(1, 100),
             "--schemes" => a.schemes = val()?.split(',').map(String::from).collect(),
             "--workloads" => {
@@ -76,6 +83,16 @@ fn parse_args() -> anyhow::Result<Args> {
         }
     }
     Ok(a)
+}
+
+fn list(s: &str) -> anyhow::Result<Vec<usize>> {
+    s.split(',')
+        .map(|x| {
+            x.trim()
+                .parse::<usize>()
+                .with_context(|| format!("'{x}' in '{s}'"))
+        })
+        .collect()
 }
 
 fn median(mut v: Vec<u64>) -> u64 {
@@ -139,14 +156,15 @@ fn main() -> anyhow::Result<()> {
 
 fn suite(args: &Args, schemes: &[Scheme], pool: &Pool) -> anyhow::Result<()> {
     println!(
-        "pmo-workloads suite: size {}, {} thread(s), K={}, {} repeat(s), fault mechanism {}",
+        "pmo-workloads suite: size {}, threads {:?}, K {:?}, {} repeat(s), fault mechanism {}",
         args.size.name(),
         args.threads,
         args.k,
         args.repeats,
         pmo_store::attach::fault_mechanism_name()
     );
-    let mut rows: BTreeMap<(usize, String), RunResult> = BTreeMap::new();
+    // (workload index, threads, K, scheme) -> medians
+    let mut rows: BTreeMap<(usize, usize, usize, String), RunResult> = BTreeMap::new();
     let mut csv = Vec::new();
     writeln!(
         csv,
@@ -154,81 +172,102 @@ fn suite(args: &Args, schemes: &[Scheme], pool: &Pool) -> anyhow::Result<()> {
     )?;
     for (wi, &w) in args.workloads.iter().enumerate() {
         let dims = w.dims(args.size);
-        let reference = Reference::compute(w, dims, args.threads)?;
-        let interval = default_psync_interval(w, dims);
-        let cal = Calibration::from_reference(&reference, interval);
-        let iters = args.iters_per_psync.unwrap_or(cal.iters_per_psync);
-        println!(
-            "{w} ({dims}, {:.1} MiB): DRAM run {:.3} s, {} steps, psync interval target {:.1} ms -> {} iterations per psync ({} psyncs)",
-            w.len_bytes(dims) as f64 / (1 << 20) as f64,
-            reference.compute_ns as f64 / 1e9,
-            cal.steps,
-            interval.as_secs_f64() * 1e3,
-            iters,
-            cal.steps.div_ceil(iters),
-        );
-        for &scheme in schemes {
-            let cfg = RunConfig {
-                threads: args.threads,
-                scheme,
-                session_psyncs: args.k,
-                iters_per_psync: Some(iters),
-                dims,
-                ..RunConfig::new(w, args.size)
+        for &threads in &args.threads {
+            let reference = Reference::compute(w, dims, threads)?;
+            let interval = match args.interval_ms {
+                Some(ms) => Duration::from_secs_f64(ms.max(0.0) / 1e3),
+                None => default_psync_interval(w, dims),
             };
-            let runs = (0..args.repeats)
-                .map(|_| run_with_reference(pool, &cfg, &reference))
-                .collect::<Result<Vec<_>, _>>()?;
-            let r = summarise(&runs);
-            if !r.verified {
-                bail!(
-                    "{w} under {scheme}: verification failed: {:?}",
-                    runs.iter().find_map(|r| r.verify_error.clone())
-                );
-            }
-            let p = format!(
-                "workloads,{w},{dims},{scheme},{},{},{}",
-                args.threads, args.k, iters
-            );
-            let samples = args.repeats;
-            for (metric, value, unit) in [
-                ("wall", r.wall_ns as f64 / 1e6, "ms"),
-                ("attach", r.attach_ns as f64 / 1e6, "ms"),
-                ("psync", r.psync_ns as f64 / 1e6, "ms"),
-                ("detach", r.detach_ns as f64 / 1e6, "ms"),
-                ("compute", r.compute_ns as f64 / 1e6, "ms"),
-                ("fill", r.fill_ns as f64 / 1e6, "ms"),
-                ("dram_compute", r.dram_compute_ns as f64 / 1e6, "ms"),
-                ("psyncs", r.psyncs as f64, "count"),
-                ("sessions", r.sessions as f64, "count"),
-                ("pages_committed", r.pages_committed as f64, "pages"),
-                ("bytes_persisted", r.bytes_persisted as f64, "bytes"),
-                ("faults", r.faults as f64, "count"),
-                ("verified", f64::from(u8::from(r.verified)), "bool"),
-            ] {
-                writeln!(csv, "{p},{metric},{value},{unit},{samples}")?;
-            }
+            let cal = Calibration::from_reference(&reference, interval);
+            let iters = args.iters_per_psync.unwrap_or(cal.iters_per_psync);
             println!(
-                "  {:<7} wall {:>8.1} ms = attach {:>7.1} + psync {:>7.1} + detach {:>5.1} + compute {:>8.1} (fill {:>6.1}); {} psyncs, {} sessions, {} pages, {} faults, verified",
-                scheme.name(),
-                r.wall_ns as f64 / 1e6,
-                r.attach_ns as f64 / 1e6,
-                r.psync_ns as f64 / 1e6,
-                r.detach_ns as f64 / 1e6,
-                r.compute_ns as f64 / 1e6,
-                r.fill_ns as f64 / 1e6,
-                r.psyncs,
-                r.sessions,
-                r.pages_committed,
-                r.faults,
+                "{w} ({dims}, {:.1} MiB), {threads} thread(s): DRAM run {:.3} s, {} steps, psync interval target {:.1} ms -> {} iterations per psync ({} psyncs)",
+                w.len_bytes(dims) as f64 / (1 << 20) as f64,
+                reference.compute_ns as f64 / 1e9,
+                cal.steps,
+                interval.as_secs_f64() * 1e3,
+                iters,
+                cal.steps.div_ceil(iters.max(1)),
             );
-            rows.insert((wi, scheme.name()), r);
+            for &k in &args.k {
+                for &scheme in schemes {
+                    let cfg = RunConfig {
+                        threads,
+                        scheme,
+                        session_psyncs: k,
+                        iters_per_psync: Some(iters),
+                        dims,
+                        ..RunConfig::new(w, args.size)
+                    };
+                    let runs = (0..args.repeats)
+                        .map(|_| run_with_reference(pool, &cfg, &reference))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let r = summarise(&runs);
+                    if !r.verified {
+                        bail!(
+                            "{w} under {scheme}: verification failed: {:?}",
+                            runs.iter().find_map(|r| r.verify_error.clone())
+                        );
+                    }
+                    let p = format!("workloads,{w},{dims},{scheme},{threads},{k},{iters}");
+                    let samples = args.repeats;
+                    for (metric, value, unit) in [
+                        ("wall", r.wall_ns as f64 / 1e6, "ms"),
+                        ("attach", r.attach_ns as f64 / 1e6, "ms"),
+                        ("psync", r.psync_ns as f64 / 1e6, "ms"),
+                        ("detach", r.detach_ns as f64 / 1e6, "ms"),
+                        ("compute", r.compute_ns as f64 / 1e6, "ms"),
+                        ("fill", r.fill_ns as f64 / 1e6, "ms"),
+                        ("dram_compute", r.dram_compute_ns as f64 / 1e6, "ms"),
+                        ("psyncs", r.psyncs as f64, "count"),
+                        ("sessions", r.sessions as f64, "count"),
+                        ("pages_committed", r.pages_committed as f64, "pages"),
+                        ("bytes_persisted", r.bytes_persisted as f64, "bytes"),
+                        ("faults", r.faults as f64, "count"),
+                        ("verified", f64::from(u8::from(r.verified)), "bool"),
+                    ] {
+                        writeln!(csv, "{p},{metric},{value},{unit},{samples}")?;
+                    }
+                    println!(
+                        "  K={k:<2} {:<7} wall {:>8.1} ms = attach {:>7.1} + psync {:>7.1} + detach {:>5.1} + compute {:>8.1} (fill {:>6.1}); {} psyncs, {} sessions, {} pages, {} faults, verified",
+                        scheme.name(),
+                        r.wall_ns as f64 / 1e6,
+                        r.attach_ns as f64 / 1e6,
+                        r.psync_ns as f64 / 1e6,
+                        r.detach_ns as f64 / 1e6,
+                        r.compute_ns as f64 / 1e6,
+                        r.fill_ns as f64 / 1e6,
+                        r.psyncs,
+                        r.sessions,
+                        r.pages_committed,
+                        r.faults,
+                    );
+                    rows.insert((wi, threads, k, scheme.name()), r);
+                }
+            }
         }
     }
     std::fs::write(&args.csv, csv).with_context(|| format!("write {}", args.csv.display()))?;
+    for &threads in &args.threads {
+        for &k in &args.k {
+            print_table(args, schemes, &rows, threads, k);
+        }
+    }
+    println!("\nCSV: {}", args.csv.display());
+    Ok(())
+}
 
-    // Wall time normalised to wedi, per workload, and the geometric mean.
-    println!("\nwall time normalised to wedi (lower is faster; wedi = 1.00)");
+/// Wall time normalised to wedi, per workload, and the geometric mean.
+fn print_table(
+    args: &Args,
+    schemes: &[Scheme],
+    rows: &BTreeMap<(usize, usize, usize, String), RunResult>,
+    threads: usize,
+    k: usize,
+) {
+    println!(
+        "\nwall time normalised to wedi, {threads} thread(s), K={k} (lower is faster; wedi = 1.00)"
+    );
     print!("{:<10}", "workload");
     for s in schemes {
         print!("{:>9}", s.name());
@@ -237,11 +276,11 @@ fn suite(args: &Args, schemes: &[Scheme], pool: &Pool) -> anyhow::Result<()> {
     let mut logs: BTreeMap<String, (f64, usize)> = BTreeMap::new();
     for (wi, w) in args.workloads.iter().enumerate() {
         let base = rows
-            .get(&(wi, "wedi".to_string()))
+            .get(&(wi, threads, k, "wedi".to_string()))
             .map(|r| r.wall_ns as f64);
         print!("{:<10}", w.name());
         for s in schemes {
-            match (base, rows.get(&(wi, s.name()))) {
+            match (base, rows.get(&(wi, threads, k, s.name()))) {
                 (Some(b), Some(r)) if b > 0.0 => {
                     let x = r.wall_ns as f64 / b;
                     print!("{x:>9.2}");
@@ -261,6 +300,5 @@ fn suite(args: &Args, schemes: &[Scheme], pool: &Pool) -> anyhow::Result<()> {
             _ => print!("{:>9}", "-"),
         }
     }
-    println!("\nCSV: {}", args.csv.display());
-    Ok(())
+    println!();
 }

@@ -84,20 +84,20 @@ impl Workload {
     pub fn dims(self, size: Size) -> Dims {
         let (n, m, tile) = match (self, size) {
             (Workload::Conv2d, Size::Tiny) => (40, 5, 0),
-            (Workload::Conv2d, Size::Default) => (1024, 48, 0),
+            (Workload::Conv2d, Size::Default) => (1536, 64, 0),
             // LOaPP Table IV: N=6144, M=104 (M read as the number of sweeps).
             (Workload::Conv2d, Size::Paper) => (6144, 104, 0),
             (Workload::Gauss, Size::Tiny) => (37, 0, 0),
-            (Workload::Gauss, Size::Default) => (1024, 0, 0),
+            (Workload::Gauss, Size::Default) => (1536, 0, 0),
             (Workload::Gauss, Size::Paper) => (8192, 0, 0),
             (Workload::Lu, Size::Tiny) => (33, 0, 0),
-            (Workload::Lu, Size::Default) => (896, 0, 0),
+            (Workload::Lu, Size::Default) => (1280, 0, 0),
             (Workload::Lu, Size::Paper) => (7168, 0, 0),
             (Workload::Tmm, Size::Tiny) => (36, 0, 8),
-            (Workload::Tmm, Size::Default) => (640, 0, 16),
+            (Workload::Tmm, Size::Default) => (1024, 0, 16),
             (Workload::Tmm, Size::Paper) => (4096, 0, 16),
             (Workload::Cholesky, Size::Tiny) => (35, 0, 0),
-            (Workload::Cholesky, Size::Default) => (1024, 0, 0),
+            (Workload::Cholesky, Size::Default) => (1536, 0, 0),
             // Not in Table IV: the size of the paper's Gauss.
             (Workload::Cholesky, Size::Paper) => (8192, 0, 0),
         };
@@ -318,7 +318,11 @@ const CONV_WEIGHTS: [f64; 9] = [0.05, 0.1, 0.05, 0.1, 0.4, 0.1, 0.05, 0.1, 0.05]
 /// One sweep: `dst = stencil(src)` on interior cells, boundary cells copied.
 fn conv2d_sweep(n: usize, mem: &mut [f64], sweep: usize, threads: usize, work: usize) {
     let (g0, g1) = mem.split_at_mut(n * n);
-    let (src, dst): (&[f64], &mut [f64]) = if sweep % 2 == 0 { (g0, g1) } else { (g1, g0) };
+    let (src, dst): (&[f64], &mut [f64]) = if sweep.is_multiple_of(2) {
+        (g0, g1)
+    } else {
+        (g1, g0)
+    };
     let w = CONV_WEIGHTS;
     par_units(dst, n, threads, work, |first_row, rows| {
         for (r, out) in rows.chunks_mut(n).enumerate() {
@@ -443,8 +447,8 @@ fn cholesky_step(n: usize, mem: &mut [f64], j: usize, threads: usize, work: usiz
     {
         let row = &mut top[j * n..];
         let mut s = row[j];
-        for k in 0..j {
-            s -= row[k] * row[k];
+        for &ljk in &row[..j] {
+            s -= ljk * ljk;
         }
         row[j] = s.sqrt();
     }

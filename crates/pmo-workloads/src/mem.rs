@@ -24,13 +24,11 @@ pub fn with_f64s<R>(
     len_f64: usize,
     f: impl FnOnce(&mut [f64]) -> R,
 ) -> Result<R> {
-    let need_bytes = len_f64
-        .checked_mul(std::mem::size_of::<f64>())
-        .unwrap_or(usize::MAX);
+    let need_bytes = len_f64.saturating_mul(std::mem::size_of::<f64>());
     let addr = att.addr();
     if att.perm() != Perm::Write
         || need_bytes > att.len()
-        || (addr as usize) % std::mem::align_of::<f64>() != 0
+        || !(addr as usize).is_multiple_of(std::mem::align_of::<f64>())
         || addr.is_null()
     {
         return Err(WorkloadError::Mapping {
@@ -56,12 +54,10 @@ pub fn with_f64s_ref<R>(
     len_f64: usize,
     f: impl FnOnce(&[f64]) -> R,
 ) -> Result<R> {
-    let need_bytes = len_f64
-        .checked_mul(std::mem::size_of::<f64>())
-        .unwrap_or(usize::MAX);
+    let need_bytes = len_f64.saturating_mul(std::mem::size_of::<f64>());
     let addr = att.addr();
     if need_bytes > att.len()
-        || (addr as usize) % std::mem::align_of::<f64>() != 0
+        || !(addr as usize).is_multiple_of(std::mem::align_of::<f64>())
         || addr.is_null()
     {
         return Err(WorkloadError::Mapping {

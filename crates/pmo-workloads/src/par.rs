@@ -24,7 +24,7 @@ pub fn par_units<F>(data: &mut [f64], unit_len: usize, threads: usize, work: usi
 where
     F: Fn(usize, &mut [f64]) + Sync,
 {
-    debug_assert!(unit_len > 0 && data.len() % unit_len == 0);
+    debug_assert!(unit_len > 0 && data.len().is_multiple_of(unit_len));
     let units = data.len() / unit_len.max(1);
     let useful = (work / MIN_WORK_PER_THREAD).max(1);
     let threads = threads.clamp(1, MAX_THREADS).min(units.max(1)).min(useful);
