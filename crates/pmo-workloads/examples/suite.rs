@@ -117,6 +117,7 @@ fn summarise(runs: &[RunResult]) -> RunResult {
         detach_ns: m(|r| r.detach_ns),
         compute_ns: m(|r| r.compute_ns),
         fill_ns: m(|r| r.fill_ns),
+        setup_ns: m(|r| r.setup_ns),
         verified: runs.iter().all(|r| r.verified),
         ..runs[0].clone()
     }
@@ -211,21 +212,7 @@ fn suite(args: &Args, schemes: &[Scheme], pool: &Pool) -> anyhow::Result<()> {
                     }
                     let p = format!("workloads,{w},{dims},{scheme},{threads},{k},{iters}");
                     let samples = args.repeats;
-                    for (metric, value, unit) in [
-                        ("wall", r.wall_ns as f64 / 1e6, "ms"),
-                        ("attach", r.attach_ns as f64 / 1e6, "ms"),
-                        ("psync", r.psync_ns as f64 / 1e6, "ms"),
-                        ("detach", r.detach_ns as f64 / 1e6, "ms"),
-                        ("compute", r.compute_ns as f64 / 1e6, "ms"),
-                        ("fill", r.fill_ns as f64 / 1e6, "ms"),
-                        ("dram_compute", r.dram_compute_ns as f64 / 1e6, "ms"),
-                        ("psyncs", r.psyncs as f64, "count"),
-                        ("sessions", r.sessions as f64, "count"),
-                        ("pages_committed", r.pages_committed as f64, "pages"),
-                        ("bytes_persisted", r.bytes_persisted as f64, "bytes"),
-                        ("faults", r.faults as f64, "count"),
-                        ("verified", f64::from(u8::from(r.verified)), "bool"),
-                    ] {
+                    for (metric, value, unit) in r.metrics() {
                         writeln!(csv, "{p},{metric},{value},{unit},{samples}")?;
                     }
                     println!(

@@ -136,6 +136,39 @@ impl RunResult {
     pub fn wall_s(&self) -> f64 {
         self.wall_ns as f64 / 1e9
     }
+
+    /// The run's parameters as (name, value) pairs, for tidy records.
+    pub fn params(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("workload", self.workload.clone()),
+            ("dims", self.dims.clone()),
+            ("scheme", self.scheme.clone()),
+            ("threads", self.threads.to_string()),
+            ("session_psyncs", self.session_psyncs.to_string()),
+            ("iters_per_psync", self.iters_per_psync.to_string()),
+        ]
+    }
+
+    /// Every measurement as (metric, value, unit), for tidy records (times in ms).
+    pub fn metrics(&self) -> Vec<(&'static str, f64, &'static str)> {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        vec![
+            ("wall", ms(self.wall_ns), "ms"),
+            ("attach", ms(self.attach_ns), "ms"),
+            ("psync", ms(self.psync_ns), "ms"),
+            ("detach", ms(self.detach_ns), "ms"),
+            ("compute", ms(self.compute_ns), "ms"),
+            ("fill", ms(self.fill_ns), "ms"),
+            ("setup", ms(self.setup_ns), "ms"),
+            ("dram_compute", ms(self.dram_compute_ns), "ms"),
+            ("psyncs", self.psyncs as f64, "count"),
+            ("sessions", self.sessions as f64, "count"),
+            ("pages_committed", self.pages_committed as f64, "pages"),
+            ("bytes_persisted", self.bytes_persisted as f64, "bytes"),
+            ("faults", self.faults as f64, "count"),
+            ("verified", f64::from(u8::from(self.verified)), "bool"),
+        ]
+    }
 }
 
 /// Run `cfg` in a new PMO of `pool`, computing the DRAM reference first.

@@ -111,6 +111,12 @@ fn calibrated_run_verifies() {
     let r = run(pool, &RunConfig::new(Workload::Cholesky, Size::Tiny)).unwrap();
     assert!(r.verified, "{:?}", r.verify_error);
     assert!(r.iters_per_psync >= 1 && r.psyncs >= 1);
+    let metrics = r.metrics();
+    let get = |name| metrics.iter().find(|m| m.0 == name).map(|m| m.1);
+    assert_eq!(get("wall"), Some(r.wall_ns as f64 / 1e6));
+    assert_eq!(get("psyncs"), Some(r.psyncs as f64));
+    assert_eq!(get("verified"), Some(1.0));
+    assert!(r.params().contains(&("workload", "cholesky".to_string())));
 }
 
 #[test]
