@@ -310,6 +310,20 @@ fn record_cell(c: &Cell, runs: &[RunResult], records: &mut Records, failed: &mut
         "s",
         n,
     );
+    // The store's Fig. 6 accounting, summed over the run's sessions.
+    for (i, (name, _)) in pmo_store::SessionStats::default()
+        .categories()
+        .iter()
+        .enumerate()
+    {
+        let v = median(
+            &runs
+                .iter()
+                .map(|r| r.session.categories()[i].1 as f64 / 1e9)
+                .collect::<Vec<_>>(),
+        );
+        records.push("suite", &params, &fig6_metric(name), v, "s", n);
+    }
     records.push(
         "suite",
         &params,
@@ -340,6 +354,20 @@ fn record_cell(c: &Cell, runs: &[RunResult], records: &mut Records, failed: &mut
             c.scheme
         ));
     }
+}
+
+/// Record name of a Fig. 6 category: `Psync Per+IV` -> `fig6_psync_per_iv_s`.
+fn fig6_metric(category: &str) -> String {
+    let mut m = String::from("fig6_");
+    for c in category.chars() {
+        match c {
+            'a'..='z' | '0'..='9' => m.push(c),
+            'A'..='Z' => m.push(c.to_ascii_lowercase()),
+            _ if !m.ends_with('_') => m.push('_'),
+            _ => {}
+        }
+    }
+    m.trim_end_matches('_').to_string() + "_s"
 }
 
 fn find(records: &Records, metric: &str, p: &[(&str, &str)]) -> Option<f64> {
@@ -469,14 +497,15 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         .filter(|r| r.bench == "suite")
         .collect();
     let param = |r: &crate::Record, k: &str| r.params.get(k).cloned().unwrap_or_default();
-    // Fig. 6: per scheme, stacked categories averaged (normalised) over workloads.
-    let cats = [
-        ("attach_s", "Attach"),
-        ("pf_s", "PF overhead"),
-        ("psync_s", "Psync"),
-        ("detach_s", "Detach"),
-        ("compute_s", "Compute"),
-    ];
+    // Fig. 6: per scheme, the store's seven categories stacked, each the mean over workloads
+    // of (category / wedi's wall time).
+    let names = pmo_store::SessionStats::default().categories();
+    let metrics: Vec<String> = names.iter().map(|c| fig6_metric(c.0)).collect();
+    let cats: Vec<(&str, &str)> = metrics
+        .iter()
+        .zip(names.iter())
+        .map(|(m, c)| (m.as_str(), c.0))
+        .collect();
     let mut schemes: Vec<String> = Vec::new();
     for r in rows
         .iter()
@@ -491,7 +520,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         let mut bars = Vec::new();
         for s in &schemes {
             let mut parts = Vec::new();
-            for (m, label) in cats {
+            for &(m, label) in &cats {
                 // Mean over workloads of (category / wedi's wall time).
                 let mut acc = (0.0, 0usize);
                 for r in rows.iter().filter(|r| {

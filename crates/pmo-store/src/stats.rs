@@ -83,6 +83,34 @@ impl SessionStats {
         self
     }
 
+    /// Add another session's figures (for totals over many sessions).
+    pub fn accumulate(&mut self, o: &SessionStats) {
+        let mut f = self.fields();
+        for (a, b) in f.iter_mut().zip(o.fields()) {
+            *a = a.saturating_add(b);
+        }
+        *self = SessionStats::from_fields(f);
+    }
+
+    fn from_fields(f: [u64; 14]) -> SessionStats {
+        SessionStats {
+            wall_ns: f[0],
+            attach_stall_ns: f[1],
+            attach_other_ns: f[2],
+            pf_ns: f[3],
+            psync_crypt_ns: f[4],
+            psync_persist_ns: f[5],
+            detach_ns: f[6],
+            compute_ns: f[7],
+            faults: f[8],
+            pages_decrypted: f[9],
+            pages_encrypted: f[10],
+            psyncs: f[11],
+            bytes_persisted: f[12],
+            predicted: f[13],
+        }
+    }
+
     /// The Fig. 6 categories as (name, nanoseconds), in the paper's order.
     pub fn categories(&self) -> [(&'static str, u64); 7] {
         [
@@ -138,23 +166,11 @@ impl SessionStats {
         {
             return None;
         }
-        let f = |i: usize| u64::from_le_bytes(b[8 + i * 8..16 + i * 8].try_into().expect("8"));
-        Some(SessionStats {
-            wall_ns: f(0),
-            attach_stall_ns: f(1),
-            attach_other_ns: f(2),
-            pf_ns: f(3),
-            psync_crypt_ns: f(4),
-            psync_persist_ns: f(5),
-            detach_ns: f(6),
-            compute_ns: f(7),
-            faults: f(8),
-            pages_decrypted: f(9),
-            pages_encrypted: f(10),
-            psyncs: f(11),
-            bytes_persisted: f(12),
-            predicted: f(13),
-        })
+        let mut f = [0u64; 14];
+        for (i, v) in f.iter_mut().enumerate() {
+            *v = u64::from_le_bytes(b[8 + i * 8..16 + i * 8].try_into().expect("8"));
+        }
+        Some(SessionStats::from_fields(f))
     }
 }
 

@@ -123,6 +123,9 @@ pub struct RunResult {
     pub faults: u64,
     /// Time the fault handler spent filling pages (decrypt + verify), included in compute.
     pub fill_ns: u64,
+    /// The store's own accounting, summed over the measured sessions: the LOaPP Fig. 6
+    /// categories (`pmo_store::SessionStats::categories`) and event counts.
+    pub session: pmo_store::SessionStats,
     /// Every element of the PMO equals the DRAM run's, bit for bit.
     pub verified: bool,
     /// Why verification failed (first differing element, or the integrity error).
@@ -355,9 +358,14 @@ fn detach_timed(a: Attachment, r: &mut RunResult) -> Result<()> {
     let v = a.view_stats();
     r.faults += v.faults;
     r.fill_ns += v.fill_ns;
+    let mut s = a.session_stats();
     let t = Instant::now();
     a.detach()?;
-    r.detach_ns += t.elapsed().as_nanos() as u64;
+    let dt = t.elapsed().as_nanos() as u64;
+    r.detach_ns += dt;
+    s.detach_ns = dt;
+    s.wall_ns += dt;
+    r.session.accumulate(&s);
     Ok(())
 }
 
