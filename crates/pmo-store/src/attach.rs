@@ -111,10 +111,10 @@ pub struct Attachment {
 impl Drop for Attachment {
     fn drop(&mut self) {
         let v = self.view.stats();
-        let predicted = self.predict_stats().map_or(0, |p| p.installed);
         let t = Instant::now();
-        // Join the prediction workers first: no install into an unmapped range.
-        drop(self.predictor.take());
+        // Join the prediction workers first (no install into an unmapped range), then count
+        // what they installed.
+        let predicted = self.predictor.take().map_or(0, |p| p.finish().installed);
         // SAFETY: dropped exactly once, here; `view` is not used after this line.
         unsafe { std::mem::ManuallyDrop::drop(&mut self.view) };
         let detach_ns = t.elapsed().as_nanos() as u64;
