@@ -427,11 +427,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 None => println!("last session:    none recorded"),
                 Some(s) => {
                     println!(
-                        "last session:    {:.3} ms: {} psyncs, {} faults, {} pages decrypted, {} encrypted, {} persisted",
+                        "last session:    {:.3} ms: {} psyncs, {} faults, {} pages decrypted ({} ahead of use), {} encrypted, {} persisted",
                         s.wall_ns as f64 / 1e6,
                         s.psyncs,
                         s.faults,
                         s.pages_decrypted,
+                        s.predicted,
                         s.pages_encrypted,
                         human(s.bytes_persisted)
                     );
