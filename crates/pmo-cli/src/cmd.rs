@@ -427,7 +427,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 None => println!("last session:    none recorded"),
                 Some(s) => {
                     println!(
-                        "last session:    {:.3} ms: {} psyncs, {} faults, {} pages decrypted ({} ahead of use), {} encrypted, {} persisted",
+                        "last session:    {:.3} ms: {} psyncs, {} faults, {} pages decrypted at a fault + {} ahead of use, {} encrypted, {} persisted",
                         s.wall_ns as f64 / 1e6,
                         s.psyncs,
                         s.faults,
