@@ -231,14 +231,11 @@ impl PmoCore {
                 // Snapshot a batch, seal it on all cores, then persist it.
                 let mut scratch = pr.scratch.lock().unwrap_or_else(|e| e.into_inner());
                 let want = pages.len().min(SEAL_BATCH_PAGES);
-                if scratch.0.len() < want {
-                    scratch.0.resize(want, [0u8; PAGE_SIZE as usize]);
-                    scratch.1.resize(want, [0u8; PAGE_SIZE as usize]);
+                if scratch.len() < want {
+                    scratch.resize(want, [0u8; PAGE_SIZE as usize]);
                 }
-                let (plain_all, sealed_all) = &mut *scratch;
                 for batch in pages.chunks(SEAL_BATCH_PAGES) {
-                    let plain = &mut plain_all[..batch.len()];
-                    let sealed = &mut sealed_all[..batch.len()];
+                    let sealed = &mut scratch[..batch.len()];
                     let mut cur_next = Vec::with_capacity(batch.len());
                     let tc = Instant::now();
                     for (i, &p) in batch.iter().enumerate() {
@@ -252,9 +249,9 @@ impl PmoCore {
                             .next_version()
                             .map_err(|e| StoreError::Os(format!("version counter: {e}")))?;
                         cur_next.push((cur, PageMapEntry::new(PageLoc::Slot(slot), v), slot));
-                        src(p, &mut plain[i])?;
+                        src(p, &mut sealed[i])?;
                     }
-                    let metas = pr.seal_batch(batch, &cur_next, plain, sealed)?;
+                    let metas = pr.seal_batch(batch, &cur_next, sealed)?;
                     crypt_ns += tc.elapsed().as_nanos() as u64;
                     for (i, &p) in batch.iter().enumerate() {
                         let (cur, next, slot) = cur_next[i];

@@ -21,7 +21,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use pmo_crypt::pool::ProtectJob;
 use pmo_crypt::{
     CryptoPool, FaithfulKeys, MasterKey as CryptMasterKey, PageProtector, PmoKeys, VersionCounter,
     VersionTableMac, WholePmoChecksum, PAGE_META_LEN,
@@ -72,9 +71,9 @@ pub struct Protection {
     /// The whole-PMO checksum committed last (`wedi`), to verify at attach.
     whole_expected: Option<[u8; 32]>,
     pub(crate) write: Mutex<WriteState>,
-    /// Plaintext snapshots and sealed pages of a psync batch, kept between psyncs so that a
-    /// psync does not fault in fresh heap pages (up to 2 x 512 pages).
-    pub(crate) scratch: Mutex<(Vec<Page>, Vec<Page>)>,
+    /// Page snapshots of a psync batch (sealed in place), kept between psyncs so that a psync
+    /// does not fault in fresh heap pages (up to 512 pages).
+    pub(crate) scratch: Mutex<Vec<Page>>,
     core: Arc<PmoCore>,
     medium: Arc<dyn Medium>,
 }
@@ -205,7 +204,7 @@ impl Protection {
                 mac,
                 reservation,
             }),
-            scratch: Mutex::new((Vec::new(), Vec::new())),
+            scratch: Mutex::new(Vec::new()),
             core,
             medium,
         };
@@ -391,39 +390,44 @@ impl Protection {
         }
     }
 
-    /// Seal a batch of pages on the crypto workers: `plain[i]` is page `pages[i]`, sealed with
-    /// the version of `entries[i].1` into `out[i]`; returns the metadata slots.
+    /// Seal a batch of pages in place on the crypto workers: `pages[i]` (plaintext in, at-rest
+    /// form out) is page `index[i]`, sealed with the version of `entries[i].1`; returns the
+    /// metadata slots.
     pub(crate) fn seal_batch(
         &self,
-        pages: &[u64],
+        index: &[u64],
         entries: &[(PageMapEntry, PageMapEntry, u8)],
-        plain: &[Page],
-        out: &mut [Page],
+        pages: &mut [Page],
     ) -> Result<Vec<[u8; PAGE_META_LEN]>> {
-        let mut jobs: Vec<ProtectJob<'_>> = pages
+        struct Job<'a> {
+            page_index: u64,
+            version: u64,
+            page: &'a mut Page,
+            meta: [u8; PAGE_META_LEN],
+        }
+        let sealer = self.sealer.as_ref().unwrap_or(&self.protector);
+        let mut jobs: Vec<Job<'_>> = index
             .iter()
             .zip(entries)
-            .zip(plain.iter().zip(out.iter_mut()))
-            .map(|((&p, e), (input, out))| ProtectJob {
+            .zip(pages.iter_mut())
+            .map(|((&p, e), page)| Job {
                 page_index: p,
                 version: e.1.version(),
-                input,
-                out,
+                page,
                 meta: [0u8; PAGE_META_LEN],
             })
             .collect();
+        let seal = |j: &mut Job<'_>| -> std::result::Result<(), pmo_crypt::CryptError> {
+            j.meta = sealer.seal_in_place(j.page_index, j.version, j.page)?;
+            Ok(())
+        };
         match crypto_pool() {
             Some(pool) => pool
-                .protect_batch(self.sealer.as_ref().unwrap_or(&self.protector), &mut jobs)
+                .run(&mut jobs, sealer.cost_hint_ns(), seal)
                 .map_err(crypt_err)?,
             None => {
                 for j in &mut jobs {
-                    j.meta = self
-                        .sealer
-                        .as_ref()
-                        .unwrap_or(&self.protector)
-                        .seal(j.page_index, j.version, j.input, j.out)
-                        .map_err(crypt_err)?;
+                    seal(j).map_err(crypt_err)?;
                 }
             }
         }
