@@ -236,14 +236,20 @@ impl Protection {
     /// used. As in the paper, the recomputed checksums vouch for whatever the committed pages
     /// hold: I_d trades that window for cheaper psyncs.
     fn crash_handler(&self) -> Result<()> {
-        let layout = &self.core.layout;
-        let m = &*self.medium;
+        self.write_checksums(0..self.core.npages())
+    }
+
+    /// Recompute the checksum of each written page of `pages` from its committed contents
+    /// (decrypted from the medium), make them durable, then clear the integrity-pending word.
+    fn write_checksums(&self, pages: impl Iterator<Item = u64>) -> Result<()> {
         let Some(sealer) = &self.sealer else {
             return Ok(());
         };
+        let layout = &self.core.layout;
+        let m = &*self.medium;
         let mut sealed: Page = [0u8; 4096];
         let mut plain: Page = [0u8; 4096];
-        for page in 0..self.core.npages() {
+        for page in pages {
             let e = self.entry(page);
             let Some(PageLoc::Slot(s)) = e.loc() else {
                 continue;
@@ -289,36 +295,11 @@ impl Protection {
     /// attached copy may hold later changes that detach discards), then clear the pending
     /// word. On error the word stays set and the next attach runs the crash handler.
     pub fn finish_detach(&self) -> Result<()> {
-        let Some(sealer) = &self.sealer else {
-            return Ok(());
-        };
         let mut open = self.id_session.lock().unwrap_or_else(|e| e.into_inner());
-        if !*open {
+        if self.sealer.is_none() || !*open {
             return Ok(());
         }
-        let set: Vec<u64> = (0..self.core.npages())
-            .filter(|&p| self.committed_unchecked(p))
-            .collect();
-        let layout = &self.core.layout;
-        let m = &*self.medium;
-        let mut sealed: Page = [0u8; 4096];
-        let mut plain: Page = [0u8; 4096];
-        for p in set {
-            let e = self.entry(p);
-            let Some(PageLoc::Slot(s)) = e.loc() else {
-                continue;
-            };
-            m.read(self.core.abs(layout.page(s, p)), &mut sealed)?;
-            sealer
-                .open(p, e.version(), &[0u8; PAGE_META_LEN], &sealed, &mut plain)
-                .map_err(crypt_err)?;
-            let sum = pmo_crypt::page_checksum(&plain).0;
-            let toff = self.core.abs(layout.tag(s, p));
-            m.write(toff, &sum)?;
-            m.flush(toff, PAGE_META_LEN as u64)?;
-        }
-        m.fence()?;
-        self.write_id_pending(0)?;
+        self.write_checksums((0..self.core.npages()).filter(|&p| self.committed_unchecked(p)))?;
         for w in self.id_pages.iter() {
             w.store(0, Ordering::Release);
         }

@@ -91,6 +91,13 @@ fn version_of(pool: &Pool, ctx: &str) -> u8 {
     versions[0]
 }
 
+/// One psync that writes version `v` to every page of PMO "a".
+fn commit_version(h: &pmo_store::PmoHandle, v: u8) -> Result<(), StoreError> {
+    let pages: Vec<[u8; 4096]> = (0..PMO_PAGES).map(|p| page(v, p)).collect();
+    let list: Vec<(u64, &[u8; 4096])> = (0..PMO_PAGES).zip(pages.iter()).collect();
+    h.commit_pages(&list).map(|_| ())
+}
+
 /// A pool with PMO "a" whose pages all hold version 1.
 fn base_image(scheme: Scheme) -> Vec<u8> {
     let m = Arc::new(CrashMedium::new(POOL_BYTES));
@@ -98,13 +105,7 @@ fn base_image(scheme: Scheme) -> Vec<u8> {
     pool.pcreate("a", PMO_PAGES * 4096, KEY).unwrap();
     pool.pcreate("b", 3 * 4096, KEY).unwrap();
     let h = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
-    let pages: Vec<[u8; 4096]> = (0..PMO_PAGES).map(|p| page(1, p)).collect();
-    let list: Vec<(u64, &[u8; 4096])> = pages
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (i as u64, b))
-        .collect();
-    h.commit_pages(&list).unwrap();
+    commit_version(&h, 1).unwrap();
     drop(h);
     m.durable_image()
 }
@@ -143,13 +144,7 @@ fn psync_is_atomic_at_every_persist_point() {
             |m| -> Result<(), StoreError> {
                 let pool = Pool::open_on(m.clone())?;
                 let h = pool.open_pmo("a", Perm::Write, KEY, None)?;
-                let pages: Vec<[u8; 4096]> = (0..PMO_PAGES).map(|p| page(2, p)).collect();
-                let list: Vec<(u64, &[u8; 4096])> = pages
-                    .iter()
-                    .enumerate()
-                    .map(|(i, b)| (i as u64, b))
-                    .collect();
-                h.commit_pages(&list)?;
+                commit_version(&h, 2)?;
                 Ok(())
             },
             |cp| {
@@ -199,13 +194,7 @@ fn repeated_psyncs_survive_crashes_in_the_second() {
                 let pool = Pool::open_on(m.clone())?;
                 let h = pool.open_pmo("a", Perm::Write, KEY, None)?;
                 for v in [2u8, 3] {
-                    let pages: Vec<[u8; 4096]> = (0..PMO_PAGES).map(|p| page(v, p)).collect();
-                    let list: Vec<(u64, &[u8; 4096])> = pages
-                        .iter()
-                        .enumerate()
-                        .map(|(i, b)| (i as u64, b))
-                        .collect();
-                    h.commit_pages(&list)?;
+                    commit_version(&h, v)?;
                 }
                 Ok(())
             },
