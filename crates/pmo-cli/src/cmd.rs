@@ -27,7 +27,12 @@ enum SchemeAction {
     /// Print the pool's default scheme and every scheme with its policies
     Show,
     /// Set the pool's default scheme
-    Set { name: String },
+    Set {
+        name: String,
+        /// Where the plaintext copy of an attached PMO lives: dram (default) or medium
+        #[arg(long)]
+        shadow: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -53,9 +58,13 @@ enum Cmd {
         #[arg(long)]
         sparse: bool,
         /// Default protection scheme of new PMOs: secure (default), none, wed, wedi, bp, bp-ip,
-        /// sp, sp-ip (bp-id, sp-id and ':medium' shadows are not implemented yet)
+        /// bp-id, sp, sp-ip, sp-id; a ':medium' suffix (or --shadow medium) puts the plaintext
+        /// copy on the medium (not for bp*)
         #[arg(long, default_value = "secure")]
         scheme: String,
+        /// Where the plaintext copy of an attached PMO lives: dram (default) or medium
+        #[arg(long)]
+        shadow: Option<String>,
     },
     /// Create a PMO
     Create {
@@ -65,6 +74,9 @@ enum Cmd {
         /// Protection scheme (default: PMO_SCHEME, else the pool's default)
         #[arg(long)]
         scheme: Option<String>,
+        /// Where the plaintext copy lives when attached: dram or medium (default: the scheme's)
+        #[arg(long)]
+        shadow: Option<String>,
     },
     /// Show or set the pool's default protection scheme for new PMOs
     Scheme {
@@ -246,6 +258,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             medium,
             sparse,
             scheme,
+            shadow,
         } => {
             let path = pool_path(&cli);
             let medium = match medium {
@@ -270,7 +283,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 base_addr: None,
                 medium,
                 preallocate: !*sparse,
-                scheme: parse_scheme(scheme)?,
+                scheme: with_shadow(parse_scheme(scheme)?, shadow.as_deref())?,
             };
             let pool = Pool::create(&path, *size, &opts)
                 .with_context(|| format!("pool {}", path.display()))?;
@@ -284,9 +297,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 info.medium.name()
             );
         }
-        Cmd::Create { name, size, scheme } => {
+        Cmd::Create {
+            name,
+            size,
+            scheme,
+            shadow,
+        } => {
             let pool = open(&cli)?;
-            let scheme = scheme.as_deref().map(parse_scheme).transpose()?;
+            let scheme = match (scheme.as_deref(), shadow.as_deref()) {
+                (None, None) => None,
+                (Some(s), shadow) => Some(with_shadow(parse_scheme(s)?, shadow)?),
+                (None, shadow) => {
+                    let base = match pmo_store::Scheme::from_env()? {
+                        Some(s) => s,
+                        None => pool.default_scheme()?,
+                    };
+                    Some(with_shadow(base, shadow)?)
+                }
+            };
             let key = key(&cli)?;
             let info = pool.pcreate_with(name, *size, &key, scheme)?;
             println!(
@@ -300,18 +328,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Scheme { action } => {
             let pool = open(&cli)?;
             match action {
-                SchemeAction::Set { name } => {
-                    let s = parse_scheme(name)?;
+                SchemeAction::Set { name, shadow } => {
+                    let s = with_shadow(parse_scheme(name)?, shadow.as_deref())?;
                     pool.set_default_scheme(s)?;
                     println!("default scheme of new PMOs: {s}");
                 }
                 SchemeAction::Show => {
                     println!("default scheme of new PMOs: {}", pool.default_scheme()?);
                     println!(
-                        "{:<8} {:<6} {:<12} {:<10} STATUS",
+                        "{:<8} {:<6} {:<12} {:<10} PLAINTEXT COPY",
                         "SCHEME", "UNIT", "CIPHER", "INTEGRITY"
                     );
                     for s in pmo_store::Scheme::all() {
+                        let medium = pmo_store::Scheme {
+                            shadow: pmo_store::Shadow::Medium,
+                            ..s
+                        };
                         println!(
                             "{:<8} {:<6} {:<12} {:<10} {}",
                             s.name(),
@@ -322,10 +354,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                                 pmo_store::scheme::IntegrityAt::Psync => "at psync",
                                 pmo_store::scheme::IntegrityAt::Detach => "at detach",
                             },
-                            if s.check_supported().is_ok() {
-                                "ok"
+                            if medium.check_supported().is_ok() {
+                                "dram (default) or :medium"
                             } else {
-                                "not implemented yet"
+                                "dram only (BP on the medium would commit plaintext)"
                             }
                         );
                     }
@@ -342,12 +374,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let pool = open(&cli)?;
             let list = pool.list()?;
             println!(
-                "{:<32} {:>12} {:<24} {:<8} ADDRESS",
+                "{:<32} {:>12} {:<24} {:<13} ADDRESS",
                 "NAME", "SIZE", "STATE", "SCHEME"
             );
             for p in list {
                 println!(
-                    "{:<32} {:>12} {:<24} {:<8} {:#x}",
+                    "{:<32} {:>12} {:<24} {:<13} {:#x}",
                     p.name,
                     human(p.size),
                     state_text(&p),
@@ -410,19 +442,33 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("state:           {}", state_text(&p));
             println!("scheme:          {}", scheme_name(p.scheme));
             println!("stable address:  {:#x}", p.base_addr);
+            let on_medium = pmo_store::Scheme::from_code(p.scheme)
+                .is_ok_and(|s| s.shadow == pmo_store::Shadow::Medium);
             println!(
-                "extent:          {:#x} + {} (data twice, for shadow paging)",
+                "extent:          {:#x} + {} (data twice, for shadow paging{})",
                 p.extent_off,
-                human(p.extent_len)
+                human(p.extent_len),
+                if on_medium {
+                    ", and the plaintext area"
+                } else {
+                    ""
+                }
             );
-            println!(
-                "fault mechanism: {}",
-                pmo_store::attach::fault_mechanism_name()
-            );
-            println!(
-                "dirty tracking:  {}",
-                pmo_store::DirtyTracking::from_env().unwrap_or(pmo_store::DEFAULT_TRACKING)
-            );
+            if on_medium {
+                println!(
+                    "fault mechanism: sigsegv (the view maps the plaintext area on the medium)"
+                );
+                println!("dirty tracking:  fault");
+            } else {
+                println!(
+                    "fault mechanism: {}",
+                    pmo_store::attach::fault_mechanism_name()
+                );
+                println!(
+                    "dirty tracking:  {}",
+                    pmo_store::DirtyTracking::from_env().unwrap_or(pmo_store::DEFAULT_TRACKING)
+                );
+            }
             match pool.last_session(name)? {
                 None => println!("last session:    none recorded"),
                 Some(s) => {
@@ -695,4 +741,18 @@ fn scheme_name(code: u32) -> String {
 
 fn parse_scheme(name: &str) -> anyhow::Result<pmo_store::Scheme> {
     Ok(pmo_store::Scheme::from_name(name)?)
+}
+
+/// `scheme` with the plaintext placement of `--shadow` (`None`: as named).
+fn with_shadow(
+    scheme: pmo_store::Scheme,
+    shadow: Option<&str>,
+) -> anyhow::Result<pmo_store::Scheme> {
+    let shadow = match shadow.map(str::trim) {
+        None => return Ok(scheme),
+        Some("dram") => pmo_store::Shadow::Dram,
+        Some("medium") => pmo_store::Shadow::Medium,
+        Some(other) => bail!("unknown --shadow '{other}' (dram or medium)"),
+    };
+    Ok(pmo_store::Scheme { shadow, ..scheme })
 }

@@ -250,3 +250,48 @@ fn check_with_names_decrypts_every_page_and_catches_tampering() {
     let o = pmo(&pool, None, &["check"], None);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
 }
+
+#[test]
+fn shadow_placement_is_chosen_at_create_and_shown() {
+    let d = tmpdir("shadow");
+    let pool = d.0.join("p.pool");
+    init(&pool, "64MiB");
+    let ok = |args: &[&str], stdin: Option<&[u8]>| {
+        let o = pmo(&pool, Some("k1"), args, stdin);
+        assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let out = ok(
+        &[
+            "create", "m", "--size", "64KiB", "--scheme", "sp-id", "--shadow", "medium",
+        ],
+        None,
+    );
+    assert!(out.contains("sp-id:medium"), "{out}");
+    ok(&["write", "m", "--offset", "100"], Some(b"on the medium"));
+    assert_eq!(
+        ok(&["read", "m", "--offset", "100", "--len", "13"], None),
+        "on the medium"
+    );
+    let info = ok(&["info", "m"], None);
+    assert!(info.contains("scheme:          sp-id:medium"), "{info}");
+    assert!(info.contains("plaintext area"), "{info}");
+    assert!(ok(&["list"], None).contains("sp-id:medium"));
+    ok(&["check", "m"], None);
+    ok(&["scheme", "set", "secure", "--shadow", "medium"], None);
+    assert!(ok(&["scheme", "show"], None).contains("new PMOs: secure:medium"));
+    let o = pmo(
+        &pool,
+        Some("k1"),
+        &["create", "b", "--size", "64KiB", "--scheme", "bp-ip:medium"],
+        None,
+    );
+    one_line_error(&o, 1, "bp would put plaintext");
+    let o = pmo(
+        &pool,
+        Some("k1"),
+        &["create", "b", "--size", "64KiB", "--shadow", "disk"],
+        None,
+    );
+    one_line_error(&o, 1, "--shadow");
+}

@@ -8,6 +8,7 @@
 //! journal1_end    tags: 2 slots x npages x tag_bytes         (rounded up to 4096; absent if 0)
 //!                 (with tag_bytes > 0 each journal has room for npages x 16 + a 64-byte trailer)
 //! data            slot 0: npages x 4096, then slot 1: npages x 4096
+//! plain           plaintext copy: npages x 4096                (only with the shadow on the medium)
 //! ```
 
 use crate::{align_up, PAGE_SIZE};
@@ -79,6 +80,9 @@ pub struct PmoLayout {
     pub journal_off: [u64; 2],
     pub tags_off: u64,
     pub data_off: u64,
+    /// Offset of the plaintext copy of a PMO whose shadow lives on the medium (`None`: the
+    /// plaintext copy lives in DRAM, or the PMO is unprotected and has none).
+    pub plain_off: Option<u64>,
     /// Total bytes of the extent.
     pub extent_len: u64,
 }
@@ -89,8 +93,13 @@ pub const MAP_ENTRY_SIZE: u64 = 8;
 pub const JOURNAL_ENTRY_SIZE: u64 = 16;
 
 impl PmoLayout {
-    /// Compute the layout; `None` if it would overflow.
+    /// Compute the layout without a plaintext area; `None` if it would overflow.
     pub fn new(npages: u64, tag_bytes: u64) -> Option<PmoLayout> {
+        PmoLayout::with_plain(npages, tag_bytes, false)
+    }
+
+    /// Compute the layout, with a plaintext area after the data slots when `plain`.
+    pub fn with_plain(npages: u64, tag_bytes: u64, plain: bool) -> Option<PmoLayout> {
         let map_off = PAGE_SIZE;
         let j0 = align_up(
             map_off.checked_add(npages.checked_mul(MAP_ENTRY_SIZE)?)?,
@@ -114,7 +123,13 @@ impl PmoLayout {
             tags_off.checked_add(npages.checked_mul(2)?.checked_mul(tag_bytes)?)?,
             PAGE_SIZE,
         )?;
-        let extent_len = data_off.checked_add(npages.checked_mul(2 * PAGE_SIZE)?)?;
+        let data_end = data_off.checked_add(npages.checked_mul(2 * PAGE_SIZE)?)?;
+        let (plain_off, extent_len) = if plain {
+            let end = data_end.checked_add(npages.checked_mul(PAGE_SIZE)?)?;
+            (Some(data_end), end)
+        } else {
+            (None, data_end)
+        };
         Some(PmoLayout {
             npages,
             tag_bytes,
@@ -122,6 +137,7 @@ impl PmoLayout {
             journal_off: [j0, j1],
             tags_off,
             data_off,
+            plain_off,
             extent_len,
         })
     }
@@ -140,6 +156,15 @@ impl PmoLayout {
         debug_assert!(page < self.npages && slot < 2);
         self.tags_off + (slot as u64 * self.npages + page) * self.tag_bytes
     }
+    /// Offset of page `page` of the plaintext area (`None` without one).
+    pub fn plain_page(&self, page: u64) -> Option<u64> {
+        debug_assert!(page < self.npages);
+        self.plain_off.map(|o| o + page * PAGE_SIZE)
+    }
+    /// Offset (in the header page) of the plaintext word of a PMO with a plaintext area (u64):
+    /// non-zero from before the area is first written at attach until it has been zeroed and
+    /// fenced at detach. Set at recovery: the area may hold plaintext and is zeroed first.
+    pub const PLAIN_WORD_OFF: u64 = 136;
     /// Offset (in the header page) of the holder word: the pid of the process that has the PMO
     /// attached read-write (u32, 0 = none). Informational only: written at attach and detach
     /// without a fence; the attach lock, not this word, decides who may attach.
@@ -186,6 +211,10 @@ mod tests {
             prop_assert!(l.page(0, npages - 1) + PAGE_SIZE == l.page(1, 0));
             prop_assert_eq!(l.page(1, npages - 1) + PAGE_SIZE, l.extent_len);
             prop_assert_eq!(l.data_off % PAGE_SIZE, 0);
+            let p = PmoLayout::with_plain(npages, tag, true).unwrap();
+            prop_assert_eq!(p.plain_page(0), Some(l.extent_len));
+            prop_assert_eq!(p.plain_page(npages - 1).unwrap() + PAGE_SIZE, p.extent_len);
+            prop_assert_eq!(l.plain_off, None);
         }
     }
 }

@@ -88,4 +88,7 @@ impl Medium for FileMedium {
     fn path(&self) -> Option<&Path> {
         Some(&self.path)
     }
+    fn file(&self) -> Option<&std::fs::File> {
+        Some(self.map.file())
+    }
 }

@@ -1021,6 +1021,9 @@ impl<M: Medium + ?Sized, C: Clock> Medium for LatencyMedium<M, C> {
     fn path(&self) -> Option<&Path> {
         self.inner.path()
     }
+    fn file(&self) -> Option<&std::fs::File> {
+        self.inner.file()
+    }
 }
 
 /// Wrap `medium` in a [`LatencyMedium`] on the real clock when `profile` is given.

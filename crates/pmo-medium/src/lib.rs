@@ -74,6 +74,14 @@ pub trait Medium: Send + Sync {
     fn kind(&self) -> MediumKind;
     /// Path of the file or device, if any (used for cross-process locks).
     fn path(&self) -> Option<&std::path::Path>;
+    /// The open file behind the medium, for callers that map a range of it directly (a PMO's
+    /// plaintext copy placed on the medium). Stores through such a mapping bypass this
+    /// interface: only data that need not be crash-consistent may go that way, and anything
+    /// that must be durable is written through [`Medium::write`]. `None` for media that cannot
+    /// be mapped (the crash-simulation medium).
+    fn file(&self) -> Option<&std::fs::File> {
+        None
+    }
 
     /// `write` then `flush` of the same range.
     fn write_flush(&self, offset: u64, data: &[u8]) -> Result<(), MediumError> {

@@ -67,4 +67,7 @@ impl Medium for PmemMedium {
     fn path(&self) -> Option<&Path> {
         Some(&self.path)
     }
+    fn file(&self) -> Option<&std::fs::File> {
+        Some(self.map.file())
+    }
 }

@@ -226,6 +226,24 @@ pub struct ViewOptions {
 }
 
 impl ViewOptions {
+    fn check(&self) -> Result<(), ViewError> {
+        if self.len_bytes == 0
+            || self.len_bytes & (PAGE_SIZE - 1) != 0
+            || self.len_bytes > isize::MAX as usize / 2
+        {
+            return Err(ViewError::InvalidLength);
+        }
+        if let Placement::Fixed(addr) = self.placement {
+            if addr == 0
+                || addr & (PAGE_SIZE - 1) != 0
+                || addr.checked_add(self.len_bytes).is_none()
+            {
+                return Err(ViewError::InvalidAddress { addr });
+            }
+        }
+        Ok(())
+    }
+
     /// A writable view of `len_bytes` anywhere, with the default mechanism.
     pub fn new(len_bytes: usize) -> ViewOptions {
         ViewOptions {
@@ -455,20 +473,7 @@ impl View {
         source: Arc<dyn PageSource>,
         tracking: Option<DirtyTracking>,
     ) -> Result<View, ViewError> {
-        if opts.len_bytes == 0
-            || opts.len_bytes & (PAGE_SIZE - 1) != 0
-            || opts.len_bytes > isize::MAX as usize / 2
-        {
-            return Err(ViewError::InvalidLength);
-        }
-        if let Placement::Fixed(addr) = opts.placement {
-            if addr == 0
-                || addr & (PAGE_SIZE - 1) != 0
-                || addr.checked_add(opts.len_bytes).is_none()
-            {
-                return Err(ViewError::InvalidAddress { addr });
-            }
-        }
+        opts.check()?;
         check_env("PMO_FAULT", "userfaultfd, sigsegv", |v| {
             Mechanism::from_name(v).is_some()
         })?;
@@ -486,8 +491,38 @@ impl View {
                     .unwrap_or_else(DirtyTracking::default_for_userfaultfd);
                 uffd::create(&opts, source, tracking)?
             }
-            Mechanism::Sigsegv => segv::create(&opts, source)?,
+            Mechanism::Sigsegv => segv::create(&opts, source, segv::Backing::Memfd)?,
         };
+        View::register(shared)
+    }
+
+    /// A view whose pages live in `file` from byte `offset` (page aligned) instead of DRAM: the
+    /// sigsegv mechanism over the file mapped twice (userfaultfd cannot serve missing pages of
+    /// most file mappings). Filling a page writes it into the file; [`View::discard`] zeroes it
+    /// there. `opts.mechanism` must be `None` or [`Mechanism::Sigsegv`]. Writes are tracked by
+    /// faults.
+    pub fn over_file(
+        opts: ViewOptions,
+        source: Arc<dyn PageSource>,
+        file: &std::fs::File,
+        offset: u64,
+    ) -> Result<View, ViewError> {
+        opts.check()?;
+        if opts.mechanism == Some(Mechanism::Userfaultfd) {
+            return Err(ViewError::Unsupported {
+                mechanism: Mechanism::Userfaultfd,
+                why: "a view over a file is served by the sigsegv mechanism".into(),
+            });
+        }
+        segv::probe().map_err(|why| ViewError::Unsupported {
+            mechanism: Mechanism::Sigsegv,
+            why,
+        })?;
+        let shared = segv::create(&opts, source, segv::Backing::File { file, offset })?;
+        View::register(shared)
+    }
+
+    fn register(shared: Shared) -> Result<View, ViewError> {
         let shared = Arc::new(shared);
         let slot = registry::register(&shared)?;
         Ok(View { shared, slot })
@@ -537,6 +572,11 @@ impl View {
             Backend::Uffd(st) => uffd::collect_dirty(&self.shared, st, out),
             Backend::Segv(st) => segv::collect_dirty(&self.shared, st, out),
         }
+    }
+
+    /// Append the pages filled so far (advisory while other threads fault or discard pages).
+    pub fn resident_pages(&self, out: &mut Vec<u64>) {
+        out.extend((0..self.shared.pages).filter(|&p| self.is_present(p)));
     }
 
     /// Whether the page has been filled (advisory while other threads fault or discard it).
@@ -688,12 +728,13 @@ pub(crate) fn map_view(
     prot: libc::c_int,
     flags: libc::c_int,
     fd: i32,
+    offset: u64,
 ) -> Result<usize, ViewError> {
     let (hint, fixed) = match opts.placement {
         Placement::Anywhere => (0, false),
         Placement::Fixed(addr) => (addr, true),
     };
-    match sys::map(hint, opts.len_bytes, prot, flags, fd, fixed) {
+    match sys::map_at(hint, opts.len_bytes, prot, flags, fd, offset, fixed) {
         Ok(addr) => Ok(addr),
         Err(sys::MapError::AddressInUse) => Err(ViewError::AddressInUse {
             addr: hint,

@@ -19,6 +19,7 @@ use pmo_os::view::{
 use crate::engine::{CommitStats, PmoCore};
 use crate::error::{Result, StoreError};
 use crate::pool::{Perm, PmoHandle, Pool};
+use crate::scheme::Shadow;
 
 /// Options of [`Pool::attach_with`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -115,6 +116,12 @@ impl Drop for Attachment {
         // Join the prediction workers first (no install into an unmapped range), then count
         // what they installed.
         let predicted = self.predictor.take().map_or(0, |p| p.finish().installed);
+        if self.handle.scheme().shadow == Shadow::Medium {
+            // The pages of the plaintext area this mapping filled: scrubbed at the handle's drop.
+            let mut pages = Vec::new();
+            self.view.resident_pages(&mut pages);
+            self.handle.plain_pages(pages);
+        }
         // SAFETY: dropped exactly once, here; `view` is not used after this line.
         unsafe { std::mem::ManuallyDrop::drop(&mut self.view) };
         let detach_ns = t.elapsed().as_nanos() as u64;
@@ -186,12 +193,34 @@ impl Pool {
             .tracking
             .or_else(DirtyTracking::from_env)
             .unwrap_or(DEFAULT_TRACKING);
-        let view = match View::with_tracking(vopts, source.clone(), Some(tracking)) {
+        // Where the plaintext copy lives: DRAM (a view of its own), or the PMO's plaintext area
+        // on the medium (a view over the pool file, marked before anything is written there).
+        let plain_area = match handle.scheme().shadow {
+            Shadow::Dram => None,
+            Shadow::Medium => {
+                let file = self.medium().file().ok_or_else(|| {
+                    StoreError::Unsupported(format!(
+                        "PMO '{name}' keeps its plaintext copy on the medium, and this medium ({:?}) cannot be mapped",
+                        self.medium().kind()
+                    ))
+                })?;
+                let off = handle.core.layout.plain_off.ok_or_else(|| {
+                    StoreError::Corrupt(format!("PMO '{name}': no plaintext area"))
+                })?;
+                handle.begin_plain()?;
+                Some((file, handle.core.extent_off + off))
+            }
+        };
+        let make_view = |vopts: ViewOptions, source: Arc<dyn PageSource>| match plain_area {
+            None => View::with_tracking(vopts, source, Some(tracking)),
+            Some((file, off)) => View::over_file(vopts, source, file, off),
+        };
+        let view = match make_view(vopts, source.clone()) {
             Ok(v) => v,
             Err(ViewError::AddressInUse { .. }) if opts.relocate => {
                 vopts.placement = Placement::Anywhere;
                 relocated = true;
-                View::with_tracking(vopts, source, Some(tracking)).map_err(view_err)?
+                make_view(vopts, source).map_err(view_err)?
             }
             Err(ViewError::AddressInUse { addr, len }) => {
                 return Err(StoreError::AddressInUse {

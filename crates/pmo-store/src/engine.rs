@@ -81,7 +81,8 @@ impl PmoCore {
     /// Engine for a namespace entry. Fails if the entry's layout does not fit its extent.
     pub fn new(entry: &Entry) -> Result<PmoCore> {
         let npages = entry.size / PAGE_SIZE;
-        let layout = PmoLayout::new(npages, entry.tag_bytes as u64)
+        let plain = entry.scheme & crate::scheme::SHADOW_MEDIUM_BIT != 0;
+        let layout = PmoLayout::with_plain(npages, entry.tag_bytes as u64, plain)
             .filter(|l| l.extent_len <= entry.extent_len)
             .ok_or_else(|| {
                 StoreError::Corrupt(format!(
@@ -450,8 +451,10 @@ impl PmoCore {
         let mut seq = self.seq.lock().unwrap_or_else(|e| e.into_inner());
         let Some(record) = self.newest_record(m)? else {
             *seq = 0;
+            self.scrub_if_marked(m)?;
             return Ok(RecoverReport::default());
         };
+        self.scrub_if_marked(m)?;
         let mut replayed = 0;
         for e in self.journal(m, &record)? {
             if self.map_entry(m, e.page)? != e.entry {
@@ -504,6 +507,86 @@ impl PmoCore {
                 self.name
             ));
         }
+        if self.plain_marked(m)? {
+            problems.push(format!(
+                "PMO '{}': its plaintext copy on the medium was not scrubbed (a crash while attached; opening the pool or attaching it scrubs it)",
+                self.name
+            ));
+        } else if let Some(off) = self.layout.plain_off {
+            let mut page = vec![0u8; PAGE_SIZE as usize];
+            let mut dirty = 0u64;
+            for p in 0..self.layout.npages {
+                m.read(self.abs(off + p * PAGE_SIZE), &mut page)?;
+                dirty += u64::from(page.iter().any(|&b| b != 0));
+            }
+            if dirty > 0 {
+                problems.push(format!(
+                    "PMO '{}': plaintext found on the medium: {dirty} pages of its plaintext area are not zero while it is detached",
+                    self.name
+                ));
+            }
+        }
         Ok(problems)
+    }
+
+    // The plaintext area of a PMO whose shadow lives on the medium (`docs/format.md` §4): the
+    // plaintext word is set and fenced before an attach writes the area, and cleared (fenced)
+    // only after the pages it wrote are zeroed and fenced. So after any crash a set word covers
+    // every page that may hold plaintext.
+
+    /// Whether the plaintext word is set (always false without a plaintext area).
+    pub fn plain_marked(&self, m: &dyn Medium) -> Result<bool> {
+        if self.layout.plain_off.is_none() {
+            return Ok(false);
+        }
+        let mut b = [0u8; 8];
+        m.read(self.abs(PmoLayout::PLAIN_WORD_OFF), &mut b)?;
+        Ok(u64::from_le_bytes(b) != 0)
+    }
+
+    /// Set the plaintext word, durably, before the plaintext area is written.
+    pub fn mark_plain(&self, m: &dyn Medium) -> Result<()> {
+        let off = self.abs(PmoLayout::PLAIN_WORD_OFF);
+        m.write(off, &1u64.to_le_bytes())?;
+        m.persist(off, 8)?;
+        Ok(())
+    }
+
+    /// Zero `pages` of the plaintext area (`None`: all of it), fence, then clear the plaintext
+    /// word and fence. Returns the pages zeroed. A crash inside leaves the word set, and the
+    /// next recovery zeroes the whole area again (idempotent).
+    pub fn scrub_plain(&self, m: &dyn Medium, pages: Option<&[u64]>) -> Result<u64> {
+        let Some(base) = self.layout.plain_off else {
+            return Ok(0);
+        };
+        let mut n = 0u64;
+        let mut zero = |p: u64| -> Result<()> {
+            let off = self.abs(base + p * PAGE_SIZE);
+            m.zero(off, PAGE_SIZE)?;
+            m.flush(off, PAGE_SIZE)?;
+            n += 1;
+            Ok(())
+        };
+        match pages {
+            Some(list) => list
+                .iter()
+                .filter(|&&p| p < self.layout.npages)
+                .try_for_each(|&p| zero(p))?,
+            None => (0..self.layout.npages).try_for_each(zero)?,
+        }
+        m.fence()?;
+        let off = self.abs(PmoLayout::PLAIN_WORD_OFF);
+        m.write(off, &0u64.to_le_bytes())?;
+        m.persist(off, 8)?;
+        Ok(n)
+    }
+
+    /// The crash handler of the plaintext area: zero all of it if the word is set.
+    pub fn scrub_if_marked(&self, m: &dyn Medium) -> Result<u64> {
+        if self.plain_marked(m)? {
+            self.scrub_plain(m, None)
+        } else {
+            Ok(0)
+        }
     }
 }

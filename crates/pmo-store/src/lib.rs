@@ -43,7 +43,7 @@ pub use pmo_os::view::{DirtyTracking, Mechanism};
 pub use pool::{AttachState, CheckReport, Perm, PmoHandle, PmoInfo, Pool, PoolInfo, PoolOptions};
 pub use pptr::PPtr;
 pub use predict::{PredictConfig, PredictStats};
-pub use scheme::Scheme;
+pub use scheme::{Scheme, Shadow};
 pub use stats::SessionStats;
 
 /// The pool used when none is named: `PMO_POOL`, else `$XDG_DATA_HOME/pmo/default.pool`,

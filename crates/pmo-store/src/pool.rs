@@ -540,8 +540,12 @@ impl Pool {
         self.check_can_protect(scheme)?;
         let size = align_up(size, PAGE_SIZE)
             .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
-        let layout = PmoLayout::new(size / PAGE_SIZE, scheme.tag_bytes() as u64)
-            .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
+        let layout = PmoLayout::with_plain(
+            size / PAGE_SIZE,
+            scheme.tag_bytes() as u64,
+            scheme.shadow == crate::scheme::Shadow::Medium,
+        )
+        .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
         let uuid = keys::random_bytes::<16>();
         let salt = keys::random_bytes::<32>();
         let master = keys::derive_master(&uuid, &salt, &inner.sb.kdf, key)?;
@@ -623,6 +627,8 @@ impl Pool {
             return Err(self.busy(&entry));
         };
         let r = (|| {
+            // A plaintext copy left by a crash goes before the space is given back.
+            PmoCore::new(&entry)?.scrub_if_marked(m)?;
             namespace::bump_gen(m, &inner.sb)?;
             clear_slot(m, &inner.sb, slot)?;
             m.fence()?;
@@ -770,14 +776,17 @@ impl Pool {
         let stall =
             |w: Option<Duration>| Some(w.unwrap_or_default().max(crate::detach::DETACH_STALL_MAX));
         let lock_ex = |w| inner.locker.lock(word, LockKind::Exclusive, w);
-        let first = lock_ex(if perm == Perm::Write { wait } else { None })?;
+        // A PMO whose plaintext copy lives on the medium has one user at a time, readers
+        // included: each attach fills the shared plaintext area and each detach scrubs it.
+        let sole = perm == Perm::Write || entry.scheme & crate::scheme::SHADOW_MEDIUM_BIT != 0;
+        let first = lock_ex(if sole { wait } else { None })?;
         let first = match first {
             None if detaching() => lock_ex(stall(wait))?,
             other => other,
         };
         let (mut guard, exclusive) = match first {
             Some(g) => (g, true),
-            None if perm == Perm::Read => match inner.locker.lock(word, LockKind::Shared, wait)? {
+            None if !sole => match inner.locker.lock(word, LockKind::Shared, wait)? {
                 Some(g) => (g, false),
                 None => return Err(self.busy(&entry)),
             },
@@ -818,7 +827,7 @@ impl Pool {
         } else {
             None
         };
-        if perm == Perm::Read && exclusive {
+        if perm == Perm::Read && exclusive && !sole {
             guard.downgrade()?;
         }
         if perm == Perm::Write {
@@ -831,6 +840,7 @@ impl Pool {
             _lock: guard,
             master,
             prot,
+            scrub: std::sync::Mutex::new(None),
         })
     }
 
@@ -945,7 +955,35 @@ pub(crate) const DETACHING: u32 = 1 << 31;
 impl PmoHandle {
     /// Whether dropping this handle has work on the medium (a background detach is worth it).
     pub(crate) fn has_detach_work(&self) -> bool {
-        self.perm == Perm::Write && self.prot.as_ref().is_some_and(|p| p.has_detach_work())
+        self.scrub_pending()
+            || self.perm == Perm::Write && self.prot.as_ref().is_some_and(|p| p.has_detach_work())
+    }
+
+    fn scrub_pending(&self) -> bool {
+        self.scrub
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// Set the plaintext word before a mapped attach fills the plaintext area on the medium.
+    pub(crate) fn begin_plain(&self) -> Result<()> {
+        let r = self.core.mark_plain(self.medium());
+        self.pool.inner.poison(r)?;
+        *self.scrub.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
+        Ok(())
+    }
+
+    /// The pages of the plaintext area the mapping filled: zeroed when the handle drops.
+    pub(crate) fn plain_pages(&self, pages: Vec<u64>) {
+        if let Some(s) = self
+            .scrub
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+        {
+            *s = pages;
+        }
     }
 
     /// Mark the holder word "detaching" (informational: attaches then wait instead of failing).
@@ -973,6 +1011,20 @@ impl Drop for PmoHandle {
                 let _ = p.finish_detach();
             }
         }
+        if let Some(pages) = self
+            .scrub
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            if !self.pool.inner.poisoned.load(Ordering::Acquire) {
+                // On failure the plaintext word stays set: the next open or attach scrubs all.
+                // (Done in the background detach: a later attach's stall shows its cost.)
+                if self.core.scrub_plain(self.medium(), Some(&pages)).is_err() {
+                    self.pool.inner.poisoned.store(true, Ordering::Release);
+                }
+            }
+        }
         if self.perm == Perm::Write && !self.pool.inner.poisoned.load(Ordering::Acquire) {
             let _ = write_holder(self.medium(), &self.core, 0);
         }
@@ -990,6 +1042,9 @@ pub struct PmoHandle {
     pub(crate) master: MasterKey,
     /// At-rest protection (`None`: scheme `none`).
     pub(crate) prot: Option<Arc<Protection>>,
+    /// Plaintext-area pages a mapped attach filled on the medium, zeroed at drop (`None`: the
+    /// plaintext copy is not on the medium, or this handle never mapped it).
+    scrub: std::sync::Mutex<Option<Vec<u64>>>,
 }
 
 impl PmoHandle {

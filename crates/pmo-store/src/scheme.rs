@@ -24,8 +24,21 @@
 //! | `bp-id`, `sp-id` | page | XTS + SHA-256 | at detach | the crash handler repairs at the next attach |
 //! | `secure` | page | AES-256-GCM + version-table MAC | at psync | the default: catches rollback, swap, transplant |
 //!
-//! Implemented: every scheme with the DRAM shadow. Not yet implemented (a clear error, never a
-//! silent fallback): the plaintext shadow on the medium (`:medium`).
+//! Where the plaintext lives (`:dram`, the default, or `:medium`):
+//! - DRAM (LPMO): the attached copy is process memory; the medium only ever holds ciphertext.
+//! - The medium (the LOaPP kernel): the PMO's extent has a plaintext area, the application's
+//!   view is that area mapped (the sigsegv mechanism over the pool file), a fault decrypts into
+//!   it, psync encrypts the written pages from it into the shadow slots, and detach zeroes the
+//!   pages it filled (in the background: the next attach waits for it). A plaintext word in the
+//!   header page covers the area across crashes: recovery zeroes the whole area when it is set
+//!   (at pool open, at attach, before pdestroy gives the space back). One user at a time,
+//!   readers included. The application's own loads and stores go to the medium; the latency
+//!   emulation does not see them (it covers the engine's accesses only).
+//!
+//! `bp*:medium` is refused: BP decrypts into *both* the shadow and the committed copy, so the
+//! committed state on the medium would be plaintext during an attach and after a crash until
+//! the next keyed attach. pmo never commits plaintext (docs/security.md); with the plaintext
+//! copy on the medium the paper's SP designs (`sp*:medium`) are the ones that keep that promise.
 //!
 //! On the medium a scheme is a `u32` code in the namespace entry (`docs/format.md` §3): bits 0-7
 //! the named scheme (0 none, 1 wed, 2 wedi, 3 bp, 4 bp-ip, 5 bp-id, 6 sp, 7 sp-ip, 8 sp-id,
@@ -114,7 +127,8 @@ const IDS: [(SchemeId, &str); 10] = [
     (SchemeId::Secure, "secure"),
 ];
 
-const SHADOW_MEDIUM_BIT: u32 = 1 << 8;
+/// Bit of a scheme code: the plaintext copy lives on the medium.
+pub(crate) const SHADOW_MEDIUM_BIT: u32 = 1 << 8;
 
 impl Scheme {
     /// No protection.
@@ -134,6 +148,13 @@ impl Scheme {
             id,
             shadow: Shadow::Dram,
         })
+    }
+
+    /// Every named scheme with each plaintext placement (DRAM first), supported or not.
+    pub fn all_placements() -> impl Iterator<Item = Scheme> {
+        [Shadow::Dram, Shadow::Medium]
+            .into_iter()
+            .flat_map(|shadow| Scheme::all().map(move |s| Scheme { shadow, ..s }))
     }
 
     /// Parse `name` (`none`, `wed`, `wedi`, `bp`, `bp-ip`, `bp-id`, `sp`, `sp-ip`, `sp-id`,
@@ -261,10 +282,14 @@ impl Scheme {
 
     /// `Ok` if this build implements the scheme; else a clear `Unsupported` error.
     pub fn check_supported(&self) -> Result<()> {
-        if self.shadow == Shadow::Medium {
+        if self.shadow == Shadow::Medium
+            && matches!(self.id, SchemeId::Bp | SchemeId::BpIp | SchemeId::BpId)
+        {
             return Err(StoreError::Unsupported(format!(
-                "scheme '{}': plaintext on the medium (--shadow medium) is not implemented yet; use the DRAM shadow",
-                self.name()
+                "scheme '{}': BP would put plaintext in the committed copy on the medium, which pmo never does; use '{}' (plaintext shadow on the medium) or '{}' (in DRAM)",
+                self.name(),
+                self.name().replacen("bp", "sp", 1),
+                self.name().trim_end_matches(":medium")
             )));
         }
         Ok(())
@@ -315,7 +340,12 @@ mod tests {
         assert_eq!(s("none").tag_bytes(), 0);
         assert_eq!(s("bp").tag_bytes(), 32);
         assert!(s("sp-id").check_supported().is_ok());
-        assert!(s("sp:medium").check_supported().is_err());
+        assert!(s("sp:medium").check_supported().is_ok());
+        assert!(s("sp-id:medium").check_supported().is_ok());
+        assert!(s("secure:medium").check_supported().is_ok());
+        assert!(s("wedi:medium").check_supported().is_ok());
+        assert!(s("bp:medium").check_supported().is_err());
+        assert!(s("bp-ip:medium").check_supported().is_err());
         assert!(s("secure").check_supported().is_ok());
     }
 }

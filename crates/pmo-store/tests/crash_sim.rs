@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use pmo_medium::crash::{explore, CrashMedium, CrashPoint};
+use pmo_medium::Medium;
 use pmo_store::{KdfParams, Perm, Pool, PoolOptions, Scheme, StoreError};
 
 const KEY: &[u8] = b"crash-key";
@@ -318,6 +319,63 @@ fn pool_creation_crash_leaves_no_half_pool() {
                     Err(e) => panic!("{ctx}: {e}"),
                 }
             },
+        );
+    }
+}
+
+/// The crash handler of a plaintext copy on the medium: a writer died attached (its plaintext
+/// word set, plaintext pages in the area). Recovery at open zeroes the area; a crash at any
+/// persist point of that recovery leaves the word set or the area zeroed, never plaintext with
+/// the word clear, and the PMO is as of its last psync.
+#[test]
+fn plaintext_area_is_scrubbed_by_recovery_at_every_persist_point() {
+    use pmo_format::layout::PmoLayout;
+    for name in ["sp-ip:medium", "secure:medium", "none:medium"] {
+        let scheme = Scheme::from_name(name).unwrap();
+        let m = Arc::new(CrashMedium::from_image(base_image(scheme)));
+        let pool = Pool::open_on(m.clone()).unwrap();
+        let info = pool.info("a").unwrap();
+        let layout = PmoLayout::with_plain(PMO_PAGES, scheme.tag_bytes() as u64, true).unwrap();
+        assert_eq!(
+            layout.extent_len, info.extent_len,
+            "{name}: the extent has a plaintext area"
+        );
+        // What a writer that died attached leaves: the word set, then plaintext in the area.
+        let word = info.extent_off + PmoLayout::PLAIN_WORD_OFF;
+        m.write(word, &1u64.to_le_bytes()).unwrap();
+        m.persist(word, 8).unwrap();
+        for p in 0..PMO_PAGES {
+            let off = info.extent_off + layout.plain_page(p).unwrap();
+            m.write(off, &page(2, p)).unwrap();
+            m.persist(off, 4096).unwrap();
+        }
+        drop(pool);
+        let image = m.durable_image();
+        assert!(
+            image.windows(64).any(|w| w == [2u8; 64]),
+            "{name}: the detector finds the plaintext"
+        );
+        let points = explore(
+            &image,
+            1,
+            SEED,
+            |m| Pool::open_on(m.clone()).map(|_| ()),
+            |cp: &CrashPoint| {
+                let ctx = format!("{name}: crash at {} of recovery", cp.point);
+                let m2 = Arc::new(CrashMedium::from_image(cp.image.clone()));
+                let pool =
+                    Pool::open_on(m2.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+                assert!(
+                    !m2.current_image().windows(64).any(|w| w == [2u8; 64]),
+                    "{ctx}: plaintext left on the medium"
+                );
+                assert_eq!(version_of(&pool, &ctx), 1, "{ctx}");
+                assert_healthy(&pool, &ctx);
+            },
+        );
+        assert!(
+            points >= 2,
+            "{name}: recovery scrubbed ({points} persist points)"
         );
     }
 }

@@ -45,7 +45,7 @@ fn file_pool(tag: &str, scheme: Scheme) -> (Pool, TmpPool) {
 }
 
 fn implemented() -> Vec<Scheme> {
-    Scheme::all()
+    Scheme::all_placements()
         .filter(|s| s.check_supported().is_ok())
         .collect()
 }
@@ -90,6 +90,8 @@ fn every_scheme_round_trips_and_keeps_plaintext_off_the_medium() {
         }
         drop(a);
         drop(pool);
+        // A plaintext copy on the medium is scrubbed by the background detach.
+        pmo_store::wait_for_background_detaches();
         let image = std::fs::read(&tmp.path).unwrap();
         let found = image.windows(MARKER.len()).any(|w| w == MARKER);
         assert_eq!(
@@ -106,7 +108,7 @@ fn every_scheme_round_trips_and_keeps_plaintext_off_the_medium() {
 #[test]
 fn unimplemented_schemes_are_clear_errors() {
     let (pool, _tmp) = file_pool("unsup", Scheme::SECURE);
-    for name in ["sp:medium", "secure:medium", "wedi:medium"] {
+    for name in ["bp:medium", "bp-ip:medium", "bp-id:medium"] {
         let s = Scheme::from_name(name).unwrap();
         let e = pool.pcreate_with("x", 4096, KEY, Some(s)).unwrap_err();
         assert!(matches!(e, StoreError::Unsupported(_)), "{name}: {e}");
@@ -699,4 +701,85 @@ fn detach_is_nonblocking_and_a_later_attach_waits_for_it() {
     for p in 0..pages as u64 {
         h.read_page(p, &mut page).unwrap();
     }
+}
+
+/// `:medium`: the plaintext copy is the PMO's plaintext area on the medium while attached
+/// (the application's writes land there), and is zeroed at detach; `pmo check` is clean after,
+/// and reports a plaintext copy that is left behind.
+#[test]
+fn medium_shadow_keeps_plaintext_on_the_medium_only_while_attached() {
+    for name in [
+        "sp-ip:medium",
+        "secure:medium",
+        "wedi:medium",
+        "sp-id:medium",
+    ] {
+        let scheme = Scheme::from_name(name).unwrap();
+        let (pool, tmp) = file_pool("plain", scheme);
+        pool.pcreate("p", PAGES * 4096, KEY).unwrap();
+        let on_medium = || {
+            std::fs::read(&tmp.path)
+                .unwrap()
+                .windows(MARKER.len())
+                .any(|w| w == MARKER)
+        };
+        let a = pool.attach("p", Perm::Write, KEY).unwrap();
+        assert_eq!(a.mechanism(), pmo_store::Mechanism::Sigsegv, "{name}");
+        a.write_at(4096 * 3 + 64, MARKER).unwrap();
+        assert!(on_medium(), "{name}: the plaintext copy is on the medium");
+        a.psync().unwrap();
+        // One user at a time, readers included.
+        assert!(
+            matches!(
+                pool.attach("p", Perm::Read, KEY),
+                Err(StoreError::Busy { .. })
+            ),
+            "{name}: a reader joined a medium-placed plaintext copy"
+        );
+        a.detach().unwrap();
+        pmo_store::wait_for_background_detaches();
+        assert!(!on_medium(), "{name}: plaintext left after detach");
+        assert!(pool.check().unwrap().problems.is_empty(), "{name}");
+        // Read back through a read-only attach (also on the medium, scrubbed again).
+        let r = pool.attach("p", Perm::Read, KEY).unwrap();
+        let mut b = vec![0u8; MARKER.len()];
+        r.read_at(4096 * 3 + 64, &mut b).unwrap();
+        assert_eq!(b, MARKER, "{name}");
+        assert!(on_medium(), "{name}: the reader's plaintext copy");
+        drop(r);
+        pmo_store::wait_for_background_detaches();
+        assert!(!on_medium(), "{name}: plaintext left after a reader");
+        // A copy left behind (as by a crash without recovery) is reported by check.
+        let info = pool.info("p").unwrap();
+        let layout = PmoLayout::with_plain(PAGES, 32, true).unwrap();
+        let off = info.extent_off + layout.plain_page(5).unwrap();
+        patch(&tmp.path, off, MARKER);
+        let problems = pool.check().unwrap().problems;
+        assert!(
+            problems.iter().any(|p| p.contains("plaintext found")),
+            "{name}: {problems:?}"
+        );
+    }
+}
+
+#[test]
+fn medium_shadow_needs_a_mappable_medium() {
+    let m = Arc::new(CrashMedium::new(4 << 20));
+    let pool = Pool::create_on(
+        m,
+        &PoolOptions {
+            kdf: KdfParams::INSECURE_FAST,
+            scheme: Scheme::from_name("sp-ip:medium").unwrap(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    pool.pcreate("p", 4096, KEY).unwrap();
+    let Err(e) = pool.attach("p", Perm::Write, KEY) else {
+        panic!("attached a medium-placed plaintext copy on an unmappable medium");
+    };
+    assert!(
+        matches!(e, StoreError::Unsupported(ref m) if m.contains("cannot be mapped")),
+        "{e}"
+    );
 }

@@ -67,6 +67,8 @@ fn sigkill_at_random_moments_loses_no_acknowledged_psync() {
         ("sp-ip", kills / 4),
         ("sp-id", kills / 4),
         ("wedi", kills / 4),
+        ("sp-ip:medium", kills / 4),
+        ("secure:medium", kills / 8),
     ] {
         run_kills(Scheme::from_name(name).unwrap(), n.max(1));
     }
@@ -150,6 +152,14 @@ fn run_kills(scheme: Scheme, kills: usize) {
         let last_ack = acked.load(Ordering::SeqCst) as u32;
         assert!(last_ack > floor, "kill {k}: the child acknowledged nothing");
 
+        let plain_on_medium = scheme.shadow == pmo_store::Shadow::Medium;
+        if plain_on_medium {
+            // The dead writer's plaintext copy is on the medium until recovery scrubs it.
+            assert!(
+                plaintext_on_medium(&path, last_ack) || plaintext_on_medium(&path, last_ack + 1),
+                "{scheme} kill {k}: no plaintext in the plaintext area before recovery"
+            );
+        }
         // Reopen = recover; the dead writer's lock must be gone (attach read-write succeeds).
         let pool = Pool::open(&path).unwrap();
         let h = pool.open_pmo("victim", Perm::Write, KEY, None).unwrap();
@@ -177,7 +187,7 @@ fn run_kills(scheme: Scheme, kills: usize) {
             // The detector works: an unprotected PMO's pages are on the medium as written.
             assert!(plaintext_on_medium(&path, found), "detector found nothing");
         }
-        if scheme.is_protected() && k % 25 == 0 {
+        if scheme.is_protected() && (k % 25 == 0 || plain_on_medium) {
             for i in [found, last_ack, last_ack + 1] {
                 assert!(
                     !plaintext_on_medium(&path, i),

@@ -1,8 +1,10 @@
 //! The sigsegv mechanism: a memfd mapped twice, `SIGSEGV` + `mprotect` per page. Works for any
 //! user, needs no userfaultfd.
 //!
-//! Owns: the memfd of a view, its private writable alias mapping, a per-page state byte and the
-//! dirty bitmap.
+//! Owns: the memfd of a view (or, for a view over a file range, a duplicate of the caller's
+//! descriptor and the range's offset), its private writable alias mapping, a per-page state byte
+//! and the dirty bitmap. A file-backed view's pages live in the file: filling a page writes the
+//! file, and discarding a page zeroes it there (the file's blocks are never punched out).
 //!
 //! Page states (one `AtomicU8` per page) and the protection of the application's view they imply:
 //!
@@ -52,7 +54,10 @@ const DIRTY: u8 = 3;
 
 /// Per-view state of the sigsegv mechanism.
 pub(crate) struct SegvState {
+    /// The backing: our own memfd, or a duplicate of the caller's file descriptor.
     memfd: OwnedFd,
+    /// `Some(offset)` when the view maps the caller's file from `offset`; `None` for a memfd.
+    file_offset: Option<u64>,
     /// Start of the private read-write alias of the memfd (same length as the view).
     pub(crate) alias: usize,
     state: Box<[AtomicU8]>,
@@ -129,7 +134,7 @@ pub(crate) fn probe() -> Result<(), String> {
                 writable: true,
                 mechanism: None,
             };
-            create(&opts, Arc::new(Zero))
+            create(&opts, Arc::new(Zero), Backing::Memfd)
                 .map(drop)
                 .map_err(|e| e.to_string())
         })
@@ -140,20 +145,59 @@ fn os(op: &'static str) -> impl Fn(i32) -> ViewError {
     move |errno| ViewError::Os { op, errno }
 }
 
-/// Create the memfd, the alias and the application's `PROT_NONE` view.
-pub(crate) fn create(opts: &ViewOptions, source: Arc<dyn PageSource>) -> Result<Shared, ViewError> {
+/// Where a sigsegv view's pages live.
+pub(crate) enum Backing<'a> {
+    /// A new memfd of the view's length (DRAM).
+    Memfd,
+    /// The range of `file` starting at `offset` (page aligned): the caller's medium.
+    File {
+        file: &'a std::fs::File,
+        offset: u64,
+    },
+}
+
+/// Create the backing, the alias and the application's `PROT_NONE` view.
+pub(crate) fn create(
+    opts: &ViewOptions,
+    source: Arc<dyn PageSource>,
+    backing: Backing<'_>,
+) -> Result<Shared, ViewError> {
     const NAME: &CStr = c"pmo-view";
-    let memfd = sys::memfd(NAME).map_err(|e| ViewError::Unsupported {
-        mechanism: Mechanism::Sigsegv,
-        why: format!("memfd_create: {}", std::io::Error::from_raw_os_error(e)),
-    })?;
-    sys::ftruncate(memfd.as_raw_fd(), opts.len_bytes).map_err(os("ftruncate"))?;
-    let alias = sys::map(
+    let (memfd, file_offset) = match backing {
+        Backing::Memfd => {
+            let memfd = sys::memfd(NAME).map_err(|e| ViewError::Unsupported {
+                mechanism: Mechanism::Sigsegv,
+                why: format!("memfd_create: {}", std::io::Error::from_raw_os_error(e)),
+            })?;
+            sys::ftruncate(memfd.as_raw_fd(), opts.len_bytes).map_err(os("ftruncate"))?;
+            (memfd, None)
+        }
+        Backing::File { file, offset } => {
+            let end = offset.checked_add(opts.len_bytes as u64);
+            let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+            if offset % PAGE_SIZE as u64 != 0 || end.is_none_or(|e| e > len) {
+                return Err(ViewError::InvalidAddress {
+                    addr: offset as usize,
+                });
+            }
+            let fd: OwnedFd = file
+                .try_clone()
+                .map_err(|e| ViewError::Os {
+                    op: "dup",
+                    errno: e.raw_os_error().unwrap_or(libc::EIO),
+                })?
+                .into();
+            (fd, Some(offset))
+        }
+    };
+    let offset = file_offset.unwrap_or(0);
+    let alias = sys::map_at(
         0,
         opts.len_bytes,
         libc::PROT_READ | libc::PROT_WRITE,
         libc::MAP_SHARED,
         memfd.as_raw_fd(),
+        offset,
         false,
     )
     .map_err(|e| match e {
@@ -170,7 +214,13 @@ pub(crate) fn create(opts: &ViewOptions, source: Arc<dyn PageSource>) -> Result<
         addr: alias,
         len: opts.len_bytes,
     };
-    let base = map_view(opts, libc::PROT_NONE, libc::MAP_SHARED, memfd.as_raw_fd())?;
+    let base = map_view(
+        opts,
+        libc::PROT_NONE,
+        libc::MAP_SHARED,
+        memfd.as_raw_fd(),
+        offset,
+    )?;
     let base_guard = UnmapOnError {
         addr: base,
         len: opts.len_bytes,
@@ -196,6 +246,7 @@ pub(crate) fn create(opts: &ViewOptions, source: Arc<dyn PageSource>) -> Result<
         stats: StatCounters::default(),
         backend: Backend::Segv(SegvState {
             memfd,
+            file_offset,
             alias,
             state: (0..pages).map(|_| AtomicU8::new(ABSENT)).collect(),
             dirty: PageBits::new(pages),
@@ -460,7 +511,14 @@ pub(crate) fn discard(shared: &Shared, st: &SegvState, page: u64) -> Result<(), 
         });
     }
     st.dirty.clear(page);
-    let r = sys::punch_hole(st.memfd.as_raw_fd(), page as usize * PAGE_SIZE, PAGE_SIZE);
+    let r = match st.file_offset {
+        None => sys::punch_hole(st.memfd.as_raw_fd(), page as usize * PAGE_SIZE, PAGE_SIZE),
+        Some(_) => {
+            // SAFETY: we own the page (BUSY) and the application's view of it is `PROT_NONE`.
+            unsafe { st.alias_page(page) }.fill(0);
+            Ok(())
+        }
+    };
     st.release(page, ABSENT);
     r.map_err(os("fallocate(PUNCH_HOLE)"))
 }

@@ -295,6 +295,20 @@ pub fn map(
     fd: RawFd,
     fixed: bool,
 ) -> Result<usize, MapError> {
+    map_at(hint, len, prot, flags, fd, 0, fixed)
+}
+
+/// [`map`] of the file range starting at byte `offset` (page aligned).
+pub fn map_at(
+    hint: usize,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: RawFd,
+    offset: u64,
+    fixed: bool,
+) -> Result<usize, MapError> {
+    let offset = libc::off_t::try_from(offset).map_err(|_| MapError::Os(libc::EINVAL))?;
     let flags = if fixed {
         flags | libc::MAP_FIXED_NOREPLACE
     } else {
@@ -303,7 +317,7 @@ pub fn map(
     // SAFETY: creating a new mapping; with MAP_FIXED_NOREPLACE the kernel refuses to replace any
     // existing mapping, and without a fixed flag `hint` is only a hint, so no existing memory is
     // affected.
-    let p = unsafe { libc::mmap(hint as *mut c_void, len, prot, flags, fd, 0) };
+    let p = unsafe { libc::mmap(hint as *mut c_void, len, prot, flags, fd, offset) };
     if p == libc::MAP_FAILED {
         let e = errno();
         return Err(if e == libc::EEXIST {

@@ -211,7 +211,7 @@ pub(crate) fn create(
         libc::PROT_READ
     };
     let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
-    let base = map_view(opts, prot, flags, -1)?;
+    let base = map_view(opts, prot, flags, -1, 0)?;
     let guard = UnmapOnError {
         addr: base,
         len: opts.len_bytes,
