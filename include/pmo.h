@@ -189,6 +189,10 @@ int pmo_pool_close(void);
 typedef struct pmo_attach_opts {
     uint32_t flags;   /* PMO_ATTACH_* bits; others are rejected with PMO_E_INVALID */
     uint32_t wait_ms; /* wait up to this long for a conflicting user to detach; 0: fail at once */
+    const char *scheme; /* NULL: the PMO's own scheme; else run this attach under another design
+                           that stores pages the same way (a PMO created "sp-id" attaches as
+                           "bp-ip", "bp-id", "sp-ip" or "sp-id"; "wed" as "bp" or "sp"):
+                           PMO_E_INVALID otherwise */
 } pmo_attach_opts;
 
 /** attach() with options. `opts` may be NULL (defaults). On success stores the address in
@@ -214,7 +218,9 @@ int64_t pmo_psync_ex(void *addr, pmo_psync_stats *stats);
 
 /** Create PMO `name` with protection scheme `scheme`: "secure" (AES-256-GCM per page with a MAC
  * over the page map: the default), "none", or the LOaPP paper's "wed", "wedi", "bp", "bp-ip",
- * "sp", "sp-ip", "bp-id", "sp-id" (`pmo scheme show` lists them). NULL: the pool's default (or PMO_SCHEME).
+ * "sp", "sp-ip", "bp-id", "sp-id" (`pmo scheme show` lists them); a ":medium" suffix keeps the
+ * plaintext copy of an attached PMO on the medium instead of DRAM (not for "bp*"). NULL: the
+ * pool's default (or PMO_SCHEME).
  * @return 0, or PMO_E_EXISTS, PMO_E_NO_SPACE, PMO_E_INVALID (bad name, size 0, unknown
  *         scheme), PMO_E_UNSUPPORTED (a scheme this build does not implement yet, or a pool
  *         too old for protection), PMO_E_IO. */

@@ -183,7 +183,7 @@ static void test_schemes(void) {
     CHECK(pmo_create_ex("sch", 8 * 4096, KEY, "sp-ip") == 0);
     CHECK(pmo_create_ex("sch-default", 4096, KEY, NULL) == 0);
     CHECK_FAIL(pmo_create_ex("sch2", 4096, KEY, "rot13") == 0, EINVAL, PMO_E_INVALID);
-    CHECK_FAIL(pmo_create_ex("sch2", 4096, KEY, "sp:medium") == 0, ENOTSUP, PMO_E_UNSUPPORTED);
+    CHECK_FAIL(pmo_create_ex("sch2", 4096, KEY, "bp:medium") == 0, ENOTSUP, PMO_E_UNSUPPORTED);
     CHECK(pmo_exists("sch2") == 0);
     char *p = attach("sch", 'w', KEY);
     CHECK(p != NULL);
@@ -206,6 +206,22 @@ static void test_schemes(void) {
     p = attach("sch", 'r', KEY);
     CHECK(p != NULL && p[5 * 4096 + 1] == 6);
     CHECK(p == NULL || detach(p) == 0);
+    /* Run-time switch of design: an sp-ip PMO attached as bp-id, not as secure. */
+    pmo_attach_opts o;
+    memset(&o, 0, sizeof o);
+    o.scheme = "bp-id";
+    void *q = NULL;
+    CHECK(pmo_attach_ex("sch", 'w', KEY, &o, &q) == 0 && q != NULL);
+    if (q != NULL) {
+        CHECK(((char *)q)[3 * 4096 + 1] == 4);
+        ((char *)q)[3 * 4096 + 1] = 44;
+        CHECK(psync(q) == 0 && detach(q) == 0);
+    }
+    p = attach("sch", 'r', KEY);
+    CHECK(p != NULL && p[3 * 4096 + 1] == 44);
+    CHECK(p == NULL || detach(p) == 0);
+    o.scheme = "secure";
+    CHECK_FAIL(pmo_attach_ex("sch", 'r', KEY, &o, &q) == 0, EINVAL, PMO_E_INVALID);
     CHECK(pmo_destroy("sch", KEY) == 0 && pmo_destroy("sch-default", KEY) == 0);
 }
 

@@ -41,12 +41,24 @@ const PMO_ATTACH_KNOWN: u32 = PMO_ATTACH_RELOCATE | PMO_ATTACH_POPULATE;
 
 /// `pmo_attach_opts` of `pmo.h`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct PmoAttachOpts {
     /// `PMO_ATTACH_*` bits.
     pub flags: u32,
     /// Wait up to this many milliseconds for a conflicting user to detach (0: fail at once).
     pub wait_ms: u32,
+    /// Protection design to run this attach under (NULL: the PMO's own scheme).
+    pub scheme: *const c_char,
+}
+
+impl Default for PmoAttachOpts {
+    fn default() -> Self {
+        PmoAttachOpts {
+            flags: 0,
+            wait_ms: 0,
+            scheme: std::ptr::null(),
+        }
+    }
 }
 
 /// `pmo_psync_stats` of `pmo.h`.
@@ -64,7 +76,7 @@ pub struct PmoPsyncStats {
 }
 
 // The C header declares these layouts; keep them fixed.
-const _: () = assert!(std::mem::size_of::<PmoAttachOpts>() == 8);
+const _: () = assert!(std::mem::size_of::<PmoAttachOpts>() == 16);
 const _: () = assert!(std::mem::size_of::<PmoPsyncStats>() == 32);
 
 struct LastError {
@@ -254,10 +266,18 @@ pub unsafe extern "C" fn pmo_attach_ex(
                 o.flags & !PMO_ATTACH_KNOWN
             )));
         }
+        let scheme = if o.scheme.is_null() {
+            None
+        } else {
+            // SAFETY: non-null: a C string by the caller's contract.
+            let s = unsafe { c_str(o.scheme, "scheme") }?;
+            Some(pmo_store::Scheme::from_name(s)?)
+        };
         let ao = AttachOptions {
             wait: (o.wait_ms > 0).then(|| Duration::from_millis(u64::from(o.wait_ms))),
             relocate: o.flags & PMO_ATTACH_RELOCATE != 0,
             populate: o.flags & PMO_ATTACH_POPULATE != 0,
+            scheme,
             ..AttachOptions::default()
         };
         // SAFETY: the caller passes valid C strings (or NULL, rejected).

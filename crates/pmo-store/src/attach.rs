@@ -41,6 +41,10 @@ pub struct AttachOptions {
     /// Predictive decryption (`None`: `PMO_PREDICT`, else off). Only per-page schemes without
     /// `populate` predict; see [`crate::predict`].
     pub predict: Option<crate::predict::PredictConfig>,
+    /// Run this attach under another protection design with the same at-rest format as the
+    /// PMO's own (`None`: the PMO's scheme); see [`Pool::open_pmo_as`] and
+    /// [`crate::Scheme::attachable_as`].
+    pub scheme: Option<crate::Scheme>,
 }
 
 /// The store's dirty tracking when neither the caller nor `PMO_DIRTY` chooses:
@@ -154,7 +158,7 @@ impl Pool {
         opts: AttachOptions,
     ) -> Result<Attachment> {
         let t0 = Instant::now();
-        let handle = self.open_pmo(name, perm, key, opts.wait)?;
+        let handle = self.open_pmo_as(name, perm, key, opts.wait, opts.scheme)?;
         let whole = handle.scheme().granularity() == crate::scheme::Granularity::Whole;
         let predict_cfg = match opts.predict {
             Some(cfg) => cfg,

@@ -755,6 +755,22 @@ impl Pool {
         key: &[u8],
         wait: Option<Duration>,
     ) -> Result<PmoHandle> {
+        self.open_pmo_as(name, perm, key, wait, None)
+    }
+
+    /// [`Pool::open_pmo`] running the PMO under protection design `scheme` instead of the one
+    /// it was created with (`None`: that one). `scheme` must store pages exactly as the PMO's
+    /// own does ([`Scheme::same_at_rest`]): a PMO created `sp-id` may be attached as `bp-ip`,
+    /// `bp-id`, `sp-ip` or `sp-id`, one created `wed` as `bp` or `sp`.
+    pub fn open_pmo_as(
+        &self,
+        name: &str,
+        perm: Perm,
+        key: &[u8],
+        wait: Option<Duration>,
+        scheme: Option<Scheme>,
+    ) -> Result<PmoHandle> {
+        let run_as = scheme;
         let inner = &*self.inner;
         inner.alive()?;
         let entry = self.entry(name)?;
@@ -816,6 +832,21 @@ impl Pool {
                 scheme.tag_bytes()
             )));
         }
+        let scheme = match run_as {
+            Some(s) if s != scheme => {
+                s.check_supported()?;
+                if !scheme.same_at_rest(&s) {
+                    let names: Vec<String> =
+                        scheme.attachable_as().iter().map(|x| x.name()).collect();
+                    return Err(StoreError::Invalid(format!(
+                        "PMO '{name}' is stored as {scheme}; it can be attached as {}, not as {s}",
+                        names.join(", ")
+                    )));
+                }
+                s
+            }
+            _ => scheme,
+        };
         let prot = if scheme.is_protected() {
             Some(Arc::new(Protection::open(
                 core.clone(),

@@ -62,6 +62,9 @@ pub struct Protection {
     /// Seals pages at psync: the same as `protector`, except for integrity-at-detach schemes,
     /// which seal without the checksum (it is computed at detach).
     sealer: Option<PageProtector>,
+    /// XTS without the checksum for the crash handler of a PMO with per-page checksums that
+    /// is attached under integrity at psync after a session at detach died (`None` otherwise).
+    repair: Option<PageProtector>,
     /// Pages committed (without their checksum) since the last detach (`*-id` schemes).
     /// One bit per page, set by a commit, cleared at detach (lock-free: the fill reads it).
     id_pages: Box<[AtomicU64]>,
@@ -105,12 +108,24 @@ impl Protection {
         let m = &*medium;
         let crypt_master = CryptMasterKey::from_slice(&master[..]).map_err(crypt_err)?;
         let at_detach = scheme.integrity_at() == crate::scheme::IntegrityAt::Detach;
-        let sealer = if at_detach {
-            Some(PageProtector::Xts {
+        // Per-page checksums may be pending from an earlier session at detach even when this
+        // attach runs the PMO at psync (a run-time switch of design): the crash handler then
+        // repairs them all the same.
+        let pending = scheme.cipher() == Cipher::XtsSha256 && {
+            let mut b = [0u8; 8];
+            m.read(core.abs(ID_PENDING_OFF), &mut b)?;
+            u64::from_le_bytes(b) != 0
+        };
+        let unchecked = || -> Result<PageProtector> {
+            Ok(PageProtector::Xts {
                 keys: FaithfulKeys::derive(&crypt_master, pool_uuid, core.uuid)
                     .map_err(crypt_err)?,
                 checksum: false,
             })
+        };
+        let sealer = if at_detach { Some(unchecked()?) } else { None };
+        let repair = if pending && !at_detach {
+            Some(unchecked()?)
         } else {
             None
         };
@@ -193,6 +208,7 @@ impl Protection {
             scheme,
             protector,
             sealer,
+            repair,
             id_pages: (0..core.npages().div_ceil(64))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
@@ -208,16 +224,10 @@ impl Protection {
             core,
             medium,
         };
-        if at_detach && prot.read_id_pending()? != 0 {
+        if pending {
             prot.crash_handler()?;
         }
         Ok(prot)
-    }
-
-    fn read_id_pending(&self) -> Result<u64> {
-        let mut b = [0u8; 8];
-        self.medium.read(self.core.abs(ID_PENDING_OFF), &mut b)?;
-        Ok(u64::from_le_bytes(b))
     }
 
     fn write_id_pending(&self, v: u64) -> Result<()> {
@@ -242,7 +252,7 @@ impl Protection {
     /// Recompute the checksum of each written page of `pages` from its committed contents
     /// (decrypted from the medium), make them durable, then clear the integrity-pending word.
     fn write_checksums(&self, pages: impl Iterator<Item = u64>) -> Result<()> {
-        let Some(sealer) = &self.sealer else {
+        let Some(sealer) = self.sealer.as_ref().or(self.repair.as_ref()) else {
             return Ok(());
         };
         let layout = &self.core.layout;

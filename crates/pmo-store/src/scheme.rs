@@ -280,6 +280,23 @@ impl Scheme {
         }
     }
 
+    /// Whether `other` stores a PMO exactly as this scheme does (same cipher, same whole-PMO
+    /// checksum, same plaintext placement), so that a PMO created under one can be attached
+    /// under the other: the designs then differ only in what attach, fault, psync and detach
+    /// do (granularity, integrity timing, BP or SP), as with the paper's run-time switch.
+    pub fn same_at_rest(&self, other: &Scheme) -> bool {
+        self.cipher() == other.cipher()
+            && self.whole_checksum() == other.whole_checksum()
+            && self.shadow == other.shadow
+    }
+
+    /// The supported schemes a PMO stored under this scheme can be attached as.
+    pub fn attachable_as(&self) -> Vec<Scheme> {
+        Scheme::all_placements()
+            .filter(|s| self.same_at_rest(s) && s.check_supported().is_ok())
+            .collect()
+    }
+
     /// `Ok` if this build implements the scheme; else a clear `Unsupported` error.
     pub fn check_supported(&self) -> Result<()> {
         if self.shadow == Shadow::Medium
@@ -345,6 +362,18 @@ mod tests {
         assert!(s("secure:medium").check_supported().is_ok());
         assert!(s("wedi:medium").check_supported().is_ok());
         assert!(s("bp:medium").check_supported().is_err());
+        let names = |n| {
+            s(n).attachable_as()
+                .iter()
+                .map(|x| x.name())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names("sp-id"), ["bp-ip", "bp-id", "sp-ip", "sp-id"]);
+        assert_eq!(names("wed"), ["wed", "bp", "sp"]);
+        assert_eq!(names("sp:medium"), ["wed:medium", "sp:medium"]);
+        assert_eq!(names("wedi"), ["wedi"]);
+        assert_eq!(names("secure"), ["secure"]);
+        assert_eq!(names("none"), ["none"]);
         assert!(s("bp-ip:medium").check_supported().is_err());
         assert!(s("secure").check_supported().is_ok());
     }

@@ -783,3 +783,92 @@ fn medium_shadow_needs_a_mappable_medium() {
         "{e}"
     );
 }
+
+/// The paper's run-time switch: a PMO is attached under any design that stores pages as its
+/// own scheme does; data written under one design reads back under the others; a design with
+/// another at-rest format is a clear error.
+#[test]
+fn a_pmo_is_attached_under_any_design_of_its_at_rest_format() {
+    use pmo_store::AttachOptions;
+    let as_ = |n: &str| AttachOptions {
+        scheme: Some(Scheme::from_name(n).unwrap()),
+        ..Default::default()
+    };
+    for (created, runs) in [
+        ("sp-id", &["bp-ip", "sp-ip", "bp-id", "sp-id", "sp-ip"][..]),
+        ("wed", &["sp", "bp", "wed", "sp"][..]),
+        ("sp:medium", &["wed:medium", "sp:medium"][..]),
+    ] {
+        let (pool, _tmp) = file_pool("switch", Scheme::from_name(created).unwrap());
+        pool.pcreate("p", PAGES * 4096, KEY).unwrap();
+        for (round, run) in runs.iter().enumerate() {
+            let a = pool
+                .attach_with("p", Perm::Write, KEY, as_(run))
+                .unwrap_or_else(|e| panic!("{created} as {run}: {e}"));
+            for p in 0..PAGES as usize {
+                let mut b = [0u8; 2];
+                a.read_at(p * 4096 + 64 + MARKER.len(), &mut b).unwrap();
+                if round > 0 {
+                    assert_eq!(b, [p as u8, round as u8], "{created} as {run}: page {p}");
+                }
+                a.write_at(p * 4096 + 64, MARKER).unwrap();
+                a.write_at(p * 4096 + 64 + MARKER.len(), &[p as u8, round as u8 + 1])
+                    .unwrap();
+            }
+            a.psync().unwrap();
+            a.detach().unwrap();
+            pmo_store::wait_for_background_detaches();
+        }
+        for other in ["secure", "wedi", "none", "sp-ip:medium", "bp:medium"] {
+            let Err(e) = pool.attach_with("p", Perm::Read, KEY, as_(other)) else {
+                panic!("{created} attached as {other}");
+            };
+            assert!(
+                matches!(e, StoreError::Invalid(_) | StoreError::Unsupported(_)),
+                "{created} as {other}: {e}"
+            );
+        }
+    }
+}
+
+/// A session under integrity at detach dies with checksums pending; the next attach runs the
+/// PMO at psync: the crash handler repairs the checksums first, so every page verifies.
+#[test]
+fn pending_checksums_are_repaired_when_the_next_attach_switches_design() {
+    let m = Arc::new(CrashMedium::new(4 << 20));
+    let opts = PoolOptions {
+        kdf: KdfParams::INSECURE_FAST,
+        scheme: Scheme::from_name("sp-id").unwrap(),
+        ..Default::default()
+    };
+    let pool = Pool::create_on(m.clone(), &opts).unwrap();
+    pool.pcreate("p", PAGES * 4096, KEY).unwrap();
+    let h = pool.open_pmo("p", Perm::Write, KEY, None).unwrap();
+    let page = |p: u64| {
+        let mut b = [0xC3u8; 4096];
+        b[0] = p as u8;
+        b
+    };
+    let pages: Vec<[u8; 4096]> = (0..PAGES).map(page).collect();
+    let list: Vec<(u64, &[u8; 4096])> = (0..PAGES).zip(pages.iter()).collect();
+    h.commit_pages(&list).unwrap();
+    // Power fails with the session open: checksums pending.
+    let image = m.durable_image();
+    drop(h);
+    let pool = Pool::open_on(Arc::new(CrashMedium::from_image(image))).unwrap();
+    let h = pool
+        .open_pmo_as(
+            "p",
+            Perm::Write,
+            KEY,
+            None,
+            Some(Scheme::from_name("sp-ip").unwrap()),
+        )
+        .unwrap();
+    let mut b = [0u8; 4096];
+    for p in 0..PAGES {
+        h.read_page(p, &mut b)
+            .unwrap_or_else(|e| panic!("page {p} under sp-ip after the crash: {e}"));
+        assert_eq!(b, page(p));
+    }
+}
