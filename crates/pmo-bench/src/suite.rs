@@ -9,6 +9,13 @@
 //! | `predict` | depth 0..16, adaptive | `secure`, `dram`, 1 thread | prediction-depth sensitivity |
 //! | `threads` | threads 1, 2, 4 x {wedi, secure} | K = 2, `dram` | thread scaling |
 //! | `cxl` | `wedi` on `dram` vs {secure, sp-id} with prediction on `cxl-far` | 1 thread | LPMO: DRAM cache + prediction under CXL latency |
+//! | `placement` | {sp-id, secure} x plaintext copy in DRAM or on the medium | K = 2, sigsegv faults for both, `dram`, 1 thread | LPMO: DRAM as the plaintext cache vs the LOaPP kernel's plaintext on the medium |
+//!
+//! The placement study runs both placements with the sigsegv fault mechanism (the only one a
+//! view over the medium can use), so that only the placement differs. On this machine the
+//! medium is DRAM (tmpfs): the study measures the software costs of the medium placement
+//! (faults that fill a file mapping, zeroing at detach, one user at a time), not the latency of
+//! the application's own loads and stores on PM or CXL memory, which no emulation here sees.
 //!
 //! Every cell runs the kernel on matrices living in PMOs and verifies the result against a
 //! plain DRAM run of the same kernel; a cell that does not verify is reported and fails the
@@ -34,7 +41,14 @@ const ALL_WORKLOADS: [Workload; 5] = [
 ];
 
 /// The studies, in run order.
-pub const STUDIES: [&str; 5] = ["breakdown", "session", "predict", "threads", "cxl"];
+pub const STUDIES: [&str; 6] = [
+    "breakdown",
+    "session",
+    "predict",
+    "threads",
+    "cxl",
+    "placement",
+];
 
 /// Options of the suite.
 #[derive(Clone, Debug)]
@@ -112,6 +126,8 @@ struct Cell {
     session: usize,
     depth: String,
     profile: String,
+    /// `PMO_FAULT` for the cell ("": the default mechanism).
+    fault: &'static str,
 }
 
 /// Sets an environment variable for the life of the guard, then restores it.
@@ -147,6 +163,7 @@ fn cells(opts: &SuiteOptions) -> Vec<Cell> {
         session: 2,
         depth: "off".into(),
         profile: "dram".into(),
+        fault: "",
     };
     let mut v = Vec::new();
     let wants = |s: &str| opts.studies.iter().any(|x| x == s);
@@ -200,6 +217,18 @@ fn cells(opts: &SuiteOptions) -> Vec<Cell> {
                     depth: if s == "wedi" { "off" } else { "adaptive" }.into(),
                     ..base("cxl", w, scheme(s))
                 });
+            }
+        }
+    }
+    if wants("placement") {
+        for &w in &opts.workloads {
+            for s in ["sp-id", "secure"] {
+                for placed in [s.to_string(), format!("{s}:medium")] {
+                    v.push(Cell {
+                        fault: "sigsegv",
+                        ..base("placement", w, scheme(&placed))
+                    });
+                }
             }
         }
     }
@@ -261,12 +290,19 @@ pub fn run(opts: &SuiteOptions, records: &mut Records) -> Result<(), BenchError>
 fn run_cell(opts: &SuiteOptions, c: &Cell) -> Result<Vec<RunResult>, BenchError> {
     let _latency = EnvGuard::set("PMO_LATENCY", &c.profile);
     let _predict = EnvGuard::set("PMO_PREDICT", &c.depth);
+    let _fault = (!c.fault.is_empty()).then(|| EnvGuard::set("PMO_FAULT", c.fault));
     let mut cfg = RunConfig::new(c.workload, opts.size);
     cfg.scheme = c.scheme;
     cfg.threads = c.threads;
     cfg.session_psyncs = c.session;
-    // Room for the matrices twice (shadow paging) and metadata.
-    let data = (c.workload.len_bytes(cfg.dims) * 2 + (64 << 20)) as u64;
+    // Room for the matrices twice (shadow paging), a third time for a plaintext copy on the
+    // medium, and metadata.
+    let copies = if c.scheme.shadow == pmo_store::Shadow::Medium {
+        3
+    } else {
+        2
+    };
+    let data = (c.workload.len_bytes(cfg.dims) * copies + (64 << 20)) as u64;
     let tp = TempPool::new(&opts.dir, "suite", data, c.scheme)?;
     let mut out = Vec::new();
     for _ in 0..opts.repeats.max(1) {
@@ -284,6 +320,14 @@ fn record_cell(c: &Cell, runs: &[RunResult], records: &mut Records, failed: &mut
         ("session_psyncs", c.session.to_string()),
         ("predict", c.depth.clone()),
         ("latency", c.profile.clone()),
+        (
+            "fault",
+            if c.fault.is_empty() {
+                "default".to_string()
+            } else {
+                c.fault.to_string()
+            },
+        ),
     ];
     let s = |f: fn(&RunResult) -> u64| -> f64 {
         median(&runs.iter().map(|r| f(r) as f64 / 1e9).collect::<Vec<_>>())
@@ -460,6 +504,51 @@ pub fn print_tables(records: &Records) {
             );
         }
     }
+    let placed: Vec<&&crate::Record> = rows
+        .iter()
+        .filter(|r| param(r, "study") == "placement" && param(r, "scheme").ends_with(":medium"))
+        .collect();
+    if !placed.is_empty() {
+        println!(
+            "Plaintext copy on the medium vs in DRAM (study placement; wall s, medians; sigsegv faults for both):"
+        );
+        let mut geo: Vec<(String, f64, usize)> = Vec::new();
+        for r in placed {
+            let (w, s) = (param(r, "workload"), param(r, "scheme"));
+            let dram_name = s.trim_end_matches(":medium").to_string();
+            let dram = find(
+                records,
+                "wall_s",
+                &[
+                    ("study", "placement"),
+                    ("workload", &w),
+                    ("scheme", &dram_name),
+                ],
+            )
+            .unwrap_or(f64::NAN);
+            println!(
+                "  {w:<10} {dram_name:<8} dram {dram:>9.4}  medium {:>9.4}  medium/dram {:.3}",
+                r.value,
+                r.value / dram
+            );
+            if dram > 0.0 {
+                match geo.iter_mut().find(|g| g.0 == dram_name) {
+                    Some(g) => {
+                        g.1 += (r.value / dram).ln();
+                        g.2 += 1;
+                    }
+                    None => geo.push((dram_name, (r.value / dram).ln(), 1)),
+                }
+            }
+        }
+        for (s, acc, n) in geo {
+            println!(
+                "  geomean    {s:<8} medium/dram {:.3} (DRAM cache: {:.1}% less time)",
+                (acc / n as f64).exp(),
+                (1.0 - 1.0 / (acc / n as f64).exp()) * 100.0
+            );
+        }
+    }
     let cxl: Vec<&&crate::Record> = rows.iter().filter(|r| param(r, "study") == "cxl").collect();
     if !cxl.is_empty() {
         println!("CXL (study cxl; wall s, relative to wedi on dram):");
@@ -506,31 +595,33 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         .zip(names.iter())
         .map(|(m, c)| (m.as_str(), c.0))
         .collect();
-    let mut schemes: Vec<String> = Vec::new();
-    for r in rows
-        .iter()
-        .filter(|r| param(r, "study") == "breakdown" && r.metric == "wall_s")
-    {
-        let s = param(r, "scheme");
-        if !schemes.contains(&s) {
-            schemes.push(s);
+    // Per scheme of `study`, the seven categories stacked, each the mean over workloads of
+    // (category / the wall time of `base(scheme)` in the same workload).
+    let fig6_bars = |study: &str, base: &dyn Fn(&str) -> String| {
+        let mut schemes: Vec<String> = Vec::new();
+        for r in rows
+            .iter()
+            .filter(|r| param(r, "study") == study && r.metric == "wall_s")
+        {
+            let s = param(r, "scheme");
+            if !schemes.contains(&s) {
+                schemes.push(s);
+            }
         }
-    }
-    if !schemes.is_empty() {
         let mut bars = Vec::new();
         for s in &schemes {
+            let b_scheme = base(s);
             let mut parts = Vec::new();
             for &(m, label) in &cats {
-                // Mean over workloads of (category / wedi's wall time).
                 let mut acc = (0.0, 0usize);
                 for r in rows.iter().filter(|r| {
-                    param(r, "study") == "breakdown" && r.metric == m && param(r, "scheme") == *s
+                    param(r, "study") == study && r.metric == m && param(r, "scheme") == *s
                 }) {
                     let w = param(r, "workload");
                     if let Some(b) = find(
                         records,
                         "wall_s",
-                        &[("study", "breakdown"), ("workload", &w), ("scheme", "wedi")],
+                        &[("study", study), ("workload", &w), ("scheme", &b_scheme)],
                     ) {
                         if b > 0.0 {
                             acc.0 += r.value / b;
@@ -542,13 +633,28 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             }
             bars.push((s.clone(), parts));
         }
-        let p = dir.join("suite-fig6-breakdown.svg");
-        plot::stacked_bars(
-            &p,
+        bars
+    };
+    for (study, base, title, file) in [
+        (
+            "breakdown",
+            &(|_: &str| "wedi".to_string()) as &dyn Fn(&str) -> String,
             "Execution time by design, normalised to wedi (mean over workloads)",
-            &bars,
-        )?;
-        files.push(p);
+            "suite-fig6-breakdown.svg",
+        ),
+        (
+            "placement",
+            &|s: &str| s.trim_end_matches(":medium").to_string(),
+            "Plaintext copy in DRAM vs on the medium, normalised to DRAM (mean over workloads)",
+            "suite-placement.svg",
+        ),
+    ] {
+        let bars = fig6_bars(study, base);
+        if !bars.is_empty() {
+            let p = dir.join(file);
+            plot::stacked_bars(&p, title, &bars)?;
+            files.push(p);
+        }
     }
     for (study, key, title, file) in [
         (

@@ -132,7 +132,8 @@ enum Cmd {
         /// suite: only these schemes in the breakdown study (repeatable)
         #[arg(long = "scheme")]
         schemes: Vec<String>,
-        /// suite: only these studies (repeatable): breakdown, session, predict, threads, cxl
+        /// suite: only these studies (repeatable): breakdown, session, predict, threads, cxl,
+        /// placement
         #[arg(long = "study")]
         studies: Vec<String>,
         /// suite: prediction depths of the predict study (repeatable; off, N, adaptive)

@@ -618,12 +618,7 @@ impl Pool {
             .map(|(i, e)| (i, e.clone()))
             .ok_or_else(|| StoreError::NotFound(name.into()))?;
         keys::check_key(&entry, key)?;
-        let Some(_attach) = inner.locker.lock(
-            locks::attach_word(entry.extent_off),
-            LockKind::Exclusive,
-            None,
-        )?
-        else {
+        let Some(_attach) = self.lock_attach_exclusive(&entry, None)? else {
             return Err(self.busy(&entry));
         };
         let r = (|| {
@@ -637,6 +632,34 @@ impl Pool {
         })();
         ns.invalidate();
         inner.poison(r)
+    }
+
+    /// Take `e`'s attach lock exclusively, waiting up to `wait`; a holder finishing a detach
+    /// in the background is waited for regardless (the attach stall). `None`: still taken.
+    fn lock_attach_exclusive(
+        &self,
+        e: &Entry,
+        wait: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let inner = &*self.inner;
+        let word = locks::attach_word(e.extent_off);
+        let detaching = || {
+            let mut b = [0u8; 4];
+            inner
+                .medium
+                .read(e.extent_off + PmoLayout::HOLDER_OFF, &mut b)
+                .is_ok()
+                && u32::from_le_bytes(b) & DETACHING != 0
+        };
+        match inner.locker.lock(word, LockKind::Exclusive, wait)? {
+            None if detaching() => {
+                let stall = wait
+                    .unwrap_or_default()
+                    .max(crate::detach::DETACH_STALL_MAX);
+                inner.locker.lock(word, LockKind::Exclusive, Some(stall))
+            }
+            other => Ok(other),
+        }
     }
 
     fn busy(&self, e: &Entry) -> StoreError {
@@ -781,25 +804,10 @@ impl Pool {
         // Take the lock exclusively first so a dead writer's half-done psync can be replayed,
         // then (readers) downgrade. Readers that find other readers just share.
         // A holder finishing a detach in the background is waited for (the attach stall).
-        let detaching = || {
-            let mut b = [0u8; 4];
-            inner
-                .medium
-                .read(entry.extent_off + PmoLayout::HOLDER_OFF, &mut b)
-                .is_ok()
-                && u32::from_le_bytes(b) & DETACHING != 0
-        };
-        let stall =
-            |w: Option<Duration>| Some(w.unwrap_or_default().max(crate::detach::DETACH_STALL_MAX));
-        let lock_ex = |w| inner.locker.lock(word, LockKind::Exclusive, w);
         // A PMO whose plaintext copy lives on the medium has one user at a time, readers
         // included: each attach fills the shared plaintext area and each detach scrubs it.
         let sole = perm == Perm::Write || entry.scheme & crate::scheme::SHADOW_MEDIUM_BIT != 0;
-        let first = lock_ex(if sole { wait } else { None })?;
-        let first = match first {
-            None if detaching() => lock_ex(stall(wait))?,
-            other => other,
-        };
+        let first = self.lock_attach_exclusive(&entry, if sole { wait } else { None })?;
         let (mut guard, exclusive) = match first {
             Some(g) => (g, true),
             None if !sole => match inner.locker.lock(word, LockKind::Shared, wait)? {
