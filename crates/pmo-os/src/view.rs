@@ -574,6 +574,23 @@ impl View {
         }
     }
 
+    /// Allocate the view's DRAM pages from now on from NUMA node `node` (`mbind`, `MPOL_BIND`):
+    /// the plaintext cache near or far from the CPUs that use it. Call before the pages are
+    /// filled. A view over a file keeps its pages in the file: an error.
+    pub fn bind_to_node(&self, node: u32) -> Result<(), ViewError> {
+        if let Backend::Segv(st) = &self.shared.backend {
+            if st.file_backed() {
+                return Err(ViewError::Unsupported {
+                    mechanism: Mechanism::Sigsegv,
+                    why: "a view over a file has no DRAM pages to place".into(),
+                });
+            }
+        }
+        // SAFETY: the view's own mapping; a memory policy changes no contents.
+        unsafe { sys::mbind_node(self.shared.base, self.shared.len_bytes, node) }
+            .map_err(|errno| ViewError::Os { op: "mbind", errno })
+    }
+
     /// Append the pages filled so far (advisory while other threads fault or discard pages).
     pub fn resident_pages(&self, out: &mut Vec<u64>) {
         out.extend((0..self.shared.pages).filter(|&p| self.is_present(p)));

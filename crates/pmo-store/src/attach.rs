@@ -45,6 +45,21 @@ pub struct AttachOptions {
     /// PMO's own (`None`: the PMO's scheme); see [`Pool::open_pmo_as`] and
     /// [`crate::Scheme::attachable_as`].
     pub scheme: Option<crate::Scheme>,
+    /// NUMA node the DRAM plaintext copy is allocated from (`None`: `PMO_NUMA_NODE`, else the
+    /// kernel's default, near the faulting CPU): the LPMO slides' near and far DRAM cache. An
+    /// error for a PMO whose plaintext copy is on the medium, or for a node that does not exist.
+    pub numa_node: Option<u32>,
+}
+
+/// The NUMA node named by `PMO_NUMA_NODE` (unset or empty: none; anything else but a number:
+/// an error).
+fn numa_node_from_env() -> Result<Option<u32>> {
+    match std::env::var("PMO_NUMA_NODE") {
+        Ok(v) if !v.trim().is_empty() => v.trim().parse().map(Some).map_err(|_| {
+            StoreError::Invalid(format!("PMO_NUMA_NODE={v:?} is not a node number"))
+        }),
+        _ => Ok(None),
+    }
 }
 
 /// The store's dirty tracking when neither the caller nor `PMO_DIRTY` chooses:
@@ -236,6 +251,23 @@ impl Pool {
             Err(e) => return Err(view_err(e)),
         };
         let view = Arc::new(view);
+        let node = match opts.numa_node {
+            Some(n) => Some(n),
+            None => numa_node_from_env()?,
+        };
+        if let Some(n) = node {
+            if plain_area.is_some() {
+                return Err(StoreError::Invalid(format!(
+                    "PMO '{name}' keeps its plaintext copy on the medium: a NUMA node places a DRAM copy"
+                )));
+            }
+            view.bind_to_node(n).map_err(|e| {
+                let nodes = pmo_medium::latency::numa_node_count().unwrap_or(1);
+                StoreError::Invalid(format!(
+                    "cannot place PMO '{name}' on NUMA node {n} (this machine has {nodes} node(s)): {e}"
+                ))
+            })?;
+        }
         if opts.populate || whole {
             view.populate_all().map_err(|e| named(view_err(e), name))?;
         }

@@ -65,6 +65,11 @@ pub(crate) struct SegvState {
 }
 
 impl SegvState {
+    /// Whether the view maps a caller's file (not a memfd of its own).
+    pub(crate) fn file_backed(&self) -> bool {
+        self.file_offset.is_some()
+    }
+
     pub(crate) fn is_present(&self, page: u64) -> bool {
         matches!(
             self.state[page as usize].load(Ordering::Acquire),

@@ -372,6 +372,37 @@ pub unsafe fn madvise(addr: usize, len: usize, advice: c_int) -> Result<(), i32>
     Ok(())
 }
 
+/// `mbind(MPOL_BIND)` of `[addr, addr + len)` to NUMA node `node`: pages allocated there from
+/// now on come from that node.
+///
+/// # Safety
+/// `[addr, addr + len)` must be a mapping owned by the caller. A policy changes no contents.
+pub unsafe fn mbind_node(addr: usize, len: usize, node: u32) -> Result<(), i32> {
+    const WORDS: usize = 16; // nodes 0..1024
+    let bits = std::mem::size_of::<libc::c_ulong>() * 8;
+    if node as usize >= WORDS * bits {
+        return Err(libc::EINVAL);
+    }
+    let mut mask = [0 as libc::c_ulong; WORDS];
+    mask[node as usize / bits] = 1 << (node as usize % bits);
+    // SAFETY: forwarded to the caller; `mask` outlives the call and holds `WORDS * bits` bits.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mbind,
+            addr as *mut c_void,
+            len,
+            libc::MPOL_BIND,
+            mask.as_ptr(),
+            (WORDS * bits) as libc::c_ulong,
+            0 as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
 /// `munlock`.
 ///
 /// # Safety
