@@ -83,6 +83,15 @@ pub trait Medium: Send + Sync {
         None
     }
 
+    /// For media that are memory of this process (a mapping of persistent memory): the address
+    /// of byte `offset`, checked to have `len` bytes after it, valid while the medium lives.
+    /// Storing through it is a `write` of those bytes (not durable until flushed and fenced);
+    /// the caller must not store into bytes others may be reading or writing. `None` (the
+    /// default, and every medium that observes, delays or batches its writes): use `write`.
+    fn store_ptr(&self, offset: u64, len: u64) -> Option<*mut u8> {
+        let _ = (offset, len);
+        None
+    }
     /// `write` then `flush` of the same range.
     fn write_flush(&self, offset: u64, data: &[u8]) -> Result<(), MediumError> {
         self.write(offset, data)?;

@@ -52,6 +52,9 @@ impl Medium for PmemMedium {
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), MediumError> {
         Ok(self.map.write_at(offset, data)?)
     }
+    fn store_ptr(&self, offset: u64, len: u64) -> Option<*mut u8> {
+        self.map.ptr_at(offset, usize::try_from(len).ok()?).ok()
+    }
     fn flush(&self, offset: u64, len: u64) -> Result<(), MediumError> {
         check_range(offset, len, self.len())?;
         self.map.flush_lines(offset, len as usize)?;

@@ -147,6 +147,13 @@ impl FileMapping {
         Ok(())
     }
 
+    /// The address of byte `offset` of the mapping, checked to have `len` bytes after it. Valid
+    /// while the mapping lives; stores through it are like [`FileMapping::write_at`].
+    pub fn ptr_at(&self, offset: u64, len: usize) -> Result<*mut u8, MapError> {
+        let start = self.check(offset, len)?;
+        Ok(self.ptr.wrapping_add(start))
+    }
+
     /// Copy `data` into the mapping at `offset` (a store: not durable until flushed and fenced).
     pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), MapError> {
         let start = self.check(offset, data.len())?;

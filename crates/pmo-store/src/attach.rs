@@ -16,7 +16,7 @@ use pmo_os::view::{
     ViewStats, PAGE_SIZE,
 };
 
-use crate::engine::{CommitStats, PmoCore};
+use crate::engine::{CommitSource, CommitStats, MappedPages, PmoCore};
 use crate::error::{Result, StoreError};
 use crate::pool::{Perm, PmoHandle, Pool};
 use crate::scheme::Shadow;
@@ -458,24 +458,14 @@ impl Attachment {
             }
             _ => None,
         };
-        let r = self.handle.commit_with_checksum(
-            &pages,
-            &mut |p, dst| {
-                // SAFETY: `p` was reported dirty by the view, so it is inside the mapping
-                // (p < pages) and present; the view lives as long as `self`. A concurrent writer
-                // may change the bytes while they are copied: the page is then dirty again and
-                // the next psync commits it.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        base.add(p as usize * PAGE_SIZE),
-                        dst.as_mut_ptr(),
-                        PAGE_SIZE,
-                    )
-                };
-                Ok(())
-            },
-            whole,
-        );
+        // SAFETY: the view maps `npages` pages at `base` until it is dropped, after `self`'s
+        // borrow here ends; dirty pages are present, and reading any page of the view may at
+        // worst fault it in. Writers racing with the commit are allowed by `MappedPages`' contract:
+        // their page is dirty again and the next psync commits it.
+        let src = unsafe { MappedPages::new(base, self.handle.core.npages()) };
+        let r = self
+            .handle
+            .commit_with_checksum(&pages, CommitSource::Mapped(src), whole);
         if r.is_err() {
             // Nothing was committed: keep the changes for the next psync.
             for &p in &pages {

@@ -12,7 +12,8 @@
 //! | [`predict`] | predictive decryption: stream detection at faults, workers that install the next pages |
 //!
 //! Invariants:
-//! - The store writes the medium only through [`pmo_medium::Medium`].
+//! - The store writes the medium only through [`pmo_medium::Medium`] (its writes, or a store
+//!   window it hands out: see [`engine`]).
 //! - Free space is derived from the namespace: a crash can never leak space.
 //! - After any crash, each PMO reads as of its newest committed psync (see [`engine`]).
 //! - A persistence failure poisons the pool: every later call fails with `Poisoned`.

@@ -14,7 +14,7 @@ use pmo_format::{
 use pmo_medium::{Medium, MediumKind};
 use pmo_os::lock::LockKind;
 
-use crate::engine::{CommitStats, Page, PmoCore};
+use crate::engine::{CommitSource, CommitStats, Page, PmoCore};
 use crate::error::{Result, StoreError};
 use crate::keys::{self, MasterKey};
 use crate::locks::{self, LocalLocks, LockGuard, Locker};
@@ -1214,7 +1214,7 @@ impl PmoHandle {
         src: &mut dyn FnMut(u64, &mut Page) -> Result<()>,
     ) -> Result<CommitStats> {
         if !self.prot.as_ref().is_some_and(|p| p.keeps_whole_checksum()) || pages.is_empty() {
-            return self.commit_with_checksum(pages, src, None);
+            return self.commit_with_checksum(pages, CommitSource::Fill(src), None);
         }
         let mut new_pages: Vec<(u64, Box<Page>)> = Vec::with_capacity(pages.len());
         for &p in pages {
@@ -1236,13 +1236,13 @@ impl PmoHandle {
         let sum = h.finish().0;
         self.commit_with_checksum(
             pages,
-            &mut |p, dst| {
+            CommitSource::Fill(&mut |p, dst| {
                 let i = new_pages
                     .binary_search_by_key(&p, |x| x.0)
                     .map_err(|_| StoreError::Invalid("page not in the commit".into()))?;
                 dst.copy_from_slice(&new_pages[i].1[..]);
                 Ok(())
-            },
+            }),
             Some(sum),
         )
     }
@@ -1251,7 +1251,7 @@ impl PmoHandle {
     pub(crate) fn commit_with_checksum(
         &self,
         pages: &[u64],
-        src: &mut dyn FnMut(u64, &mut Page) -> Result<()>,
+        src: CommitSource<'_>,
         whole_checksum: Option<[u8; 32]>,
     ) -> Result<CommitStats> {
         let inner = &*self.pool.inner;

@@ -54,6 +54,18 @@ pub(crate) struct WriteState {
 /// the first such commit; cleared, fenced, after the checksums are durable at detach).
 pub const ID_PENDING_OFF: u64 = 128;
 
+/// One page for [`Protection::seal_batch`].
+pub(crate) struct SealJob<'a> {
+    pub(crate) page_index: u64,
+    pub(crate) version: u64,
+    /// The plaintext; `None`: it is in `out`, sealed in place.
+    pub(crate) input: Option<&'a Page>,
+    /// Where the at-rest page goes.
+    pub(crate) out: &'a mut Page,
+    /// The metadata slot, set by the seal.
+    pub(crate) meta: [u8; PAGE_META_LEN],
+}
+
 /// Protection state of one attached PMO.
 pub struct Protection {
     scheme: Scheme,
@@ -74,8 +86,9 @@ pub struct Protection {
     /// The whole-PMO checksum committed last (`wedi`), to verify at attach.
     whole_expected: Option<[u8; 32]>,
     pub(crate) write: Mutex<WriteState>,
-    /// Page snapshots of a psync batch (sealed in place), kept between psyncs so that a psync
-    /// does not fault in fresh heap pages (up to 512 pages).
+    /// Sealed pages of a psync batch on media that are not memory (or page snapshots, sealed
+    /// in place), kept between psyncs so that a psync does not fault in fresh heap pages (up to
+    /// 512 pages).
     pub(crate) scratch: Mutex<Vec<Page>>,
     core: Arc<PmoCore>,
     medium: Arc<dyn Medium>,
@@ -381,48 +394,38 @@ impl Protection {
         }
     }
 
-    /// Seal a batch of pages in place on the crypto workers: `pages[i]` (plaintext in, at-rest
-    /// form out) is page `index[i]`, sealed with the version of `entries[i].1`; returns the
-    /// metadata slots.
-    pub(crate) fn seal_batch(
-        &self,
-        index: &[u64],
-        entries: &[(PageMapEntry, PageMapEntry, u8)],
-        pages: &mut [Page],
-    ) -> Result<Vec<[u8; PAGE_META_LEN]>> {
-        struct Job<'a> {
-            page_index: u64,
-            version: u64,
-            page: &'a mut Page,
-            meta: [u8; PAGE_META_LEN],
-        }
+    /// Whether sealing reads the plaintext exactly once, so that a page may be sealed straight
+    /// from memory other threads may be writing: the sealed page and its metadata then still
+    /// agree (AES-GCM authenticates the ciphertext it wrote; XTS has no metadata). False for
+    /// XTS + SHA-256, whose checksum is a second pass over the plaintext: such pages are copied
+    /// into a private buffer first.
+    pub(crate) fn seals_in_one_pass(&self) -> bool {
         let sealer = self.sealer.as_ref().unwrap_or(&self.protector);
-        let mut jobs: Vec<Job<'_>> = index
-            .iter()
-            .zip(entries)
-            .zip(pages.iter_mut())
-            .map(|((&p, e), page)| Job {
-                page_index: p,
-                version: e.1.version(),
-                page,
-                meta: [0u8; PAGE_META_LEN],
-            })
-            .collect();
-        let seal = |j: &mut Job<'_>| -> std::result::Result<(), pmo_crypt::CryptError> {
-            j.meta = sealer.seal_in_place(j.page_index, j.version, j.page)?;
+        !matches!(sealer, PageProtector::Xts { checksum: true, .. })
+    }
+
+    /// Seal a batch of pages, each with the version of its job, on the crypto workers if
+    /// `parallel` (else on this thread); fills each job's metadata slot.
+    pub(crate) fn seal_batch(&self, jobs: &mut [SealJob<'_>], parallel: bool) -> Result<()> {
+        let sealer = self.sealer.as_ref().unwrap_or(&self.protector);
+        let seal = |j: &mut SealJob<'_>| -> std::result::Result<(), pmo_crypt::CryptError> {
+            j.meta = match j.input {
+                Some(input) => sealer.seal(j.page_index, j.version, input, j.out)?,
+                None => sealer.seal_in_place(j.page_index, j.version, j.out)?,
+            };
             Ok(())
         };
-        match crypto_pool() {
+        match crypto_pool().filter(|_| parallel) {
             Some(pool) => pool
-                .run(&mut jobs, sealer.cost_hint_ns(), seal)
+                .run(jobs, sealer.cost_hint_ns(), seal)
                 .map_err(crypt_err)?,
             None => {
-                for j in &mut jobs {
+                for j in jobs {
                     seal(j).map_err(crypt_err)?;
                 }
             }
         }
-        Ok(jobs.into_iter().map(|j| j.meta).collect())
+        Ok(())
     }
 
     /// The table MAC update for `page` changing from `old` to `new` (secure scheme only).

@@ -6,7 +6,7 @@
 //! | Attach stall | waiting for the attach lock (another user's session) |
 //! | Attach other | the rest of attach: key check, recovery, page-map verification, mapping, whole-PMO decryption |
 //! | PF overhead | the fault handler serving faults (read + decrypt + verify + install, write tracking); the kernel's signal delivery (~2-3 µs a fault, docs/faults.md) is not measurable from inside and lands in Compute |
-//! | Psync Enc/Cpy | snapshotting dirty pages and sealing them (encryption, or the copy for `none`) |
+//! | Psync Enc/Cpy | sealing dirty pages (encryption and any snapshot it needs; for `none`, only copies into a buffer: an attachment writes pages from its view, under Per+IV) |
 //! | Psync Per+IV | collecting dirty pages, writing and flushing pages, metadata, journal and record, fences, integrity updates |
 //! | Detach | unmapping and releasing |
 //! | Compute | the session's wall time minus all of the above |
