@@ -55,9 +55,11 @@ pub struct AttachOptions {
 /// an error).
 fn numa_node_from_env() -> Result<Option<u32>> {
     match std::env::var("PMO_NUMA_NODE") {
-        Ok(v) if !v.trim().is_empty() => v.trim().parse().map(Some).map_err(|_| {
-            StoreError::Invalid(format!("PMO_NUMA_NODE={v:?} is not a node number"))
-        }),
+        Ok(v) if !v.trim().is_empty() => {
+            v.trim().parse().map(Some).map_err(|_| {
+                StoreError::Invalid(format!("PMO_NUMA_NODE={v:?} is not a node number"))
+            })
+        }
         _ => Ok(None),
     }
 }

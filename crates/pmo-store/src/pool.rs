@@ -1009,7 +1009,8 @@ impl PmoHandle {
     pub(crate) fn begin_plain(&self) -> Result<()> {
         let r = self.core.mark_plain(self.medium());
         self.pool.inner.poison(r)?;
-        *self.scrub.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
+        // Until the mapping reports what it filled (a successful attach's detach), all of it.
+        *self.scrub.lock().unwrap_or_else(|e| e.into_inner()) = Some(None);
         Ok(())
     }
 
@@ -1021,7 +1022,7 @@ impl PmoHandle {
             .unwrap_or_else(|e| e.into_inner())
             .as_mut()
         {
-            *s = pages;
+            *s = Some(pages);
         }
     }
 
@@ -1050,7 +1051,7 @@ impl Drop for PmoHandle {
                 let _ = p.finish_detach();
             }
         }
-        if let Some(pages) = self
+        if let Some(which) = self
             .scrub
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
@@ -1059,7 +1060,11 @@ impl Drop for PmoHandle {
             if !self.pool.inner.poisoned.load(Ordering::Acquire) {
                 // On failure the plaintext word stays set: the next open or attach scrubs all.
                 // (Done in the background detach: a later attach's stall shows its cost.)
-                if self.core.scrub_plain(self.medium(), Some(&pages)).is_err() {
+                if self
+                    .core
+                    .scrub_plain(self.medium(), which.as_deref())
+                    .is_err()
+                {
                     self.pool.inner.poisoned.store(true, Ordering::Release);
                 }
             }
@@ -1082,8 +1087,9 @@ pub struct PmoHandle {
     /// At-rest protection (`None`: scheme `none`).
     pub(crate) prot: Option<Arc<Protection>>,
     /// Plaintext-area pages a mapped attach filled on the medium, zeroed at drop (`None`: the
-    /// plaintext copy is not on the medium, or this handle never mapped it).
-    scrub: std::sync::Mutex<Option<Vec<u64>>>,
+    /// plaintext copy is not on the medium, or this handle never mapped it; `Some(None)`: the
+    /// whole area, until the mapping reports the pages it filled).
+    scrub: std::sync::Mutex<Option<Option<Vec<u64>>>>,
 }
 
 impl PmoHandle {

@@ -872,3 +872,73 @@ fn pending_checksums_are_repaired_when_the_next_attach_switches_design() {
         assert_eq!(b, page(p));
     }
 }
+
+/// The DRAM plaintext copy is placed on a chosen NUMA node (node 0 exists everywhere); a node
+/// that does not exist, or a plaintext copy on the medium, is a clear error.
+#[test]
+fn the_dram_plaintext_copy_goes_to_the_chosen_numa_node() {
+    use pmo_store::AttachOptions;
+    let on = |n: u32| AttachOptions {
+        numa_node: Some(n),
+        ..Default::default()
+    };
+    let (pool, _tmp) = file_pool("numa", Scheme::SECURE);
+    pool.pcreate("p", PAGES * 4096, KEY).unwrap();
+    let a = pool.attach_with("p", Perm::Write, KEY, on(0)).unwrap();
+    a.write_at(4096 + 64, MARKER).unwrap();
+    a.psync().unwrap();
+    a.detach().unwrap();
+    let r = pool.attach_with("p", Perm::Read, KEY, on(0)).unwrap();
+    let mut b = vec![0u8; MARKER.len()];
+    r.read_at(4096 + 64, &mut b).unwrap();
+    assert_eq!(b, MARKER);
+    drop(r);
+    let Err(e) = pool.attach_with("p", Perm::Read, KEY, on(1000)) else {
+        panic!("attached on NUMA node 1000");
+    };
+    assert!(e.to_string().contains("NUMA node 1000"), "{e}");
+    let (pool, _tmp) = file_pool("numa-m", Scheme::from_name("sp-ip:medium").unwrap());
+    pool.pcreate("p", PAGES * 4096, KEY).unwrap();
+    let Err(e) = pool.attach_with("p", Perm::Read, KEY, on(0)) else {
+        panic!("placed a plaintext copy on the medium on a NUMA node");
+    };
+    assert!(e.to_string().contains("on the medium"), "{e}");
+    pmo_store::wait_for_background_detaches();
+}
+
+/// An attach that fails after it began filling the plaintext area on the medium (a whole-PMO
+/// design whose checksum fails after every page was decrypted) leaves no plaintext behind.
+#[test]
+fn a_failed_attach_leaves_no_plaintext_on_the_medium() {
+    let scheme = Scheme::from_name("wedi:medium").unwrap();
+    let (pool, tmp) = file_pool("failplain", scheme);
+    pool.pcreate("p", PAGES * 4096, KEY).unwrap();
+    fill_with_marker(&pool, "p", 1);
+    pmo_store::wait_for_background_detaches();
+    let s = spot(&pool, "p", PAGES - 1);
+    let mut b = [0u8; 1];
+    read_at(&pool, s.data + 100, &mut b);
+    patch(&tmp.path, s.data + 100, &[b[0] ^ 1]);
+    let Err(e) = pool.attach("p", Perm::Write, KEY) else {
+        panic!("attached a tampered wedi PMO");
+    };
+    assert!(
+        matches!(
+            e,
+            StoreError::Integrity { .. } | StoreError::IntegrityPmo { .. }
+        ),
+        "{e}"
+    );
+    pmo_store::wait_for_background_detaches();
+    let image = std::fs::read(&tmp.path).unwrap();
+    assert!(
+        !image.windows(MARKER.len()).any(|w| w == MARKER),
+        "plaintext left on the medium by a failed attach"
+    );
+    assert!(!pool
+        .check()
+        .unwrap()
+        .problems
+        .iter()
+        .any(|p| p.contains("plaintext")));
+}
