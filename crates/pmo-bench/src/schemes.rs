@@ -64,7 +64,14 @@ impl SchemesBenchOptions {
                     16 * KIB * KIB,
                 ]
             },
+            // Every scheme with the DRAM plaintext copy, and three with it on the medium (the
+            // LOaPP kernel's placement).
             schemes: Scheme::all()
+                .chain(
+                    ["wedi:medium", "sp-id:medium", "secure:medium"]
+                        .iter()
+                        .filter_map(|n| Scheme::from_name(n).ok()),
+                )
                 .filter(|s| s.check_supported().is_ok())
                 .collect(),
         }
