@@ -36,13 +36,19 @@ pub struct TempPool {
 
 impl TempPool {
     /// Create `dir/pmo-bench-TAG-PID.pool` of `size` bytes (preallocated, insecure fast KDF)
-    /// whose PMOs get `scheme`.
+    /// whose PMOs get `scheme`. `size` is meant for two copies of the data (shadow paging); a
+    /// scheme with the plaintext copy on the medium needs a third, so it gets half as much again.
     pub fn new(
         dir: &std::path::Path,
         tag: &str,
         size: u64,
         scheme: pmo_store::Scheme,
     ) -> Result<TempPool, BenchError> {
+        let size = if scheme.shadow == pmo_store::Shadow::Medium {
+            size.saturating_add(size / 2)
+        } else {
+            size
+        };
         let path = dir.join(format!("pmo-bench-{tag}-{}.pool", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let pool = pmo_store::Pool::create(

@@ -498,13 +498,13 @@ pub fn print_table(records: &Records) {
         v.into_iter().map(|x| x.1).collect()
     };
     println!("Fig. 1: attach + update one element + psync + detach (medians, µs; in brackets: relative to wedi)");
-    print!("{:<8}", "scheme");
+    print!("{:<13}", "scheme");
     for s in &sizes {
         print!(" {s:>17}");
     }
     println!();
     for sch in &schemes {
-        print!("{sch:<8}");
+        print!("{sch:<13}");
         for size in &sizes {
             let v = records.find("cycle_us", &[("scheme", sch), ("pmo_size", size)]);
             let w = records.find("cycle_us", &[("scheme", "wedi"), ("pmo_size", size)]);
@@ -525,7 +525,7 @@ pub fn print_table(records: &Records) {
                     .unwrap_or(f64::NAN)
             };
             println!(
-                "  {sch:<8} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+                "  {sch:<13} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
                 g("attach_us"),
                 g("update_fault_us"),
                 g("psync_us"),

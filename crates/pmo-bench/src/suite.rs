@@ -295,14 +295,9 @@ fn run_cell(opts: &SuiteOptions, c: &Cell) -> Result<Vec<RunResult>, BenchError>
     cfg.scheme = c.scheme;
     cfg.threads = c.threads;
     cfg.session_psyncs = c.session;
-    // Room for the matrices twice (shadow paging), a third time for a plaintext copy on the
-    // medium, and metadata.
-    let copies = if c.scheme.shadow == pmo_store::Shadow::Medium {
-        3
-    } else {
-        2
-    };
-    let data = (c.workload.len_bytes(cfg.dims) * copies + (64 << 20)) as u64;
+    // Room for the matrices twice (shadow paging) and metadata (TempPool adds a third copy
+    // for a plaintext copy on the medium).
+    let data = (c.workload.len_bytes(cfg.dims) * 2 + (64 << 20)) as u64;
     let tp = TempPool::new(&opts.dir, "suite", data, c.scheme)?;
     let mut out = Vec::new();
     for _ in 0..opts.repeats.max(1) {

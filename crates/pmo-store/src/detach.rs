@@ -23,9 +23,17 @@ struct Worker {
     tx: SyncSender<PmoHandle>,
 }
 
-/// Detaches queued or in progress.
-static IN_FLIGHT: Mutex<usize> = Mutex::new(0);
+/// Detaches queued or in progress: the extent offset of each one's PMO.
+static IN_FLIGHT: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 static DONE: Condvar = Condvar::new();
+
+fn done(extent_off: u64) {
+    let mut v = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = v.iter().position(|&o| o == extent_off) {
+        v.swap_remove(i);
+    }
+    DONE.notify_all();
+}
 
 fn worker() -> Option<&'static Worker> {
     static W: OnceLock<Option<Worker>> = OnceLock::new();
@@ -35,10 +43,9 @@ fn worker() -> Option<&'static Worker> {
             .name("pmo-detach".into())
             .spawn(move || {
                 for h in rx {
+                    let off = h.core.extent_off;
                     drop(h); // finishes the detach work, then releases the lock
-                    let mut n = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-                    *n = n.saturating_sub(1);
-                    DONE.notify_all();
+                    done(off);
                 }
             })
             .ok()
@@ -58,23 +65,43 @@ pub(crate) fn finish(h: PmoHandle) {
         return;
     };
     h.mark_detaching();
-    *IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    let off = h.core.extent_off;
+    IN_FLIGHT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(off);
     match w.tx.try_send(h) {
         Ok(()) => {}
         Err(TrySendError::Full(h)) | Err(TrySendError::Disconnected(h)) => {
             drop(h);
-            let mut n = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-            *n = n.saturating_sub(1);
-            DONE.notify_all();
+            done(off);
         }
+    }
+}
+
+/// Wait up to `timeout` while this process has a background detach of the PMO at `extent_off`
+/// queued or running (an attach of it then takes the lock as soon as it is released, instead
+/// of polling for it). Returns at once when there is none (another process's detach).
+pub(crate) fn wait_for_extent(extent_off: u64, timeout: std::time::Duration) {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut v = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+    while v.contains(&extent_off) {
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return;
+        }
+        v = DONE
+            .wait_timeout(v, deadline - now)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
     }
 }
 
 /// Wait until every background detach of this process has finished (for tools and tests
 /// that must see the medium settled, and before a process exits on purpose).
 pub fn wait_for_background_detaches() {
-    let mut n = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-    while *n > 0 {
-        n = DONE.wait(n).unwrap_or_else(|e| e.into_inner());
+    let mut v = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+    while !v.is_empty() {
+        v = DONE.wait(v).unwrap_or_else(|e| e.into_inner());
     }
 }

@@ -656,7 +656,11 @@ impl Pool {
                 let stall = wait
                     .unwrap_or_default()
                     .max(crate::detach::DETACH_STALL_MAX);
-                inner.locker.lock(word, LockKind::Exclusive, Some(stall))
+                let t = std::time::Instant::now();
+                // This process's own background detach: wake when it is done, not by polling.
+                crate::detach::wait_for_extent(e.extent_off, stall);
+                let left = stall.saturating_sub(t.elapsed());
+                inner.locker.lock(word, LockKind::Exclusive, Some(left))
             }
             other => Ok(other),
         }
