@@ -79,6 +79,15 @@ pub(crate) fn finish(h: PmoHandle) {
     }
 }
 
+/// Whether this process has a background detach of the PMO at `extent_off` queued or running
+/// (it holds the attach lock until it is done, even after it cleared the holder word).
+pub(crate) fn in_flight(extent_off: u64) -> bool {
+    IN_FLIGHT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&extent_off)
+}
+
 /// Wait up to `timeout` while this process has a background detach of the PMO at `extent_off`
 /// queued or running (an attach of it then takes the lock as soon as it is released, instead
 /// of polling for it). Returns at once when there is none (another process's detach).

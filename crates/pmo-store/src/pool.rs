@@ -652,7 +652,7 @@ impl Pool {
                 && u32::from_le_bytes(b) & DETACHING != 0
         };
         match inner.locker.lock(word, LockKind::Exclusive, wait)? {
-            None if detaching() => {
+            None if detaching() || crate::detach::in_flight(e.extent_off) => {
                 let stall = wait
                     .unwrap_or_default()
                     .max(crate::detach::DETACH_STALL_MAX);

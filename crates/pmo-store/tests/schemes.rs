@@ -942,3 +942,49 @@ fn a_failed_attach_leaves_no_plaintext_on_the_medium() {
         .iter()
         .any(|p| p.contains("plaintext")));
 }
+
+/// Predictive decryption installs pages into a plaintext copy on the medium as into DRAM, and
+/// detach scrubs the predicted pages too.
+#[test]
+fn prediction_fills_a_plaintext_copy_on_the_medium() {
+    use pmo_store::{AttachOptions, PredictConfig};
+    const N: usize = 256;
+    let (pool, tmp) = file_pool("predict", Scheme::from_name("secure:medium").unwrap());
+    pool.pcreate("p", (N * 4096) as u64, KEY).unwrap();
+    let a = pool.attach("p", Perm::Write, KEY).unwrap();
+    for p in 0..N {
+        a.write_at(p * 4096 + 64, MARKER).unwrap();
+        a.write_at(p * 4096 + 64 + MARKER.len(), &[p as u8])
+            .unwrap();
+    }
+    a.psync().unwrap();
+    a.detach().unwrap();
+    let opts = AttachOptions {
+        predict: Some(PredictConfig::fixed(8)),
+        ..Default::default()
+    };
+    let r = pool.attach_with("p", Perm::Read, KEY, opts).unwrap();
+    for p in 0..N {
+        let mut b = [0u8; 1];
+        r.read_at(p * 4096 + 64 + MARKER.len(), &mut b).unwrap();
+        assert_eq!(b[0], p as u8, "page {p}");
+        if p == 3 {
+            // Give the worker a chance on this busy machine.
+            let t = std::time::Instant::now();
+            while r.predict_stats().is_none_or(|s| s.installed == 0)
+                && t.elapsed() < std::time::Duration::from_secs(5)
+            {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+    }
+    let installed = r.predict_stats().map_or(0, |s| s.installed);
+    assert!(installed > 0, "prediction installed nothing");
+    drop(r);
+    pmo_store::wait_for_background_detaches();
+    let image = std::fs::read(&tmp.path).unwrap();
+    assert!(
+        !image.windows(MARKER.len()).any(|w| w == MARKER),
+        "plaintext left after a predicting reader ({installed} pages predicted)"
+    );
+}
