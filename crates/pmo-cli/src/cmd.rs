@@ -112,8 +112,15 @@ enum Cmd {
     },
     /// Verify every checksum, the namespace and the space accounting (exit 2 on any problem).
     /// With PMO names (and their key): also decrypt and verify every page of each, and run the
-    /// heap checker on PMOs that hold a heap
-    Check { names: Vec<String> },
+    /// heap checker on PMOs that hold a heap. Opening the pool recovers every PMO nobody holds
+    /// (journal replayed, a plaintext copy left on the medium zeroed)
+    Check {
+        names: Vec<String>,
+        /// Also run each named PMO's crash handler now (read-write open with its key: checksums
+        /// left pending by a session with integrity at detach are written) before checking
+        #[arg(long)]
+        repair: bool,
+    },
     /// Persistent CXL switch simulator: run traces, check correctness, reproduce the paper's study
     #[command(subcommand)]
     Cxlsim(Box<pmo_cxlsim::cli::Command>),
@@ -543,13 +550,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             out.flush()?;
         }
-        Cmd::Check { names } => {
+        Cmd::Check { names, repair } => {
             let pool = open(&cli)?;
             let key = if names.is_empty() {
                 None
             } else {
                 Some(key(&cli)?)
             };
+            if *repair {
+                if names.is_empty() {
+                    bail!("--repair needs the names of the PMOs to repair (and their key)");
+                }
+                for name in names {
+                    let key = key.as_deref().map(|k| &k[..]).unwrap_or_default();
+                    drop(pool.open_pmo(name, Perm::Write, key, None)?);
+                    println!("'{name}': recovered (journal, pending checksums, plaintext copy)");
+                }
+            }
             for name in names {
                 let key = key.as_deref().map(|k| &k[..]).unwrap_or_default();
                 let pages = deep_check(&pool, name, key)?;

@@ -278,6 +278,9 @@ fn shadow_placement_is_chosen_at_create_and_shown() {
     assert!(info.contains("plaintext area"), "{info}");
     assert!(ok(&["list"], None).contains("sp-id:medium"));
     ok(&["check", "m"], None);
+    assert!(ok(&["check", "--repair", "m"], None).contains("'m': recovered"));
+    let o = pmo(&pool, Some("k1"), &["check", "--repair"], None);
+    one_line_error(&o, 1, "--repair needs the names");
     ok(&["scheme", "set", "secure", "--shadow", "medium"], None);
     assert!(ok(&["scheme", "show"], None).contains("new PMOs: secure:medium"));
     let o = pmo(
