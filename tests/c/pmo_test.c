@@ -183,7 +183,7 @@ static void test_schemes(void) {
     CHECK(pmo_create_ex("sch", 8 * 4096, KEY, "sp-ip") == 0);
     CHECK(pmo_create_ex("sch-default", 4096, KEY, NULL) == 0);
     CHECK_FAIL(pmo_create_ex("sch2", 4096, KEY, "rot13") == 0, EINVAL, PMO_E_INVALID);
-    CHECK_FAIL(pmo_create_ex("sch2", 4096, KEY, "bp:medium") == 0, ENOTSUP, PMO_E_UNSUPPORTED);
+    CHECK_FAIL(pmo_create_ex("sch2", 4096, KEY, "bp:disk") == 0, EINVAL, PMO_E_INVALID);
     CHECK(pmo_exists("sch2") == 0);
     char *p = attach("sch", 'w', KEY);
     CHECK(p != NULL);

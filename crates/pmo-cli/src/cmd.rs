@@ -59,7 +59,7 @@ enum Cmd {
         sparse: bool,
         /// Default protection scheme of new PMOs: secure (default), none, wed, wedi, bp, bp-ip,
         /// bp-id, sp, sp-ip, sp-id; a ':medium' suffix (or --shadow medium) puts the plaintext
-        /// copy on the medium (not for bp*)
+        /// copy on the medium
         #[arg(long, default_value = "secure")]
         scheme: String,
         /// Where the plaintext copy of an attached PMO lives: dram (default) or medium
@@ -362,10 +362,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                                 pmo_store::scheme::IntegrityAt::Psync => "at psync",
                                 pmo_store::scheme::IntegrityAt::Detach => "at detach",
                             },
-                            if medium.check_supported().is_ok() {
-                                "dram (default) or :medium"
-                            } else {
-                                "dram only (BP on the medium would commit plaintext)"
+                            match (medium.check_supported(), s.id) {
+                                (Err(_), _) => "dram only",
+                                (
+                                    Ok(()),
+                                    pmo_store::scheme::SchemeId::Bp
+                                    | pmo_store::scheme::SchemeId::BpIp
+                                    | pmo_store::scheme::SchemeId::BpId,
+                                ) => "dram (default) or :medium (psync commits plaintext until detach)",
+                                (Ok(()), _) => "dram (default) or :medium",
                             }
                         );
                     }

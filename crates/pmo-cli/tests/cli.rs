@@ -283,13 +283,15 @@ fn shadow_placement_is_chosen_at_create_and_shown() {
     one_line_error(&o, 1, "--repair needs the names");
     ok(&["scheme", "set", "secure", "--shadow", "medium"], None);
     assert!(ok(&["scheme", "show"], None).contains("new PMOs: secure:medium"));
-    let o = pmo(
-        &pool,
-        Some("k1"),
+    ok(
         &["create", "b", "--size", "64KiB", "--scheme", "bp-ip:medium"],
         None,
     );
-    one_line_error(&o, 1, "bp would put plaintext");
+    ok(&["write", "b", "--offset", "0"], Some(b"bp"));
+    assert_eq!(
+        ok(&["read", "b", "--offset", "0", "--len", "2"], None),
+        "bp"
+    );
     let o = pmo(
         &pool,
         Some("k1"),

@@ -22,8 +22,9 @@ pub enum PageLoc {
     Slot(u8),
 }
 
-/// One page-map entry: bits 0-1 location (0 zero, 1 slot 0, 2 slot 1), bits 2-7 flags
-/// (reserved, zero), bits 8-63 the page version (incremented by every psync of the page).
+/// One page-map entry: bits 0-1 location (0 zero, 1 slot 0, 2 slot 1), bit 2 the plaintext flag
+/// (the slot holds the page's plaintext: BP with the plaintext copy on the medium, between a
+/// psync and the detach that encrypts it), bits 3-7 reserved (zero), bits 8-63 the page version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct PageMapEntry(pub u64);
 
@@ -41,9 +42,26 @@ impl PageMapEntry {
         };
         PageMapEntry(l | (version & Self::VERSION_MAX) << 8)
     }
-    /// Decode the location; `None` for the invalid code 3 or set reserved bits.
+    /// Bit 2: the slot holds plaintext.
+    pub const PLAIN: u64 = 1 << 2;
+
+    /// Whether the slot holds the page's plaintext (bit 2).
+    pub fn is_plain(self) -> bool {
+        self.0 & Self::PLAIN != 0
+    }
+    /// This entry with the plaintext flag set or cleared.
+    pub fn with_plain(self, plain: bool) -> PageMapEntry {
+        PageMapEntry(if plain {
+            self.0 | Self::PLAIN
+        } else {
+            self.0 & !Self::PLAIN
+        })
+    }
+
+    /// Decode the location; `None` for the invalid code 3, set reserved bits, or the plaintext
+    /// flag on a page that is not in a slot.
     pub fn loc(self) -> Option<PageLoc> {
-        if self.0 & 0xFC != 0 {
+        if self.0 & 0xF8 != 0 || (self.is_plain() && self.0 & 3 == 0) {
             return None;
         }
         match self.0 & 3 {
@@ -192,7 +210,15 @@ mod tests {
         assert_eq!((b.loc(), b.version()), (Some(PageLoc::Slot(1)), 2));
         assert_eq!(b.next().unwrap().loc(), Some(PageLoc::Slot(0)));
         assert_eq!(PageMapEntry(3).loc(), None);
-        assert_eq!(PageMapEntry(4).loc(), None);
+        assert_eq!(PageMapEntry(4).loc(), None, "plaintext flag on a zero page");
+        assert_eq!(PageMapEntry(8).loc(), None);
+        let p = a.with_plain(true);
+        assert!(p.is_plain() && p.loc() == a.loc() && p.version() == a.version());
+        assert!(!p.with_plain(false).is_plain());
+        assert!(
+            !p.next().unwrap().is_plain(),
+            "a psync's entry starts unflagged"
+        );
         assert_eq!(
             PageMapEntry::new(PageLoc::Slot(1), PageMapEntry::VERSION_MAX).next(),
             None

@@ -23,13 +23,13 @@ struct Worker {
     tx: SyncSender<PmoHandle>,
 }
 
-/// Detaches queued or in progress: the extent offset of each one's PMO.
-static IN_FLIGHT: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+/// Detaches queued or in progress: the uuid of each one's PMO.
+static IN_FLIGHT: Mutex<Vec<[u8; 16]>> = Mutex::new(Vec::new());
 static DONE: Condvar = Condvar::new();
 
-fn done(extent_off: u64) {
+fn done(pmo: [u8; 16]) {
     let mut v = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(i) = v.iter().position(|&o| o == extent_off) {
+    if let Some(i) = v.iter().position(|&o| o == pmo) {
         v.swap_remove(i);
     }
     DONE.notify_all();
@@ -43,7 +43,7 @@ fn worker() -> Option<&'static Worker> {
             .name("pmo-detach".into())
             .spawn(move || {
                 for h in rx {
-                    let off = h.core.extent_off;
+                    let off = h.core.uuid;
                     drop(h); // finishes the detach work, then releases the lock
                     done(off);
                 }
@@ -65,7 +65,7 @@ pub(crate) fn finish(h: PmoHandle) {
         return;
     };
     h.mark_detaching();
-    let off = h.core.extent_off;
+    let off = h.core.uuid;
     IN_FLIGHT
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -79,22 +79,22 @@ pub(crate) fn finish(h: PmoHandle) {
     }
 }
 
-/// Whether this process has a background detach of the PMO at `extent_off` queued or running
+/// Whether this process has a background detach of the PMO `pmo` (its uuid) queued or running
 /// (it holds the attach lock until it is done, even after it cleared the holder word).
-pub(crate) fn in_flight(extent_off: u64) -> bool {
+pub(crate) fn in_flight(pmo: [u8; 16]) -> bool {
     IN_FLIGHT
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .contains(&extent_off)
+        .contains(&pmo)
 }
 
-/// Wait up to `timeout` while this process has a background detach of the PMO at `extent_off`
+/// Wait up to `timeout` while this process has a background detach of the PMO `pmo` (uuid)
 /// queued or running (an attach of it then takes the lock as soon as it is released, instead
 /// of polling for it). Returns at once when there is none (another process's detach).
-pub(crate) fn wait_for_extent(extent_off: u64, timeout: std::time::Duration) {
+pub(crate) fn wait_for_pmo(pmo: [u8; 16], timeout: std::time::Duration) {
     let deadline = std::time::Instant::now() + timeout;
     let mut v = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-    while v.contains(&extent_off) {
+    while v.contains(&pmo) {
         let now = std::time::Instant::now();
         if now >= deadline {
             return;

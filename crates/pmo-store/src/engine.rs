@@ -330,7 +330,9 @@ impl PmoCore {
                             .counter
                             .next_version()
                             .map_err(|e| StoreError::Os(format!("version counter: {e}")))?;
-                        cur_next.push((cur, PageMapEntry::new(PageLoc::Slot(slot), v), slot));
+                        let next = PageMapEntry::new(PageLoc::Slot(slot), v)
+                            .with_plain(pr.commits_plaintext());
+                        cur_next.push((cur, next, slot));
                     }
                     let off = |i: usize| self.abs(self.layout.page(cur_next[i].2, batch[i]));
                     // Each page's destination: its free slot, when the medium is memory and the
@@ -607,7 +609,6 @@ impl PmoCore {
             self.scrub_if_marked(m)?;
             return Ok(RecoverReport::default());
         };
-        self.scrub_if_marked(m)?;
         let mut replayed = 0;
         for e in self.journal(m, &record)? {
             if self.map_entry(m, e.page)? != e.entry {
@@ -620,6 +621,8 @@ impl PmoCore {
         if replayed > 0 {
             m.fence()?;
         }
+        // After the replay: which slot of each page is current is settled.
+        self.scrub_if_marked(m)?;
         *seq = record.seq;
         Ok(RecoverReport {
             seq: record.seq,
@@ -660,7 +663,13 @@ impl PmoCore {
                 self.name
             ));
         }
-        if self.plain_marked(m)? {
+        let committed_plain = self.plain_committed(m)?;
+        if committed_plain > 0 {
+            problems.push(format!(
+                "PMO '{}': plaintext found on the medium: {committed_plain} pages committed as plaintext by a BP session that did not detach (attach it, or run `pmo check --repair` on it, with its key to encrypt them)",
+                self.name
+            ));
+        } else if self.plain_marked(m)? {
             problems.push(format!(
                 "PMO '{}': its plaintext copy on the medium was not scrubbed (a crash while attached; opening the pool or attaching it scrubs it)",
                 self.name
@@ -734,12 +743,74 @@ impl PmoCore {
         Ok(n)
     }
 
-    /// The crash handler of the plaintext area: zero all of it if the word is set.
+    /// The crash handler of the plaintext area, which needs no key: if the plaintext word is
+    /// set, zero the whole area and every slot no page-map entry names (plaintext a BP psync
+    /// left behind), fence, and clear the word unless pages are still committed as plaintext
+    /// (BP on the medium: only a keyed open can encrypt them). Returns the area's pages.
     pub fn scrub_if_marked(&self, m: &dyn Medium) -> Result<u64> {
-        if self.plain_marked(m)? {
-            self.scrub_plain(m, None)
-        } else {
-            Ok(0)
+        if !self.plain_marked(m)? {
+            return Ok(0);
         }
+        let Some(base) = self.layout.plain_off else {
+            return Ok(0);
+        };
+        let zero = |off: u64| -> Result<()> {
+            m.zero(off, PAGE_SIZE)?;
+            m.flush(off, PAGE_SIZE)?;
+            Ok(())
+        };
+        let mut committed_plain = 0u64;
+        for p in 0..self.layout.npages {
+            zero(self.abs(base + p * PAGE_SIZE))?;
+            let e = self.map_entry(m, p)?;
+            committed_plain += u64::from(e.is_plain());
+            for s in 0..2u8 {
+                if e.loc() != Some(PageLoc::Slot(s)) {
+                    zero(self.abs(self.layout.page(s, p)))?;
+                }
+            }
+        }
+        m.fence()?;
+        if committed_plain == 0 {
+            let off = self.abs(PmoLayout::PLAIN_WORD_OFF);
+            m.write(off, &0u64.to_le_bytes())?;
+            m.persist(off, 8)?;
+        }
+        Ok(self.layout.npages)
+    }
+
+    /// Pages whose committed copy is plaintext (BP on the medium, a session that did not
+    /// reach its detach).
+    pub fn plain_committed(&self, m: &dyn Medium) -> Result<u64> {
+        if self.layout.plain_off.is_none() {
+            return Ok(0);
+        }
+        let mut n = 0;
+        for p in 0..self.layout.npages {
+            n += u64::from(self.map_entry(m, p)?.is_plain());
+        }
+        Ok(n)
+    }
+
+    /// Before the extent is given back (pdestroy): the crash handler, then zero the slots of
+    /// pages still committed as plaintext, and clear the word.
+    pub fn scrub_for_destroy(&self, m: &dyn Medium) -> Result<()> {
+        self.scrub_if_marked(m)?;
+        if self.plain_committed(m)? == 0 {
+            return Ok(());
+        }
+        for p in 0..self.layout.npages {
+            let e = self.map_entry(m, p)?;
+            if let (true, Some(PageLoc::Slot(s))) = (e.is_plain(), e.loc()) {
+                let off = self.abs(self.layout.page(s, p));
+                m.zero(off, PAGE_SIZE)?;
+                m.flush(off, PAGE_SIZE)?;
+            }
+        }
+        m.fence()?;
+        let off = self.abs(PmoLayout::PLAIN_WORD_OFF);
+        m.write(off, &0u64.to_le_bytes())?;
+        m.persist(off, 8)?;
+        Ok(())
     }
 }

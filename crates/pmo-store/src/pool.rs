@@ -623,7 +623,7 @@ impl Pool {
         };
         let r = (|| {
             // A plaintext copy left by a crash goes before the space is given back.
-            PmoCore::new(&entry)?.scrub_if_marked(m)?;
+            PmoCore::new(&entry)?.scrub_for_destroy(m)?;
             namespace::bump_gen(m, &inner.sb)?;
             clear_slot(m, &inner.sb, slot)?;
             m.fence()?;
@@ -652,13 +652,13 @@ impl Pool {
                 && u32::from_le_bytes(b) & DETACHING != 0
         };
         match inner.locker.lock(word, LockKind::Exclusive, wait)? {
-            None if detaching() || crate::detach::in_flight(e.extent_off) => {
+            None if detaching() || crate::detach::in_flight(e.uuid) => {
                 let stall = wait
                     .unwrap_or_default()
                     .max(crate::detach::DETACH_STALL_MAX);
                 let t = std::time::Instant::now();
                 // This process's own background detach: wake when it is done, not by polling.
-                crate::detach::wait_for_extent(e.extent_off, stall);
+                crate::detach::wait_for_pmo(e.uuid, stall);
                 let left = stall.saturating_sub(t.elapsed());
                 inner.locker.lock(word, LockKind::Exclusive, Some(left))
             }
@@ -999,7 +999,11 @@ impl PmoHandle {
     /// Whether dropping this handle has work on the medium (a background detach is worth it).
     pub(crate) fn has_detach_work(&self) -> bool {
         self.scrub_pending()
-            || self.perm == Perm::Write && self.prot.as_ref().is_some_and(|p| p.has_detach_work())
+            || self.perm == Perm::Write
+                && self
+                    .prot
+                    .as_ref()
+                    .is_some_and(|p| p.has_detach_work() || p.plain_session())
     }
 
     fn scrub_pending(&self) -> bool {
@@ -1048,11 +1052,27 @@ impl PmoHandle {
 
 impl Drop for PmoHandle {
     fn drop(&mut self) {
+        let mut plain_committed = false;
         if let Some(p) = &self.prot {
             if self.perm == Perm::Write && !self.pool.inner.poisoned.load(Ordering::Acquire) {
+                // BP on the medium: encrypt the pages psync committed as plaintext. On failure
+                // they stay flagged under the plaintext word: the next keyed open encrypts them.
+                plain_committed = p.plain_session();
+                if plain_committed && p.encrypt_plain_pages().is_err() {
+                    self.pool.inner.poisoned.store(true, Ordering::Release);
+                }
                 // Integrity at detach; on failure the pending word stays and the next attach's
                 // crash handler repairs.
                 let _ = p.finish_detach();
+            }
+        }
+        if plain_committed && !self.pool.inner.poisoned.load(Ordering::Acquire) {
+            // A session without a mapping (page-level commits) wrote no plaintext area: clear
+            // the plaintext word now that no plaintext is committed (a mapping's scrub below
+            // clears it after the area).
+            let which = self.scrub.get_mut().unwrap_or_else(|e| e.into_inner());
+            if which.is_none() {
+                *which = Some(Some(Vec::new()));
             }
         }
         if let Some(which) = self

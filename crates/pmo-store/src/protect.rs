@@ -18,7 +18,7 @@
 //! Fill runs in the page-fault handler: it takes no lock and does not allocate (the medium read
 //! and [`PageProtector::open`] are allocation-free; the sealed copy lives on the fill stack).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use pmo_crypt::{
@@ -77,6 +77,13 @@ pub struct Protection {
     /// XTS without the checksum for the crash handler of a PMO with per-page checksums that
     /// is attached under integrity at psync after a session at detach died (`None` otherwise).
     repair: Option<PageProtector>,
+    /// BP with the plaintext copy on the medium: psync commits pages as plaintext (flagged in
+    /// the page map, with their checksum for `bp-ip`), detach encrypts them.
+    bp_plain: bool,
+    /// Set while the pages committed as plaintext are being encrypted (a sealing commit).
+    encrypting: AtomicBool,
+    /// Whether the plaintext word is set for plaintext commits of this session.
+    plain_session: Mutex<bool>,
     /// Pages committed (without their checksum) since the last detach (`*-id` schemes).
     /// One bit per page, set by a commit, cleared at detach (lock-free: the fill reads it).
     id_pages: Box<[AtomicU64]>,
@@ -153,6 +160,17 @@ impl Protection {
                 keys: PmoKeys::derive(&crypt_master, pool_uuid, core.uuid).map_err(crypt_err)?,
             },
         };
+        let bp_plain = scheme.shadow == crate::scheme::Shadow::Medium
+            && matches!(
+                scheme.id,
+                crate::scheme::SchemeId::Bp
+                    | crate::scheme::SchemeId::BpIp
+                    | crate::scheme::SchemeId::BpId
+            );
+        // Plaintext in a committed slot is possible only for a PMO with a plaintext area and
+        // the XTS designs (a run-time switch to SP or WED finds it from a BP session).
+        let may_hold_plain = core.layout.plain_off.is_some()
+            && matches!(scheme.cipher(), Cipher::Xts | Cipher::XtsSha256);
         let n = core.npages();
         let mut raw = vec![0u8; (n * 8) as usize];
         m.read(core.abs(core.layout.map_off), &mut raw)?;
@@ -169,6 +187,12 @@ impl Protection {
                 return Err(integrity(
                     &core,
                     format!("page {i}: invalid page-map entry {:#x}", e.0),
+                ));
+            }
+            if e.is_plain() && !may_hold_plain {
+                return Err(integrity(
+                    &core,
+                    format!("page {i}: marked as committed plaintext, which this PMO never holds"),
                 ));
             }
             max_used = max_used.max(e.version());
@@ -222,6 +246,9 @@ impl Protection {
             protector,
             sealer,
             repair,
+            bp_plain,
+            encrypting: AtomicBool::new(false),
+            plain_session: Mutex::new(false),
             id_pages: (0..core.npages().div_ceil(64))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
@@ -237,6 +264,13 @@ impl Protection {
             core,
             medium,
         };
+        // The crash handler of BP on the medium: pages a session committed as plaintext and
+        // did not encrypt (the process died) are encrypted now, before anything is used.
+        // (Open runs under the exclusive attach lock for PMOs with a plaintext area.)
+        if prot.encrypt_plain_pages()? > 0 {
+            prot.finish_detach()?;
+            prot.core.scrub_plain(&*prot.medium, Some(&[]))?;
+        }
         if pending {
             prot.crash_handler()?;
         }
@@ -277,6 +311,9 @@ impl Protection {
             let Some(PageLoc::Slot(s)) = e.loc() else {
                 continue;
             };
+            if e.is_plain() {
+                continue; // its checksum comes with its encryption
+            }
             m.read(self.core.abs(layout.page(s, page)), &mut sealed)?;
             sealer
                 .open(
@@ -299,6 +336,15 @@ impl Protection {
     /// Before a commit of `pages` of an integrity-at-detach scheme: make the pending word
     /// durable (once per session) and remember the pages. No-op for other schemes.
     pub(crate) fn before_commit(&self, pages: &[u64]) -> Result<()> {
+        if self.commits_plaintext() {
+            // The plaintext word covers committed plaintext across a crash: set it durably
+            // before the first plaintext commit of the session.
+            let mut open = self.plain_session.lock().unwrap_or_else(|e| e.into_inner());
+            if !*open {
+                self.core.mark_plain(&*self.medium)?;
+                *open = true;
+            }
+        }
         if self.sealer.is_none() {
             return Ok(());
         }
@@ -361,6 +407,63 @@ impl Protection {
         self.entries[page as usize].store(e.0, Ordering::Release);
     }
 
+    /// Whether psync commits pages as plaintext now (BP with the plaintext copy on the medium,
+    /// outside the sealing commit that encrypts them).
+    pub(crate) fn commits_plaintext(&self) -> bool {
+        self.bp_plain && !self.encrypting.load(Ordering::Acquire)
+    }
+
+    /// Whether a session committed pages as plaintext (the handle's drop encrypts them and
+    /// clears the plaintext word).
+    pub(crate) fn plain_session(&self) -> bool {
+        *self.plain_session.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Encrypt every page committed as plaintext (BP on the medium) in one sealing commit,
+    /// then zero the slots that held the plaintext and fence. Returns the pages encrypted. At
+    /// detach, and at the next keyed open after a crash. The plaintext word stays set: the
+    /// caller clears it (with the plaintext area).
+    pub(crate) fn encrypt_plain_pages(&self) -> Result<u64> {
+        let pages: Vec<u64> = (0..self.core.npages())
+            .filter(|&p| self.entry(p).is_plain())
+            .collect();
+        if pages.is_empty() {
+            return Ok(0);
+        }
+        let m = &*self.medium;
+        let layout = &self.core.layout;
+        let old: Vec<u64> = pages
+            .iter()
+            .filter_map(|&p| match self.entry(p).loc() {
+                Some(PageLoc::Slot(s)) => Some(self.core.abs(layout.page(s, p))),
+                _ => None,
+            })
+            .collect();
+        self.encrypting.store(true, Ordering::Release);
+        let r = self.core.commit(
+            m,
+            &pages,
+            crate::engine::CommitSource::Fill(&mut |p, dst| match self.entry(p).loc() {
+                Some(PageLoc::Slot(s)) => Ok(m.read(self.core.abs(layout.page(s, p)), dst)?),
+                _ => Err(StoreError::Corrupt(format!(
+                    "PMO '{}' page {p}: committed plaintext without a slot",
+                    self.core.name
+                ))),
+            }),
+            Some(self),
+            None,
+        );
+        self.encrypting.store(false, Ordering::Release);
+        r?;
+        for off in old {
+            m.zero(off, pmo_format::PAGE_SIZE)?;
+            m.flush(off, pmo_format::PAGE_SIZE)?;
+        }
+        m.fence()?;
+        *self.plain_session.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        Ok(pages.len() as u64)
+    }
+
     /// Decrypt and verify `page` into `dst`. Lock-free and allocation-free (fault handler).
     pub fn fill(&self, page: u64, dst: &mut Page) -> Result<(), &'static str> {
         if page >= self.core.npages() {
@@ -370,6 +473,25 @@ impl Protection {
         match e.loc() {
             Some(PageLoc::Zero) => {
                 dst.fill(0);
+                Ok(())
+            }
+            Some(PageLoc::Slot(s)) if e.is_plain() => {
+                // Committed as plaintext (BP on the medium): a copy, checked against its
+                // checksum where one was written at psync.
+                let layout: &PmoLayout = &self.core.layout;
+                let m = &*self.medium;
+                m.read(self.core.abs(layout.page(s, page)), dst)
+                    .map_err(|_| "medium read failed")?;
+                if self.scheme.cipher() == Cipher::XtsSha256 && !self.committed_unchecked(page) {
+                    let mut meta = [0u8; PAGE_META_LEN];
+                    m.read(self.core.abs(layout.tag(s, page)), &mut meta)
+                        .map_err(|_| "medium read failed")?;
+                    let sum = pmo_crypt::page_checksum(dst).0;
+                    if !bool::from(subtle::ConstantTimeEq::ct_eq(&sum[..], &meta[..])) {
+                        dst.fill(0);
+                        return Err("the page fails its integrity check (tampered or corrupted)");
+                    }
+                }
                 Ok(())
             }
             Some(PageLoc::Slot(s)) => {
@@ -408,6 +530,22 @@ impl Protection {
     /// `parallel` (else on this thread); fills each job's metadata slot.
     pub(crate) fn seal_batch(&self, jobs: &mut [SealJob<'_>], parallel: bool) -> Result<()> {
         let sealer = self.sealer.as_ref().unwrap_or(&self.protector);
+        if self.commits_plaintext() {
+            // BP on the medium: psync copies the shadow into the primary (the free slot) as
+            // plaintext, with the plaintext's checksum where the design updates it at psync.
+            let checksum = matches!(sealer, PageProtector::Xts { checksum: true, .. });
+            for j in jobs.iter_mut() {
+                if let Some(input) = j.input {
+                    j.out.copy_from_slice(input);
+                }
+                j.meta = if checksum {
+                    pmo_crypt::page_checksum(j.out).0
+                } else {
+                    [0u8; PAGE_META_LEN]
+                };
+            }
+            return Ok(());
+        }
         let seal = |j: &mut SealJob<'_>| -> std::result::Result<(), pmo_crypt::CryptError> {
             j.meta = match j.input {
                 Some(input) => sealer.seal(j.page_index, j.version, input, j.out)?,

@@ -379,3 +379,43 @@ fn plaintext_area_is_scrubbed_by_recovery_at_every_persist_point() {
         );
     }
 }
+
+/// BP with the plaintext copy on the medium: psync commits pages as plaintext, the handle's
+/// drop (detach) encrypts them in a sealing commit and zeroes the plaintext slots. Power cut at
+/// every persist point of psync + detach: the PMO reads as of the last psync (before or after
+/// the cut one), and once a keyed open has run the crash handler, no plaintext is left.
+#[test]
+fn bp_on_the_medium_psync_and_detach_at_every_persist_point() {
+    for name in ["bp-ip:medium", "bp-id:medium", "bp:medium"] {
+        let scheme = Scheme::from_name(name).unwrap();
+        let base = base_image(scheme);
+        assert_no_plaintext(&base, scheme, &format!("{name}: base (encrypted at drop)"));
+        let points = explore(
+            &base,
+            1,
+            SEED,
+            |m| -> Result<(), StoreError> {
+                let pool = Pool::open_on(m.clone())?;
+                let h = pool.open_pmo("a", Perm::Write, KEY, None)?;
+                commit_version(&h, 2)?;
+                drop(h);
+                Ok(())
+            },
+            |cp: &CrashPoint| {
+                let ctx = format!("{name}: crash at {}", cp.point);
+                let m2 = Arc::new(CrashMedium::from_image(cp.image.clone()));
+                let pool =
+                    Pool::open_on(m2.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+                // A keyed open runs the crash handler (encrypts committed plaintext).
+                let v = version_of(&pool, &ctx);
+                assert!(v == 1 || v == 2, "{ctx}: version {v}");
+                if cp.completed {
+                    assert_eq!(v, 2, "{ctx}: a completed psync was lost");
+                }
+                assert_no_plaintext(&m2.current_image(), scheme, &ctx);
+                assert_healthy(&pool, &ctx);
+            },
+        );
+        assert!(points >= 6, "{name}: {points} persist points");
+    }
+}

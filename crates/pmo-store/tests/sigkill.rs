@@ -69,6 +69,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_psync() {
         ("wedi", kills / 4),
         ("sp-ip:medium", kills / 4),
         ("secure:medium", kills / 8),
+        ("bp-ip:medium", kills / 8),
     ] {
         run_kills(Scheme::from_name(name).unwrap(), n.max(1));
     }
