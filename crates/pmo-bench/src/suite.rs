@@ -5,11 +5,11 @@
 //! | study | varies | fixed | figure |
 //! |---|---|---|---|
 //! | `breakdown` | workload x scheme | K = 2, no prediction, `dram`, 1 thread | LOaPP Fig. 6: stacked time per design, normalised to `wedi` |
-//! | `session` | K = 1..16 x {wedi, sp-id, secure} | no prediction, `dram`, 1 thread | LOaPP Fig. 7: attach-session sensitivity |
+//! | `session` | K = 1..16 x {wedi, sp-id, secure, bp-id:medium, sp-id:medium} | no prediction, `dram`, 1 thread | LOaPP Figs. 7 and 8: attach-session sensitivity, BP/I_d vs SP/I_d |
 //! | `predict` | depth 0..16, adaptive | `secure`, `dram`, 1 thread | prediction-depth sensitivity |
 //! | `threads` | threads 1, 2, 4 x {wedi, secure} | K = 2, `dram` | thread scaling |
 //! | `cxl` | `wedi` on `dram` vs {secure, sp-id} with prediction on `cxl-far` | 1 thread | LPMO: DRAM cache + prediction under CXL latency |
-//! | `placement` | {sp-id, secure} x plaintext copy in DRAM or on the medium | K = 2, sigsegv faults for both, `dram`, 1 thread | LPMO: DRAM as the plaintext cache vs the LOaPP kernel's plaintext on the medium |
+//! | `placement` | {sp-id, bp-id, secure} x plaintext copy in DRAM or on the medium | K = 2, sigsegv faults for both, `dram`, 1 thread | LPMO: DRAM as the plaintext cache vs the LOaPP kernel's plaintext on the medium |
 //!
 //! The placement study runs both placements with the sigsegv fault mechanism (the only one a
 //! view over the medium can use), so that only the placement differs. On this machine the
@@ -176,7 +176,9 @@ fn cells(opts: &SuiteOptions) -> Vec<Cell> {
     }
     if wants("session") {
         for &w in &opts.workloads {
-            for s in ["wedi", "sp-id", "secure"] {
+            // The paper's Fig. 7 designs, and its Fig. 8 pair (BP/I_d vs SP/I_d, which differ
+            // only with the plaintext copy on the medium).
+            for s in ["wedi", "sp-id", "secure", "bp-id:medium", "sp-id:medium"] {
                 for &k in &opts.sessions {
                     v.push(Cell {
                         session: k,
@@ -222,7 +224,7 @@ fn cells(opts: &SuiteOptions) -> Vec<Cell> {
     }
     if wants("placement") {
         for &w in &opts.workloads {
-            for s in ["sp-id", "secure"] {
+            for s in ["sp-id", "bp-id", "secure"] {
                 for placed in [s.to_string(), format!("{s}:medium")] {
                     v.push(Cell {
                         fault: "sigsegv",
@@ -491,12 +493,52 @@ pub fn print_tables(records: &Records) {
         println!("{title} (study {study}; wall s, medians):");
         for r in cells {
             println!(
-                "  {:<10} {:<8} {key}={:<9} {:>9.4}",
+                "  {:<10} {:<13} {key}={:<9} {:>9.4}",
                 param(r, "workload"),
                 param(r, "scheme"),
                 param(r, key),
                 r.value
             );
+        }
+    }
+    // Fig. 8: BP/I_d against SP/I_d (both with the plaintext copy on the medium) per K.
+    let mut ks: Vec<String> = Vec::new();
+    for r in rows
+        .iter()
+        .filter(|r| param(r, "study") == "session" && param(r, "scheme") == "bp-id:medium")
+    {
+        let k = param(r, "session_psyncs");
+        if !ks.contains(&k) {
+            ks.push(k);
+        }
+    }
+    if !ks.is_empty() {
+        println!("BP/I_d vs SP/I_d, plaintext copy on the medium (study session; geomean over workloads of bp-id:medium / sp-id:medium; < 1: BP faster):");
+        for k in &ks {
+            let mut acc = (0.0, 0usize);
+            for w in &workloads {
+                let at = |s: &str| {
+                    find(
+                        records,
+                        "wall_s",
+                        &[
+                            ("study", "session"),
+                            ("workload", w),
+                            ("scheme", s),
+                            ("session_psyncs", k),
+                        ],
+                    )
+                };
+                if let (Some(bp), Some(sp)) = (at("bp-id:medium"), at("sp-id:medium")) {
+                    if sp > 0.0 {
+                        acc.0 += (bp / sp).ln();
+                        acc.1 += 1;
+                    }
+                }
+            }
+            if acc.1 > 0 {
+                println!("  K={k:<3} {:.3}", (acc.0 / acc.1 as f64).exp());
+            }
         }
     }
     let placed: Vec<&&crate::Record> = rows
