@@ -4,12 +4,12 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::BenchError;
 
 /// One measurement: what was measured, under which parameters, the value and its unit.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Record {
     /// Benchmark family, e.g. `store`.
     pub bench: String,
@@ -24,7 +24,7 @@ pub struct Record {
 }
 
 /// A collection of records.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Records {
     pub records: Vec<Record>,
 }
@@ -64,6 +64,16 @@ impl Records {
                         .all(|(k, v)| r.params.get(*k).map(String::as_str) == Some(*v))
             })
             .map(|r| r.value)
+    }
+
+    /// Read records written by [`Records::write_json`].
+    pub fn read_json(path: &Path) -> Result<Records, BenchError> {
+        let text = std::fs::read_to_string(path).map_err(|source| BenchError::Io {
+            op: format!("read {}", path.display()),
+            source,
+        })?;
+        serde_json::from_str(&text)
+            .map_err(|e| BenchError::Other(format!("{}: not a records file: {e}", path.display())))
     }
 
     /// Write as JSON.
@@ -141,5 +151,20 @@ mod tests {
         assert_eq!(lines[2], "store,,16MiB,attach_us,9,us,5");
         assert_eq!(r.find("attach_us", &[("size", "16MiB")]), Some(9.0));
         std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn json_round_trips_and_foreign_files_are_errors() {
+        let mut r = Records::default();
+        r.push("suite", &[("scheme", "wedi".into())], "wall_s", 0.5, "s", 3);
+        let p = std::env::temp_dir().join(format!("pmo-bench-json-{}", std::process::id()));
+        r.write_json(&p).unwrap();
+        let back = Records::read_json(&p).unwrap();
+        assert_eq!(back.find("wall_s", &[("scheme", "wedi")]), Some(0.5));
+        assert_eq!(back.records[0].samples, 3);
+        std::fs::write(&p, b"{\"not\": 1}").unwrap();
+        assert!(Records::read_json(&p).is_err());
+        std::fs::remove_file(&p).unwrap();
+        assert!(Records::read_json(&p).is_err(), "missing file");
     }
 }

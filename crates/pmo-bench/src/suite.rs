@@ -693,15 +693,90 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             files.push(p);
         }
     }
-    for (study, key, title, file) in [
+    // Figs. 7 and 8: per K, the geomean over workloads of a scheme's wall time divided by
+    // another's at the same K (wedi for Fig. 7; SP/I_d on the medium for BP/I_d in Fig. 8).
+    let session_ratio = |num: &str, den: &str, k: &str| -> Option<f64> {
+        let mut acc = (0.0, 0usize);
+        for r in rows.iter().filter(|r| {
+            param(r, "study") == "session"
+                && r.metric == "wall_s"
+                && param(r, "scheme") == num
+                && param(r, "session_psyncs") == k
+        }) {
+            let w = param(r, "workload");
+            let d = find(
+                records,
+                "wall_s",
+                &[
+                    ("study", "session"),
+                    ("workload", &w),
+                    ("scheme", den),
+                    ("session_psyncs", k),
+                ],
+            )?;
+            if d > 0.0 {
+                acc.0 += (r.value / d).ln();
+                acc.1 += 1;
+            }
+        }
+        (acc.1 > 0).then(|| (acc.0 / acc.1 as f64).exp())
+    };
+    let mut ks: Vec<String> = Vec::new();
+    let mut session_schemes: Vec<String> = Vec::new();
+    for r in rows
+        .iter()
+        .filter(|r| param(r, "study") == "session" && r.metric == "wall_s")
+    {
+        let (k, s) = (param(r, "session_psyncs"), param(r, "scheme"));
+        if !ks.contains(&k) {
+            ks.push(k);
+        }
+        if !session_schemes.contains(&s) {
+            session_schemes.push(s);
+        }
+    }
+    for (file, title, y, pairs) in [
         (
-            "session",
-            "session_psyncs",
-            "Attach-session size K (psyncs per session)",
             "suite-fig7-session.svg",
+            "Attach-session size K: time normalised to wedi (geomean over workloads)",
+            "time / wedi",
+            session_schemes
+                .iter()
+                .map(|s| (s.clone(), s.clone(), "wedi".to_string()))
+                .collect::<Vec<_>>(),
         ),
-        ("threads", "threads", "Threads", "suite-threads.svg"),
+        (
+            "suite-fig8-bp-vs-sp.svg",
+            "BP/I_d vs SP/I_d, plaintext on the medium (geomean over workloads)",
+            "bp-id:medium / sp-id:medium",
+            vec![(
+                "bp-id:medium / sp-id:medium".to_string(),
+                "bp-id:medium".to_string(),
+                "sp-id:medium".to_string(),
+            )],
+        ),
     ] {
+        let mut series: Vec<(String, Vec<(f64, f64)>)> = pairs
+            .iter()
+            .map(|(name, num, den)| {
+                let pts = ks
+                    .iter()
+                    .filter_map(|k| {
+                        let x: f64 = k.parse().ok()?;
+                        session_ratio(num, den, k).map(|v| (x, v))
+                    })
+                    .collect();
+                (name.clone(), pts)
+            })
+            .filter(|s: &(String, Vec<(f64, f64)>)| !s.1.is_empty())
+            .collect();
+        if !series.is_empty() {
+            let p = dir.join(file);
+            plot::lines(&p, title, "attach-session size K", y, &mut series, false)?;
+            files.push(p);
+        }
+    }
+    for (study, key, title, file) in [("threads", "threads", "Threads", "suite-threads.svg")] {
         let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
         for r in rows
             .iter()

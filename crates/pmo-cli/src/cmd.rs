@@ -149,6 +149,10 @@ enum Cmd {
         /// suite: matrix sizes: tiny, default, paper (the LOaPP paper's Table IV)
         #[arg(long)]
         size: Option<String>,
+        /// suite: run nothing; print the tables and draw the figures of records saved with
+        /// --json by an earlier run
+        #[arg(long, value_name = "FILE.json")]
+        from: Option<PathBuf>,
         /// Short configuration (fewer repeats)
         #[arg(long)]
         quick: bool,
@@ -432,14 +436,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 i.kdf.m_kib, i.kdf.t, i.kdf.p
             );
             println!("default scheme:  {}", scheme_name(i.config.scheme));
-            println!(
-                "fault mechanism: {}",
-                pmo_store::attach::fault_mechanism_name()
-            );
-            println!(
-                "dirty tracking:  {}",
-                pmo_store::DirtyTracking::from_env().unwrap_or(pmo_store::DEFAULT_TRACKING)
-            );
+            print_fault_defaults();
             println!("cache flush:     {}", pmo_os::persist::flush_kind().name());
         }
         Cmd::Info { name: Some(name) } => {
@@ -473,14 +470,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 );
                 println!("dirty tracking:  fault");
             } else {
-                println!(
-                    "fault mechanism: {}",
-                    pmo_store::attach::fault_mechanism_name()
-                );
-                println!(
-                    "dirty tracking:  {}",
-                    pmo_store::DirtyTracking::from_env().unwrap_or(pmo_store::DEFAULT_TRACKING)
-                );
+                print_fault_defaults();
             }
             match pool.last_session(name)? {
                 None => println!("last session:    none recorded"),
@@ -629,9 +619,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             studies,
             depths,
             size,
+            from,
         } => {
             let mut records = pmo_bench::Records::default();
+            if from.is_some() && which != "suite" {
+                bail!("--from is for the suite");
+            }
             match which.as_str() {
+                "suite" if from.is_some() => {
+                    let f = from.as_deref().unwrap_or(std::path::Path::new(""));
+                    records = pmo_bench::Records::read_json(f)?;
+                    std::fs::create_dir_all(out)
+                        .with_context(|| format!("create {}", out.display()))?;
+                    pmo_bench::suite::print_tables(&records);
+                    for f in pmo_bench::suite::draw(&records, out)? {
+                        println!("figure: {}", f.display());
+                        if let Some(png) = pmo_bench::plot::to_png(&f) {
+                            println!("figure: {}", png.display());
+                        }
+                    }
+                    return Ok(());
+                }
                 "suite" => {
                     let mut opts = pmo_bench::suite::SuiteOptions::new(*quick);
                     if let Some(d) = dir {
@@ -764,6 +772,18 @@ fn scheme_name(code: u32) -> String {
 
 fn parse_scheme(name: &str) -> anyhow::Result<pmo_store::Scheme> {
     Ok(pmo_store::Scheme::from_name(name)?)
+}
+
+/// The fault mechanism and dirty tracking attaches use by default in this process.
+fn print_fault_defaults() {
+    println!(
+        "fault mechanism: {}",
+        pmo_store::attach::fault_mechanism_name()
+    );
+    println!(
+        "dirty tracking:  {}",
+        pmo_store::DirtyTracking::from_env().unwrap_or(pmo_store::DEFAULT_TRACKING)
+    );
 }
 
 /// `scheme` with the plaintext placement of `--shadow` (`None`: as named).

@@ -99,6 +99,13 @@ fn commit_version(h: &pmo_store::PmoHandle, v: u8) -> Result<(), StoreError> {
     h.commit_pages(&list).map(|_| ())
 }
 
+/// Open the pool, commit version 2 to PMO "a" (one psync), drop the handle (the detach).
+fn commit_v2_and_detach(m: &Arc<CrashMedium>) -> Result<(), StoreError> {
+    let pool = Pool::open_on(m.clone())?;
+    let h = pool.open_pmo("a", Perm::Write, KEY, None)?;
+    commit_version(&h, 2)
+}
+
 /// A pool with PMO "a" whose pages all hold version 1.
 fn base_image(scheme: Scheme) -> Vec<u8> {
     let m = Arc::new(CrashMedium::new(POOL_BYTES));
@@ -138,39 +145,28 @@ fn psync_is_atomic_at_every_persist_point() {
         let base = base_image(scheme);
         let mut seen_old = 0;
         let mut seen_new = 0;
-        let points = explore(
-            &base,
-            6,
-            SEED,
-            |m| -> Result<(), StoreError> {
-                let pool = Pool::open_on(m.clone())?;
-                let h = pool.open_pmo("a", Perm::Write, KEY, None)?;
-                commit_version(&h, 2)?;
-                Ok(())
-            },
-            |cp| {
-                let ctx = format!(
-                    "{scheme}: psync crash point {} variant {}",
-                    cp.point, cp.variant
-                );
-                assert_no_plaintext(&cp.image, scheme, &ctx);
-                let pool = open(cp.image.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
-                let v = version_of(&pool, &ctx);
-                if cp.completed {
-                    assert_eq!(v, 2, "{ctx}: a completed psync was lost");
-                }
-                assert!(v == 1 || v == 2, "{ctx}: version {v}");
-                if v == 1 {
-                    seen_old += 1
-                } else {
-                    seen_new += 1
-                }
-                assert_healthy(&pool, &ctx);
-                if cp.variant < 2 {
-                    check_recovery_crashes(&cp.image, v, &ctx);
-                }
-            },
-        );
+        let points = explore(&base, 6, SEED, commit_v2_and_detach, |cp| {
+            let ctx = format!(
+                "{scheme}: psync crash point {} variant {}",
+                cp.point, cp.variant
+            );
+            assert_no_plaintext(&cp.image, scheme, &ctx);
+            let pool = open(cp.image.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+            let v = version_of(&pool, &ctx);
+            if cp.completed {
+                assert_eq!(v, 2, "{ctx}: a completed psync was lost");
+            }
+            assert!(v == 1 || v == 2, "{ctx}: version {v}");
+            if v == 1 {
+                seen_old += 1
+            } else {
+                seen_new += 1
+            }
+            assert_healthy(&pool, &ctx);
+            if cp.variant < 2 {
+                check_recovery_crashes(&cp.image, v, &ctx);
+            }
+        });
         assert!(
             points >= 3,
             "psync has at least three persist points, saw {points}"
@@ -390,32 +386,19 @@ fn bp_on_the_medium_psync_and_detach_at_every_persist_point() {
         let scheme = Scheme::from_name(name).unwrap();
         let base = base_image(scheme);
         assert_no_plaintext(&base, scheme, &format!("{name}: base (encrypted at drop)"));
-        let points = explore(
-            &base,
-            1,
-            SEED,
-            |m| -> Result<(), StoreError> {
-                let pool = Pool::open_on(m.clone())?;
-                let h = pool.open_pmo("a", Perm::Write, KEY, None)?;
-                commit_version(&h, 2)?;
-                drop(h);
-                Ok(())
-            },
-            |cp: &CrashPoint| {
-                let ctx = format!("{name}: crash at {}", cp.point);
-                let m2 = Arc::new(CrashMedium::from_image(cp.image.clone()));
-                let pool =
-                    Pool::open_on(m2.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
-                // A keyed open runs the crash handler (encrypts committed plaintext).
-                let v = version_of(&pool, &ctx);
-                assert!(v == 1 || v == 2, "{ctx}: version {v}");
-                if cp.completed {
-                    assert_eq!(v, 2, "{ctx}: a completed psync was lost");
-                }
-                assert_no_plaintext(&m2.current_image(), scheme, &ctx);
-                assert_healthy(&pool, &ctx);
-            },
-        );
+        let points = explore(&base, 1, SEED, commit_v2_and_detach, |cp: &CrashPoint| {
+            let ctx = format!("{name}: crash at {}", cp.point);
+            let m2 = Arc::new(CrashMedium::from_image(cp.image.clone()));
+            let pool = Pool::open_on(m2.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+            // A keyed open runs the crash handler (encrypts committed plaintext).
+            let v = version_of(&pool, &ctx);
+            assert!(v == 1 || v == 2, "{ctx}: version {v}");
+            if cp.completed {
+                assert_eq!(v, 2, "{ctx}: a completed psync was lost");
+            }
+            assert_no_plaintext(&m2.current_image(), scheme, &ctx);
+            assert_healthy(&pool, &ctx);
+        });
         assert!(points >= 6, "{name}: {points} persist points");
     }
 }
