@@ -170,11 +170,14 @@ enum Cmd {
 
 const BENCH_HELP: &str = "\
 Workloads: 2dconv, gauss, lu, tmm, cholesky (crate pmo-workloads; each verified against a DRAM run)
-Schemes:   none, wed, wedi, bp, bp-ip, bp-id, sp, sp-ip, sp-id, secure
+Schemes:   none, wed, wedi, bp, bp-ip, bp-id, sp, sp-ip, sp-id, secure, each also with
+           ':medium' (the plaintext copy on the medium instead of DRAM)
 Depths:    off, 1, 2, 4, 8, 16, ..., adaptive (PMO_PREDICT)
 Latency:   dram, optane, cxl-near, cxl-far, custom:... (PMO_LATENCY; docs/latency.md)
-Studies:   breakdown (LOaPP Fig. 6), session (Fig. 7), predict, threads, cxl
-Output:    CSV (and --json) records in --out, SVG figures beside them";
+Placement: DRAM (default; PMO_NUMA_NODE picks the node) or ':medium'
+Studies:   breakdown (LOaPP Fig. 6), session (Figs. 7 and 8), predict, threads, cxl, placement
+Output:    CSV (and --json) records in --out, SVG (and PNG) figures beside them;
+           --from FILE.json redraws them from saved records";
 
 fn parse_bytes(s: &str) -> Result<u64, String> {
     parse_size::Config::new()
