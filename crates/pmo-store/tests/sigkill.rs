@@ -60,7 +60,8 @@ fn sigkill_at_random_moments_loses_no_acknowledged_psync() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(200);
     // 200 kills for the unprotected store and for the secure default, fewer for the paper's
-    // designs (they share the commit path; what differs is sealing and attach).
+    // designs and the plaintext-on-the-medium placements (they share the commit path; what
+    // differs is sealing, attach, detach and the crash handlers), every scheme at least 25.
     for (name, n) in [
         ("none", kills),
         ("secure", kills),
@@ -70,6 +71,15 @@ fn sigkill_at_random_moments_loses_no_acknowledged_psync() {
         ("sp-ip:medium", kills / 4),
         ("secure:medium", kills / 8),
         ("bp-ip:medium", kills / 8),
+        // The rest of the design space, fewer each.
+        ("wed", kills / 8),
+        ("bp", kills / 8),
+        ("bp-ip", kills / 8),
+        ("bp-id", kills / 8),
+        ("sp", kills / 8),
+        ("bp-id:medium", kills / 8),
+        ("sp-id:medium", kills / 8),
+        ("wedi:medium", kills / 8),
     ] {
         run_kills(Scheme::from_name(name).unwrap(), n.max(1));
     }
