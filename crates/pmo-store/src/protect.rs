@@ -443,12 +443,14 @@ impl Protection {
         let r = self.core.commit(
             m,
             &pages,
-            crate::engine::CommitSource::Fill(&mut |p, dst| match self.entry(p).loc() {
-                Some(PageLoc::Slot(s)) => Ok(m.read(self.core.abs(layout.page(s, p)), dst)?),
-                _ => Err(StoreError::Corrupt(format!(
-                    "PMO '{}' page {p}: committed plaintext without a slot",
-                    self.core.name
-                ))),
+            // Through `fill`: a `bp-ip` page is checked against its psync checksum before it
+            // is encrypted (and so vouched for); a tampered one is an integrity error.
+            crate::engine::CommitSource::Fill(&mut |p, dst| {
+                self.fill(p, dst).map_err(|reason| StoreError::Integrity {
+                    name: self.core.name.clone(),
+                    page: p,
+                    reason: reason.into(),
+                })
             }),
             Some(self),
             None,

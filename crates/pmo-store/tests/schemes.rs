@@ -1027,3 +1027,54 @@ fn bp_on_the_medium_commits_plaintext_until_detach() {
         assert_eq!(b, MARKER, "{name}: reads back after encryption");
     }
 }
+
+/// BP/I_p on the medium: a page committed as plaintext and then altered (here after a crash,
+/// before the keyed open that encrypts it) fails its psync checksum: the crash handler reports
+/// it instead of encrypting and so vouching for it.
+#[test]
+fn tampered_committed_plaintext_is_not_vouched_for() {
+    let m = Arc::new(CrashMedium::new(4 << 20));
+    let opts = PoolOptions {
+        kdf: KdfParams::INSECURE_FAST,
+        scheme: Scheme::from_name("bp-ip:medium").unwrap(),
+        ..Default::default()
+    };
+    let pool = Pool::create_on(m.clone(), &opts).unwrap();
+    pool.pcreate("p", PAGES * 4096, KEY).unwrap();
+    let h = pool.open_pmo("p", Perm::Write, KEY, None).unwrap();
+    let page = [0x5Au8; 4096];
+    h.commit_pages(&[(3, &page)]).unwrap();
+    // Power fails before the detach: page 3 is committed as plaintext.
+    let image = m.durable_image();
+    drop(h);
+    let info = pool.info("p").unwrap();
+    let layout = PmoLayout::with_plain(PAGES, 32, true).unwrap();
+    // Open without the key (recovery), then alter the committed plaintext.
+    let m = Arc::new(CrashMedium::from_image(image));
+    let pool = Pool::open_on(m.clone()).unwrap();
+    let mut b = [0u8; 8];
+    m.read(info.extent_off + layout.map_entry(3), &mut b)
+        .unwrap();
+    let e = PageMapEntry(u64::from_le_bytes(b));
+    assert!(e.is_plain(), "committed as plaintext");
+    let Some(pmo_format::PageLoc::Slot(s)) = e.loc() else {
+        panic!("page 3 in no slot")
+    };
+    let doff = info.extent_off + layout.page(s, 3) + 100;
+    let mut d = [0u8; 1];
+    m.read(doff, &mut d).unwrap();
+    assert_eq!(d[0], 0x5A, "the plaintext is on the medium");
+    m.write(doff, &[d[0] ^ 1]).unwrap();
+    assert!(
+        pool.check()
+            .unwrap()
+            .problems
+            .iter()
+            .any(|p| p.contains("committed as plaintext")),
+        "check reports the committed plaintext"
+    );
+    let Err(e) = pool.open_pmo("p", Perm::Read, KEY, None) else {
+        panic!("a tampered plaintext page was encrypted and vouched for");
+    };
+    assert!(matches!(e, StoreError::Integrity { page: 3, .. }), "{e}");
+}
