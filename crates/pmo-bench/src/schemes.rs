@@ -72,7 +72,6 @@ impl SchemesBenchOptions {
                         .iter()
                         .filter_map(|n| Scheme::from_name(n).ok()),
                 )
-                .filter(|s| s.check_supported().is_ok())
                 .collect(),
         }
     }

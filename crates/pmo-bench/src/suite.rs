@@ -415,6 +415,37 @@ fn find(records: &Records, metric: &str, p: &[(&str, &str)]) -> Option<f64> {
     records.find(metric, p)
 }
 
+/// Session study, attach-session size `k`: the geomean over workloads of `num`'s wall time
+/// divided by `den`'s (Fig. 7: `den` = wedi; Fig. 8: BP/I_d over SP/I_d on the medium).
+fn session_ratio(records: &Records, num: &str, den: &str, k: &str) -> Option<f64> {
+    let param = |r: &crate::Record, key: &str| r.params.get(key).cloned().unwrap_or_default();
+    let mut acc = (0.0, 0usize);
+    for r in records.records.iter().filter(|r| {
+        r.bench == "suite"
+            && r.metric == "wall_s"
+            && param(r, "study") == "session"
+            && param(r, "scheme") == num
+            && param(r, "session_psyncs") == k
+    }) {
+        let w = param(r, "workload");
+        let d = find(
+            records,
+            "wall_s",
+            &[
+                ("study", "session"),
+                ("workload", &w),
+                ("scheme", den),
+                ("session_psyncs", k),
+            ],
+        );
+        if let Some(d) = d.filter(|&d| d > 0.0) {
+            acc.0 += (r.value / d).ln();
+            acc.1 += 1;
+        }
+    }
+    (acc.1 > 0).then(|| (acc.0 / acc.1 as f64).exp())
+}
+
 /// Print the tables of a run.
 pub fn print_tables(records: &Records) {
     let rows: Vec<&crate::Record> = records
@@ -515,29 +546,8 @@ pub fn print_tables(records: &Records) {
     if !ks.is_empty() {
         println!("BP/I_d vs SP/I_d, plaintext copy on the medium (study session; geomean over workloads of bp-id:medium / sp-id:medium; < 1: BP faster):");
         for k in &ks {
-            let mut acc = (0.0, 0usize);
-            for w in &workloads {
-                let at = |s: &str| {
-                    find(
-                        records,
-                        "wall_s",
-                        &[
-                            ("study", "session"),
-                            ("workload", w),
-                            ("scheme", s),
-                            ("session_psyncs", k),
-                        ],
-                    )
-                };
-                if let (Some(bp), Some(sp)) = (at("bp-id:medium"), at("sp-id:medium")) {
-                    if sp > 0.0 {
-                        acc.0 += (bp / sp).ln();
-                        acc.1 += 1;
-                    }
-                }
-            }
-            if acc.1 > 0 {
-                println!("  K={k:<3} {:.3}", (acc.0 / acc.1 as f64).exp());
+            if let Some(v) = session_ratio(records, "bp-id:medium", "sp-id:medium", k) {
+                println!("  K={k:<3} {v:.3}");
             }
         }
     }
@@ -695,32 +705,6 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     }
     // Figs. 7 and 8: per K, the geomean over workloads of a scheme's wall time divided by
     // another's at the same K (wedi for Fig. 7; SP/I_d on the medium for BP/I_d in Fig. 8).
-    let session_ratio = |num: &str, den: &str, k: &str| -> Option<f64> {
-        let mut acc = (0.0, 0usize);
-        for r in rows.iter().filter(|r| {
-            param(r, "study") == "session"
-                && r.metric == "wall_s"
-                && param(r, "scheme") == num
-                && param(r, "session_psyncs") == k
-        }) {
-            let w = param(r, "workload");
-            let d = find(
-                records,
-                "wall_s",
-                &[
-                    ("study", "session"),
-                    ("workload", &w),
-                    ("scheme", den),
-                    ("session_psyncs", k),
-                ],
-            )?;
-            if d > 0.0 {
-                acc.0 += (r.value / d).ln();
-                acc.1 += 1;
-            }
-        }
-        (acc.1 > 0).then(|| (acc.0 / acc.1 as f64).exp())
-    };
     let mut ks: Vec<String> = Vec::new();
     let mut session_schemes: Vec<String> = Vec::new();
     for r in rows
@@ -763,7 +747,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
                     .iter()
                     .filter_map(|k| {
                         let x: f64 = k.parse().ok()?;
-                        session_ratio(num, den, k).map(|v| (x, v))
+                        session_ratio(records, num, den, k).map(|v| (x, v))
                     })
                     .collect();
                 (name.clone(), pts)

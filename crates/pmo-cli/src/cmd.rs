@@ -355,10 +355,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         "SCHEME", "UNIT", "CIPHER", "INTEGRITY"
                     );
                     for s in pmo_store::Scheme::all() {
-                        let medium = pmo_store::Scheme {
-                            shadow: pmo_store::Shadow::Medium,
-                            ..s
-                        };
                         println!(
                             "{:<8} {:<6} {:<12} {:<10} {}",
                             s.name(),
@@ -369,15 +365,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                                 pmo_store::scheme::IntegrityAt::Psync => "at psync",
                                 pmo_store::scheme::IntegrityAt::Detach => "at detach",
                             },
-                            match (medium.check_supported(), s.id) {
-                                (Err(_), _) => "dram only",
-                                (
-                                    Ok(()),
-                                    pmo_store::scheme::SchemeId::Bp
-                                    | pmo_store::scheme::SchemeId::BpIp
-                                    | pmo_store::scheme::SchemeId::BpId,
-                                ) => "dram (default) or :medium (psync commits plaintext until detach)",
-                                (Ok(()), _) => "dram (default) or :medium",
+                            match s.id {
+                                pmo_store::scheme::SchemeId::Bp
+                                | pmo_store::scheme::SchemeId::BpIp
+                                | pmo_store::scheme::SchemeId::BpId => {
+                                    "dram (default) or :medium (psync commits plaintext until detach)"
+                                }
+                                _ => "dram (default) or :medium",
                             }
                         );
                     }
@@ -634,13 +628,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     records = pmo_bench::Records::read_json(f)?;
                     std::fs::create_dir_all(out)
                         .with_context(|| format!("create {}", out.display()))?;
-                    pmo_bench::suite::print_tables(&records);
-                    for f in pmo_bench::suite::draw(&records, out)? {
-                        println!("figure: {}", f.display());
-                        if let Some(png) = pmo_bench::plot::to_png(&f) {
-                            println!("figure: {}", png.display());
-                        }
-                    }
+                    show_suite(&records, out)?;
                     return Ok(());
                 }
                 "suite" => {
@@ -680,13 +668,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     std::fs::create_dir_all(out)
                         .with_context(|| format!("create {}", out.display()))?;
                     let r = pmo_bench::suite::run(&opts, &mut records);
-                    pmo_bench::suite::print_tables(&records);
-                    for f in pmo_bench::suite::draw(&records, out)? {
-                        println!("figure: {}", f.display());
-                        if let Some(png) = pmo_bench::plot::to_png(&f) {
-                            println!("figure: {}", png.display());
-                        }
-                    }
+                    show_suite(&records, out)?;
                     let csv = out.join("suite.csv");
                     records.write_csv(&csv)?;
                     println!("records: {}", csv.display());
@@ -777,6 +759,19 @@ fn parse_scheme(name: &str) -> anyhow::Result<pmo_store::Scheme> {
     Ok(pmo_store::Scheme::from_name(name)?)
 }
 
+/// Print the suite's tables, draw its figures into `out` (SVG, and PNG where possible), and
+/// print where they are.
+fn show_suite(records: &pmo_bench::Records, out: &std::path::Path) -> anyhow::Result<()> {
+    pmo_bench::suite::print_tables(records);
+    for f in pmo_bench::suite::draw(records, out)? {
+        println!("figure: {}", f.display());
+        if let Some(png) = pmo_bench::plot::to_png(&f) {
+            println!("figure: {}", png.display());
+        }
+    }
+    Ok(())
+}
+
 /// The fault mechanism and dirty tracking attaches use by default in this process.
 fn print_fault_defaults() {
     println!(
@@ -794,11 +789,11 @@ fn with_shadow(
     scheme: pmo_store::Scheme,
     shadow: Option<&str>,
 ) -> anyhow::Result<pmo_store::Scheme> {
-    let shadow = match shadow.map(str::trim) {
-        None => return Ok(scheme),
-        Some("dram") => pmo_store::Shadow::Dram,
-        Some("medium") => pmo_store::Shadow::Medium,
-        Some(other) => bail!("unknown --shadow '{other}' (dram or medium)"),
-    };
-    Ok(pmo_store::Scheme { shadow, ..scheme })
+    Ok(match shadow {
+        None => scheme,
+        Some(s) => pmo_store::Scheme {
+            shadow: pmo_store::Shadow::from_name(s).map_err(|e| anyhow!("--shadow: {e}"))?,
+            ..scheme
+        },
+    })
 }

@@ -175,8 +175,26 @@ impl Pool {
         opts: AttachOptions,
     ) -> Result<Attachment> {
         let t0 = Instant::now();
-        let handle = self.open_pmo_as(name, perm, key, opts.wait, opts.scheme)?;
+        let mut handle = self.open_pmo_as(name, perm, key, opts.wait, opts.scheme)?;
         let whole = handle.scheme().granularity() == crate::scheme::Granularity::Whole;
+        // Where the plaintext copy lives: DRAM (a view of its own), or the PMO's plaintext area
+        // on the medium (a view over the pool file, marked before anything is written there).
+        let plain_area = match handle.scheme().shadow {
+            Shadow::Dram => None,
+            Shadow::Medium => {
+                let file = self.medium().file().ok_or_else(|| {
+                    StoreError::Unsupported(format!(
+                        "PMO '{name}' keeps its plaintext copy on the medium, and this medium ({:?}) cannot be mapped",
+                        self.medium().kind()
+                    ))
+                })?;
+                let off = handle.core.layout.plain_off.ok_or_else(|| {
+                    StoreError::Corrupt(format!("PMO '{name}': no plaintext area"))
+                })?;
+                handle.begin_plain()?;
+                Some((file, handle.core.extent_off + off))
+            }
+        };
         let predict_cfg = match opts.predict {
             Some(cfg) => cfg,
             None => crate::predict::PredictConfig::from_env()?,
@@ -214,24 +232,6 @@ impl Pool {
             .tracking
             .or_else(DirtyTracking::from_env)
             .unwrap_or(DEFAULT_TRACKING);
-        // Where the plaintext copy lives: DRAM (a view of its own), or the PMO's plaintext area
-        // on the medium (a view over the pool file, marked before anything is written there).
-        let plain_area = match handle.scheme().shadow {
-            Shadow::Dram => None,
-            Shadow::Medium => {
-                let file = self.medium().file().ok_or_else(|| {
-                    StoreError::Unsupported(format!(
-                        "PMO '{name}' keeps its plaintext copy on the medium, and this medium ({:?}) cannot be mapped",
-                        self.medium().kind()
-                    ))
-                })?;
-                let off = handle.core.layout.plain_off.ok_or_else(|| {
-                    StoreError::Corrupt(format!("PMO '{name}': no plaintext area"))
-                })?;
-                handle.begin_plain()?;
-                Some((file, handle.core.extent_off + off))
-            }
-        };
         let make_view = |vopts: ViewOptions, source: Arc<dyn PageSource>| match plain_area {
             None => View::with_tracking(vopts, source, Some(tracking)),
             Some((file, off)) => View::over_file(vopts, source, file, off),

@@ -43,9 +43,9 @@ fn worker() -> Option<&'static Worker> {
             .name("pmo-detach".into())
             .spawn(move || {
                 for h in rx {
-                    let off = h.core.uuid;
+                    let pmo = h.core.uuid;
                     drop(h); // finishes the detach work, then releases the lock
-                    done(off);
+                    done(pmo);
                 }
             })
             .ok()
@@ -65,16 +65,16 @@ pub(crate) fn finish(h: PmoHandle) {
         return;
     };
     h.mark_detaching();
-    let off = h.core.uuid;
+    let pmo = h.core.uuid;
     IN_FLIGHT
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .push(off);
+        .push(pmo);
     match w.tx.try_send(h) {
         Ok(()) => {}
         Err(TrySendError::Full(h)) | Err(TrySendError::Disconnected(h)) => {
             drop(h);
-            done(off);
+            done(pmo);
         }
     }
 }

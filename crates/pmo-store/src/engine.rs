@@ -318,6 +318,8 @@ impl PmoCore {
                     _ => None,
                 };
                 let mut scratch = pr.scratch.lock().unwrap_or_else(|e| e.into_inner());
+                // BP on the medium: this psync commits plaintext, flagged in the page map.
+                let plain = pr.commits_plaintext();
                 for batch in pages.chunks(SEAL_BATCH_PAGES) {
                     let mut cur_next = Vec::with_capacity(batch.len());
                     for &p in batch {
@@ -330,8 +332,7 @@ impl PmoCore {
                             .counter
                             .next_version()
                             .map_err(|e| StoreError::Os(format!("version counter: {e}")))?;
-                        let next = PageMapEntry::new(PageLoc::Slot(slot), v)
-                            .with_plain(pr.commits_plaintext());
+                        let next = PageMapEntry::new(PageLoc::Slot(slot), v).with_plain(plain);
                         cur_next.push((cur, next, slot));
                     }
                     let off = |i: usize| self.abs(self.layout.page(cur_next[i].2, batch[i]));
@@ -706,27 +707,34 @@ impl PmoCore {
         Ok(u64::from_le_bytes(b) != 0)
     }
 
-    /// Set the plaintext word, durably, before the plaintext area is written.
-    pub fn mark_plain(&self, m: &dyn Medium) -> Result<()> {
+    fn write_plain_word(&self, m: &dyn Medium, v: u64) -> Result<()> {
         let off = self.abs(PmoLayout::PLAIN_WORD_OFF);
-        m.write(off, &1u64.to_le_bytes())?;
+        m.write(off, &v.to_le_bytes())?;
         m.persist(off, 8)?;
         Ok(())
     }
 
+    /// Set the plaintext word, durably, before the plaintext area is written.
+    pub fn mark_plain(&self, m: &dyn Medium) -> Result<()> {
+        self.write_plain_word(m, 1)
+    }
+
+    /// Clear the plaintext word, durably: no plaintext is left (the caller zeroed and fenced it).
+    pub fn clear_plain_word(&self, m: &dyn Medium) -> Result<()> {
+        self.write_plain_word(m, 0)
+    }
+
     /// Zero `pages` of the plaintext area (`None`: all of it), fence, then clear the plaintext
-    /// word and fence. Returns the pages zeroed. A crash inside leaves the word set, and the
-    /// next recovery zeroes the whole area again (idempotent).
-    pub fn scrub_plain(&self, m: &dyn Medium, pages: Option<&[u64]>) -> Result<u64> {
+    /// word. A crash inside leaves the word set, and the next recovery zeroes the whole area
+    /// again (idempotent).
+    pub fn scrub_plain(&self, m: &dyn Medium, pages: Option<&[u64]>) -> Result<()> {
         let Some(base) = self.layout.plain_off else {
-            return Ok(0);
+            return Ok(());
         };
-        let mut n = 0u64;
-        let mut zero = |p: u64| -> Result<()> {
+        let zero = |p: u64| -> Result<()> {
             let off = self.abs(base + p * PAGE_SIZE);
             m.zero(off, PAGE_SIZE)?;
             m.flush(off, PAGE_SIZE)?;
-            n += 1;
             Ok(())
         };
         match pages {
@@ -737,22 +745,29 @@ impl PmoCore {
             None => (0..self.layout.npages).try_for_each(zero)?,
         }
         m.fence()?;
-        let off = self.abs(PmoLayout::PLAIN_WORD_OFF);
-        m.write(off, &0u64.to_le_bytes())?;
-        m.persist(off, 8)?;
-        Ok(n)
+        self.clear_plain_word(m)
     }
 
     /// The crash handler of the plaintext area, which needs no key: if the plaintext word is
     /// set, zero the whole area and every slot no page-map entry names (plaintext a BP psync
     /// left behind), fence, and clear the word unless pages are still committed as plaintext
-    /// (BP on the medium: only a keyed open can encrypt them). Returns the area's pages.
-    pub fn scrub_if_marked(&self, m: &dyn Medium) -> Result<u64> {
+    /// (BP on the medium: only a keyed open can encrypt them).
+    pub fn scrub_if_marked(&self, m: &dyn Medium) -> Result<()> {
+        self.scrub_marked(m, false)
+    }
+
+    /// Before the extent is given back (pdestroy): the crash handler, and the slots of pages
+    /// still committed as plaintext are zeroed too, so the word is always cleared.
+    pub fn scrub_for_destroy(&self, m: &dyn Medium) -> Result<()> {
+        self.scrub_marked(m, true)
+    }
+
+    fn scrub_marked(&self, m: &dyn Medium, destroy: bool) -> Result<()> {
         if !self.plain_marked(m)? {
-            return Ok(0);
+            return Ok(());
         }
         let Some(base) = self.layout.plain_off else {
-            return Ok(0);
+            return Ok(());
         };
         let zero = |off: u64| -> Result<()> {
             m.zero(off, PAGE_SIZE)?;
@@ -763,20 +778,24 @@ impl PmoCore {
         for p in 0..self.layout.npages {
             zero(self.abs(base + p * PAGE_SIZE))?;
             let e = self.map_entry(m, p)?;
-            committed_plain += u64::from(e.is_plain());
+            // The slot that stays: the current one, unless it holds plaintext being destroyed.
+            let keep = if destroy && e.is_plain() {
+                None
+            } else {
+                e.loc()
+            };
+            committed_plain += u64::from(keep.is_some() && e.is_plain());
             for s in 0..2u8 {
-                if e.loc() != Some(PageLoc::Slot(s)) {
+                if keep != Some(PageLoc::Slot(s)) {
                     zero(self.abs(self.layout.page(s, p)))?;
                 }
             }
         }
         m.fence()?;
         if committed_plain == 0 {
-            let off = self.abs(PmoLayout::PLAIN_WORD_OFF);
-            m.write(off, &0u64.to_le_bytes())?;
-            m.persist(off, 8)?;
+            self.clear_plain_word(m)?;
         }
-        Ok(self.layout.npages)
+        Ok(())
     }
 
     /// Pages whose committed copy is plaintext (BP on the medium, a session that did not
@@ -790,27 +809,5 @@ impl PmoCore {
             n += u64::from(self.map_entry(m, p)?.is_plain());
         }
         Ok(n)
-    }
-
-    /// Before the extent is given back (pdestroy): the crash handler, then zero the slots of
-    /// pages still committed as plaintext, and clear the word.
-    pub fn scrub_for_destroy(&self, m: &dyn Medium) -> Result<()> {
-        self.scrub_if_marked(m)?;
-        if self.plain_committed(m)? == 0 {
-            return Ok(());
-        }
-        for p in 0..self.layout.npages {
-            let e = self.map_entry(m, p)?;
-            if let (true, Some(PageLoc::Slot(s))) = (e.is_plain(), e.loc()) {
-                let off = self.abs(self.layout.page(s, p));
-                m.zero(off, PAGE_SIZE)?;
-                m.flush(off, PAGE_SIZE)?;
-            }
-        }
-        m.fence()?;
-        let off = self.abs(PmoLayout::PLAIN_WORD_OFF);
-        m.write(off, &0u64.to_le_bytes())?;
-        m.persist(off, 8)?;
-        Ok(())
     }
 }

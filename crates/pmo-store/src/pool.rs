@@ -305,7 +305,6 @@ impl Pool {
         // durable leaves something that is not a pool yet, never a pool with garbage entries.
         m.zero(CONFIG_OFFSET, heap_offset - CONFIG_OFFSET)?;
         m.flush(CONFIG_OFFSET, heap_offset - CONFIG_OFFSET)?;
-        opts.scheme.check_supported()?;
         let cfg = PoolConfig {
             seq: 1,
             scheme: opts.scheme.code(),
@@ -503,7 +502,6 @@ impl Pool {
 
     /// Set the pool's default scheme for new PMOs.
     pub fn set_default_scheme(&self, scheme: Scheme) -> Result<()> {
-        scheme.check_supported()?;
         self.check_can_protect(scheme)?;
         self.set_config(scheme.code(), 0).map(|_| ())
     }
@@ -536,7 +534,6 @@ impl Pool {
             Some(s) => s,
             None => self.default_scheme()?,
         };
-        scheme.check_supported()?;
         self.check_can_protect(scheme)?;
         let size = align_up(size, PAGE_SIZE)
             .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
@@ -846,7 +843,6 @@ impl Pool {
         }
         let scheme = match run_as {
             Some(s) if s != scheme => {
-                s.check_supported()?;
                 if !scheme.same_at_rest(&s) {
                     let names: Vec<String> =
                         scheme.attachable_as().iter().map(|x| x.name()).collect();
@@ -883,7 +879,7 @@ impl Pool {
             _lock: guard,
             master,
             prot,
-            scrub: std::sync::Mutex::new(None),
+            scrub: None,
         })
     }
 
@@ -998,7 +994,7 @@ pub(crate) const DETACHING: u32 = 1 << 31;
 impl PmoHandle {
     /// Whether dropping this handle has work on the medium (a background detach is worth it).
     pub(crate) fn has_detach_work(&self) -> bool {
-        self.scrub_pending()
+        self.scrub.is_some()
             || self.perm == Perm::Write
                 && self
                     .prot
@@ -1006,31 +1002,19 @@ impl PmoHandle {
                     .is_some_and(|p| p.has_detach_work() || p.plain_session())
     }
 
-    fn scrub_pending(&self) -> bool {
-        self.scrub
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
-    }
-
     /// Set the plaintext word before a mapped attach fills the plaintext area on the medium.
-    pub(crate) fn begin_plain(&self) -> Result<()> {
+    pub(crate) fn begin_plain(&mut self) -> Result<()> {
         let r = self.core.mark_plain(self.medium());
         self.pool.inner.poison(r)?;
         // Until the mapping reports what it filled (a successful attach's detach), all of it.
-        *self.scrub.lock().unwrap_or_else(|e| e.into_inner()) = Some(None);
+        self.scrub = Some(PlainScrub::All);
         Ok(())
     }
 
     /// The pages of the plaintext area the mapping filled: zeroed when the handle drops.
-    pub(crate) fn plain_pages(&self, pages: Vec<u64>) {
-        if let Some(s) = self
-            .scrub
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_mut()
-        {
-            *s = Some(pages);
+    pub(crate) fn plain_pages(&mut self, pages: Vec<u64>) {
+        if self.scrub.is_some() {
+            self.scrub = Some(PlainScrub::Pages(pages));
         }
     }
 
@@ -1066,31 +1050,22 @@ impl Drop for PmoHandle {
                 let _ = p.finish_detach();
             }
         }
-        if plain_committed && !self.pool.inner.poisoned.load(Ordering::Acquire) {
-            // A session without a mapping (page-level commits) wrote no plaintext area: clear
-            // the plaintext word now that no plaintext is committed (a mapping's scrub below
-            // clears it after the area).
-            let which = self.scrub.get_mut().unwrap_or_else(|e| e.into_inner());
-            if which.is_none() {
-                *which = Some(Some(Vec::new()));
-            }
-        }
-        if let Some(which) = self
-            .scrub
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            if !self.pool.inner.poisoned.load(Ordering::Acquire) {
-                // On failure the plaintext word stays set: the next open or attach scrubs all.
-                // (Done in the background detach: a later attach's stall shows its cost.)
-                if self
-                    .core
-                    .scrub_plain(self.medium(), which.as_deref())
-                    .is_err()
-                {
-                    self.pool.inner.poisoned.store(true, Ordering::Release);
-                }
+        if !self.pool.inner.poisoned.load(Ordering::Acquire) {
+            // Zero the plaintext area the mapping filled, then clear the plaintext word. A
+            // session without a mapping (page-level BP commits) filled no area: with its
+            // plaintext encrypted above, only the word is left to clear. On failure the word
+            // stays set: the next open or attach scrubs everything. (Done in the background
+            // detach: a later attach's stall shows its cost.)
+            let scrub = self.scrub.take();
+            let m = self.medium();
+            let r = match scrub {
+                Some(PlainScrub::All) => self.core.scrub_plain(m, None),
+                Some(PlainScrub::Pages(pages)) => self.core.scrub_plain(m, Some(&pages)),
+                None if plain_committed => self.core.clear_plain_word(m),
+                None => Ok(()),
+            };
+            if r.is_err() {
+                self.pool.inner.poisoned.store(true, Ordering::Release);
             }
         }
         if self.perm == Perm::Write && !self.pool.inner.poisoned.load(Ordering::Acquire) {
@@ -1110,10 +1085,17 @@ pub struct PmoHandle {
     pub(crate) master: MasterKey,
     /// At-rest protection (`None`: scheme `none`).
     pub(crate) prot: Option<Arc<Protection>>,
-    /// Plaintext-area pages a mapped attach filled on the medium, zeroed at drop (`None`: the
-    /// plaintext copy is not on the medium, or this handle never mapped it; `Some(None)`: the
-    /// whole area, until the mapping reports the pages it filled).
-    scrub: std::sync::Mutex<Option<Option<Vec<u64>>>>,
+    /// What of the plaintext area a mapped attach filled on the medium, zeroed at drop (`None`:
+    /// the plaintext copy is not on the medium, or this handle never mapped it).
+    scrub: Option<PlainScrub>,
+}
+
+/// The plaintext-area pages a handle's drop zeroes.
+enum PlainScrub {
+    /// All of them (until the mapping reports what it filled: a failed attach).
+    All,
+    /// These, which the mapping filled.
+    Pages(Vec<u64>),
 }
 
 impl PmoHandle {

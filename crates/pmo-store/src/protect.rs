@@ -124,7 +124,6 @@ impl Protection {
         master: &MasterKey,
         pool_uuid: [u8; 16],
     ) -> Result<Protection> {
-        scheme.check_supported()?;
         let m = &*medium;
         let crypt_master = CryptMasterKey::from_slice(&master[..]).map_err(crypt_err)?;
         let at_detach = scheme.integrity_at() == crate::scheme::IntegrityAt::Detach;
@@ -269,7 +268,7 @@ impl Protection {
         // (Open runs under the exclusive attach lock for PMOs with a plaintext area.)
         if prot.encrypt_plain_pages()? > 0 {
             prot.finish_detach()?;
-            prot.core.scrub_plain(&*prot.medium, Some(&[]))?;
+            prot.core.clear_plain_word(&*prot.medium)?;
         }
         if pending {
             prot.crash_handler()?;
@@ -488,8 +487,8 @@ impl Protection {
                     let mut meta = [0u8; PAGE_META_LEN];
                     m.read(self.core.abs(layout.tag(s, page)), &mut meta)
                         .map_err(|_| "medium read failed")?;
-                    let sum = pmo_crypt::page_checksum(dst).0;
-                    if !bool::from(subtle::ConstantTimeEq::ct_eq(&sum[..], &meta[..])) {
+                    if pmo_crypt::verify_page_checksum(dst, &pmo_crypt::PageChecksum(meta)).is_err()
+                    {
                         dst.fill(0);
                         return Err("the page fails its integrity check (tampered or corrupted)");
                     }

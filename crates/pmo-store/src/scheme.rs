@@ -93,6 +93,19 @@ pub enum Shadow {
     Medium,
 }
 
+impl Shadow {
+    /// Parse `dram` or `medium`.
+    pub fn from_name(name: &str) -> Result<Shadow> {
+        match name.trim() {
+            "dram" => Ok(Shadow::Dram),
+            "medium" => Ok(Shadow::Medium),
+            other => Err(StoreError::Invalid(format!(
+                "unknown shadow '{other}' (dram or medium)"
+            ))),
+        }
+    }
+}
+
 /// A protection scheme: one value of each policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scheme {
@@ -164,13 +177,7 @@ impl Scheme {
     /// `secure`), optionally suffixed `:medium` or `:dram` for the shadow.
     pub fn from_name(name: &str) -> Result<Scheme> {
         let (base, shadow) = match name.trim().split_once(':') {
-            Some((b, "dram")) => (b, Shadow::Dram),
-            Some((b, "medium")) => (b, Shadow::Medium),
-            Some((_, other)) => {
-                return Err(StoreError::Invalid(format!(
-                    "unknown shadow '{other}' (dram or medium)"
-                )))
-            }
+            Some((b, shadow)) => (b, Shadow::from_name(shadow)?),
             None => (name.trim(), Shadow::Dram),
         };
         let id = IDS
@@ -293,16 +300,11 @@ impl Scheme {
             && self.shadow == other.shadow
     }
 
-    /// The supported schemes a PMO stored under this scheme can be attached as.
+    /// The schemes a PMO stored under this scheme can be attached as.
     pub fn attachable_as(&self) -> Vec<Scheme> {
         Scheme::all_placements()
-            .filter(|s| self.same_at_rest(s) && s.check_supported().is_ok())
+            .filter(|s| self.same_at_rest(s))
             .collect()
-    }
-
-    /// `Ok` if this build implements the scheme; else a clear `Unsupported` error.
-    pub fn check_supported(&self) -> Result<()> {
-        Ok(())
     }
 }
 
@@ -349,12 +351,6 @@ mod tests {
         assert_eq!(s("secure").cipher(), Cipher::Aead);
         assert_eq!(s("none").tag_bytes(), 0);
         assert_eq!(s("bp").tag_bytes(), 32);
-        assert!(s("sp-id").check_supported().is_ok());
-        assert!(s("sp:medium").check_supported().is_ok());
-        assert!(s("sp-id:medium").check_supported().is_ok());
-        assert!(s("secure:medium").check_supported().is_ok());
-        assert!(s("wedi:medium").check_supported().is_ok());
-        assert!(s("bp:medium").check_supported().is_ok());
         let names = |n| {
             s(n).attachable_as()
                 .iter()
@@ -367,7 +363,5 @@ mod tests {
         assert_eq!(names("wedi"), ["wedi"]);
         assert_eq!(names("secure"), ["secure"]);
         assert_eq!(names("none"), ["none"]);
-        assert!(s("bp-ip:medium").check_supported().is_ok());
-        assert!(s("secure").check_supported().is_ok());
     }
 }

@@ -55,10 +55,10 @@ const DIRTY: u8 = 3;
 /// Per-view state of the sigsegv mechanism.
 pub(crate) struct SegvState {
     /// The backing: our own memfd, or a duplicate of the caller's file descriptor.
-    memfd: OwnedFd,
+    fd: OwnedFd,
     /// `Some(offset)` when the view maps the caller's file from `offset`; `None` for a memfd.
     file_offset: Option<u64>,
-    /// Start of the private read-write alias of the memfd (same length as the view).
+    /// Start of the private read-write alias of the backing (same length as the view).
     pub(crate) alias: usize,
     state: Box<[AtomicU8]>,
     dirty: PageBits,
@@ -168,7 +168,7 @@ pub(crate) fn create(
     backing: Backing<'_>,
 ) -> Result<Shared, ViewError> {
     const NAME: &CStr = c"pmo-view";
-    let (memfd, file_offset) = match backing {
+    let (fd, file_offset) = match backing {
         Backing::Memfd => {
             let memfd = sys::memfd(NAME).map_err(|e| ViewError::Unsupported {
                 mechanism: Mechanism::Sigsegv,
@@ -185,14 +185,14 @@ pub(crate) fn create(
                     addr: offset as usize,
                 });
             }
-            let fd: OwnedFd = file
+            let dup: OwnedFd = file
                 .try_clone()
                 .map_err(|e| ViewError::Os {
                     op: "dup",
                     errno: e.raw_os_error().unwrap_or(libc::EIO),
                 })?
                 .into();
-            (fd, Some(offset))
+            (dup, Some(offset))
         }
     };
     let offset = file_offset.unwrap_or(0);
@@ -201,7 +201,7 @@ pub(crate) fn create(
         opts.len_bytes,
         libc::PROT_READ | libc::PROT_WRITE,
         libc::MAP_SHARED,
-        memfd.as_raw_fd(),
+        fd.as_raw_fd(),
         offset,
         false,
     )
@@ -223,7 +223,7 @@ pub(crate) fn create(
         opts,
         libc::PROT_NONE,
         libc::MAP_SHARED,
-        memfd.as_raw_fd(),
+        fd.as_raw_fd(),
         offset,
     )?;
     let base_guard = UnmapOnError {
@@ -250,7 +250,7 @@ pub(crate) fn create(
         source,
         stats: StatCounters::default(),
         backend: Backend::Segv(SegvState {
-            memfd,
+            fd,
             file_offset,
             alias,
             state: (0..pages).map(|_| AtomicU8::new(ABSENT)).collect(),
@@ -517,7 +517,7 @@ pub(crate) fn discard(shared: &Shared, st: &SegvState, page: u64) -> Result<(), 
     }
     st.dirty.clear(page);
     let r = match st.file_offset {
-        None => sys::punch_hole(st.memfd.as_raw_fd(), page as usize * PAGE_SIZE, PAGE_SIZE),
+        None => sys::punch_hole(st.fd.as_raw_fd(), page as usize * PAGE_SIZE, PAGE_SIZE),
         Some(_) => {
             // SAFETY: we own the page (BUSY) and the application's view of it is `PROT_NONE`.
             unsafe { st.alias_page(page) }.fill(0);
