@@ -16,14 +16,17 @@
  * Many readers or one writer per PMO, across threads and processes. A conflicting attach fails
  * at once with EBUSY (pmo_attach_ex can wait). A writer that dies releases its lock.
  *
- * The first half of this header is source-compatible with the research kernel's PMO user
- * header: programs written for it build unchanged. Those calls return NULL / -1 / 0 on failure
- * and set errno:
+ * The first half of this header is the research kernel's PMO user header: its includes, types
+ * and calls, so programs written for it build unchanged (docs/c-api.md has the compatibility
+ * table). The rest is pmo's own API, all in the pmo_ / PMO_ namespace; libpmo's persistent heap
+ * (pmo_p_malloc, pmo_heap_*) is declared in pmo_heap.h, so that the p_malloc family a program
+ * of the reference defines for itself never collides with libpmo. The reference's calls
+ * return NULL / -1 / 0 on failure and set errno:
  *   ENOENT  no PMO of that name        EEXIST  the name is taken
  *   ENOSPC  the pool or namespace is full
  *   EACCES  wrong key, or psync on a read-only attachment
  *   EBUSY   attached in a conflicting mode by another user (thread or process), or the PMO's
- *           stable address range is already mapped in this process (e.g. it is attached already)
+ *           stable address range is already mapped in this process by something else
  *   EINVAL  bad argument (NULL pointer, perm not 'r'/'w', size 0, bad name, address not inside
  *           an attached PMO, not a pmo pool)
  *   EMFILE  too many live attachments in this process (1024)
@@ -43,7 +46,8 @@
  * CAVEATS
  *  - Writing through a read-only attachment raises SIGSEGV, as with any read-only mapping.
  *  - After detach() the PMO's memory is gone: touching it is undefined behaviour.
- *  - Attaching the same PMO twice in one process fails with EBUSY (one mapping per PMO).
+ *  - One mapping per PMO per process: attach() of a PMO this process has attached returns
+ *    that mapping (pmo_attach_ex() fails with EBUSY instead).
  *  - A PMO attached with PMO_ATTACH_RELOCATE somewhere other than its stable address holds
  *    raw pointers that point to the stable address, not into the mapping.
  *  - Keys are NUL-terminated strings; the same string gives the same key as the pmo CLI's
@@ -63,39 +67,73 @@
 #ifndef PMO_H
 #define PMO_H
 
+/* The reference header's includes: its programs rely on them (exit, atoi, printf, getpid). */
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define PMO_VERSION_MAJOR 0
-#define PMO_VERSION_MINOR 1
+#define PMO_VERSION_MINOR 2
 
 /* ---------------------------------------------------------------------------------------------
- * Source-compatible API (research kernel's PMO user header)
+ * Source-compatible API (the research kernel's PMO user header and manual pages)
+ *
+ * Every `key` below may be NULL: it then means the key "DEFAULT", as the reference's
+ * pmo_create(2) manual page says. Parameters are `const char *` where the reference has
+ * `char *` (a caller's `char *` converts; string literals work from C++ too).
+ * docs/c-api.md's compatibility table lists every call and where pmo differs on purpose.
  * ------------------------------------------------------------------------------------------- */
 
 /** Map PMO `name` at its stable address.
  * @param perm 'r' or 'R' read-only, 'w' or 'W' read-write.
- * @param key  the PMO's key (NUL-terminated).
+ * @param key  the PMO's key (NUL-terminated; NULL: "DEFAULT").
+ * If this process has `name` attached already (through attach and its aliases), the key is
+ * checked and the same mapping is returned: one detach() then detaches it. A read-only
+ * attachment is not upgraded: perm 'w' on it fails with EBUSY.
  * @return the address of the first byte, or NULL with errno: ENOENT (no such PMO), EACCES (wrong
  *         key), EBUSY (attached for writing elsewhere, or for reading when perm is 'w'; or the
- *         address range is taken in this process), EINVAL (NULL name/key, bad perm), EMFILE,
+ *         address range is taken in this process), EINVAL (NULL name, bad perm), EMFILE,
  *         EIO. Pages are read on first touch. */
 void *attach(const char *name, char perm, const char *key);
 
 /** Same as attach(). */
 void *pmo_attach(const char *name, char perm, const char *key);
 
+/** Same as attach() (the reference's attach of its secure configuration: every pmo PMO is
+ * protected by the scheme it was created with). */
+void *secure_attach(const char *name, char perm, const char *key);
+
+/** Same as attach() (the reference's attach of its dynamic configuration). */
+void *dynamic_attach(const char *name, char perm, const char *key);
+
+/** attach() the whole PMO and return the address `offset` bytes into it: the subset
+ * [offset, offset + size) is accessible there (size 0: to the end). `offset` must be a
+ * multiple of 4096 and the subset inside the PMO, else NULL with EINVAL. pmo maps whole PMOs:
+ * the rest of the PMO is mapped too, and detach() of any address in it detaches all of it.
+ * @return as attach(). */
+void *subset_attach(const char *name, char perm, const char *key, size_t size, size_t offset);
+
 /** Unmap the attachment containing `addr` (the address attach returned, or any address inside
  * the PMO) and release its lock. Changes since the last psync are discarded.
- * @return 0, or -1 with errno EINVAL (addr is not inside an attachment of this process). */
+ * @return 0 (also when the PMO `addr` belonged to was detached already by this process, as
+ *         the reference's detach(2) says), or -1 with errno EINVAL (addr was never inside an
+ *         attachment of this process). */
 int detach(void *addr);
 
 /** Same as detach(). */
 int pmo_detach(void *addr);
+
+/** Same as detach(). */
+int secure_write_detach(void *addr);
+
+/** Same as detach(); `unused` is ignored, as by the reference. */
+int dynamic_detach(void *addr, char unused);
 
 /** Make every change to the attachment containing `addr` since its last psync durable,
  * atomically: after a crash the PMO is either as of this psync or as before it, never a mix.
@@ -104,17 +142,23 @@ int pmo_detach(void *addr);
  *         attachment), EIO (the medium failed: the pool is then unusable until reopened). */
 int psync(void *addr);
 
-/** Same as psync(): pmo always checksums its commits; kept for source compatibility. */
+/** psync() without updating integrity checksums where the PMO's scheme allows it: a PMO whose
+ * per-page checksums are kept at psync ("bp-ip", "sp-ip") commits these pages the way its
+ * integrity-at-detach twin does ("bp-id", "sp-id"): their checksums are written at detach
+ * (or rebuilt by the crash handler), as in the LOaPP paper. Under schemes whose integrity
+ * cannot be deferred ("secure": the tag is the encryption's own; "wedi": the whole-PMO
+ * checksum verified at attach) and those without checksums it is psync().
+ * @return as psync(). */
 int psync_nochecksum(void *addr);
 
 /** Create PMO `name` of `size` bytes (rounded up to 4 KiB pages, zero-filled) protected by
- * `key`. The key itself is never stored: only a salted Argon2id verifier.
- * @return `key` (the pointer passed in), or NULL with errno: EEXIST (name taken), ENOSPC (pool
- *         or namespace full), EINVAL (NULL name/key, size 0, name empty, containing '/',
- *         longer than 255 bytes or not UTF-8), EIO. */
-const char *pmo_create(const char *name, uint64_t size, const char *key);
+ * `key` (NULL: "DEFAULT"). The key itself is never stored: only a salted Argon2id verifier.
+ * @return `key` (the pointer passed in; a static "DEFAULT" when key is NULL), or NULL with
+ *         errno: EEXIST (name taken), ENOSPC (pool or namespace full), EINVAL (NULL name,
+ *         size 0, name empty, containing '/', longer than 255 bytes or not UTF-8), EIO. */
+char *pmo_create(const char *name, uint64_t size, const char *key);
 
-/** Destroy PMO `name`, freeing its space.
+/** Destroy PMO `name`, freeing its space. `key` NULL: "DEFAULT".
  * @return 0, or -1 with errno: ENOENT, EACCES (wrong key), EBUSY (attached by anyone, this
  *         process included), EINVAL, EIO. */
 int pmo_destroy(const char *name, const char *key);
@@ -131,6 +175,16 @@ size_t pmo_get_size(const char *name);
  *          malloc() that the caller releases with free(); or NULL with errno EINVAL (not inside
  *          an attachment) or ENOMEM. */
 char *pmo_get_name(void *addr);
+
+/** Turn on libpmo's debug trace: each call of this section prints one line on stderr
+ * ("pmo: attach(\"name\", 'w') = 0x7f..." or the error). Also on when the environment variable
+ * PMO_DEBUG is set to 1 at the first call.
+ * @return 0. */
+size_t pmo_enable_debug(void);
+
+/** Turn the debug trace off.
+ * @return 0. */
+size_t pmo_disable_debug(void);
 
 /* ---------------------------------------------------------------------------------------------
  * pmo API: PMO_E_* codes
@@ -260,128 +314,6 @@ const char *pmo_last_error_message(void);
 /** @return a static description of `err`: a PMO_E_* code, 0, or a positive errno (then as
  *          strerror(3)). Never NULL. */
 const char *pmo_strerror(int err);
-
-/* ---------------------------------------------------------------------------------------------
- * Persistent heap
- *
- * A heap lives inside a PMO (POSEIDON: per-CPU sub-heaps, metadata apart from user data, every
- * free checked against the table of live blocks). All of its state is in the PMO, so
- * "allocate, link, psync" is atomic: after a crash the heap and the data are exactly as of the
- * last psync, with no allocator log. Blocks are raw memory at stable addresses: pointers
- * between them survive detach and restart. A heap's PMO is attached read-write by this
- * process while the heap is open (detach()/psync()/pmo_get_name() accept any address in it).
- *
- * The p_* calls work with no set-up on the DEFAULT HEAP, opened on first use and created if
- * missing: PMO $PMO_HEAP (default "pmo.default-heap") in this process's pool, of $PMO_HEAP_SIZE
- * bytes (default 256 MiB; suffixes K, M, G), key $PMO_KEY (empty if unset). These variables
- * are read once, when the default heap is opened. p_free, p_realloc and p_sizeof accept a
- * block of any heap open in this process, not only the default one.
- * ------------------------------------------------------------------------------------------- */
-
-/** Allocate `size` bytes (16-byte aligned, not zeroed) from the default heap. Not durable
- * until p_persist() (or psync of the heap).
- * @return the block, or NULL with errno ENOMEM (heap full, PMO_E_HEAP_FULL), or an error of
- *         opening the default heap (ENOENT, EACCES wrong PMO_KEY, EBUSY, ENOSPC, EINVAL
- *         PMO_E_NOT_A_HEAP when the PMO exists but holds no heap, EIO). */
-void *p_malloc(size_t size);
-
-/** Allocate `nmemb * size` zeroed bytes from the default heap.
- * @return the block, or NULL with errno ENOMEM (also when the product overflows), or as
- *         p_malloc. */
-void *p_calloc(size_t nmemb, size_t size);
-
-/** Resize the block at `ptr` (in any open heap) to `size` bytes, keeping its contents up to
- * the smaller size; it may move. `ptr` NULL: p_malloc(size). `size` 0: free `ptr`, return NULL
- * (pmo_last_error() == 0).
- * @return the block, or NULL with errno EINVAL (`ptr` is not a live block, PMO_E_BAD_FREE; it
- *         is left as it was) or ENOMEM (the old block is left as it was). */
-void *p_realloc(void *ptr, size_t size);
-
-/** Free the block at `ptr` (in any open heap). NULL is a no-op (returns 0).
- * @return 0, or -1 with errno EINVAL (PMO_E_BAD_FREE): an invalid pointer, a double free or an
- *         interior pointer; the heap is unchanged. Programs written for a `void p_free` build
- *         unchanged. */
-int p_free(void *ptr);
-
-/** @return the usable size of the block at `ptr` (>= the size asked for), or 0 with errno
- *          EINVAL (not a live block). */
-size_t p_sizeof(void *ptr);
-
-/** psync the default heap: every allocation, free and write into its blocks since the last
- * p_persist becomes durable, atomically. Opens the default heap if it is not open yet.
- * @return 0, or -1 with errno as psync(), or as p_malloc when opening the heap fails. */
-int p_persist(void);
-
-/** @return the default heap's root block (where a program finds its data after a restart), or
- *          NULL: no root (pmo_last_error() == 0), or an error opening the heap. */
-void *p_get_root(void);
-
-/** Make `ptr` (a live block of the default heap, or NULL to clear) its root. Durable at the
- * next p_persist.
- * @return 0, or -1 with errno EINVAL (not a live block of the default heap). */
-int p_set_root(void *ptr);
-
-/** A heap open in this process. Opaque; its value is the heap's first address, checked on
- * every call: a handle used after pmo_heap_close() is an error (PMO_E_NOT_ATTACHED), never
- * undefined behaviour. */
-typedef struct pmo_heap pmo_heap;
-
-/** Open the heap in PMO `name` (attached read-write). If the PMO is missing and `create_size`
- * is not 0, create it with that many bytes and an empty heap (durable at once). On success
- * stores the handle in *heap_out.
- * @return 0, or PMO_E_NOT_FOUND (missing, create_size 0), PMO_E_WRONG_KEY, PMO_E_BUSY,
- *         PMO_E_ADDRESS_IN_USE (attached already in this process), PMO_E_NOT_A_HEAP,
- *         PMO_E_NO_SPACE, PMO_E_INVALID, PMO_E_LIMIT, PMO_E_CORRUPT, PMO_E_IO. */
-int pmo_heap_open(const char *name, const char *key, uint64_t create_size, pmo_heap **heap_out);
-
-/** @return the default heap (opened, and created if missing, as for p_malloc), or NULL with
- *          errno and pmo_last_error() as p_malloc. */
-pmo_heap *pmo_heap_default(void);
-
-/** Close a heap: detach its PMO. Changes since its last psync are discarded. Blocks of the
- * heap are invalid afterwards.
- * @return 0, or PMO_E_NOT_ATTACHED (not an open heap), PMO_E_INVALID (a plain attachment). */
-int pmo_heap_close(pmo_heap *heap);
-
-/** Allocate `size` bytes aligned to `align` (a power of two up to 4096; 0: 16).
- * @return the block, or NULL with errno ENOMEM (PMO_E_HEAP_FULL) or EINVAL (bad alignment,
- *         bad handle). */
-void *pmo_heap_alloc(pmo_heap *heap, size_t size, size_t align);
-
-/** p_realloc() within `heap`. */
-void *pmo_heap_realloc(pmo_heap *heap, void *ptr, size_t size);
-
-/** Free a block of `heap` (NULL: no-op).
- * @return 0, or PMO_E_BAD_FREE (invalid, double or interior: nothing changes),
- *         PMO_E_NOT_ATTACHED (bad handle). */
-int pmo_heap_free(pmo_heap *heap, void *ptr);
-
-/** @return the usable size of a block of `heap`, or 0 (PMO_E_BAD_FREE, bad handle). */
-size_t pmo_heap_usable_size(pmo_heap *heap, void *ptr);
-
-/** psync the heap's PMO, allocator calls of other threads held off while it runs.
- * @return pages committed (>= 0), or a PMO_E_* code as pmo_psync_ex. */
-int64_t pmo_heap_psync(pmo_heap *heap, pmo_psync_stats *stats);
-
-/** @return the heap's root block, or NULL (none: pmo_last_error() == 0; or a bad handle). */
-void *pmo_heap_root(pmo_heap *heap);
-
-/** Make a live block of `heap` (or NULL) its root.
- * @return 0, or PMO_E_BAD_FREE (not a live block), PMO_E_NOT_ATTACHED. */
-int pmo_heap_set_root(pmo_heap *heap, void *ptr);
-
-/** Call `visit(block, usable_size, ctx)` for every live block of `heap`, in address order,
- * until it returns non-zero. The blocks are listed first and visited with no lock held, so
- * `visit` may call libpmo (even free the block it is given).
- * @return the number of blocks visited, or PMO_E_INVALID (visit NULL), PMO_E_NOT_ATTACHED,
- *         PMO_E_CORRUPT. */
-int64_t pmo_heap_foreach(pmo_heap *heap, int (*visit)(void *block, size_t usable_size, void *ctx),
-                         void *ctx);
-
-/** Run the heap checker: no overlapping blocks, allocated + free == capacity, every block in
- * the table of live blocks, the root a live block.
- * @return 0, or PMO_E_CORRUPT (pmo_last_error_message() says what), PMO_E_NOT_ATTACHED. */
-int pmo_heap_check(pmo_heap *heap);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 // pmo_cxx.cpp - include/pmo.h from C++ (g++ -std=c++11 -Wall -Wextra -Werror), linked against
 // the shared libpmo.so. Creates, writes, psyncs, re-attaches and destroys one PMO.
 // Driven by crates/pmo-capi/tests/c_programs.rs; prints "pmo_cxx: ok" and exits 0 on success.
-#include "pmo.h"
+#include "pmo_heap.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -69,16 +69,16 @@ int main() {
         struct point {
             double x, y;
         };
-        point *p = static_cast<point *>(p_malloc(sizeof(point)));
-        check(p != nullptr && p_sizeof(p) >= sizeof(point), "p_malloc");
+        point *p = static_cast<point *>(pmo_p_malloc(sizeof(point)));
+        check(p != nullptr && pmo_p_sizeof(p) >= sizeof(point), "pmo_p_malloc");
         if (p != nullptr) {
             p->x = 1.5;
             p->y = -2.0;
-            check(p_set_root(p) == 0 && p_persist() == 0, "root + p_persist");
-            check(static_cast<point *>(p_get_root()) == p, "p_get_root");
-            check(p_set_root(nullptr) == 0 && p_free(p) == 0, "p_free");
+            check(pmo_p_set_root(p) == 0 && pmo_p_persist() == 0, "root + pmo_p_persist");
+            check(static_cast<point *>(pmo_p_get_root()) == p, "pmo_p_get_root");
+            check(pmo_p_set_root(nullptr) == 0 && pmo_p_free(p) == 0, "pmo_p_free");
             errno = 0;
-            check(p_free(p) == -1 && errno == EINVAL, "double free EINVAL");
+            check(pmo_p_free(p) == -1 && errno == EINVAL, "double free EINVAL");
         }
         check(pmo_heap_close(pmo_heap_default()) == 0, "pmo_heap_close");
     }

@@ -1,6 +1,6 @@
 /*
  * pmo_heap_bench.c - POSEIDON's microbenchmark through the C API: each thread allocates 100
- * blocks with p_malloc, frees them in a random order with p_free, and repeats. Prints the
+ * blocks with pmo_p_malloc, frees them in a random order with pmo_p_free, and repeats. Prints the
  * median of REPEATS runs in million alloc+free pairs per second, per size and thread count.
  * Not a test: run by hand (docs/c-api.md shows the command).
  *
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "pmo.h"
+#include "pmo_heap.h"
 
 #define BLOCKS 100
 #define REPEATS 5
@@ -45,7 +45,7 @@ static void *worker(void *arg) {
     double end = now_s() + j->seconds;
     while (now_s() < end) {
         for (int i = 0; i < BLOCKS; i++) {
-            blocks[i] = p_malloc(j->size);
+            blocks[i] = pmo_p_malloc(j->size);
             if (blocks[i] == NULL) {
                 j->failed = 1;
                 return NULL;
@@ -58,7 +58,7 @@ static void *worker(void *arg) {
             order[k] = t;
         }
         for (int i = 0; i < BLOCKS; i++)
-            if (p_free(blocks[order[i]]) != 0)
+            if (pmo_p_free(blocks[order[i]]) != 0)
                 j->failed = 1;
         j->pairs += BLOCKS;
     }

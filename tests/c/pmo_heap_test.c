@@ -1,15 +1,15 @@
 /*
- * pmo_heap_test.c - the persistent heap of include/pmo.h from C: p_malloc and friends on the
+ * pmo_heap_test.c - the persistent heap of include/pmo_heap.h from C: pmo_p_malloc and friends on the
  * default heap (no set-up), pmo_heap_* on a named heap.
  *
  * Usage: pmo_heap_test create | verify | wrongkey | threads | churn | crashcheck ACKED
- *   create    a fresh pool: every call and errno; leaves a linked list of NODES p_malloc'd
- *             nodes, each with a p_malloc'd string, reachable from the default heap's root,
- *             persisted with p_persist.
- *   verify    a new process: walks the list from p_get_root(), checks the heap, frees it all.
+ *   create    a fresh pool: every call and errno; leaves a linked list of NODES pmo_p_malloc'd
+ *             nodes, each with a pmo_p_malloc'd string, reachable from the default heap's root,
+ *             persisted with pmo_p_persist.
+ *   verify    a new process: walks the list from pmo_p_get_root(), checks the heap, frees it all.
  *   wrongkey  run with another PMO_KEY: the default heap does not open (EACCES).
  *   threads   two threads allocate and free while the main thread p_persists; checker.
- *   churn     forever: push a node (or pop and free one), bump a sequence number, p_persist,
+ *   churn     forever: push a node (or pop and free one), bump a sequence number, pmo_p_persist,
  *             then print the sequence number (the parent SIGKILLs it at a random moment).
  *   crashcheck ACKED  after the kill: the heap passes the checker, the list is whole, every
  *             live block is reachable, and the durable sequence is ACKED or ACKED + 1.
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pmo.h"
+#include "pmo_heap.h"
 
 #include "check.h"
 
@@ -73,7 +73,7 @@ static int count_block(void *block, size_t usable, void *ctx) {
     struct tally *t = ctx;
     t->blocks++;
     t->bytes += usable;
-    if (t->free_them && p_free(block) != 0)
+    if (t->free_them && pmo_p_free(block) != 0)
         return 1; /* stop: reported by the caller's count check */
     return 0;
 }
@@ -89,19 +89,19 @@ static int64_t live_blocks(pmo_heap *h) {
 static void test_p_calls(void) {
     CHECK(pmo_exists(HEAP_NAME) == 0);
     errno = 0;
-    CHECK(p_get_root() == NULL && pmo_last_error() == 0); /* opens and creates the heap */
+    CHECK(pmo_p_get_root() == NULL && pmo_last_error() == 0); /* opens and creates the heap */
     CHECK(pmo_exists(HEAP_NAME) == 1);
     CHECK(pmo_get_size(HEAP_NAME) == 16u << 20);
     pmo_heap *dh = pmo_heap_default();
     CHECK(dh != NULL);
 
     /* Alignment, usable size, zeroing. */
-    char *a = p_malloc(100);
-    CHECK(a != NULL && ((uintptr_t)a % 16) == 0 && p_sizeof(a) >= 100);
+    char *a = pmo_p_malloc(100);
+    CHECK(a != NULL && ((uintptr_t)a % 16) == 0 && pmo_p_sizeof(a) >= 100);
     char *name = pmo_get_name(a);
     CHECK(name != NULL && strcmp(name, HEAP_NAME) == 0);
     free(name);
-    uint64_t *z = p_calloc(64, sizeof *z);
+    uint64_t *z = pmo_p_calloc(64, sizeof *z);
     CHECK(z != NULL);
     int zero = 1;
     for (int i = 0; z != NULL && i < 64; i++)
@@ -109,20 +109,20 @@ static void test_p_calls(void) {
     CHECK(zero);
 
     /* Frees: NULL, double, interior, invalid, a plain attachment's memory. */
-    CHECK(p_free(NULL) == 0);
-    CHECK(p_free(z) == 0);
-    CHECK_FAIL(p_free(z) == 0, EINVAL, PMO_E_BAD_FREE);
-    CHECK_FAIL(p_free(a + 8) == 0, EINVAL, PMO_E_BAD_FREE);
-    CHECK(p_sizeof(a) >= 100); /* the interior free changed nothing */
+    CHECK(pmo_p_free(NULL) == 0);
+    CHECK(pmo_p_free(z) == 0);
+    CHECK_FAIL(pmo_p_free(z) == 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK_FAIL(pmo_p_free(a + 8) == 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK(pmo_p_sizeof(a) >= 100); /* the interior free changed nothing */
     int on_stack = 0;
-    CHECK_FAIL(p_free(&on_stack) == 0, EINVAL, PMO_E_BAD_FREE);
-    CHECK_FAIL(p_sizeof(&on_stack) != 0, EINVAL, PMO_E_BAD_FREE);
-    CHECK_FAIL(p_sizeof(z) != 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK_FAIL(pmo_p_free(&on_stack) == 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK_FAIL(pmo_p_sizeof(&on_stack) != 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK_FAIL(pmo_p_sizeof(z) != 0, EINVAL, PMO_E_BAD_FREE);
     CHECK(pmo_create("plain", 1 << 20, KEY) != NULL);
     char *plain = attach("plain", 'w', KEY);
     CHECK(plain != NULL);
-    CHECK_FAIL(p_free(plain) == 0, EINVAL, PMO_E_BAD_FREE);
-    CHECK_FAIL(p_realloc(plain, 10) != NULL, EINVAL, PMO_E_BAD_FREE);
+    CHECK_FAIL(pmo_p_free(plain) == 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK_FAIL(pmo_p_realloc(plain, 10) != NULL, EINVAL, PMO_E_BAD_FREE);
     CHECK(pmo_heap_close((pmo_heap *)plain) == PMO_E_INVALID); /* not a heap handle */
     CHECK(detach(plain) == 0);
     {
@@ -135,20 +135,20 @@ static void test_p_calls(void) {
 
     /* realloc: grows keeping contents; NULL allocates; size 0 frees. */
     memcpy(a, "keep me", 8);
-    char *b = p_realloc(a, 5000);
-    CHECK(b != NULL && strcmp(b, "keep me") == 0 && p_sizeof(b) >= 5000);
+    char *b = pmo_p_realloc(a, 5000);
+    CHECK(b != NULL && strcmp(b, "keep me") == 0 && pmo_p_sizeof(b) >= 5000);
     if (b != a)
-        CHECK_FAIL(p_free(a) == 0, EINVAL, PMO_E_BAD_FREE); /* moved: the old block is gone */
-    char *c = p_realloc(NULL, 10);
+        CHECK_FAIL(pmo_p_free(a) == 0, EINVAL, PMO_E_BAD_FREE); /* moved: the old block is gone */
+    char *c = pmo_p_realloc(NULL, 10);
     CHECK(c != NULL);
     errno = 0;
-    CHECK(p_realloc(c, 0) == NULL && pmo_last_error() == 0);
-    CHECK_FAIL(p_free(c) == 0, EINVAL, PMO_E_BAD_FREE);
-    CHECK(p_free(b) == 0);
+    CHECK(pmo_p_realloc(c, 0) == NULL && pmo_last_error() == 0);
+    CHECK_FAIL(pmo_p_free(c) == 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK(pmo_p_free(b) == 0);
 
     /* Out of memory: the 16 MiB heap has no 1 GiB block; calloc's product overflows. */
-    CHECK_FAIL(p_malloc((size_t)1 << 30) != NULL, ENOMEM, PMO_E_HEAP_FULL);
-    CHECK_FAIL(p_calloc(SIZE_MAX, 2) != NULL, ENOMEM, PMO_E_HEAP_FULL);
+    CHECK_FAIL(pmo_p_malloc((size_t)1 << 30) != NULL, ENOMEM, PMO_E_HEAP_FULL);
+    CHECK_FAIL(pmo_p_calloc(SIZE_MAX, 2) != NULL, ENOMEM, PMO_E_HEAP_FULL);
     CHECK_FAIL(pmo_heap_alloc(dh, 64, 3) != NULL, EINVAL, PMO_E_INVALID);
     void *big = pmo_heap_alloc(dh, 64, 4096);
     CHECK(big != NULL && ((uintptr_t)big % 4096) == 0);
@@ -159,14 +159,14 @@ static void test_p_calls(void) {
 /* ---- the list: build, persist, discard what was not persisted ----------------------------- */
 
 static void build_list(void) {
-    struct root *r = p_calloc(1, sizeof *r);
+    struct root *r = pmo_p_calloc(1, sizeof *r);
     CHECK(r != NULL);
     if (r == NULL)
         return;
     r->magic = ROOT_MAGIC;
     for (uint64_t i = 0; i < NODES; i++) {
-        struct node *n = p_malloc(sizeof *n);
-        char *t = p_malloc(text_len(i));
+        struct node *n = pmo_p_malloc(sizeof *n);
+        char *t = pmo_p_malloc(text_len(i));
         CHECK(n != NULL && t != NULL);
         if (n == NULL || t == NULL)
             return;
@@ -177,22 +177,22 @@ static void build_list(void) {
         r->head = n;
         r->count++;
     }
-    CHECK(p_set_root(r) == 0);
-    CHECK(p_get_root() == r);
+    CHECK(pmo_p_set_root(r) == 0);
+    CHECK(pmo_p_get_root() == r);
     int on_stack = 0;
-    CHECK_FAIL(p_set_root(&on_stack) == 0, EINVAL, PMO_E_BAD_FREE);
-    CHECK(p_persist() == 0);
+    CHECK_FAIL(pmo_p_set_root(&on_stack) == 0, EINVAL, PMO_E_BAD_FREE);
+    CHECK(pmo_p_persist() == 0);
 
     pmo_heap *dh = pmo_heap_default();
     CHECK(live_blocks(dh) == 1 + 2 * NODES);
     /* Not persisted: a new block linked from the root. psync(any address) also works on a
      * heap, so persist nothing more; close (detach) and re-open. */
-    r->ghost = p_malloc(64);
+    r->ghost = pmo_p_malloc(64);
     CHECK(r->ghost != NULL && live_blocks(dh) == 2 + 2 * NODES);
     CHECK(pmo_heap_close(dh) == 0);
     CHECK(pmo_heap_close(dh) == PMO_E_NOT_ATTACHED);
     CHECK_FAIL(pmo_heap_alloc(dh, 8, 0) != NULL, EINVAL, PMO_E_NOT_ATTACHED);
-    r = p_get_root(); /* re-opens the default heap, at the same address */
+    r = pmo_p_get_root(); /* re-opens the default heap, at the same address */
     CHECK(r != NULL && r->magic == ROOT_MAGIC && r->ghost == NULL && r->count == NODES);
     dh = pmo_heap_default();
     CHECK(live_blocks(dh) == 1 + 2 * NODES);
@@ -220,17 +220,17 @@ static void test_named_heap(void) {
     strcpy(x, "named root");
     CHECK(pmo_heap_set_root(h, x) == 0);
     /* Blocks belong to their heap: the default heap's block is not this heap's. */
-    char *d = p_malloc(32);
+    char *d = pmo_p_malloc(32);
     CHECK(d != NULL);
     CHECK(pmo_heap_free(h, d) == PMO_E_BAD_FREE && errno == EINVAL);
     CHECK(pmo_heap_set_root(h, d) == PMO_E_BAD_FREE);
-    CHECK(p_free(d) == 0);
+    CHECK(pmo_p_free(d) == 0);
     /* p_* calls take blocks of any open heap. */
     char *y = pmo_heap_alloc(h, 50, 0);
-    CHECK(y != NULL && p_sizeof(y) >= 50);
-    char *y2 = p_realloc(y, 3000);
+    CHECK(y != NULL && pmo_p_sizeof(y) >= 50);
+    char *y2 = pmo_p_realloc(y, 3000);
     CHECK(y2 != NULL && pmo_heap_usable_size(h, y2) >= 3000);
-    CHECK(p_free(y2) == 0);
+    CHECK(pmo_p_free(y2) == 0);
     char *z = pmo_heap_realloc(h, NULL, 10);
     CHECK(z != NULL && pmo_heap_realloc(h, z, 0) == NULL && pmo_last_error() == 0);
     CHECK(pmo_heap_free(h, NULL) == 0);
@@ -259,7 +259,7 @@ static void test_named_heap(void) {
 /* ---- restart ------------------------------------------------------------------------------ */
 
 static void verify_list(void) {
-    struct root *r = p_get_root();
+    struct root *r = pmo_p_get_root();
     CHECK(r != NULL && r->magic == ROOT_MAGIC && r->count == NODES && r->ghost == NULL);
     if (r == NULL || r->magic != ROOT_MAGIC)
         return;
@@ -267,7 +267,7 @@ static void verify_list(void) {
     int ok = 1;
     for (struct node *n = r->head; n != NULL && seen <= NODES; n = n->next, seen++) {
         uint64_t want = NODES - 1 - seen;
-        if (n->index != want || !text_ok(n->text, want) || p_sizeof(n->text) < text_len(want)) {
+        if (n->index != want || !text_ok(n->text, want) || pmo_p_sizeof(n->text) < text_len(want)) {
             fprintf(stderr, "verify: node %llu is wrong\n", (unsigned long long)want);
             ok = 0;
             break;
@@ -281,12 +281,12 @@ static void verify_list(void) {
     while (r->head != NULL) {
         struct node *n = r->head;
         r->head = n->next;
-        CHECK(p_free(n->text) == 0);
-        CHECK(p_free(n) == 0);
+        CHECK(pmo_p_free(n->text) == 0);
+        CHECK(pmo_p_free(n) == 0);
     }
-    CHECK(p_set_root(NULL) == 0);
-    CHECK(p_free(r) == 0);
-    CHECK(p_persist() == 0);
+    CHECK(pmo_p_set_root(NULL) == 0);
+    CHECK(pmo_p_free(r) == 0);
+    CHECK(pmo_p_persist() == 0);
     CHECK(live_blocks(dh) == 0 && pmo_heap_check(dh) == 0);
     printf("verified %d nodes from the root\n", NODES);
 }
@@ -306,12 +306,12 @@ static void *churn_thread(void *arg) {
     for (int i = 0; i < 20000; i++) {
         int slot = (int)(rand_r(&c->seed) % 64);
         if (kept[slot] != NULL) {
-            if (p_free(kept[slot]) != 0)
+            if (pmo_p_free(kept[slot]) != 0)
                 c->failed = 1;
             kept[slot] = NULL;
         } else {
             size_t size = 1 + rand_r(&c->seed) % ((rand_r(&c->seed) % 8 == 0) ? 70000 : 500);
-            kept[slot] = p_malloc(size);
+            kept[slot] = pmo_p_malloc(size);
             if (kept[slot] == NULL)
                 c->failed = 1;
             else
@@ -319,7 +319,7 @@ static void *churn_thread(void *arg) {
         }
     }
     for (int i = 0; i < 64; i++)
-        if (kept[i] != NULL && p_free(kept[i]) != 0)
+        if (kept[i] != NULL && pmo_p_free(kept[i]) != 0)
             c->failed = 1;
     return NULL;
 }
@@ -333,21 +333,21 @@ static void test_threads(void) {
     for (int i = 0; i < 2; i++)
         CHECK(pthread_create(&t[i], NULL, churn_thread, &c[i]) == 0);
     for (int i = 0; i < 20; i++)
-        CHECK(p_persist() == 0); /* allocator calls pause while it runs */
+        CHECK(pmo_p_persist() == 0); /* allocator calls pause while it runs */
     for (int i = 0; i < 2; i++) {
         CHECK(pthread_join(t[i], NULL) == 0);
         CHECK(!c[i].failed);
     }
     CHECK(live_blocks(dh) == before);
     CHECK(pmo_heap_check(dh) == 0);
-    CHECK(p_persist() == 0);
+    CHECK(pmo_p_persist() == 0);
 }
 
 /* ---- crashes ------------------------------------------------------------------------------ */
 
 struct croot {
     uint64_t magic;
-    uint64_t seq; /* p_persist calls made, counting the one this state belongs to */
+    uint64_t seq; /* pmo_p_persist calls made, counting the one this state belongs to */
     uint64_t count;
     struct node *head;
 };
@@ -355,14 +355,14 @@ struct croot {
 #define CROOT_MAGIC 0x636875726e726f6full /* "churnroo" */
 
 static void churn(void) {
-    struct croot *r = p_get_root();
+    struct croot *r = pmo_p_get_root();
     if (r == NULL) {
-        r = p_calloc(1, sizeof *r);
-        CHECK(r != NULL && p_set_root(r) == 0);
+        r = pmo_p_calloc(1, sizeof *r);
+        CHECK(r != NULL && pmo_p_set_root(r) == 0);
         if (r == NULL)
             return;
         r->magic = CROOT_MAGIC;
-        CHECK(p_persist() == 0);
+        CHECK(pmo_p_persist() == 0);
     }
     unsigned seed = (unsigned)r->seq + 1;
     for (;;) {
@@ -370,12 +370,12 @@ static void churn(void) {
             struct node *n = r->head;
             r->head = n->next;
             r->count--;
-            if (p_free(n->text) != 0 || p_free(n) != 0)
+            if (pmo_p_free(n->text) != 0 || pmo_p_free(n) != 0)
                 return;
         } else {
-            struct node *n = p_malloc(sizeof *n);
+            struct node *n = pmo_p_malloc(sizeof *n);
             uint64_t i = r->count;
-            char *t = p_malloc(text_len(i));
+            char *t = pmo_p_malloc(text_len(i));
             if (n == NULL || t == NULL)
                 return; /* full: the parent sees the exit */
             fill_text(t, i);
@@ -386,7 +386,7 @@ static void churn(void) {
             r->count++;
         }
         r->seq++;
-        if (p_persist() != 0)
+        if (pmo_p_persist() != 0)
             return;
         printf("%llu\n", (unsigned long long)r->seq);
         fflush(stdout);
@@ -394,7 +394,7 @@ static void churn(void) {
 }
 
 static void crashcheck(uint64_t acked) {
-    struct croot *r = p_get_root();
+    struct croot *r = pmo_p_get_root();
     CHECK(r != NULL && r->magic == CROOT_MAGIC);
     if (r == NULL || r->magic != CROOT_MAGIC)
         return;
@@ -433,8 +433,8 @@ int main(int argc, char **argv) {
     } else if (strcmp(phase, "crashcheck") == 0 && argc == 3) {
         crashcheck(strtoull(argv[2], NULL, 10));
     } else if (strcmp(phase, "wrongkey") == 0) {
-        CHECK_FAIL(p_malloc(8) != NULL, EACCES, PMO_E_WRONG_KEY);
-        CHECK_FAIL(p_persist() == 0, EACCES, PMO_E_WRONG_KEY);
+        CHECK_FAIL(pmo_p_malloc(8) != NULL, EACCES, PMO_E_WRONG_KEY);
+        CHECK_FAIL(pmo_p_persist() == 0, EACCES, PMO_E_WRONG_KEY);
         CHECK(pmo_heap_default() == NULL && errno == EACCES);
     } else {
         fprintf(stderr, "usage: %s create|verify|wrongkey|threads|churn|crashcheck ACKED\n",

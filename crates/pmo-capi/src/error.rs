@@ -44,7 +44,7 @@ pub const PMO_E_LIMIT: i32 = -1014;
 pub const PMO_E_INTERNAL: i32 = -1015;
 /// The PMO holds no heap (or one of an unknown format version) (errno `EINVAL`).
 pub const PMO_E_NOT_A_HEAP: i32 = -1016;
-/// `p_free`/`p_realloc`/`p_sizeof` of a pointer that is not a live block: invalid, double or
+/// `pmo_p_free`/`pmo_p_realloc`/`pmo_p_sizeof` of a pointer that is not a live block: invalid, double or
 /// interior (errno `EINVAL`).
 pub const PMO_E_BAD_FREE: i32 = -1017;
 /// The heap has no free block of that size (errno `ENOMEM`).

@@ -25,6 +25,7 @@ use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use pmo_store::AttachOptions;
@@ -173,6 +174,55 @@ unsafe fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
     std::str::from_utf8(b).map_err(|_| CapiError::Invalid(format!("{what} is not UTF-8")))
 }
 
+/// The key the reference's header means: NULL is `"DEFAULT"` (its pmo_create(2) manual page).
+const DEFAULT_KEY: &CStr = c"DEFAULT";
+
+/// # Safety
+/// As [`c_bytes`].
+unsafe fn c_key<'a>(p: *const c_char) -> &'a [u8] {
+    if p.is_null() {
+        return DEFAULT_KEY.to_bytes();
+    }
+    // SAFETY: non-null; the caller guarantees a valid NUL-terminated string for 'a.
+    unsafe { CStr::from_ptr(p) }.to_bytes()
+}
+
+/// Whether the debug trace is on (`pmo_enable_debug`, or `PMO_DEBUG=1` at the first call).
+static DEBUG: AtomicBool = AtomicBool::new(false);
+
+/// Print one trace line for a call of the reference's API when the debug trace is on: the
+/// call, what it returned and, on failure, the last error's message.
+fn trace<T: std::fmt::Debug>(call: impl FnOnce() -> String, ret: T) -> T {
+    if DEBUG.load(Ordering::Relaxed) {
+        let err = LAST_ERROR
+            .try_with(|l| {
+                let l = l.borrow();
+                (l.code != 0).then(|| {
+                    l.message
+                        .as_ref()
+                        .map_or_else(String::new, |m| m.to_string_lossy().into_owned())
+                })
+            })
+            .ok()
+            .flatten();
+        match err {
+            Some(m) => eprintln!("pmo: {} = {ret:?} ({m})", call()),
+            None => eprintln!("pmo: {} = {ret:?}", call()),
+        }
+    }
+    ret
+}
+
+/// A C string argument for a trace line.
+fn show(p: *const c_char) -> String {
+    if p.is_null() {
+        "NULL".into()
+    } else {
+        // SAFETY: only called on arguments the entry point has just read as C strings.
+        format!("{:?}", unsafe { CStr::from_ptr(p) }.to_string_lossy())
+    }
+}
+
 /// Installs the fork hook once, on the first call into the library.
 static FORK_HOOK: std::sync::Once = std::sync::Once::new();
 
@@ -191,6 +241,9 @@ fn reg() -> &'static registry::Registry {
         // SAFETY: registers a plain `extern "C" fn()` to run at normal exit; it only waits on
         // a condition variable for the store's background detaches.
         let _ = unsafe { libc::atexit(finish_detaches_at_exit) };
+        if std::env::var_os("PMO_DEBUG").is_some_and(|v| v == "1") {
+            DEBUG.store(true, Ordering::Relaxed);
+        }
     });
     registry::global()
 }
@@ -206,6 +259,51 @@ fn attach_common(name: &str, perm: c_char, key: &[u8], opts: AttachOptions) -> R
     reg().attach(name, perm, key, opts)
 }
 
+/// The reference's attach and its aliases: NULL key is "DEFAULT"; a PMO this process has
+/// attached already gives the same mapping; `offset` bytes into the PMO (`subset_attach`).
+///
+/// # Safety
+/// `name` and `key` are NULL or valid NUL-terminated strings.
+unsafe fn attach_reference(
+    call: &str,
+    name: *const c_char,
+    perm: c_char,
+    key: *const c_char,
+    subset: Option<(usize, usize)>,
+) -> *mut c_void {
+    let r = entry(std::ptr::null_mut(), || {
+        // SAFETY: the caller passes valid C strings (or NULL: rejected name, default key).
+        let (n, k) = unsafe { (c_str(name, "name")?, c_key(key)) };
+        let perm = perm_from_char(perm as u8)?;
+        if let Some((size, offset)) = subset {
+            check_subset(reg().pool()?.info(n)?.size, size, offset)?;
+        }
+        let start = reg().attach_or_reuse(n, perm, k, AttachOptions::default())?;
+        Ok((start + subset.map_or(0, |(_, offset)| offset)) as *mut c_void)
+    });
+    trace(
+        || format!("{call}({}, {:?})", show(name), perm as u8 as char),
+        r,
+    )
+}
+
+/// The subset `[offset, offset + size)` (size 0: to the end) of a PMO of `pmo_size` bytes:
+/// `offset` a multiple of 4096 and the subset inside the PMO.
+fn check_subset(pmo_size: u64, size: usize, offset: usize) -> Result<()> {
+    let (size, offset) = (size as u64, offset as u64);
+    if offset % 4096 != 0 {
+        return Err(CapiError::Invalid(format!(
+            "subset offset {offset} is not a multiple of 4096"
+        )));
+    }
+    if offset.checked_add(size).is_none_or(|end| end > pmo_size) || offset >= pmo_size {
+        return Err(CapiError::Invalid(format!(
+            "subset {offset}+{size} is outside the {pmo_size}-byte PMO"
+        )));
+    }
+    Ok(())
+}
+
 /// `void *attach(const char *name, char perm, const char *key)`: see `pmo.h`.
 ///
 /// # Safety
@@ -216,11 +314,8 @@ pub unsafe extern "C" fn attach(
     perm: c_char,
     key: *const c_char,
 ) -> *mut c_void {
-    entry(std::ptr::null_mut(), || {
-        // SAFETY: the caller passes valid C strings (or NULL, rejected).
-        let (n, k) = unsafe { (c_str(name, "name")?, c_bytes(key, "key")?) };
-        attach_common(n, perm, k, AttachOptions::default()).map(|a| a as *mut c_void)
-    })
+    // SAFETY: forwarded caller contract.
+    unsafe { attach_reference("attach", name, perm, key, None) }
 }
 
 /// Same as [`attach`].
@@ -233,8 +328,52 @@ pub unsafe extern "C" fn pmo_attach(
     perm: c_char,
     key: *const c_char,
 ) -> *mut c_void {
-    // SAFETY: same contract as `attach`.
-    unsafe { attach(name, perm, key) }
+    // SAFETY: forwarded caller contract.
+    unsafe { attach_reference("pmo_attach", name, perm, key, None) }
+}
+
+/// Same as [`attach`] (the reference's secure configuration).
+///
+/// # Safety
+/// As [`attach`].
+#[no_mangle]
+pub unsafe extern "C" fn secure_attach(
+    name: *const c_char,
+    perm: c_char,
+    key: *const c_char,
+) -> *mut c_void {
+    // SAFETY: forwarded caller contract.
+    unsafe { attach_reference("secure_attach", name, perm, key, None) }
+}
+
+/// Same as [`attach`] (the reference's dynamic configuration).
+///
+/// # Safety
+/// As [`attach`].
+#[no_mangle]
+pub unsafe extern "C" fn dynamic_attach(
+    name: *const c_char,
+    perm: c_char,
+    key: *const c_char,
+) -> *mut c_void {
+    // SAFETY: forwarded caller contract.
+    unsafe { attach_reference("dynamic_attach", name, perm, key, None) }
+}
+
+/// `void *subset_attach(name, perm, key, size, offset)`: see `pmo.h`.
+///
+/// # Safety
+/// As [`attach`].
+#[no_mangle]
+pub unsafe extern "C" fn subset_attach(
+    name: *const c_char,
+    perm: c_char,
+    key: *const c_char,
+    size: usize,
+    offset: usize,
+) -> *mut c_void {
+    // SAFETY: forwarded caller contract.
+    unsafe { attach_reference("subset_attach", name, perm, key, Some((size, offset))) }
 }
 
 /// `int pmo_attach_ex(name, perm, key, opts, addr_out)`: see `pmo.h`.
@@ -281,12 +420,17 @@ pub unsafe extern "C" fn pmo_attach_ex(
             ..AttachOptions::default()
         };
         // SAFETY: the caller passes valid C strings (or NULL, rejected).
-        let (n, k) = unsafe { (c_str(name, "name")?, c_bytes(key, "key")?) };
+        let (n, k) = unsafe { (c_str(name, "name")?, c_key(key)) };
         let addr = attach_common(n, perm, k, ao)?;
         // SAFETY: non-null (checked) and writable by the caller's contract.
         unsafe { *addr_out = addr as *mut c_void };
         Ok(0)
     })
+}
+
+fn detach_reference(call: &str, addr: *mut c_void) -> c_int {
+    let r = entry(-1, || reg().detach(addr as usize).map(|()| 0));
+    trace(|| format!("{call}({addr:p})"), r)
 }
 
 /// `int detach(void *addr)`: see `pmo.h`.
@@ -295,7 +439,7 @@ pub unsafe extern "C" fn pmo_attach_ex(
 /// No thread may touch the PMO's memory once this returns (the range is unmapped).
 #[no_mangle]
 pub unsafe extern "C" fn detach(addr: *mut c_void) -> c_int {
-    entry(-1, || reg().detach(addr as usize).map(|()| 0))
+    detach_reference("detach", addr)
 }
 
 /// Same as [`detach`].
@@ -304,20 +448,57 @@ pub unsafe extern "C" fn detach(addr: *mut c_void) -> c_int {
 /// As [`detach`].
 #[no_mangle]
 pub unsafe extern "C" fn pmo_detach(addr: *mut c_void) -> c_int {
-    // SAFETY: same contract as `detach`.
-    unsafe { detach(addr) }
+    detach_reference("pmo_detach", addr)
+}
+
+/// Same as [`detach`].
+///
+/// # Safety
+/// As [`detach`].
+#[no_mangle]
+pub unsafe extern "C" fn secure_write_detach(addr: *mut c_void) -> c_int {
+    detach_reference("secure_write_detach", addr)
+}
+
+/// Same as [`detach`]; the second argument is ignored, as by the reference.
+///
+/// # Safety
+/// As [`detach`].
+#[no_mangle]
+pub unsafe extern "C" fn dynamic_detach(addr: *mut c_void, _unused: c_char) -> c_int {
+    detach_reference("dynamic_detach", addr)
 }
 
 /// `int psync(void *addr)`: see `pmo.h`. Only reads the registry: safe for any address.
 #[no_mangle]
 pub extern "C" fn psync(addr: *mut c_void) -> c_int {
-    entry(-1, || reg().psync(addr as usize).map(|_| 0))
+    let r = entry(-1, || reg().psync(addr as usize).map(|_| 0));
+    trace(|| format!("psync({addr:p})"), r)
 }
 
-/// `int psync_nochecksum(void *addr)`: the same as [`psync`] (pmo always checksums).
+/// `int psync_nochecksum(void *addr)`: see `pmo.h`.
 #[no_mangle]
 pub extern "C" fn psync_nochecksum(addr: *mut c_void) -> c_int {
-    psync(addr)
+    let r = entry(-1, || reg().psync_nochecksum(addr as usize).map(|_| 0));
+    trace(|| format!("psync_nochecksum({addr:p})"), r)
+}
+
+/// `size_t pmo_enable_debug(void)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn pmo_enable_debug() -> usize {
+    let _ = reg();
+    DEBUG.store(true, Ordering::Relaxed);
+    record_success();
+    0
+}
+
+/// `size_t pmo_disable_debug(void)`: see `pmo.h`.
+#[no_mangle]
+pub extern "C" fn pmo_disable_debug() -> usize {
+    let _ = reg();
+    DEBUG.store(false, Ordering::Relaxed);
+    record_success();
+    0
 }
 
 /// `int64_t pmo_psync_ex(void *addr, pmo_psync_stats *stats)`: see `pmo.h`.
@@ -357,7 +538,7 @@ pub unsafe extern "C" fn pmo_create_ex(
 ) -> c_int {
     entry_code(|| {
         // SAFETY: the caller passes valid C strings (or NULL: rejected, or the default scheme).
-        let (n, k) = unsafe { (c_str(name, "name")?, c_bytes(key, "key")?) };
+        let (n, k) = unsafe { (c_str(name, "name")?, c_key(key)) };
         let s = if scheme.is_null() {
             None
         } else {
@@ -394,7 +575,7 @@ pub unsafe extern "C" fn pmo_get_session_stats(
     })
 }
 
-/// `const char *pmo_create(const char *name, uint64_t size, const char *key)`: see `pmo.h`.
+/// `char *pmo_create(const char *name, uint64_t size, const char *key)`: see `pmo.h`.
 ///
 /// # Safety
 /// `name` and `key` are NULL or valid NUL-terminated strings.
@@ -403,13 +584,21 @@ pub unsafe extern "C" fn pmo_create(
     name: *const c_char,
     size: u64,
     key: *const c_char,
-) -> *const c_char {
-    entry(std::ptr::null(), || {
-        // SAFETY: the caller passes valid C strings (or NULL, rejected).
-        let (n, k) = unsafe { (c_str(name, "name")?, c_bytes(key, "key")?) };
+) -> *mut c_char {
+    let r = entry(std::ptr::null_mut(), || {
+        // SAFETY: the caller passes valid C strings (or NULL: rejected name, default key).
+        let (n, k) = unsafe { (c_str(name, "name")?, c_key(key)) };
         reg().create(n, size, k)?;
-        Ok(key)
-    })
+        // The reference returns the key as `char *`; C never writes through it (a static
+        // "DEFAULT" for a NULL key), as with strchr's result.
+        Ok(if key.is_null() {
+            DEFAULT_KEY.as_ptr()
+        } else {
+            key
+        }
+        .cast_mut())
+    });
+    trace(|| format!("pmo_create({}, {size})", show(name)), r)
 }
 
 /// `int pmo_destroy(const char *name, const char *key)`: see `pmo.h`.
@@ -418,11 +607,12 @@ pub unsafe extern "C" fn pmo_create(
 /// As [`pmo_create`].
 #[no_mangle]
 pub unsafe extern "C" fn pmo_destroy(name: *const c_char, key: *const c_char) -> c_int {
-    entry(-1, || {
-        // SAFETY: the caller passes valid C strings (or NULL, rejected).
-        let (n, k) = unsafe { (c_str(name, "name")?, c_bytes(key, "key")?) };
+    let r = entry(-1, || {
+        // SAFETY: the caller passes valid C strings (or NULL: rejected name, default key).
+        let (n, k) = unsafe { (c_str(name, "name")?, c_key(key)) };
         reg().destroy(n, k).map(|()| 0)
-    })
+    });
+    trace(|| format!("pmo_destroy({})", show(name)), r)
 }
 
 /// `char pmo_exists(const char *name)`: see `pmo.h`.
@@ -536,7 +726,7 @@ pub extern "C" fn pmo_strerror(err: c_int) -> *const c_char {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Persistent heap: the p_malloc family (default heap) and pmo_heap_* (named heaps).
+// Persistent heap: the pmo_p_malloc family (default heap) and pmo_heap_* (named heaps).
 // ---------------------------------------------------------------------------------------------
 
 /// `pmo_heap` of `pmo.h`: opaque. A handle's value is the heap's start address, looked up in
@@ -554,59 +744,59 @@ fn heap_handle(h: *mut PmoHeapHandle) -> Result<std::sync::Arc<pmo_heap::PmoHeap
     reg().heap_at(h as usize)
 }
 
-/// `void *p_malloc(size_t size)`: see `pmo.h`.
+/// `void *pmo_p_malloc(size_t size)`: see `pmo.h`.
 #[no_mangle]
-pub extern "C" fn p_malloc(size: usize) -> *mut c_void {
+pub extern "C" fn pmo_p_malloc(size: usize) -> *mut c_void {
     entry(std::ptr::null_mut(), || {
         heap::malloc(reg(), size).map(|a| a as *mut c_void)
     })
 }
 
-/// `void *p_calloc(size_t nmemb, size_t size)`: see `pmo.h`.
+/// `void *pmo_p_calloc(size_t nmemb, size_t size)`: see `pmo.h`.
 #[no_mangle]
-pub extern "C" fn p_calloc(nmemb: usize, size: usize) -> *mut c_void {
+pub extern "C" fn pmo_p_calloc(nmemb: usize, size: usize) -> *mut c_void {
     entry(std::ptr::null_mut(), || {
         heap::calloc(reg(), nmemb, size).map(|a| a as *mut c_void)
     })
 }
 
-/// `void *p_realloc(void *ptr, size_t size)`: see `pmo.h`.
+/// `void *pmo_p_realloc(void *ptr, size_t size)`: see `pmo.h`.
 #[no_mangle]
-pub extern "C" fn p_realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+pub extern "C" fn pmo_p_realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
     entry(std::ptr::null_mut(), || {
         heap::realloc(reg(), ptr as usize, size).map(|a| a as *mut c_void)
     })
 }
 
-/// `int p_free(void *ptr)`: see `pmo.h`.
+/// `int pmo_p_free(void *ptr)`: see `pmo.h`.
 #[no_mangle]
-pub extern "C" fn p_free(ptr: *mut c_void) -> c_int {
+pub extern "C" fn pmo_p_free(ptr: *mut c_void) -> c_int {
     entry(-1, || heap::free(reg(), ptr as usize).map(|()| 0))
 }
 
-/// `size_t p_sizeof(void *ptr)`: see `pmo.h`.
+/// `size_t pmo_p_sizeof(void *ptr)`: see `pmo.h`.
 #[no_mangle]
-pub extern "C" fn p_sizeof(ptr: *mut c_void) -> usize {
+pub extern "C" fn pmo_p_sizeof(ptr: *mut c_void) -> usize {
     entry(0, || heap::usable_size(reg(), ptr as usize))
 }
 
-/// `int p_persist(void)`: see `pmo.h`.
+/// `int pmo_p_persist(void)`: see `pmo.h`.
 #[no_mangle]
-pub extern "C" fn p_persist() -> c_int {
+pub extern "C" fn pmo_p_persist() -> c_int {
     entry(-1, || heap::persist(reg()).map(|_| 0))
 }
 
-/// `void *p_get_root(void)`: see `pmo.h`.
+/// `void *pmo_p_get_root(void)`: see `pmo.h`.
 #[no_mangle]
-pub extern "C" fn p_get_root() -> *mut c_void {
+pub extern "C" fn pmo_p_get_root() -> *mut c_void {
     entry(std::ptr::null_mut(), || {
         heap::root(&*heap::default_heap(reg())?).map(|a| a as *mut c_void)
     })
 }
 
-/// `int p_set_root(void *ptr)`: see `pmo.h`.
+/// `int pmo_p_set_root(void *ptr)`: see `pmo.h`.
 #[no_mangle]
-pub extern "C" fn p_set_root(ptr: *mut c_void) -> c_int {
+pub extern "C" fn pmo_p_set_root(ptr: *mut c_void) -> c_int {
     entry(-1, || {
         heap::set_root(&*heap::default_heap(reg())?, ptr as usize).map(|()| 0)
     })
@@ -630,7 +820,7 @@ pub unsafe extern "C" fn pmo_heap_open(
             return Err(CapiError::Invalid("heap_out is NULL".into()));
         }
         // SAFETY: the caller passes valid C strings (or NULL, rejected).
-        let (n, k) = unsafe { (c_str(name, "name")?, c_bytes(key, "key")?) };
+        let (n, k) = unsafe { (c_str(name, "name")?, c_key(key)) };
         let start = reg().heap_open(n, k, create_size)?;
         // SAFETY: non-null (checked) and writable by the caller's contract.
         unsafe { *heap_out = start as *mut PmoHeapHandle };

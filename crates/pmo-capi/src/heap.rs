@@ -1,12 +1,12 @@
-//! The persistent-heap calls of the C API (`p_malloc` family and `pmo_heap_*`), over
+//! The persistent-heap calls of the C API (`pmo_p_malloc` family and `pmo_heap_*`), over
 //! `pmo_heap::PmoHeap` (a POSEIDON heap living in a PMO).
 //!
 //! Owns: the default heap's configuration (from the environment, read once, when the default
 //! heap is first opened) and the pointer-level rules of the `p_*` calls:
-//! - `p_malloc`, `p_calloc` allocate from the default heap, opened on first use and created if
+//! - `pmo_p_malloc`, `pmo_p_calloc` allocate from the default heap, opened on first use and created if
 //!   missing: PMO [`HEAP_NAME_ENV`] (default [`DEFAULT_HEAP_NAME`]) of [`HEAP_SIZE_ENV`] bytes
 //!   (default [`DEFAULT_HEAP_SIZE`]) in the process's pool, key [`KEY_ENV`] (empty if unset).
-//! - `p_free`, `p_realloc`, `p_sizeof` accept a block of *any* heap registered in this process:
+//! - `pmo_p_free`, `pmo_p_realloc`, `pmo_p_sizeof` accept a block of *any* heap registered in this process:
 //!   the registry finds the heap whose PMO contains the pointer; a pointer outside every heap
 //!   is `NotABlock` (EINVAL), and the heap itself rejects double, interior and invalid frees
 //!   (changing nothing).
@@ -115,12 +115,12 @@ pub fn alloc(heap: &PmoHeap, size: usize, align: usize) -> Result<usize> {
     Ok(heap.alloc(size, align)?.as_ptr() as usize)
 }
 
-/// `p_malloc`.
+/// `pmo_p_malloc`.
 pub fn malloc(reg: &Registry, size: usize) -> Result<usize> {
     on_default(reg, |h| alloc(h, size, BLOCK_ALIGN))
 }
 
-/// `p_calloc`: `n * size` zeroed bytes; the product overflowing is `Overflow` (ENOMEM).
+/// `pmo_p_calloc`: `n * size` zeroed bytes; the product overflowing is `Overflow` (ENOMEM).
 pub fn calloc(reg: &Registry, n: usize, size: usize) -> Result<usize> {
     let bytes = n.checked_mul(size).ok_or(CapiError::Overflow {
         what: "nmemb * size",
@@ -130,7 +130,7 @@ pub fn calloc(reg: &Registry, n: usize, size: usize) -> Result<usize> {
     })
 }
 
-/// `p_realloc`: `addr` 0 allocates from the default heap; `size` 0 frees and returns 0;
+/// `pmo_p_realloc`: `addr` 0 allocates from the default heap; `size` 0 frees and returns 0;
 /// otherwise resizes within the heap that holds `addr` (which may move it).
 pub fn realloc(reg: &Registry, addr: usize, size: usize) -> Result<usize> {
     if addr == 0 {
@@ -139,7 +139,7 @@ pub fn realloc(reg: &Registry, addr: usize, size: usize) -> Result<usize> {
     reg.with_heap_containing(addr, |heap| realloc_in(heap, addr, size))
 }
 
-/// `p_free`: `addr` 0 is a no-op.
+/// `pmo_p_free`: `addr` 0 is a no-op.
 pub fn free(reg: &Registry, addr: usize) -> Result<()> {
     if addr == 0 {
         return Ok(());
@@ -147,12 +147,12 @@ pub fn free(reg: &Registry, addr: usize) -> Result<()> {
     reg.with_heap_containing(addr, |heap| free_in(heap, addr))
 }
 
-/// `p_sizeof`: usable bytes of the block at `addr`.
+/// `pmo_p_sizeof`: usable bytes of the block at `addr`.
 pub fn usable_size(reg: &Registry, addr: usize) -> Result<usize> {
     reg.with_heap_containing(addr, |heap| usable_size_in(heap, addr))
 }
 
-/// `p_persist`: psync the default heap.
+/// `pmo_p_persist`: psync the default heap.
 pub fn persist(reg: &Registry) -> Result<CommitStats> {
     Ok(default_heap(reg)?.psync()?)
 }

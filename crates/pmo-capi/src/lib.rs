@@ -4,7 +4,7 @@
 //! |--------------|------|
 //! | [`error`]    | `PMO_E_*` codes (a negative range no errno can take), errno mapping, descriptions |
 //! | [`registry`] | the process's pool (opened lazily), its live attachments and heaps by address range, the default heap |
-//! | [`heap`]     | the `p_malloc` family and `pmo_heap_*` over `pmo_heap::PmoHeap`: default-heap configuration, pointer rules |
+//! | [`heap`]     | the `pmo_p_malloc` family and `pmo_heap_*` over `pmo_heap::PmoHeap`: default-heap configuration, pointer rules |
 //! | [`ffi`]      | the `extern "C"` entry points: C strings, panics caught, errno and last error |
 //!
 //! Glossary: an *attachment* is one mapping of a PMO made through this API; its *range* is

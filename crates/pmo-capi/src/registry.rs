@@ -8,8 +8,8 @@
 //!   effect until [`Registry::pool_close`]. [`Registry::pool_open`] names a pool explicitly.
 //! - the attachments: address range -> [`Mapped`] (a plain [`Attachment`] or a [`PmoHeap`],
 //!   which owns its attachment), so `detach`/`psync` accept any address inside an attached
-//!   PMO, and `p_free` finds the heap of any block.
-//! - the default heap of `p_malloc` and friends: which registered heap it is, opened (and
+//!   PMO, and `pmo_p_free` finds the heap of any block.
+//! - the default heap of `pmo_p_malloc` and friends: which registered heap it is, opened (and
 //!   created if missing) on first use, see [`crate::heap`].
 //!
 //! Fork: a child does not inherit attachments. The store's mappings are `MADV_DONTFORK` (the
@@ -31,7 +31,7 @@
 //!   calling thread's lookup slot (one of `LOOKUP_SLOTS` = 16, each its own lock on its own cache
 //!   lines). Every change of the table publishes a fresh snapshot to all slots before the state
 //!   lock is released, write-locking each slot in turn; so when `detach` returns, no lookup
-//!   still uses the removed entry. One allocator call (`p_malloc`, `p_free`, ...) runs under
+//!   still uses the removed entry. One allocator call (`pmo_p_malloc`, `pmo_p_free`, ...) runs under
 //!   the slot's read lock instead of cloning the heap's `Arc`, so the hot path touches no
 //!   shared cache line; such a call never waits for registry work of another thread.
 //! - Lock order: state, then slots. A lookup never takes the state lock while it holds a slot.
@@ -91,7 +91,14 @@ struct State {
     pid: u32,
     /// Start address of the default heap, if it is open.
     default_heap: Option<usize>,
+    /// Ranges (start -> length) this process detached and has not mapped again: `detach` of an
+    /// address in one of them is the reference's "already detached" case (returns 0). At most
+    /// [`DETACHED_MAX`] entries, the lowest addresses forgotten first.
+    detached: BTreeMap<usize, usize>,
 }
+
+/// How many detached ranges the registry remembers.
+pub const DETACHED_MAX: usize = 4096;
 
 /// What one registered range is.
 #[derive(Clone)]
@@ -130,6 +137,14 @@ impl Mapped {
             Mapped::Plain(a) => a.name(),
             Mapped::Heap(h) => h.name(),
         }
+    }
+
+    /// psync without checksums where the scheme allows it (a heap's psync is a full one).
+    pub fn psync_nochecksum(&self) -> Result<CommitStats> {
+        Ok(match self {
+            Mapped::Plain(a) => a.psync()?,
+            Mapped::Heap(h) => h.psync()?,
+        })
     }
 
     /// psync; a heap's runs with its allocator calls quiesced.
@@ -210,7 +225,7 @@ pub struct Registry {
     /// The table and the pool. Changes take it exclusively; every change of the table is
     /// published to `slots` before the lock is released.
     state: RwLock<State>,
-    /// Lookups (every `p_malloc`, `p_free`, `psync`): a thread read-locks its own slot and
+    /// Lookups (every `pmo_p_malloc`, `pmo_p_free`, `psync`): a thread read-locks its own slot and
     /// reads the snapshot there, touching no shared cache line. A publication write-locks
     /// every slot in turn, so once it returns no lookup still uses the previous snapshot.
     slots: [Slot; LOOKUP_SLOTS],
@@ -313,6 +328,7 @@ impl Registry {
                 attaching: 0,
                 pid: 0,
                 default_heap: None,
+                detached: BTreeMap::new(),
             }),
             slots: [const { Slot(RwLock::new(None)) }; LOOKUP_SLOTS],
             seen_pid: AtomicU32::new(0),
@@ -422,6 +438,7 @@ impl Registry {
         st.default_heap = None;
         if child {
             st.attaching = 0;
+            st.detached.clear();
         }
         st.pid = pid;
         child
@@ -513,6 +530,16 @@ impl Registry {
                 "attachment at {start:#x} registered twice"
             )));
         }
+        let end = start + mapped.len();
+        let overlapping: Vec<usize> = st
+            .detached
+            .range(..end)
+            .filter(|(&s, &len)| s + len > start)
+            .map(|(&s, _)| s)
+            .collect();
+        for s in overlapping {
+            st.detached.remove(&s);
+        }
         st.attachments.insert(
             start,
             Registered {
@@ -531,6 +558,53 @@ impl Registry {
         // be a thread of this process that needs the registry to detach.
         let att = pool.attach_with(name, perm, key, opts)?;
         self.register(Mapped::Plain(Arc::new(att)), reservation)
+    }
+
+    /// The reference's attach: if this process has PMO `name` attached already (a plain
+    /// attachment, not a heap), check `key` and return that mapping's start; otherwise attach
+    /// as [`Registry::attach`]. A read-only attachment is not upgraded (`Busy` for `Write`).
+    pub fn attach_or_reuse(
+        &self,
+        name: &str,
+        perm: Perm,
+        key: &[u8],
+        opts: AttachOptions,
+    ) -> Result<usize> {
+        if let Some(start) = self.reuse(name, perm, key)? {
+            return Ok(start);
+        }
+        match self.attach(name, perm, key, opts) {
+            // Another thread attached it meanwhile: that mapping is ours too.
+            Err(
+                e @ CapiError::Store(StoreError::Busy { .. } | StoreError::AddressInUse { .. }),
+            ) => self.reuse(name, perm, key)?.ok_or(e),
+            r => r,
+        }
+    }
+
+    /// The start of this process's plain attachment of `name`, after checking `key` and `perm`.
+    fn reuse(&self, name: &str, perm: Perm, key: &[u8]) -> Result<Option<usize>> {
+        let found = {
+            let st = self.read();
+            st.attachments
+                .iter()
+                .find_map(|(&start, r)| match &r.mapped {
+                    Mapped::Plain(a) if a.name() == name => Some((start, a.clone())),
+                    _ => None,
+                })
+        };
+        let Some((start, att)) = found else {
+            return Ok(None);
+        };
+        self.pool()?.check_key(name, key)?;
+        if perm == Perm::Write && att.perm() != Perm::Write {
+            return Err(StoreError::Busy {
+                name: name.to_owned(),
+                how: "attached read-only by this process (an attachment is not upgraded)",
+            }
+            .into());
+        }
+        Ok(Some(start))
     }
 
     /// Open the heap in PMO `name` (read-write) and register it; if the PMO is missing and
@@ -663,11 +737,26 @@ impl Registry {
     pub fn detach(&self, addr: usize) -> Result<()> {
         let registered = {
             let mut st = self.lock();
-            let (start, _) = Self::find_locked(&st, addr)?;
+            let start = match Self::find_locked(&st, addr) {
+                Ok((start, _)) => start,
+                Err(e) => {
+                    return match st.detached.range(..=addr).next_back() {
+                        // The reference's detach(2): detaching a detached PMO does nothing.
+                        Some((&s, &len)) if addr - s < len => Ok(()),
+                        _ => Err(e),
+                    };
+                }
+            };
             if st.default_heap == Some(start) {
                 st.default_heap = None;
             }
             let removed = st.attachments.remove(&start);
+            if let Some(r) = &removed {
+                if st.detached.len() >= DETACHED_MAX {
+                    st.detached.pop_first();
+                }
+                st.detached.insert(start, r.mapped.len());
+            }
             // After this no lookup holds the entry: the snapshots only had clones.
             self.publish(&st);
             removed
@@ -680,6 +769,12 @@ impl Registry {
     /// psync the attachment containing `addr`.
     pub fn psync(&self, addr: usize) -> Result<CommitStats> {
         self.find(addr)?.psync()
+    }
+
+    /// psync the attachment containing `addr`, leaving integrity checksums to detach where the
+    /// PMO's scheme allows it (`psync_nochecksum`).
+    pub fn psync_nochecksum(&self, addr: usize) -> Result<CommitStats> {
+        self.find(addr)?.psync_nochecksum()
     }
 
     /// Name of the PMO attached at `addr`.

@@ -6,8 +6,8 @@
 //!   forked child for cross-process EBUSY, a raw-pointer linked list across detach/attach and
 //!   process restart. Run once with the default fault mechanism and once with `sigsegv`.
 //! - `pmo_heap_test create`, `wrongkey` (another `PMO_KEY`), then `verify`, each in its own
-//!   process: the `p_malloc` family on the default heap created on first use, a list of
-//!   p_malloc'd nodes found again from the root after restart, double/interior/invalid frees,
+//!   process: the `pmo_p_malloc` family on the default heap created on first use, a list of
+//!   pmo_p_malloc'd nodes found again from the root after restart, double/interior/invalid frees,
 //!   and `pmo_heap_*` on a named heap. Default fault mechanism and `sigsegv`.
 //! - `pmo_cxx`: the header from C++11, linked against the shared library; also the default
 //!   pool path (no `PMO_POOL`) created on first use.
@@ -43,14 +43,14 @@ const HEADER_CALLS: &[&str] = &[
     "pmo_strerror",
     "psync",
     "psync_nochecksum",
-    "p_malloc",
-    "p_calloc",
-    "p_realloc",
-    "p_free",
-    "p_sizeof",
-    "p_persist",
-    "p_get_root",
-    "p_set_root",
+    "pmo_p_malloc",
+    "pmo_p_calloc",
+    "pmo_p_realloc",
+    "pmo_p_free",
+    "pmo_p_sizeof",
+    "pmo_p_persist",
+    "pmo_p_get_root",
+    "pmo_p_set_root",
     "pmo_heap_open",
     "pmo_heap_default",
     "pmo_heap_close",
@@ -324,7 +324,7 @@ fn c_heap_program_survives_sigkill_between_and_inside_p_persist() {
         let stdout = child.stdout.take().expect("piped");
         let (tx, rx) = std::sync::mpsc::channel::<u64>();
         let reader = std::thread::spawn(move || {
-            // Only whole lines count: each was printed after its p_persist returned.
+            // Only whole lines count: each was printed after its pmo_p_persist returned.
             for line in std::io::BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 if let Ok(seq) = line.trim().parse::<u64>() {

@@ -18,7 +18,7 @@
 //!   user declares what they write into blocks ([`PmoHeap::declare`]). Fault and scan tracking
 //!   find every write by themselves; `declare` is then a no-op.
 //!
-//! Callers: applications, the C API (`p_malloc` and friends), `pmo check` (through
+//! Callers: applications, the C API (`pmo_p_malloc` and friends), `pmo check` (through
 //! [`crate::check_pmo`]).
 //!
 //! Why unsafe is allowed here: `Heap::format`/`Heap::open_with` take a raw region (the

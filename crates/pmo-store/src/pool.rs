@@ -735,6 +735,13 @@ impl Pool {
         Ok(self.info_of(&self.entry(name)?))
     }
 
+    /// Check `key` against PMO `name`'s verifier without attaching it: `WrongKey`, `NotFound`,
+    /// or Ok. For a caller that already holds the PMO attached and is asked for it again.
+    pub fn check_key(&self, name: &str, key: &[u8]) -> Result<()> {
+        self.inner.alive()?;
+        keys::check_key(&self.entry(name)?, key).map(|_| ())
+    }
+
     /// Whether a PMO exists.
     pub fn exists(&self, name: &str) -> Result<bool> {
         match self.entry(name) {
