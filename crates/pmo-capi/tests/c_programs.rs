@@ -13,18 +13,30 @@
 //!   pool path (no `PMO_POOL`) created on first use.
 //! - `pmo_libpmem`: `<libpmem.h>` and `pmo.h` together (skipped with a note when libpmem-dev is
 //!   not installed).
-//! - the header alone under `-std=c99 -Wpedantic` and `-std=c++11`, and the shared library's
-//!   exported symbols: exactly the calls of `pmo.h`, none of them libpmem's.
+//! - the headers alone under `-std=c99 -Wpedantic` and `-std=c++11`, and the shared library's
+//!   exported symbols: exactly the calls of `pmo.h` and `pmo_heap.h`, none of them libpmem's.
+//! - the compatibility suite `ref_compat.c` + `ref_alloc.c` (a program written for the research
+//!   kernel's header, defining its own `p_malloc` family): gcc and g++ as C99, C11, C++11 and
+//!   C++17 with `-Wall -Wextra -Werror`, each linked statically and dynamically, `create` then
+//!   `verify` in a new process; and neither library defines a name such programs define.
 //!
 //! Needs `cc`/`c++` (gcc or clang); without a C compiler the tests print a note and pass.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// Every function `include/pmo.h` declares: the shared library exports exactly these.
+/// Every function `include/pmo.h` and `include/pmo_heap.h` declare: the shared library
+/// exports exactly these.
 const HEADER_CALLS: &[&str] = &[
     "attach",
     "detach",
+    "secure_attach",
+    "dynamic_attach",
+    "subset_attach",
+    "secure_write_detach",
+    "dynamic_detach",
+    "pmo_enable_debug",
+    "pmo_disable_debug",
     "pmo_attach",
     "pmo_attach_ex",
     "pmo_create",
@@ -456,7 +468,7 @@ fn header_compiles_alone_as_c99_and_cxx11() {
     let c = dir.join("h.c");
     std::fs::write(
         &c,
-        "#include \"pmo.h\"\nint main(void) { return pmo_last_error(); }\n",
+        "#include \"pmo.h\"\n#include \"pmo_heap.h\"\nint main(void) { return pmo_last_error(); }\n",
     )
     .unwrap();
     let cases: [(&str, &[&str], &Path); 2] = [
@@ -535,8 +547,9 @@ fn shared_library_exports_exactly_the_header_calls() {
     let mut want: Vec<String> = HEADER_CALLS.iter().map(|s| s.to_string()).collect();
     want.sort();
     assert_eq!(ours, want);
-    // Every call the header declares is in HEADER_CALLS (a declaration is `name(` after a type).
-    let header = std::fs::read_to_string(include_dir().join("pmo.h")).unwrap();
+    // Every call the headers declare is in HEADER_CALLS (a declaration is `name(` after a type).
+    let header = std::fs::read_to_string(include_dir().join("pmo.h")).unwrap()
+        + &std::fs::read_to_string(include_dir().join("pmo_heap.h")).unwrap();
     for name in HEADER_CALLS {
         assert!(
             header.contains(&format!(" {name}(")) || header.contains(&format!("*{name}(")),
@@ -562,4 +575,197 @@ fn shared_library_exports_exactly_the_header_calls() {
         ),
     }
     assert!(ours.iter().all(|s| !s.starts_with("pmem_")));
+}
+
+/// Names a program written for the research kernel's PMO header defines for itself (its
+/// allocator's calls and globals, its timing helpers, and the reference header's own helpers),
+/// as `tests/c/ref_alloc.h` declares them: libpmo must define none of them.
+const REFERENCE_PROGRAM_NAMES: &[&str] = &[
+    "p_init",
+    "p_destroy",
+    "p_persist",
+    "p_malloc",
+    "p_calloc",
+    "p_realloc",
+    "p_free",
+    "p_pool_create",
+    "p_pool_delete",
+    "p_pool_malloc",
+    "p_pool_free",
+    "p_defrag",
+    "p_sizeof",
+    "make_pmo_name",
+    "pmalloc_init",
+    "dump_times",
+    "dump_thread_times",
+    "alloc_memory",
+    "dealloc_memory",
+    "djb2_hash",
+    "do_create",
+    "get_size",
+    "POOL_SIZE",
+    "pcache",
+    "attach_time",
+    "detach_time",
+    "psync_time",
+    "total_cycle_times",
+    "times_invoked",
+];
+
+/// Global symbols a static archive defines.
+fn defined_archive_symbols(lib: &Path) -> Option<Vec<String>> {
+    let o = Command::new("nm")
+        .args(["-g", "--defined-only"])
+        .arg(lib)
+        .output()
+        .ok()?;
+    if !o.status.success() {
+        return None;
+    }
+    Some(
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() == 3).then(|| f[2].to_owned())
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn neither_library_defines_a_name_a_reference_program_defines() {
+    let (Some(shared), Some(archive)) = (
+        defined_dynamic_symbols(&library("so")),
+        defined_archive_symbols(&library("a")),
+    ) else {
+        eprintln!("note: nm is not available: skipping the symbol check");
+        return;
+    };
+    for name in REFERENCE_PROGRAM_NAMES {
+        assert!(
+            !shared.iter().any(|s| s == name),
+            "libpmo.so defines {name}"
+        );
+        assert!(
+            !archive.iter().any(|s| s == name),
+            "libpmo.a defines {name}"
+        );
+    }
+    // The reference's own calls are there, in both.
+    for name in ["attach", "secure_attach", "pmo_create", "psync_nochecksum"] {
+        assert!(archive.iter().any(|s| s == name), "libpmo.a lacks {name}");
+        assert!(shared.iter().any(|s| s == name), "libpmo.so lacks {name}");
+    }
+    // The ref_alloc.h the suite builds declares every one of those names, so the link test
+    // below covers them all.
+    let decls = std::fs::read_to_string(c_source("ref_alloc.h")).unwrap();
+    for name in REFERENCE_PROGRAM_NAMES {
+        assert!(decls.contains(name), "ref_alloc.h does not define {name}");
+    }
+}
+
+/// One compiler configuration of the compatibility suite.
+struct Dialect {
+    compiler: &'static str,
+    std: &'static str,
+}
+
+const DIALECTS: &[Dialect] = &[
+    Dialect {
+        compiler: "gcc",
+        std: "c99",
+    },
+    Dialect {
+        compiler: "gcc",
+        std: "c11",
+    },
+    Dialect {
+        compiler: "g++",
+        std: "c++11",
+    },
+    Dialect {
+        compiler: "g++",
+        std: "c++17",
+    },
+];
+
+/// Build `ref_compat` in one dialect, linked statically (`libpmo.a`) or dynamically (`-lpmo`
+/// from `libdir`).
+fn build_ref_compat(d: &Dialect, shared: Option<&Path>, out: &Path) {
+    let mut cmd = Command::new(d.compiler);
+    cmd.arg(format!("-std={}", d.std))
+        .args(["-Wall", "-Wextra", "-Werror", "-g", "-I"])
+        .arg(include_dir());
+    if d.compiler == "g++" {
+        cmd.args(["-x", "c++"]);
+    }
+    cmd.arg(c_source("ref_compat.c"))
+        .arg(c_source("ref_alloc.c"));
+    if d.compiler == "g++" {
+        cmd.args(["-x", "none"]);
+    }
+    match shared {
+        Some(libdir) => {
+            cmd.arg("-L")
+                .arg(libdir)
+                .arg("-lpmo")
+                .arg(format!("-Wl,-rpath,{}", libdir.display()));
+        }
+        None => {
+            cmd.arg(library("a")).args(STATIC_DEPS);
+        }
+    }
+    cmd.arg("-o").arg(out);
+    let how = if shared.is_some() { "shared" } else { "static" };
+    run_ok(
+        &mut cmd,
+        &format!("{} -std={} ref_compat ({how})", d.compiler, d.std),
+    );
+}
+
+#[test]
+fn reference_programs_build_unchanged_and_run_in_every_dialect_static_and_shared() {
+    if !compiler_available("gcc") || !compiler_available("g++") {
+        eprintln!("note: gcc/g++ not available: skipping the compatibility suite");
+        return;
+    }
+    let dir = scratch("ref-compat");
+    let libdir = dir.join("lib");
+    std::fs::create_dir_all(&libdir).unwrap();
+    std::fs::copy(library("so"), libdir.join("libpmo.so")).unwrap();
+    for d in DIALECTS {
+        for shared in [false, true] {
+            let tag = format!(
+                "{}-{}",
+                d.std.replace('+', "x"),
+                if shared { "so" } else { "a" }
+            );
+            let exe = dir.join(format!("ref_compat-{tag}"));
+            build_ref_compat(d, shared.then_some(libdir.as_path()), &exe);
+            let pool = dir.join(format!("{tag}.pool"));
+            let o = program(&exe, &pool)
+                .args(["create", "200"])
+                .output()
+                .expect("run ref_compat create");
+            assert!(o.status.success(), "{tag} create: {}", show(&o));
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(out.contains("ref_compat create: ok"), "{tag}: {out}");
+            // pmo_enable_debug traced exactly the one call made while it was on.
+            let err = String::from_utf8_lossy(&o.stderr);
+            let traced: Vec<&str> = err.lines().filter(|l| l.starts_with("pmo: ")).collect();
+            assert_eq!(traced.len(), 1, "{tag}: {err}");
+            assert!(
+                traced[0].starts_with("pmo: attach(\"ref.traced\", 'r') = 0x0 (no PMO named"),
+                "{tag}: {err}"
+            );
+            let out = run_ok(
+                program(&exe, &pool).args(["verify", "200"]),
+                &format!("{tag} verify"),
+            );
+            assert!(out.contains("walked 200 nodes"), "{tag}: {out}");
+            assert!(out.contains("ref_compat verify: ok"), "{tag}: {out}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
