@@ -860,6 +860,41 @@ mod tests {
     }
 
     #[test]
+    fn reference_attach_reuses_this_process_mapping() {
+        let (path, _pool) = temp_pool("reuse");
+        let reg = Registry::new();
+        reg.pool_open(Some(&path), 0).unwrap();
+        reg.create("r", 2 * 4096, b"k").unwrap();
+        let o = AttachOptions::default;
+        let a = reg.attach_or_reuse("r", Perm::Write, b"k", o()).unwrap();
+        assert_eq!(reg.attach_or_reuse("r", Perm::Write, b"k", o()).unwrap(), a);
+        assert_eq!(reg.attach_or_reuse("r", Perm::Read, b"k", o()).unwrap(), a);
+        assert_eq!(reg.attachment_count(), 1);
+        assert!(matches!(
+            reg.attach_or_reuse("r", Perm::Write, b"wrong", o()),
+            Err(CapiError::Store(StoreError::WrongKey(_)))
+        ));
+        // pmo_attach_ex's strict attach still refuses a second mapping.
+        assert!(reg.attach("r", Perm::Read, b"k", o()).is_err());
+        // One detach detaches it; a second is the reference's no-op.
+        reg.detach(a).unwrap();
+        assert_eq!(reg.attachment_count(), 0);
+        reg.detach(a + 4096).unwrap();
+        // Attached again, read-only: not upgraded to read-write, and a detached range that
+        // is mapped again is an attachment, not a detached range.
+        let r = reg.attach_or_reuse("r", Perm::Read, b"k", o()).unwrap();
+        assert_eq!(r, a);
+        assert!(matches!(
+            reg.attach_or_reuse("r", Perm::Write, b"k", o()),
+            Err(CapiError::Store(StoreError::Busy { .. }))
+        ));
+        assert!(reg.read().detached.is_empty());
+        reg.detach(r).unwrap();
+        let st = reg.read();
+        assert_eq!(st.detached.get(&a), Some(&(2 * 4096)));
+    }
+
+    #[test]
     fn lookup_by_interior_address_detach_and_pool_busy() {
         let (path, _pool) = temp_pool("lookup");
         let reg = Registry::new();
@@ -894,7 +929,11 @@ mod tests {
         plain(&reg, a + 5).write_at(5, b"hello").unwrap();
         assert_eq!(reg.psync(a + 100).unwrap().pages, 1);
         reg.detach(a + 4096).unwrap();
-        assert!(matches!(reg.detach(a), Err(CapiError::NotAttached(_))));
+        // Detaching a detached PMO does nothing (the reference's detach(2)); an address no
+        // PMO of this process ever had is not attached.
+        reg.detach(a).unwrap();
+        assert!(matches!(reg.detach(0x10), Err(CapiError::NotAttached(_))));
+        assert!(matches!(reg.psync(a), Err(CapiError::NotAttached(_))));
         reg.detach(b).unwrap();
         assert_eq!(reg.attachment_count(), 0);
         // The psynced bytes are there on the next attach, at the same address.
