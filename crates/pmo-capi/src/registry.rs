@@ -142,7 +142,7 @@ impl Mapped {
     /// psync without checksums where the scheme allows it (a heap's psync is a full one).
     pub fn psync_nochecksum(&self) -> Result<CommitStats> {
         Ok(match self {
-            Mapped::Plain(a) => a.psync()?,
+            Mapped::Plain(a) => a.psync_nochecksum()?,
             Mapped::Heap(h) => h.psync()?,
         })
     }

@@ -443,6 +443,19 @@ impl Attachment {
     /// `psync`: make every change since the previous psync durable, atomically.
     /// Writes racing with a psync from other threads land in this psync or the next.
     pub fn psync(&self) -> Result<CommitStats> {
+        self.psync_with(false)
+    }
+
+    /// `psync_nochecksum`: [`Attachment::psync`], leaving the per-page checksums of the pages
+    /// it commits to detach where the scheme allows it (`bp-ip`, `sp-ip`: they are then
+    /// committed as their `*-id` twins commit, the checksums written at detach or rebuilt by
+    /// the crash handler; see [`Protection::can_defer_checksums`](crate::protect::Protection::can_defer_checksums)).
+    /// Under any other scheme it is `psync`.
+    pub fn psync_nochecksum(&self) -> Result<CommitStats> {
+        self.psync_with(true)
+    }
+
+    fn psync_with(&self, defer_checksums: bool) -> Result<CommitStats> {
         if self.perm() != Perm::Write {
             return Err(StoreError::ReadOnly(self.name().into()));
         }
@@ -465,9 +478,12 @@ impl Attachment {
         // worst fault it in. Writers racing with the commit are allowed by `MappedPages`' contract:
         // their page is dirty again and the next psync commits it.
         let src = unsafe { MappedPages::new(base, self.handle.core.npages()) };
-        let r = self
-            .handle
-            .commit_with_checksum(&pages, CommitSource::Mapped(src), whole);
+        let r = self.handle.commit_with_checksum(
+            &pages,
+            CommitSource::Mapped(src),
+            whole,
+            defer_checksums,
+        );
         if r.is_err() {
             // Nothing was committed: keep the changes for the next psync.
             for &p in &pages {

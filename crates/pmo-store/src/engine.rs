@@ -245,7 +245,9 @@ impl PmoCore {
     }
 
     /// Commit `pages` (ascending, unique, in range) atomically; `src` provides each page's new
-    /// contents. On error the medium is in an unknown state and the caller poisons the pool.
+    /// contents. `defer_checksums`: leave the pages' per-page checksums to detach where the
+    /// scheme allows it ([`Protection::can_defer_checksums`]; ignored otherwise). On error the
+    /// medium is in an unknown state and the caller poisons the pool.
     pub fn commit(
         &self,
         m: &dyn Medium,
@@ -253,7 +255,9 @@ impl PmoCore {
         mut src: CommitSource<'_>,
         prot: Option<&Protection>,
         whole_checksum: Option<[u8; 32]>,
+        defer_checksums: bool,
     ) -> Result<CommitStats> {
+        let defer = defer_checksums && prot.is_some_and(Protection::can_defer_checksums);
         let t0 = Instant::now();
         if pages.windows(2).any(|w| w[0] >= w[1])
             || pages.last().is_some_and(|&p| p >= self.layout.npages)
@@ -288,7 +292,7 @@ impl PmoCore {
             }
         }
         if let Some(p) = prot {
-            p.before_commit(pages)?;
+            p.before_commit(pages, defer)?;
         }
         let mut pending = ws_guard.as_deref().cloned();
         let trailer_len = if prot.is_some() { TRAILER_SIZE } else { 0 };
@@ -314,7 +318,7 @@ impl PmoCore {
                 // buffer (a snapshot sealed in place), then written: in-place sealing never runs
                 // on the medium, where it would store plaintext first.
                 let view = match &src {
-                    CommitSource::Mapped(v) if pr.seals_in_one_pass() => Some(*v),
+                    CommitSource::Mapped(v) if pr.seals_in_one_pass(defer) => Some(*v),
                     _ => None,
                 };
                 let mut scratch = pr.scratch.lock().unwrap_or_else(|e| e.into_inner());
@@ -390,7 +394,7 @@ impl PmoCore {
                     // the crypto workers, a psync of 256 pages took ~1.3 µs per page instead
                     // of ~1.0 (2 vCPUs; no gain at 512 to 4096 pages either). So only sealing
                     // into buffers goes to the workers.
-                    pr.seal_batch(&mut jobs, !is_direct)?;
+                    pr.seal_batch(&mut jobs, !is_direct, defer)?;
                     crypt_ns += tc.elapsed().as_nanos() as u64;
                     for (i, j) in jobs.iter().enumerate() {
                         if !is_direct {

@@ -1233,7 +1233,7 @@ impl PmoHandle {
         src: &mut dyn FnMut(u64, &mut Page) -> Result<()>,
     ) -> Result<CommitStats> {
         if !self.prot.as_ref().is_some_and(|p| p.keeps_whole_checksum()) || pages.is_empty() {
-            return self.commit_with_checksum(pages, CommitSource::Fill(src), None);
+            return self.commit_with_checksum(pages, CommitSource::Fill(src), None, false);
         }
         let mut new_pages: Vec<(u64, Box<Page>)> = Vec::with_capacity(pages.len());
         for &p in pages {
@@ -1263,15 +1263,18 @@ impl PmoHandle {
                 Ok(())
             }),
             Some(sum),
+            false,
         )
     }
 
-    /// Commit with a whole-PMO checksum the caller computed (an attachment, from its view).
+    /// Commit with a whole-PMO checksum the caller computed (an attachment, from its view);
+    /// `defer_checksums` as for [`PmoCore::commit`](crate::engine::PmoCore::commit).
     pub(crate) fn commit_with_checksum(
         &self,
         pages: &[u64],
         src: CommitSource<'_>,
         whole_checksum: Option<[u8; 32]>,
+        defer_checksums: bool,
     ) -> Result<CommitStats> {
         let inner = &*self.pool.inner;
         inner.alive()?;
@@ -1284,6 +1287,7 @@ impl PmoHandle {
             src,
             self.prot.as_deref(),
             whole_checksum,
+            defer_checksums,
         );
         inner.poison(r)
     }

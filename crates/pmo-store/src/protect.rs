@@ -74,8 +74,10 @@ pub struct Protection {
     /// Seals pages at psync: the same as `protector`, except for integrity-at-detach schemes,
     /// which seal without the checksum (it is computed at detach).
     sealer: Option<PageProtector>,
-    /// XTS without the checksum for the crash handler of a PMO with per-page checksums that
-    /// is attached under integrity at psync after a session at detach died (`None` otherwise).
+    /// XTS without the checksum, for a PMO with per-page checksums run under integrity at
+    /// psync (`None` otherwise): a psync that defers checksums (`psync_nochecksum`) seals with
+    /// it, leaving the pages' checksums to detach as an integrity-at-detach session does, and
+    /// the crash handler rebuilds them with it when such a session died.
     repair: Option<PageProtector>,
     /// BP with the plaintext copy on the medium: psync commits pages as plaintext (flagged in
     /// the page map, with their checksum for `bp-ip`), detach encrypts them.
@@ -143,7 +145,7 @@ impl Protection {
             })
         };
         let sealer = if at_detach { Some(unchecked()?) } else { None };
-        let repair = if pending && !at_detach {
+        let repair = if scheme.cipher() == Cipher::XtsSha256 && !at_detach {
             Some(unchecked()?)
         } else {
             None
@@ -332,9 +334,31 @@ impl Protection {
         self.write_id_pending(0)
     }
 
-    /// Before a commit of `pages` of an integrity-at-detach scheme: make the pending word
-    /// durable (once per session) and remember the pages. No-op for other schemes.
-    pub(crate) fn before_commit(&self, pages: &[u64]) -> Result<()> {
+    /// Whether a psync may leave the per-page checksums of its pages to detach
+    /// ([`Protection::can_defer_checksums`]): schemes with per-page checksums kept at psync
+    /// (`bp-ip`, `sp-ip`), except BP with the plaintext copy on the medium (its plaintext
+    /// commits carry their checksum until the sealing commit). An integrity-at-detach scheme
+    /// defers them always; the others have none to defer (`none`, `bp`, `sp`, `wed`), or
+    /// integrity that cannot wait (`secure`: the tag is the encryption's own; `wedi`: the
+    /// whole-PMO checksum that attach verifies).
+    pub fn can_defer_checksums(&self) -> bool {
+        self.repair.is_some() && !self.bp_plain
+    }
+
+    /// The sealer of a commit: without the checksum when it is deferred (`defer`, only when
+    /// [`Protection::can_defer_checksums`]) or always kept at detach.
+    fn sealer_for(&self, defer: bool) -> &PageProtector {
+        match (&self.sealer, &self.repair) {
+            (Some(s), _) => s,
+            (None, Some(unchecked)) if defer && self.can_defer_checksums() => unchecked,
+            _ => &self.protector,
+        }
+    }
+
+    /// Before a commit of `pages` of an integrity-at-detach scheme, or one that defers its
+    /// checksums (`defer`): make the pending word durable (once per session) and remember the
+    /// pages. No-op otherwise.
+    pub(crate) fn before_commit(&self, pages: &[u64], defer: bool) -> Result<()> {
         if self.commits_plaintext() {
             // The plaintext word covers committed plaintext across a crash: set it durably
             // before the first plaintext commit of the session.
@@ -344,7 +368,7 @@ impl Protection {
                 *open = true;
             }
         }
-        if self.sealer.is_none() {
+        if self.sealer.is_none() && !(defer && self.can_defer_checksums()) {
             return Ok(());
         }
         let mut open = self.id_session.lock().unwrap_or_else(|e| e.into_inner());
@@ -363,8 +387,9 @@ impl Protection {
     /// attached copy may hold later changes that detach discards), then clear the pending
     /// word. On error the word stays set and the next attach runs the crash handler.
     pub fn finish_detach(&self) -> Result<()> {
+        // `open` is set only by commits without checksums (at detach, or deferred).
         let mut open = self.id_session.lock().unwrap_or_else(|e| e.into_inner());
-        if self.sealer.is_none() || !*open {
+        if !*open {
             return Ok(());
         }
         self.write_checksums((0..self.core.npages()).filter(|&p| self.committed_unchecked(p)))?;
@@ -375,7 +400,8 @@ impl Protection {
         Ok(())
     }
 
-    /// Whether `page` was committed in this session without its checksum (`*-id`).
+    /// Whether `page` was committed in this session without its checksum (`*-id`, or a
+    /// deferred psync).
     fn committed_unchecked(&self, page: u64) -> bool {
         self.id_pages
             .get((page / 64) as usize)
@@ -384,7 +410,7 @@ impl Protection {
 
     /// Whether a detach has work on the medium (checksums of pages this session committed).
     pub fn has_detach_work(&self) -> bool {
-        self.sealer.is_some() && *self.id_session.lock().unwrap_or_else(|e| e.into_inner())
+        *self.id_session.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether integrity metadata is written at detach (`*-id`).
@@ -453,6 +479,7 @@ impl Protection {
             }),
             Some(self),
             None,
+            false,
         );
         self.encrypting.store(false, Ordering::Release);
         r?;
@@ -504,9 +531,10 @@ impl Protection {
                     .map_err(|_| "medium read failed")?;
                 m.read(self.core.abs(layout.tag(s, page)), &mut meta)
                     .map_err(|_| "medium read failed")?;
-                // A page this session committed has no checksum yet (`*-id`): it is ours.
-                let opener = match &self.sealer {
-                    Some(sealer) if self.committed_unchecked(page) => sealer,
+                // A page this session committed has no checksum yet (`*-id`, or a deferred
+                // psync): it is ours.
+                let opener = match self.sealer.as_ref().or(self.repair.as_ref()) {
+                    Some(unchecked) if self.committed_unchecked(page) => unchecked,
                     _ => &self.protector,
                 };
                 opener
@@ -522,15 +550,23 @@ impl Protection {
     /// agree (AES-GCM authenticates the ciphertext it wrote; XTS has no metadata). False for
     /// XTS + SHA-256, whose checksum is a second pass over the plaintext: such pages are copied
     /// into a private buffer first.
-    pub(crate) fn seals_in_one_pass(&self) -> bool {
-        let sealer = self.sealer.as_ref().unwrap_or(&self.protector);
-        !matches!(sealer, PageProtector::Xts { checksum: true, .. })
+    pub(crate) fn seals_in_one_pass(&self, defer: bool) -> bool {
+        !matches!(
+            self.sealer_for(defer),
+            PageProtector::Xts { checksum: true, .. }
+        )
     }
 
     /// Seal a batch of pages, each with the version of its job, on the crypto workers if
-    /// `parallel` (else on this thread); fills each job's metadata slot.
-    pub(crate) fn seal_batch(&self, jobs: &mut [SealJob<'_>], parallel: bool) -> Result<()> {
-        let sealer = self.sealer.as_ref().unwrap_or(&self.protector);
+    /// `parallel` (else on this thread); fills each job's metadata slot. `defer`: without
+    /// checksums, where [`Protection::can_defer_checksums`].
+    pub(crate) fn seal_batch(
+        &self,
+        jobs: &mut [SealJob<'_>],
+        parallel: bool,
+        defer: bool,
+    ) -> Result<()> {
+        let sealer = self.sealer_for(defer);
         if self.commits_plaintext() {
             // BP on the medium: psync copies the shadow into the primary (the free slot) as
             // plaintext, with the plaintext's checksum where the design updates it at psync.

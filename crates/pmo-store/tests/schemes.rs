@@ -1076,3 +1076,146 @@ fn tampered_committed_plaintext_is_not_vouched_for() {
     };
     assert!(matches!(e, StoreError::Integrity { page: 3, .. }), "{e}");
 }
+
+/// The pending word of PMO `name` (integrity metadata owed by an open or dead session).
+fn id_pending(pool: &Pool, name: &str) -> u64 {
+    let info = pool.info(name).unwrap();
+    let mut b = [0u8; 8];
+    read_at(
+        pool,
+        info.extent_off + pmo_store::protect::ID_PENDING_OFF,
+        &mut b,
+    );
+    u64::from_le_bytes(b)
+}
+
+/// Write `round` into the tail of every page through the mapping of `a`.
+fn mark_pages(a: &pmo_store::Attachment, round: u8) {
+    for p in 0..PAGES as usize {
+        // SAFETY: inside the attached, writable mapping.
+        unsafe {
+            let at = a.addr().add(p * 4096 + 64);
+            std::ptr::copy_nonoverlapping(MARKER.as_ptr(), at, MARKER.len());
+            *at.add(MARKER.len()) = p as u8;
+            *at.add(MARKER.len() + 1) = round;
+        }
+    }
+}
+
+#[test]
+fn psync_nochecksum_leaves_per_page_checksums_to_detach_where_the_scheme_allows() {
+    for name in ["sp-ip", "bp-ip"] {
+        let scheme = Scheme::from_name(name).unwrap();
+        let (pool, tmp) = file_pool("nochecksum", scheme);
+        pool.pcreate("p", PAGES * 4096, KEY).unwrap();
+        let a = pool.attach("p", Perm::Write, KEY).unwrap();
+        mark_pages(&a, 1);
+        assert_eq!(a.psync().unwrap().pages, PAGES);
+        // A checked psync writes each page's checksum and owes nothing.
+        let sum1 = {
+            let mut m = [0u8; 32];
+            read_at(&pool, spot(&pool, "p", 3).meta, &mut m);
+            m
+        };
+        assert_ne!(sum1, [0u8; 32], "{name}: psync wrote the checksum");
+        assert_eq!(id_pending(&pool, "p"), 0, "{name}");
+        mark_pages(&a, 2);
+        assert_eq!(a.psync_nochecksum().unwrap().pages, PAGES);
+        // The commit carries no checksum: the slot's metadata is empty, the debt recorded.
+        let s3 = spot(&pool, "p", 3);
+        let mut meta = [0xffu8; 32];
+        read_at(&pool, s3.meta, &mut meta);
+        assert_eq!(
+            meta, [0u8; 32],
+            "{name}: psync_nochecksum computed no checksum"
+        );
+        assert_eq!(id_pending(&pool, "p"), 1, "{name}");
+        // Later faults of those pages in this session still read them.
+        assert_eq!(
+            // SAFETY: inside the attached mapping.
+            unsafe { *a.addr().add(3 * 4096 + 64 + MARKER.len() + 1) },
+            2
+        );
+        a.detach().unwrap();
+        pmo_store::wait_for_background_detaches();
+        // Detach wrote the checksums: nothing owed, the pages verify, tampering is caught.
+        assert_eq!(id_pending(&pool, "p"), 0, "{name}");
+        read_at(&pool, spot(&pool, "p", 3).meta, &mut meta);
+        assert_ne!(meta, [0u8; 32], "{name}: detach wrote the checksum");
+        for p in 0..PAGES {
+            assert_eq!(
+                read_page_tail(&pool, "p", p).unwrap(),
+                (p as u8, 2),
+                "{name}"
+            );
+        }
+        let s3 = spot(&pool, "p", 3);
+        drop(pool);
+        flip(&tmp.path, s3.data + 7);
+        assert!(caught(&tmp.path, "p", 3), "{name}");
+    }
+}
+
+#[test]
+fn psync_nochecksum_is_psync_where_integrity_cannot_wait() {
+    // secure: the GCM tag is the encryption's own; wedi: the whole-PMO checksum attach
+    // verifies; bp-ip on the medium: plaintext commits carry their checksum; none: no
+    // checksum at all. None of them owes anything after psync_nochecksum.
+    // (name, whether pages carry per-page metadata)
+    for (name, per_page) in [
+        ("secure", true),
+        ("wedi", false),
+        ("bp-ip:medium", true),
+        ("none", false),
+    ] {
+        let scheme = Scheme::from_name(name).unwrap();
+        let (pool, _tmp) = file_pool("nochecksum-full", scheme);
+        pool.pcreate("p", PAGES * 4096, KEY).unwrap();
+        let a = pool.attach("p", Perm::Write, KEY).unwrap();
+        mark_pages(&a, 3);
+        assert_eq!(a.psync_nochecksum().unwrap().pages, PAGES);
+        if per_page {
+            let mut meta = [0u8; 32];
+            read_at(&pool, spot(&pool, "p", 1).meta, &mut meta);
+            assert_ne!(meta, [0u8; 32], "{name}: the commit carries its metadata");
+        }
+        assert_eq!(id_pending(&pool, "p"), 0, "{name}");
+        a.detach().unwrap();
+        pmo_store::wait_for_background_detaches();
+        for p in 0..PAGES {
+            assert_eq!(
+                read_page_tail(&pool, "p", p).unwrap(),
+                (p as u8, 3),
+                "{name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_crash_after_psync_nochecksum_is_repaired_by_the_next_attach() {
+    let m = Arc::new(CrashMedium::new(4 << 20));
+    let opts = PoolOptions {
+        kdf: KdfParams::INSECURE_FAST,
+        scheme: Scheme::from_name("sp-ip").unwrap(),
+        ..Default::default()
+    };
+    let pool = Pool::create_on(m.clone(), &opts).unwrap();
+    pool.pcreate("p", PAGES * 4096, KEY).unwrap();
+    let a = pool.attach("p", Perm::Write, KEY).unwrap();
+    mark_pages(&a, 4);
+    assert_eq!(a.psync_nochecksum().unwrap().pages, PAGES);
+    // Power fails before detach: the commit is durable, its checksums are not written.
+    let image = m.durable_image();
+    drop(a);
+    drop(pool);
+    let pool = Pool::open_on(Arc::new(CrashMedium::from_image(image))).unwrap();
+    let h = pool.open_pmo("p", Perm::Read, KEY, None).unwrap();
+    let mut b = [0u8; 4096];
+    for p in 0..PAGES {
+        h.read_page(p, &mut b)
+            .unwrap_or_else(|e| panic!("page {p} after the crash: {e}"));
+        assert_eq!(&b[64..64 + MARKER.len()], MARKER);
+        assert_eq!(b[64 + MARKER.len() + 1], 4, "page {p} as of the psync");
+    }
+}
