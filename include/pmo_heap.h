@@ -56,8 +56,7 @@ void *pmo_p_realloc(void *ptr, size_t size);
 
 /** Free the block at `ptr` (in any open heap). NULL is a no-op (returns 0).
  * @return 0, or -1 with errno EINVAL (PMO_E_BAD_FREE): an invalid pointer, a double free or an
- *         interior pointer; the heap is unchanged. Programs written for a `void pmo_p_free` build
- *         unchanged. */
+ *         interior pointer; the heap is unchanged. */
 int pmo_p_free(void *ptr);
 
 /** @return the usable size of the block at `ptr` (>= the size asked for), or 0 with errno
