@@ -657,11 +657,14 @@ fn neither_library_defines_a_name_a_reference_program_defines() {
         assert!(archive.iter().any(|s| s == name), "libpmo.a lacks {name}");
         assert!(shared.iter().any(|s| s == name), "libpmo.so lacks {name}");
     }
-    // The ref_alloc.h the suite builds declares every one of those names, so the link test
-    // below covers them all.
-    let decls = std::fs::read_to_string(c_source("ref_alloc.h")).unwrap();
+    // ref_alloc.c, which the suite links, defines every one of those names (each is an
+    // identifier there), so the link test below covers them all.
+    let src = std::fs::read_to_string(c_source("ref_alloc.c")).unwrap();
+    let idents: std::collections::HashSet<&str> = src
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .collect();
     for name in REFERENCE_PROGRAM_NAMES {
-        assert!(decls.contains(name), "ref_alloc.h does not define {name}");
+        assert!(idents.contains(name), "ref_alloc.c does not define {name}");
     }
 }
 
