@@ -1,6 +1,6 @@
 //! Command-line parsing and the commands.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -186,15 +186,40 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
         .map_err(|e| format!("'{s}': {e}"))
 }
 
-/// Exit code and one-line message for an error.
+/// Exit code and one-line message for an error. A closed standard output is a quiet success
+/// (the reader has all it wanted); a cause whose text its context already repeats is said once.
 fn report(e: &anyhow::Error) -> ExitCode {
+    if e.chain()
+        .any(|c| c.downcast_ref::<crate::out::StdoutClosed>().is_some())
+    {
+        return ExitCode::SUCCESS;
+    }
     let integrity = e.chain().any(|c| {
         c.downcast_ref::<StoreError>()
             .is_some_and(StoreError::is_integrity)
     }) || e.downcast_ref::<IntegrityProblem>().is_some();
-    let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-    eprintln!("pmo: {}", msg.join(": "));
+    errln!("pmo: {}", one_line(e));
     ExitCode::from(if integrity { 2 } else { 1 })
+}
+
+/// The error chain on one line: each cause once, OS errors as words ("no such file or
+/// directory", not "No such file or directory (os error 2)").
+fn one_line(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for c in e.chain() {
+        let t = match c.downcast_ref::<std::io::Error>() {
+            Some(io) => crate::errtext::io(io),
+            None => crate::errtext::strip_os_error(&c.to_string()),
+        };
+        if t.is_empty() || msg.contains(&t) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&t);
+    }
+    msg.replace('\n', " ")
 }
 
 /// `check` found problems.
@@ -217,10 +242,17 @@ pub fn main() -> ExitCode {
         }
     };
     if let Cmd::Cxlsim(cmd) = cli.cmd {
+        // The simulator prints with `println!`, which panics on a closed standard output. It
+        // holds no pool, so it may end the Unix way instead: killed quietly by SIGPIPE.
+        #[allow(unsafe_code)]
+        // SAFETY: no other thread runs yet; SIG_DFL is a valid disposition for SIGPIPE.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
         // The simulator reports its own errors and exit codes (2 = checker violation).
         return ExitCode::from(pmo_cxlsim::cli::run(*cmd).clamp(0, 255) as u8);
     }
-    let r = run(cli);
+    let r = crate::envcheck::check().and_then(|()| run(cli));
     // Background detach work (integrity-at-detach checksums) finishes before the process exits.
     pmo_store::wait_for_background_detaches();
     match r {
@@ -237,7 +269,25 @@ fn pool_path(cli: &Cli) -> PathBuf {
 
 fn open(cli: &Cli) -> anyhow::Result<Pool> {
     let path = pool_path(cli);
+    if !path.exists() {
+        bail!(
+            "no pool at {}: create one with `pmo init --size 1GiB`, or name another with --pool or PMO_POOL",
+            path.display()
+        );
+    }
+    if !is_pool_file_or_dax(&path) {
+        bail!(
+            "not a pmo pool: {} is neither a file nor a /dev/daxX.Y device",
+            path.display()
+        );
+    }
     Pool::open(&path).with_context(|| format!("pool {}", path.display()))
+}
+
+/// A pool is a regular file or a device-DAX device; anything else (`/dev/null`, a directory)
+/// is a mistake the user should hear about in those words.
+fn is_pool_file_or_dax(path: &std::path::Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file()) || is_dax_device(path)
 }
 
 fn key(cli: &Cli) -> anyhow::Result<zeroize::Zeroizing<Vec<u8>>> {
@@ -283,9 +333,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         .ok_or_else(|| anyhow!("unknown medium '{m}' (file, dax, pmem-emul)"))?,
                 ),
             };
+            if path.exists() && !is_dax_device(&path) {
+                bail!(
+                    "{} already exists: give another --pool (or remove the file if it is an old pool you no longer need)",
+                    path.display()
+                );
+            }
+            // Whatever this init creates (directories, the pool file) goes again if it fails.
+            let mut created = Created::default();
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("create {}", dir.display()))?;
+                created.dirs(dir)?;
+            }
+            if !path.exists() {
+                created.file = Some(path.clone());
             }
             let opts = PoolOptions {
                 kdf: KdfParams {
@@ -300,17 +360,32 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 preallocate: !*sparse,
                 scheme: with_shadow(parse_scheme(scheme)?, shadow.as_deref())?,
             };
-            let pool = Pool::create(&path, *size, &opts)
-                .with_context(|| format!("pool {}", path.display()))?;
+            let created_pool = Pool::create(&path, *size, &opts);
+            if let Err(StoreError::PoolExists(_)) = &created_pool {
+                created.file = None; // someone else's, made since the check above
+            }
+            let pool = created_pool.map_err(|e| {
+                let dax_hint = opts.medium == Some(pmo_medium::MediumKind::Dax)
+                    && matches!(&e, StoreError::Medium(_) | StoreError::Os(_));
+                if dax_hint {
+                    anyhow!(
+                        "pool {}: {e} (--medium dax needs a /dev/daxX.Y device or a file on a DAX filesystem; use --medium file or pmem-emul here)",
+                        path.display()
+                    )
+                } else {
+                    anyhow::Error::from(e).context(format!("pool {}", path.display()))
+                }
+            })?;
+            created.keep();
             let info = pool.pool_info()?;
-            println!(
+            outln!(
                 "created pool {} ({}, {} usable, up to {} PMOs, medium {})",
                 path.display(),
                 human(info.pool_size),
                 human(info.heap_len),
                 info.ns_capacity,
                 info.medium.name()
-            );
+            )?;
         }
         Cmd::Create {
             name,
@@ -332,13 +407,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let key = key(&cli)?;
             let info = pool.pcreate_with(name, *size, &key, scheme)?;
-            println!(
+            outln!(
                 "created PMO '{}' ({}, scheme {}) at {:#x}",
                 info.name,
                 human(info.size),
                 scheme_name(info.scheme),
                 info.base_addr
-            );
+            )?;
         }
         Cmd::Scheme { action } => {
             let pool = open(&cli)?;
@@ -346,16 +421,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 SchemeAction::Set { name, shadow } => {
                     let s = with_shadow(parse_scheme(name)?, shadow.as_deref())?;
                     pool.set_default_scheme(s)?;
-                    println!("default scheme of new PMOs: {s}");
+                    outln!("default scheme of new PMOs: {s}")?;
                 }
                 SchemeAction::Show => {
-                    println!("default scheme of new PMOs: {}", pool.default_scheme()?);
-                    println!(
+                    outln!("default scheme of new PMOs: {}", pool.default_scheme()?)?;
+                    outln!(
                         "{:<8} {:<6} {:<12} {:<10} PLAINTEXT COPY",
-                        "SCHEME", "UNIT", "CIPHER", "INTEGRITY"
-                    );
+                        "SCHEME",
+                        "UNIT",
+                        "CIPHER",
+                        "INTEGRITY"
+                    )?;
                     for s in pmo_store::Scheme::all() {
-                        println!(
+                        outln!(
                             "{:<8} {:<6} {:<12} {:<10} {}",
                             s.name(),
                             format!("{:?}", s.granularity()).to_lowercase(),
@@ -373,7 +451,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                                 }
                                 _ => "dram (default) or :medium",
                             }
-                        );
+                        )?;
                     }
                 }
             }
@@ -382,76 +460,81 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let pool = open(&cli)?;
             let key = key(&cli)?;
             pool.pdestroy(name, &key)?;
-            println!("destroyed PMO '{name}'");
+            outln!("destroyed PMO '{name}'")?;
         }
         Cmd::List => {
             let pool = open(&cli)?;
             let list = pool.list()?;
-            println!(
+            outln!(
                 "{:<32} {:>12} {:<24} {:<13} ADDRESS",
-                "NAME", "SIZE", "STATE", "SCHEME"
-            );
+                "NAME",
+                "SIZE",
+                "STATE",
+                "SCHEME"
+            )?;
             for p in list {
-                println!(
+                outln!(
                     "{:<32} {:>12} {:<24} {:<13} {:#x}",
                     p.name,
                     human(p.size),
                     state_text(&p),
                     scheme_name(p.scheme),
                     p.base_addr
-                );
+                )?;
             }
         }
         Cmd::Info { name: None } => {
             let pool = open(&cli)?;
             let i = pool.pool_info()?;
-            println!(
+            outln!(
                 "pool:            {}",
                 i.path
                     .as_deref()
                     .map(|p| p.display().to_string())
                     .unwrap_or_default()
-            );
-            println!("medium:          {}", i.medium.name());
-            println!("format version:  {}", i.format_version);
-            println!("uuid:            {}", hex(&i.uuid));
-            println!(
+            )?;
+            outln!("medium:          {}", i.medium.name())?;
+            outln!("format version:  {}", i.format_version)?;
+            outln!("uuid:            {}", hex(&i.uuid))?;
+            outln!(
                 "size:            {} (heap {}, free {}, largest free extent {})",
                 human(i.pool_size),
                 human(i.heap_len),
                 human(i.free_bytes),
                 human(i.largest_free)
-            );
-            println!("PMOs:            {} of {}", i.pmos, i.ns_capacity);
-            println!(
+            )?;
+            outln!("PMOs:            {} of {}", i.pmos, i.ns_capacity)?;
+            outln!(
                 "address range:   {:#x}..{:#x}",
                 i.base_addr,
                 i.base_addr + i.heap_len
-            );
-            println!(
+            )?;
+            outln!(
                 "kdf:             argon2id m={} KiB t={} p={}",
-                i.kdf.m_kib, i.kdf.t, i.kdf.p
-            );
-            println!("default scheme:  {}", scheme_name(i.config.scheme));
-            print_fault_defaults();
-            println!("cache flush:     {}", pmo_os::persist::flush_kind().name());
+                i.kdf.m_kib,
+                i.kdf.t,
+                i.kdf.p
+            )?;
+            outln!("default scheme:  {}", scheme_name(i.config.scheme))?;
+            print_fault_defaults()?;
+            outln!("cache flush:     {}", pmo_os::persist::flush_kind().name())?;
         }
         Cmd::Info { name: Some(name) } => {
             let pool = open(&cli)?;
             let p = pool.info(name)?;
-            println!("name:            {}", p.name);
-            println!(
+            outln!("name:            {}", p.name)?;
+            outln!(
                 "size:            {} ({} pages)",
                 human(p.size),
                 p.size / 4096
-            );
-            println!("uuid:            {}", hex(&p.uuid));
-            println!("state:           {}", state_text(&p));
-            println!("scheme:          {}", scheme_name(p.scheme));
-            println!("stable address:  {:#x}", p.base_addr);
+            )?;
+            outln!("uuid:            {}", hex(&p.uuid))?;
+            outln!("state:           {}", state_text(&p))?;
+            outln!("scheme:          {}", scheme_name(p.scheme))?;
+            outln!("stable address:  {:#x}", p.base_addr)?;
             let on_medium = pmo_store::Scheme::from_code(p.scheme)
                 .is_ok_and(|s| s.shadow == pmo_store::Shadow::Medium);
-            println!(
+            outln!(
                 "extent:          {:#x} + {} (data twice, for shadow paging{})",
                 p.extent_off,
                 human(p.extent_len),
@@ -460,19 +543,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 } else {
                     ""
                 }
-            );
+            )?;
             if on_medium {
-                println!(
+                outln!(
                     "fault mechanism: sigsegv (the view maps the plaintext area on the medium)"
-                );
-                println!("dirty tracking:  fault");
+                )?;
+                outln!("dirty tracking:  fault")?;
             } else {
-                print_fault_defaults();
+                print_fault_defaults()?;
             }
             match pool.last_session(name)? {
-                None => println!("last session:    none recorded"),
+                None => outln!("last session:    none recorded")?,
                 Some(s) => {
-                    println!(
+                    outln!(
                         "last session:    {:.3} ms: {} psyncs, {} faults, {} pages decrypted at a fault + {} ahead of use, {} encrypted, {} persisted",
                         s.wall_ns as f64 / 1e6,
                         s.psyncs,
@@ -481,14 +564,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         s.predicted,
                         s.pages_encrypted,
                         human(s.bytes_persisted)
-                    );
+                    )?;
                     for (cat, ns) in s.categories() {
                         let share = if s.wall_ns > 0 {
                             100.0 * ns as f64 / s.wall_ns as f64
                         } else {
                             0.0
                         };
-                        println!("  {cat:<14} {:>10.3} ms {share:>5.1}%", ns as f64 / 1e6);
+                        outln!("  {cat:<14} {:>10.3} ms {share:>5.1}%", ns as f64 / 1e6)?;
                     }
                 }
             }
@@ -520,7 +603,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let h = pool.open_pmo(name, Perm::Write, &key, wait.map(Duration::from_secs_f64))?;
             let stats = h.write_at(*offset, &data)?;
-            eprintln!(
+            errln!(
                 "wrote {} bytes at offset {offset} of '{name}' (psync {}: {} pages)",
                 data.len(),
                 stats.seq,
@@ -531,16 +614,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let pool = open(&cli)?;
             let key = key(&cli)?;
             let h = pool.open_pmo(name, Perm::Read, &key, None)?;
-            let mut out = std::io::stdout().lock();
             let mut done = 0u64;
             let mut buf = vec![0u8; 1 << 20];
             while done < *len {
                 let n = (*len - done).min(buf.len() as u64) as usize;
                 h.read_at(offset + done, &mut buf[..n])?;
-                out.write_all(&buf[..n])?;
+                crate::out::stdout_bytes(&buf[..n])?;
                 done += n as u64;
             }
-            out.flush()?;
         }
         Cmd::Check { names, repair } => {
             let pool = open(&cli)?;
@@ -556,18 +637,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 for name in names {
                     let key = key.as_deref().map(|k| &k[..]).unwrap_or_default();
                     drop(pool.open_pmo(name, Perm::Write, key, None)?);
-                    println!("'{name}': recovered (journal, pending checksums, plaintext copy)");
+                    outln!("'{name}': recovered (journal, pending checksums, plaintext copy)")?;
                 }
             }
             for name in names {
                 let key = key.as_deref().map(|k| &k[..]).unwrap_or_default();
                 let pages = deep_check(&pool, name, key)?;
                 match pmo_heap::check_pmo(&pool, name, key) {
-                    Ok(None) => println!("'{name}': {pages} pages verified; no heap"),
-                    Ok(Some(h)) => println!(
+                    Ok(None) => outln!("'{name}': {pages} pages verified; no heap")?,
+                    Ok(Some(h)) => outln!(
                         "'{name}': {pages} pages verified; heap ok: {} live blocks, {} of {} bytes allocated",
                         h.live_allocations, h.allocated_bytes, h.capacity_bytes
-                    ),
+                    )?,
                     Err(pmo_heap::PmoHeapError::Store(e)) => return Err(e.into()),
                     Err(e) => {
                         return Err(IntegrityProblem(format!("'{name}': heap check: {e}")).into())
@@ -576,31 +657,36 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let r = pool.check()?;
             for s in &r.skipped {
-                eprintln!("skipped '{s}': attached read-write by another user");
+                errln!("skipped '{s}': attached read-write by another user");
             }
-            println!(
+            outln!(
                 "checked {} PMOs; heap {} = used {} + free {}",
-                r.pmos, r.heap_len, r.used_bytes, r.free_bytes
-            );
+                r.pmos,
+                r.heap_len,
+                r.used_bytes,
+                r.free_bytes
+            )?;
             if !r.problems.is_empty() {
                 for p in &r.problems {
-                    eprintln!("problem: {p}");
+                    errln!("problem: {p}");
                 }
                 return Err(
                     IntegrityProblem(format!("{} problem(s) found", r.problems.len())).into(),
                 );
             }
-            println!("ok");
+            outln!("ok")?;
         }
         Cmd::Cxlsim(_) => unreachable!("handled in main"),
         Cmd::Demo => {
-            let key = match crate::keysrc::load(cli.key_file.as_deref()) {
-                Ok(k) => k,
-                Err(_) => {
-                    println!(
-                        "(no key given: using the demo key \"demo\"; set PMO_KEY for your own)"
-                    );
-                    zeroize::Zeroizing::new(b"demo".to_vec())
+            // Never a prompt: the demo runs the same way with or without a terminal.
+            let key = match crate::keysrc::given(cli.key_file.as_deref()).map_err(|e| anyhow!(e))? {
+                Some(k) => k,
+                None => {
+                    outln!(
+                        "(no key given: using the demo key \"{}\"; set PMO_KEY or --key-file for your own)",
+                        crate::demo::DEMO_KEY
+                    )?;
+                    zeroize::Zeroizing::new(crate::demo::DEMO_KEY.as_bytes().to_vec())
                 }
             };
             crate::demo::run(&pool_path(&cli), &key)?;
@@ -671,10 +757,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     show_suite(&records, out)?;
                     let csv = out.join("suite.csv");
                     records.write_csv(&csv)?;
-                    println!("records: {}", csv.display());
+                    outln!("records: {}", csv.display())?;
                     if let Some(j) = json {
                         records.write_json(j)?;
-                        println!("records: {}", j.display());
+                        outln!("records: {}", j.display())?;
                     }
                     r?;
                     return Ok(());
@@ -685,7 +771,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         opts.dir = d.clone();
                     }
                     pmo_bench::store::run(&opts, &mut records)?;
-                    pmo_bench::store::print_table(&records);
+                    out!("{}", pmo_bench::store::table(&records))?;
                 }
                 "schemes" => {
                     let mut opts = pmo_bench::schemes::SchemesBenchOptions::new(*quick);
@@ -693,14 +779,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         opts.dir = d.clone();
                     }
                     pmo_bench::schemes::run(&opts, &mut records)?;
-                    pmo_bench::schemes::print_table(&records);
+                    out!("{}", pmo_bench::schemes::table(&records))?;
                     std::fs::create_dir_all(out)
                         .with_context(|| format!("create {}", out.display()))?;
                     let svg = out.join("schemes-fig1.svg");
                     pmo_bench::schemes::draw_fig1(&records, &svg)?;
-                    println!("figure: {}", svg.display());
+                    outln!("figure: {}", svg.display())?;
                     if let Some(png) = pmo_bench::plot::to_png(&svg) {
-                        println!("figure: {}", png.display());
+                        outln!("figure: {}", png.display())?;
                     }
                 }
                 other => bail!("unknown benchmark '{other}' (known: suite, store, schemes)"),
@@ -708,14 +794,63 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
             let csv = out.join(format!("{which}.csv"));
             records.write_csv(&csv)?;
-            println!("records: {}", csv.display());
+            outln!("records: {}", csv.display())?;
             if let Some(j) = json {
                 records.write_json(j)?;
-                println!("records: {}", j.display());
+                outln!("records: {}", j.display())?;
             }
         }
     }
     Ok(())
+}
+
+/// Whether `path` is a device-DAX character device (`/dev/daxX.Y`), which init formats in place.
+fn is_dax_device(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device())
+        && path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("dax"))
+}
+
+/// What a `pmo init` created, removed on drop unless [`Created::keep`] is called.
+#[derive(Default)]
+struct Created {
+    /// Directories created, outermost first.
+    dirs: Vec<PathBuf>,
+    file: Option<PathBuf>,
+}
+
+impl Created {
+    /// Create `dir` and its missing parents, remembering the ones created.
+    fn dirs(&mut self, dir: &std::path::Path) -> anyhow::Result<()> {
+        let mut missing: Vec<PathBuf> = dir
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+            .map(PathBuf::from)
+            .collect();
+        missing.reverse();
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        self.dirs = missing;
+        Ok(())
+    }
+
+    /// Init succeeded: keep everything.
+    fn keep(&mut self) {
+        self.dirs.clear();
+        self.file = None;
+    }
+}
+
+impl Drop for Created {
+    fn drop(&mut self) {
+        if let Some(f) = &self.file {
+            let _ = std::fs::remove_file(f);
+        }
+        for d in self.dirs.iter().rev() {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
 }
 
 fn state_text(p: &pmo_store::PmoInfo) -> String {
@@ -762,26 +897,27 @@ fn parse_scheme(name: &str) -> anyhow::Result<pmo_store::Scheme> {
 /// Print the suite's tables, draw its figures into `out` (SVG, and PNG where possible), and
 /// print where they are.
 fn show_suite(records: &pmo_bench::Records, out: &std::path::Path) -> anyhow::Result<()> {
-    pmo_bench::suite::print_tables(records);
+    out!("{}", pmo_bench::suite::tables(records))?;
     for f in pmo_bench::suite::draw(records, out)? {
-        println!("figure: {}", f.display());
+        outln!("figure: {}", f.display())?;
         if let Some(png) = pmo_bench::plot::to_png(&f) {
-            println!("figure: {}", png.display());
+            outln!("figure: {}", png.display())?;
         }
     }
     Ok(())
 }
 
 /// The fault mechanism and dirty tracking attaches use by default in this process.
-fn print_fault_defaults() {
-    println!(
+fn print_fault_defaults() -> anyhow::Result<()> {
+    outln!(
         "fault mechanism: {}",
         pmo_store::attach::fault_mechanism_name()
-    );
-    println!(
+    )?;
+    outln!(
         "dirty tracking:  {}",
         pmo_store::DirtyTracking::from_env().unwrap_or(pmo_store::DEFAULT_TRACKING)
-    );
+    )?;
+    Ok(())
 }
 
 /// `scheme` with the plaintext placement of `--shadow` (`None`: as named).
