@@ -10,16 +10,42 @@ use clap::{Parser, Subcommand};
 use pmo_store::{KdfParams, Perm, Pool, PoolOptions, StoreError};
 
 #[derive(Parser)]
-#[command(name = "pmo", version, about = "Persistent Memory Objects: named, crash-consistent, at-rest protected memory", long_about = None)]
+#[command(
+    name = "pmo",
+    version,
+    about = "Persistent Memory Objects: named, crash-consistent, at-rest protected memory",
+    long_about = None,
+    after_help = TOP_HELP
+)]
 struct Cli {
-    /// Pool file or device [env: PMO_POOL; default: ~/.local/share/pmo/default.pool]
-    #[arg(long, global = true)]
-    pool: Option<PathBuf>,
-    /// File holding the key (else env PMO_KEY; a prompt only on a terminal)
-    #[arg(long, global = true)]
-    key_file: Option<PathBuf>,
+    #[command(flatten)]
+    pool: PoolArg,
+    #[command(flatten)]
+    key: KeyArg,
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+const TOP_HELP: &str = "\
+Pool: --pool, else PMO_POOL, else ~/.local/share/pmo/default.pool. Key: --key-file, else PMO_KEY,
+else a prompt on a terminal. `pmo COMMAND --help` for each command.
+Exit codes: 0 ok; 1 usage or user error (wrong key, no such PMO, pool full, busy);
+2 integrity or corruption (a damaged or truncated pool, a page that fails its check).";
+
+/// `--pool`, on the commands that use a pool (also accepted before the command).
+#[derive(clap::Args, Clone, Default)]
+struct PoolArg {
+    /// Pool file or /dev/daxX.Y device [default: PMO_POOL, else ~/.local/share/pmo/default.pool]
+    #[arg(long, value_name = "FILE")]
+    pool: Option<PathBuf>,
+}
+
+/// `--key-file`, on the commands that need a PMO's key (also accepted before the command).
+#[derive(clap::Args, Clone, Default)]
+struct KeyArg {
+    /// File holding the PMO's key [default: PMO_KEY, else a prompt on a terminal]
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -28,6 +54,7 @@ enum SchemeAction {
     Show,
     /// Set the pool's default scheme
     Set {
+        /// Scheme: secure, none, wed, wedi, bp, bp-ip, bp-id, sp, sp-ip, sp-id (':medium' suffix allowed)
         name: String,
         /// Where the plaintext copy of an attached PMO lives: dram (default) or medium
         #[arg(long)]
@@ -39,7 +66,9 @@ enum SchemeAction {
 enum Cmd {
     /// Create a pool (a file, or format a /dev/daxX.Y device)
     Init {
-        /// Size, e.g. 1GiB, 512MiB (ignored for devices)
+        #[command(flatten)]
+        pool: PoolArg,
+        /// Size, e.g. 1GiB, 512MiB (ignored for devices). A PMO takes about twice its size
         #[arg(long, value_parser = parse_bytes)]
         size: u64,
         /// Argon2id memory in KiB for keys of this pool
@@ -57,18 +86,28 @@ enum Cmd {
         /// Create a sparse file instead of allocating the whole pool now
         #[arg(long)]
         sparse: bool,
-        /// Default protection scheme of new PMOs: secure (default), none, wed, wedi, bp, bp-ip,
-        /// bp-id, sp, sp-ip, sp-id; a ':medium' suffix (or --shadow medium) puts the plaintext
-        /// copy on the medium
+        /// Default scheme of new PMOs: secure, none, wed, wedi, bp, bp-ip, bp-id, sp, sp-ip,
+        /// sp-id (`pmo scheme show`); a ':medium' suffix puts the plaintext copy on the medium
         #[arg(long, default_value = "secure")]
         scheme: String,
         /// Where the plaintext copy of an attached PMO lives: dram (default) or medium
         #[arg(long)]
         shadow: Option<String>,
     },
-    /// Create a PMO
+    /// Create a PMO (it takes about twice its size in the pool: shadow paging)
+    #[command(
+        after_help = "A PMO needs about twice its size in pool space (a primary and a shadow copy of \
+                      every page; three times with the plaintext copy on the medium): `pmo info` \
+                      shows the largest PMO that still fits."
+    )]
     Create {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// Name of the new PMO (printable characters, no control characters)
         name: String,
+        /// Size, e.g. 64MiB (rounded up to whole 4 KiB pages)
         #[arg(long, value_parser = parse_bytes)]
         size: u64,
         /// Protection scheme (default: PMO_SCHEME, else the pool's default)
@@ -80,41 +119,76 @@ enum Cmd {
     },
     /// Show or set the pool's default protection scheme for new PMOs
     Scheme {
-        /// `show` or `set`
+        #[command(flatten)]
+        pool: PoolArg,
         #[command(subcommand)]
         action: SchemeAction,
     },
     /// Destroy a PMO (needs its key; fails while attached)
-    Destroy { name: String },
-    /// List PMOs: name, size, state, address
-    List,
-    /// Show the pool, or one PMO
-    Info { name: Option<String> },
+    Destroy {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// PMO to destroy
+        name: String,
+    },
+    /// List PMOs: name, size, state, scheme, address
+    List {
+        #[command(flatten)]
+        pool: PoolArg,
+    },
+    /// Show the pool (free space, largest PMO that fits), or one PMO and its last session
+    Info {
+        #[command(flatten)]
+        pool: PoolArg,
+        /// PMO to show (default: the pool)
+        name: Option<String>,
+    },
     /// Write bytes into a PMO atomically (attach read-write, copy, psync, detach)
     Write {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// PMO to write
         name: String,
+        /// Byte offset in the PMO to write at, e.g. 4096 or 1MiB
         #[arg(long, default_value_t = 0, value_parser = parse_bytes)]
         offset: u64,
         /// Read the bytes from this file (default: standard input)
         #[arg(long)]
         file: Option<PathBuf>,
         /// Wait up to this many seconds for another writer to detach
-        #[arg(long)]
+        #[arg(long, value_name = "SECONDS")]
         wait: Option<f64>,
     },
     /// Copy bytes of a PMO to standard output (attach read-only)
     Read {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// PMO to read
         name: String,
+        /// Byte offset in the PMO to read from
         #[arg(long, default_value_t = 0, value_parser = parse_bytes)]
         offset: u64,
+        /// Number of bytes to read, e.g. 16 or 4KiB
         #[arg(long, value_parser = parse_bytes)]
         len: u64,
     },
-    /// Verify every checksum, the namespace and the space accounting (exit 2 on any problem).
+    /// Verify checksums, the namespace and the space accounting (exit 2 on any problem)
+    ///
     /// With PMO names (and their key): also decrypt and verify every page of each, and run the
     /// heap checker on PMOs that hold a heap. Opening the pool recovers every PMO nobody holds
-    /// (journal replayed, a plaintext copy left on the medium zeroed)
+    /// (journal replayed, a plaintext copy left on the medium zeroed).
     Check {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// PMOs to verify page by page (needs their key)
         names: Vec<String>,
         /// Also run each named PMO's crash handler now (read-write open with its key: checksums
         /// left pending by a session with integrity at detach are written) before checking
@@ -124,9 +198,17 @@ enum Cmd {
     /// Persistent CXL switch simulator: run traces, check correctness, reproduce the paper's study
     #[command(subcommand)]
     Cxlsim(Box<pmo_cxlsim::cli::Command>),
-    /// Demonstrate the store on the default pool: a raw-pointer list that survives restarts
-    Demo,
-    /// Run benchmarks; write tidy CSV/JSON records and print tables
+    /// Demonstrate the store: a raw-pointer list in a PMO that survives restarts
+    #[command(
+        after_help = "Without --key-file or PMO_KEY the demo uses the key \"demo\" (never a prompt)."
+    )]
+    Demo {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+    },
+    /// Run benchmarks; write tidy CSV/JSON records, tables and figures
     #[command(after_help = BENCH_HELP)]
     Bench {
         /// Which benchmark: suite (the papers' workloads over the scheme/prediction/latency/
@@ -153,19 +235,38 @@ enum Cmd {
         /// --json by an earlier run
         #[arg(long, value_name = "FILE.json")]
         from: Option<PathBuf>,
-        /// Short configuration (fewer repeats)
+        /// Short configuration (fewer cells and repeats; still at least 3 samples per cell)
         #[arg(long)]
         quick: bool,
         /// Also write the records as JSON here
-        #[arg(long)]
+        #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
         /// Directory for CSV (and figures)
-        #[arg(long, default_value = "bench-out")]
+        #[arg(long, default_value = "bench-out", value_name = "DIR")]
         out: PathBuf,
         /// Directory for benchmark pools (default /dev/shm: emulated persistent memory)
-        #[arg(long)]
+        #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+}
+
+impl Cmd {
+    /// The command's own `--pool` and `--key-file` (none for commands without a pool).
+    fn pool_and_key(&self) -> (Option<&PoolArg>, Option<&KeyArg>) {
+        match self {
+            Cmd::Init { pool, .. }
+            | Cmd::Scheme { pool, .. }
+            | Cmd::List { pool }
+            | Cmd::Info { pool, .. } => (Some(pool), None),
+            Cmd::Create { pool, key, .. }
+            | Cmd::Destroy { pool, key, .. }
+            | Cmd::Write { pool, key, .. }
+            | Cmd::Read { pool, key, .. }
+            | Cmd::Check { pool, key, .. }
+            | Cmd::Demo { pool, key } => (Some(pool), Some(key)),
+            Cmd::Cxlsim(_) | Cmd::Bench { .. } => (None, None),
+        }
+    }
 }
 
 const BENCH_HELP: &str = "\
@@ -241,6 +342,19 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    let mut cli = cli;
+    let (pool, key) = cli.cmd.pool_and_key();
+    let (pool, key) = (
+        pool.and_then(|p| p.pool.clone()),
+        key.and_then(|k| k.key_file.clone()),
+    );
+    // The command's own option wins over one given before the command.
+    if pool.is_some() {
+        cli.pool.pool = pool;
+    }
+    if key.is_some() {
+        cli.key.key_file = key;
+    }
     if let Cmd::Cxlsim(cmd) = cli.cmd {
         // The simulator prints with `println!`, which panics on a closed standard output. It
         // holds no pool, so it may end the Unix way instead: killed quietly by SIGPIPE.
@@ -263,6 +377,7 @@ pub fn main() -> ExitCode {
 
 fn pool_path(cli: &Cli) -> PathBuf {
     cli.pool
+        .pool
         .clone()
         .unwrap_or_else(pmo_store::default_pool_path)
 }
@@ -291,7 +406,7 @@ fn is_pool_file_or_dax(path: &std::path::Path) -> bool {
 }
 
 fn key(cli: &Cli) -> anyhow::Result<zeroize::Zeroizing<Vec<u8>>> {
-    crate::keysrc::load(cli.key_file.as_deref()).map_err(|e| anyhow!(e))
+    crate::keysrc::load(cli.key.key_file.as_deref()).map_err(|e| anyhow!(e))
 }
 
 pub fn human(bytes: u64) -> String {
@@ -316,6 +431,7 @@ fn hex(b: &[u8]) -> String {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.cmd {
         Cmd::Init {
+            pool: _,
             size,
             kdf_mem_kib,
             kdf_iters,
@@ -392,6 +508,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             size,
             scheme,
             shadow,
+            ..
         } => {
             let pool = open(&cli)?;
             let scheme = match (scheme.as_deref(), shadow.as_deref()) {
@@ -415,7 +532,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 info.base_addr
             )?;
         }
-        Cmd::Scheme { action } => {
+        Cmd::Scheme { action, .. } => {
             let pool = open(&cli)?;
             match action {
                 SchemeAction::Set { name, shadow } => {
@@ -456,13 +573,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             }
         }
-        Cmd::Destroy { name } => {
+        Cmd::Destroy { name, .. } => {
             let pool = open(&cli)?;
             let key = key(&cli)?;
             pool.pdestroy(name, &key)?;
             outln!("destroyed PMO '{name}'")?;
         }
-        Cmd::List => {
+        Cmd::List { .. } => {
             let pool = open(&cli)?;
             let list = pool.list()?;
             outln!(
@@ -474,8 +591,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             )?;
             for p in list {
                 outln!(
-                    "{:<32} {:>12} {:<24} {:<13} {:#x}",
-                    p.name,
+                    "{} {:>12} {:<24} {:<13} {:#x}",
+                    crate::text::pad(&p.name, 32),
                     human(p.size),
                     state_text(&p),
                     scheme_name(p.scheme),
@@ -483,7 +600,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 )?;
             }
         }
-        Cmd::Info { name: None } => {
+        Cmd::Info { name: None, .. } => {
             let pool = open(&cli)?;
             let i = pool.pool_info()?;
             outln!(
@@ -519,14 +636,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print_fault_defaults()?;
             outln!("cache flush:     {}", pmo_os::persist::flush_kind().name())?;
         }
-        Cmd::Info { name: Some(name) } => {
+        Cmd::Info {
+            name: Some(name), ..
+        } => {
             let pool = open(&cli)?;
             let p = pool.info(name)?;
             outln!("name:            {}", p.name)?;
             outln!(
-                "size:            {} ({} pages)",
+                "size:            {} ({})",
                 human(p.size),
-                p.size / 4096
+                crate::text::count(p.size / 4096, "page")
             )?;
             outln!("uuid:            {}", hex(&p.uuid))?;
             outln!("state:           {}", state_text(&p))?;
@@ -581,36 +700,50 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             offset,
             file,
             wait,
+            ..
         } => {
             let pool = open(&cli)?;
             let key = key(&cli)?;
             let size = pool.info(name)?.size;
-            let mut data = Vec::new();
-            let limit = size.saturating_sub(*offset) + 1;
-            match file {
-                Some(f) => std::fs::File::open(f)
-                    .with_context(|| format!("open {}", f.display()))?
-                    .take(limit)
-                    .read_to_end(&mut data)?,
-                None => std::io::stdin().lock().take(limit).read_to_end(&mut data)?,
+            let room = size.saturating_sub(*offset);
+            let mut input: Box<dyn Read> = match file {
+                Some(f) => Box::new(
+                    std::fs::File::open(f).with_context(|| format!("open {}", f.display()))?,
+                ),
+                None => Box::new(std::io::stdin().lock()),
             };
-            if *offset + data.len() as u64 > size {
+            let mut data = Vec::new();
+            (&mut input)
+                .take(room + 1)
+                .read_to_end(&mut data)
+                .context("read the input")?;
+            if data.len() as u64 > room {
+                // Count what was given, for the message, without keeping it.
+                let rest =
+                    std::io::copy(&mut input, &mut std::io::sink()).context("read the input")?;
                 bail!(
-                    "{} bytes at offset {offset} do not fit in the {}-byte PMO '{name}'",
-                    data.len(),
-                    size
+                    "{} bytes at offset {offset} do not fit in PMO '{name}' ({size} bytes: room for {room} there)",
+                    data.len() as u64 + rest
                 );
             }
-            let h = pool.open_pmo(name, Perm::Write, &key, wait.map(Duration::from_secs_f64))?;
+            let h = pool
+                .open_pmo(name, Perm::Write, &key, wait.map(Duration::from_secs_f64))
+                .map_err(|e| match e {
+                    StoreError::Busy { .. } if wait.is_none() => {
+                        anyhow!("{e}: wait for it with --wait SECONDS")
+                    }
+                    e => e.into(),
+                })?;
             let stats = h.write_at(*offset, &data)?;
             errln!(
-                "wrote {} bytes at offset {offset} of '{name}' (psync {}: {} pages)",
-                data.len(),
-                stats.seq,
-                stats.pages
+                "wrote {} at offset {offset} of '{name}' ({} committed atomically)",
+                crate::text::count(data.len() as u64, "byte"),
+                crate::text::count(stats.pages, "page")
             );
         }
-        Cmd::Read { name, offset, len } => {
+        Cmd::Read {
+            name, offset, len, ..
+        } => {
             let pool = open(&cli)?;
             let key = key(&cli)?;
             let h = pool.open_pmo(name, Perm::Read, &key, None)?;
@@ -623,7 +756,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 done += n as u64;
             }
         }
-        Cmd::Check { names, repair } => {
+        Cmd::Check { names, repair, .. } => {
             let pool = open(&cli)?;
             let key = if names.is_empty() {
                 None
@@ -644,11 +777,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 let key = key.as_deref().map(|k| &k[..]).unwrap_or_default();
                 let pages = deep_check(&pool, name, key)?;
                 match pmo_heap::check_pmo(&pool, name, key) {
-                    Ok(None) => outln!("'{name}': {pages} pages verified; no heap")?,
-                    Ok(Some(h)) => outln!(
-                        "'{name}': {pages} pages verified; heap ok: {} live blocks, {} of {} bytes allocated",
-                        h.live_allocations, h.allocated_bytes, h.capacity_bytes
+                    Ok(None) => outln!(
+                        "'{name}': {} verified; no heap",
+                        crate::text::count(pages, "page")
                     )?,
+                    Ok(Some(h)) => {
+                        outln!(
+                        "'{name}': {} verified; heap ok: {} live blocks, {} of {} bytes allocated",
+                        crate::text::count(pages, "page"),
+                        h.live_allocations, h.allocated_bytes, h.capacity_bytes
+                    )?
+                    }
                     Err(pmo_heap::PmoHeapError::Store(e)) => return Err(e.into()),
                     Err(e) => {
                         return Err(IntegrityProblem(format!("'{name}': heap check: {e}")).into())
@@ -657,11 +796,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let r = pool.check()?;
             for s in &r.skipped {
-                errln!("skipped '{s}': attached read-write by another user");
+                errln!("skipped '{s}': attached read-write by another process (its pages are checked once it detaches)");
             }
             outln!(
-                "checked {} PMOs; heap {} = used {} + free {}",
-                r.pmos,
+                "checked {}; heap {} = used {} + free {}",
+                crate::text::count(r.pmos as u64, "PMO"),
                 r.heap_len,
                 r.used_bytes,
                 r.free_bytes
@@ -677,9 +816,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             outln!("ok")?;
         }
         Cmd::Cxlsim(_) => unreachable!("handled in main"),
-        Cmd::Demo => {
+        Cmd::Demo { .. } => {
             // Never a prompt: the demo runs the same way with or without a terminal.
-            let key = match crate::keysrc::given(cli.key_file.as_deref()).map_err(|e| anyhow!(e))? {
+            let key = match crate::keysrc::given(cli.key.key_file.as_deref())
+                .map_err(|e| anyhow!(e))?
+            {
                 Some(k) => k,
                 None => {
                     outln!(

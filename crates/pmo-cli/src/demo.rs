@@ -112,7 +112,14 @@ pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
             (*h).next_free += 1;
         }
         let s = a.psync()?;
-        outln!("appended node {} with raw pointers; psync {} committed {} page(s) ({} bytes persisted) in {:.1} µs", unsafe { (*base.cast::<Header>()).count }, s.seq, s.pages, s.bytes_persisted, s.elapsed_ns as f64 / 1e3)?;
+        outln!(
+            "appended node {} with raw pointers; psync committed {} ({} bytes persisted) in {:.1} µs",
+            // SAFETY: the header lies inside the attached mapping (written just above).
+            unsafe { (*base.cast::<Header>()).count },
+            crate::text::count(s.pages, "page"),
+            s.bytes_persisted,
+            s.elapsed_ns as f64 / 1e3
+        )?;
         a.detach()?;
     }
     let a = pool.attach(PMO, Perm::Read, key)?;
@@ -146,7 +153,10 @@ pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
             shown += 1;
             p = (*p).next;
         }
-        outln!("  ... {shown} node(s) in all; run `pmo demo` again to add one")?;
+        outln!(
+            "  ... {} in all; run `pmo demo` again to add one",
+            crate::text::count(shown, "node")
+        )?;
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ mod demo;
 mod envcheck;
 mod errtext;
 mod keysrc;
+mod text;
 
 use std::process::ExitCode;
 

@@ -242,3 +242,90 @@ fn item5_errors_are_one_clear_line_with_the_fix() {
     let o = pmo_in(&pool, &["write", "a", "--offset", "0"], b"x");
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
 }
+
+#[test]
+fn item4_names_with_control_characters_are_refused_and_wide_names_align() {
+    let d = tmpdir("names");
+    let pool = d.0.join("p.pool");
+    init(&pool);
+    for bad in ["a\nb", "tab\there", "esc\u{1b}[31m"] {
+        let o = pmo(&pool, &["create", bad, "--size", "4KiB"]);
+        one_line(&o, 1, &["control character"]);
+    }
+    ok(&pool, &["create", "日本語の名前", "--size", "4KiB"]);
+    ok(&pool, &["create", "plain", "--size", "4KiB"]);
+    let list = ok(&pool, &["list"]);
+    let col = |line: &str| {
+        let at = line.find("4 KiB").expect("size column");
+        unicode_width::UnicodeWidthStr::width(&line[..at])
+    };
+    let rows: Vec<&str> = list.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{list}");
+    assert_eq!(
+        col(rows[0]),
+        col(rows[1]),
+        "aligned by display width:\n{list}"
+    );
+}
+
+#[test]
+fn item9_help_is_complete_short_and_states_the_exit_codes() {
+    let d = tmpdir("help");
+    let pool = d.0.join("p.pool");
+    let top = ok(&pool, &["--help"]);
+    assert!(top.contains("Exit codes: 0 ok; 1 usage"), "{top}");
+    let check_line = top
+        .lines()
+        .find(|l| l.trim_start().starts_with("check"))
+        .unwrap();
+    assert!(
+        check_line.len() < 120,
+        "one short line per command: {check_line}"
+    );
+    for cmd in [
+        "init", "create", "scheme", "destroy", "list", "info", "write", "read", "check", "demo",
+        "bench",
+    ] {
+        let h = ok(&pool, &[cmd, "-h"]);
+        // Every argument and option has a description.
+        for l in h.lines().filter(|l| {
+            let t = l.trim_start();
+            l.len() - t.len() <= 6 && (t.starts_with('<') || t.starts_with('-'))
+        }) {
+            let words = l.trim().split_once("  ").map_or("", |x| x.1).trim();
+            assert!(!words.is_empty(), "{cmd}: no description for {l:?}");
+        }
+        // Only the options that mean something for the command.
+        let needs_key = matches!(
+            cmd,
+            "create" | "destroy" | "write" | "read" | "check" | "demo"
+        );
+        assert_eq!(h.contains("--key-file"), needs_key, "{cmd}: --key-file");
+        assert_eq!(h.contains("--pool"), cmd != "bench", "{cmd}: --pool");
+    }
+    let h = ok(&pool, &["cxlsim", "--help"]);
+    assert!(!h.contains("--key-file") && !h.contains("--pool"), "{h}");
+    assert!(ok(&pool, &["create", "--help"]).contains("twice its size"));
+}
+
+#[test]
+fn item12_counts_bytes_and_plurals_right() {
+    let d = tmpdir("small");
+    let pool = d.0.join("p.pool");
+    init(&pool);
+    ok(&pool, &["create", "a", "--size", "4KiB"]);
+    let o = pmo_in(&pool, &["write", "a", "--offset", "4091"], b"0123456789");
+    one_line(&o, 1, &["10 bytes", "room for 5"]);
+    let o = pmo_in(&pool, &["write", "a"], b"x");
+    assert!(
+        err(&o).contains("wrote 1 byte at offset 0 of 'a' (1 page committed"),
+        "{}",
+        err(&o)
+    );
+    assert!(ok(&pool, &["info", "a"]).contains("(1 page)"));
+    let c = ok(&pool, &["check", "a"]);
+    assert!(
+        c.contains("1 page verified") && c.contains("checked 1 PMO;"),
+        "{c}"
+    );
+}

@@ -93,7 +93,7 @@ fn the_demo_of_scripts_run_needs_no_input_and_repeats_exactly() {
     assert!(o1.contains("==> "), "says what it does: {o1}");
     assert!(o1.contains("demo key \"demo\""), "{o1}");
     assert!(
-        o1.contains("2 node(s) in all"),
+        o1.contains("2 nodes in all"),
         "the second process found the list: {o1}"
     );
     assert!(!o1.contains("key:"), "no prompt: {o1}");

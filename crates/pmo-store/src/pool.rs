@@ -527,6 +527,13 @@ impl Pool {
         let inner = &*self.inner;
         inner.alive()?;
         Entry::validate_name(name).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        // New names are printable: a control character (newline, tab, escape) would break
+        // every listing that shows the name. Existing names are left as they are.
+        if let Some(c) = name.chars().find(|c| c.is_control()) {
+            return Err(StoreError::Invalid(format!(
+                "PMO name {name:?} contains the control character {c:?}: use printable characters"
+            )));
+        }
         if size == 0 {
             return Err(StoreError::Invalid("PMO size must be positive".into()));
         }
