@@ -424,6 +424,28 @@ pub fn human(bytes: u64) -> String {
     }
 }
 
+/// `bytes` for people, never more than it is: "504.5 MiB" for 504.59 MiB, and the exact
+/// count of bytes when the unit is not a whole number.
+fn human_at_most(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut unit = 1u64;
+    let mut u = 0;
+    while bytes / unit >= 1024 && u < UNITS.len() - 1 {
+        unit *= 1024;
+        u += 1;
+    }
+    if bytes % unit == 0 {
+        return format!("{} {}", bytes / unit, UNITS[u]);
+    }
+    let tenths = bytes * 10 / unit; // rounded down
+    format!(
+        "{bytes} bytes (over {}.{} {})",
+        tenths / 10,
+        tenths % 10,
+        UNITS[u]
+    )
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -486,6 +508,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 if dax_hint {
                     anyhow!(
                         "pool {}: {e} (--medium dax needs a /dev/daxX.Y device or a file on a DAX filesystem; use --medium file or pmem-emul here)",
+                        path.display()
+                    )
+                } else if matches!(&e, StoreError::Os(m) if m.contains("no room")) {
+                    anyhow!(
+                        "pool {}: {e} (try a smaller --size, or --sparse to allocate on use)",
                         path.display()
                     )
                 } else {
@@ -620,6 +647,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 human(i.free_bytes),
                 human(i.largest_free)
             )?;
+            let scheme = pmo_store::Scheme::from_code(i.config.scheme).ok();
+            match scheme {
+                Some(sch) => outln!(
+                    "largest new PMO: {} with the default scheme (a PMO takes about {} its size)",
+                    human_at_most(largest_pmo(i.largest_free, sch)),
+                    if sch.shadow == pmo_store::Shadow::Medium {
+                        "three times"
+                    } else {
+                        "twice"
+                    }
+                )?,
+                None => outln!("largest new PMO: unknown (unknown default scheme)")?,
+            }
             outln!("PMOs:            {} of {}", i.pmos, i.ns_capacity)?;
             outln!(
                 "address range:   {:#x}..{:#x}",
@@ -675,11 +715,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 None => outln!("last session:    none recorded")?,
                 Some(s) => {
                     outln!(
-                        "last session:    {:.3} ms: {} psyncs, {} faults, {} pages decrypted at a fault + {} ahead of use, {} encrypted, {} persisted",
+                        "last session:    {:.3} ms: {}, {}, {} decrypted at a fault + {} ahead of use, {} encrypted, {} persisted",
                         s.wall_ns as f64 / 1e6,
-                        s.psyncs,
-                        s.faults,
-                        s.pages_decrypted,
+                        crate::text::count(s.psyncs, "psync"),
+                        crate::text::count(s.faults, "fault"),
+                        crate::text::count(s.pages_decrypted, "page"),
                         s.predicted,
                         s.pages_encrypted,
                         human(s.bytes_persisted)
@@ -726,15 +766,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     data.len() as u64 + rest
                 );
             }
-            let h = pool
-                .open_pmo(name, Perm::Write, &key, wait.map(Duration::from_secs_f64))
+            // A real attach session, so `pmo info NAME` shows its breakdown afterwards.
+            let a = pool
+                .attach_with(
+                    name,
+                    Perm::Write,
+                    &key,
+                    pmo_store::AttachOptions {
+                        wait: wait.map(Duration::from_secs_f64),
+                        relocate: true,
+                        ..Default::default()
+                    },
+                )
                 .map_err(|e| match e {
                     StoreError::Busy { .. } if wait.is_none() => {
                         anyhow!("{e}: wait for it with --wait SECONDS")
                     }
                     e => e.into(),
                 })?;
-            let stats = h.write_at(*offset, &data)?;
+            a.write_at(*offset as usize, &data)?;
+            let stats = a.psync()?;
+            a.detach()?;
             errln!(
                 "wrote {} at offset {offset} of '{name}' ({} committed atomically)",
                 crate::text::count(data.len() as u64, "byte"),
@@ -943,6 +995,34 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The largest PMO (whole pages) of scheme `scheme` whose extent fits in `free` contiguous
+/// bytes of pool space: its data twice (shadow paging) plus the page map, journals and tags,
+/// and a plaintext area when the plaintext copy is on the medium.
+fn largest_pmo(free: u64, scheme: pmo_store::Scheme) -> u64 {
+    let fits = |pages: u64| {
+        pmo_format::PmoLayout::with_plain(
+            pages,
+            scheme.tag_bytes() as u64,
+            scheme.shadow == pmo_store::Shadow::Medium,
+        )
+        .is_some_and(|l| l.extent_len <= free)
+    };
+    let (mut lo, mut hi) = (0u64, free / 4096 + 1); // fits(lo), !fits(hi)
+    if !fits(1) {
+        return 0;
+    }
+    lo = lo.max(1);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo * 4096
 }
 
 /// Whether `path` is a device-DAX character device (`/dev/daxX.Y`), which init formats in place.

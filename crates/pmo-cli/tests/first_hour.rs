@@ -329,3 +329,65 @@ fn item12_counts_bytes_and_plurals_right() {
         "{c}"
     );
 }
+
+#[test]
+fn item6_truncation_is_corruption_at_every_length() {
+    let d = tmpdir("trunc");
+    let pool = d.0.join("p.pool");
+    init(&pool);
+    let full = std::fs::read(&pool).unwrap();
+    // From the 8-byte magic number on: fewer bytes cannot tell a pool from any other file.
+    for len in [
+        8usize,
+        100,
+        3000,
+        4096,
+        4097,
+        8192,
+        65536,
+        full.len() - 4096,
+    ] {
+        std::fs::write(&pool, &full[..len]).unwrap();
+        let o = pmo(&pool, &["list"]);
+        assert_eq!(o.status.code(), Some(2), "truncated to {len}: {}", err(&o));
+        one_line(&o, 2, &["corrupt"]);
+    }
+}
+
+#[test]
+fn item7_info_shows_the_largest_pmo_that_fits_and_it_does() {
+    let d = tmpdir("fit");
+    let pool = d.0.join("p.pool");
+    init(&pool);
+    let info = ok(&pool, &["info"]);
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("largest new PMO:"))
+        .expect(&info);
+    assert!(line.contains("twice its size"), "{line}");
+    let bytes: u64 = line.split_whitespace().nth(3).unwrap().parse().expect(line);
+    assert!(
+        bytes > 0 && bytes < 16 << 20,
+        "about half of a 32 MiB pool: {line}"
+    );
+    let o = pmo(
+        &pool,
+        &["create", "over", "--size", &(bytes + 4096).to_string()],
+    );
+    one_line(&o, 1, &["full"]);
+    ok(&pool, &["create", "fits", "--size", &bytes.to_string()]);
+}
+
+#[test]
+fn item8_a_cli_write_records_its_session() {
+    let d = tmpdir("session");
+    let pool = d.0.join("p.pool");
+    init(&pool);
+    ok(&pool, &["create", "a", "--size", "64KiB"]);
+    assert!(ok(&pool, &["info", "a"]).contains("last session:    none recorded"));
+    let o = pmo_in(&pool, &["write", "a", "--offset", "4096"], b"hello");
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let info = ok(&pool, &["info", "a"]);
+    assert!(info.contains("1 psync,"), "{info}");
+    assert!(info.contains("Psync Per+IV"), "{info}");
+}
