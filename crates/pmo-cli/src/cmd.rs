@@ -434,7 +434,7 @@ fn human_at_most(bytes: u64) -> String {
         unit *= 1024;
         u += 1;
     }
-    if bytes % unit == 0 {
+    if bytes.is_multiple_of(unit) {
         return format!("{} {}", bytes / unit, UNITS[u]);
     }
     let tenths = bytes * 10 / unit; // rounded down
