@@ -467,8 +467,10 @@ fn persist_page_us(dir: &Path, k: usize) -> Result<f64, BenchError> {
     result.map(|_| median(&samples))
 }
 
-/// Print the tables of a run.
-pub fn print_table(records: &Records) {
+/// The tables of a run, as text.
+pub fn table(records: &Records) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     let schemes: Vec<String> = {
         let mut v: Vec<String> = Vec::new();
         for r in records.records.iter().filter(|r| r.metric == "cycle_us") {
@@ -496,34 +498,38 @@ pub fn print_table(records: &Records) {
         v.sort();
         v.into_iter().map(|x| x.1).collect()
     };
-    println!("Fig. 1: attach + update one element + psync + detach (medians, µs; in brackets: relative to wedi)");
-    print!("{:<13}", "scheme");
+    _ = writeln!(out, "Fig. 1: attach + update one element + psync + detach (medians, µs; in brackets: relative to wedi)");
+    _ = write!(out, "{:<13}", "scheme");
     for s in &sizes {
-        print!(" {s:>17}");
+        _ = write!(out, " {s:>17}");
     }
-    println!();
+    _ = writeln!(out);
     for sch in &schemes {
-        print!("{sch:<13}");
+        _ = write!(out, "{sch:<13}");
         for size in &sizes {
             let v = records.find("cycle_us", &[("scheme", sch), ("pmo_size", size)]);
             let w = records.find("cycle_us", &[("scheme", "wedi"), ("pmo_size", size)]);
             match (v, w) {
-                (Some(v), Some(w)) => print!(" {v:>9.1} ({:>5.2})", v / w),
-                (Some(v), None) => print!(" {v:>17.1}"),
-                _ => print!(" {:>17}", "-"),
+                (Some(v), Some(w)) => _ = write!(out, " {v:>9.1} ({:>5.2})", v / w),
+                (Some(v), None) => _ = write!(out, " {v:>17.1}"),
+                _ => _ = write!(out, " {:>17}", "-"),
             }
         }
-        println!();
+        _ = writeln!(out);
     }
     if let Some(size) = sizes.last() {
-        println!("Breakdown at {size} (medians, µs): attach / update fault / psync / detach");
+        _ = writeln!(
+            out,
+            "Breakdown at {size} (medians, µs): attach / update fault / psync / detach"
+        );
         for sch in &schemes {
             let g = |m| {
                 records
                     .find(m, &[("scheme", sch), ("pmo_size", size)])
                     .unwrap_or(f64::NAN)
             };
-            println!(
+            _ = writeln!(
+                out,
                 "  {sch:<13} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
                 g("attach_us"),
                 g("update_fault_us"),
@@ -533,8 +539,11 @@ pub fn print_table(records: &Records) {
         }
     }
     let f = |m: &str, p: &[(&str, &str)]| records.find(m, p).unwrap_or(f64::NAN);
-    println!("Per-page costs of the secure default (16 MiB PMO, medians, µs):");
-    println!(
+    _ = writeln!(
+        out,
+        "Per-page costs of the secure default (16 MiB PMO, medians, µs):"
+    );
+    _ = writeln!(out,
         "  fault service {:.2} vs floor {:.2} (GCM open {:.2} + unprotected fault {:.2}): {:.2}x (target <= 1.5x)",
         f("fault_service_per_page_us", &[("scheme", "secure")]),
         f("crypto_page_us", &[("op", "aes-gcm open 4KiB")])
@@ -543,7 +552,7 @@ pub fn print_table(records: &Records) {
         f("fault_service_per_page_us", &[("scheme", "none")]),
         f("fault_service_vs_floor", &[("scheme", "secure")]),
     );
-    println!(
+    _ = writeln!(out,
         "  psync per dirty page (k=256 contiguous) {:.2} vs floor {:.2} (GCM seal {:.2} + persist 4 KiB {:.2}): {:.2}x (target <= 1.5x)",
         f("psync_per_dirty_page_us", &[("scheme", "secure"), ("layout", "contiguous")]),
         f("crypto_page_us", &[("op", "aes-gcm seal 4KiB")]) + f("persist_page_us", &[("op", "persist 4KiB")]),
@@ -553,12 +562,13 @@ pub fn print_table(records: &Records) {
     );
     for layout in ["contiguous", "scattered"] {
         let p = [("scheme", "secure"), ("layout", layout)];
-        println!(
+        _ = writeln!(out,
             "    {layout:>10}: psync {:.2} per page, of which commit (seal + persist + journal) {:.2}, the rest collecting and re-arming write tracking",
             f("psync_per_dirty_page_us", &p),
             f("psync_commit_per_dirty_page_us", &p),
         );
     }
+    out
 }
 
 /// Draw Fig. 1 (cycle time by PMO size, one line per scheme, log-log) as SVG.

@@ -384,10 +384,13 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
     Ok(())
 }
 
-/// Print the store figures as a table.
-pub fn print_table(records: &Records) {
-    println!("psync time by dirty pages (medians, µs):");
-    println!(
+/// The store figures as a table, as text.
+pub fn table(records: &Records) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    _ = writeln!(out, "psync time by dirty pages (medians, µs):");
+    _ = writeln!(
+        out,
         "  {:>11} {:>10} {:>10}  ratio 1GiB/16MiB",
         "dirty pages", "16 MiB", "1 GiB"
     );
@@ -395,20 +398,25 @@ pub fn print_table(records: &Records) {
         let small = records.find("psync_us", &[("pmo_size", "16MiB"), ("dirty_pages", k)]);
         let large = records.find("psync_us", &[("pmo_size", "1GiB"), ("dirty_pages", k)]);
         if let (Some(s), Some(l)) = (small, large) {
-            println!("  {k:>11} {s:>10.1} {l:>10.1}  {:.2}", l / s);
+            _ = writeln!(out, "  {k:>11} {s:>10.1} {l:>10.1}  {:.2}", l / s);
         }
     }
-    println!("attach + detach of an at-rest PMO (medians, µs):");
+    _ = writeln!(out, "attach + detach of an at-rest PMO (medians, µs):");
     for size in ["16MiB", "1GiB"] {
         if let (Some(a), Some(d)) = (
             records.find("attach_us", &[("pmo_size", size)]),
             records.find("detach_us", &[("pmo_size", size)]),
         ) {
-            println!("  {size:>6}: attach {a:.1} + detach {d:.1} = {:.1}", a + d);
+            _ = writeln!(
+                out,
+                "  {size:>6}: attach {a:.1} + detach {d:.1} = {:.1}",
+                a + d
+            );
         }
     }
     let memcpy = records.find("memcpy_4k_us", &[]);
-    println!(
+    _ = writeln!(
+        out,
         "per-page fault costs (medians, µs) next to a bare 4 KiB memcpy ({:.3} µs):",
         memcpy.unwrap_or(f64::NAN)
     );
@@ -417,12 +425,13 @@ pub fn print_table(records: &Records) {
             records.find("fill_fault_us_per_page", &[("mechanism", mech)]),
             records.find("write_tracking_us_per_page", &[("mechanism", mech)]),
         ) {
-            println!(
+            _ = writeln!(
+                out,
                 "  {mech:>11}: fill on first touch {f:.2}, first write (dirty tracking) {w:.2}"
             );
         }
     }
-    println!("one dirty 4 KiB page (medians, µs):");
+    _ = writeln!(out, "one dirty 4 KiB page (medians, µs):");
     for r in records
         .records
         .iter()
@@ -435,14 +444,14 @@ pub fn print_table(records: &Records) {
         let commit = records
             .find("psync_1page_commit_us", &key)
             .unwrap_or(f64::NAN);
-        println!(
+        _ = writeln!(out,
             "  {medium:>10} {tracking:>8}: write 4 KiB + psync {:.2} (psync alone {ps:.2}, of which commit {commit:.2})",
             r.value
         );
     }
     match records.find("pmdk_tx_us", &[("peer", "pmdk")]) {
         Some(p) => {
-            println!("  PMDK transaction updating 4 KiB (tx_add_range + memcpy + commit): {p:.2}");
+            _ = writeln!(out, "  PMDK transaction updating 4 KiB (tx_add_range + memcpy + commit): {p:.2}");
             for r in records
                 .records
                 .iter()
@@ -456,13 +465,14 @@ pub fn print_table(records: &Records) {
                         &[("medium", "pmem-emul"), ("tracking", tracking.as_str())],
                     )
                     .unwrap_or(f64::NAN);
-                println!(
+                _ = writeln!(out,
                     "    pmo/PMDK, {tracking:>8} tracking: write + psync {:.2}x, psync alone {:.2}x",
                     r.value / p,
                     ps / p
                 );
             }
         }
-        None => println!("  PMDK peer not measured (build with --features peers after crates/pmo-peers/install-deps.sh)"),
+        None => _ = writeln!(out, "  PMDK peer not measured (build with --features peers after crates/pmo-peers/install-deps.sh)"),
     }
+    out
 }

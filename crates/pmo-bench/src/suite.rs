@@ -446,8 +446,10 @@ fn session_ratio(records: &Records, num: &str, den: &str, k: &str) -> Option<f64
     (acc.1 > 0).then(|| (acc.0 / acc.1 as f64).exp())
 }
 
-/// Print the tables of a run.
-pub fn print_tables(records: &Records) {
+/// The tables of a run, as text.
+pub fn tables(records: &Records) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     let rows: Vec<&crate::Record> = records
         .records
         .iter()
@@ -470,15 +472,18 @@ pub fn print_tables(records: &Records) {
         }
     }
     if !schemes.is_empty() {
-        println!("Execution time normalised to wedi (breakdown study; lower is better):");
-        print!("{:<10}", "workload");
+        _ = writeln!(
+            out,
+            "Execution time normalised to wedi (breakdown study; lower is better):"
+        );
+        _ = write!(out, "{:<10}", "workload");
         for s in &schemes {
-            print!(" {s:>8}");
+            _ = write!(out, " {s:>8}");
         }
-        println!();
+        _ = writeln!(out);
         let mut geo: Vec<(f64, usize)> = vec![(0.0, 0); schemes.len()];
         for w in &workloads {
-            print!("{w:<10}");
+            _ = write!(out, "{w:<10}");
             let base = find(
                 records,
                 "wall_s",
@@ -492,24 +497,24 @@ pub fn print_tables(records: &Records) {
                 );
                 match (v, base) {
                     (Some(v), Some(b)) if b > 0.0 => {
-                        print!(" {:>8.3}", v / b);
+                        _ = write!(out, " {:>8.3}", v / b);
                         geo[i].0 += (v / b).ln();
                         geo[i].1 += 1;
                     }
-                    _ => print!(" {:>8}", "-"),
+                    _ => _ = write!(out, " {:>8}", "-"),
                 }
             }
-            println!();
+            _ = writeln!(out);
         }
-        print!("{:<10}", "geomean");
+        _ = write!(out, "{:<10}", "geomean");
         for g in &geo {
             if g.1 > 0 {
-                print!(" {:>8.3}", (g.0 / g.1 as f64).exp());
+                _ = write!(out, " {:>8.3}", (g.0 / g.1 as f64).exp());
             } else {
-                print!(" {:>8}", "-");
+                _ = write!(out, " {:>8}", "-");
             }
         }
-        println!();
+        _ = writeln!(out);
     }
     for (study, key, title) in [
         ("session", "session_psyncs", "attach-session size K"),
@@ -521,9 +526,10 @@ pub fn print_tables(records: &Records) {
         if cells.is_empty() {
             continue;
         }
-        println!("{title} (study {study}; wall s, medians):");
+        _ = writeln!(out, "{title} (study {study}; wall s, medians):");
         for r in cells {
-            println!(
+            _ = writeln!(
+                out,
                 "  {:<10} {:<13} {key}={:<9} {:>9.4}",
                 param(r, "workload"),
                 param(r, "scheme"),
@@ -544,10 +550,10 @@ pub fn print_tables(records: &Records) {
         }
     }
     if !ks.is_empty() {
-        println!("BP/I_d vs SP/I_d, plaintext copy on the medium (study session; geomean over workloads of bp-id:medium / sp-id:medium; < 1: BP faster):");
+        _ = writeln!(out, "BP/I_d vs SP/I_d, plaintext copy on the medium (study session; geomean over workloads of bp-id:medium / sp-id:medium; < 1: BP faster):");
         for k in &ks {
             if let Some(v) = session_ratio(records, "bp-id:medium", "sp-id:medium", k) {
-                println!("  K={k:<3} {v:.3}");
+                _ = writeln!(out, "  K={k:<3} {v:.3}");
             }
         }
     }
@@ -556,7 +562,7 @@ pub fn print_tables(records: &Records) {
         .filter(|r| param(r, "study") == "placement" && param(r, "scheme").ends_with(":medium"))
         .collect();
     if !placed.is_empty() {
-        println!(
+        _ = writeln!(out,
             "Plaintext copy on the medium vs in DRAM (study placement; wall s, medians; sigsegv faults for both):"
         );
         let mut geo: Vec<(String, f64, usize)> = Vec::new();
@@ -573,7 +579,8 @@ pub fn print_tables(records: &Records) {
                 ],
             )
             .unwrap_or(f64::NAN);
-            println!(
+            _ = writeln!(
+                out,
                 "  {w:<10} {dram_name:<8} dram {dram:>9.4}  medium {:>9.4}  medium/dram {:.3}",
                 r.value,
                 r.value / dram
@@ -589,16 +596,17 @@ pub fn print_tables(records: &Records) {
             }
         }
         for (s, acc, n) in geo {
-            println!(
-                "  geomean    {s:<8} medium/dram {:.3} (DRAM cache: {:.1}% less time)",
-                (acc / n as f64).exp(),
-                (1.0 - 1.0 / (acc / n as f64).exp()) * 100.0
+            let ratio = (acc / n as f64).exp();
+            _ = writeln!(
+                out,
+                "  geomean    {s:<8} medium/dram {ratio:.3} ({})",
+                dram_cache_effect(ratio)
             );
         }
     }
     let cxl: Vec<&&crate::Record> = rows.iter().filter(|r| param(r, "study") == "cxl").collect();
     if !cxl.is_empty() {
-        println!("CXL (study cxl; wall s, relative to wedi on dram):");
+        _ = writeln!(out, "CXL (study cxl; wall s, relative to wedi on dram):");
         for r in cxl {
             let w = param(r, "workload");
             let base = find(
@@ -612,7 +620,8 @@ pub fn print_tables(records: &Records) {
                 ],
             )
             .unwrap_or(f64::NAN);
-            println!(
+            _ = writeln!(
+                out,
                 "  {w:<10} {:<8} {:<8} predict={:<9} {:>9.4} ({:.2}x)",
                 param(r, "scheme"),
                 param(r, "latency"),
@@ -621,6 +630,18 @@ pub fn print_tables(records: &Records) {
                 r.value / base
             );
         }
+    }
+    out
+}
+
+/// What the DRAM placement of the plaintext copy does, from the geomean of medium/dram time:
+/// "DRAM cache: 12.3% less time" or "DRAM cache: 1.4% more time".
+fn dram_cache_effect(medium_over_dram: f64) -> String {
+    let saved = (1.0 - 1.0 / medium_over_dram) * 100.0;
+    if saved >= 0.0 {
+        format!("DRAM cache: {saved:.1}% less time")
+    } else {
+        format!("DRAM cache: {:.1}% more time", -saved)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Command-line parsing and the commands.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -10,16 +10,42 @@ use clap::{Parser, Subcommand};
 use pmo_store::{KdfParams, Perm, Pool, PoolOptions, StoreError};
 
 #[derive(Parser)]
-#[command(name = "pmo", version, about = "Persistent Memory Objects: named, crash-consistent, at-rest protected memory", long_about = None)]
+#[command(
+    name = "pmo",
+    version,
+    about = "Persistent Memory Objects: named, crash-consistent, at-rest protected memory",
+    long_about = None,
+    after_help = TOP_HELP
+)]
 struct Cli {
-    /// Pool file or device [env: PMO_POOL; default: ~/.local/share/pmo/default.pool]
-    #[arg(long, global = true)]
-    pool: Option<PathBuf>,
-    /// File holding the key (else env PMO_KEY; a prompt only on a terminal)
-    #[arg(long, global = true)]
-    key_file: Option<PathBuf>,
+    #[command(flatten)]
+    pool: PoolArg,
+    #[command(flatten)]
+    key: KeyArg,
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+const TOP_HELP: &str = "\
+Pool: --pool, else PMO_POOL, else ~/.local/share/pmo/default.pool. Key: --key-file, else PMO_KEY,
+else a prompt on a terminal. `pmo COMMAND --help` for each command.
+Exit codes: 0 ok; 1 usage or user error (wrong key, no such PMO, pool full, busy);
+2 integrity or corruption (a damaged or truncated pool, a page that fails its check).";
+
+/// `--pool`, on the commands that use a pool (also accepted before the command).
+#[derive(clap::Args, Clone, Default)]
+struct PoolArg {
+    /// Pool file or /dev/daxX.Y device [default: PMO_POOL, else ~/.local/share/pmo/default.pool]
+    #[arg(long, value_name = "FILE")]
+    pool: Option<PathBuf>,
+}
+
+/// `--key-file`, on the commands that need a PMO's key (also accepted before the command).
+#[derive(clap::Args, Clone, Default)]
+struct KeyArg {
+    /// File holding the PMO's key [default: PMO_KEY, else a prompt on a terminal]
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -28,6 +54,7 @@ enum SchemeAction {
     Show,
     /// Set the pool's default scheme
     Set {
+        /// Scheme: secure, none, wed, wedi, bp, bp-ip, bp-id, sp, sp-ip, sp-id (':medium' suffix allowed)
         name: String,
         /// Where the plaintext copy of an attached PMO lives: dram (default) or medium
         #[arg(long)]
@@ -39,7 +66,9 @@ enum SchemeAction {
 enum Cmd {
     /// Create a pool (a file, or format a /dev/daxX.Y device)
     Init {
-        /// Size, e.g. 1GiB, 512MiB (ignored for devices)
+        #[command(flatten)]
+        pool: PoolArg,
+        /// Size, e.g. 1GiB, 512MiB (ignored for devices). A PMO takes about twice its size
         #[arg(long, value_parser = parse_bytes)]
         size: u64,
         /// Argon2id memory in KiB for keys of this pool
@@ -57,18 +86,28 @@ enum Cmd {
         /// Create a sparse file instead of allocating the whole pool now
         #[arg(long)]
         sparse: bool,
-        /// Default protection scheme of new PMOs: secure (default), none, wed, wedi, bp, bp-ip,
-        /// bp-id, sp, sp-ip, sp-id; a ':medium' suffix (or --shadow medium) puts the plaintext
-        /// copy on the medium
+        /// Default scheme of new PMOs: secure, none, wed, wedi, bp, bp-ip, bp-id, sp, sp-ip,
+        /// sp-id (`pmo scheme show`); a ':medium' suffix puts the plaintext copy on the medium
         #[arg(long, default_value = "secure")]
         scheme: String,
         /// Where the plaintext copy of an attached PMO lives: dram (default) or medium
         #[arg(long)]
         shadow: Option<String>,
     },
-    /// Create a PMO
+    /// Create a PMO (it takes about twice its size in the pool: shadow paging)
+    #[command(
+        after_help = "A PMO needs about twice its size in pool space (a primary and a shadow copy of \
+                      every page; three times with the plaintext copy on the medium): `pmo info` \
+                      shows the largest PMO that still fits."
+    )]
     Create {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// Name of the new PMO (printable characters, no control characters)
         name: String,
+        /// Size, e.g. 64MiB (rounded up to whole 4 KiB pages)
         #[arg(long, value_parser = parse_bytes)]
         size: u64,
         /// Protection scheme (default: PMO_SCHEME, else the pool's default)
@@ -80,41 +119,76 @@ enum Cmd {
     },
     /// Show or set the pool's default protection scheme for new PMOs
     Scheme {
-        /// `show` or `set`
+        #[command(flatten)]
+        pool: PoolArg,
         #[command(subcommand)]
         action: SchemeAction,
     },
     /// Destroy a PMO (needs its key; fails while attached)
-    Destroy { name: String },
-    /// List PMOs: name, size, state, address
-    List,
-    /// Show the pool, or one PMO
-    Info { name: Option<String> },
+    Destroy {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// PMO to destroy
+        name: String,
+    },
+    /// List PMOs: name, size, state, scheme, address
+    List {
+        #[command(flatten)]
+        pool: PoolArg,
+    },
+    /// Show the pool (free space, largest PMO that fits), or one PMO and its last session
+    Info {
+        #[command(flatten)]
+        pool: PoolArg,
+        /// PMO to show (default: the pool)
+        name: Option<String>,
+    },
     /// Write bytes into a PMO atomically (attach read-write, copy, psync, detach)
     Write {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// PMO to write
         name: String,
+        /// Byte offset in the PMO to write at, e.g. 4096 or 1MiB
         #[arg(long, default_value_t = 0, value_parser = parse_bytes)]
         offset: u64,
         /// Read the bytes from this file (default: standard input)
         #[arg(long)]
         file: Option<PathBuf>,
         /// Wait up to this many seconds for another writer to detach
-        #[arg(long)]
+        #[arg(long, value_name = "SECONDS")]
         wait: Option<f64>,
     },
     /// Copy bytes of a PMO to standard output (attach read-only)
     Read {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// PMO to read
         name: String,
+        /// Byte offset in the PMO to read from
         #[arg(long, default_value_t = 0, value_parser = parse_bytes)]
         offset: u64,
+        /// Number of bytes to read, e.g. 16 or 4KiB
         #[arg(long, value_parser = parse_bytes)]
         len: u64,
     },
-    /// Verify every checksum, the namespace and the space accounting (exit 2 on any problem).
+    /// Verify checksums, the namespace and the space accounting (exit 2 on any problem)
+    ///
     /// With PMO names (and their key): also decrypt and verify every page of each, and run the
     /// heap checker on PMOs that hold a heap. Opening the pool recovers every PMO nobody holds
-    /// (journal replayed, a plaintext copy left on the medium zeroed)
+    /// (journal replayed, a plaintext copy left on the medium zeroed).
     Check {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// PMOs to verify page by page (needs their key)
         names: Vec<String>,
         /// Also run each named PMO's crash handler now (read-write open with its key: checksums
         /// left pending by a session with integrity at detach are written) before checking
@@ -124,9 +198,17 @@ enum Cmd {
     /// Persistent CXL switch simulator: run traces, check correctness, reproduce the paper's study
     #[command(subcommand)]
     Cxlsim(Box<pmo_cxlsim::cli::Command>),
-    /// Demonstrate the store on the default pool: a raw-pointer list that survives restarts
-    Demo,
-    /// Run benchmarks; write tidy CSV/JSON records and print tables
+    /// Demonstrate the store: a raw-pointer list in a PMO that survives restarts
+    #[command(
+        after_help = "Without --key-file or PMO_KEY the demo uses the key \"demo\" (never a prompt)."
+    )]
+    Demo {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+    },
+    /// Run benchmarks; write tidy CSV/JSON records, tables and figures
     #[command(after_help = BENCH_HELP)]
     Bench {
         /// Which benchmark: suite (the papers' workloads over the scheme/prediction/latency/
@@ -153,19 +235,38 @@ enum Cmd {
         /// --json by an earlier run
         #[arg(long, value_name = "FILE.json")]
         from: Option<PathBuf>,
-        /// Short configuration (fewer repeats)
+        /// Short configuration (fewer cells and repeats; still at least 3 samples per cell)
         #[arg(long)]
         quick: bool,
         /// Also write the records as JSON here
-        #[arg(long)]
+        #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
         /// Directory for CSV (and figures)
-        #[arg(long, default_value = "bench-out")]
+        #[arg(long, default_value = "bench-out", value_name = "DIR")]
         out: PathBuf,
         /// Directory for benchmark pools (default /dev/shm: emulated persistent memory)
-        #[arg(long)]
+        #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+}
+
+impl Cmd {
+    /// The command's own `--pool` and `--key-file` (none for commands without a pool).
+    fn pool_and_key(&self) -> (Option<&PoolArg>, Option<&KeyArg>) {
+        match self {
+            Cmd::Init { pool, .. }
+            | Cmd::Scheme { pool, .. }
+            | Cmd::List { pool }
+            | Cmd::Info { pool, .. } => (Some(pool), None),
+            Cmd::Create { pool, key, .. }
+            | Cmd::Destroy { pool, key, .. }
+            | Cmd::Write { pool, key, .. }
+            | Cmd::Read { pool, key, .. }
+            | Cmd::Check { pool, key, .. }
+            | Cmd::Demo { pool, key } => (Some(pool), Some(key)),
+            Cmd::Cxlsim(_) | Cmd::Bench { .. } => (None, None),
+        }
+    }
 }
 
 const BENCH_HELP: &str = "\
@@ -186,15 +287,40 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
         .map_err(|e| format!("'{s}': {e}"))
 }
 
-/// Exit code and one-line message for an error.
+/// Exit code and one-line message for an error. A closed standard output is a quiet success
+/// (the reader has all it wanted); a cause whose text its context already repeats is said once.
 fn report(e: &anyhow::Error) -> ExitCode {
+    if e.chain()
+        .any(|c| c.downcast_ref::<crate::out::StdoutClosed>().is_some())
+    {
+        return ExitCode::SUCCESS;
+    }
     let integrity = e.chain().any(|c| {
         c.downcast_ref::<StoreError>()
             .is_some_and(StoreError::is_integrity)
     }) || e.downcast_ref::<IntegrityProblem>().is_some();
-    let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-    eprintln!("pmo: {}", msg.join(": "));
+    errln!("pmo: {}", one_line(e));
     ExitCode::from(if integrity { 2 } else { 1 })
+}
+
+/// The error chain on one line: each cause once, OS errors as words ("no such file or
+/// directory", not "No such file or directory (os error 2)").
+fn one_line(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for c in e.chain() {
+        let t = match c.downcast_ref::<std::io::Error>() {
+            Some(io) => crate::errtext::io(io),
+            None => crate::errtext::strip_os_error(&c.to_string()),
+        };
+        if t.is_empty() || msg.contains(&t) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&t);
+    }
+    msg.replace('\n', " ")
 }
 
 /// `check` found problems.
@@ -216,11 +342,31 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    let mut cli = cli;
+    let (pool, key) = cli.cmd.pool_and_key();
+    let (pool, key) = (
+        pool.and_then(|p| p.pool.clone()),
+        key.and_then(|k| k.key_file.clone()),
+    );
+    // The command's own option wins over one given before the command.
+    if pool.is_some() {
+        cli.pool.pool = pool;
+    }
+    if key.is_some() {
+        cli.key.key_file = key;
+    }
     if let Cmd::Cxlsim(cmd) = cli.cmd {
+        // The simulator prints with `println!`, which panics on a closed standard output. It
+        // holds no pool, so it may end the Unix way instead: killed quietly by SIGPIPE.
+        #[allow(unsafe_code)]
+        // SAFETY: no other thread runs yet; SIG_DFL is a valid disposition for SIGPIPE.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
         // The simulator reports its own errors and exit codes (2 = checker violation).
         return ExitCode::from(pmo_cxlsim::cli::run(*cmd).clamp(0, 255) as u8);
     }
-    let r = run(cli);
+    let r = crate::envcheck::check().and_then(|()| run(cli));
     // Background detach work (integrity-at-detach checksums) finishes before the process exits.
     pmo_store::wait_for_background_detaches();
     match r {
@@ -231,17 +377,36 @@ pub fn main() -> ExitCode {
 
 fn pool_path(cli: &Cli) -> PathBuf {
     cli.pool
+        .pool
         .clone()
         .unwrap_or_else(pmo_store::default_pool_path)
 }
 
 fn open(cli: &Cli) -> anyhow::Result<Pool> {
     let path = pool_path(cli);
+    if !path.exists() {
+        bail!(
+            "no pool at {}: create one with `pmo init --size 1GiB`, or name another with --pool or PMO_POOL",
+            path.display()
+        );
+    }
+    if !is_pool_file_or_dax(&path) {
+        bail!(
+            "not a pmo pool: {} is neither a file nor a /dev/daxX.Y device",
+            path.display()
+        );
+    }
     Pool::open(&path).with_context(|| format!("pool {}", path.display()))
 }
 
+/// A pool is a regular file or a device-DAX device; anything else (`/dev/null`, a directory)
+/// is a mistake the user should hear about in those words.
+fn is_pool_file_or_dax(path: &std::path::Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file()) || is_dax_device(path)
+}
+
 fn key(cli: &Cli) -> anyhow::Result<zeroize::Zeroizing<Vec<u8>>> {
-    crate::keysrc::load(cli.key_file.as_deref()).map_err(|e| anyhow!(e))
+    crate::keysrc::load(cli.key.key_file.as_deref()).map_err(|e| anyhow!(e))
 }
 
 pub fn human(bytes: u64) -> String {
@@ -259,6 +424,28 @@ pub fn human(bytes: u64) -> String {
     }
 }
 
+/// `bytes` for people, never more than it is: "504.5 MiB" for 504.59 MiB, and the exact
+/// count of bytes when the unit is not a whole number.
+fn human_at_most(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut unit = 1u64;
+    let mut u = 0;
+    while bytes / unit >= 1024 && u < UNITS.len() - 1 {
+        unit *= 1024;
+        u += 1;
+    }
+    if bytes.is_multiple_of(unit) {
+        return format!("{} {}", bytes / unit, UNITS[u]);
+    }
+    let tenths = bytes * 10 / unit; // rounded down
+    format!(
+        "{bytes} bytes (over {}.{} {})",
+        tenths / 10,
+        tenths % 10,
+        UNITS[u]
+    )
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -266,6 +453,7 @@ fn hex(b: &[u8]) -> String {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.cmd {
         Cmd::Init {
+            pool: _,
             size,
             kdf_mem_kib,
             kdf_iters,
@@ -283,9 +471,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         .ok_or_else(|| anyhow!("unknown medium '{m}' (file, dax, pmem-emul)"))?,
                 ),
             };
+            if path.exists() && !is_dax_device(&path) {
+                bail!(
+                    "{} already exists: give another --pool (or remove the file if it is an old pool you no longer need)",
+                    path.display()
+                );
+            }
+            // Whatever this init creates (directories, the pool file) goes again if it fails.
+            let mut created = Created::default();
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("create {}", dir.display()))?;
+                created.dirs(dir)?;
+            }
+            if !path.exists() {
+                created.file = Some(path.clone());
             }
             let opts = PoolOptions {
                 kdf: KdfParams {
@@ -300,23 +498,44 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 preallocate: !*sparse,
                 scheme: with_shadow(parse_scheme(scheme)?, shadow.as_deref())?,
             };
-            let pool = Pool::create(&path, *size, &opts)
-                .with_context(|| format!("pool {}", path.display()))?;
+            let created_pool = Pool::create(&path, *size, &opts);
+            if let Err(StoreError::PoolExists(_)) = &created_pool {
+                created.file = None; // someone else's, made since the check above
+            }
+            let pool = created_pool.map_err(|e| {
+                let dax_hint = opts.medium == Some(pmo_medium::MediumKind::Dax)
+                    && matches!(&e, StoreError::Medium(_) | StoreError::Os(_));
+                if dax_hint {
+                    anyhow!(
+                        "pool {}: {e} (--medium dax needs a /dev/daxX.Y device or a file on a DAX filesystem; use --medium file or pmem-emul here)",
+                        path.display()
+                    )
+                } else if matches!(&e, StoreError::Os(m) if m.contains("no room")) {
+                    anyhow!(
+                        "pool {}: {e} (try a smaller --size, or --sparse to allocate on use)",
+                        path.display()
+                    )
+                } else {
+                    anyhow::Error::from(e).context(format!("pool {}", path.display()))
+                }
+            })?;
+            created.keep();
             let info = pool.pool_info()?;
-            println!(
+            outln!(
                 "created pool {} ({}, {} usable, up to {} PMOs, medium {})",
                 path.display(),
                 human(info.pool_size),
                 human(info.heap_len),
                 info.ns_capacity,
                 info.medium.name()
-            );
+            )?;
         }
         Cmd::Create {
             name,
             size,
             scheme,
             shadow,
+            ..
         } => {
             let pool = open(&cli)?;
             let scheme = match (scheme.as_deref(), shadow.as_deref()) {
@@ -332,30 +551,33 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let key = key(&cli)?;
             let info = pool.pcreate_with(name, *size, &key, scheme)?;
-            println!(
+            outln!(
                 "created PMO '{}' ({}, scheme {}) at {:#x}",
                 info.name,
                 human(info.size),
                 scheme_name(info.scheme),
                 info.base_addr
-            );
+            )?;
         }
-        Cmd::Scheme { action } => {
+        Cmd::Scheme { action, .. } => {
             let pool = open(&cli)?;
             match action {
                 SchemeAction::Set { name, shadow } => {
                     let s = with_shadow(parse_scheme(name)?, shadow.as_deref())?;
                     pool.set_default_scheme(s)?;
-                    println!("default scheme of new PMOs: {s}");
+                    outln!("default scheme of new PMOs: {s}")?;
                 }
                 SchemeAction::Show => {
-                    println!("default scheme of new PMOs: {}", pool.default_scheme()?);
-                    println!(
+                    outln!("default scheme of new PMOs: {}", pool.default_scheme()?)?;
+                    outln!(
                         "{:<8} {:<6} {:<12} {:<10} PLAINTEXT COPY",
-                        "SCHEME", "UNIT", "CIPHER", "INTEGRITY"
-                    );
+                        "SCHEME",
+                        "UNIT",
+                        "CIPHER",
+                        "INTEGRITY"
+                    )?;
                     for s in pmo_store::Scheme::all() {
-                        println!(
+                        outln!(
                             "{:<8} {:<6} {:<12} {:<10} {}",
                             s.name(),
                             format!("{:?}", s.granularity()).to_lowercase(),
@@ -373,85 +595,105 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                                 }
                                 _ => "dram (default) or :medium",
                             }
-                        );
+                        )?;
                     }
                 }
             }
         }
-        Cmd::Destroy { name } => {
+        Cmd::Destroy { name, .. } => {
             let pool = open(&cli)?;
             let key = key(&cli)?;
             pool.pdestroy(name, &key)?;
-            println!("destroyed PMO '{name}'");
+            outln!("destroyed PMO '{name}'")?;
         }
-        Cmd::List => {
+        Cmd::List { .. } => {
             let pool = open(&cli)?;
             let list = pool.list()?;
-            println!(
+            outln!(
                 "{:<32} {:>12} {:<24} {:<13} ADDRESS",
-                "NAME", "SIZE", "STATE", "SCHEME"
-            );
+                "NAME",
+                "SIZE",
+                "STATE",
+                "SCHEME"
+            )?;
             for p in list {
-                println!(
-                    "{:<32} {:>12} {:<24} {:<13} {:#x}",
-                    p.name,
+                outln!(
+                    "{} {:>12} {:<24} {:<13} {:#x}",
+                    crate::text::pad(&p.name, 32),
                     human(p.size),
                     state_text(&p),
                     scheme_name(p.scheme),
                     p.base_addr
-                );
+                )?;
             }
         }
-        Cmd::Info { name: None } => {
+        Cmd::Info { name: None, .. } => {
             let pool = open(&cli)?;
             let i = pool.pool_info()?;
-            println!(
+            outln!(
                 "pool:            {}",
                 i.path
                     .as_deref()
                     .map(|p| p.display().to_string())
                     .unwrap_or_default()
-            );
-            println!("medium:          {}", i.medium.name());
-            println!("format version:  {}", i.format_version);
-            println!("uuid:            {}", hex(&i.uuid));
-            println!(
+            )?;
+            outln!("medium:          {}", i.medium.name())?;
+            outln!("format version:  {}", i.format_version)?;
+            outln!("uuid:            {}", hex(&i.uuid))?;
+            outln!(
                 "size:            {} (heap {}, free {}, largest free extent {})",
                 human(i.pool_size),
                 human(i.heap_len),
                 human(i.free_bytes),
                 human(i.largest_free)
-            );
-            println!("PMOs:            {} of {}", i.pmos, i.ns_capacity);
-            println!(
+            )?;
+            let scheme = pmo_store::Scheme::from_code(i.config.scheme).ok();
+            match scheme {
+                Some(sch) => outln!(
+                    "largest new PMO: {} with the default scheme (a PMO takes about {} its size)",
+                    human_at_most(largest_pmo(i.largest_free, sch)),
+                    if sch.shadow == pmo_store::Shadow::Medium {
+                        "three times"
+                    } else {
+                        "twice"
+                    }
+                )?,
+                None => outln!("largest new PMO: unknown (unknown default scheme)")?,
+            }
+            outln!("PMOs:            {} of {}", i.pmos, i.ns_capacity)?;
+            outln!(
                 "address range:   {:#x}..{:#x}",
                 i.base_addr,
                 i.base_addr + i.heap_len
-            );
-            println!(
+            )?;
+            outln!(
                 "kdf:             argon2id m={} KiB t={} p={}",
-                i.kdf.m_kib, i.kdf.t, i.kdf.p
-            );
-            println!("default scheme:  {}", scheme_name(i.config.scheme));
-            print_fault_defaults();
-            println!("cache flush:     {}", pmo_os::persist::flush_kind().name());
+                i.kdf.m_kib,
+                i.kdf.t,
+                i.kdf.p
+            )?;
+            outln!("default scheme:  {}", scheme_name(i.config.scheme))?;
+            print_fault_defaults()?;
+            outln!("cache flush:     {}", pmo_os::persist::flush_kind().name())?;
         }
-        Cmd::Info { name: Some(name) } => {
+        Cmd::Info {
+            name: Some(name), ..
+        } => {
             let pool = open(&cli)?;
             let p = pool.info(name)?;
-            println!("name:            {}", p.name);
-            println!(
-                "size:            {} ({} pages)",
+            outln!("name:            {}", p.name)?;
+            outln!(
+                "size:            {} ({})",
                 human(p.size),
-                p.size / 4096
-            );
-            println!("uuid:            {}", hex(&p.uuid));
-            println!("state:           {}", state_text(&p));
-            println!("scheme:          {}", scheme_name(p.scheme));
-            println!("stable address:  {:#x}", p.base_addr);
+                crate::text::count(p.size / 4096, "page")
+            )?;
+            outln!("uuid:            {}", hex(&p.uuid))?;
+            outln!("state:           {}", state_text(&p))?;
+            outln!("scheme:          {}", scheme_name(p.scheme))?;
+            outln!("stable address:  {:#x}", p.base_addr)?;
             let on_medium = pmo_store::Scheme::from_code(p.scheme)
                 .is_ok_and(|s| s.shadow == pmo_store::Shadow::Medium);
-            println!(
+            outln!(
                 "extent:          {:#x} + {} (data twice, for shadow paging{})",
                 p.extent_off,
                 human(p.extent_len),
@@ -460,35 +702,35 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 } else {
                     ""
                 }
-            );
+            )?;
             if on_medium {
-                println!(
+                outln!(
                     "fault mechanism: sigsegv (the view maps the plaintext area on the medium)"
-                );
-                println!("dirty tracking:  fault");
+                )?;
+                outln!("dirty tracking:  fault")?;
             } else {
-                print_fault_defaults();
+                print_fault_defaults()?;
             }
             match pool.last_session(name)? {
-                None => println!("last session:    none recorded"),
+                None => outln!("last session:    none recorded")?,
                 Some(s) => {
-                    println!(
-                        "last session:    {:.3} ms: {} psyncs, {} faults, {} pages decrypted at a fault + {} ahead of use, {} encrypted, {} persisted",
+                    outln!(
+                        "last session:    {:.3} ms: {}, {}, {} decrypted at a fault + {} ahead of use, {} encrypted, {} persisted",
                         s.wall_ns as f64 / 1e6,
-                        s.psyncs,
-                        s.faults,
-                        s.pages_decrypted,
+                        crate::text::count(s.psyncs, "psync"),
+                        crate::text::count(s.faults, "fault"),
+                        crate::text::count(s.pages_decrypted, "page"),
                         s.predicted,
                         s.pages_encrypted,
                         human(s.bytes_persisted)
-                    );
+                    )?;
                     for (cat, ns) in s.categories() {
                         let share = if s.wall_ns > 0 {
                             100.0 * ns as f64 / s.wall_ns as f64
                         } else {
                             0.0
                         };
-                        println!("  {cat:<14} {:>10.3} ms {share:>5.1}%", ns as f64 / 1e6);
+                        outln!("  {cat:<14} {:>10.3} ms {share:>5.1}%", ns as f64 / 1e6)?;
                     }
                 }
             }
@@ -498,51 +740,75 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             offset,
             file,
             wait,
+            ..
         } => {
             let pool = open(&cli)?;
             let key = key(&cli)?;
             let size = pool.info(name)?.size;
-            let mut data = Vec::new();
-            let limit = size.saturating_sub(*offset) + 1;
-            match file {
-                Some(f) => std::fs::File::open(f)
-                    .with_context(|| format!("open {}", f.display()))?
-                    .take(limit)
-                    .read_to_end(&mut data)?,
-                None => std::io::stdin().lock().take(limit).read_to_end(&mut data)?,
+            let room = size.saturating_sub(*offset);
+            let mut input: Box<dyn Read> = match file {
+                Some(f) => Box::new(
+                    std::fs::File::open(f).with_context(|| format!("open {}", f.display()))?,
+                ),
+                None => Box::new(std::io::stdin().lock()),
             };
-            if *offset + data.len() as u64 > size {
+            let mut data = Vec::new();
+            (&mut input)
+                .take(room + 1)
+                .read_to_end(&mut data)
+                .context("read the input")?;
+            if data.len() as u64 > room {
+                // Count what was given, for the message, without keeping it.
+                let rest =
+                    std::io::copy(&mut input, &mut std::io::sink()).context("read the input")?;
                 bail!(
-                    "{} bytes at offset {offset} do not fit in the {}-byte PMO '{name}'",
-                    data.len(),
-                    size
+                    "{} bytes at offset {offset} do not fit in PMO '{name}' ({size} bytes: room for {room} there)",
+                    data.len() as u64 + rest
                 );
             }
-            let h = pool.open_pmo(name, Perm::Write, &key, wait.map(Duration::from_secs_f64))?;
-            let stats = h.write_at(*offset, &data)?;
-            eprintln!(
-                "wrote {} bytes at offset {offset} of '{name}' (psync {}: {} pages)",
-                data.len(),
-                stats.seq,
-                stats.pages
+            // A real attach session, so `pmo info NAME` shows its breakdown afterwards.
+            let a = pool
+                .attach_with(
+                    name,
+                    Perm::Write,
+                    &key,
+                    pmo_store::AttachOptions {
+                        wait: wait.map(Duration::from_secs_f64),
+                        relocate: true,
+                        ..Default::default()
+                    },
+                )
+                .map_err(|e| match e {
+                    StoreError::Busy { .. } if wait.is_none() => {
+                        anyhow!("{e}: wait for it with --wait SECONDS")
+                    }
+                    e => e.into(),
+                })?;
+            a.write_at(*offset as usize, &data)?;
+            let stats = a.psync()?;
+            a.detach()?;
+            errln!(
+                "wrote {} at offset {offset} of '{name}' ({} committed atomically)",
+                crate::text::count(data.len() as u64, "byte"),
+                crate::text::count(stats.pages, "page")
             );
         }
-        Cmd::Read { name, offset, len } => {
+        Cmd::Read {
+            name, offset, len, ..
+        } => {
             let pool = open(&cli)?;
             let key = key(&cli)?;
             let h = pool.open_pmo(name, Perm::Read, &key, None)?;
-            let mut out = std::io::stdout().lock();
             let mut done = 0u64;
             let mut buf = vec![0u8; 1 << 20];
             while done < *len {
                 let n = (*len - done).min(buf.len() as u64) as usize;
                 h.read_at(offset + done, &mut buf[..n])?;
-                out.write_all(&buf[..n])?;
+                crate::out::stdout_bytes(&buf[..n])?;
                 done += n as u64;
             }
-            out.flush()?;
         }
-        Cmd::Check { names, repair } => {
+        Cmd::Check { names, repair, .. } => {
             let pool = open(&cli)?;
             let key = if names.is_empty() {
                 None
@@ -556,18 +822,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 for name in names {
                     let key = key.as_deref().map(|k| &k[..]).unwrap_or_default();
                     drop(pool.open_pmo(name, Perm::Write, key, None)?);
-                    println!("'{name}': recovered (journal, pending checksums, plaintext copy)");
+                    outln!("'{name}': recovered (journal, pending checksums, plaintext copy)")?;
                 }
             }
             for name in names {
                 let key = key.as_deref().map(|k| &k[..]).unwrap_or_default();
                 let pages = deep_check(&pool, name, key)?;
                 match pmo_heap::check_pmo(&pool, name, key) {
-                    Ok(None) => println!("'{name}': {pages} pages verified; no heap"),
-                    Ok(Some(h)) => println!(
-                        "'{name}': {pages} pages verified; heap ok: {} live blocks, {} of {} bytes allocated",
+                    Ok(None) => outln!(
+                        "'{name}': {} verified; no heap",
+                        crate::text::count(pages, "page")
+                    )?,
+                    Ok(Some(h)) => {
+                        outln!(
+                        "'{name}': {} verified; heap ok: {} live blocks, {} of {} bytes allocated",
+                        crate::text::count(pages, "page"),
                         h.live_allocations, h.allocated_bytes, h.capacity_bytes
-                    ),
+                    )?
+                    }
                     Err(pmo_heap::PmoHeapError::Store(e)) => return Err(e.into()),
                     Err(e) => {
                         return Err(IntegrityProblem(format!("'{name}': heap check: {e}")).into())
@@ -576,31 +848,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let r = pool.check()?;
             for s in &r.skipped {
-                eprintln!("skipped '{s}': attached read-write by another user");
+                errln!("skipped '{s}': attached read-write by another process (its pages are checked once it detaches)");
             }
-            println!(
-                "checked {} PMOs; heap {} = used {} + free {}",
-                r.pmos, r.heap_len, r.used_bytes, r.free_bytes
-            );
+            outln!(
+                "checked {}; heap {} = used {} + free {}",
+                crate::text::count(r.pmos as u64, "PMO"),
+                r.heap_len,
+                r.used_bytes,
+                r.free_bytes
+            )?;
             if !r.problems.is_empty() {
                 for p in &r.problems {
-                    eprintln!("problem: {p}");
+                    errln!("problem: {p}");
                 }
                 return Err(
                     IntegrityProblem(format!("{} problem(s) found", r.problems.len())).into(),
                 );
             }
-            println!("ok");
+            outln!("ok")?;
         }
         Cmd::Cxlsim(_) => unreachable!("handled in main"),
-        Cmd::Demo => {
-            let key = match crate::keysrc::load(cli.key_file.as_deref()) {
-                Ok(k) => k,
-                Err(_) => {
-                    println!(
-                        "(no key given: using the demo key \"demo\"; set PMO_KEY for your own)"
-                    );
-                    zeroize::Zeroizing::new(b"demo".to_vec())
+        Cmd::Demo { .. } => {
+            // Never a prompt: the demo runs the same way with or without a terminal.
+            let key = match crate::keysrc::given(cli.key.key_file.as_deref())
+                .map_err(|e| anyhow!(e))?
+            {
+                Some(k) => k,
+                None => {
+                    outln!(
+                        "(no key given: using the demo key \"{}\"; set PMO_KEY or --key-file for your own)",
+                        crate::demo::DEMO_KEY
+                    )?;
+                    zeroize::Zeroizing::new(crate::demo::DEMO_KEY.as_bytes().to_vec())
                 }
             };
             crate::demo::run(&pool_path(&cli), &key)?;
@@ -671,10 +950,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     show_suite(&records, out)?;
                     let csv = out.join("suite.csv");
                     records.write_csv(&csv)?;
-                    println!("records: {}", csv.display());
+                    outln!("records: {}", csv.display())?;
                     if let Some(j) = json {
                         records.write_json(j)?;
-                        println!("records: {}", j.display());
+                        outln!("records: {}", j.display())?;
                     }
                     r?;
                     return Ok(());
@@ -685,7 +964,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         opts.dir = d.clone();
                     }
                     pmo_bench::store::run(&opts, &mut records)?;
-                    pmo_bench::store::print_table(&records);
+                    out!("{}", pmo_bench::store::table(&records))?;
                 }
                 "schemes" => {
                     let mut opts = pmo_bench::schemes::SchemesBenchOptions::new(*quick);
@@ -693,14 +972,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         opts.dir = d.clone();
                     }
                     pmo_bench::schemes::run(&opts, &mut records)?;
-                    pmo_bench::schemes::print_table(&records);
+                    out!("{}", pmo_bench::schemes::table(&records))?;
                     std::fs::create_dir_all(out)
                         .with_context(|| format!("create {}", out.display()))?;
                     let svg = out.join("schemes-fig1.svg");
                     pmo_bench::schemes::draw_fig1(&records, &svg)?;
-                    println!("figure: {}", svg.display());
+                    outln!("figure: {}", svg.display())?;
                     if let Some(png) = pmo_bench::plot::to_png(&svg) {
-                        println!("figure: {}", png.display());
+                        outln!("figure: {}", png.display())?;
                     }
                 }
                 other => bail!("unknown benchmark '{other}' (known: suite, store, schemes)"),
@@ -708,14 +987,91 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
             let csv = out.join(format!("{which}.csv"));
             records.write_csv(&csv)?;
-            println!("records: {}", csv.display());
+            outln!("records: {}", csv.display())?;
             if let Some(j) = json {
                 records.write_json(j)?;
-                println!("records: {}", j.display());
+                outln!("records: {}", j.display())?;
             }
         }
     }
     Ok(())
+}
+
+/// The largest PMO (whole pages) of scheme `scheme` whose extent fits in `free` contiguous
+/// bytes of pool space: its data twice (shadow paging) plus the page map, journals and tags,
+/// and a plaintext area when the plaintext copy is on the medium.
+fn largest_pmo(free: u64, scheme: pmo_store::Scheme) -> u64 {
+    let fits = |pages: u64| {
+        pmo_format::PmoLayout::with_plain(
+            pages,
+            scheme.tag_bytes() as u64,
+            scheme.shadow == pmo_store::Shadow::Medium,
+        )
+        .is_some_and(|l| l.extent_len <= free)
+    };
+    let (mut lo, mut hi) = (0u64, free / 4096 + 1); // fits(lo), !fits(hi)
+    if !fits(1) {
+        return 0;
+    }
+    lo = lo.max(1);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo * 4096
+}
+
+/// Whether `path` is a device-DAX character device (`/dev/daxX.Y`), which init formats in place.
+fn is_dax_device(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device())
+        && path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("dax"))
+}
+
+/// What a `pmo init` created, removed on drop unless [`Created::keep`] is called.
+#[derive(Default)]
+struct Created {
+    /// Directories created, outermost first.
+    dirs: Vec<PathBuf>,
+    file: Option<PathBuf>,
+}
+
+impl Created {
+    /// Create `dir` and its missing parents, remembering the ones created.
+    fn dirs(&mut self, dir: &std::path::Path) -> anyhow::Result<()> {
+        let mut missing: Vec<PathBuf> = dir
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+            .map(PathBuf::from)
+            .collect();
+        missing.reverse();
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        self.dirs = missing;
+        Ok(())
+    }
+
+    /// Init succeeded: keep everything.
+    fn keep(&mut self) {
+        self.dirs.clear();
+        self.file = None;
+    }
+}
+
+impl Drop for Created {
+    fn drop(&mut self) {
+        if let Some(f) = &self.file {
+            let _ = std::fs::remove_file(f);
+        }
+        for d in self.dirs.iter().rev() {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
 }
 
 fn state_text(p: &pmo_store::PmoInfo) -> String {
@@ -762,26 +1118,27 @@ fn parse_scheme(name: &str) -> anyhow::Result<pmo_store::Scheme> {
 /// Print the suite's tables, draw its figures into `out` (SVG, and PNG where possible), and
 /// print where they are.
 fn show_suite(records: &pmo_bench::Records, out: &std::path::Path) -> anyhow::Result<()> {
-    pmo_bench::suite::print_tables(records);
+    out!("{}", pmo_bench::suite::tables(records))?;
     for f in pmo_bench::suite::draw(records, out)? {
-        println!("figure: {}", f.display());
+        outln!("figure: {}", f.display())?;
         if let Some(png) = pmo_bench::plot::to_png(&f) {
-            println!("figure: {}", png.display());
+            outln!("figure: {}", png.display())?;
         }
     }
     Ok(())
 }
 
 /// The fault mechanism and dirty tracking attaches use by default in this process.
-fn print_fault_defaults() {
-    println!(
+fn print_fault_defaults() -> anyhow::Result<()> {
+    outln!(
         "fault mechanism: {}",
         pmo_store::attach::fault_mechanism_name()
-    );
-    println!(
+    )?;
+    outln!(
         "dirty tracking:  {}",
         pmo_store::DirtyTracking::from_env().unwrap_or(pmo_store::DEFAULT_TRACKING)
-    );
+    )?;
+    Ok(())
 }
 
 /// `scheme` with the plaintext placement of `--shadow` (`None`: as named).

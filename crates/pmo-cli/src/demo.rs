@@ -12,6 +12,8 @@ use anyhow::Context;
 use pmo_store::{KdfParams, Perm, Pool, PoolOptions, StoreError};
 
 const PMO: &str = "demo-list";
+/// The key of the demo PMO when none is given (documented in the README; not a secret).
+pub const DEMO_KEY: &str = "demo";
 const PMO_BYTES: u64 = 1 << 20;
 
 /// Header at offset 0 of the PMO.
@@ -41,7 +43,7 @@ pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
                 std::fs::create_dir_all(dir)
                     .with_context(|| format!("create {}", dir.display()))?;
             }
-            println!("creating pool {} (256 MiB, sparse)", pool_path.display());
+            outln!("creating pool {} (256 MiB, sparse)", pool_path.display())?;
             Pool::create(
                 pool_path,
                 256 << 20,
@@ -53,20 +55,28 @@ pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
         }
         Err(e) => return Err(e).with_context(|| format!("pool {}", pool_path.display())),
     };
+    let wrong_key = |e: StoreError| match e {
+        StoreError::WrongKey(_) => anyhow::anyhow!(
+            "'{PMO}' in {} was created with another key: give that key (PMO_KEY or --key-file), \
+             or `pmo destroy {PMO}` with it, or use another pool (--pool)",
+            pool_path.display()
+        ),
+        e => e.into(),
+    };
     if !pool.exists(PMO)? {
         let info = pool.pcreate(PMO, PMO_BYTES, key)?;
-        println!(
+        outln!(
             "created PMO '{PMO}' ({} KiB) at stable address {:#x}",
             info.size >> 10,
             info.base_addr
-        );
+        )?;
     }
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
     {
-        let a = pool.attach(PMO, Perm::Write, key)?;
+        let a = pool.attach(PMO, Perm::Write, key).map_err(wrong_key)?;
         let base = a.addr();
         let cap = (a.len() - 64) / std::mem::size_of::<Node>();
         // SAFETY: the header and every node lie inside the attached, writable mapping (bounds
@@ -102,15 +112,22 @@ pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
             (*h).next_free += 1;
         }
         let s = a.psync()?;
-        println!("appended node {} with raw pointers; psync {} committed {} page(s) ({} bytes persisted) in {:.1} µs", unsafe { (*base.cast::<Header>()).count }, s.seq, s.pages, s.bytes_persisted, s.elapsed_ns as f64 / 1e3);
+        outln!(
+            "appended node {} with raw pointers; psync committed {} ({} bytes persisted) in {:.1} µs",
+            // SAFETY: the header lies inside the attached mapping (written just above).
+            unsafe { (*base.cast::<Header>()).count },
+            crate::text::count(s.pages, "page"),
+            s.bytes_persisted,
+            s.elapsed_ns as f64 / 1e3
+        )?;
         a.detach()?;
     }
     let a = pool.attach(PMO, Perm::Read, key)?;
-    println!(
+    outln!(
         "re-attached read-only at {:#x} via {}; walking the list:",
         a.addr() as usize,
         a.mechanism().name()
-    );
+    )?;
     // SAFETY: reading the header and following `next` pointers that the writer stored; each is
     // checked to lie inside the mapping before it is dereferenced.
     unsafe {
@@ -127,16 +144,19 @@ pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
             if shown < 5 {
                 let t = &(*p).text;
                 let end = t.iter().position(|&b| b == 0).unwrap_or(t.len());
-                println!(
+                outln!(
                     "  node {:>4} @ {addr:#x}: {}",
                     (*p).value,
                     String::from_utf8_lossy(&t[..end])
-                );
+                )?;
             }
             shown += 1;
             p = (*p).next;
         }
-        println!("  ... {shown} node(s) in all; run `pmo demo` again to add one");
+        outln!(
+            "  ... {} in all; run `pmo demo` again to add one",
+            crate::text::count(shown, "node")
+        )?;
     }
     Ok(())
 }

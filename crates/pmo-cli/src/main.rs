@@ -3,9 +3,14 @@
 //! Exit codes: 0 success; 1 usage or user error (wrong key, no such PMO, pool full, ...);
 //! 2 integrity or corruption. Errors are one line on stderr.
 
+#[macro_use]
+mod out;
 mod cmd;
 mod demo;
+mod envcheck;
+mod errtext;
 mod keysrc;
+mod text;
 
 use std::process::ExitCode;
 

@@ -27,7 +27,7 @@ pub enum LockKind {
 pub enum LockError {
     #[error("cannot open the pool for locking: {0}")]
     Open(std::io::Error),
-    #[error("fcntl({op}) failed: errno {errno}")]
+    #[error("fcntl({op}) failed: {}", std::io::Error::from_raw_os_error(*errno))]
     Os { op: &'static str, errno: i32 },
 }
 

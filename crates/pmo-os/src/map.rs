@@ -21,7 +21,7 @@ pub enum MapError {
         op: &'static str,
         source: std::io::Error,
     },
-    #[error("{op} failed: errno {errno}")]
+    #[error("{op} failed: {}", std::io::Error::from_raw_os_error(*errno))]
     Os { op: &'static str, errno: i32 },
     #[error("range {offset}+{len} is outside the mapping of {size} bytes")]
     OutOfRange { offset: u64, len: u64, size: u64 },

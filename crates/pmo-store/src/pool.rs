@@ -219,8 +219,9 @@ impl Pool {
                     if let Err(e) = pmo_os::map::preallocate(&f, size) {
                         drop(f);
                         let _ = std::fs::remove_file(path);
-                        return Err(StoreError::NoSpace(format!(
-                            "cannot allocate {size} bytes for the pool: {e}"
+                        // The filesystem is out of room, not the pool.
+                        return Err(StoreError::Os(format!(
+                            "the filesystem has no room for a {size}-byte pool: {e}"
                         )));
                     }
                 }
@@ -357,8 +358,10 @@ impl Pool {
         let mut copies = Vec::new();
         for off in SB_OFFSETS {
             let mut b = [0u8; SB_SIZE];
-            if off + SB_SIZE as u64 <= len {
-                medium.read(off, &mut b)?;
+            // What is there of it (a truncated pool may end inside a copy).
+            if off < len {
+                let avail = (len - off).min(SB_SIZE as u64) as usize;
+                medium.read(off, &mut b[..avail])?;
             }
             copies.push(Superblock::decode(&b, len));
         }
@@ -369,6 +372,11 @@ impl Pool {
                 use pmo_format::FormatError::Foreign;
                 return Err(match (a, b) {
                     (Foreign, Foreign) => StoreError::NotAPool("no pmo superblock (a foreign or empty file)".into()),
+                    // A pmo superblock, and the medium ends before the other copy: the pool
+                    // was truncated (init sizes the file before it writes either copy).
+                    (Foreign, e) | (e, Foreign) if SB_OFFSETS.iter().any(|&o| o + SB_SIZE as u64 > len) => {
+                        StoreError::Corrupt(format!("the pool is truncated to {len} bytes ({e})"))
+                    }
                     // One copy never written: `init` was interrupted before the pool existed.
                     (Foreign, e) | (e, Foreign) => StoreError::NotAPool(format!("no valid superblock ({e}; the other copy was never written): an interrupted `pmo init`?")),
                     (e, _) => e.clone().into(),
@@ -527,6 +535,13 @@ impl Pool {
         let inner = &*self.inner;
         inner.alive()?;
         Entry::validate_name(name).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        // New names are printable: a control character (newline, tab, escape) would break
+        // every listing that shows the name. Existing names are left as they are.
+        if let Some(c) = name.chars().find(|c| c.is_control()) {
+            return Err(StoreError::Invalid(format!(
+                "PMO name {name:?} contains the control character {c:?}: use printable characters"
+            )));
+        }
         if size == 0 {
             return Err(StoreError::Invalid("PMO size must be positive".into()));
         }

@@ -1,0 +1,33 @@
+//! The `PMO_*` environment knobs, checked once at start: a set but invalid value is a usage
+//! error before anything is opened, whichever command would (or would not) have read it.
+
+use anyhow::{anyhow, bail};
+
+/// Check every knob that is set; the first bad one is the error.
+pub fn check() -> anyhow::Result<()> {
+    let set = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    if let Some(v) = set("PMO_FAULT") {
+        if pmo_store::Mechanism::from_name(&v).is_none() {
+            bail!("PMO_FAULT={v:?} is not a fault mechanism (userfaultfd or sigsegv)");
+        }
+    }
+    if let Some(v) = set("PMO_DIRTY") {
+        if pmo_store::DirtyTracking::from_name(&v).is_none() {
+            bail!("PMO_DIRTY={v:?} is not a dirty tracking (fault, scan or declared)");
+        }
+    }
+    if let Some(v) = set("PMO_MEDIUM") {
+        if pmo_medium::MediumKind::parse(&v).is_none() {
+            bail!("PMO_MEDIUM={v:?} is not a medium (file, dax or pmem-emul)");
+        }
+    }
+    if let Some(v) = set("PMO_NUMA_NODE") {
+        if v.trim().parse::<u32>().is_err() {
+            bail!("PMO_NUMA_NODE={v:?} is not a node number");
+        }
+    }
+    pmo_store::PredictConfig::from_env()?;
+    pmo_store::Scheme::from_env().map_err(|e| anyhow!("PMO_SCHEME: {e}"))?;
+    pmo_medium::LatencyProfile::from_env().map_err(|e| anyhow!("PMO_LATENCY: {e}"))?;
+    Ok(())
+}
