@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use pmo_store::{KdfParams, Perm, Pool, PoolOptions, StoreError};
 
 #[derive(Parser)]
@@ -334,6 +334,11 @@ impl std::fmt::Display for IntegrityProblem {
 impl std::error::Error for IntegrityProblem {}
 
 pub fn main() -> ExitCode {
+    // `pmo __assets DIR`: man pages and completions for scripts/install (outside the clap
+    // definition, so that they do not list it).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "__assets") {
+        return crate::assets::main(Cli::command());
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

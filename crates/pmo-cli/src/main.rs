@@ -3,6 +3,7 @@
 //! Exit codes: 0 success; 1 usage or user error (wrong key, no such PMO, pool full, ...);
 //! 2 integrity or corruption. Errors are one line on stderr.
 
+mod assets;
 #[macro_use]
 mod out;
 mod cmd;

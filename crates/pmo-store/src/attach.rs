@@ -517,6 +517,40 @@ impl Attachment {
         self.declare(offset, data.len())
     }
 
+    /// Undo every change since the last psync: each page written since then gets its
+    /// committed contents back (read as a fault would fill it), and is clean again. Returns
+    /// the number of pages restored. No other thread may write the PMO meanwhile (its writes
+    /// could be lost or kept). With [`DirtyTracking::Declared`] only declared writes are undone.
+    pub fn rollback(&self) -> Result<u64> {
+        if self.perm() != Perm::Write {
+            return Err(StoreError::ReadOnly(self.name().into()));
+        }
+        let mut pages = Vec::new();
+        self.view.collect_dirty(&mut pages).map_err(view_err)?;
+        let mut buf = Box::new([0u8; PAGE_SIZE]);
+        for (i, &p) in pages.iter().enumerate() {
+            if let Err(e) = self.handle.read_page(p, &mut buf) {
+                // Keep what was not restored for the next psync or rollback.
+                for &q in &pages[i..] {
+                    let _ = self.view.mark_dirty(q);
+                }
+                return Err(e);
+            }
+            // SAFETY: page `p` is inside the live, writable mapping (a dirty page of the view).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    buf.as_ptr(),
+                    self.view.addr().add(p as usize * PAGE_SIZE),
+                    PAGE_SIZE,
+                )
+            };
+        }
+        // The restored pages now equal their committed contents: forget that they were written.
+        let mut again = Vec::new();
+        self.view.collect_dirty(&mut again).map_err(view_err)?;
+        Ok(pages.len() as u64)
+    }
+
     fn check_range(&self, offset: usize, len: usize) -> Result<()> {
         if offset.checked_add(len).is_none_or(|e| e > self.len()) {
             return Err(StoreError::Invalid(format!(

@@ -1,0 +1,323 @@
+"""Persistent Memory Objects from Python.
+
+A PMO is a named, file-less, encrypted piece of memory in a pool. Attach it and use it as
+memory (``memoryview``, NumPy arrays, no copies); ``psync`` makes every change since the last
+one durable atomically; after any crash the PMO reads exactly as of its newest psync.
+
+>>> import pmo, numpy as np
+>>> pool = pmo.Pool.init("/dev/shm/demo.pool", 64 << 20)
+>>> pool.create("m", 1 << 20, "secret")
+>>> with pool.attach("m", "secret", mode="w") as obj:
+...     a = obj.ndarray(np.float64, (128, 128))
+...     a[:] = 1.0
+...     obj.psync()
+...     del a
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple, Union
+
+from . import _pmo
+from ._pmo import (
+    SCHEMES,
+    Busy,
+    Error,
+    Exists,
+    IntegrityError,
+    InvalidArgument,
+    MediumError,
+    NotAPool,
+    NotFound,
+    Poisoned,
+    PoolFull,
+    ReadOnly,
+    Unsupported,
+    WrongKey,
+)
+
+__version__ = _pmo.__version__
+
+__all__ = [
+    "Pool",
+    "PmoObject",
+    "SCHEMES",
+    "Error",
+    "WrongKey",
+    "NotFound",
+    "Exists",
+    "Busy",
+    "PoolFull",
+    "ReadOnly",
+    "InvalidArgument",
+    "NotAPool",
+    "Unsupported",
+    "Poisoned",
+    "MediumError",
+    "IntegrityError",
+    "load_bench",
+]
+
+# The `pmo` command's exit code for each error: 2 for integrity, 1 for the rest.
+Error.exit_code = 1
+IntegrityError.exit_code = 2
+
+Key = Union[str, bytes]
+
+
+class PmoObject(_pmo.Region):
+    """An attached PMO: a writable (mode "w") or read-only buffer over its memory.
+
+    ``memoryview(obj)`` and ``numpy.frombuffer(obj)`` see the PMO's memory with no copy.
+    Use it as a context manager: leaving the ``with`` block detaches. Detaching while
+    memoryviews or arrays still point into the PMO raises ``BufferError``.
+    """
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+        native.bind(self)
+
+    # --- context manager -------------------------------------------------------------------
+    def __enter__(self) -> "PmoObject":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.detach()
+
+    # --- the calls -------------------------------------------------------------------------
+    def psync(self) -> Dict[str, int]:
+        """Make every change since the previous psync durable, atomically.
+
+        Returns the commit's figures: ``seq``, ``pages``, ``bytes_persisted``, ``fences``,
+        ``elapsed_ns``. The GIL is released meanwhile.
+        """
+        return self._native.psync()
+
+    def rollback(self) -> int:
+        """Undo every change since the last psync; returns the number of pages restored."""
+        return self._native.rollback()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator["PmoObject"]:
+        """``with obj.transaction():`` psyncs on a clean exit, and on an exception rolls the
+        PMO back to its last psync (then re-raises). Other threads must not write the PMO
+        during a rollback."""
+        try:
+            yield self
+        except BaseException:
+            self.rollback()
+            raise
+        self.psync()
+
+    def detach(self) -> None:
+        """Unmap the PMO and release it. Changes not psynced are discarded.
+
+        Raises ``BufferError`` while memoryviews or arrays still point into the PMO (release
+        them first: ``del``, or ``memoryview.release()``). Detaching twice does nothing.
+        """
+        self._native.detach()
+
+    def stats(self) -> Dict[str, Any]:
+        """This attach session so far: time per category in ns (``categories``: the LOaPP
+        paper's Fig. 6 ones), faults, pages decrypted and encrypted, psyncs, bytes persisted,
+        pages installed by prediction."""
+        return self._native.stats()
+
+    def ndarray(
+        self,
+        dtype: Any,
+        shape: Union[int, Sequence[int]],
+        offset: int = 0,
+        order: str = "C",
+    ) -> Any:
+        """A zero-copy NumPy array of ``dtype`` and ``shape`` over the PMO, from byte ``offset``.
+
+        The array is read-only when the PMO is attached read-only. It keeps the PMO from
+        being detached (``BufferError``) until it is deleted.
+        """
+        import numpy as np
+
+        dt = np.dtype(dtype)
+        shp: Tuple[int, ...] = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
+        if any(s < 0 for s in shp):
+            raise InvalidArgument(f"shape {shp} has a negative dimension")
+        count = 1
+        for s in shp:
+            count *= s
+        if offset < 0 or offset + count * dt.itemsize > self.size:
+            raise InvalidArgument(
+                f"an array of {count} x {dt.itemsize} bytes at offset {offset} does not fit "
+                f"in the {self.size}-byte PMO '{self.name}'"
+            )
+        flat = np.frombuffer(self, dtype=dt, count=count, offset=offset)
+        return flat.reshape(shp, order=order)
+
+    # --- properties ------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """The PMO's name."""
+        return self._native.name
+
+    @property
+    def size(self) -> int:
+        """Size in bytes (whole pages)."""
+        return self._native.size
+
+    @property
+    def writable(self) -> bool:
+        """True when attached with mode "w"."""
+        return self._native.writable
+
+    @property
+    def address(self) -> int:
+        """Virtual address of the first byte (the PMO's stable address unless relocated)."""
+        return self._native.address
+
+    @property
+    def relocated(self) -> bool:
+        """True if the stable address was taken and the PMO was mapped elsewhere."""
+        return self._native.relocated
+
+    @property
+    def detached(self) -> bool:
+        """True once detached."""
+        return self._native.detached
+
+    @property
+    def exports(self) -> int:
+        """Memoryviews and arrays currently pointing into the PMO."""
+        return self._native.exports
+
+    @property
+    def mechanism(self) -> str:
+        """The page-fault mechanism serving this attachment (userfaultfd or sigsegv)."""
+        return self._native.mechanism
+
+    @property
+    def dirty_tracking(self) -> str:
+        """How psync finds written pages (fault or scan)."""
+        return self._native.dirty_tracking
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        state = "detached" if self.detached else ("rw" if self.writable else "ro")
+        return f"<pmo.PmoObject {self.name!r} {self.size} bytes {state}>"
+
+
+class Pool:
+    """A pool of PMOs: a file (or a DAX device) holding named, protected objects.
+
+    ``Pool(path=None)`` opens the pool at ``path``, by default ``$PMO_POOL``, else
+    ``~/.local/share/pmo/default.pool`` (as the ``pmo`` command). ``Pool.init`` creates one.
+    """
+
+    def __init__(self, path: Optional[str] = None, *, _native: Any = None) -> None:
+        self._native = _native if _native is not None else _pmo.Pool(path)
+
+    @classmethod
+    def init(
+        cls,
+        path: Optional[str],
+        size: int,
+        *,
+        scheme: str = "secure",
+        kdf_mem_kib: Optional[int] = None,
+        kdf_iters: Optional[int] = None,
+        max_pmos: Optional[int] = None,
+        sparse: bool = False,
+    ) -> "Pool":
+        """Create a pool file of ``size`` bytes (as ``pmo init``) and open it.
+
+        ``scheme`` is the default protection of new PMOs (``pmo.SCHEMES``); ``kdf_mem_kib``
+        and ``kdf_iters`` set Argon2id's cost for keys; ``sparse`` skips preallocation.
+        """
+        native = _pmo.Pool.init(
+            path,
+            size,
+            scheme=scheme,
+            kdf_mem_kib=kdf_mem_kib,
+            kdf_iters=kdf_iters,
+            max_pmos=max_pmos,
+            sparse=sparse,
+        )
+        return cls(_native=native)
+
+    @property
+    def path(self) -> str:
+        """The pool's path."""
+        return str(self._native.path)
+
+    def create(self, name: str, size: int, key: Key, scheme: Optional[str] = None) -> Dict[str, Any]:
+        """Create PMO ``name`` of ``size`` bytes (rounded up to pages) protected by ``key``.
+
+        ``scheme``: one of ``pmo.SCHEMES`` (default: ``PMO_SCHEME``, else the pool's).
+        Returns its description (as ``info``).
+        """
+        return self._native.create(name, size, key, scheme)
+
+    def destroy(self, name: str, key: Key) -> None:
+        """Destroy PMO ``name`` (needs its key; raises ``Busy`` while it is attached)."""
+        self._native.destroy(name, key)
+
+    def list(self) -> list:
+        """Every PMO's description (dicts: name, size, scheme, state, ...)."""
+        return self._native.list()
+
+    def info(self, name: Optional[str] = None) -> Dict[str, Any]:
+        """PMO ``name``'s description, or the pool's when ``name`` is None."""
+        return self._native.info(name)
+
+    def check(self) -> Dict[str, Any]:
+        """Verify every checksum, the namespace and the space accounting.
+
+        Returns the report; raises ``IntegrityError`` when problems are found."""
+        return self._native.check()
+
+    def attach(
+        self,
+        name: str,
+        key: Key,
+        mode: str = "r",
+        *,
+        wait: Optional[float] = None,
+        relocate: bool = False,
+        scheme: Optional[str] = None,
+    ) -> PmoObject:
+        """Attach PMO ``name`` read-only (``mode="r"``) or read-write (``"w"``).
+
+        One writer or many readers at a time across processes: a conflict raises ``Busy``
+        at once, or after waiting up to ``wait`` seconds. ``relocate`` maps the PMO elsewhere
+        when its stable address is taken. ``scheme`` runs this attach under another design
+        with the same at-rest format. The GIL is released while attaching.
+        """
+        native = self._native.attach_native(
+            name, key, mode, wait=wait, relocate=relocate, scheme=scheme
+        )
+        return PmoObject(native)
+
+    def __repr__(self) -> str:
+        return f"pmo.Pool({self.path!r})"
+
+
+def load_bench(path: str) -> Any:
+    """Load the records of ``pmo bench ... --json FILE`` into a pandas DataFrame.
+
+    One row per record: ``bench``, ``metric``, ``value``, ``unit``, ``samples`` and one
+    column per parameter (``workload``, ``scheme``, ...).
+    """
+    import json
+
+    import pandas as pd
+
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    records = doc["records"] if isinstance(doc, dict) else doc
+    rows = []
+    for r in records:
+        row = {k: v for k, v in r.items() if k != "params"}
+        row.update(r.get("params", {}))
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,256 @@
+//! `pmo._pmo.Pool`: a pool of PMOs (open, init, create, destroy, list, info, check, attach).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pmo_store::{AttachOptions, DirtyTracking, KdfParams, Perm, PmoInfo, PoolOptions, Scheme};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use zeroize::Zeroizing;
+
+use crate::attachment::Attachment;
+use crate::errors::{to_py, IntegrityError, IntoPy};
+
+/// A key given as `str` (its UTF-8 bytes, as `PMO_KEY` in the CLI) or `bytes`.
+fn key_bytes(key: &Bound<'_, PyAny>) -> PyResult<Zeroizing<Vec<u8>>> {
+    if let Ok(s) = key.extract::<String>().map(Zeroizing::new) {
+        return Ok(Zeroizing::new(s.as_bytes().to_vec()));
+    }
+    if let Ok(b) = key.downcast::<PyBytes>() {
+        return Ok(Zeroizing::new(b.as_bytes().to_vec()));
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(
+        "key must be str or bytes",
+    ))
+}
+
+fn parse_scheme(name: &str) -> PyResult<Scheme> {
+    Scheme::from_name(name).py()
+}
+
+fn scheme_name(code: u32) -> String {
+    Scheme::from_code(code).map_or_else(|_| format!("unknown({code:#x})"), |s| s.name())
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A PMO's description as a dict (the fields of `pmo list` / `pmo info NAME`).
+fn pmo_dict<'py>(py: Python<'py>, p: &PmoInfo) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", &p.name)?;
+    d.set_item("size", p.size)?;
+    d.set_item("uuid", hex(&p.uuid))?;
+    d.set_item("scheme", scheme_name(p.scheme))?;
+    d.set_item("state", p.state.name())?;
+    d.set_item("holder_pid", p.holder_pid)?;
+    d.set_item("base_addr", p.base_addr)?;
+    d.set_item("extent_off", p.extent_off)?;
+    d.set_item("extent_len", p.extent_len)?;
+    d.set_item("created_unix_s", p.created_unix_s)?;
+    Ok(d)
+}
+
+/// An open pool.
+#[pyclass(module = "pmo._pmo", name = "Pool", frozen)]
+pub struct Pool {
+    pool: pmo_store::Pool,
+    path: PathBuf,
+}
+
+impl Pool {
+    fn context(&self) -> String {
+        format!("pool {}", self.path.display())
+    }
+}
+
+#[pymethods]
+impl Pool {
+    /// Open the pool at `path` (default: `PMO_POOL`, else ~/.local/share/pmo/default.pool),
+    /// recovering every PMO nobody holds.
+    #[new]
+    #[pyo3(signature = (path=None))]
+    fn open(py: Python<'_>, path: Option<PathBuf>) -> PyResult<Pool> {
+        let path = path.unwrap_or_else(pmo_store::default_pool_path);
+        let pool = py
+            .allow_threads(|| pmo_store::Pool::open(&path))
+            .map_err(|e| to_py(e, Some(&format!("pool {}", path.display()))))?;
+        Ok(Pool { pool, path })
+    }
+
+    /// Create a pool file of `size` bytes (as `pmo init`).
+    #[staticmethod]
+    #[pyo3(signature = (path, size, *, scheme="secure", kdf_mem_kib=None, kdf_iters=None, max_pmos=None, sparse=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn init(
+        py: Python<'_>,
+        path: Option<PathBuf>,
+        size: u64,
+        scheme: &str,
+        kdf_mem_kib: Option<u32>,
+        kdf_iters: Option<u32>,
+        max_pmos: Option<u64>,
+        sparse: bool,
+    ) -> PyResult<Pool> {
+        let path = path.unwrap_or_else(pmo_store::default_pool_path);
+        let ctx = format!("pool {}", path.display());
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                crate::errors::MediumError::new_err(format!("create {}: {e}", dir.display()))
+            })?;
+        }
+        let opts = PoolOptions {
+            kdf: KdfParams {
+                m_kib: kdf_mem_kib.unwrap_or(KdfParams::DEFAULT.m_kib),
+                t: kdf_iters.unwrap_or(KdfParams::DEFAULT.t),
+                ..KdfParams::DEFAULT
+            },
+            ns_capacity: max_pmos,
+            preallocate: !sparse,
+            scheme: parse_scheme(scheme)?,
+            ..PoolOptions::default()
+        };
+        let pool = py
+            .allow_threads(|| pmo_store::Pool::create(&path, size, &opts))
+            .map_err(|e| to_py(e, Some(&ctx)))?;
+        Ok(Pool { pool, path })
+    }
+
+    /// The pool's path.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// Create a PMO of `size` bytes protected by `key`; returns its description.
+    #[pyo3(signature = (name, size, key, scheme=None))]
+    fn create<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        size: u64,
+        key: &Bound<'py, PyAny>,
+        scheme: Option<&str>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let key = key_bytes(key)?;
+        let scheme = scheme.map(parse_scheme).transpose()?;
+        let info = py
+            .allow_threads(|| self.pool.pcreate_with(name, size, &key, scheme))
+            .py()?;
+        pmo_dict(py, &info)
+    }
+
+    /// Destroy a PMO (needs its key; fails with `Busy` while it is attached).
+    fn destroy(&self, py: Python<'_>, name: &str, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let key = key_bytes(key)?;
+        py.allow_threads(|| self.pool.pdestroy(name, &key)).py()
+    }
+
+    /// Every PMO, as a list of dicts.
+    fn list<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        self.pool
+            .list()
+            .py()?
+            .iter()
+            .map(|p| pmo_dict(py, p))
+            .collect()
+    }
+
+    /// One PMO's description, or the pool's when `name` is None.
+    #[pyo3(signature = (name=None))]
+    fn info<'py>(&self, py: Python<'py>, name: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
+        if let Some(name) = name {
+            return pmo_dict(py, &self.pool.info(name).py()?);
+        }
+        let i = self.pool.pool_info().py()?;
+        let d = PyDict::new(py);
+        d.set_item("path", &self.path)?;
+        d.set_item("medium", i.medium.name())?;
+        d.set_item("uuid", hex(&i.uuid))?;
+        d.set_item("format_version", i.format_version)?;
+        d.set_item("pool_size", i.pool_size)?;
+        d.set_item("heap_len", i.heap_len)?;
+        d.set_item("free_bytes", i.free_bytes)?;
+        d.set_item("largest_free", i.largest_free)?;
+        d.set_item("max_pmos", i.ns_capacity)?;
+        d.set_item("pmos", i.pmos)?;
+        d.set_item("base_addr", i.base_addr)?;
+        d.set_item("default_scheme", scheme_name(i.config.scheme))?;
+        Ok(d)
+    }
+
+    /// Verify every checksum, the namespace and the space accounting. Returns the report as a
+    /// dict; raises `IntegrityError` (the CLI's exit code 2) when problems were found.
+    fn check<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let r = py.allow_threads(|| self.pool.check()).py()?;
+        if !r.problems.is_empty() {
+            return Err(IntegrityError::new_err(format!(
+                "{}: {} problem(s) found: {}",
+                self.context(),
+                r.problems.len(),
+                r.problems.join("; ")
+            )));
+        }
+        let d = PyDict::new(py);
+        d.set_item("pmos", r.pmos)?;
+        d.set_item("skipped", r.skipped)?;
+        d.set_item("used_bytes", r.used_bytes)?;
+        d.set_item("free_bytes", r.free_bytes)?;
+        d.set_item("heap_len", r.heap_len)?;
+        Ok(d)
+    }
+
+    /// Attach PMO `name` (`mode` "r" or "w"); the native half of `pmo.PmoObject`.
+    #[pyo3(signature = (name, key, mode="r", *, wait=None, relocate=false, scheme=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn attach_native(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        key: &Bound<'_, PyAny>,
+        mode: &str,
+        wait: Option<f64>,
+        relocate: bool,
+        scheme: Option<&str>,
+    ) -> PyResult<Attachment> {
+        let perm = match mode {
+            "r" => Perm::Read,
+            "w" => Perm::Write,
+            other => {
+                return Err(crate::errors::InvalidArgument::new_err(format!(
+                    "mode must be \"r\" or \"w\", not {other:?}"
+                )))
+            }
+        };
+        let wait = match wait {
+            Some(s) if !(s.is_finite() && s >= 0.0) => {
+                return Err(crate::errors::InvalidArgument::new_err(format!(
+                    "wait must be a number of seconds >= 0, not {s}"
+                )))
+            }
+            w => w.map(Duration::from_secs_f64),
+        };
+        let key = key_bytes(key)?;
+        // Writes through Python buffers cannot be declared: never attach with declared tracking.
+        let tracking = match DirtyTracking::from_env() {
+            Some(DirtyTracking::Declared) => Some(pmo_store::DEFAULT_TRACKING),
+            t => t,
+        };
+        let opts = AttachOptions {
+            wait,
+            relocate,
+            tracking,
+            scheme: scheme.map(parse_scheme).transpose()?,
+            ..AttachOptions::default()
+        };
+        let a = py
+            .allow_threads(|| self.pool.attach_with(name, perm, &key, opts))
+            .py()?;
+        Ok(Attachment::new(a))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("pmo.Pool({:?})", self.path.display().to_string())
+    }
+}
