@@ -268,6 +268,9 @@ impl<T: Persistent> PVec<T> {
         T: Copy,
     {
         self.reserve(h, items.len())?;
+        if items.is_empty() {
+            return Ok(());
+        }
         let p = h.ptr::<T>(self.off, self.cap as usize)?;
         // SAFETY: `len + items.len() <= cap` after reserve; `items` is DRAM or another block
         // (a shared borrow cannot alias our exclusively borrowed buffer).
