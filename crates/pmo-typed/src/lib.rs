@@ -1,0 +1,70 @@
+//! pmo-typed: typed persistent data on a PMO heap, safe by construction.
+//!
+//! ```no_run
+//! use pmo_typed::{Persistent, PBTreeMap, PString, TypedHeap};
+//!
+//! #[derive(Persistent)]
+//! #[repr(C)]
+//! struct Task {
+//!     done: u64,
+//!     title: PString,
+//! }
+//!
+//! #[derive(Persistent)]
+//! #[repr(C)]
+//! struct Todo {
+//!     next_id: u64,
+//!     tasks: PBTreeMap<u64, Task>,
+//! }
+//!
+//! # fn main() -> pmo_typed::Result<()> {
+//! # let pool = pmo_store::Pool::open(std::path::Path::new("/dev/shm/todo.pool"))?;
+//! let mut heap = TypedHeap::open_or_create(&pool, "todo", 16 << 20, b"key")?;
+//! let (todo, h) = heap.root::<Todo>()?;          // created (zeroed: empty) on first use
+//! todo.next_id += 1;
+//! todo.tasks.insert(h, todo.next_id, Task { done: 0, title: PString::default() })?;
+//! if let Some(t) = todo.tasks.get_mut(h, &todo.next_id)? {
+//!     t.title.set(h, "buy milk")?;
+//! }
+//! heap.psync()?;                                  // every change above, atomically
+//! heap.detach()?;
+//! # Ok(()) }
+//! ```
+//!
+//! - [`Persistent`] (with `#[derive(Persistent)]`) is the compile-time gate: only plain data
+//!   and the containers below may live in a PMO (`docs/typed.md`).
+//! - [`TypedHeap`] (read-write attach) gives `&mut` to the root; [`TypedReader`] (read-only
+//!   attach) gives `&T`. Every container method takes the [`Ctx`] handed out with the root.
+//! - Containers hold heap offsets, never addresses: [`PBox`], [`PVec`], [`PString`],
+//!   [`PHashMap`], [`PBTreeMap`] (with range scans). Their zero value is empty.
+//! - `psync` commits every change since the last psync atomically (shadow paging, no log);
+//!   detach, drop, an unwinding panic or a crash discard them.
+//!
+//! Module map: `persistent` (the trait, plain-data impls, layout hashing), `ctx` (Ctx, the
+//! typed root, TypedHeap, TypedReader, the reachability check), `pbox`, `pvec` (PVec,
+//! PString), `phash`, `pbtree`, `error`. [`bench`] holds the benchmark behind
+//! `examples/typed_bench.rs`.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+// The derive names `::pmo_typed`; let it resolve inside this crate too.
+extern crate self as pmo_typed;
+
+pub mod bench;
+mod ctx;
+mod error;
+pub mod pbtree;
+mod pbox;
+pub mod phash;
+mod persistent;
+mod pvec;
+
+pub use ctx::{Ctx, TypedCheck, TypedHeap, TypedReader};
+pub use error::{Result, TypedError};
+pub use pbox::PBox;
+pub use pbtree::PBTreeMap;
+pub use phash::PHashMap;
+pub use persistent::{layout, Persistent};
+pub use pmo_heap::{AttachOptions, CommitStats, DirtyTracking};
+pub use pmo_typed_derive::Persistent;
+pub use pvec::{PString, PVec};

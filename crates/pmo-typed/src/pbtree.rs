@@ -1,0 +1,566 @@
+//! [`PBTreeMap<K, V>`]: an ordered map as a B+ tree of heap blocks, with range scans.
+//!
+//! Nodes hold up to `B` keys. A node block: a 16-byte header (`n: u32`, `leaf: u32`,
+//! `next: u64`, the next leaf for scans), then `B` keys, then `B` values (leaf) or `B + 1`
+//! child offsets (inner node). Inserts split full nodes on the way down (top-down), so one
+//! pass suffices. Removal takes the entry out of its leaf without merging: a leaf may run
+//! empty and stays linked (scans skip it) until the map is cleared or runs empty, when every
+//! node is freed. The tree's height is bounded by `MAX_HEIGHT`, and every walk by the node
+//! count, so a corrupted PMO yields `Corrupt`, never a loop.
+//!
+//! Why unsafe is allowed here: nodes are read and written through raw pointers into the
+//! map's own node blocks (resolved by `Ctx`, owned by this map only).
+#![allow(unsafe_code)]
+
+use crate::{Ctx, Persistent, Result, TypedError};
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+
+/// Keys per node.
+pub const B: usize = 32;
+const HDR: usize = 16;
+const MAX_HEIGHT: u64 = 40;
+
+/// An ordered map in the persistent heap. Keys are plain `Copy + Ord` data; values may own
+/// blocks. The zero value is empty.
+#[repr(C)]
+pub struct PBTreeMap<K: Persistent, V: Persistent> {
+    root: u64,
+    len: u64,
+    /// Levels above the leaves (0: the root is a leaf).
+    height: u64,
+    /// Node blocks (for walk bounds).
+    nodes: u64,
+    heap: u64,
+    _kv: PhantomData<(K, V)>,
+}
+
+impl<K: Persistent, V: Persistent> Default for PBTreeMap<K, V> {
+    fn default() -> Self {
+        PBTreeMap {
+            root: 0,
+            len: 0,
+            height: 0,
+            nodes: 0,
+            heap: 0,
+            _kv: PhantomData,
+        }
+    }
+}
+
+impl<K: Persistent, V: Persistent> std::fmt::Debug for PBTreeMap<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PBTreeMap({:#x}, len {}, height {})", self.root, self.len, self.height)
+    }
+}
+
+const fn max(a: usize, b: usize) -> usize {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// A node, resolved: raw pointers into its block.
+struct Node<K, V> {
+    off: u64,
+    p: *mut u8,
+    _kv: PhantomData<(K, V)>,
+}
+
+impl<K, V> Clone for Node<K, V> {
+    fn clone(&self) -> Self {
+        Node {
+            off: self.off,
+            p: self.p,
+            _kv: PhantomData,
+        }
+    }
+}
+
+impl<K: Persistent + Copy + Ord, V: Persistent> Node<K, V> {
+    const KEYS: usize = align_up_c(HDR, std::mem::align_of::<K>());
+    const VALS: usize = align_up_c(Self::KEYS + B * std::mem::size_of::<K>(), std::mem::align_of::<V>());
+    const KIDS: usize = align_up_c(Self::KEYS + B * std::mem::size_of::<K>(), 8);
+    const LEAF_BYTES: usize = Self::VALS + B * std::mem::size_of::<V>();
+    const INNER_BYTES: usize = Self::KIDS + (B + 1) * 8;
+    const ALIGN: usize = max(8, max(std::mem::align_of::<K>(), std::mem::align_of::<V>()));
+
+    fn bytes(leaf: bool) -> usize {
+        if leaf {
+            Self::LEAF_BYTES
+        } else {
+            Self::INNER_BYTES
+        }
+    }
+
+    /// Resolve node `off`, checking its header against what the caller expects.
+    fn at(h: &Ctx, off: u64, leaf: bool) -> Result<Self> {
+        let p = h.ptr::<u8>(off, Self::bytes(leaf))?;
+        let n = Node {
+            off,
+            p,
+            _kv: PhantomData,
+        };
+        if n.n() > B || (n.is_leaf() != leaf) || (!leaf && n.n() == 0) {
+            return Err(TypedError::Corrupt("B-tree node header"));
+        }
+        Ok(n)
+    }
+
+    fn alloc(h: &Ctx, leaf: bool) -> Result<Self> {
+        let off = h.alloc(Self::bytes(leaf), Self::ALIGN)?;
+        let n = Node {
+            off,
+            p: h.ptr::<u8>(off, Self::bytes(leaf))?,
+            _kv: PhantomData,
+        };
+        // SAFETY: the header of a fresh, zeroed block we own.
+        unsafe { *(n.p.add(4) as *mut u32) = leaf as u32 };
+        Ok(n)
+    }
+
+    fn n(&self) -> usize {
+        // SAFETY: the header lies inside the resolved block.
+        unsafe { *(self.p as *const u32) as usize }
+    }
+    fn set_n(&self, n: usize) {
+        // SAFETY: as above; the map owning the node is borrowed exclusively by the caller.
+        unsafe { *(self.p as *mut u32) = n as u32 }
+    }
+    fn is_leaf(&self) -> bool {
+        // SAFETY: as above.
+        unsafe { *(self.p.add(4) as *const u32) == 1 }
+    }
+    fn next(&self) -> u64 {
+        // SAFETY: as above (8-aligned: blocks are at least 8-aligned).
+        unsafe { *(self.p.add(8) as *const u64) }
+    }
+    fn set_next(&self, off: u64) {
+        // SAFETY: as above.
+        unsafe { *(self.p.add(8) as *mut u64) = off }
+    }
+    fn keys(&self) -> *mut K {
+        // SAFETY: KEYS + B keys lie inside the block (both node sizes include them).
+        unsafe { self.p.add(Self::KEYS) as *mut K }
+    }
+    fn key(&self, i: usize) -> K {
+        debug_assert!(i < B);
+        // SAFETY: `i < B`: inside the key array.
+        unsafe { *self.keys().add(i) }
+    }
+    fn keys_slice(&self) -> &[K] {
+        // SAFETY: `n() <= B` (checked at resolve and maintained), initialized (zeroed or
+        // written) keys; any bit pattern is a valid K.
+        unsafe { std::slice::from_raw_parts(self.keys(), self.n()) }
+    }
+    fn vals(&self) -> *mut V {
+        debug_assert!(self.is_leaf());
+        // SAFETY: leaf blocks hold B values at VALS.
+        unsafe { self.p.add(Self::VALS) as *mut V }
+    }
+    fn kids(&self) -> *mut u64 {
+        debug_assert!(!self.is_leaf());
+        // SAFETY: inner blocks hold B + 1 children at KIDS.
+        unsafe { self.p.add(Self::KIDS) as *mut u64 }
+    }
+    fn kid(&self, i: usize) -> u64 {
+        debug_assert!(i <= B);
+        // SAFETY: `i <= B`: inside the child array.
+        unsafe { *self.kids().add(i) }
+    }
+    fn touch(&self, h: &Ctx) -> Result<()> {
+        h.touch(self.p, Self::bytes(self.is_leaf()))
+    }
+}
+
+const fn align_up_c(x: usize, a: usize) -> usize {
+    x.div_ceil(a) * a
+}
+
+// SAFETY: keys plain `Copy` data, values as their impls; the header is five u64 with no padding;
+// nodes are checked when resolved. It owns every node and its values' blocks.
+unsafe impl<K, V> Persistent for PBTreeMap<K, V>
+where
+    K: Persistent + Copy + Ord,
+    V: Persistent,
+{
+    const LAYOUT: u64 = crate::layout::mix(
+        crate::layout::mix(crate::layout::hash_str(crate::layout::SEED, "PBTreeMap"), K::LAYOUT),
+        V::LAYOUT,
+    );
+    const OWNS_BLOCKS: bool = true;
+    const LAYOUT_OK: () = {
+        let () = K::LAYOUT_OK;
+        V::LAYOUT_OK
+    };
+    fn for_each_block(&self, h: &Ctx, f: &mut dyn FnMut(u64)) -> Result<()> {
+        self.walk(h, &mut |node, h| {
+            f(node.off);
+            if V::OWNS_BLOCKS && node.is_leaf() {
+                for i in 0..node.n() {
+                    // SAFETY: `i < n <= B`: a value of the owned leaf; shared borrow.
+                    unsafe { &*node.vals().add(i) }.for_each_block(h, f)?;
+                }
+            }
+            Ok(())
+        })
+    }
+    fn release(&mut self, h: &Ctx) -> Result<()> {
+        self.clear(h)
+    }
+}
+
+impl<K, V> PBTreeMap<K, V>
+where
+    K: Persistent + Copy + Ord,
+    V: Persistent,
+{
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn check(&self, h: &Ctx) -> Result<()> {
+        h.check_handle((self as *const Self).cast(), std::mem::size_of::<Self>(), self.heap)?;
+        if self.height > MAX_HEIGHT || (self.root == 0) != (self.nodes == 0) {
+            return Err(TypedError::Corrupt("B-tree header"));
+        }
+        Ok(())
+    }
+
+    /// Visit every node (depth first), each once; bounded by the node count.
+    fn walk(&self, h: &Ctx, f: &mut dyn FnMut(&Node<K, V>, &Ctx) -> Result<()>) -> Result<()> {
+        self.check(h)?;
+        if self.root == 0 {
+            return Ok(());
+        }
+        let mut budget = self.nodes;
+        let mut stack = vec![(self.root, self.height)];
+        while let Some((off, level)) = stack.pop() {
+            budget = budget
+                .checked_sub(1)
+                .ok_or(TypedError::Corrupt("B-tree has more nodes than recorded"))?;
+            let node = Node::<K, V>::at(h, off, level == 0)?;
+            if level > 0 {
+                for i in 0..=node.n() {
+                    stack.push((node.kid(i), level - 1));
+                }
+            }
+            f(&node, h)?;
+        }
+        Ok(())
+    }
+
+    /// The leaf that holds (or would hold) `k`.
+    fn leaf_for(&self, h: &Ctx, k: &K) -> Result<Option<Node<K, V>>> {
+        self.check(h)?;
+        if self.root == 0 {
+            return Ok(None);
+        }
+        let mut off = self.root;
+        for level in (1..=self.height).rev() {
+            let node = Node::<K, V>::at(h, off, false)?;
+            let _ = level;
+            let i = node.keys_slice().partition_point(|x| x <= k);
+            off = node.kid(i);
+        }
+        Ok(Some(Node::at(h, off, true)?))
+    }
+
+    /// The leftmost leaf.
+    fn first_leaf(&self, h: &Ctx) -> Result<Option<Node<K, V>>> {
+        self.check(h)?;
+        if self.root == 0 {
+            return Ok(None);
+        }
+        let mut off = self.root;
+        for _ in 0..self.height {
+            off = Node::<K, V>::at(h, off, false)?.kid(0);
+        }
+        Ok(Some(Node::at(h, off, true)?))
+    }
+
+    /// The value for `k`.
+    pub fn get<'a>(&'a self, h: &'a Ctx, k: &K) -> Result<Option<&'a V>> {
+        let Some(leaf) = self.leaf_for(h, k)? else {
+            return Ok(None);
+        };
+        let keys = leaf.keys_slice();
+        let i = keys.partition_point(|x| x < k);
+        if i < keys.len() && keys[i] == *k {
+            // SAFETY: `i < n`: a value of the owned leaf; shared borrow of the map for 'a.
+            return Ok(Some(unsafe { &*leaf.vals().add(i) }));
+        }
+        Ok(None)
+    }
+
+    /// True if `k` is present.
+    pub fn contains_key(&self, h: &Ctx, k: &K) -> Result<bool> {
+        Ok(self.get(h, k)?.is_some())
+    }
+
+    /// The value for `k`, mutably.
+    pub fn get_mut<'a>(&'a mut self, h: &'a Ctx, k: &K) -> Result<Option<&'a mut V>> {
+        h.writable()?;
+        let Some(leaf) = self.leaf_for(h, k)? else {
+            return Ok(None);
+        };
+        let keys = leaf.keys_slice();
+        let i = keys.partition_point(|x| x < k);
+        if i < keys.len() && keys[i] == *k {
+            // SAFETY: `i < n`: a value of the owned leaf; exclusive borrow for 'a; read-write.
+            let v = unsafe { &mut *leaf.vals().add(i) };
+            h.touch_val(v)?;
+            return Ok(Some(v));
+        }
+        Ok(None)
+    }
+
+    /// Split the full child `i` of `parent` (an inner node with room for one more key).
+    fn split_child(&mut self, h: &Ctx, parent: &Node<K, V>, i: usize, child_leaf: bool) -> Result<()> {
+        let child = Node::<K, V>::at(h, parent.kid(i), child_leaf)?;
+        if child.n() != B {
+            return Err(TypedError::Corrupt("B-tree split of a node that is not full"));
+        }
+        let right = Node::<K, V>::alloc(h, child_leaf)?;
+        self.nodes += 1;
+        let mid = B / 2;
+        let sep;
+        // SAFETY: all indices stay below B (keys, values) or B + 1 (children) of blocks this
+        // map owns: child and parent resolved and checked, right freshly allocated. Moves are
+        // bitwise; each value ends up in exactly one slot.
+        unsafe {
+            if child_leaf {
+                let m = B - mid;
+                std::ptr::copy_nonoverlapping(child.keys().add(mid), right.keys(), m);
+                std::ptr::copy_nonoverlapping(child.vals().add(mid), right.vals(), m);
+                right.set_n(m);
+                child.set_n(mid);
+                right.set_next(child.next());
+                child.set_next(right.off);
+                sep = right.key(0);
+            } else {
+                sep = child.key(mid);
+                let m = B - mid - 1;
+                std::ptr::copy_nonoverlapping(child.keys().add(mid + 1), right.keys(), m);
+                std::ptr::copy_nonoverlapping(child.kids().add(mid + 1), right.kids(), m + 1);
+                right.set_n(m);
+                child.set_n(mid);
+            }
+            let pn = parent.n();
+            std::ptr::copy(parent.keys().add(i), parent.keys().add(i + 1), pn - i);
+            std::ptr::copy(parent.kids().add(i + 1), parent.kids().add(i + 2), pn - i);
+            parent.keys().add(i).write(sep);
+            parent.kids().add(i + 1).write(right.off);
+            parent.set_n(pn + 1);
+        }
+        child.touch(h)?;
+        right.touch(h)?;
+        parent.touch(h)
+    }
+
+    /// Insert or replace: returns true if `k` was present (its old value's blocks are freed).
+    pub fn insert(&mut self, h: &Ctx, k: K, v: V) -> Result<bool> {
+        #[allow(clippy::let_unit_value)]
+        let () = <Self as Persistent>::LAYOUT_OK;
+        self.check(h)?;
+        h.writable()?;
+        if self.root == 0 {
+            let leaf = Node::<K, V>::alloc(h, true)?;
+            self.root = leaf.off;
+            self.height = 0;
+            self.nodes = 1;
+            self.heap = h.heap_id();
+        } else if Node::<K, V>::at(h, self.root, self.height == 0)?.n() == B {
+            if self.height >= MAX_HEIGHT {
+                return Err(TypedError::CapacityOverflow);
+            }
+            let new_root = Node::<K, V>::alloc(h, false)?;
+            self.nodes += 1;
+            // SAFETY: child 0 of a fresh inner node we own.
+            unsafe { new_root.kids().write(self.root) };
+            self.split_child(h, &new_root, 0, self.height == 0)?;
+            self.root = new_root.off;
+            self.height += 1;
+        }
+        h.touch_val(self)?;
+        let mut node = Node::<K, V>::at(h, self.root, self.height == 0)?;
+        for level in (1..=self.height).rev() {
+            let mut i = node.keys_slice().partition_point(|x| *x <= k);
+            let child_leaf = level == 1;
+            if Node::<K, V>::at(h, node.kid(i), child_leaf)?.n() == B {
+                self.split_child(h, &node, i, child_leaf)?;
+                if k >= node.key(i) {
+                    i += 1;
+                }
+            }
+            node = Node::at(h, node.kid(i), child_leaf)?;
+        }
+        let n = node.n();
+        let i = node.keys_slice().partition_point(|x| *x < k);
+        // SAFETY: `i <= n < B` (the leaf is not full: split on the way down); slots of a leaf
+        // this map owns; exclusive borrow; read-write attach.
+        unsafe {
+            if i < n && node.key(i) == k {
+                let slot = node.vals().add(i);
+                (*slot).release(h)?;
+                slot.write(v);
+                h.touch(slot.cast(), std::mem::size_of::<V>())?;
+                return Ok(true);
+            }
+            if n >= B {
+                return Err(TypedError::Corrupt("B-tree leaf full after split"));
+            }
+            std::ptr::copy(node.keys().add(i), node.keys().add(i + 1), n - i);
+            std::ptr::copy(node.vals().add(i), node.vals().add(i + 1), n - i);
+            node.keys().add(i).write(k);
+            node.vals().add(i).write(v);
+            node.set_n(n + 1);
+        }
+        node.touch(h)?;
+        self.len += 1;
+        h.touch_val(self)?;
+        Ok(false)
+    }
+
+    /// Remove `k` (freeing what its value owns): true if it was present. A map that runs
+    /// empty frees all its nodes.
+    pub fn remove(&mut self, h: &Ctx, k: &K) -> Result<bool> {
+        h.writable()?;
+        let Some(leaf) = self.leaf_for(h, k)? else {
+            return Ok(false);
+        };
+        let n = leaf.n();
+        let i = leaf.keys_slice().partition_point(|x| x < k);
+        if i >= n || leaf.key(i) != *k {
+            return Ok(false);
+        }
+        // SAFETY: `i < n <= B`: slots of a leaf this map owns; exclusive borrow; read-write.
+        unsafe {
+            (*leaf.vals().add(i)).release(h)?;
+            std::ptr::copy(leaf.keys().add(i + 1), leaf.keys().add(i), n - i - 1);
+            std::ptr::copy(leaf.vals().add(i + 1), leaf.vals().add(i), n - i - 1);
+            leaf.set_n(n - 1);
+        }
+        leaf.touch(h)?;
+        self.len -= 1;
+        h.touch_val(self)?;
+        if self.len == 0 {
+            self.clear(h)?;
+        }
+        Ok(true)
+    }
+
+    /// Remove every entry and free every node.
+    pub fn clear(&mut self, h: &Ctx) -> Result<()> {
+        h.writable()?;
+        let mut nodes = Vec::new();
+        self.walk(h, &mut |node, h| {
+            if V::OWNS_BLOCKS && node.is_leaf() {
+                for i in 0..node.n() {
+                    // SAFETY: `i < n`: a value of a leaf this map owns; exclusive borrow.
+                    unsafe { &mut *node.vals().add(i) }.release(h)?;
+                }
+            }
+            nodes.push(node.off);
+            Ok(())
+        })?;
+        for off in nodes {
+            h.free(off)?;
+        }
+        *self = PBTreeMap::default();
+        h.touch_val(self)
+    }
+
+    /// The entries with keys in `range`, in key order.
+    pub fn range<'a, R: RangeBounds<K>>(&'a self, h: &'a Ctx, range: R) -> Result<Range<'a, K, V>> {
+        let start = range.start_bound().cloned();
+        let leaf = match start {
+            Bound::Unbounded => self.first_leaf(h)?,
+            Bound::Included(s) | Bound::Excluded(s) => self.leaf_for(h, &s)?,
+        };
+        let pos = match (&leaf, start) {
+            (Some(l), Bound::Included(s)) => l.keys_slice().partition_point(|x| *x < s),
+            (Some(l), Bound::Excluded(s)) => l.keys_slice().partition_point(|x| *x <= s),
+            _ => 0,
+        };
+        Ok(Range {
+            h,
+            leaf,
+            pos,
+            end: range.end_bound().cloned(),
+            budget: self.nodes,
+            _m: PhantomData,
+        })
+    }
+
+    /// Every entry in key order.
+    pub fn iter<'a>(&'a self, h: &'a Ctx) -> Result<Range<'a, K, V>> {
+        self.range(h, ..)
+    }
+}
+
+/// Iterator over a key range of a [`PBTreeMap`]. Items are `Err(Corrupt)` if a leaf link is
+/// damaged (then iteration ends).
+pub struct Range<'a, K, V> {
+    h: &'a Ctx,
+    leaf: Option<Node<K, V>>,
+    pos: usize,
+    end: Bound<K>,
+    budget: u64,
+    _m: PhantomData<&'a (K, V)>,
+}
+
+impl<'a, K: Persistent + Copy + Ord, V: Persistent> Iterator for Range<'a, K, V> {
+    type Item = Result<(&'a K, &'a V)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let leaf = self.leaf.as_ref()?;
+            if self.pos < leaf.n() {
+                let i = self.pos;
+                // SAFETY: `i < n <= B`: a key and value of a leaf the map (borrowed shared for
+                // 'a) owns.
+                let (k, v) = unsafe { (&*leaf.keys().add(i), &*leaf.vals().add(i)) };
+                let inside = match &self.end {
+                    Bound::Unbounded => true,
+                    Bound::Included(e) => k <= e,
+                    Bound::Excluded(e) => k < e,
+                };
+                if !inside {
+                    self.leaf = None;
+                    return None;
+                }
+                self.pos += 1;
+                return Some(Ok((k, v)));
+            }
+            let next = leaf.next();
+            if next == 0 {
+                self.leaf = None;
+                return None;
+            }
+            self.budget = match self.budget.checked_sub(1) {
+                Some(b) => b,
+                None => {
+                    self.leaf = None;
+                    return Some(Err(TypedError::Corrupt("B-tree leaf chain loops")));
+                }
+            };
+            match Node::at(self.h, next, true) {
+                Ok(n) => {
+                    self.leaf = Some(n);
+                    self.pos = 0;
+                }
+                Err(e) => {
+                    self.leaf = None;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! The typed API over a pool file: round trips, psync/detach semantics, read-only attaches,
+//! misuse refused with errors.
+#![forbid(unsafe_code)]
+
+mod common;
+
+use common::{ScratchPool, KEY};
+use pmo_typed::{
+    PBTreeMap, PBox, PHashMap, PString, PVec, Persistent, TypedError, TypedHeap, TypedReader,
+};
+
+#[derive(Persistent, Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+struct Point {
+    x: i64,
+    y: i64,
+}
+
+#[derive(Persistent, Default)]
+#[repr(C)]
+struct Root {
+    counter: u64,
+    name: PString,
+    boxed: PBox<Point>,
+    list: PVec<u64>,
+    names: PVec<PString>,
+    hash: PHashMap<u64, PString>,
+    tree: PBTreeMap<u64, u64>,
+}
+
+const HEAP: u64 = 8 << 20;
+
+fn fill(heap: &mut TypedHeap) {
+    let (r, h) = heap.root::<Root>().unwrap();
+    r.counter = 7;
+    r.name.set(h, "hello").unwrap();
+    r.boxed.set(h, Point { x: 1, y: -2 }).unwrap();
+    for i in 0..100 {
+        r.list.push(h, i * i).unwrap();
+        r.tree.insert(h, i * 3, i).unwrap();
+    }
+    for i in 0..20u64 {
+        r.names.push(h, PString::default()).unwrap();
+        r.names.get_mut(h, i as usize).unwrap().unwrap().set(h, &format!("n{i}")).unwrap();
+        r.hash.insert(h, i, PString::default()).unwrap();
+        r.hash.get_mut(h, &i).unwrap().unwrap().set(h, &"x".repeat(i as usize)).unwrap();
+    }
+}
+
+fn verify(r: &Root, h: &pmo_typed::Ctx) {
+    assert_eq!(r.counter, 7);
+    assert_eq!(r.name.as_str(h).unwrap(), "hello");
+    let p = r.boxed.get(h).unwrap().unwrap();
+    assert_eq!((p.x, p.y), (1, -2));
+    assert_eq!(r.list.as_slice(h).unwrap(), (0..100).map(|i| i * i).collect::<Vec<u64>>());
+    for i in 0..20u64 {
+        assert_eq!(r.names.get(h, i as usize).unwrap().unwrap().as_str(h).unwrap(), format!("n{i}"));
+        assert_eq!(r.hash.get(h, &i).unwrap().unwrap().as_str(h).unwrap(), "x".repeat(i as usize));
+    }
+    let range: Vec<(u64, u64)> = r
+        .tree
+        .range(h, 30..=60)
+        .unwrap()
+        .map(|e| e.map(|(k, v)| (*k, *v)))
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(range, (10..=20).map(|i| (i * 3, i)).collect::<Vec<_>>());
+}
+
+#[test]
+fn round_trip_across_detach_and_pool_reopen() {
+    let mut sp = ScratchPool::new("rt", 32 << 20);
+    let mut heap = TypedHeap::create(&sp.pool, "t", HEAP, KEY).unwrap();
+    fill(&mut heap);
+    heap.psync().unwrap();
+    let c = heap.check::<Root>().unwrap();
+    assert!(c.unreachable.is_empty(), "leak: {:?}", c.unreachable);
+    assert_eq!(c.reachable, c.heap.live_allocations);
+    heap.detach().unwrap();
+    sp.reopen();
+    let reader = TypedReader::open(&sp.pool, "t", KEY).unwrap();
+    let (r, h) = reader.root::<Root>().unwrap();
+    verify(r, h);
+    assert!(reader.check::<Root>().unwrap().unreachable.is_empty());
+}
+
+#[test]
+fn detach_without_psync_discards_and_panic_too() {
+    let sp = ScratchPool::new("discard", 32 << 20);
+    let mut heap = TypedHeap::create(&sp.pool, "t", HEAP, KEY).unwrap();
+    fill(&mut heap);
+    heap.psync().unwrap();
+    {
+        let (r, h) = heap.root::<Root>().unwrap();
+        r.counter = 99;
+        r.name.set(h, "changed").unwrap();
+        r.tree.clear(h).unwrap();
+        r.hash.remove(h, &3).unwrap();
+    }
+    heap.detach().unwrap();
+    let pool = &sp.pool;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut heap = TypedHeap::open(pool, "t", KEY).unwrap();
+        let (r, h) = heap.root::<Root>().unwrap();
+        r.list.clear(h).unwrap();
+        panic!("between psyncs");
+    }));
+    assert!(outcome.is_err());
+    let mut heap = TypedHeap::open(&sp.pool, "t", KEY).unwrap();
+    let (r, h) = heap.root::<Root>().unwrap();
+    verify(r, h);
+}
+
+#[test]
+fn read_only_attach_refuses_writes_and_wrong_root_type() {
+    let sp = ScratchPool::new("ro", 32 << 20);
+    let mut heap = TypedHeap::create(&sp.pool, "t", HEAP, KEY).unwrap();
+    fill(&mut heap);
+    heap.psync().unwrap();
+    heap.detach().unwrap();
+    let a = TypedReader::open(&sp.pool, "t", KEY).unwrap();
+    // The second reader of this process maps the PMO elsewhere: offsets, not addresses, so
+    // every container reads the same.
+    let relocate = pmo_typed::AttachOptions {
+        relocate: true,
+        ..Default::default()
+    };
+    let b = TypedReader::open_with(&sp.pool, "t", KEY, relocate).unwrap();
+    let (ra, ha) = a.root::<Root>().unwrap();
+    let (rb, hb) = b.root::<Root>().unwrap();
+    verify(ra, ha);
+    verify(rb, hb);
+    assert_ne!(
+        ra as *const Root, rb as *const Root,
+        "the second reader is relocated"
+    );
+    assert!(!ha.is_writable());
+    // A writer is refused while readers hold it.
+    assert!(TypedHeap::open(&sp.pool, "t", KEY).is_err());
+    // The wrong root type is an error, not a reinterpretation.
+    match a.root::<Point>() {
+        Err(TypedError::RootMismatch { .. }) => {}
+        other => panic!("expected RootMismatch, got {other:?}"),
+    }
+    drop((a, b));
+    let mut heap = TypedHeap::open(&sp.pool, "t", KEY).unwrap();
+    assert!(matches!(heap.root::<Point>(), Err(TypedError::RootMismatch { .. })));
+    // A fresh heap read-only has no root.
+    let fresh = TypedHeap::create(&sp.pool, "empty", 1 << 20, KEY).unwrap();
+    fresh.detach().unwrap();
+    let r = TypedReader::open(&sp.pool, "empty", KEY).unwrap();
+    assert!(matches!(r.root::<Root>(), Err(TypedError::NoRoot)));
+}
+
+#[test]
+fn containers_moved_out_of_the_pmo_are_refused() {
+    let sp = ScratchPool::new("moved", 32 << 20);
+    let mut heap = TypedHeap::create(&sp.pool, "t", HEAP, KEY).unwrap();
+    let (r, h) = heap.root::<Root>().unwrap();
+    r.list.push(h, 5).unwrap();
+    // Moving the handle into DRAM: it can no longer be used (and is not misread).
+    let mut out = std::mem::take(&mut r.list);
+    assert!(matches!(out.push(h, 6), Err(TypedError::NotInPmo)));
+    assert!(matches!(out.as_slice(h), Err(TypedError::NotInPmo)));
+    // Moving it back is a legitimate move.
+    r.list = out;
+    assert_eq!(r.list.as_slice(h).unwrap(), &[5]);
+    // A DRAM container is refused too.
+    let mut dram: PVec<u64> = PVec::default();
+    assert!(matches!(dram.push(h, 1), Err(TypedError::NotInPmo)));
+    // Two heaps attached at once: a container swapped across is refused by heap id.
+    let mut other = TypedHeap::create(&sp.pool, "u", 4 << 20, KEY).unwrap();
+    let (r2, h2) = other.root::<Root>().unwrap();
+    std::mem::swap(&mut r.list, &mut r2.list);
+    assert!(matches!(r2.list.as_slice(h2), Err(TypedError::ForeignHeap { .. })));
+    std::mem::swap(&mut r.list, &mut r2.list);
+    assert_eq!(r.list.as_slice(h).unwrap(), &[5]);
+}
+
+#[test]
+fn pvec_and_pstring_operations() {
+    let sp = ScratchPool::new("vec", 32 << 20);
+    let mut heap = TypedHeap::create(&sp.pool, "t", HEAP, KEY).unwrap();
+    let (r, h) = heap.root::<Root>().unwrap();
+    r.list.extend_from_slice(h, &[1, 2, 3, 4]).unwrap();
+    r.list.insert(h, 0, 0).unwrap();
+    assert_eq!(r.list.remove(h, 2).unwrap(), 2);
+    assert_eq!(r.list.pop(h).unwrap(), Some(4));
+    assert_eq!(r.list.as_slice(h).unwrap(), &[0, 1, 3]);
+    assert!(matches!(r.list.insert(h, 9, 0), Err(TypedError::OutOfBounds { .. })));
+    *r.list.get_mut(h, 1).unwrap().unwrap() = 10;
+    assert_eq!(r.list.iter(h).unwrap().copied().collect::<Vec<_>>(), vec![0, 10, 3]);
+    r.list.truncate(h, 1).unwrap();
+    assert_eq!(r.list.len(), 1);
+    r.name.set(h, "héllo").unwrap();
+    r.name.push_str(h, " wörld").unwrap();
+    assert_eq!(r.name.as_str(h).unwrap(), "héllo wörld");
+    for i in 0..5 {
+        r.names.push(h, PString::default()).unwrap();
+        r.names.get_mut(h, i).unwrap().unwrap().set(h, "abc").unwrap();
+    }
+    r.names.delete(h, 2).unwrap();
+    r.names.truncate(h, 2).unwrap();
+    assert_eq!(r.boxed.take(h).unwrap(), None);
+    r.boxed.set(h, Point { x: 3, y: 4 }).unwrap();
+    r.boxed.get_mut(h).unwrap().unwrap().x = 30;
+    assert_eq!(r.boxed.take(h).unwrap().map(|p| p.x), Some(30));
+    let c = heap.check::<Root>().unwrap();
+    assert!(c.unreachable.is_empty(), "freed elements leak nothing: {:?}", c.unreachable);
+}
