@@ -59,7 +59,9 @@ fn main() {
             .define("dbflags", format!("{prog}_dbflags").as_str())
             .file(dst.join(format!("{prog}.c")));
         if prog == "mtest6" {
-            b.file(manifest.join("csrc/mdb_dkey.c"));
+            b.file(manifest.join("csrc/mdb_dkey.c"))
+                .flag("-include")
+                .flag(manifest.join("csrc/mtest6_prelude.h").to_str().unwrap());
         }
         b.compile(&format!("pmo_lmdb_{prog}"));
     }

@@ -35,6 +35,11 @@ ssize_t pmo_lmdb_pread(pmo_lmdb_map *map, void *buf, size_t len, size_t off);
  * range is outside the PMO or the attachment is read-only (DO_PWRITE's convention). */
 int pmo_lmdb_pwrite(pmo_lmdb_map *map, const void *buf, size_t len, size_t off);
 
+/** Read one byte of every page of [addr, addr + len) inside the attachment, so that a system
+ * call (write(2) in mdb_env_copy) finds them filled: the kernel does not fault an attachment's
+ * pages in itself. */
+void pmo_lmdb_prefault(pmo_lmdb_map *map, const void *addr, size_t len);
+
 /** psync (when `sync` is set), then detach and free `map`. */
 void pmo_lmdb_close(pmo_lmdb_map *map, int sync);
 

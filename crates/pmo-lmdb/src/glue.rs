@@ -334,6 +334,23 @@ pub extern "C" fn pmo_lmdb_pwrite(
 }
 
 #[no_mangle]
+pub extern "C" fn pmo_lmdb_prefault(map: *mut PmoLmdbMap, addr: *const c_void, len: usize) {
+    // SAFETY: LMDB passes its live `env->me_pmo`.
+    let st = unsafe { state(map) };
+    let Some(att) = st.att.as_ref() else { return };
+    let base = att.addr() as usize;
+    let start = (addr as usize).max(base);
+    let end = (addr as usize).saturating_add(len).min(base + att.len());
+    let mut p = start & !4095;
+    while p < end {
+        // SAFETY: p lies inside the live attachment (clamped above; page-aligned down from
+        // `start` >= base, which is page-aligned); a volatile read makes the fault handler fill it.
+        unsafe { std::ptr::read_volatile(p.max(base) as *const u8) };
+        p += 4096;
+    }
+}
+
+#[no_mangle]
 pub extern "C" fn pmo_lmdb_close(map: *mut PmoLmdbMap, sync: c_int) {
     if map.is_null() {
         return;
