@@ -18,8 +18,9 @@ typedef struct pmo_lmdb_map {
 } pmo_lmdb_map;
 
 /** If `path` names a PMO ("pmo:NAME", or any path while PMO_LMDB=1), attach it (read-only
- * under MDB_RDONLY; a writer creates a missing PMO of `want_size` bytes, or PMO_LMDB_SIZE,
- * or 64 MiB when 0) and set *out; otherwise set *out to NULL. Returns 0 or an errno
+ * under MDB_RDONLY; a writer creates a missing PMO of `want_size` bytes, the map size the
+ * program set, or when that is 0 of PMO_LMDB_SIZE bytes, else 64 MiB) and set *out; otherwise
+ * set *out to NULL. Returns 0 or an errno
  * (ENOENT, EACCES wrong key, EBUSY, ENOSPC, EINVAL, EIO integrity); the message is kept for
  * pmo_lmdb_last_error(). */
 int pmo_lmdb_open(const char *path, unsigned int flags, size_t want_size, pmo_lmdb_map **out);

@@ -9,9 +9,13 @@ pub fn key(i: u64) -> Vec<u8> {
     format!("k{i:08}").into_bytes()
 }
 
-/// Value of transaction `i`: 100 to 2099 bytes (spans pages and overflow pages now and then).
+/// Value of transaction `i`: 16 to 615 bytes, and every 64th 5000 bytes (an overflow page run).
 pub fn value(i: u64) -> Vec<u8> {
-    let len = 100 + (i.wrapping_mul(2_654_435_761) % 2000) as usize;
+    let len = if i % 64 == 63 {
+        5000
+    } else {
+        16 + (i.wrapping_mul(2_654_435_761) % 600) as usize
+    };
     (0..len)
         .map(|j| (i as usize).wrapping_mul(31).wrapping_add(j) as u8)
         .collect()

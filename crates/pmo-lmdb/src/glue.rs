@@ -15,8 +15,8 @@ use crate::LmdbError;
 
 /// LMDB's `MDB_RDONLY` (lmdb.h).
 pub const MDB_RDONLY: c_uint = 0x20000;
-/// A PMO a writer creates when neither the program's map size nor `PMO_LMDB_SIZE` is larger:
-/// LMDB's own default map size (1 MiB) is too small to be useful.
+/// Size of a PMO a writer creates when the program set no map size and `PMO_LMDB_SIZE` is
+/// unset (LMDB's own default map size, 1 MiB, is too small to be useful).
 pub const DEFAULT_PMO_SIZE: u64 = 64 << 20;
 
 /// The pool, key and attach options environments on PMOs use in this process.
@@ -190,12 +190,17 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
     let backend = backend()?;
     let rdonly = flags & MDB_RDONLY != 0;
     if !rdonly && !backend.pool.exists(&name)? {
-        let from_env = std::env::var("PMO_LMDB_SIZE")
-            .ok()
-            .and_then(|v| parse_size(&v));
-        let size = (want_size as u64)
-            .max(from_env.unwrap_or(DEFAULT_PMO_SIZE))
-            .next_multiple_of(4096);
+        let size = if want_size > 0 {
+            want_size as u64
+        } else {
+            match std::env::var("PMO_LMDB_SIZE") {
+                Ok(v) if !v.is_empty() => parse_size(&v).filter(|s| *s > 0).ok_or_else(|| {
+                    LmdbError::Usage(format!("PMO_LMDB_SIZE={v:?} is not a size"))
+                })?,
+                _ => DEFAULT_PMO_SIZE,
+            }
+        }
+        .next_multiple_of(4096);
         let scheme = match backend.scheme {
             Some(s) => Some(s),
             None => match std::env::var("PMO_SCHEME") {
