@@ -1,0 +1,386 @@
+//! The hooks `patches/mdb-pmo.patch` calls from LMDB's `mdb.c` (declared in `csrc/pmo_lmdb.h`):
+//! attach a PMO as an environment's map, psync it where LMDB would msync or fdatasync, detach
+//! it at close. A [`Backend`] names the pool, key and attach options; without one installed,
+//! the first hook opens the pool of `PMO_POOL` with the key of `PMO_KEY` (as the CLI does).
+#![allow(unsafe_code)] // Reason: `extern "C"` hooks called from C with raw pointers.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use pmo_store::{AttachOptions, Attachment, Perm, Pool, Scheme, StoreError};
+
+use crate::LmdbError;
+
+/// LMDB's `MDB_RDONLY` (lmdb.h).
+pub const MDB_RDONLY: c_uint = 0x20000;
+/// Size of a PMO a writer creates when the program set no map size and `PMO_LMDB_SIZE` is
+/// unset (LMDB's own default map size, 1 MiB, is too small to be useful).
+pub const DEFAULT_PMO_SIZE: u64 = 64 << 20;
+
+/// The pool, key and attach options environments on PMOs use in this process.
+pub struct Backend {
+    pub pool: Pool,
+    pub key: Vec<u8>,
+    /// Options of every attach (dirty tracking, prediction, scheme override...).
+    pub attach: AttachOptions,
+    /// Scheme of PMOs a writer creates (`None`: `PMO_SCHEME`, else the pool's default).
+    pub scheme: Option<Scheme>,
+    /// Directory of the lock files (`None`: `PMO_LMDB_LOCKDIR`, else `/dev/shm`, else the
+    /// temporary directory).
+    pub lock_dir: Option<PathBuf>,
+}
+
+impl Backend {
+    /// A backend over `pool` with `key` and default options.
+    pub fn new(pool: Pool, key: &[u8]) -> Backend {
+        Backend {
+            pool,
+            key: key.to_vec(),
+            attach: AttachOptions::default(),
+            scheme: None,
+            lock_dir: None,
+        }
+    }
+
+    /// The pool of `PMO_POOL` (else pmo's default pool) with the key of `PMO_KEY`.
+    pub fn from_env() -> Result<Backend, LmdbError> {
+        let path = match std::env::var_os("PMO_POOL") {
+            Some(p) if !p.is_empty() => PathBuf::from(p),
+            _ => default_pool_path().ok_or_else(|| {
+                LmdbError::Usage("no pool: set PMO_POOL (or HOME for the default pool)".into())
+            })?,
+        };
+        let pool = Pool::open(&path)?;
+        let key = std::env::var("PMO_KEY").unwrap_or_default();
+        Ok(Backend::new(pool, key.as_bytes()))
+    }
+}
+
+fn default_pool_path() -> Option<PathBuf> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))?;
+    Some(data.join("pmo/default.pool"))
+}
+
+static BACKEND: Mutex<Option<Arc<Backend>>> = Mutex::new(None);
+
+/// Use `backend` for every environment this process opens on a PMO from now on (environments
+/// open already keep theirs).
+pub fn install(backend: Backend) {
+    *BACKEND.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(backend));
+}
+
+/// Forget the installed backend (the next open reads the environment again).
+pub fn uninstall() {
+    *BACKEND.lock().unwrap_or_else(|e| e.into_inner()) = None;
+}
+
+fn backend() -> Result<Arc<Backend>, LmdbError> {
+    let mut slot = BACKEND.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(b) = &*slot {
+        return Ok(b.clone());
+    }
+    let b = Arc::new(Backend::from_env()?);
+    *slot = Some(b.clone());
+    Ok(b)
+}
+
+/// The PMO an environment path names: `pmo:NAME`, or with `PMO_LMDB=1` any path (its leading
+/// `./` and trailing `/` dropped, so `./testdb` and `testdb/` name the PMO `testdb`).
+pub fn pmo_name(path: &str) -> Option<String> {
+    if let Some(name) = path.strip_prefix("pmo:") {
+        return Some(name.to_string());
+    }
+    let all = std::env::var("PMO_LMDB")
+        .map(|v| !v.is_empty() && v != "0")
+        .unwrap_or(false);
+    if !all {
+        return None;
+    }
+    let mut p = path;
+    while let Some(rest) = p.strip_prefix("./") {
+        p = rest;
+    }
+    Some(p.trim_end_matches('/').to_string())
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<Option<(CString, bool)>> = const { RefCell::new(None) };
+}
+
+fn set_error(e: &LmdbError) -> c_int {
+    let msg = CString::new(e.to_string().replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|l| *l.borrow_mut() = Some((msg, e.is_integrity())));
+    e.errno()
+}
+
+fn clear_error() {
+    LAST_ERROR.with(|l| *l.borrow_mut() = None);
+}
+
+/// The message of this thread's latest failed hook, and whether it was an integrity failure.
+pub fn last_error() -> Option<(String, bool)> {
+    LAST_ERROR.with(|l| {
+        l.borrow()
+            .as_ref()
+            .map(|(m, i)| (m.to_string_lossy().into_owned(), *i))
+    })
+}
+
+/// Forget this thread's latest hook failure.
+pub fn clear_last_error() {
+    clear_error();
+}
+
+/// `pmo_lmdb_map` of `csrc/pmo_lmdb.h`.
+#[repr(C)]
+pub struct PmoLmdbMap {
+    base: *mut c_char,
+    size: usize,
+    lock_path: *const c_char,
+    handle: *mut c_void,
+}
+
+struct MapState {
+    att: Option<Attachment>,
+    _lock_path: CString,
+    /// Never psynced when attached: reads as an empty data file.
+    fresh: bool,
+}
+
+fn lock_path(backend: &Backend, name: &str) -> Result<PathBuf, LmdbError> {
+    let dir = match &backend.lock_dir {
+        Some(d) => d.clone(),
+        None => match std::env::var_os("PMO_LMDB_LOCKDIR") {
+            Some(d) if !d.is_empty() => PathBuf::from(d),
+            _ if Path::new("/dev/shm").is_dir() => PathBuf::from("/dev/shm"),
+            _ => std::env::temp_dir(),
+        },
+    };
+    // One lock file per (pool, PMO), whatever path the pool was opened by: the pool's uuid.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in backend.pool.superblock().uuid.iter().chain(name.as_bytes()) {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+    }
+    let clean: String = name
+        .chars()
+        .take(48)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let path = dir.join(format!("pmo-lmdb-{clean}-{h:016x}"));
+    std::fs::create_dir_all(&path)
+        .map_err(|e| LmdbError::Lock(format!("{}: {e}", path.display())))?;
+    Ok(path)
+}
+
+fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmdbMap>>, LmdbError> {
+    let Some(name) = pmo_name(path) else {
+        return Ok(None);
+    };
+    let backend = backend()?;
+    let rdonly = flags & MDB_RDONLY != 0;
+    if !rdonly && !backend.pool.exists(&name)? {
+        let size = if want_size > 0 {
+            want_size as u64
+        } else {
+            match std::env::var("PMO_LMDB_SIZE") {
+                Ok(v) if !v.is_empty() => parse_size(&v).filter(|s| *s > 0).ok_or_else(|| {
+                    LmdbError::Usage(format!("PMO_LMDB_SIZE={v:?} is not a size"))
+                })?,
+                _ => DEFAULT_PMO_SIZE,
+            }
+        }
+        .next_multiple_of(4096);
+        let scheme = match backend.scheme {
+            Some(s) => Some(s),
+            None => match std::env::var("PMO_SCHEME") {
+                Ok(s) if !s.is_empty() => Some(Scheme::from_name(&s)?),
+                _ => None,
+            },
+        };
+        match backend.pool.pcreate_with(&name, size, &backend.key, scheme) {
+            Ok(_) | Err(StoreError::Exists(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let perm = if rdonly { Perm::Read } else { Perm::Write };
+    let att = backend
+        .pool
+        .attach_with(&name, perm, &backend.key, backend.attach)?;
+    let fresh = att.handle().seq() == 0;
+    let lock = lock_path(&backend, &name)?;
+    let lock = CString::new(lock.into_os_string().into_encoded_bytes())
+        .map_err(|_| LmdbError::Lock("lock path holds a NUL".into()))?;
+    let state = Box::new(MapState {
+        att: Some(att),
+        _lock_path: lock,
+        fresh,
+    });
+    let att = state.att.as_ref().expect("just set");
+    Ok(Some(Box::new(PmoLmdbMap {
+        base: att.addr().cast(),
+        size: att.len(),
+        lock_path: state._lock_path.as_ptr(),
+        handle: Box::into_raw(state).cast(),
+    })))
+}
+
+/// `12345`, or with a `K`/`M`/`G` suffix (binary).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mul) = match s.char_indices().last()? {
+        (i, 'k' | 'K') => (&s[..i], 1u64 << 10),
+        (i, 'm' | 'M') => (&s[..i], 1 << 20),
+        (i, 'g' | 'G') => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(mul)
+}
+
+/// # Safety
+/// `map` comes from [`pmo_lmdb_open`] and is not closed.
+unsafe fn state<'a>(map: *mut PmoLmdbMap) -> &'a mut MapState {
+    // SAFETY: the caller's contract: `map` and its handle are live and used by one thread (LMDB
+    // calls these hooks under its writer mutex or during open and close).
+    unsafe { &mut *(*map).handle.cast::<MapState>() }
+}
+
+#[no_mangle]
+pub extern "C" fn pmo_lmdb_open(
+    path: *const c_char,
+    flags: c_uint,
+    want_size: usize,
+    out: *mut *mut PmoLmdbMap,
+) -> c_int {
+    clear_error();
+    if path.is_null() || out.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: LMDB passes the NUL-terminated path its caller gave mdb_env_open.
+    let path = unsafe { CStr::from_ptr(path) }.to_string_lossy();
+    match std::panic::catch_unwind(|| open(&path, flags, want_size)) {
+        Ok(Ok(map)) => {
+            let raw = map.map_or(std::ptr::null_mut(), Box::into_raw);
+            // SAFETY: `out` is LMDB's `&env->me_pmo`, checked non-null above.
+            unsafe { *out = raw };
+            0
+        }
+        Ok(Err(e)) => set_error(&e),
+        Err(_) => set_error(&LmdbError::Usage("internal error in pmo_lmdb_open".into())),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn pmo_lmdb_psync(map: *mut PmoLmdbMap) -> c_int {
+    // SAFETY: LMDB passes its live `env->me_pmo`.
+    let st = unsafe { state(map) };
+    let Some(att) = st.att.as_ref() else {
+        return libc::EINVAL;
+    };
+    match att.psync() {
+        Ok(_) => {
+            st.fresh = false;
+            0
+        }
+        Err(e) => set_error(&e.into()),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn pmo_lmdb_pread(
+    map: *mut PmoLmdbMap,
+    buf: *mut c_void,
+    len: usize,
+    off: usize,
+) -> isize {
+    // SAFETY: LMDB passes its live `env->me_pmo`.
+    let st = unsafe { state(map) };
+    let Some(att) = st.att.as_ref() else {
+        return -1;
+    };
+    if st.fresh || off >= att.len() {
+        return 0;
+    }
+    let n = len.min(att.len() - off);
+    // SAFETY: [off, off+n) lies inside the attachment (checked above); `buf` is LMDB's buffer of
+    // at least `len` bytes; they do not overlap (LMDB's buffer is on its stack).
+    unsafe { std::ptr::copy_nonoverlapping(att.addr().add(off), buf.cast::<u8>(), n) };
+    n as isize
+}
+
+#[no_mangle]
+pub extern "C" fn pmo_lmdb_pwrite(
+    map: *mut PmoLmdbMap,
+    buf: *const c_void,
+    len: usize,
+    off: usize,
+) -> c_int {
+    // SAFETY: LMDB passes its live `env->me_pmo`.
+    let st = unsafe { state(map) };
+    let Some(att) = st.att.as_ref() else { return 0 };
+    if att.perm() != Perm::Write || off.checked_add(len).is_none_or(|end| end > att.len()) {
+        errno::set_errno(errno::Errno(libc::ENOSPC));
+        return 0;
+    }
+    // SAFETY: [off, off+len) lies inside the writable attachment (checked above); `buf` is
+    // LMDB's calloc'ed meta pages of `len` bytes, not inside the map.
+    unsafe { std::ptr::copy_nonoverlapping(buf.cast::<u8>(), att.addr().add(off), len) };
+    1
+}
+
+#[no_mangle]
+pub extern "C" fn pmo_lmdb_prefault(map: *mut PmoLmdbMap, addr: *const c_void, len: usize) {
+    // SAFETY: LMDB passes its live `env->me_pmo`.
+    let st = unsafe { state(map) };
+    let Some(att) = st.att.as_ref() else { return };
+    let base = att.addr() as usize;
+    let start = (addr as usize).max(base);
+    let end = (addr as usize).saturating_add(len).min(base + att.len());
+    let mut p = start & !4095;
+    while p < end {
+        // SAFETY: p lies inside the live attachment (clamped above; page-aligned down from
+        // `start` >= base, which is page-aligned); a volatile read makes the fault handler fill it.
+        unsafe { std::ptr::read_volatile(p.max(base) as *const u8) };
+        p += 4096;
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn pmo_lmdb_close(map: *mut PmoLmdbMap, sync: c_int) {
+    if map.is_null() {
+        return;
+    }
+    // SAFETY: LMDB hands back the pointer pmo_lmdb_open made with Box::into_raw, once.
+    let map = unsafe { Box::from_raw(map) };
+    // SAFETY: the handle was made with Box::into_raw in `open`, and is freed only here.
+    let mut st = unsafe { Box::from_raw(map.handle.cast::<MapState>()) };
+    if let Some(att) = st.att.take() {
+        if sync != 0 && att.perm() == Perm::Write {
+            if let Err(e) = att.psync() {
+                set_error(&e.into());
+            }
+        }
+        if let Err(e) = att.detach() {
+            set_error(&e.into());
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn pmo_lmdb_last_error() -> *const c_char {
+    LAST_ERROR.with(|l| {
+        l.borrow()
+            .as_ref()
+            .map_or(std::ptr::null(), |(m, _)| m.as_ptr())
+    })
+}

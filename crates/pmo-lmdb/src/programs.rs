@@ -1,0 +1,51 @@
+//! LMDB's own programs, compiled unchanged from its source (their `main` renamed by build.rs)
+//! and linked into this crate: `mdb_stat`, `mdb_dump`, `mdb_load`, `mdb_copy`, `mdb_drop`, and
+//! the test programs `mtest` .. `mtest6`. They open `pmo:NAME` paths like any other; the
+//! mtests, which hard-code `./testdb`, run on the PMO `testdb` under `PMO_LMDB=1`.
+#![allow(unsafe_code)] // Reason: calls the C programs' entry points.
+
+use std::ffi::{c_char, c_int, CString};
+
+use crate::ffi::programs as p;
+
+type Main = unsafe extern "C" fn(c_int, *mut *mut c_char) -> c_int;
+
+/// The programs, by name.
+pub const PROGRAMS: [&str; 11] = [
+    "mdb_stat", "mdb_dump", "mdb_load", "mdb_copy", "mdb_drop", "mtest", "mtest2", "mtest3",
+    "mtest4", "mtest5", "mtest6",
+];
+
+fn entry(name: &str) -> Option<Main> {
+    Some(match name {
+        "mdb_stat" => p::mdb_stat_main,
+        "mdb_dump" => p::mdb_dump_main,
+        "mdb_load" => p::mdb_load_main,
+        "mdb_copy" => p::mdb_copy_main,
+        "mdb_drop" => p::mdb_drop_main,
+        "mtest" => p::mtest_main,
+        "mtest2" => p::mtest2_main,
+        "mtest3" => p::mtest3_main,
+        "mtest4" => p::mtest4_main,
+        "mtest5" => p::mtest5_main,
+        "mtest6" => p::mtest6_main,
+        _ => return None,
+    })
+}
+
+/// Run program `name` with `args` (not including the program name) in this process and return
+/// its exit status. The programs exit(3) the process themselves on usage errors, and the mtests
+/// abort(3) on any failed check: run them in a child process when that matters
+/// (`pmo-lmdb-run`). `None`: no such program.
+pub fn run(name: &str, args: &[String]) -> Option<i32> {
+    let main = entry(name)?;
+    let owned: Vec<CString> = std::iter::once(name.to_string())
+        .chain(args.iter().cloned())
+        .map(|a| CString::new(a.replace('\0', "")).unwrap_or_default())
+        .collect();
+    let mut argv: Vec<*mut c_char> = owned.iter().map(|a| a.as_ptr().cast_mut()).collect();
+    argv.push(std::ptr::null_mut());
+    // SAFETY: argv is a NULL-terminated array of `owned.len()` NUL-terminated strings that outlive
+    // the call; the programs may permute argv (getopt) but do not free it.
+    Some(unsafe { main(owned.len() as c_int, argv.as_mut_ptr()) })
+}

@@ -1,0 +1,232 @@
+//! A YCSB core workload: the properties of `site.ycsb.workloads.CoreWorkload` this driver
+//! honours, read from YCSB's own property files.
+
+use std::path::Path;
+
+use crate::YcsbError;
+
+/// Request distribution (`requestdistribution`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Distribution {
+    Zipfian,
+    Uniform,
+    Latest,
+}
+
+/// The properties of one core workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    /// `a` .. `f`, or the file's name.
+    pub name: String,
+    pub record_count: u64,
+    pub operation_count: u64,
+    pub field_count: usize,
+    pub field_length: usize,
+    pub read: f64,
+    pub update: f64,
+    pub insert: f64,
+    pub scan: f64,
+    pub read_modify_write: f64,
+    pub distribution: Distribution,
+    /// Scans read 1..=max_scan_length records, uniformly (`scanlengthdistribution=uniform`).
+    pub max_scan_length: usize,
+    /// `insertorder=hashed` (YCSB's default): keys are hashed record numbers.
+    pub hashed_keys: bool,
+}
+
+impl Workload {
+    /// The core workload `letter` (`a`..`f`) as YCSB's `workloads/` files define it (1000
+    /// records, 1000 operations, 10 fields of 100 bytes).
+    pub fn core(letter: char) -> Option<Workload> {
+        let base = Workload {
+            name: letter.to_string(),
+            record_count: 1000,
+            operation_count: 1000,
+            field_count: 10,
+            field_length: 100,
+            read: 0.0,
+            update: 0.0,
+            insert: 0.0,
+            scan: 0.0,
+            read_modify_write: 0.0,
+            distribution: Distribution::Zipfian,
+            max_scan_length: 100,
+            hashed_keys: true,
+        };
+        Some(match letter {
+            'a' => Workload {
+                read: 0.5,
+                update: 0.5,
+                ..base
+            },
+            'b' => Workload {
+                read: 0.95,
+                update: 0.05,
+                ..base
+            },
+            'c' => Workload { read: 1.0, ..base },
+            'd' => Workload {
+                read: 0.95,
+                insert: 0.05,
+                distribution: Distribution::Latest,
+                ..base
+            },
+            'e' => Workload {
+                scan: 0.95,
+                insert: 0.05,
+                ..base
+            },
+            'f' => Workload {
+                read: 0.5,
+                read_modify_write: 0.5,
+                ..base
+            },
+            _ => return None,
+        })
+    }
+
+    /// Core workload `letter` from YCSB's file `dir/workload<letter>` when it exists, else
+    /// [`Workload::core`].
+    pub fn find(letter: char, dir: Option<&Path>) -> Result<Workload, YcsbError> {
+        if let Some(dir) = dir {
+            let path = dir.join(format!("workload{letter}"));
+            if path.is_file() {
+                let mut w = Workload::from_file(&path)?;
+                w.name = letter.to_string();
+                return Ok(w);
+            }
+        }
+        Workload::core(letter).ok_or_else(|| YcsbError::Workload {
+            path: format!("workload{letter}"),
+            msg: "no such core workload (a..f)".into(),
+        })
+    }
+
+    /// Parse a YCSB property file (`key=value` lines, `#` comments). Properties it does not
+    /// know are ignored, as YCSB ignores those of other workload classes; values it cannot
+    /// honour are errors.
+    pub fn from_file(path: &Path) -> Result<Workload, YcsbError> {
+        let text = std::fs::read_to_string(path).map_err(|e| YcsbError::Workload {
+            path: path.display().to_string(),
+            msg: e.to_string(),
+        })?;
+        let name = path
+            .file_name()
+            .map_or("workload".into(), |n| n.to_string_lossy().into_owned());
+        Workload::parse(&name, &text).map_err(|msg| YcsbError::Workload {
+            path: path.display().to_string(),
+            msg,
+        })
+    }
+
+    /// Parse properties text; `name` labels the result.
+    pub fn parse(name: &str, text: &str) -> Result<Workload, String> {
+        let mut w = Workload::core('a').expect("core a");
+        w.name = name.to_string();
+        w.read = 0.95; // CoreWorkload's own defaults where the file is silent
+        w.update = 0.05;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let Some((k, v)) = line.split_once('=') else {
+                return Err(format!("line {}: not key=value: {line:?}", n + 1));
+            };
+            let (k, v) = (k.trim(), v.trim());
+            let num = |v: &str| {
+                v.parse::<f64>()
+                    .map_err(|_| format!("line {}: {k}={v:?} is not a number", n + 1))
+            };
+            let int = |v: &str| {
+                v.parse::<u64>()
+                    .map_err(|_| format!("line {}: {k}={v:?} is not a count", n + 1))
+            };
+            match k {
+                "recordcount" => w.record_count = int(v)?,
+                "operationcount" => w.operation_count = int(v)?,
+                "fieldcount" => w.field_count = int(v)? as usize,
+                "fieldlength" => w.field_length = int(v)? as usize,
+                "readproportion" => w.read = num(v)?,
+                "updateproportion" => w.update = num(v)?,
+                "insertproportion" => w.insert = num(v)?,
+                "scanproportion" => w.scan = num(v)?,
+                "readmodifywriteproportion" => w.read_modify_write = num(v)?,
+                "maxscanlength" => w.max_scan_length = int(v)?.max(1) as usize,
+                "requestdistribution" => {
+                    w.distribution = match v {
+                        "zipfian" => Distribution::Zipfian,
+                        "uniform" => Distribution::Uniform,
+                        "latest" => Distribution::Latest,
+                        _ => return Err(format!(
+                            "requestdistribution={v} is not supported (zipfian, uniform, latest)"
+                        )),
+                    }
+                }
+                "scanlengthdistribution" if v != "uniform" => {
+                    return Err(format!(
+                        "scanlengthdistribution={v} is not supported (uniform)"
+                    ))
+                }
+                "insertorder" => w.hashed_keys = v != "ordered",
+                "workload"
+                    if v != "site.ycsb.workloads.CoreWorkload"
+                        && v != "com.yahoo.ycsb.workloads.CoreWorkload" =>
+                {
+                    return Err(format!("workload={v}: only CoreWorkload is supported"))
+                }
+                _ => {}
+            }
+        }
+        let total = w.read + w.update + w.insert + w.scan + w.read_modify_write;
+        if !(total > 0.0) {
+            return Err("the operation proportions add up to 0".into());
+        }
+        Ok(w)
+    }
+
+    /// Bytes of one record.
+    pub fn record_len(&self) -> usize {
+        self.field_count * self.field_length
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_ycsb_file_like_the_builtin() {
+        let text = "# Yahoo! Cloud System Benchmark\nrecordcount=1000\noperationcount=1000\n\
+                    workload=site.ycsb.workloads.CoreWorkload\nreadallfields=true\n\
+                    readproportion=0\nupdateproportion=0\nscanproportion=0.95\n\
+                    insertproportion=0.05\nrequestdistribution=zipfian\nmaxscanlength=100\n\
+                    scanlengthdistribution=uniform\n";
+        let mut w = Workload::parse("e", text).unwrap();
+        w.name = "e".into();
+        assert_eq!(w, Workload::core('e').unwrap());
+    }
+
+    #[test]
+    fn rejects_what_it_cannot_honour() {
+        assert!(Workload::parse("x", "requestdistribution=hotspot\n").is_err());
+        assert!(Workload::parse("x", "readproportion=abc\n").is_err());
+        assert!(Workload::parse("x", "readproportion=0\nupdateproportion=0\n").is_err());
+        assert!(Workload::parse("x", "garbage line\n").is_err());
+    }
+
+    #[test]
+    fn the_shared_files_match_the_builtin_defaults() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/ycsb");
+        if !dir.is_dir() {
+            return; // the shared inputs are not part of a plain clone
+        }
+        for l in ['a', 'b', 'c', 'd', 'e', 'f'] {
+            assert_eq!(
+                Workload::find(l, Some(&dir)).unwrap(),
+                Workload::core(l).unwrap(),
+                "workload{l}"
+            );
+        }
+    }
+}
