@@ -41,11 +41,19 @@ impl Header {
         b
     }
 
-    /// Decode and check; `what` names the file in errors.
-    pub fn decode(b: &[u8], what: &str) -> Result<Header> {
+    /// Decode and check; `what` names the file in errors, `pmo_bytes` is the size of the
+    /// first PMO. An all-zero header is a file whose create did not reach its first psync
+    /// (power was lost between the pcreate and it): an empty file.
+    pub fn decode(b: &[u8], what: &str, pmo_bytes: u64) -> Result<Header> {
         let corrupt = |why: &str| Err(FsError::Corrupt(format!("file {what}: {why}")));
         if b.len() < HEADER_BYTES as usize {
             return corrupt("header too short");
+        }
+        if b.iter().all(|&x| x == 0) && pmo_bytes > HEADER_BYTES && pmo_bytes % 4096 == 0 {
+            return Ok(Header {
+                size: 0,
+                first_pmo_bytes: pmo_bytes,
+            });
         }
         let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or([0; 4]));
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
@@ -62,7 +70,7 @@ impl Header {
             size: u64_at(8),
             first_pmo_bytes: u64_at(16),
         };
-        if h.first_pmo_bytes <= HEADER_BYTES || h.first_pmo_bytes % 4096 != 0 {
+        if h.first_pmo_bytes != pmo_bytes {
             return corrupt("bad first-PMO size");
         }
         if h.size > capacity(h.first_pmo_bytes, MAX_SEGMENTS) {
@@ -132,13 +140,20 @@ mod tests {
             first_pmo_bytes: 16384,
         };
         let b = h.encode();
-        assert_eq!(Header::decode(&b, "f").unwrap(), h);
+        assert_eq!(Header::decode(&b, "f", 16384).unwrap(), h);
         for i in [0, 8, 16, 24] {
             let mut d = b;
             d[i] ^= 1;
-            assert!(Header::decode(&d, "f").is_err(), "byte {i}");
+            assert!(Header::decode(&d, "f", 16384).is_err(), "byte {i}");
         }
-        assert!(Header::decode(&[0; 64], "f").is_err());
+        assert_eq!(
+            Header::decode(&[0; 64], "f", 8192).unwrap(),
+            Header {
+                size: 0,
+                first_pmo_bytes: 8192
+            }
+        );
+        assert!(Header::decode(&b, "f", 8192).is_err());
     }
 
     #[test]

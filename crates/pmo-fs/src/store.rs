@@ -182,7 +182,7 @@ impl FileStore {
                 .open_pmo(&path.pmo_name(Kind::File), Perm::Read, self.key(), None)?;
         let mut b = [0u8; HEADER_BYTES as usize];
         h.read_at(0, &mut b)?;
-        Header::decode(&b, path.as_str())
+        Header::decode(&b, path.as_str(), h.size())
     }
 
     fn repair(&self) -> Result<()> {
@@ -412,7 +412,7 @@ impl FileStore {
         };
         let mut b = [0u8; HEADER_BYTES as usize];
         att.read_at(0, &mut b)?;
-        let header = Header::decode(&b, path.as_str())?;
+        let header = Header::decode(&b, path.as_str(), att.len() as u64)?;
         let mut segs = vec![Segment { att, dirty: false }];
         for i in 1..header::segments_for(header.first_pmo_bytes, header.size) {
             let att = self
