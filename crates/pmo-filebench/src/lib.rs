@@ -1,0 +1,1 @@
+//! Filebench on PMOs.

@@ -1,0 +1,845 @@
+//! [`FileStore`]: files and directories as PMOs of one pool.
+//!
+//! Open files are shared: the store keeps one table entry per open path (its attached PMOs,
+//! its size) and counts the handles on it, as a kernel keeps one inode for many descriptors.
+//! Data calls lock only their file; calls that change the tree (create, unlink, mkdir, rmdir,
+//! open, close) take the tree lock, so "the parent exists" and "the file is not open" hold
+//! while the namespace changes.
+//!
+//! Write path: bytes go into the attached views; the header (size) into the first PMO's view;
+//! nothing is durable until [`FileHandle::fsync`] (or the last close of a written file), which
+//! psyncs the written segments and then the first PMO. Growth creates the next segment (a
+//! pcreate) before any byte of the write lands, so a full pool fails the write and changes
+//! nothing.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use pmo_store::{AttachOptions, Attachment, Perm, Pool, Scheme, SessionStats, StoreError};
+
+use crate::error::{FsError, Result};
+use crate::header::{self, Header, HEADER_BYTES, MAX_SEGMENTS};
+use crate::path::{FsPath, Kind};
+
+/// How the store creates and attaches its PMOs.
+#[derive(Clone, Debug)]
+pub struct FsOptions {
+    /// Key of every PMO of the store.
+    pub key: Vec<u8>,
+    /// Scheme of the PMOs it creates (`None`: the pool's default).
+    pub scheme: Option<Scheme>,
+    /// Options of every attach (relocation is always allowed).
+    pub attach: AttachOptions,
+}
+
+impl Default for FsOptions {
+    fn default() -> Self {
+        FsOptions {
+            key: b"pmo-fs".to_vec(),
+            scheme: None,
+            attach: AttachOptions::default(),
+        }
+    }
+}
+
+/// What `stat` reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatKind {
+    File,
+    Dir,
+}
+
+/// `stat` of a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    pub kind: StatKind,
+    /// File size in bytes (0 for a directory).
+    pub size: u64,
+}
+
+/// One entry of a directory listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub kind: StatKind,
+}
+
+/// What [`FileStore::check`] found.
+#[derive(Clone, Debug, Default)]
+pub struct FsCheck {
+    pub files: usize,
+    pub dirs: usize,
+    /// Segment PMOs beyond files' first ones.
+    pub segments: usize,
+    /// Sum of file sizes.
+    pub file_bytes: u64,
+    /// Pool space in use and free, and the heap they must add up to.
+    pub used_bytes: u64,
+    pub free_bytes: u64,
+    pub heap_bytes: u64,
+    /// Files skipped because another process has them open.
+    pub busy: Vec<String>,
+    /// Everything wrong (empty: healthy, no leak).
+    pub problems: Vec<String>,
+}
+
+struct Segment {
+    att: Attachment,
+    dirty: bool,
+}
+
+struct FileState {
+    segs: Vec<Segment>,
+    header: Header,
+    /// Any write since the last psync.
+    dirty: bool,
+}
+
+struct OpenFile {
+    path: FsPath,
+    state: Mutex<FileState>,
+}
+
+struct Inner {
+    pool: Pool,
+    opts: FsOptions,
+    /// Open files by path, with the number of handles on each. Also the tree lock.
+    open: Mutex<HashMap<FsPath, (Arc<OpenFile>, usize)>>,
+    /// The store's share of the Fig. 6 time categories, summed over closed attach sessions.
+    stats: Mutex<SessionStats>,
+}
+
+/// The file store over one pool. Cheap to clone; shareable between threads.
+#[derive(Clone)]
+pub struct FileStore {
+    inner: Arc<Inner>,
+}
+
+/// An open file. Close it with [`FileHandle::close`] (dropping it closes it too, and a
+/// failure there is lost).
+pub struct FileHandle {
+    store: FileStore,
+    file: Option<Arc<OpenFile>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// First-PMO size for a file expected to hold `hint` bytes: the hint plus a quarter for
+/// appends, whole pages, at least one page.
+fn first_pmo_bytes(hint: u64) -> u64 {
+    let want = hint.saturating_add(hint / 4).saturating_add(HEADER_BYTES);
+    want.div_ceil(4096).max(1).saturating_mul(4096)
+}
+
+impl FileStore {
+    /// Open the file store over `pool`, repairing what a crash in the middle of an unlink or
+    /// a growth left: segment PMOs whose file is gone or whose size does not need them.
+    pub fn open(pool: Pool, opts: FsOptions) -> Result<FileStore> {
+        let fs = FileStore {
+            inner: Arc::new(Inner {
+                pool,
+                opts,
+                open: Mutex::new(HashMap::new()),
+                stats: Mutex::new(SessionStats::default()),
+            }),
+        };
+        fs.repair()?;
+        Ok(fs)
+    }
+
+    /// The pool underneath.
+    pub fn pool(&self) -> &Pool {
+        &self.inner.pool
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.inner.opts.key
+    }
+
+    /// Every file-store PMO: path -> (is a dir, is a file, segment numbers).
+    fn scan(&self) -> Result<BTreeMap<FsPath, (bool, bool, Vec<u32>)>> {
+        let mut m: BTreeMap<FsPath, (bool, bool, Vec<u32>)> = BTreeMap::new();
+        for info in self.inner.pool.list()? {
+            if let Some((p, kind)) = FsPath::from_pmo_name(&info.name) {
+                let e = m.entry(p).or_default();
+                match kind {
+                    Kind::Dir => e.0 = true,
+                    Kind::File => e.1 = true,
+                    Kind::Segment(i) => e.2.push(i),
+                }
+            }
+        }
+        Ok(m)
+    }
+
+    fn read_header(&self, path: &FsPath) -> Result<Header> {
+        let h =
+            self.inner
+                .pool
+                .open_pmo(&path.pmo_name(Kind::File), Perm::Read, self.key(), None)?;
+        let mut b = [0u8; HEADER_BYTES as usize];
+        h.read_at(0, &mut b)?;
+        Header::decode(&b, path.as_str(), h.size())
+    }
+
+    fn repair(&self) -> Result<()> {
+        let _tree = lock(&self.inner.open);
+        for (path, (_, is_file, segs)) in self.scan()? {
+            if segs.is_empty() {
+                continue;
+            }
+            let needed = if is_file {
+                match self.read_header(&path) {
+                    Ok(h) => header::segments_for(h.first_pmo_bytes, h.size),
+                    // Open elsewhere: leave its segments alone.
+                    Err(FsError::Store(StoreError::Busy { .. })) => continue,
+                    Err(e) => return Err(e),
+                }
+            } else {
+                0
+            };
+            for i in segs.into_iter().filter(|&i| i >= needed) {
+                self.inner
+                    .pool
+                    .pdestroy(&path.pmo_name(Kind::Segment(i)), self.key())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn exists(&self, path: &FsPath, kind: Kind) -> Result<bool> {
+        Ok(self.inner.pool.exists(&path.pmo_name(kind))?)
+    }
+
+    fn check_parent(&self, path: &FsPath) -> Result<()> {
+        if path.is_root() {
+            return Err(FsError::Exists("/".into()));
+        }
+        let parent = path.parent();
+        if parent.is_root() || self.exists(&parent, Kind::Dir)? {
+            Ok(())
+        } else if self.exists(&parent, Kind::File)? {
+            Err(FsError::NotADirectory(parent.to_string()))
+        } else {
+            Err(FsError::NotFound(parent.to_string()))
+        }
+    }
+
+    fn check_free(&self, path: &FsPath) -> Result<()> {
+        if path.is_root() || self.exists(path, Kind::Dir)? || self.exists(path, Kind::File)? {
+            return Err(FsError::Exists(path.to_string()));
+        }
+        Ok(())
+    }
+
+    fn pcreate(&self, name: &str, bytes: u64) -> Result<()> {
+        self.inner
+            .pool
+            .pcreate_with(name, bytes, self.key(), self.inner.opts.scheme)?;
+        Ok(())
+    }
+
+    fn attach(&self, name: &str) -> Result<Attachment> {
+        let opts = AttachOptions {
+            relocate: true,
+            ..self.inner.opts.attach
+        };
+        self.inner
+            .pool
+            .attach_with(name, Perm::Write, self.key(), opts)
+            .map_err(|e| match e {
+                StoreError::Busy { .. } => {
+                    FsError::Busy(format!("{name:?} is open in another process"))
+                }
+                e => e.into(),
+            })
+    }
+
+    /// `mkdir`: create directory `path` (its parent must exist).
+    pub fn mkdir(&self, path: &str) -> Result<()> {
+        let path = FsPath::parse(path)?;
+        let _tree = lock(&self.inner.open);
+        self.check_parent(&path)?;
+        self.check_free(&path)?;
+        self.pcreate(&path.pmo_name(Kind::Dir), 4096)
+    }
+
+    /// `mkdir -p`: create `path` and any missing parents.
+    pub fn mkdir_all(&self, path: &str) -> Result<()> {
+        let path = FsPath::parse(path)?;
+        let mut chain = vec![];
+        let mut p = path;
+        while !p.is_root() {
+            chain.push(p.clone());
+            p = p.parent();
+        }
+        for p in chain.into_iter().rev() {
+            if self.exists(&p, Kind::Dir)? {
+                continue;
+            }
+            match self.mkdir(p.as_str()) {
+                Ok(()) => {}
+                Err(FsError::Exists(_)) if self.exists(&p, Kind::Dir)? => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// `rmdir`: remove an empty directory.
+    pub fn rmdir(&self, path: &str) -> Result<()> {
+        let path = FsPath::parse(path)?;
+        let _tree = lock(&self.inner.open);
+        if !self.exists(&path, Kind::Dir)? {
+            return Err(FsError::NotFound(path.to_string()));
+        }
+        if !self.list(&path)?.is_empty() {
+            return Err(FsError::NotEmpty(path.to_string()));
+        }
+        Ok(self
+            .inner
+            .pool
+            .pdestroy(&path.pmo_name(Kind::Dir), self.key())?)
+    }
+
+    fn list(&self, dir: &FsPath) -> Result<Vec<DirEntry>> {
+        let mut out = Vec::new();
+        for (p, (is_dir, is_file, _)) in self.scan()? {
+            if p.is_root() || p.parent() != *dir {
+                continue;
+            }
+            let kind = match (is_dir, is_file) {
+                (true, _) => StatKind::Dir,
+                (false, true) => StatKind::File,
+                _ => continue,
+            };
+            out.push(DirEntry {
+                name: p.file_name().into(),
+                kind,
+            });
+        }
+        Ok(out)
+    }
+
+    /// `readdir`: the entries of directory `path`, sorted by name.
+    pub fn readdir(&self, path: &str) -> Result<Vec<DirEntry>> {
+        let path = FsPath::parse(path)?;
+        if !path.is_root() && !self.exists(&path, Kind::Dir)? {
+            return Err(if self.exists(&path, Kind::File)? {
+                FsError::NotADirectory(path.to_string())
+            } else {
+                FsError::NotFound(path.to_string())
+            });
+        }
+        self.list(&path)
+    }
+
+    /// `create`: a new empty file at `path` (exclusive), open. `size_hint` sizes its first PMO.
+    pub fn create(&self, path: &str, size_hint: u64) -> Result<FileHandle> {
+        let path = FsPath::parse(path)?;
+        let mut tree = lock(&self.inner.open);
+        self.check_parent(&path)?;
+        self.check_free(&path)?;
+        let first = first_pmo_bytes(size_hint);
+        let name = path.pmo_name(Kind::File);
+        // Leftover segments of an earlier file of this name (a failed unlink) go first, so the
+        // new file never sees them.
+        for i in 1..=MAX_SEGMENTS {
+            let seg = path.pmo_name(Kind::Segment(i));
+            if self.inner.pool.exists(&seg)? {
+                self.inner.pool.pdestroy(&seg, self.key())?;
+            }
+        }
+        self.pcreate(&name, first)?;
+        let hdr = Header {
+            size: 0,
+            first_pmo_bytes: first,
+        };
+        let r = (|| {
+            let att = self.attach(&name)?;
+            att.write_at(0, &hdr.encode())?;
+            att.psync()?;
+            Ok(att)
+        })();
+        let att = match r {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = self.inner.pool.pdestroy(&name, self.key());
+                return Err(e);
+            }
+        };
+        let file = Arc::new(OpenFile {
+            path: path.clone(),
+            state: Mutex::new(FileState {
+                segs: vec![Segment { att, dirty: false }],
+                header: hdr,
+                dirty: false,
+            }),
+        });
+        tree.insert(path, (file.clone(), 1));
+        Ok(self.handle(file))
+    }
+
+    fn handle(&self, file: Arc<OpenFile>) -> FileHandle {
+        FileHandle {
+            store: self.clone(),
+            file: Some(file),
+        }
+    }
+
+    /// `open`: an existing file (shared with other handles on it in this process).
+    pub fn open_file(&self, path: &str) -> Result<FileHandle> {
+        let path = FsPath::parse(path)?;
+        let mut tree = lock(&self.inner.open);
+        if let Some((f, n)) = tree.get_mut(&path) {
+            *n += 1;
+            let f = f.clone();
+            return Ok(self.handle(f));
+        }
+        let name = path.pmo_name(Kind::File);
+        let att = match self.attach(&name) {
+            Err(FsError::Store(StoreError::NotFound(_))) => {
+                return Err(if self.exists(&path, Kind::Dir)? {
+                    FsError::IsADirectory(path.to_string())
+                } else {
+                    FsError::NotFound(path.to_string())
+                })
+            }
+            r => r?,
+        };
+        let mut b = [0u8; HEADER_BYTES as usize];
+        att.read_at(0, &mut b)?;
+        let header = Header::decode(&b, path.as_str(), att.len() as u64)?;
+        let mut segs = vec![Segment { att, dirty: false }];
+        for i in 1..header::segments_for(header.first_pmo_bytes, header.size) {
+            let att = self
+                .attach(&path.pmo_name(Kind::Segment(i)))
+                .map_err(|e| match e {
+                    FsError::Store(StoreError::NotFound(n)) => {
+                        FsError::Corrupt(format!("file {path}: segment {n:?} is missing"))
+                    }
+                    e => e,
+                })?;
+            segs.push(Segment { att, dirty: false });
+        }
+        let file = Arc::new(OpenFile {
+            path: path.clone(),
+            state: Mutex::new(FileState {
+                segs,
+                header,
+                dirty: false,
+            }),
+        });
+        tree.insert(path, (file.clone(), 1));
+        Ok(self.handle(file))
+    }
+
+    fn close_file(&self, file: Arc<OpenFile>) -> Result<()> {
+        let mut tree = lock(&self.inner.open);
+        let last = match tree.get_mut(&file.path) {
+            Some((_, n)) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            Some(_) => true,
+            None => return Err(FsError::BadHandle(file.path.to_string())),
+        };
+        if !last {
+            return Ok(());
+        }
+        tree.remove(&file.path);
+        drop(tree);
+        let mut st = lock(&file.state);
+        // Written data stays: a written file is psynced at its last close (a detach would
+        // discard it).
+        let r = if st.dirty { sync(&mut st) } else { Ok(()) };
+        let needed = header::segments_for(st.header.first_pmo_bytes, st.header.size) as usize;
+        let mut total = SessionStats::default();
+        for (i, seg) in st.segs.drain(..).enumerate() {
+            let s = seg.att.session_stats();
+            let t = Instant::now();
+            seg.att.detach()?;
+            let mut s = s;
+            s.detach_ns = t.elapsed().as_nanos() as u64;
+            total.accumulate(&s.with_compute());
+            if i >= needed && r.is_ok() {
+                // The file shrank and its size is durable: this segment is no longer needed.
+                let name = file.path.pmo_name(Kind::Segment(i as u32));
+                self.inner.pool.pdestroy(&name, self.key())?;
+            }
+        }
+        lock(&self.inner.stats).accumulate(&total);
+        r
+    }
+
+    /// `stat`.
+    pub fn stat(&self, path: &str) -> Result<Stat> {
+        let path = FsPath::parse(path)?;
+        if path.is_root() || self.exists(&path, Kind::Dir)? {
+            return Ok(Stat {
+                kind: StatKind::Dir,
+                size: 0,
+            });
+        }
+        let tree = lock(&self.inner.open);
+        if let Some((f, _)) = tree.get(&path) {
+            let f = f.clone();
+            drop(tree);
+            let size = lock(&f.state).header.size;
+            return Ok(Stat {
+                kind: StatKind::File,
+                size,
+            });
+        }
+        match self.read_header(&path) {
+            Ok(h) => Ok(Stat {
+                kind: StatKind::File,
+                size: h.size,
+            }),
+            Err(FsError::Store(StoreError::NotFound(_))) => {
+                Err(FsError::NotFound(path.to_string()))
+            }
+            Err(FsError::Store(StoreError::Busy { .. })) => {
+                Err(FsError::Busy(format!("{path} is open in another process")))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `unlink`: remove a file that no handle has open.
+    pub fn unlink(&self, path: &str) -> Result<()> {
+        let path = FsPath::parse(path)?;
+        let tree = lock(&self.inner.open);
+        if tree.contains_key(&path) {
+            return Err(FsError::Busy(format!("{path} is open")));
+        }
+        let name = path.pmo_name(Kind::File);
+        match self.inner.pool.pdestroy(&name, self.key()) {
+            Ok(()) => {}
+            Err(StoreError::NotFound(_)) => {
+                return Err(if self.exists(&path, Kind::Dir)? {
+                    FsError::IsADirectory(path.to_string())
+                } else {
+                    FsError::NotFound(path.to_string())
+                })
+            }
+            Err(StoreError::Busy { .. }) => {
+                return Err(FsError::Busy(format!("{path} is open in another process")))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        // The file is gone (atomically) with its first PMO; its segments follow. A crash
+        // here leaves segments without a file, which `open` removes.
+        for i in 1..=MAX_SEGMENTS {
+            match self
+                .inner
+                .pool
+                .pdestroy(&path.pmo_name(Kind::Segment(i)), self.key())
+            {
+                Ok(()) => {}
+                Err(StoreError::NotFound(_)) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Read a whole file.
+    pub fn read_file(&self, path: &str) -> Result<Vec<u8>> {
+        let f = self.open_file(path)?;
+        let mut buf = vec![0u8; f.size() as usize];
+        let n = f.pread(0, &mut buf)?;
+        buf.truncate(n);
+        f.close()?;
+        Ok(buf)
+    }
+
+    /// Write a whole file (created if missing, else replaced) and fsync it.
+    pub fn write_file(&self, path: &str, data: &[u8]) -> Result<()> {
+        let f = match self.create(path, data.len() as u64) {
+            Ok(f) => f,
+            Err(FsError::Exists(_)) => {
+                let f = self.open_file(path)?;
+                f.truncate(0)?;
+                f
+            }
+            Err(e) => return Err(e),
+        };
+        f.pwrite(0, data)?;
+        f.fsync()?;
+        f.close()
+    }
+
+    /// The store's time categories (LOaPP Fig. 6) summed over the attach sessions closed so
+    /// far.
+    pub fn session_stats(&self) -> SessionStats {
+        *lock(&self.inner.stats)
+    }
+
+    /// Check every file and directory against the namespace, every file header, and the
+    /// pool's own checksums and space accounting (used + free = heap: nothing leaked).
+    pub fn check(&self) -> Result<FsCheck> {
+        let pool_report = self.inner.pool.check()?;
+        let mut r = FsCheck {
+            used_bytes: pool_report.used_bytes,
+            free_bytes: pool_report.free_bytes,
+            heap_bytes: pool_report.heap_len,
+            problems: pool_report.problems,
+            ..Default::default()
+        };
+        if r.used_bytes + r.free_bytes != r.heap_bytes {
+            r.problems.push(format!(
+                "space leaked: used {} + free {} != heap {}",
+                r.used_bytes, r.free_bytes, r.heap_bytes
+            ));
+        }
+        let all = self.scan()?;
+        let dir_ok = |p: &FsPath| p.is_root() || all.get(p).is_some_and(|e| e.0);
+        for (path, (is_dir, is_file, segs)) in &all {
+            if *is_dir && *is_file {
+                r.problems
+                    .push(format!("{path} is both a file and a directory"));
+            }
+            if (*is_dir || *is_file) && !dir_ok(&path.parent()) {
+                r.problems
+                    .push(format!("{path}: its parent directory does not exist"));
+            }
+            r.dirs += usize::from(*is_dir);
+            r.segments += segs.len();
+            if !*is_file {
+                if !segs.is_empty() {
+                    r.problems.push(format!(
+                        "{path}: {} segment PMO(s) without a file",
+                        segs.len()
+                    ));
+                }
+                continue;
+            }
+            r.files += 1;
+            let open = lock(&self.inner.open).get(path).map(|(f, _)| f.clone());
+            let h = match open {
+                Some(f) => lock(&f.state).header,
+                None => match self.read_header(path) {
+                    Ok(h) => h,
+                    Err(FsError::Store(StoreError::Busy { .. })) => {
+                        r.busy.push(path.to_string());
+                        continue;
+                    }
+                    Err(e) if e.is_integrity() => {
+                        r.problems.push(e.to_string());
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                },
+            };
+            r.file_bytes += h.size;
+            let needed = header::segments_for(h.first_pmo_bytes, h.size);
+            let mut have: Vec<u32> = segs.clone();
+            have.sort_unstable();
+            let want: Vec<u32> = (1..needed).collect();
+            if have != want {
+                r.problems.push(format!(
+                    "{path}: size {} needs segments {want:?}, found {have:?}",
+                    h.size
+                ));
+            }
+        }
+        Ok(r)
+    }
+}
+
+/// psync a file's written segments, then its first PMO (which holds the size).
+fn sync(st: &mut FileState) -> Result<()> {
+    for seg in st.segs.iter_mut().skip(1).filter(|s| s.dirty) {
+        seg.att.psync()?;
+        seg.dirty = false;
+    }
+    if let Some(first) = st.segs.first_mut() {
+        first.att.psync()?;
+        first.dirty = false;
+    }
+    st.dirty = false;
+    Ok(())
+}
+
+impl FileHandle {
+    fn file(&self) -> &Arc<OpenFile> {
+        // Only `close` takes the file, and it consumes the handle.
+        self.file.as_ref().expect("an open handle has its file")
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &FsPath {
+        &self.file().path
+    }
+
+    /// Current size in bytes.
+    pub fn size(&self) -> u64 {
+        lock(&self.file().state).header.size
+    }
+
+    /// `pread`: read up to `buf.len()` bytes at `offset`; returns the bytes read (short at the
+    /// end of the file).
+    pub fn pread(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let st = lock(&self.file().state);
+        let end = st.header.size.min(offset.saturating_add(buf.len() as u64));
+        if offset >= end {
+            return Ok(0);
+        }
+        let n = (end - offset) as usize;
+        let mut done = 0usize;
+        while done < n {
+            let (seg, pmo_off, left) =
+                header::locate(st.header.first_pmo_bytes, offset + done as u64);
+            let k = (left as usize).min(n - done);
+            st.segs[seg as usize]
+                .att
+                .read_at(pmo_off as usize, &mut buf[done..done + k])?;
+            done += k;
+        }
+        Ok(n)
+    }
+
+    /// `pwrite`: write `data` at `offset` (a gap past the end reads as zeros). Not durable
+    /// until fsync or the last close.
+    pub fn pwrite(&self, offset: u64, data: &[u8]) -> Result<()> {
+        let file = self.file().clone();
+        let mut st = lock(&file.state);
+        self.write_locked(&file, &mut st, offset, data)
+    }
+
+    fn write_locked(
+        &self,
+        file: &OpenFile,
+        st: &mut FileState,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        let end = offset
+            .checked_add(data.len() as u64)
+            .ok_or_else(|| FsError::TooLarge(format!("{}: offset overflow", file.path)))?;
+        let first = st.header.first_pmo_bytes;
+        let needed = header::segments_for(first, end);
+        if needed > MAX_SEGMENTS {
+            return Err(FsError::TooLarge(format!(
+                "{}: {end} bytes is more than the {} a file whose first PMO has {first} bytes can hold",
+                file.path,
+                header::capacity(first, MAX_SEGMENTS)
+            )));
+        }
+        // Grow first: a full pool fails here with nothing written.
+        while (st.segs.len() as u32) < needed {
+            let i = st.segs.len() as u32;
+            let att = self.store.grow(&file.path, first, i)?;
+            st.segs.push(Segment { att, dirty: false });
+        }
+        let old = st.header.size;
+        if offset > old {
+            // A gap reads as zeros whatever an earlier life of the bytes held.
+            let zeros = vec![0u8; (offset - old).min(1 << 20) as usize];
+            let mut at = old;
+            while at < offset {
+                let k = (offset - at).min(zeros.len() as u64) as usize;
+                put(st, at, &zeros[..k])?;
+                at += k as u64;
+            }
+        }
+        put(st, offset, data)?;
+        if end > old {
+            st.header.size = end;
+            let h = st.header.encode();
+            st.segs[0].att.write_at(0, &h)?;
+            st.segs[0].dirty = true;
+        }
+        st.dirty = true;
+        Ok(())
+    }
+
+    /// Append `data`; returns the offset it landed at.
+    pub fn append(&self, data: &[u8]) -> Result<u64> {
+        let file = self.file().clone();
+        let mut st = lock(&file.state);
+        let at = st.header.size;
+        self.write_locked(&file, &mut st, at, data)?;
+        Ok(at)
+    }
+
+    /// Shrink (or zero-extend) the file to `len` bytes.
+    pub fn truncate(&self, len: u64) -> Result<()> {
+        let file = self.file().clone();
+        let mut st = lock(&file.state);
+        if len > st.header.size {
+            let at = st.header.size;
+            return self.write_locked(&file, &mut st, len, &[]).map(|_| {
+                debug_assert!(at <= len);
+            });
+        }
+        st.header.size = len;
+        let h = st.header.encode();
+        st.segs[0].att.write_at(0, &h)?;
+        st.segs[0].dirty = true;
+        st.dirty = true;
+        Ok(())
+    }
+
+    /// `fsync`: make every write to this file durable (a psync of each written PMO).
+    pub fn fsync(&self) -> Result<()> {
+        let mut st = lock(&self.file().state);
+        if st.dirty {
+            sync(&mut st)?;
+        }
+        Ok(())
+    }
+
+    /// `close`. The last close of a written file psyncs it first, then detaches its PMOs.
+    pub fn close(mut self) -> Result<()> {
+        match self.file.take() {
+            Some(f) => self.store.close_file(f),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for FileHandle {
+    fn drop(&mut self) {
+        if let Some(f) = self.file.take() {
+            let _ = self.store.close_file(f);
+        }
+    }
+}
+
+/// Copy `data` into the file's views at `offset` (segments already exist).
+fn put(st: &mut FileState, offset: u64, data: &[u8]) -> Result<()> {
+    let first = st.header.first_pmo_bytes;
+    let mut done = 0usize;
+    while done < data.len() {
+        let (seg, pmo_off, left) = header::locate(first, offset + done as u64);
+        let k = (left as usize).min(data.len() - done);
+        let s = &mut st.segs[seg as usize];
+        s.att.write_at(pmo_off as usize, &data[done..done + k])?;
+        s.dirty = true;
+        done += k;
+    }
+    Ok(())
+}
+
+impl FileStore {
+    /// Create (or take over a leftover of) segment `i` of a file and attach it.
+    fn grow(&self, path: &FsPath, first: u64, i: u32) -> Result<Attachment> {
+        let name = path.pmo_name(Kind::Segment(i));
+        let bytes = header::segment_bytes(first, i);
+        match self.inner.pool.info(&name) {
+            Ok(info) if info.size == bytes => {}
+            Ok(_) => {
+                self.inner.pool.pdestroy(&name, self.key())?;
+                self.pcreate(&name, bytes)?;
+            }
+            Err(StoreError::NotFound(_)) => self.pcreate(&name, bytes)?,
+            Err(e) => return Err(e.into()),
+        }
+        self.attach(&name)
+    }
+}
