@@ -880,6 +880,7 @@ impl Pool {
             master,
             prot,
             scrub: None,
+            whole_verified: AtomicBool::new(false),
         })
     }
 
@@ -1018,6 +1019,11 @@ impl PmoHandle {
         }
     }
 
+    /// The whole-PMO checksum was verified (by an attach, over its view).
+    pub(crate) fn mark_whole_verified(&self) {
+        self.whole_verified.store(true, Ordering::Release);
+    }
+
     /// Mark the holder word "detaching" (informational: attaches then wait instead of failing).
     pub(crate) fn mark_detaching(&self) {
         let _ = write_holder(self.medium(), &self.core, std::process::id() | DETACHING);
@@ -1088,6 +1094,9 @@ pub struct PmoHandle {
     /// What of the plaintext area a mapped attach filled on the medium, zeroed at drop (`None`:
     /// the plaintext copy is not on the medium, or this handle never mapped it).
     scrub: Option<PlainScrub>,
+    /// Whether the whole-PMO checksum (`wedi`) was verified by this handle (a commit by the
+    /// handle keeps it true: it computed the new checksum from verified pages).
+    whole_verified: AtomicBool,
 }
 
 /// The plaintext-area pages a handle's drop zeroes.
@@ -1137,11 +1146,18 @@ impl PmoHandle {
         self.prot.as_ref()
     }
 
-    /// Read one page as of the last psync (decrypted and verified for protected PMOs).
+    /// Read one page as of the last psync (decrypted and verified for protected PMOs). Under
+    /// a whole-PMO checksum (`wedi`) the first read of the handle verifies the whole PMO: no
+    /// byte is returned that the checksum does not cover.
     pub fn read_page(&self, page: u64, dst: &mut Page) -> Result<()> {
         self.pool.inner.alive()?;
         match &self.prot {
             None => self.core.read_page(self.medium(), page, dst),
+            Some(p) if p.keeps_whole_checksum() && !self.whole_verified.load(Ordering::Acquire) => {
+                p.verify_whole_on_medium()?;
+                self.whole_verified.store(true, Ordering::Release);
+                self.read_page(page, dst)
+            }
             Some(p) => p.fill(page, dst).map_err(|reason| StoreError::Integrity {
                 name: self.core.name.clone(),
                 page,
