@@ -116,10 +116,16 @@ enum Cmd {
     /// (journal replayed, a plaintext copy left on the medium zeroed)
     Check {
         names: Vec<String>,
-        /// Also run each named PMO's crash handler now (read-write open with its key: checksums
-        /// left pending by a session with integrity at detach are written) before checking
+        /// Repair first: without names, the namespace (each damaged copy rewritten from its
+        /// mirror, done by any open; reports what it cannot rebuild); with names, also run each
+        /// named PMO's crash handler now (read-write open with its key: checksums left pending by
+        /// a session with integrity at detach are written) before checking
         #[arg(long)]
         repair: bool,
+        /// With --repair: free namespace slots whose two copies are both damaged. The PMO such
+        /// a slot held is lost, and the space it may cover becomes free
+        #[arg(long, requires = "repair")]
+        drop_damaged: bool,
     },
     /// Persistent CXL switch simulator: run traces, check correctness, reproduce the paper's study
     #[command(subcommand)]
@@ -237,7 +243,29 @@ fn pool_path(cli: &Cli) -> PathBuf {
 
 fn open(cli: &Cli) -> anyhow::Result<Pool> {
     let path = pool_path(cli);
-    Pool::open(&path).with_context(|| format!("pool {}", path.display()))
+    let pool = Pool::open(&path).with_context(|| format!("pool {}", path.display()))?;
+    // Damage the open repaired from a redundant copy: reported once, by the open that fixed it.
+    for r in pool.repairs() {
+        eprintln!("pmo: repaired: {r}");
+    }
+    Ok(pool)
+}
+
+/// An error (exit 2) naming the damaged namespace slots, if any.
+fn damaged_error(pool: &Pool) -> anyhow::Result<()> {
+    let damaged = pool.damaged_slots()?;
+    if damaged.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = damaged
+        .iter()
+        .map(|(i, why)| format!("namespace slot {i}: {why}"))
+        .collect();
+    Err(IntegrityProblem(format!(
+        "damaged namespace: {} (`pmo check --repair`)",
+        list.join("; ")
+    ))
+    .into())
 }
 
 fn key(cli: &Cli) -> anyhow::Result<zeroize::Zeroizing<Vec<u8>>> {
@@ -375,6 +403,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                             }
                         );
                     }
+                    let without: Vec<String> = pmo_store::Scheme::all()
+                        .filter(|s| s.integrity_at() == pmo_store::scheme::IntegrityAt::Never)
+                        .map(|s| s.name())
+                        .collect();
+                    println!(
+                        "without integrity: {} (a damaged or altered data page reads as wrong data, undetected)",
+                        without.join(", ")
+                    );
                 }
             }
         }
@@ -401,6 +437,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     p.base_addr
                 );
             }
+            for (slot, _) in pool.damaged_slots()? {
+                println!(
+                    "{:<32} {:>12} {:<24} {:<13} ?",
+                    format!("<namespace slot {slot}>"),
+                    "?",
+                    "damaged",
+                    "?"
+                );
+            }
+            damaged_error(&pool)?;
         }
         Cmd::Info { name: None } => {
             let pool = open(&cli)?;
@@ -435,6 +481,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("default scheme:  {}", scheme_name(i.config.scheme));
             print_fault_defaults();
             println!("cache flush:     {}", pmo_os::persist::flush_kind().name());
+            damaged_error(&pool)?;
         }
         Cmd::Info { name: Some(name) } => {
             let pool = open(&cli)?;
@@ -542,7 +589,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             out.flush()?;
         }
-        Cmd::Check { names, repair } => {
+        Cmd::Check {
+            names,
+            repair,
+            drop_damaged,
+        } => {
             let pool = open(&cli)?;
             let key = if names.is_empty() {
                 None
@@ -550,8 +601,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(key(&cli)?)
             };
             if *repair {
-                if names.is_empty() {
-                    bail!("--repair needs the names of the PMOs to repair (and their key)");
+                // The open above rewrote every damaged copy from its mirror (reported).
+                if *drop_damaged {
+                    for slot in pool.drop_damaged_slots()? {
+                        println!("namespace slot {slot}: both copies damaged: dropped");
+                    }
+                }
+                for (slot, why) in pool.damaged_slots()? {
+                    eprintln!(
+                        "could not repair namespace slot {slot}: {why} (no intact copy; `--drop-damaged` frees it)"
+                    );
                 }
                 for name in names {
                     let key = key.as_deref().map(|k| &k[..]).unwrap_or_default();
@@ -590,7 +649,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     IntegrityProblem(format!("{} problem(s) found", r.problems.len())).into(),
                 );
             }
-            println!("ok");
+            if names.is_empty() {
+                println!(
+                    "ok: metadata only; not verified: the data pages (decrypting and verifying them needs each PMO's key: `pmo check NAME...`)"
+                );
+            } else {
+                println!(
+                    "ok; not verified: the data pages of PMOs not named ({} named)",
+                    names.len()
+                );
+            }
         }
         Cmd::Cxlsim(_) => unreachable!("handled in main"),
         Cmd::Demo => {

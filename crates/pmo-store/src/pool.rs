@@ -141,6 +141,8 @@ pub(crate) struct PoolInner {
     pub locker: Locker,
     pub ns: Mutex<Namespace>,
     pub poisoned: AtomicBool,
+    /// What opening the pool repaired (damaged copies rewritten from the good ones), reported once.
+    pub repairs: Mutex<Vec<String>>,
 }
 
 impl PoolInner {
@@ -241,7 +243,29 @@ impl Pool {
         Self::format(medium, size, opts)
     }
 
+    /// Format `medium` as a pool of an older format `version` (no namespace mirror) and open it
+    /// without upgrading: for the upgrade's tests only.
+    #[doc(hidden)]
+    pub fn create_legacy_on(
+        medium: Arc<dyn Medium>,
+        opts: &PoolOptions,
+        version: u32,
+    ) -> Result<Pool> {
+        let size = medium.len();
+        Self::format_version(medium, size, opts, version)
+    }
+
     fn format(medium: Arc<dyn Medium>, size: u64, opts: &PoolOptions) -> Result<Pool> {
+        Self::format_version(medium, size, opts, FORMAT_VERSION)
+    }
+
+    fn format_version(
+        medium: Arc<dyn Medium>,
+        size: u64,
+        opts: &PoolOptions,
+        version: u32,
+    ) -> Result<Pool> {
+        let mirrored = version >= pmo_format::FORMAT_VERSION_MIRROR;
         opts.kdf.validate()?;
         let size = size & !(PAGE_SIZE - 1);
         if size < POOL_SIZE_MIN {
@@ -257,8 +281,10 @@ impl Pool {
                 "namespace capacity {ns_capacity} out of range"
             )));
         }
-        let heap_offset =
-            align_up(NS_OFFSET + ns_capacity * ENTRY_SIZE as u64, 64 << 10).expect("small");
+        let ns_bytes = align_up(ns_capacity * ENTRY_SIZE as u64, PAGE_SIZE).expect("small");
+        // Namespace copy A, then its mirror (copy B), then the heap.
+        let copies = if mirrored { 2 } else { 1 };
+        let heap_offset = align_up(NS_OFFSET + copies * ns_bytes, 64 << 10).expect("small");
         if heap_offset + 16 * PAGE_SIZE > size {
             return Err(StoreError::Invalid(
                 "pool too small for its namespace".into(),
@@ -287,7 +313,7 @@ impl Pool {
             }
         };
         let sb = Superblock {
-            version: FORMAT_VERSION,
+            version,
             flags: 0,
             uuid: keys::random_bytes(),
             pool_size: size,
@@ -299,6 +325,7 @@ impl Pool {
             created_unix_s: now_unix_s(),
             kdf: opts.kdf,
             config_offset: CONFIG_OFFSET,
+            ns_mirror: if mirrored { NS_OFFSET + ns_bytes } else { 0 },
         };
         let m = &*medium;
         // Namespace and configuration first, superblocks last: a crash before the superblocks are
@@ -322,7 +349,7 @@ impl Pool {
             m.flush(off, SB_SIZE as u64)?;
             m.fence()?;
         }
-        Self::open_on(medium)
+        Self::open_inner(medium, mirrored)
     }
 
     /// Open the pool at `path` and recover it.
@@ -353,29 +380,68 @@ impl Pool {
     /// nobody has attached up to its newest committed psync. Safe to run concurrently with other
     /// processes opening the same pool (recovery holds the metadata lock) and to crash in.
     pub fn open_on(medium: Arc<dyn Medium>) -> Result<Pool> {
+        Self::open_inner(medium, true)
+    }
+
+    /// Open a pool of an older format without upgrading it: for the upgrade's tests only.
+    #[doc(hidden)]
+    pub fn open_legacy_on(medium: Arc<dyn Medium>) -> Result<Pool> {
+        Self::open_inner(medium, false)
+    }
+
+    fn open_inner(medium: Arc<dyn Medium>, upgrade_format: bool) -> Result<Pool> {
         let len = medium.len();
         let mut copies = Vec::new();
+        let mut blank = Vec::new();
         for off in SB_OFFSETS {
             let mut b = [0u8; SB_SIZE];
             if off + SB_SIZE as u64 <= len {
                 medium.read(off, &mut b)?;
             }
+            blank.push(b.iter().all(|&x| x == 0));
             copies.push(Superblock::decode(&b, len));
         }
+        let mut repairs = Vec::new();
         let sb = match (&copies[0], &copies[1]) {
             (Ok(a), _) => a.clone(),
             (Err(_), Ok(b)) => b.clone(),
             (Err(a), Err(b)) => {
                 use pmo_format::FormatError::Foreign;
+                // `init` writes the configuration page first and the superblocks last: a pool
+                // whose configuration page holds a record lost both superblocks to damage.
+                let configured = {
+                    let mut c = [0u8; CONFIG_SIZE];
+                    (0..2u64).any(|i| {
+                        medium
+                            .read(CONFIG_OFFSET + i * CONFIG_SIZE as u64, &mut c)
+                            .is_ok()
+                            && c[..4] == pmo_format::superblock::CONFIG_MAGIC.to_le_bytes()
+                    })
+                };
                 return Err(match (a, b) {
-                    (Foreign, Foreign) => StoreError::NotAPool("no pmo superblock (a foreign or empty file)".into()),
+                    (Foreign, Foreign) if !configured || blank[0] && blank[1] => StoreError::NotAPool("no pmo superblock (a foreign or empty file)".into()),
                     // One copy never written: `init` was interrupted before the pool existed.
-                    (Foreign, e) | (e, Foreign) => StoreError::NotAPool(format!("no valid superblock ({e}; the other copy was never written): an interrupted `pmo init`?")),
-                    (e, _) => e.clone().into(),
+                    (_, _) if blank[0] || blank[1] => StoreError::NotAPool(format!("no valid superblock ({}; the other copy was never written): an interrupted `pmo init`?", if blank[0] { b } else { a })),
+                    (e, f) => StoreError::Corrupt(format!("both superblock copies are damaged (A: {e}; B: {f})")),
                 });
             }
         };
+        for (i, c) in copies.iter().enumerate() {
+            if let Err(e) = c {
+                repairs.push(format!(
+                    "superblock copy {}: {e}: rewritten from copy {}",
+                    ["A", "B"][i],
+                    ["B", "A"][i]
+                ));
+            }
+        }
         let locker = locker_for(&medium);
+        let (sb, note) = if upgrade_format {
+            upgrade(&medium, &locker, sb)?
+        } else {
+            (sb, None)
+        };
+        repairs.extend(note);
         let pool = Pool {
             inner: Arc::new(PoolInner {
                 medium,
@@ -383,11 +449,60 @@ impl Pool {
                 locker,
                 ns: Mutex::new(Namespace::default()),
                 poisoned: AtomicBool::new(false),
+                repairs: Mutex::new(repairs),
             }),
         };
         let r = pool.recover(&copies);
         pool.inner.poison(r)?;
         Ok(pool)
+    }
+
+    /// Free every namespace slot whose copies are all damaged (`pmo check --repair
+    /// --drop-damaged`): the PMO it held is given up, and the space it may cover becomes free.
+    /// Returns the slots freed.
+    pub fn drop_damaged_slots(&self) -> Result<Vec<usize>> {
+        let inner = &*self.inner;
+        inner.alive()?;
+        let _meta = inner
+            .locker
+            .lock_blocking(locks::META, LockKind::Exclusive)?;
+        self.check_superblock_current()?;
+        let m = &*inner.medium;
+        let mut ns = inner.ns();
+        ns.reload(m, &inner.sb)?;
+        let slots: Vec<usize> = ns.corrupt.iter().map(|c| c.0).collect();
+        let r = (|| {
+            namespace::bump_gen(m, &inner.sb)?;
+            for &i in &slots {
+                if inner.sb.ns_mirror != 0 {
+                    write_copy(m, &inner.sb, i, true, None)?;
+                }
+                write_copy(m, &inner.sb, i, false, None)?;
+            }
+            namespace::bump_gen(m, &inner.sb)?;
+            Ok(slots)
+        })();
+        ns.invalidate();
+        inner.poison(r)
+    }
+
+    /// What opening the pool repaired (each damaged copy rewritten from the good one), or
+    /// could not yet (an upgrade postponed). Reported by the opener, once.
+    pub fn repairs(&self) -> Vec<String> {
+        self.inner
+            .repairs
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+
+    /// Damaged namespace slots the mirror could not repair, with the reason. While any is
+    /// listed nothing is allocated (its extent is unknown) and lookups report corruption.
+    pub fn damaged_slots(&self) -> Result<Vec<(usize, String)>> {
+        let inner = &*self.inner;
+        let mut ns = inner.ns();
+        ns.refresh(&*inner.medium, &inner.sb)?;
+        Ok(ns.corrupt.clone())
     }
 
     fn recover(
@@ -408,9 +523,20 @@ impl Pool {
                 m.fence()?;
             }
         }
-        // Namespace: older generations of a renamed/rewritten entry are cleared.
+        // Namespace: a copy that disagrees with the surviving one is rewritten (the mirror).
         let mut ns = inner.ns();
         ns.reload(m, &inner.sb)?;
+        let fixes = std::mem::take(&mut ns.fixes);
+        if !fixes.is_empty() {
+            for f in &fixes {
+                write_copy(m, &inner.sb, f.slot, f.mirror, f.entry.as_ref())?;
+            }
+            if let Ok(mut r) = inner.repairs.lock() {
+                r.extend(fixes.iter().filter_map(|f| f.note.clone()));
+            }
+            ns.reload(m, &inner.sb)?;
+        }
+        // Older generations of a renamed/rewritten entry are cleared.
         let stale = ns.stale();
         if !stale.is_empty() {
             for i in stale {
@@ -433,7 +559,14 @@ impl Pool {
             else {
                 continue;
             };
-            PmoCore::new(&e)?.recover(m)?;
+            // A PMO whose metadata is damaged does not keep the pool from opening: its own
+            // open (which recovers again) reports it.
+            match PmoCore::new(&e).and_then(|c| c.recover(m)) {
+                Err(err) if err.is_integrity() => {}
+                r => {
+                    r?;
+                }
+            }
         }
         Ok(())
     }
@@ -551,10 +684,16 @@ impl Pool {
             .locker
             .lock_blocking(locks::META, LockKind::Exclusive)?;
         let m = &*inner.medium;
+        self.check_superblock_current()?;
         let mut ns = inner.ns();
         ns.refresh(m, &inner.sb)?;
         if ns.find(name).is_some() {
             return Err(StoreError::Exists(name.into()));
+        }
+        if let Some(damage) = ns.damage() {
+            return Err(StoreError::Corrupt(format!(
+                "cannot create '{name}': {damage}; the space it covers is unknown, so nothing is allocated until `pmo check --repair` repairs or drops it"
+            )));
         }
         let slot = ns.free_slot().ok_or_else(|| {
             StoreError::NoSpace(format!(
@@ -608,12 +747,13 @@ impl Pool {
             .locker
             .lock_blocking(locks::META, LockKind::Exclusive)?;
         let m = &*inner.medium;
+        self.check_superblock_current()?;
         let mut ns = inner.ns();
         ns.refresh(m, &inner.sb)?;
         let (slot, entry) = ns
             .find(name)
             .map(|(i, e)| (i, e.clone()))
-            .ok_or_else(|| StoreError::NotFound(name.into()))?;
+            .ok_or_else(|| not_found(&ns, name))?;
         keys::check_key(&entry, key)?;
         let Some(_attach) = self.lock_attach_exclusive(&entry, None)? else {
             return Err(self.busy(&entry));
@@ -674,6 +814,22 @@ impl Pool {
         }
     }
 
+    /// Refuse a namespace change when another process upgraded the pool's format since this
+    /// handle opened it (this handle would not keep the mirror). Under the metadata lock.
+    fn check_superblock_current(&self) -> Result<()> {
+        let inner = &*self.inner;
+        let mut b = [0u8; SB_SIZE];
+        inner.medium.read(SB_OFFSETS[0], &mut b)?;
+        match Superblock::decode(&b, inner.medium.len()) {
+            Ok(sb) if sb.version != inner.sb.version || sb.ns_mirror != inner.sb.ns_mirror => {
+                Err(StoreError::Invalid(
+                    "the pool's format was upgraded by another process since this one opened it; reopen the pool".into(),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn state_of(&self, e: &Entry) -> AttachState {
         match self.inner.locker.holder(locks::attach_word(e.extent_off)) {
             Ok(Some(LockKind::Exclusive)) => AttachState::Writer,
@@ -714,7 +870,7 @@ impl Pool {
         ns.refresh(&*inner.medium, &inner.sb)?;
         ns.find(name)
             .map(|(_, e)| e.clone())
-            .ok_or_else(|| StoreError::NotFound(name.into()))
+            .ok_or_else(|| not_found(&ns, name))
     }
 
     /// Every PMO, in namespace order.
@@ -915,6 +1071,10 @@ impl Pool {
             report.free_bytes = free.iter().map(|f| f.1).sum();
             let live: Vec<Entry> = ns.live().into_iter().map(|(_, e)| e.clone()).collect();
             report.used_bytes = live.iter().map(|e| e.extent_len).sum();
+            if inner.sb.ns_mirror >= inner.sb.heap_offset {
+                // An upgraded pool's namespace mirror in the heap.
+                report.used_bytes += inner.sb.ns_bytes();
+            }
             ns.invalidate();
             live
         };
@@ -965,28 +1125,141 @@ fn read_config(m: &dyn Medium, sb: &Superblock) -> Result<PoolConfig> {
     best.ok_or_else(|| StoreError::Corrupt("no valid pool configuration record".into()))
 }
 
-/// Write an entry so that a crash leaves either no entry or the whole entry: the body first with
-/// the magic word zeroed, then the magic word in one 8-byte store. Fenced.
+/// "Not found" when the namespace is whole; corruption when a damaged slot may hold `name`.
+fn not_found(ns: &Namespace, name: &str) -> StoreError {
+    match ns.damage() {
+        None => StoreError::NotFound(name.into()),
+        Some(d) => StoreError::Corrupt(format!(
+            "no intact namespace entry named '{name}', and {d}: it may be that PMO (`pmo check --repair` repairs what it can)"
+        )),
+    }
+}
+
+/// Write an entry so that a crash leaves either no entry or the whole entry: copy A, then the
+/// mirror (copy B), each body first with the magic word zeroed, then the magic word in one
+/// 8-byte store. Fenced.
 fn write_entry(m: &dyn Medium, sb: &Superblock, slot: usize, e: &Entry) -> Result<()> {
-    let off = namespace::slot_offset(sb, slot);
-    let enc = e.encode();
-    let mut body = enc;
-    body[..8].fill(0);
-    m.write(off, &body)?;
-    m.flush(off, ENTRY_SIZE as u64)?;
-    m.fence()?;
-    m.write(off, &enc[..8])?;
+    write_copy(m, sb, slot, false, Some(e))?;
+    if sb.ns_mirror != 0 {
+        write_copy(m, sb, slot, true, Some(e))?;
+    }
+    Ok(())
+}
+
+/// Write one copy of a slot: `e` (body, fence, magic word, fence), or free (the magic word
+/// zeroed, fenced).
+fn write_copy(
+    m: &dyn Medium,
+    sb: &Superblock,
+    slot: usize,
+    mirror: bool,
+    e: Option<&Entry>,
+) -> Result<()> {
+    let off = namespace::copy_offset(sb, slot, mirror);
+    match e {
+        Some(e) => {
+            let enc = e.encode();
+            let mut body = enc;
+            body[..8].fill(0);
+            m.write(off, &body)?;
+            m.flush(off, ENTRY_SIZE as u64)?;
+            m.fence()?;
+            m.write(off, &enc[..8])?;
+        }
+        None => m.write(off, &[0u8; 8])?,
+    }
     m.flush(off, 8)?;
     m.fence()?;
     Ok(())
 }
 
-/// Free a slot by zeroing its first 8 bytes (one atomic store). Flushed, not fenced.
+/// Free a slot by zeroing its first 8 bytes (one atomic store): the mirror first (fenced), then
+/// copy A, flushed, not fenced.
 fn clear_slot(m: &dyn Medium, sb: &Superblock, slot: usize) -> Result<()> {
+    if sb.ns_mirror != 0 {
+        write_copy(m, sb, slot, true, None)?;
+    }
     let off = namespace::slot_offset(sb, slot);
     m.write(off, &[0u8; 8])?;
     m.flush(off, 8)?;
     Ok(())
+}
+
+/// Upgrade a pool older than [`pmo_format::FORMAT_VERSION_MIRROR`] to the current format: write
+/// the namespace mirror (after namespace A when the gap before the heap holds it, else in free
+/// heap space), fence, then the new superblock, copy A then copy B, each fenced. A crash
+/// before copy A is durable leaves the old pool (the mirror lay in space nothing used); after,
+/// the new one (open rewrites copy B). Postponed (reported) while the namespace is damaged or
+/// no space fits the mirror. Returns the superblock in force and what to report.
+fn upgrade(
+    medium: &Arc<dyn Medium>,
+    locker: &Locker,
+    sb: Superblock,
+) -> Result<(Superblock, Option<String>)> {
+    if sb.version >= pmo_format::FORMAT_VERSION_MIRROR {
+        return Ok((sb, None));
+    }
+    let m = &**medium;
+    let _meta = locker.lock_blocking(locks::META, LockKind::Exclusive)?;
+    // Another process may have upgraded it while we waited.
+    let mut b = [0u8; SB_SIZE];
+    m.read(SB_OFFSETS[0], &mut b)?;
+    if let Ok(now) = Superblock::decode(&b, m.len()) {
+        if now.version >= pmo_format::FORMAT_VERSION_MIRROR && now.uuid == sb.uuid {
+            return Ok((now, None));
+        }
+    }
+    let mut ns = Namespace::default();
+    ns.reload(m, &sb)?;
+    if let Some(d) = ns.damage() {
+        let note = format!(
+            "format version {} not upgraded to {FORMAT_VERSION} (namespace mirror): {d}",
+            sb.version
+        );
+        return Ok((sb, Some(note)));
+    }
+    let bytes = sb.ns_bytes();
+    let after_a = sb.ns_offset + bytes;
+    let at = if after_a + bytes <= sb.heap_offset {
+        Some(after_a)
+    } else {
+        ns.free_extents(&sb)
+            .into_iter()
+            .find(|&(_, len)| len >= bytes)
+            .map(|(off, _)| off)
+    };
+    let Some(at) = at else {
+        let note = format!(
+            "format version {} not upgraded to {FORMAT_VERSION} (namespace mirror): no free {bytes}-byte extent for the mirror; free space and reopen",
+            sb.version
+        );
+        return Ok((sb, Some(note)));
+    };
+    let mut mirror = vec![0u8; bytes as usize];
+    for (i, e) in ns.slots.iter().enumerate() {
+        if let Some(e) = e {
+            mirror[i * ENTRY_SIZE..(i + 1) * ENTRY_SIZE].copy_from_slice(&e.encode());
+        }
+    }
+    let new = Superblock {
+        version: FORMAT_VERSION,
+        ns_mirror: at,
+        ..sb
+    };
+    m.write(at, &mirror)?;
+    m.flush(at, bytes)?;
+    m.fence()?;
+    let enc = new.encode();
+    for off in SB_OFFSETS {
+        m.write(off, &enc)?;
+        m.flush(off, SB_SIZE as u64)?;
+        m.fence()?;
+    }
+    let note = format!(
+        "format version {} upgraded to {FORMAT_VERSION}: the namespace now has a mirror at offset {at:#x}",
+        sb.version
+    );
+    Ok((new, Some(note)))
 }
 
 /// Holder-word flag: the holder is finishing a detach in the background (attach waits).

@@ -222,7 +222,12 @@ impl Protection {
                         )
                     })?
                 }
-                None if table.iter().all(|&e| e == 0) => VersionTableMac::from_table(keys, &table),
+                None if table
+                    .iter()
+                    .all(|&e| PageMapEntry(e).loc() == Some(PageLoc::Zero)) =>
+                {
+                    VersionTableMac::from_table(keys, &table)
+                }
                 None => {
                     return Err(integrity(
                         &core,
@@ -234,7 +239,12 @@ impl Protection {
         };
         // A whole-PMO checksum vouches for every page; without a commit there is none, so the
         // map must be empty (a flipped entry would otherwise read as data).
-        if scheme.whole_checksum() && trailer.is_none() && table.iter().any(|&e| e != 0) {
+        if scheme.whole_checksum()
+            && trailer.is_none()
+            && table
+                .iter()
+                .any(|&e| PageMapEntry(e).loc() != Some(PageLoc::Zero))
+        {
             return Err(integrity(
                 &core,
                 "pages are mapped but no commit vouches for them",

@@ -43,11 +43,13 @@ fn flip_all() -> bool {
     std::env::var("PMO_FLIP_ALL").is_ok_and(|v| v == "1")
 }
 
-/// Every position of `start..end` under `PMO_FLIP_ALL=1`, else `n` seeded positions (each
-/// with a bit to flip).
+/// Every bit of `start..end` under `PMO_FLIP_ALL=1` or when there are at most `n`, else `n`
+/// seeded (position, bit) pairs.
 fn positions(start: u64, end: u64, n: usize, rng: &mut Rng) -> Vec<(u64, u8)> {
-    if flip_all() || (end - start) as usize <= n {
-        return (start..end).map(|p| (p, 1u8 << (rng.next() % 8))).collect();
+    if flip_all() || (end - start) as usize * 8 <= n {
+        return (start..end)
+            .flat_map(|p| (0..8).map(move |b| (p, 1u8 << b)))
+            .collect();
     }
     (0..n)
         .map(|_| (start + rng.next() % (end - start), 1u8 << (rng.next() % 8)))
@@ -202,5 +204,146 @@ fn data_page_flips_per_scheme() {
         "seed {seed}: {} broken promises, first: {:?}",
         failures.len(),
         &failures[..failures.len().min(10)]
+    );
+}
+
+/// The metadata regions of the sample: (name, start, end) on the medium.
+fn metadata_regions(s: &Sample, scheme: Scheme) -> Vec<(&'static str, u64, u64)> {
+    let sb = {
+        let pool = Pool::open_on(Arc::new(CrashMedium::from_image(s.image.clone()))).unwrap();
+        pool.superblock().clone()
+    };
+    let slot = (0..sb.ns_capacity as usize)
+        .find(|&i| {
+            let at = sb.ns_offset as usize + i * ENTRY_SIZE;
+            Entry::decode(&s.image[at..at + ENTRY_SIZE])
+                .ok()
+                .flatten()
+                .is_some_and(|e| e.name == "d")
+        })
+        .expect("slot of d") as u64;
+    let layout = PmoLayout::with_plain(
+        PAGES,
+        scheme.tag_bytes() as u64,
+        scheme.shadow == pmo_store::Shadow::Medium,
+    )
+    .expect("layout");
+    let x = s.d.extent_off;
+    let journal = PAGES * 16 + if scheme.is_protected() { 64 } else { 0 };
+    vec![
+        ("superblock A", 0, 256),
+        ("superblock B", 4096, 4096 + 256),
+        ("configuration", sb.config_offset, sb.config_offset + 136),
+        (
+            "namespace A",
+            sb.ns_offset + slot * 512,
+            sb.ns_offset + slot * 512 + 512,
+        ),
+        (
+            "namespace B",
+            sb.ns_mirror + slot * 512,
+            sb.ns_mirror + slot * 512 + 512,
+        ),
+        ("header page", x, x + 4096),
+        (
+            "page map",
+            x + layout.map_off,
+            x + layout.map_off + PAGES * 8,
+        ),
+        (
+            "journal 0",
+            x + layout.journal_off[0],
+            x + layout.journal_off[0] + journal,
+        ),
+        (
+            "journal 1",
+            x + layout.journal_off[1],
+            x + layout.journal_off[1] + journal,
+        ),
+    ]
+}
+
+/// One flipped bit anywhere in the metadata: the exact data or a clean integrity error.
+#[test]
+fn metadata_flips() {
+    let seed = seed();
+    let mut failures = Vec::new();
+    // CI: the scheme without any integrity (only the format's own checks stand) and the
+    // default; every scheme under PMO_FLIP_ALL=1.
+    let schemes: Vec<Scheme> = if flip_all() {
+        Scheme::all().collect()
+    } else {
+        vec![Scheme::NONE, Scheme::SECURE]
+    };
+    for scheme in schemes {
+        let s = sample(scheme);
+        let mut rng = Rng(seed ^ u64::from(scheme.code()));
+        for (region, start, end) in metadata_regions(&s, scheme) {
+            let (mut exact, mut caught) = (0, 0);
+            for (pos, bit) in positions(start, end, SAMPLE, &mut rng) {
+                let mut img = s.image.clone();
+                img[pos as usize] ^= bit;
+                match judge(&s, img) {
+                    Ok(Outcome::Exact) => exact += 1,
+                    Ok(Outcome::Caught) => caught += 1,
+                    Ok(Outcome::Wrong) => failures.push(format!(
+                        "{scheme} {region}: flip {bit:#x} at {pos:#x}: wrong data"
+                    )),
+                    Err(why) => failures.push(format!(
+                        "{scheme} {region}: flip {bit:#x} at {pos:#x}: {why}"
+                    )),
+                }
+            }
+            println!(
+                "{:<8} {region:<14} exact {exact:>5} caught {caught:>5}",
+                scheme.to_string()
+            );
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "seed {seed}: {} broken promises, first: {:#?}",
+        failures.len(),
+        &failures[..failures.len().min(12)]
+    );
+}
+
+/// The same bit flipped in both copies of a redundant record (superblock, namespace slot):
+/// nothing to repair from, so the answer is a clean integrity error, never wrong data or
+/// "not found".
+#[test]
+fn two_copy_flips() {
+    let seed = seed();
+    let mut failures = Vec::new();
+    let scheme = Scheme::SECURE;
+    let s = sample(scheme);
+    let regions = metadata_regions(&s, scheme);
+    let pairs = [(0, 1), (3, 4)];
+    let mut rng = Rng(seed);
+    for (a, b) in pairs {
+        let (ra, sa, ea) = regions[a];
+        let (rb, sb, _) = regions[b];
+        let (mut exact, mut caught) = (0, 0);
+        for (pos, bit) in positions(sa, ea, SAMPLE, &mut rng) {
+            let mut img = s.image.clone();
+            img[pos as usize] ^= bit;
+            img[(pos - sa + sb) as usize] ^= bit;
+            match judge(&s, img) {
+                Ok(Outcome::Exact) => exact += 1,
+                Ok(Outcome::Caught) => caught += 1,
+                Ok(Outcome::Wrong) => {
+                    failures.push(format!("{ra}+{rb}: flip {bit:#x} at {pos:#x}: wrong data"))
+                }
+                Err(why) => failures.push(format!("{ra}+{rb}: flip {bit:#x} at {pos:#x}: {why}")),
+            }
+        }
+        println!("{ra} + {rb}: exact {exact} caught {caught}");
+        assert!(caught > 0, "{ra}+{rb}: nothing caught (seed {seed})");
+    }
+    assert!(
+        failures.is_empty(),
+        "seed {seed}: {} broken promises, first: {:#?}",
+        failures.len(),
+        &failures[..failures.len().min(12)]
     );
 }
