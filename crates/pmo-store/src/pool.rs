@@ -337,10 +337,12 @@ impl Pool {
             scheme: opts.scheme.code(),
             ..Default::default()
         };
-        m.write(
-            CONFIG_OFFSET + PoolConfig::slot(1) * CONFIG_SIZE as u64,
-            &cfg.encode(),
-        )?;
+        for i in 0..if mirrored { 2 } else { 1 } {
+            m.write(
+                CONFIG_OFFSET + ((PoolConfig::slot(1) + i) % 2) * CONFIG_SIZE as u64,
+                &cfg.encode(),
+            )?;
+        }
         m.flush(CONFIG_OFFSET, PAGE_SIZE)?;
         m.fence()?;
         let enc = sb.encode();
@@ -523,6 +525,15 @@ impl Pool {
                 m.fence()?;
             }
         }
+        // Configuration: a slot that disagrees with the record in force is rewritten.
+        if let Ok((cfg, fixes)) = config_state(m, &inner.sb) {
+            for (i, note) in fixes {
+                write_config_slot(m, &inner.sb, i, &cfg)?;
+                if let (Some(n), Ok(mut r)) = (note, inner.repairs.lock()) {
+                    r.push(n);
+                }
+            }
+        }
         // Namespace: a copy that disagrees with the surviving one is rewritten (the mirror).
         let mut ns = inner.ns();
         ns.reload(m, &inner.sb)?;
@@ -600,10 +611,17 @@ impl Pool {
             scheme,
             shadow,
         };
-        let off = inner.sb.config_offset + PoolConfig::slot(next.seq) * CONFIG_SIZE as u64;
+        let first = PoolConfig::slot(next.seq);
         let r = (|| {
-            m.write(off, &next.encode())?;
-            m.persist(off, CONFIG_SIZE as u64)?;
+            if inner.sb.version >= pmo_format::FORMAT_VERSION_MIRROR {
+                // Both slots, the new one's first: either one repairs the other.
+                write_config_slot(m, &inner.sb, first, &next)?;
+                write_config_slot(m, &inner.sb, 1 - first, &next)?;
+            } else {
+                let off = inner.sb.config_offset + first * CONFIG_SIZE as u64;
+                m.write(off, &next.encode())?;
+                m.persist(off, CONFIG_SIZE as u64)?;
+            }
             Ok(next)
         })();
         inner.poison(r)
@@ -1111,18 +1129,72 @@ fn write_holder(m: &dyn Medium, core: &PmoCore, pid: u32) -> Result<()> {
     Ok(())
 }
 
-fn read_config(m: &dyn Medium, sb: &Superblock) -> Result<PoolConfig> {
-    let mut best: Option<PoolConfig> = None;
+/// The configuration record in force, and the slots to rewrite with it (with what to report:
+/// `None` for the leftover of an interrupted update or a version-2 pool's older record).
+///
+/// Since version 3 an update writes the new record into both slots, slot `seq % 2` first,
+/// each body first and its magic last (fenced), so no crash leaves a slot that has the magic
+/// and fails its CRC: such a slot is damage. The valid record with the highest sequence
+/// number is in force; a damaged slot beside a valid one is rewritten from it; two damaged
+/// slots are corruption.
+fn config_state(
+    m: &dyn Medium,
+    sb: &Superblock,
+) -> Result<(PoolConfig, Vec<(u64, Option<String>)>)> {
+    let mut valid: [Option<PoolConfig>; 2] = [None, None];
+    let mut damaged = [false; 2];
     for i in 0..2u64 {
         let mut b = [0u8; CONFIG_SIZE];
         m.read(sb.config_offset + i * CONFIG_SIZE as u64, &mut b)?;
-        if let Some(c) = PoolConfig::decode(&b) {
-            if PoolConfig::slot(c.seq) == i && best.is_none_or(|x| c.seq > x.seq) {
-                best = Some(c);
+        match PoolConfig::decode(&b) {
+            Some(c)
+                if sb.version >= pmo_format::FORMAT_VERSION_MIRROR
+                    || PoolConfig::slot(c.seq) == i =>
+            {
+                valid[i as usize] = Some(c)
+            }
+            Some(_) => {}
+            None => damaged[i as usize] = b[..4] != [0u8; 4],
+        }
+    }
+    let best = valid.iter().flatten().max_by_key(|c| c.seq).copied();
+    let Some(best) = best else {
+        return Err(StoreError::Corrupt(
+            "no valid pool configuration record (both slots damaged)".into(),
+        ));
+    };
+    let mut fixes = Vec::new();
+    if sb.version >= pmo_format::FORMAT_VERSION_MIRROR {
+        for i in 0..2 {
+            if valid[i] != Some(best) {
+                let note = damaged[i].then(|| {
+                    format!(
+                        "configuration record slot {i} damaged: rewritten from slot {}",
+                        1 - i
+                    )
+                });
+                fixes.push((i as u64, note));
             }
         }
     }
-    best.ok_or_else(|| StoreError::Corrupt("no valid pool configuration record".into()))
+    Ok((best, fixes))
+}
+
+fn read_config(m: &dyn Medium, sb: &Superblock) -> Result<PoolConfig> {
+    config_state(m, sb).map(|c| c.0)
+}
+
+/// Write configuration record `c` into slot `i`: body first, magic last, each fenced.
+fn write_config_slot(m: &dyn Medium, sb: &Superblock, i: u64, c: &PoolConfig) -> Result<()> {
+    let off = sb.config_offset + i * CONFIG_SIZE as u64;
+    let enc = c.encode();
+    let mut body = enc;
+    body[..4].fill(0);
+    m.write(off, &body)?;
+    m.persist(off, CONFIG_SIZE as u64)?;
+    m.write(off, &enc[..4])?;
+    m.persist(off, 4)?;
+    Ok(())
 }
 
 /// "Not found" when the namespace is whole; corruption when a damaged slot may hold `name`.

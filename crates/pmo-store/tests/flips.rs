@@ -63,6 +63,7 @@ struct Sample {
     expected: Vec<u8>,
     d: Entry,
     e: Entry,
+    config: pmo_format::PoolConfig,
 }
 
 fn sample(scheme: Scheme) -> Sample {
@@ -97,12 +98,14 @@ fn sample(scheme: Scheme) -> Sample {
             .expect("entry")
     };
     let (d, e) = (entry("d"), entry("e"));
+    let config = pool.config().expect("config");
     drop(pool);
     Sample {
         image: m.current_image(),
         expected,
         d,
         e,
+        config,
     }
 }
 
@@ -129,6 +132,11 @@ fn judge(s: &Sample, image: Vec<u8>) -> Result<Outcome, String> {
         h.read_at(0, &mut buf)?;
         Ok(buf)
     })();
+    match pool.config() {
+        Ok(c) if c != s.config => return Err(format!("configuration reads as {c:?}")),
+        Err(e) if !e.is_integrity() => return Err(format!("configuration: {e}")),
+        _ => {}
+    }
     let outcome = match read {
         Ok(b) if b == s.expected => Outcome::Exact,
         Ok(_) => Outcome::Wrong,
