@@ -1129,6 +1129,9 @@ fn write_holder(m: &dyn Medium, core: &PmoCore, pid: u32) -> Result<()> {
     Ok(())
 }
 
+/// A configuration slot to rewrite with the record in force, and what to report.
+type ConfigFix = (u64, Option<String>);
+
 /// The configuration record in force, and the slots to rewrite with it (with what to report:
 /// `None` for the leftover of an interrupted update or a version-2 pool's older record).
 ///
@@ -1140,7 +1143,7 @@ fn write_holder(m: &dyn Medium, core: &PmoCore, pid: u32) -> Result<()> {
 fn config_state(
     m: &dyn Medium,
     sb: &Superblock,
-) -> Result<(PoolConfig, Vec<(u64, Option<String>)>)> {
+) -> Result<(PoolConfig, Vec<ConfigFix>)> {
     let mut valid: [Option<PoolConfig>; 2] = [None, None];
     let mut damaged = [false; 2];
     for i in 0..2u64 {
