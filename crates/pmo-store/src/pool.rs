@@ -345,12 +345,7 @@ impl Pool {
         }
         m.flush(CONFIG_OFFSET, PAGE_SIZE)?;
         m.fence()?;
-        let enc = sb.encode();
-        for off in SB_OFFSETS {
-            m.write(off, &enc)?;
-            m.flush(off, SB_SIZE as u64)?;
-            m.fence()?;
-        }
+        write_superblocks(m, &sb)?;
         Self::open_inner(medium, mirrored)
     }
 
@@ -1140,10 +1135,7 @@ type ConfigFix = (u64, Option<String>);
 /// and fails its CRC: such a slot is damage. The valid record with the highest sequence
 /// number is in force; a damaged slot beside a valid one is rewritten from it; two damaged
 /// slots are corruption.
-fn config_state(
-    m: &dyn Medium,
-    sb: &Superblock,
-) -> Result<(PoolConfig, Vec<ConfigFix>)> {
+fn config_state(m: &dyn Medium, sb: &Superblock) -> Result<(PoolConfig, Vec<ConfigFix>)> {
     let mut valid: [Option<PoolConfig>; 2] = [None, None];
     let mut damaged = [false; 2];
     for i in 0..2u64 {
@@ -1260,6 +1252,17 @@ fn clear_slot(m: &dyn Medium, sb: &Superblock, slot: usize) -> Result<()> {
     Ok(())
 }
 
+/// Write both superblock copies, A then B, each fenced.
+fn write_superblocks(m: &dyn Medium, sb: &Superblock) -> Result<()> {
+    let enc = sb.encode();
+    for off in SB_OFFSETS {
+        m.write(off, &enc)?;
+        m.flush(off, SB_SIZE as u64)?;
+        m.fence()?;
+    }
+    Ok(())
+}
+
 /// Upgrade a pool older than [`pmo_format::FORMAT_VERSION_MIRROR`] to the current format: write
 /// the namespace mirror (after namespace A when the gap before the heap holds it, else in free
 /// heap space), fence, then the new superblock, copy A then copy B, each fenced. A crash
@@ -1324,12 +1327,7 @@ fn upgrade(
     m.write(at, &mirror)?;
     m.flush(at, bytes)?;
     m.fence()?;
-    let enc = new.encode();
-    for off in SB_OFFSETS {
-        m.write(off, &enc)?;
-        m.flush(off, SB_SIZE as u64)?;
-        m.fence()?;
-    }
+    write_superblocks(m, &new)?;
     let note = format!(
         "format version {} upgraded to {FORMAT_VERSION}: the namespace now has a mirror at offset {at:#x}",
         sb.version

@@ -18,15 +18,14 @@ const PAGES: u64 = 16;
 /// Positions sampled per region in CI (the floor).
 const SAMPLE: usize = 2000;
 
-/// splitmix64: a small seeded generator for the sample.
-struct Rng(u64);
+/// The seeded generator of the sample.
+struct Rng(rand::rngs::StdRng);
 impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(rand::SeedableRng::seed_from_u64(seed))
+    }
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        rand::RngCore::next_u64(&mut self.0)
     }
 }
 
@@ -79,7 +78,7 @@ fn sample(scheme: Scheme) -> Sample {
     pool.pcreate("d", PAGES * 4096, KEY).expect("pcreate d");
     pool.pcreate("e", 4 * 4096, KEY).expect("pcreate e");
     let mut expected = vec![0u8; (PAGES * 4096) as usize];
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     for (off, len) in [(8192usize, 7 * 4096 + 100), (3 * 4096 + 17, 2 * 4096)] {
         let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
         expected[off..off + len].copy_from_slice(&data);
@@ -175,7 +174,7 @@ fn data_page_flips_per_scheme() {
         .expect("layout");
         let data = s.d.extent_off + layout.data_off;
         let end = data + 2 * PAGES * 4096;
-        let mut rng = Rng(seed ^ u64::from(scheme.code()));
+        let mut rng = Rng::new(seed ^ u64::from(scheme.code()));
         let n = SAMPLE / 4;
         let (mut exact, mut caught, mut wrong) = (0, 0, 0);
         for (pos, bit) in positions(data, end, n, &mut rng) {
@@ -285,7 +284,7 @@ fn metadata_flips() {
     };
     for scheme in schemes {
         let s = sample(scheme);
-        let mut rng = Rng(seed ^ u64::from(scheme.code()));
+        let mut rng = Rng::new(seed ^ u64::from(scheme.code()));
         for (region, start, end) in metadata_regions(&s, scheme) {
             let (mut exact, mut caught) = (0, 0);
             for (pos, bit) in positions(start, end, SAMPLE, &mut rng) {
@@ -327,7 +326,7 @@ fn two_copy_flips() {
     let s = sample(scheme);
     let regions = metadata_regions(&s, scheme);
     let pairs = [(0, 1), (3, 4)];
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     for (a, b) in pairs {
         let (ra, sa, ea) = regions[a];
         let (rb, sb, _) = regions[b];
