@@ -601,7 +601,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(key(&cli)?)
             };
             if *repair {
-                // The open above rewrote every damaged copy from its mirror (reported).
+                // The open above rewrote every damaged copy from its mirror (reported); a slot
+                // with both copies damaged is rebuilt from its PMO's header page.
+                for (slot, name) in pool.rebuild_damaged_slots()? {
+                    println!("namespace slot {slot}: rebuilt PMO '{name}' from its header page");
+                }
                 if *drop_damaged {
                     for slot in pool.drop_damaged_slots()? {
                         println!("namespace slot {slot}: both copies damaged: dropped");
@@ -609,7 +613,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 for (slot, why) in pool.damaged_slots()? {
                     eprintln!(
-                        "could not repair namespace slot {slot}: {why} (no intact copy; `--drop-damaged` frees it)"
+                        "could not repair namespace slot {slot}: {why} (no intact copy, no header page names it; `--drop-damaged` frees it)"
                     );
                 }
                 for name in names {

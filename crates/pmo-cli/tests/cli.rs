@@ -370,6 +370,25 @@ fn damaged_namespace_is_repaired_or_reported_never_absent() {
         "nothing is allocated",
     );
     assert_eq!(code(&run(&["info"], None)), 2);
+    // Rebuilt from the copy of the entry in d's header page.
+    let o = run(&["check", "--repair"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("rebuilt PMO 'd' from its header page"));
+    let o = run(&["read", "d", "--offset", "0", "--len", "8"], None);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "precious");
+
+    // Both copies and the header copy damaged: nothing to rebuild from.
+    let info = String::from_utf8_lossy(&run(&["info", "d"], None).stdout).into_owned();
+    let line = info.lines().find(|l| l.starts_with("extent:")).unwrap();
+    let hex = line
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .trim_start_matches("0x");
+    let extent = u64::from_str_radix(hex, 16).unwrap();
+    flip(slot0);
+    flip(mirror0);
+    flip(extent + 1024 + 200);
     let o = run(&["check", "--repair"], None);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(

@@ -216,6 +216,9 @@ impl PmoLayout {
     /// attached read-write (u32, 0 = none). Informational only: written at attach and detach
     /// without a fence; the attach lock, not this word, decides who may attach.
     pub const HOLDER_OFF: u64 = 2048;
+    /// Offset (in the header page) of the copy of the PMO's namespace entry (format version 3):
+    /// what `pmo check --repair` rebuilds a slot from when both namespace copies are damaged.
+    pub const ENTRY_COPY_OFF: u64 = 1024;
 
     /// Offset of commit record slot `i` (0 or 1).
     pub fn record(&self, i: u64) -> u64 {

@@ -454,6 +454,58 @@ impl Pool {
         Ok(pool)
     }
 
+    /// Rebuild every namespace slot whose copies are all damaged from the copy of its entry in
+    /// its PMO's header page (`pmo check --repair`): found by scanning the space no live entry
+    /// covers. Returns the names rebuilt; slots left damaged stay in [`Pool::damaged_slots`].
+    pub fn rebuild_damaged_slots(&self) -> Result<Vec<(usize, String)>> {
+        let inner = &*self.inner;
+        inner.alive()?;
+        let _meta = inner
+            .locker
+            .lock_blocking(locks::META, LockKind::Exclusive)?;
+        self.check_superblock_current()?;
+        let m = &*inner.medium;
+        let mut ns = inner.ns();
+        ns.reload(m, &inner.sb)?;
+        let slots: Vec<usize> = ns.corrupt.iter().map(|c| c.0).collect();
+        if slots.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut found = header_copies(m, &inner.sb, &ns)?;
+        let r = (|| {
+            let mut rebuilt = Vec::new();
+            namespace::bump_gen(m, &inner.sb)?;
+            for slot in slots {
+                // Prefer the copy whose extent the damaged slot still names (either copy).
+                let named = |mirror: bool| -> Result<u64> {
+                    let mut b = [0u8; 8];
+                    m.read(namespace::copy_offset(&inner.sb, slot, mirror) + 40, &mut b)?;
+                    Ok(u64::from_le_bytes(b))
+                };
+                let hints = [
+                    named(false)?,
+                    if inner.sb.ns_mirror != 0 {
+                        named(true)?
+                    } else {
+                        0
+                    },
+                ];
+                let pick = found
+                    .iter()
+                    .position(|e| hints.contains(&e.extent_off))
+                    .or(if found.is_empty() { None } else { Some(0) });
+                let Some(i) = pick else { break };
+                let e = found.remove(i);
+                write_entry(m, &inner.sb, slot, &e)?;
+                rebuilt.push((slot, e.name));
+            }
+            namespace::bump_gen(m, &inner.sb)?;
+            Ok(rebuilt)
+        })();
+        ns.invalidate();
+        inner.poison(r)
+    }
+
     /// Free every namespace slot whose copies are all damaged (`pmo check --repair
     /// --drop-damaged`): the PMO it held is given up, and the space it may cover becomes free.
     /// Returns the slots freed.
@@ -557,6 +609,22 @@ impl Pool {
         // PMOs nobody has attached: replay their newest psync.
         let live: Vec<Entry> = ns.live().into_iter().map(|(_, e)| e.clone()).collect();
         drop(ns);
+        // Each live PMO's header page holds a copy of its entry (PMOs from before version 3,
+        // or cut off by a pdestroy that did not finish, get it back here).
+        if inner.sb.ns_mirror != 0 {
+            let mut wrote = false;
+            for e in &live {
+                let mut b = [0u8; ENTRY_SIZE];
+                m.read(e.extent_off + PmoLayout::ENTRY_COPY_OFF, &mut b)?;
+                if b != e.encode() {
+                    write_header_copy(m, e, true)?;
+                    wrote = true;
+                }
+            }
+            if wrote {
+                m.fence()?;
+            }
+        }
         for e in live {
             let Some(_guard) =
                 inner
@@ -742,6 +810,9 @@ impl Pool {
         let r = (|| {
             namespace::bump_gen(m, &inner.sb)?;
             PmoCore::new(&entry)?.init_on_medium(m)?;
+            if inner.sb.ns_mirror != 0 {
+                write_header_copy(m, &entry, true)?;
+            }
             m.fence()?;
             write_entry(m, &inner.sb, slot, &entry)?;
             namespace::bump_gen(m, &inner.sb)?;
@@ -775,6 +846,9 @@ impl Pool {
             // A plaintext copy left by a crash goes before the space is given back.
             PmoCore::new(&entry)?.scrub_for_destroy(m)?;
             namespace::bump_gen(m, &inner.sb)?;
+            // The header copy goes first: no destroyed PMO is ever rebuilt from it.
+            write_header_copy(m, &entry, false)?;
+            m.fence()?;
             clear_slot(m, &inner.sb, slot)?;
             m.fence()?;
             namespace::bump_gen(m, &inner.sb)?;
@@ -1250,6 +1324,48 @@ fn clear_slot(m: &dyn Medium, sb: &Superblock, slot: usize) -> Result<()> {
     m.write(off, &[0u8; 8])?;
     m.flush(off, 8)?;
     Ok(())
+}
+
+/// Write (or, `live` false, clear the magic word of) the copy of `e` in its header page.
+/// Flushed, not fenced.
+fn write_header_copy(m: &dyn Medium, e: &Entry, live: bool) -> Result<()> {
+    let off = e.extent_off + PmoLayout::ENTRY_COPY_OFF;
+    if live {
+        m.write(off, &e.encode())?;
+        m.flush(off, ENTRY_SIZE as u64)?;
+    } else {
+        m.write(off, &[0u8; 8])?;
+        m.flush(off, 8)?;
+    }
+    Ok(())
+}
+
+/// The header-page copies of PMOs in space no live entry covers: candidates to rebuild a
+/// damaged slot from (a copy names its own extent, so only a header page matches).
+fn header_copies(m: &dyn Medium, sb: &Superblock, ns: &Namespace) -> Result<Vec<Entry>> {
+    let mut found: Vec<Entry> = Vec::new();
+    for (start, len) in ns.free_extents(sb) {
+        let mut off = start;
+        while off + PAGE_SIZE <= start + len {
+            let mut b = [0u8; ENTRY_SIZE];
+            m.read(off + PmoLayout::ENTRY_COPY_OFF, &mut b[..8])?;
+            if Entry::has_magic(&b) {
+                m.read(off + PmoLayout::ENTRY_COPY_OFF, &mut b)?;
+                if let Ok(Some(e)) = Entry::decode(&b) {
+                    if e.extent_off == off
+                        && e.extent_len <= start + len - off
+                        && ns.find(&e.name).is_none()
+                    {
+                        off += e.extent_len.max(PAGE_SIZE);
+                        found.push(e);
+                        continue;
+                    }
+                }
+            }
+            off += PAGE_SIZE;
+        }
+    }
+    Ok(found)
 }
 
 /// Write both superblock copies, A then B, each fenced.
