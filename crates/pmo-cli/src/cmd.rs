@@ -190,10 +190,16 @@ enum Cmd {
         key: KeyArg,
         /// PMOs to verify page by page (needs their key)
         names: Vec<String>,
-        /// Also run each named PMO's crash handler now (read-write open with its key: checksums
-        /// left pending by a session with integrity at detach are written) before checking
+        /// Repair first: without names, the namespace (each damaged copy rewritten from its
+        /// mirror, done by any open; reports what it cannot rebuild); with names, also run each
+        /// named PMO's crash handler now (read-write open with its key: checksums left pending by
+        /// a session with integrity at detach are written) before checking
         #[arg(long)]
         repair: bool,
+        /// With --repair: free namespace slots whose two copies are both damaged. The PMO such
+        /// a slot held is lost, and the space it may cover becomes free
+        #[arg(long, requires = "repair")]
+        drop_damaged: bool,
     },
     /// Persistent CXL switch simulator: run traces, check correctness, reproduce the paper's study
     #[command(subcommand)]
@@ -401,7 +407,29 @@ fn open(cli: &Cli) -> anyhow::Result<Pool> {
             path.display()
         );
     }
-    Pool::open(&path).with_context(|| format!("pool {}", path.display()))
+    let pool = Pool::open(&path).with_context(|| format!("pool {}", path.display()))?;
+    // Damage the open repaired from a redundant copy: reported once, by the open that fixed it.
+    for r in pool.repairs() {
+        errln!("pmo: repaired: {r}");
+    }
+    Ok(pool)
+}
+
+/// An error (exit 2) naming the damaged namespace slots, if any.
+fn damaged_error(pool: &Pool) -> anyhow::Result<()> {
+    let damaged = pool.damaged_slots()?;
+    if damaged.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = damaged
+        .iter()
+        .map(|(i, why)| format!("namespace slot {i}: {why}"))
+        .collect();
+    Err(IntegrityProblem(format!(
+        "damaged namespace: {} (`pmo check --repair`)",
+        list.join("; ")
+    ))
+    .into())
 }
 
 /// A pool is a regular file or a device-DAX device; anything else (`/dev/null`, a directory)
@@ -602,6 +630,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                             }
                         )?;
                     }
+                    let without: Vec<String> = pmo_store::Scheme::all()
+                        .filter(|s| s.integrity_at() == pmo_store::scheme::IntegrityAt::Never)
+                        .map(|s| s.name())
+                        .collect();
+                    outln!(
+                        "without integrity: {} (a damaged or altered data page reads as wrong data, undetected)",
+                        without.join(", ")
+                    )?;
                 }
             }
         }
@@ -631,6 +667,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     p.base_addr
                 )?;
             }
+            for (slot, _) in pool.damaged_slots()? {
+                outln!(
+                    "{:<32} {:>12} {:<24} {:<13} ?",
+                    format!("<namespace slot {slot}>"),
+                    "?",
+                    "damaged",
+                    "?"
+                )?;
+            }
+            damaged_error(&pool)?;
         }
         Cmd::Info { name: None, .. } => {
             let pool = open(&cli)?;
@@ -680,6 +726,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             outln!("default scheme:  {}", scheme_name(i.config.scheme))?;
             print_fault_defaults()?;
             outln!("cache flush:     {}", pmo_os::persist::flush_kind().name())?;
+            damaged_error(&pool)?;
         }
         Cmd::Info {
             name: Some(name), ..
@@ -813,7 +860,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 done += n as u64;
             }
         }
-        Cmd::Check { names, repair, .. } => {
+        Cmd::Check {
+            names,
+            repair,
+            drop_damaged,
+            ..
+        } => {
             let pool = open(&cli)?;
             let key = if names.is_empty() {
                 None
@@ -821,8 +873,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(key(&cli)?)
             };
             if *repair {
-                if names.is_empty() {
-                    bail!("--repair needs the names of the PMOs to repair (and their key)");
+                // The open above rewrote every damaged copy from its mirror (reported); a slot
+                // with both copies damaged is rebuilt from its PMO's header page.
+                for (slot, name) in pool.rebuild_damaged_slots()? {
+                    outln!("namespace slot {slot}: rebuilt PMO '{name}' from its header page")?;
+                }
+                if *drop_damaged {
+                    for slot in pool.drop_damaged_slots()? {
+                        outln!("namespace slot {slot}: both copies damaged: dropped")?;
+                    }
+                }
+                for (slot, why) in pool.damaged_slots()? {
+                    errln!(
+                        "could not repair namespace slot {slot}: {why} (no intact copy, no header page names it; `--drop-damaged` frees it)"
+                    );
                 }
                 for name in names {
                     let key = key.as_deref().map(|k| &k[..]).unwrap_or_default();
@@ -870,7 +934,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     IntegrityProblem(format!("{} problem(s) found", r.problems.len())).into(),
                 );
             }
-            outln!("ok")?;
+            if names.is_empty() {
+                outln!(
+                    "ok: metadata only; not verified: the data pages (decrypting and verifying them needs each PMO's key: `pmo check NAME...`)"
+                )?;
+            } else {
+                outln!(
+                    "ok; not verified: the data pages of PMOs not named ({} named)",
+                    names.len()
+                )?;
+            }
         }
         Cmd::Cxlsim(_) => unreachable!("handled in main"),
         Cmd::Demo { .. } => {

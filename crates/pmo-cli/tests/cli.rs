@@ -279,8 +279,8 @@ fn shadow_placement_is_chosen_at_create_and_shown() {
     assert!(ok(&["list"], None).contains("sp-id:medium"));
     ok(&["check", "m"], None);
     assert!(ok(&["check", "--repair", "m"], None).contains("'m': recovered"));
-    let o = pmo(&pool, Some("k1"), &["check", "--repair"], None);
-    one_line_error(&o, 1, "--repair needs the names");
+    // Without names --repair covers the namespace, and says what was not verified.
+    assert!(ok(&["check", "--repair"], None).contains("not verified: the data pages"));
     ok(&["scheme", "set", "secure", "--shadow", "medium"], None);
     assert!(ok(&["scheme", "show"], None).contains("new PMOs: secure:medium"));
     ok(
@@ -299,4 +299,105 @@ fn shadow_placement_is_chosen_at_create_and_shown() {
         None,
     );
     one_line_error(&o, 1, "--shadow");
+}
+
+/// Issue 18 as a user met it: 4 bytes flipped inside namespace slot 0 of a pool holding `d`.
+/// One damaged copy is repaired from the mirror and reported once; both copies damaged is
+/// corruption everywhere (exit 2), a row of its own in `list`, and no allocation.
+#[test]
+fn damaged_namespace_is_repaired_or_reported_never_absent() {
+    use std::os::unix::fs::FileExt;
+    let d = tmpdir("nsdamage");
+    let pool = d.0.join("p.pool");
+    init(&pool, "16MiB");
+    let run = |args: &[&str], stdin: Option<&[u8]>| pmo(&pool, Some("k"), args, stdin);
+    assert_eq!(code(&run(&["create", "d", "--size", "1MiB"], None)), 0);
+    assert_eq!(
+        code(&run(&["write", "d", "--offset", "0"], Some(b"precious"))),
+        0
+    );
+    let flip = |off: u64| {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&pool)
+            .unwrap();
+        let mut b = [0u8; 4];
+        f.read_exact_at(&mut b, off).unwrap();
+        for x in &mut b {
+            *x ^= 0x5a;
+        }
+        f.write_all_at(&b, off).unwrap();
+    };
+    let slot0 = 12288 + 200; // inside slot 0 of namespace copy A
+                             // The mirror of a 16 MiB pool (64 slots) follows copy A: 12288 + 64 * 512.
+    let mirror0 = 12288 + 64 * 512 + 200;
+
+    flip(slot0);
+    let o = run(&["list"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("d "));
+    assert!(
+        stderr(&o).contains("repaired: namespace slot 0: copy A damaged"),
+        "{}",
+        stderr(&o)
+    );
+    // Reported once: the copy was rewritten.
+    let o = run(&["list"], None);
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&run(&["read", "d", "--offset", "0", "--len", "8"], None).stdout),
+        "precious"
+    );
+
+    flip(slot0);
+    flip(mirror0);
+    let o = run(&["list"], None);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        out.contains("<namespace slot 0>") && out.contains("damaged"),
+        "{out}"
+    );
+    one_line_error(
+        &run(&["read", "d", "--offset", "0", "--len", "8"], None),
+        2,
+        "namespace slot 0 is damaged",
+    );
+    one_line_error(
+        &run(&["create", "e", "--size", "8MiB"], None),
+        2,
+        "nothing is allocated",
+    );
+    assert_eq!(code(&run(&["info"], None)), 2);
+    // Rebuilt from the copy of the entry in d's header page.
+    let o = run(&["check", "--repair"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("rebuilt PMO 'd' from its header page"));
+    let o = run(&["read", "d", "--offset", "0", "--len", "8"], None);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "precious");
+
+    // Both copies and the header copy damaged: nothing to rebuild from.
+    let info = String::from_utf8_lossy(&run(&["info", "d"], None).stdout).into_owned();
+    let line = info.lines().find(|l| l.starts_with("extent:")).unwrap();
+    let hex = line
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .trim_start_matches("0x");
+    let extent = u64::from_str_radix(hex, 16).unwrap();
+    flip(slot0);
+    flip(mirror0);
+    flip(extent + 1024 + 200);
+    let o = run(&["check", "--repair"], None);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("could not repair namespace slot 0"),
+        "{}",
+        stderr(&o)
+    );
+    // Explicitly dropped: the space is free again.
+    let o = run(&["check", "--repair", "--drop-damaged"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(code(&run(&["create", "e", "--size", "4MiB"], None)), 0);
 }

@@ -114,11 +114,21 @@ impl Entry {
         b.len() >= 4 && get_u32(b, 0) == ENTRY_MAGIC
     }
 
-    /// Decode one slot. `Ok(None)`: free. `Err`: the slot claims to be an entry but is torn or
-    /// corrupted (callers treat it as free after a crash; `pmo check` reports it).
+    /// Decode one slot. `Ok(None)`: free (bytes 0..8, magic and version, all zero). `Err`: a
+    /// damaged slot: the magic with a bad body, or a first word that is neither zero nor the
+    /// magic (entries are written body first, then that word in one 8-byte store, and cleared
+    /// by zeroing it: no crash leaves anything else).
     pub fn decode(b: &[u8]) -> Result<Option<Entry>, FormatError> {
-        if b.len() < ENTRY_SIZE || !Self::has_magic(b) {
+        if b.len() < ENTRY_SIZE {
             return Ok(None);
+        }
+        if !Self::has_magic(b) {
+            if b[..8].iter().all(|&x| x == 0) {
+                return Ok(None);
+            }
+            return Err(FormatError::Magic {
+                what: "namespace entry",
+            });
         }
         if get_u32(b, E_CRC) != crc(&b[..E_CRC]) {
             return Err(FormatError::Checksum {

@@ -24,13 +24,42 @@ pub enum PageLoc {
 
 /// One page-map entry: bits 0-1 location (0 zero, 1 slot 0, 2 slot 1), bit 2 the plaintext flag
 /// (the slot holds the page's plaintext: BP with the plaintext copy on the medium, between a
-/// psync and the detach that encrypts it), bits 3-7 reserved (zero), bits 8-63 the page version.
+/// psync and the detach that encrypts it), bits 3-6 the check, bit 7 set when the check is
+/// present (format version 3; entries written before it have bits 3-7 zero and no check), bits
+/// 8-63 the page version. The check is bit `j` = XOR of every bit `i` outside 3-7 with
+/// `i % 4 == j`: any single flipped bit, and any run of up to 4, fails it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct PageMapEntry(pub u64);
 
 impl PageMapEntry {
-    /// The entry of a page that was never written.
-    pub const ZERO: PageMapEntry = PageMapEntry(0);
+    /// The entry of a page that was never written (checked).
+    pub const ZERO: PageMapEntry = PageMapEntry(Self::CHECKED);
+    /// Bit 7: the check (bits 3-6) is present.
+    pub const CHECKED: u64 = 1 << 7;
+    const CHECK_BITS: u64 = 0xF << 3;
+
+    /// The check of `raw` (bits 3-7 ignored), in place (bits 3-6).
+    const fn check(raw: u64) -> u64 {
+        let mut x = raw & !0xF8;
+        x ^= x >> 32;
+        x ^= x >> 16;
+        x ^= x >> 8;
+        x ^= x >> 4;
+        (x & 0xF) << 3
+    }
+    /// `raw` with its check set.
+    const fn sealed(raw: u64) -> PageMapEntry {
+        let raw = raw & !0xF8;
+        PageMapEntry(raw | Self::CHECKED | Self::check(raw))
+    }
+    /// Whether the check holds (or the entry predates checks: bits 3-7 all zero).
+    pub fn check_ok(self) -> bool {
+        if self.0 & Self::CHECKED != 0 {
+            self.0 & Self::CHECK_BITS == Self::check(self.0)
+        } else {
+            self.0 & 0xF8 == 0
+        }
+    }
     /// Largest page version.
     pub const VERSION_MAX: u64 = (1 << 56) - 1;
 
@@ -40,7 +69,7 @@ impl PageMapEntry {
             PageLoc::Zero => 0,
             PageLoc::Slot(s) => 1 + (s as u64 & 1),
         };
-        PageMapEntry(l | (version & Self::VERSION_MAX) << 8)
+        Self::sealed(l | (version & Self::VERSION_MAX) << 8)
     }
     /// Bit 2: the slot holds plaintext.
     pub const PLAIN: u64 = 1 << 2;
@@ -51,17 +80,17 @@ impl PageMapEntry {
     }
     /// This entry with the plaintext flag set or cleared.
     pub fn with_plain(self, plain: bool) -> PageMapEntry {
-        PageMapEntry(if plain {
+        Self::sealed(if plain {
             self.0 | Self::PLAIN
         } else {
             self.0 & !Self::PLAIN
         })
     }
 
-    /// Decode the location; `None` for the invalid code 3, set reserved bits, or the plaintext
+    /// Decode the location; `None` for the invalid code 3, a failed check, or the plaintext
     /// flag on a page that is not in a slot.
     pub fn loc(self) -> Option<PageLoc> {
-        if self.0 & 0xF8 != 0 || (self.is_plain() && self.0 & 3 == 0) {
+        if !self.check_ok() || (self.is_plain() && self.0 & 3 == 0) {
             return None;
         }
         match self.0 & 3 {
@@ -187,6 +216,9 @@ impl PmoLayout {
     /// attached read-write (u32, 0 = none). Informational only: written at attach and detach
     /// without a fence; the attach lock, not this word, decides who may attach.
     pub const HOLDER_OFF: u64 = 2048;
+    /// Offset (in the header page) of the copy of the PMO's namespace entry (format version 3):
+    /// what `pmo check --repair` rebuilds a slot from when both namespace copies are damaged.
+    pub const ENTRY_COPY_OFF: u64 = 1024;
 
     /// Offset of commit record slot `i` (0 or 1).
     pub fn record(&self, i: u64) -> u64 {
@@ -201,6 +233,25 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
+    fn every_single_flip_of_a_checked_entry_is_caught_or_harmless() {
+        for e in [
+            PageMapEntry::ZERO,
+            PageMapEntry::new(PageLoc::Slot(0), 1),
+            PageMapEntry::new(PageLoc::Slot(1), 0x1234_5678),
+            PageMapEntry::new(PageLoc::Slot(1), 7).with_plain(true),
+        ] {
+            for bit in 0..64 {
+                let f = PageMapEntry(e.0 ^ (1 << bit));
+                // Bit 7 cleared with a zero check reads as the same unchecked entry: harmless.
+                let same = f.loc() == e.loc()
+                    && f.version() == e.version()
+                    && f.is_plain() == e.is_plain();
+                assert!(f.loc().is_none() || same, "{e:?} bit {bit}: {f:?}");
+            }
+        }
+    }
+
+    #[test]
     fn entry_transitions() {
         let z = PageMapEntry::ZERO;
         assert_eq!(z.loc(), Some(PageLoc::Zero));
@@ -212,6 +263,9 @@ mod tests {
         assert_eq!(PageMapEntry(3).loc(), None);
         assert_eq!(PageMapEntry(4).loc(), None, "plaintext flag on a zero page");
         assert_eq!(PageMapEntry(8).loc(), None);
+        // Entries from before the check still read.
+        assert_eq!(PageMapEntry(0x101).loc(), Some(PageLoc::Slot(0)));
+        assert_eq!(PageMapEntry(0).loc(), Some(PageLoc::Zero));
         let p = a.with_plain(true);
         assert!(p.is_plain() && p.loc() == a.loc() && p.version() == a.version());
         assert!(!p.with_plain(false).is_plain());

@@ -29,10 +29,13 @@ pub const PAGE_SIZE: u64 = 4096;
 
 /// The format version this code writes and the newest it reads. Version 2 added protected PMOs
 /// (per-page metadata, journal trailers, the version reservation); a version-1 pool opens and
-/// works, but holds unprotected PMOs only.
-pub const FORMAT_VERSION: u32 = 2;
+/// works, but holds unprotected PMOs only. Version 3 added the namespace mirror.
+pub const FORMAT_VERSION: u32 = 3;
 /// The first format version with protected PMOs.
 pub const FORMAT_VERSION_PROTECTION: u32 = 2;
+/// The first format version with a namespace mirror (copy B of every slot). Older pools are
+/// upgraded when a current build opens them.
+pub const FORMAT_VERSION_MIRROR: u32 = 3;
 
 /// Why a record does not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

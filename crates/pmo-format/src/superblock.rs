@@ -30,6 +30,7 @@ const SB_BASE_ADDR: usize = 80;
 const SB_CREATED: usize = 88;
 const SB_KDF: usize = 96; // 16 bytes
 const SB_CONFIG_OFFSET: usize = 112;
+const SB_NS_MIRROR: usize = 120;
 const SB_CRC: usize = SB_SIZE - 4;
 
 /// Parameters of the key-derivation function (Argon2id, version 0x13).
@@ -116,9 +117,17 @@ pub struct Superblock {
     pub created_unix_s: u64,
     pub kdf: KdfParams,
     pub config_offset: u64,
+    /// Offset of the namespace mirror (copy B of every slot; format version 3), or 0 (older
+    /// pools: one copy).
+    pub ns_mirror: u64,
 }
 
 impl Superblock {
+    /// Bytes of one copy of the namespace, rounded up to whole pages.
+    pub fn ns_bytes(&self) -> u64 {
+        (self.ns_capacity * crate::ENTRY_SIZE as u64).next_multiple_of(PAGE_SIZE)
+    }
+
     /// Encode into one superblock copy (`SB_SIZE` bytes, CRC last).
     pub fn encode(&self) -> [u8; SB_SIZE] {
         let mut b = [0u8; SB_SIZE];
@@ -137,6 +146,7 @@ impl Superblock {
         put_u64(&mut b, SB_CREATED, self.created_unix_s);
         self.kdf.encode(&mut b, SB_KDF);
         put_u64(&mut b, SB_CONFIG_OFFSET, self.config_offset);
+        put_u64(&mut b, SB_NS_MIRROR, self.ns_mirror);
         let c = crc(&b[..SB_CRC]);
         put_u32(&mut b, SB_CRC, c);
         b
@@ -173,6 +183,7 @@ impl Superblock {
             created_unix_s: get_u64(b, SB_CREATED),
             kdf: KdfParams::decode(b, SB_KDF),
             config_offset: get_u64(b, SB_CONFIG_OFFSET),
+            ns_mirror: get_u64(b, SB_NS_MIRROR),
         };
         let invalid = |detail: String| FormatError::Invalid {
             what: "superblock",
@@ -208,6 +219,21 @@ impl Superblock {
                         .checked_add(sb.heap_len)
                         .is_some_and(|e| e < (1 << 47)) => {}
             _ => return Err(invalid("inconsistent layout".into())),
+        }
+        // The mirror: absent before version 3; from version 3 page aligned, after namespace A,
+        // inside the pool (between namespace A and the heap, or inside the heap).
+        let mirror_ok = match version {
+            v if v < crate::FORMAT_VERSION_MIRROR => sb.ns_mirror == 0,
+            _ => {
+                sb.ns_mirror.is_multiple_of(PAGE_SIZE)
+                    && sb.ns_mirror >= sb.ns_offset + sb.ns_bytes()
+                    && sb.ns_mirror.checked_add(sb.ns_bytes()).is_some_and(|e| {
+                        e <= sb.heap_offset || (sb.ns_mirror >= sb.heap_offset && e <= sb.pool_size)
+                    })
+            }
+        };
+        if !mirror_ok {
+            return Err(invalid(format!("namespace mirror at {}", sb.ns_mirror)));
         }
         sb.kdf.validate()?;
         Ok(sb)
@@ -277,12 +303,13 @@ mod tests {
             pool_size: 1 << 30,
             ns_offset: NS_OFFSET,
             ns_capacity: 1024,
-            heap_offset: NS_OFFSET + 1024 * 512,
-            heap_len: (1 << 30) - (NS_OFFSET + 1024 * 512),
+            heap_offset: NS_OFFSET + 2 * 1024 * 512,
+            heap_len: (1 << 30) - (NS_OFFSET + 2 * 1024 * 512),
             base_addr: 0x2000_0000_0000,
             created_unix_s: 1,
             kdf: KdfParams::DEFAULT,
             config_offset: CONFIG_OFFSET,
+            ns_mirror: NS_OFFSET + 1024 * 512,
         }
     }
 

@@ -276,6 +276,7 @@ impl Pool {
         if let Some(prot) = handle.protection() {
             if prot.keeps_whole_checksum() {
                 prot.verify_whole(view_pages(&view))?;
+                handle.mark_whole_verified();
             }
         }
         let attach_ns = t0.elapsed().as_nanos() as u64;

@@ -202,6 +202,14 @@ impl PmoCore {
         m.flush(self.abs(0), PAGE_SIZE)?;
         let map_len = self.layout.journal_off[0] - self.layout.map_off;
         m.zero(self.abs(self.layout.map_off), map_len)?;
+        // Every page "never written", checked (a flipped bit in it is caught, not read).
+        let zero = PageMapEntry::ZERO.0.to_le_bytes().repeat(512);
+        let mut at = 0;
+        while at < self.layout.npages * 8 {
+            let n = (self.layout.npages * 8 - at).min(zero.len() as u64);
+            m.write(self.abs(self.layout.map_off + at), &zero[..n as usize])?;
+            at += n;
+        }
         m.flush(self.abs(self.layout.map_off), map_len)?;
         Ok(())
     }
@@ -615,7 +623,24 @@ impl PmoCore {
             return Ok(RecoverReport::default());
         };
         let mut replayed = 0;
-        for e in self.journal(m, &record)? {
+        let journal = self.journal(m, &record)?;
+        // A replay never lowers a version: no crash leaves a map entry newer than the newest
+        // intact commit that names its page (psync s sets entries only after record s is
+        // durable), so one that is newer means record s was damaged, not torn.
+        for e in &journal {
+            let cur = self.map_entry(m, e.page)?;
+            if cur.loc().is_some() && cur.version() > e.entry.version() {
+                return Err(StoreError::Corrupt(format!(
+                    "PMO '{}': page {} is mapped at version {}, newer than the newest intact commit ({}, version {}): a newer commit record is damaged",
+                    self.name,
+                    e.page,
+                    cur.version(),
+                    record.seq,
+                    e.entry.version()
+                )));
+            }
+        }
+        for e in journal {
             if self.map_entry(m, e.page)? != e.entry {
                 let off = self.abs(self.layout.map_entry(e.page));
                 m.write(off, &e.entry.0.to_le_bytes())?;

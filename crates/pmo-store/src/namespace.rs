@@ -15,15 +15,39 @@ use crate::error::Result;
 pub struct Namespace {
     /// Generation word at the last load (`None`: never loaded).
     gen: Option<u64>,
-    /// Decoded slots.
+    /// Decoded slots (for a pool with a mirror: the copy that survives, see [`Namespace::reload`]).
     pub slots: Vec<Option<Entry>>,
-    /// Slots that carry the entry magic but fail to decode, with the reason.
+    /// Slots that are damaged beyond what the mirror repairs, with the reason: their extent is
+    /// unknown, so nothing is allocated while one is listed.
     pub corrupt: Vec<(usize, String)>,
+    /// Copies to rewrite from the surviving one (found by the last load; written by recovery).
+    pub fixes: Vec<Fix>,
+}
+
+/// One namespace copy to rewrite from the other.
+#[derive(Clone, Debug)]
+pub struct Fix {
+    pub slot: usize,
+    /// The copy to rewrite: `false` copy A (the namespace), `true` copy B (the mirror).
+    pub mirror: bool,
+    /// What it must hold (`None`: free).
+    pub entry: Option<Entry>,
+    /// What to report (`None`: the leftover of an interrupted update, not damage).
+    pub note: Option<String>,
 }
 
 /// Offset of namespace slot `i`.
 pub fn slot_offset(sb: &Superblock, i: usize) -> u64 {
     sb.ns_offset + (i * ENTRY_SIZE) as u64
+}
+
+/// Offset of slot `i` in copy A (`mirror` false) or the mirror, copy B.
+pub fn copy_offset(sb: &Superblock, i: usize, mirror: bool) -> u64 {
+    if mirror {
+        sb.ns_mirror + (i * ENTRY_SIZE) as u64
+    } else {
+        slot_offset(sb, i)
+    }
 }
 
 /// Read the generation word.
@@ -53,23 +77,96 @@ impl Namespace {
         Ok(())
     }
 
-    /// Read every slot.
+    /// Read every slot (both copies when the pool has a mirror) and resolve each slot.
+    /// Updates keep an order no crash can reverse: an entry is written to copy A, then B; it
+    /// is cleared from B, then A. So A is the authority whenever it decodes, and B stands in
+    /// when A is damaged. (A free, B live) never follows a crash: A lost its first word, and B
+    /// restores it. Every disagreement becomes a [`Fix`].
     pub fn reload(&mut self, m: &dyn Medium, sb: &Superblock) -> Result<()> {
-        let mut raw = vec![0u8; sb.ns_capacity as usize * ENTRY_SIZE];
+        let len = sb.ns_capacity as usize * ENTRY_SIZE;
+        let mut raw = vec![0u8; len];
         m.read(sb.ns_offset, &mut raw)?;
+        let mirror = if sb.ns_mirror != 0 {
+            let mut b = vec![0u8; len];
+            m.read(sb.ns_mirror, &mut b)?;
+            Some(b)
+        } else {
+            None
+        };
         self.slots.clear();
         self.corrupt.clear();
-        for (i, b) in raw.chunks_exact(ENTRY_SIZE).enumerate() {
-            match Entry::decode(b) {
-                Ok(e) => self.slots.push(e),
-                Err(err) => {
-                    self.slots.push(None);
-                    self.corrupt.push((i, err.to_string()));
+        self.fixes.clear();
+        for (i, a) in raw.chunks_exact(ENTRY_SIZE).enumerate() {
+            let a = Entry::decode(a);
+            let Some(mirror) = &mirror else {
+                match a {
+                    Ok(e) => self.slots.push(e),
+                    Err(err) => {
+                        self.slots.push(None);
+                        self.corrupt.push((i, err.to_string()));
+                    }
                 }
-            }
+                continue;
+            };
+            let b = Entry::decode(&mirror[i * ENTRY_SIZE..(i + 1) * ENTRY_SIZE]);
+            let fix = |mirror: bool, entry: Option<Entry>, note: Option<String>| Fix {
+                slot: i,
+                mirror,
+                entry,
+                note,
+            };
+            let (slot, fix) = match (a, b) {
+                (Ok(a), Ok(b)) if a == b => (a, None),
+                (Ok(Some(a)), Ok(None)) => (Some(a.clone()), Some(fix(true, Some(a), None))),
+                (Ok(None), Ok(Some(b))) => {
+                    let note = format!(
+                        "namespace slot {i}: copy A lost PMO '{}': restored from copy B",
+                        b.name
+                    );
+                    (Some(b.clone()), Some(fix(false, Some(b), Some(note))))
+                }
+                (Ok(a), Ok(_)) => {
+                    let note = format!(
+                        "namespace slot {i}: copy B differs from copy A: rewritten from copy A"
+                    );
+                    (a.clone(), Some(fix(true, a, Some(note))))
+                }
+                (Ok(a), Err(why)) => {
+                    let note = format!(
+                        "namespace slot {i}: copy B damaged ({why}): rewritten from copy A"
+                    );
+                    (a.clone(), Some(fix(true, a, Some(note))))
+                }
+                (Err(why), Ok(b)) => {
+                    let note = format!(
+                        "namespace slot {i}: copy A damaged ({why}): rewritten from copy B"
+                    );
+                    (b.clone(), Some(fix(false, b, Some(note))))
+                }
+                (Err(wa), Err(wb)) => {
+                    self.corrupt
+                        .push((i, format!("both copies damaged (A: {wa}; B: {wb})")));
+                    (None, None)
+                }
+            };
+            self.slots.push(slot);
+            self.fixes.extend(fix);
         }
         self.gen = None;
         Ok(())
+    }
+
+    /// The damaged slots as one line (`None`: none), for errors met while looking up a name.
+    pub fn damage(&self) -> Option<String> {
+        if self.corrupt.is_empty() {
+            return None;
+        }
+        let list: Vec<String> = self
+            .corrupt
+            .iter()
+            .map(|(i, why)| format!("namespace slot {i} is damaged ({why})"))
+            .collect();
+        Some(list.join("; "))
     }
 
     /// Forget the cached copy so the next refresh reloads.
@@ -116,7 +213,8 @@ impl Namespace {
             .find(|&i| self.slots[i].is_none() && !self.corrupt.iter().any(|(c, _)| *c == i))
     }
 
-    /// Free extents of the heap, ascending: the gaps between live entries' extents.
+    /// Free extents of the heap, ascending: the gaps between live entries' extents (and the
+    /// namespace mirror, when an upgrade placed it in the heap).
     pub fn free_extents(&self, sb: &Superblock) -> Vec<(u64, u64)> {
         let mut used: Vec<(u64, u64)> = self
             .slots
@@ -124,6 +222,9 @@ impl Namespace {
             .flatten()
             .map(|e| (e.extent_off, e.extent_len))
             .collect();
+        if sb.ns_mirror >= sb.heap_offset {
+            used.push((sb.ns_mirror, sb.ns_bytes()));
+        }
         used.sort_unstable();
         let mut free = Vec::new();
         let mut cursor = sb.heap_offset;
@@ -149,6 +250,15 @@ impl Namespace {
         for w in used.windows(2) {
             if w[0].extent_off + w[0].extent_len > w[1].extent_off {
                 problems.push(format!("PMOs '{}' and '{}' overlap", w[0].name, w[1].name));
+            }
+        }
+        for e in &used {
+            let (m0, m1) = (sb.ns_mirror, sb.ns_mirror + sb.ns_bytes());
+            if sb.ns_mirror >= sb.heap_offset
+                && e.extent_off < m1
+                && m0 < e.extent_off + e.extent_len
+            {
+                problems.push(format!("PMO '{}' overlaps the namespace mirror", e.name));
             }
         }
         for e in used {

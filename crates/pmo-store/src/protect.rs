@@ -224,7 +224,12 @@ impl Protection {
                         )
                     })?
                 }
-                None if table.iter().all(|&e| e == 0) => VersionTableMac::from_table(keys, &table),
+                None if table
+                    .iter()
+                    .all(|&e| PageMapEntry(e).loc() == Some(PageLoc::Zero)) =>
+                {
+                    VersionTableMac::from_table(keys, &table)
+                }
                 None => {
                     return Err(integrity(
                         &core,
@@ -234,6 +239,19 @@ impl Protection {
             }),
             _ => None,
         };
+        // A whole-PMO checksum vouches for every page; without a commit there is none, so the
+        // map must be empty (a flipped entry would otherwise read as data).
+        if scheme.whole_checksum()
+            && trailer.is_none()
+            && table
+                .iter()
+                .any(|&e| PageMapEntry(e).loc() != Some(PageLoc::Zero))
+        {
+            return Err(integrity(
+                &core,
+                "pages are mapped but no commit vouches for them",
+            ));
+        }
         // Resume above everything committed: the (authenticated, for `secure`) reservation of
         // the newest commit bounds every version used before, committed or not.
         let reservation = trailer.map_or(0, |t| t.reservation);
@@ -656,6 +674,28 @@ impl Protection {
     /// Whether this scheme keeps a whole-PMO checksum (`wedi`).
     pub fn keeps_whole_checksum(&self) -> bool {
         self.scheme.whole_checksum()
+    }
+
+    /// Check the whole-PMO checksum against the committed one, reading every page from the
+    /// medium (decrypted): what a page-level reader does before it returns any byte.
+    pub(crate) fn verify_whole_on_medium(&self) -> Result<()> {
+        if self.whole_expected.is_none() {
+            return Ok(());
+        }
+        let mut h = WholePmoChecksum::new();
+        let mut page: Box<Page> = Box::new([0u8; 4096]);
+        for p in 0..self.core.npages() {
+            self.fill(p, &mut page)
+                .map_err(|reason| StoreError::Integrity {
+                    name: self.core.name.clone(),
+                    page: p,
+                    reason: reason.into(),
+                })?;
+            h.update_page(&page);
+        }
+        let expected = self.whole_expected.unwrap_or_default();
+        h.verify(&pmo_crypt::PageChecksum(expected))
+            .map_err(|_| integrity(&self.core, "the whole-PMO checksum does not match"))
     }
 
     /// Check the whole-PMO checksum of `pages` (all pages, in order) against the committed one.

@@ -455,3 +455,59 @@ fn psync_nochecksum_and_detach_at_every_persist_point() {
         "both outcomes must occur: old {seen_old} new {seen_new}"
     );
 }
+
+/// The upgrade to format version 3 (the namespace mirror) at every persist point, for a
+/// version-2 pool whose mirror fits before the heap and for one whose mirror goes into a free
+/// heap extent: every PMO reads as before, the pool is healthy, and it ends up version 3 (or,
+/// cut before the new superblock was durable, still version 2, upgraded by the next open).
+#[test]
+fn format_upgrade_at_every_persist_point() {
+    // 16 slots: the mirror fits before the heap; 120 slots: it does not.
+    for slots in [16u64, 120] {
+        let m = Arc::new(CrashMedium::new(POOL_BYTES));
+        let o = PoolOptions {
+            ns_capacity: Some(slots),
+            ..opts(Scheme::SECURE)
+        };
+        let pool = Pool::create_legacy_on(m.clone(), &o, 2).unwrap();
+        assert_eq!(pool.superblock().version, 2);
+        pool.pcreate("a", PMO_PAGES * 4096, KEY).unwrap();
+        pool.pcreate("b", 3 * 4096, KEY).unwrap();
+        let h = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
+        commit_version(&h, 1).unwrap();
+        drop(h);
+        drop(pool);
+        let base = m.durable_image();
+        let points = explore(
+            &base,
+            2,
+            SEED,
+            |m| Pool::open_on(m.clone()).map(|_| ()),
+            |cp| {
+                let ctx = format!("{slots} slots, point {} variant {}", cp.point, cp.variant);
+                let pool = open(cp.image.clone()).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                assert_eq!(
+                    pool.superblock().version,
+                    pmo_format::FORMAT_VERSION,
+                    "{ctx}"
+                );
+                assert_eq!(version_of(&pool, &ctx), 1);
+                assert!(pool.exists("b").unwrap(), "{ctx}");
+                assert_healthy(&pool, &ctx);
+                // The mirror holds every live entry: damage to copy A is repaired from it.
+                let sb = pool.superblock().clone();
+                drop(pool);
+                let upgraded = Arc::new(CrashMedium::from_image(cp.image.clone()));
+                drop(Pool::open_on(upgraded.clone()).unwrap());
+                let mut img = upgraded.durable_image();
+                img[sb.ns_offset as usize..(sb.ns_offset + 8) as usize].fill(0xEE);
+                img[(sb.ns_offset + 512) as usize] ^= 1;
+                let pool = open(img).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                assert!(pool.damaged_slots().unwrap().is_empty(), "{ctx}");
+                assert_eq!(version_of(&pool, &ctx), 1);
+                assert!(pool.exists("b").unwrap(), "{ctx}");
+            },
+        );
+        assert!(points >= 3, "{slots} slots: only {points} persist points");
+    }
+}
