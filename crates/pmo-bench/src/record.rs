@@ -21,6 +21,34 @@ pub struct Record {
     pub unit: String,
     /// Samples the value is the median of.
     pub samples: usize,
+    /// Smallest and largest sample (`None`: not recorded), for the spread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+}
+
+impl Record {
+    /// The spread of the samples relative to the value, `(max - min) / value` (`None` without
+    /// a recorded spread or for a zero value).
+    pub fn rel_spread(&self) -> Option<f64> {
+        match (self.min, self.max) {
+            (Some(lo), Some(hi)) if self.value != 0.0 => Some((hi - lo) / self.value.abs()),
+            _ => None,
+        }
+    }
+}
+
+/// The ratio `num / den` of two medians and whether it is uncertain: the range of ratios the
+/// samples allow (`num.min / den.max` to `num.max / den.min`) includes 1, i.e. the spread is
+/// wider than the effect. Without recorded spreads a ratio is not marked.
+pub fn ratio(num: &Record, den: &Record) -> (f64, bool) {
+    let r = num.value / den.value;
+    let uncertain = match (num.min, num.max, den.min, den.max) {
+        (Some(a), Some(b), Some(c), Some(d)) if c > 0.0 && d > 0.0 => a / d <= 1.0 && b / c >= 1.0,
+        _ => false,
+    };
+    (r, uncertain)
 }
 
 /// A collection of records.
@@ -50,20 +78,47 @@ impl Records {
             value,
             unit: unit.into(),
             samples,
+            min: None,
+            max: None,
         });
+    }
+
+    /// Add a record of the median of `samples`, with their minimum and maximum.
+    pub fn push_samples(
+        &mut self,
+        bench: &str,
+        params: &[(&str, String)],
+        metric: &str,
+        samples: &[f64],
+        unit: &str,
+    ) {
+        self.push(
+            bench,
+            params,
+            metric,
+            crate::median(samples),
+            unit,
+            samples.len(),
+        );
+        if let Some(r) = self.records.last_mut() {
+            r.min = samples.iter().copied().reduce(f64::min);
+            r.max = samples.iter().copied().reduce(f64::max);
+        }
+    }
+
+    /// The first record matching `metric` and all `params`.
+    pub fn get(&self, metric: &str, params: &[(&str, &str)]) -> Option<&Record> {
+        self.records.iter().find(|r| {
+            r.metric == metric
+                && params
+                    .iter()
+                    .all(|(k, v)| r.params.get(*k).map(String::as_str) == Some(*v))
+        })
     }
 
     /// The value of the first record matching `metric` and all `params`.
     pub fn find(&self, metric: &str, params: &[(&str, &str)]) -> Option<f64> {
-        self.records
-            .iter()
-            .find(|r| {
-                r.metric == metric
-                    && params
-                        .iter()
-                        .all(|(k, v)| r.params.get(*k).map(String::as_str) == Some(*v))
-            })
-            .map(|r| r.value)
+        self.get(metric, params).map(|r| r.value)
     }
 
     /// Read records written by [`Records::write_json`].
@@ -86,7 +141,8 @@ impl Records {
         })
     }
 
-    /// Write as CSV: bench, one column per parameter name (union over records), metric, value, unit, samples.
+    /// Write as CSV: bench, one column per parameter name (union over records), metric, value
+    /// (the median), unit, samples, min, max (empty when not recorded).
     pub fn write_csv(&self, path: &Path) -> Result<(), BenchError> {
         let mut keys: Vec<&String> = self.records.iter().flat_map(|r| r.params.keys()).collect();
         keys.sort();
@@ -94,7 +150,7 @@ impl Records {
         let mut out = Vec::new();
         let header: Vec<&str> = std::iter::once("bench")
             .chain(keys.iter().map(|k| k.as_str()))
-            .chain(["metric", "value", "unit", "samples"])
+            .chain(["metric", "value", "unit", "samples", "min", "max"])
             .collect();
         writeln!(out, "{}", header.join(",")).expect("vec write");
         for r in &self.records {
@@ -108,6 +164,8 @@ impl Records {
                 format!("{}", r.value),
                 csv_field(&r.unit),
                 r.samples.to_string(),
+                r.min.map(|v| v.to_string()).unwrap_or_default(),
+                r.max.map(|v| v.to_string()).unwrap_or_default(),
             ]);
             writeln!(out, "{}", row.join(",")).expect("vec write");
         }
@@ -146,11 +204,34 @@ mod tests {
         r.write_csv(&p).unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "bench,k,size,metric,value,unit,samples");
-        assert_eq!(lines[1], "store,1,,psync_us,2.5,us,5");
-        assert_eq!(lines[2], "store,,16MiB,attach_us,9,us,5");
+        assert_eq!(lines[0], "bench,k,size,metric,value,unit,samples,min,max");
+        assert_eq!(lines[1], "store,1,,psync_us,2.5,us,5,,");
+        assert_eq!(lines[2], "store,,16MiB,attach_us,9,us,5,,");
         assert_eq!(r.find("attach_us", &[("size", "16MiB")]), Some(9.0));
         std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn spread_is_recorded_and_ratios_within_it_are_uncertain() {
+        let mut r = Records::default();
+        let p = |s: &str| vec![("scheme", s.to_string())];
+        r.push_samples("suite", &p("a"), "wall_s", &[1.0, 1.3, 0.9], "s");
+        r.push_samples("suite", &p("b"), "wall_s", &[1.1, 1.2, 1.15], "s");
+        r.push_samples("suite", &p("c"), "wall_s", &[2.0, 2.1, 2.05], "s");
+        let a = r.get("wall_s", &[("scheme", "a")]).unwrap();
+        assert_eq!(
+            (a.value, a.min, a.max, a.samples),
+            (1.0, Some(0.9), Some(1.3), 3)
+        );
+        let (b, c) = (
+            r.get("wall_s", &[("scheme", "b")]).unwrap(),
+            r.get("wall_s", &[("scheme", "c")]).unwrap(),
+        );
+        // b/a = 1.15: a's spread (0.9..1.3) is wider than that effect.
+        assert!(ratio(b, a).1);
+        // c/b = 1.78: far outside both spreads.
+        let (v, unsure) = ratio(c, b);
+        assert!((v - 2.05 / 1.15).abs() < 1e-12 && !unsure);
     }
 
     #[test]

@@ -182,7 +182,7 @@ fn fig1_cell(
         ("detach_us", &detach),
         ("cycle_us", &total),
     ] {
-        records.push("schemes", &params, metric, median(v), "us", v.len());
+        records.push_samples("schemes", &params, metric, v, "us");
     }
     Ok(())
 }
@@ -498,21 +498,29 @@ pub fn table(records: &Records) -> String {
         v.sort();
         v.into_iter().map(|x| x.1).collect()
     };
-    _ = writeln!(out, "Fig. 1: attach + update one element + psync + detach (medians, µs; in brackets: relative to wedi)");
+    _ = writeln!(out, "Fig. 1: attach + update one element + psync + detach (medians, µs; in brackets: relative to wedi;\n  ?: the samples' spread is wider than the difference from wedi)");
     _ = write!(out, "{:<13}", "scheme");
     for s in &sizes {
-        _ = write!(out, " {s:>17}");
+        _ = write!(out, " {s:>18}");
     }
     _ = writeln!(out);
     for sch in &schemes {
         _ = write!(out, "{sch:<13}");
         for size in &sizes {
-            let v = records.find("cycle_us", &[("scheme", sch), ("pmo_size", size)]);
-            let w = records.find("cycle_us", &[("scheme", "wedi"), ("pmo_size", size)]);
+            let v = records.get("cycle_us", &[("scheme", sch), ("pmo_size", size)]);
+            let w = records.get("cycle_us", &[("scheme", "wedi"), ("pmo_size", size)]);
             match (v, w) {
-                (Some(v), Some(w)) => _ = write!(out, " {v:>9.1} ({:>5.2})", v / w),
-                (Some(v), None) => _ = write!(out, " {v:>17.1}"),
-                _ => _ = write!(out, " {:>17}", "-"),
+                (Some(v), Some(w)) => {
+                    let (r, unsure) = crate::record::ratio(v, w);
+                    _ = write!(
+                        out,
+                        " {:>9.1} ({r:>5.2}{})",
+                        v.value,
+                        if unsure { "?" } else { " " }
+                    )
+                }
+                (Some(v), None) => _ = write!(out, " {:>18.1}", v.value),
+                _ => _ = write!(out, " {:>18}", "-"),
             }
         }
         _ = writeln!(out);
@@ -573,15 +581,22 @@ pub fn table(records: &Records) -> String {
 
 /// Draw Fig. 1 (cycle time by PMO size, one line per scheme, log-log) as SVG.
 pub fn draw_fig1(records: &Records, path: &Path) -> Result<(), BenchError> {
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut series: Vec<crate::plot::Series> = Vec::new();
     for r in records.records.iter().filter(|r| r.metric == "cycle_us") {
         let (Some(s), Some(b)) = (r.params.get("scheme"), r.params.get("pmo_bytes")) else {
             continue;
         };
-        let x = b.parse::<f64>().unwrap_or(1.0) / 1024.0;
-        match series.iter_mut().find(|x| &x.0 == s) {
-            Some(e) => e.1.push((x, r.value)),
-            None => series.push((s.clone(), vec![(x, r.value)])),
+        let p = crate::plot::Point {
+            x: b.parse::<f64>().unwrap_or(1.0) / 1024.0,
+            y: r.value,
+            uncertain: false,
+        };
+        match series.iter_mut().find(|x| &x.name == s) {
+            Some(e) => e.points.push(p),
+            None => series.push(crate::plot::Series {
+                name: s.clone(),
+                points: vec![p],
+            }),
         }
     }
     if series.is_empty() {
@@ -589,10 +604,14 @@ pub fn draw_fig1(records: &Records, path: &Path) -> Result<(), BenchError> {
     }
     crate::plot::lines(
         path,
-        "Fig. 1: attach + update + psync + detach by PMO size",
-        "PMO size (KiB)",
-        "cycle time (µs, median)",
+        &crate::plot::LineChart {
+            title: "Fig. 1: attach + update + psync + detach by PMO size (medians)",
+            x_desc: "PMO size (KiB)",
+            y_desc: "cycle time (µs, median)",
+            log: true,
+            integer_x: true,
+            ..Default::default()
+        },
         &mut series,
-        true,
     )
 }

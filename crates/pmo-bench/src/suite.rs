@@ -30,7 +30,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use pmo_store::Scheme;
 use pmo_workloads::{RunConfig, RunResult, Size, Workload};
 
-use crate::{median, plot, BenchError, Records, TempPool};
+use crate::{plot, BenchError, Record, Records, TempPool};
 
 const ALL_WORKLOADS: [Workload; 5] = [
     Workload::Conv2d,
@@ -91,7 +91,8 @@ impl SuiteOptions {
         SuiteOptions {
             dir,
             size: Size::Default,
-            repeats: if quick { 1 } else { 3 },
+            // Quick runs take fewer cells, not fewer samples: a median needs at least three.
+            repeats: if quick { 3 } else { 5 },
             workloads: ALL_WORKLOADS.to_vec(),
             schemes: names
                 .iter()
@@ -302,7 +303,7 @@ fn run_cell(opts: &SuiteOptions, c: &Cell) -> Result<Vec<RunResult>, BenchError>
     let data = (c.workload.len_bytes(cfg.dims) * 2 + (64 << 20)) as u64;
     let tp = TempPool::new(&opts.dir, "suite", data, c.scheme)?;
     let mut out = Vec::new();
-    for _ in 0..opts.repeats.max(1) {
+    for _ in 0..opts.repeats.max(3) {
         out.push(pmo_workloads::run(&tp.pool, &cfg).map_err(|e| BenchError::Other(e.to_string()))?);
     }
     Ok(out)
@@ -326,61 +327,38 @@ fn record_cell(c: &Cell, runs: &[RunResult], records: &mut Records, failed: &mut
             },
         ),
     ];
-    let s = |f: fn(&RunResult) -> u64| -> f64 {
-        median(&runs.iter().map(|r| f(r) as f64 / 1e9).collect::<Vec<_>>())
+    let secs = |f: &dyn Fn(&RunResult) -> u64| -> Vec<f64> {
+        runs.iter().map(|r| f(r) as f64 / 1e9).collect()
     };
-    let n = runs.len();
-    records.push("suite", &params, "wall_s", s(|r| r.wall_ns), "s", n);
-    records.push("suite", &params, "attach_s", s(|r| r.attach_ns), "s", n);
-    records.push("suite", &params, "psync_s", s(|r| r.psync_ns), "s", n);
-    records.push("suite", &params, "detach_s", s(|r| r.detach_ns), "s", n);
-    records.push("suite", &params, "pf_s", s(|r| r.fill_ns), "s", n);
-    records.push(
-        "suite",
-        &params,
-        "compute_s",
-        s(|r| r.compute_ns.saturating_sub(r.fill_ns)),
-        "s",
-        n,
-    );
-    records.push(
-        "suite",
-        &params,
-        "dram_compute_s",
-        s(|r| r.dram_compute_ns),
-        "s",
-        n,
-    );
+    let timed: [(&str, Vec<f64>); 7] = [
+        ("wall_s", secs(&|r| r.wall_ns)),
+        ("attach_s", secs(&|r| r.attach_ns)),
+        ("psync_s", secs(&|r| r.psync_ns)),
+        ("detach_s", secs(&|r| r.detach_ns)),
+        ("pf_s", secs(&|r| r.fill_ns)),
+        (
+            "compute_s",
+            secs(&|r| r.compute_ns.saturating_sub(r.fill_ns)),
+        ),
+        ("dram_compute_s", secs(&|r| r.dram_compute_ns)),
+    ];
+    for (metric, samples) in &timed {
+        records.push_samples("suite", &params, metric, samples, "s");
+    }
     // The store's Fig. 6 accounting, summed over the run's sessions.
     for (i, (name, _)) in pmo_store::SessionStats::default()
         .categories()
         .iter()
         .enumerate()
     {
-        let v = median(
-            &runs
-                .iter()
-                .map(|r| r.session.categories()[i].1 as f64 / 1e9)
-                .collect::<Vec<_>>(),
-        );
-        records.push("suite", &params, &fig6_metric(name), v, "s", n);
+        let v = secs(&|r| r.session.categories()[i].1);
+        records.push_samples("suite", &params, &fig6_metric(name), &v, "s");
     }
-    records.push(
-        "suite",
-        &params,
-        "faults",
-        median(&runs.iter().map(|r| r.faults as f64).collect::<Vec<_>>()),
-        "count",
-        n,
-    );
-    records.push(
-        "suite",
-        &params,
-        "psyncs",
-        median(&runs.iter().map(|r| r.psyncs as f64).collect::<Vec<_>>()),
-        "count",
-        n,
-    );
+    let counts =
+        |f: fn(&RunResult) -> u64| -> Vec<f64> { runs.iter().map(|r| f(r) as f64).collect() };
+    records.push_samples("suite", &params, "faults", &counts(|r| r.faults), "count");
+    records.push_samples("suite", &params, "psyncs", &counts(|r| r.psyncs), "count");
+    let n = runs.len();
     let ok = runs.iter().all(|r| r.verified);
     records.push("suite", &params, "verified", ok as u8 as f64, "bool", n);
     if !ok {
@@ -411,223 +389,299 @@ fn fig6_metric(category: &str) -> String {
     m.trim_end_matches('_').to_string() + "_s"
 }
 
-fn find(records: &Records, metric: &str, p: &[(&str, &str)]) -> Option<f64> {
-    records.find(metric, p)
+/// A geomean of ratios and whether it is uncertain: the geomean of the smallest ratios the
+/// samples allow (`num.min / den.max`) to that of the largest includes 1.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Ratio {
+    value: f64,
+    uncertain: bool,
+}
+
+impl Ratio {
+    /// Over `(num, den)` pairs; `None` for no pair with a positive denominator.
+    fn geomean(pairs: &[(&Record, &Record)]) -> Option<Ratio> {
+        let pairs: Vec<_> = pairs.iter().filter(|p| p.1.value > 0.0).collect();
+        if pairs.is_empty() {
+            return None;
+        }
+        let n = pairs.len() as f64;
+        let geo = |f: &dyn Fn(&Record, &Record) -> Option<f64>| -> Option<f64> {
+            let mut acc = 0.0;
+            for (a, b) in &pairs {
+                acc += f(a, b)?.ln();
+            }
+            Some((acc / n).exp())
+        };
+        let value = geo(&|a, b| Some(a.value / b.value))?;
+        let lo = geo(&|a, b| Some(a.min? / b.max?).filter(|v| *v > 0.0));
+        let hi = geo(&|a, b| Some(a.max? / b.min?).filter(|v| v.is_finite() && *v > 0.0));
+        let uncertain = matches!((lo, hi), (Some(lo), Some(hi)) if lo <= 1.0 && hi >= 1.0);
+        Some(Ratio { value, uncertain })
+    }
+
+    /// `num / den` of one pair.
+    fn of(num: &Record, den: &Record) -> Option<Ratio> {
+        Ratio::geomean(&[(num, den)])
+    }
+
+    /// "1.234" or "1.234?" (width 9 with the mark).
+    fn cell(self) -> String {
+        format!(
+            "{:>8.3}{}",
+            self.value,
+            if self.uncertain { "?" } else { " " }
+        )
+    }
+}
+
+const MARK_NOTE: &str =
+    "?: the samples' spread is wider than the effect (the ratio's range includes 1)";
+
+fn param(r: &Record, k: &str) -> String {
+    r.params.get(k).cloned().unwrap_or_default()
+}
+
+fn wall<'r>(records: &'r Records, p: &[(&str, &str)]) -> Option<&'r Record> {
+    records.get("wall_s", p)
 }
 
 /// Session study, attach-session size `k`: the geomean over workloads of `num`'s wall time
 /// divided by `den`'s (Fig. 7: `den` = wedi; Fig. 8: BP/I_d over SP/I_d on the medium).
-fn session_ratio(records: &Records, num: &str, den: &str, k: &str) -> Option<f64> {
-    let param = |r: &crate::Record, key: &str| r.params.get(key).cloned().unwrap_or_default();
-    let mut acc = (0.0, 0usize);
-    for r in records.records.iter().filter(|r| {
-        r.bench == "suite"
-            && r.metric == "wall_s"
-            && param(r, "study") == "session"
-            && param(r, "scheme") == num
-            && param(r, "session_psyncs") == k
-    }) {
-        let w = param(r, "workload");
-        let d = find(
-            records,
-            "wall_s",
-            &[
-                ("study", "session"),
-                ("workload", &w),
-                ("scheme", den),
-                ("session_psyncs", k),
-            ],
-        );
-        if let Some(d) = d.filter(|&d| d > 0.0) {
-            acc.0 += (r.value / d).ln();
-            acc.1 += 1;
-        }
-    }
-    (acc.1 > 0).then(|| (acc.0 / acc.1 as f64).exp())
+fn session_ratio(records: &Records, num: &str, den: &str, k: &str) -> Option<Ratio> {
+    let pairs: Vec<(&Record, &Record)> = records
+        .records
+        .iter()
+        .filter(|r| {
+            r.bench == "suite"
+                && r.metric == "wall_s"
+                && param(r, "study") == "session"
+                && param(r, "scheme") == num
+                && param(r, "session_psyncs") == k
+        })
+        .filter_map(|r| {
+            let w = param(r, "workload");
+            let d = wall(
+                records,
+                &[
+                    ("study", "session"),
+                    ("workload", &w),
+                    ("scheme", den),
+                    ("session_psyncs", k),
+                ],
+            )?;
+            Some((r, d))
+        })
+        .collect();
+    Ratio::geomean(&pairs)
 }
 
-/// The tables of a run, as text.
-pub fn tables(records: &Records) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    let rows: Vec<&crate::Record> = records
+/// The distinct values of parameter `key` over `rows`, in first-seen order.
+fn distinct(rows: &[&Record], key: &str) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for r in rows {
+        let x = param(r, key);
+        if !v.contains(&x) {
+            v.push(x);
+        }
+    }
+    v
+}
+
+/// The wall-time rows of the suite.
+fn wall_rows(records: &Records) -> Vec<&Record> {
+    records
         .records
         .iter()
         .filter(|r| r.bench == "suite" && r.metric == "wall_s")
-        .collect();
-    let param = |r: &crate::Record, k: &str| r.params.get(k).cloned().unwrap_or_default();
-    let mut workloads: Vec<String> = Vec::new();
-    for r in &rows {
-        let w = param(r, "workload");
-        if !workloads.contains(&w) {
-            workloads.push(w);
-        }
-    }
+        .collect()
+}
+
+/// The tables of a run, as text: every figure a median of the cell's samples, every ratio of
+/// many workloads a geomean, and `?` after a ratio the samples cannot tell from 1.
+pub fn tables(records: &Records) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let rows = wall_rows(records);
+    let workloads = distinct(&rows, "workload");
+    let in_study = |st: &str| -> Vec<&Record> {
+        rows.iter()
+            .copied()
+            .filter(|r| param(r, "study") == st)
+            .collect()
+    };
     // Breakdown: time per scheme normalised to wedi, per workload.
-    let mut schemes: Vec<String> = Vec::new();
-    for r in rows.iter().filter(|r| param(r, "study") == "breakdown") {
-        let s = param(r, "scheme");
-        if !schemes.contains(&s) {
-            schemes.push(s);
-        }
-    }
+    let schemes = distinct(&in_study("breakdown"), "scheme");
     if !schemes.is_empty() {
         _ = writeln!(
             out,
-            "Execution time normalised to wedi (breakdown study; lower is better):"
+            "Execution time normalised to wedi (breakdown study; medians, geomean over workloads; lower is better):"
         );
         _ = write!(out, "{:<10}", "workload");
         for s in &schemes {
-            _ = write!(out, " {s:>8}");
+            _ = write!(out, " {s:>9}");
         }
         _ = writeln!(out);
-        let mut geo: Vec<(f64, usize)> = vec![(0.0, 0); schemes.len()];
+        let mut per_scheme: Vec<Vec<(&Record, &Record)>> = vec![Vec::new(); schemes.len()];
         for w in &workloads {
-            _ = write!(out, "{w:<10}");
-            let base = find(
+            let base = wall(
                 records,
-                "wall_s",
                 &[("study", "breakdown"), ("workload", w), ("scheme", "wedi")],
             );
+            let mut line = format!("{w:<10}");
             for (i, s) in schemes.iter().enumerate() {
-                let v = find(
+                let v = wall(
                     records,
-                    "wall_s",
                     &[("study", "breakdown"), ("workload", w), ("scheme", s)],
                 );
                 match (v, base) {
-                    (Some(v), Some(b)) if b > 0.0 => {
-                        _ = write!(out, " {:>8.3}", v / b);
-                        geo[i].0 += (v / b).ln();
-                        geo[i].1 += 1;
+                    (Some(v), Some(b)) if b.value > 0.0 => {
+                        per_scheme[i].push((v, b));
+                        line +=
+                            &format!(" {}", Ratio::of(v, b).map(Ratio::cell).unwrap_or_default());
                     }
-                    _ => _ = write!(out, " {:>8}", "-"),
+                    _ => line += &format!(" {:>9}", "-"),
                 }
             }
-            _ = writeln!(out);
+            if per_scheme
+                .iter()
+                .any(|p| p.last().is_some_and(|l| param(l.0, "workload") == *w))
+            {
+                _ = writeln!(out, "{line}");
+            }
         }
         _ = write!(out, "{:<10}", "geomean");
-        for g in &geo {
-            if g.1 > 0 {
-                _ = write!(out, " {:>8.3}", (g.0 / g.1 as f64).exp());
-            } else {
-                _ = write!(out, " {:>8}", "-");
+        for p in &per_scheme {
+            match Ratio::geomean(p) {
+                Some(r) => _ = write!(out, " {}", r.cell()),
+                None => _ = write!(out, " {:>9}", "-"),
             }
         }
         _ = writeln!(out);
+        _ = writeln!(out, "  {MARK_NOTE}");
     }
     for (study, key, title) in [
         ("session", "session_psyncs", "attach-session size K"),
         ("predict", "predict", "prediction depth"),
         ("threads", "threads", "threads"),
     ] {
-        let cells: Vec<&&crate::Record> =
-            rows.iter().filter(|r| param(r, "study") == study).collect();
+        let cells = in_study(study);
         if cells.is_empty() {
             continue;
         }
-        _ = writeln!(out, "{title} (study {study}; wall s, medians):");
-        for r in cells {
+        _ = writeln!(
+            out,
+            "{title} (study {study}; wall s, medians; in brackets: relative to the first {key} of the row's workload and scheme):"
+        );
+        for r in &cells {
+            let (w, s) = (param(r, "workload"), param(r, "scheme"));
+            let first = cells
+                .iter()
+                .find(|c| param(c, "workload") == w && param(c, "scheme") == s)
+                .copied();
+            let rel = first
+                .filter(|f| !std::ptr::eq(*f, *r))
+                .and_then(|f| Ratio::of(r, f))
+                .map(|x| format!("({})", x.cell().trim_start()))
+                .unwrap_or_default();
             _ = writeln!(
                 out,
-                "  {:<10} {:<13} {key}={:<9} {:>9.4}",
-                param(r, "workload"),
-                param(r, "scheme"),
+                "  {w:<10} {s:<13} {key}={:<9} {:>9.4} {rel}",
                 param(r, key),
                 r.value
             );
         }
     }
     // Fig. 8: BP/I_d against SP/I_d (both with the plaintext copy on the medium) per K.
-    let mut ks: Vec<String> = Vec::new();
-    for r in rows
-        .iter()
-        .filter(|r| param(r, "study") == "session" && param(r, "scheme") == "bp-id:medium")
-    {
-        let k = param(r, "session_psyncs");
-        if !ks.contains(&k) {
-            ks.push(k);
-        }
-    }
+    let ks = distinct(
+        &in_study("session")
+            .into_iter()
+            .filter(|r| param(r, "scheme") == "bp-id:medium")
+            .collect::<Vec<_>>(),
+        "session_psyncs",
+    );
     if !ks.is_empty() {
         _ = writeln!(out, "BP/I_d vs SP/I_d, plaintext copy on the medium (study session; geomean over workloads of bp-id:medium / sp-id:medium; < 1: BP faster):");
         for k in &ks {
             if let Some(v) = session_ratio(records, "bp-id:medium", "sp-id:medium", k) {
-                _ = writeln!(out, "  K={k:<3} {v:.3}");
+                _ = writeln!(out, "  K={k:<3} {}", v.cell().trim_start());
             }
         }
     }
-    let placed: Vec<&&crate::Record> = rows
-        .iter()
-        .filter(|r| param(r, "study") == "placement" && param(r, "scheme").ends_with(":medium"))
+    let placed: Vec<&Record> = in_study("placement")
+        .into_iter()
+        .filter(|r| param(r, "scheme").ends_with(":medium"))
         .collect();
     if !placed.is_empty() {
-        _ = writeln!(out,
+        _ = writeln!(
+            out,
             "Plaintext copy on the medium vs in DRAM (study placement; wall s, medians; sigsegv faults for both):"
         );
-        let mut geo: Vec<(String, f64, usize)> = Vec::new();
+        let mut geo: Vec<(String, Vec<(&Record, &Record)>)> = Vec::new();
         for r in placed {
             let (w, s) = (param(r, "workload"), param(r, "scheme"));
             let dram_name = s.trim_end_matches(":medium").to_string();
-            let dram = find(
+            let Some(dram) = wall(
                 records,
-                "wall_s",
                 &[
                     ("study", "placement"),
                     ("workload", &w),
                     ("scheme", &dram_name),
                 ],
-            )
-            .unwrap_or(f64::NAN);
+            ) else {
+                continue;
+            };
+            let ratio = Ratio::of(r, dram).map(Ratio::cell).unwrap_or_default();
             _ = writeln!(
                 out,
-                "  {w:<10} {dram_name:<8} dram {dram:>9.4}  medium {:>9.4}  medium/dram {:.3}",
+                "  {w:<10} {dram_name:<8} dram {:>9.4}  medium {:>9.4}  medium/dram {}",
+                dram.value,
                 r.value,
-                r.value / dram
+                ratio.trim_start()
             );
-            if dram > 0.0 {
-                match geo.iter_mut().find(|g| g.0 == dram_name) {
-                    Some(g) => {
-                        g.1 += (r.value / dram).ln();
-                        g.2 += 1;
-                    }
-                    None => geo.push((dram_name, (r.value / dram).ln(), 1)),
-                }
+            match geo.iter_mut().find(|g| g.0 == dram_name) {
+                Some(g) => g.1.push((r, dram)),
+                None => geo.push((dram_name, vec![(r, dram)])),
             }
         }
-        for (s, acc, n) in geo {
-            let ratio = (acc / n as f64).exp();
-            _ = writeln!(
-                out,
-                "  geomean    {s:<8} medium/dram {ratio:.3} ({})",
-                dram_cache_effect(ratio)
-            );
+        for (s, pairs) in geo {
+            if let Some(r) = Ratio::geomean(&pairs) {
+                _ = writeln!(
+                    out,
+                    "  geomean    {s:<8} medium/dram {} ({})",
+                    r.cell().trim_start(),
+                    dram_cache_effect(r.value)
+                );
+            }
         }
     }
-    let cxl: Vec<&&crate::Record> = rows.iter().filter(|r| param(r, "study") == "cxl").collect();
+    let cxl = in_study("cxl");
     if !cxl.is_empty() {
-        _ = writeln!(out, "CXL (study cxl; wall s, relative to wedi on dram):");
+        _ = writeln!(
+            out,
+            "CXL (study cxl; wall s, medians; in brackets: relative to wedi on dram):"
+        );
         for r in cxl {
             let w = param(r, "workload");
-            let base = find(
+            let base = wall(
                 records,
-                "wall_s",
                 &[
                     ("study", "cxl"),
                     ("workload", &w),
                     ("scheme", "wedi"),
                     ("latency", "dram"),
                 ],
-            )
-            .unwrap_or(f64::NAN);
+            );
+            let rel = base
+                .and_then(|b| Ratio::of(r, b))
+                .map(|x| format!("({}x)", x.cell().trim_start()))
+                .unwrap_or_default();
             _ = writeln!(
                 out,
-                "  {w:<10} {:<8} {:<8} predict={:<9} {:>9.4} ({:.2}x)",
+                "  {w:<10} {:<8} {:<8} predict={:<9} {:>9.4} {rel}",
                 param(r, "scheme"),
                 param(r, "latency"),
                 param(r, "predict"),
-                r.value,
-                r.value / base
+                r.value
             );
         }
     }
@@ -645,114 +699,118 @@ fn dram_cache_effect(medium_over_dram: f64) -> String {
     }
 }
 
-/// Draw the suite's figures (SVG) into `dir`; returns the files written.
+/// Draw the suite's figures (SVG) into `dir`; returns the files written. Every figure shows
+/// medians, ratios over workloads as geomeans (as the tables do), and marks a value whose
+/// samples cannot tell it from the reference.
 pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     let mut files = Vec::new();
-    let rows: Vec<&crate::Record> = records
-        .records
-        .iter()
-        .filter(|r| r.bench == "suite")
-        .collect();
-    let param = |r: &crate::Record, k: &str| r.params.get(k).cloned().unwrap_or_default();
-    // Fig. 6: per scheme, the store's seven categories stacked, each the mean over workloads
-    // of (category / wedi's wall time).
+    let rows = wall_rows(records);
+    let in_study = |st: &str| -> Vec<&Record> {
+        rows.iter()
+            .copied()
+            .filter(|r| param(r, "study") == st)
+            .collect()
+    };
+    // Fig. 6 (and placement): per scheme, a bar as high as the geomean over workloads of its
+    // wall time over the base's (the tables' figure), split into the store's seven categories
+    // by their mean shares of the scheme's time.
     let names = pmo_store::SessionStats::default().categories();
     let metrics: Vec<String> = names.iter().map(|c| fig6_metric(c.0)).collect();
-    let cats: Vec<(&str, &str)> = metrics
-        .iter()
-        .zip(names.iter())
-        .map(|(m, c)| (m.as_str(), c.0))
-        .collect();
-    // Per scheme of `study`, the seven categories stacked, each the mean over workloads of
-    // (category / the wall time of `base(scheme)` in the same workload).
-    let fig6_bars = |study: &str, base: &dyn Fn(&str) -> String| {
-        let mut schemes: Vec<String> = Vec::new();
-        for r in rows
-            .iter()
-            .filter(|r| param(r, "study") == study && r.metric == "wall_s")
-        {
-            let s = param(r, "scheme");
-            if !schemes.contains(&s) {
-                schemes.push(s);
-            }
-        }
+    let fig6_bars = |study: &str, base: &dyn Fn(&str) -> Option<String>| -> Vec<plot::Bar> {
         let mut bars = Vec::new();
-        for s in &schemes {
-            let b_scheme = base(s);
-            let mut parts = Vec::new();
-            for &(m, label) in &cats {
-                let mut acc = (0.0, 0usize);
-                for r in rows.iter().filter(|r| {
-                    param(r, "study") == study && r.metric == m && param(r, "scheme") == *s
-                }) {
-                    let w = param(r, "workload");
-                    if let Some(b) = find(
-                        records,
-                        "wall_s",
-                        &[("study", study), ("workload", &w), ("scheme", &b_scheme)],
-                    ) {
-                        if b > 0.0 {
-                            acc.0 += r.value / b;
-                            acc.1 += 1;
-                        }
+        for s in distinct(&in_study(study), "scheme") {
+            let Some(b_scheme) = base(&s) else { continue };
+            let mut pairs = Vec::new();
+            let mut shares = vec![0.0; metrics.len()];
+            for r in in_study(study)
+                .into_iter()
+                .filter(|r| param(r, "scheme") == s)
+            {
+                let w = param(r, "workload");
+                let Some(b) = wall(
+                    records,
+                    &[("study", study), ("workload", &w), ("scheme", &b_scheme)],
+                ) else {
+                    continue;
+                };
+                pairs.push((r, b));
+                for (i, m) in metrics.iter().enumerate() {
+                    let c = records
+                        .find(m, &[("study", study), ("workload", &w), ("scheme", &s)])
+                        .unwrap_or(0.0);
+                    if r.value > 0.0 {
+                        shares[i] += c / r.value;
                     }
                 }
-                parts.push((label, if acc.1 > 0 { acc.0 / acc.1 as f64 } else { 0.0 }));
             }
-            bars.push((s.clone(), parts));
+            let Some(height) = Ratio::geomean(&pairs) else {
+                continue;
+            };
+            let total: f64 = shares.iter().sum();
+            let parts = names
+                .iter()
+                .zip(&shares)
+                .map(|(c, sh)| {
+                    (
+                        c.0,
+                        if total > 0.0 {
+                            height.value * sh / total
+                        } else {
+                            0.0
+                        },
+                    )
+                })
+                .collect();
+            bars.push(plot::Bar {
+                label: s.clone(),
+                parts,
+                uncertain: height.uncertain,
+            });
         }
         bars
     };
-    for (study, base, title, file) in [
+    for (study, base, title, y, file) in [
         (
             "breakdown",
-            &(|_: &str| "wedi".to_string()) as &dyn Fn(&str) -> String,
-            "Execution time by design, normalised to wedi (mean over workloads)",
+            &(|_: &str| Some("wedi".to_string())) as &dyn Fn(&str) -> Option<String>,
+            "Execution time by design / wedi (geomean over workloads; split by mean category shares)",
+            "time / wedi",
             "suite-fig6-breakdown.svg",
         ),
         (
             "placement",
-            &|s: &str| s.trim_end_matches(":medium").to_string(),
-            "Plaintext copy in DRAM vs on the medium, normalised to DRAM (mean over workloads)",
+            &|s: &str| s.strip_suffix(":medium").map(str::to_string).or(Some(s.to_string())),
+            "Plaintext copy in DRAM vs on the medium / DRAM (geomean over workloads)",
+            "time / same scheme with the copy in DRAM",
             "suite-placement.svg",
         ),
     ] {
         let bars = fig6_bars(study, base);
         if !bars.is_empty() {
             let p = dir.join(file);
-            plot::stacked_bars(&p, title, &bars)?;
+            plot::stacked_bars(&p, title, y, &bars, Some(1.0))?;
             files.push(p);
         }
     }
     // Figs. 7 and 8: per K, the geomean over workloads of a scheme's wall time divided by
     // another's at the same K (wedi for Fig. 7; SP/I_d on the medium for BP/I_d in Fig. 8).
-    let mut ks: Vec<String> = Vec::new();
-    let mut session_schemes: Vec<String> = Vec::new();
-    for r in rows
-        .iter()
-        .filter(|r| param(r, "study") == "session" && r.metric == "wall_s")
-    {
-        let (k, s) = (param(r, "session_psyncs"), param(r, "scheme"));
-        if !ks.contains(&k) {
-            ks.push(k);
-        }
-        if !session_schemes.contains(&s) {
-            session_schemes.push(s);
-        }
-    }
+    let session = in_study("session");
+    let ks = distinct(&session, "session_psyncs");
+    let session_schemes = distinct(&session, "scheme");
     for (file, title, y, pairs) in [
         (
             "suite-fig7-session.svg",
-            "Attach-session size K: time normalised to wedi (geomean over workloads)",
+            "Attach-session size K: time / wedi (geomean over workloads)",
             "time / wedi",
             session_schemes
                 .iter()
+                .filter(|s| *s != "wedi")
                 .map(|s| (s.clone(), s.clone(), "wedi".to_string()))
                 .collect::<Vec<_>>(),
         ),
         (
             "suite-fig8-bp-vs-sp.svg",
-            "BP/I_d vs SP/I_d, plaintext on the medium (geomean over workloads)",
+            "BP/I_d vs SP/I_d, plaintext on the medium (geomean over workloads; < 1: BP faster)",
             "bp-id:medium / sp-id:medium",
             vec![(
                 "bp-id:medium / sp-id:medium".to_string(),
@@ -761,99 +819,284 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             )],
         ),
     ] {
-        let mut series: Vec<(String, Vec<(f64, f64)>)> = pairs
+        let mut series: Vec<plot::Series> = pairs
             .iter()
-            .map(|(name, num, den)| {
-                let pts = ks
+            .map(|(name, num, den)| plot::Series {
+                name: name.clone(),
+                points: ks
                     .iter()
                     .filter_map(|k| {
                         let x: f64 = k.parse().ok()?;
-                        session_ratio(records, num, den, k).map(|v| (x, v))
+                        session_ratio(records, num, den, k).map(|v| plot::Point {
+                            x,
+                            y: v.value,
+                            uncertain: v.uncertain,
+                        })
                     })
-                    .collect();
-                (name.clone(), pts)
+                    .collect(),
             })
-            .filter(|s: &(String, Vec<(f64, f64)>)| !s.1.is_empty())
+            .filter(|s| !s.points.is_empty())
             .collect();
         if !series.is_empty() {
             let p = dir.join(file);
-            plot::lines(&p, title, "attach-session size K", y, &mut series, false)?;
+            plot::lines(
+                &p,
+                &plot::LineChart {
+                    title,
+                    x_desc: "attach-session size K (psyncs per attach)",
+                    y_desc: y,
+                    integer_x: true,
+                    reference_y: Some(1.0),
+                    ..Default::default()
+                },
+                &mut series,
+            )?;
             files.push(p);
         }
     }
-    for (study, key, title, file) in [("threads", "threads", "Threads", "suite-threads.svg")] {
-        let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-        for r in rows
-            .iter()
-            .filter(|r| param(r, "study") == study && r.metric == "wall_s")
-        {
-            let name = format!("{} {}", param(r, "workload"), param(r, "scheme"));
-            let x: f64 = param(r, key).parse().unwrap_or(0.0);
-            match series.iter_mut().find(|s| s.0 == name) {
-                Some(s) => s.1.push((x, r.value)),
-                None => series.push((name, vec![(x, r.value)])),
+    // Threads and prediction depth: per workload (and scheme) the median wall time; a point
+    // is marked when its samples cannot tell it from the series' first point.
+    let by_series = |study: &str, key: &str, x_of: &dyn Fn(&str) -> f64, with_scheme: bool| {
+        let mut series: Vec<plot::Series> = Vec::new();
+        let cells = in_study(study);
+        for r in &cells {
+            let name = if with_scheme {
+                format!("{} {}", param(r, "workload"), param(r, "scheme"))
+            } else {
+                param(r, "workload")
+            };
+            let first = cells
+                .iter()
+                .find(|c| {
+                    param(c, "workload") == param(r, "workload")
+                        && param(c, "scheme") == param(r, "scheme")
+                })
+                .copied();
+            let uncertain = first
+                .filter(|f| !std::ptr::eq(*f, *r))
+                .and_then(|f| Ratio::of(r, f))
+                .is_some_and(|x| x.uncertain);
+            let pt = plot::Point {
+                x: x_of(&param(r, key)),
+                y: r.value,
+                uncertain,
+            };
+            match series.iter_mut().find(|s| s.name == name) {
+                Some(s) => s.points.push(pt),
+                None => series.push(plot::Series {
+                    name,
+                    points: vec![pt],
+                }),
             }
         }
-        if !series.is_empty() {
-            let p = dir.join(file);
-            plot::lines(&p, title, title, "wall time (s)", &mut series, false)?;
-            files.push(p);
-        }
+        series
+    };
+    let mut series = by_series("threads", "threads", &|v| v.parse().unwrap_or(0.0), true);
+    if !series.is_empty() {
+        let p = dir.join("suite-threads.svg");
+        plot::lines(
+            &p,
+            &plot::LineChart {
+                title: "Thread scaling: wall time per workload and scheme (medians)",
+                x_desc: "threads",
+                y_desc: "wall time (s)",
+                integer_x: true,
+                ..Default::default()
+            },
+            &mut series,
+        )?;
+        files.push(p);
     }
-    // Prediction depth: x = depth (adaptive drawn at 32).
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    for r in rows
-        .iter()
-        .filter(|r| param(r, "study") == "predict" && r.metric == "wall_s")
-    {
-        let d = param(r, "predict");
-        let x = match d.as_str() {
+    let mut series = by_series(
+        "predict",
+        "predict",
+        &|d| match d {
             "off" => 0.0,
-            "adaptive" => 32.0,
+            "adaptive" => ADAPTIVE_X,
             n => n.parse().unwrap_or(0.0),
-        };
-        let name = param(r, "workload");
-        match series.iter_mut().find(|s| s.0 == name) {
-            Some(s) => s.1.push((x, r.value)),
-            None => series.push((name, vec![(x, r.value)])),
-        }
-    }
+        },
+        false,
+    );
     if !series.is_empty() {
         let p = dir.join("suite-predict-depth.svg");
         plot::lines(
             &p,
-            "Prediction depth (0 = off, 32 = adaptive), secure",
-            "prediction depth",
-            "wall time (s)",
+            &plot::LineChart {
+                title: "Prediction depth, scheme secure: wall time per workload (medians)",
+                x_desc: "prediction depth (pages decrypted ahead of use)",
+                y_desc: "wall time (s)",
+                integer_x: true,
+                x_label: Some(depth_label),
+                ..Default::default()
+            },
             &mut series,
-            false,
         )?;
         files.push(p);
     }
-    // CXL: bars per workload: wedi on dram vs each cxl-far cell.
+    // CXL: per cell, time relative to wedi on dram.
     let mut bars = Vec::new();
-    for r in rows
-        .iter()
-        .filter(|r| param(r, "study") == "cxl" && r.metric == "wall_s")
-    {
-        bars.push((
-            format!(
-                "{} {} {}",
-                param(r, "workload"),
-                param(r, "scheme"),
-                param(r, "latency")
-            ),
-            vec![("wall s", r.value)],
-        ));
+    for r in in_study("cxl") {
+        let w = param(r, "workload");
+        let Some(base) = wall(
+            records,
+            &[
+                ("study", "cxl"),
+                ("workload", &w),
+                ("scheme", "wedi"),
+                ("latency", "dram"),
+            ],
+        ) else {
+            continue;
+        };
+        if std::ptr::eq(base, r) {
+            continue;
+        }
+        let Some(v) = Ratio::of(r, base) else {
+            continue;
+        };
+        bars.push(plot::Bar {
+            label: format!("{w} {} {}", param(r, "scheme"), param(r, "latency")),
+            parts: vec![("time / wedi on dram", v.value)],
+            uncertain: v.uncertain,
+        });
     }
     if !bars.is_empty() {
         let p = dir.join("suite-cxl.svg");
         plot::stacked_bars(
             &p,
-            "cxl-far with DRAM cache and prediction vs wedi on dram",
+            "cxl-far with DRAM cache and prediction: time / wedi on dram (medians)",
+            "time / wedi on dram",
             &bars,
+            Some(1.0),
         )?;
         files.push(p);
     }
     Ok(files)
+}
+
+/// Where the prediction-depth figure draws `adaptive`.
+const ADAPTIVE_X: f64 = 32.0;
+
+fn depth_label(x: f64) -> String {
+    match x {
+        0.0 => "off".into(),
+        x if x == ADAPTIVE_X => "adaptive".into(),
+        x => format!("{x:.0}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(
+        r: &mut Records,
+        study: &str,
+        w: &str,
+        s: &str,
+        extra: &[(&str, &str)],
+        samples: &[f64],
+    ) {
+        let mut p = vec![
+            ("study", study.to_string()),
+            ("workload", w.to_string()),
+            ("scheme", s.to_string()),
+        ];
+        p.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+        r.push_samples("suite", &p, "wall_s", samples, "s");
+    }
+
+    #[test]
+    fn tables_mark_ratios_the_spread_cannot_tell_from_one() {
+        let mut r = Records::default();
+        // The quick run's case: wedi on cxl-far "faster" than on dram, within the noise.
+        let dram = [("latency", "dram"), ("predict", "off")];
+        let far = [("latency", "cxl-far"), ("predict", "off")];
+        cell(&mut r, "cxl", "gauss", "wedi", &dram, &[1.0, 1.4, 0.8]);
+        cell(&mut r, "cxl", "gauss", "wedi", &far, &[0.81, 0.9, 0.85]);
+        cell(&mut r, "cxl", "gauss", "secure", &far, &[3.0, 3.1, 2.9]);
+        let t = tables(&r);
+        assert!(t.contains("0.850?x"), "{t}");
+        assert!(t.contains("3.000 x"), "a clear effect is not marked: {t}");
+        cell(
+            &mut r,
+            "breakdown",
+            "gauss",
+            "wedi",
+            &[],
+            &[1.0, 1.01, 0.99],
+        );
+        cell(
+            &mut r,
+            "breakdown",
+            "gauss",
+            "secure",
+            &[],
+            &[1.5, 1.52, 1.49],
+        );
+        cell(
+            &mut r,
+            "breakdown",
+            "gauss",
+            "none",
+            &[],
+            &[0.99, 1.05, 0.9],
+        );
+        let t = tables(&r);
+        let geo = t.lines().find(|l| l.starts_with("geomean")).unwrap();
+        assert!(geo.contains("1.000?"), "wedi/wedi: {geo}");
+        assert!(geo.contains("1.500 "), "{geo}");
+        assert!(geo.contains("0.990?"), "{geo}");
+    }
+
+    #[test]
+    fn dram_cache_effect_says_more_or_less() {
+        assert_eq!(dram_cache_effect(1.25), "DRAM cache: 20.0% less time");
+        assert_eq!(dram_cache_effect(1.0 / 1.014), "DRAM cache: 1.4% more time");
+    }
+
+    #[test]
+    fn figures_use_integer_ticks_and_geomeans() {
+        let mut r = Records::default();
+        for (k, v) in [("1", 1.2), ("2", 1.1), ("4", 1.05)] {
+            let kk = [("session_psyncs", k)];
+            cell(&mut r, "session", "gauss", "wedi", &kk, &[1.0, 1.0, 1.0]);
+            cell(&mut r, "session", "gauss", "secure", &kk, &[v, v, v]);
+            cell(&mut r, "session", "gauss", "bp-id:medium", &kk, &[v, v, v]);
+            cell(
+                &mut r,
+                "session",
+                "gauss",
+                "sp-id:medium",
+                &kk,
+                &[1.0, 1.0, 1.0],
+            );
+        }
+        for t in ["1", "2", "4"] {
+            cell(
+                &mut r,
+                "threads",
+                "gauss",
+                "wedi",
+                &[("threads", t)],
+                &[1.0, 1.1, 0.9],
+            );
+        }
+        let dir = std::env::temp_dir().join(format!("pmo-suite-figs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = draw(&r, &dir).unwrap();
+        assert_eq!(files.len(), 3, "{files:?}");
+        let texts = |f: &str| plot::svg_texts(&std::fs::read_to_string(dir.join(f)).unwrap());
+        let fig7 = texts("suite-fig7-session.svg");
+        assert!(fig7.iter().any(|t| t == "4"), "K as integers: {fig7:?}");
+        assert!(!fig7.iter().any(|t| t == "4.0" || t == "2.0"), "{fig7:?}");
+        assert!(
+            !fig7.iter().any(|t| t == "wedi"),
+            "no wedi / wedi line: {fig7:?}"
+        );
+        let threads = texts("suite-threads.svg");
+        assert!(threads.iter().any(|t| t == "2") && !threads.iter().any(|t| t == "1.5"));
+        assert!(threads.iter().any(|t| t.starts_with("Thread scaling")));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
