@@ -296,7 +296,8 @@ fn check_subset(pmo_size: u64, size: usize, offset: usize) -> Result<()> {
             "subset offset {offset} is not a multiple of 4096"
         )));
     }
-    if offset.checked_add(size).is_none_or(|end| end > pmo_size) || offset >= pmo_size {
+    let inside = offset < pmo_size && offset.checked_add(size).is_some_and(|end| end <= pmo_size);
+    if !inside {
         return Err(CapiError::Invalid(format!(
             "subset {offset}+{size} is outside the {pmo_size}-byte PMO"
         )));
