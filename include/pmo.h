@@ -145,9 +145,11 @@ int psync(void *addr);
 /** psync() without updating integrity checksums where the PMO's scheme allows it: a PMO whose
  * per-page checksums are kept at psync ("bp-ip", "sp-ip") commits these pages the way its
  * integrity-at-detach twin does ("bp-id", "sp-id"): their checksums are written at detach
- * (or rebuilt by the crash handler), as in the LOaPP paper. Under schemes whose integrity
- * cannot be deferred ("secure": the tag is the encryption's own; "wedi": the whole-PMO
- * checksum verified at attach) and those without checksums it is psync().
+ * (or rebuilt by the crash handler), as in the LOaPP paper; until then those pages carry that
+ * design's window (docs/security.md). Under schemes whose integrity cannot be deferred
+ * ("secure": the tag is the encryption's own; "wedi": the whole-PMO checksum verified at
+ * attach; "bp-ip:medium": plaintext commits carry their checksum), those with nothing to
+ * skip, and for a heap's address, it is psync().
  * @return as psync(). */
 int psync_nochecksum(void *addr);
 

@@ -214,11 +214,14 @@ fn trace<T: std::fmt::Debug>(call: impl FnOnce() -> String, ret: T) -> T {
 }
 
 /// A C string argument for a trace line.
-fn show(p: *const c_char) -> String {
+///
+/// # Safety
+/// `p` is NULL or a valid NUL-terminated string.
+unsafe fn show(p: *const c_char) -> String {
     if p.is_null() {
         "NULL".into()
     } else {
-        // SAFETY: only called on arguments the entry point has just read as C strings.
+        // SAFETY: non-null, a valid C string by the caller's contract.
         format!("{:?}", unsafe { CStr::from_ptr(p) }.to_string_lossy())
     }
 }
@@ -282,7 +285,14 @@ unsafe fn attach_reference(
         Ok((start + subset.map_or(0, |(_, offset)| offset)) as *mut c_void)
     });
     trace(
-        || format!("{call}({}, {:?})", show(name), perm as u8 as char),
+        // SAFETY: `name` is NULL or a valid C string (this function's contract).
+        || {
+            format!(
+                "{call}({}, {:?})",
+                unsafe { show(name) },
+                perm as u8 as char
+            )
+        },
         r,
     )
 }
@@ -296,7 +306,8 @@ fn check_subset(pmo_size: u64, size: usize, offset: usize) -> Result<()> {
             "subset offset {offset} is not a multiple of 4096"
         )));
     }
-    if offset.checked_add(size).is_none_or(|end| end > pmo_size) || offset >= pmo_size {
+    let inside = offset < pmo_size && offset.checked_add(size).is_some_and(|end| end <= pmo_size);
+    if !inside {
         return Err(CapiError::Invalid(format!(
             "subset {offset}+{size} is outside the {pmo_size}-byte PMO"
         )));
@@ -598,7 +609,11 @@ pub unsafe extern "C" fn pmo_create(
         }
         .cast_mut())
     });
-    trace(|| format!("pmo_create({}, {size})", show(name)), r)
+    // SAFETY: `name` is NULL or a valid C string (the caller's contract).
+    trace(
+        || format!("pmo_create({}, {size})", unsafe { show(name) }),
+        r,
+    )
 }
 
 /// `int pmo_destroy(const char *name, const char *key)`: see `pmo.h`.
@@ -612,7 +627,8 @@ pub unsafe extern "C" fn pmo_destroy(name: *const c_char, key: *const c_char) ->
         let (n, k) = unsafe { (c_str(name, "name")?, c_key(key)) };
         reg().destroy(n, k).map(|()| 0)
     });
-    trace(|| format!("pmo_destroy({})", show(name)), r)
+    // SAFETY: `name` is NULL or a valid C string (the caller's contract).
+    trace(|| format!("pmo_destroy({})", unsafe { show(name) }), r)
 }
 
 /// `char pmo_exists(const char *name)`: see `pmo.h`.
@@ -621,11 +637,13 @@ pub unsafe extern "C" fn pmo_destroy(name: *const c_char, key: *const c_char) ->
 /// `name` is NULL or a valid NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn pmo_exists(name: *const c_char) -> c_char {
-    entry(0, || {
+    let r = entry(0, || {
         // SAFETY: the caller passes a valid C string (or NULL, rejected).
         let n = unsafe { c_str(name, "name") }?;
         reg().exists(n).map(c_char::from)
-    })
+    });
+    // SAFETY: `name` is NULL or a valid C string (the caller's contract).
+    trace(|| format!("pmo_exists({})", unsafe { show(name) }), r)
 }
 
 /// `size_t pmo_get_size(const char *name)`: see `pmo.h`.
@@ -634,18 +652,20 @@ pub unsafe extern "C" fn pmo_exists(name: *const c_char) -> c_char {
 /// `name` is NULL or a valid NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn pmo_get_size(name: *const c_char) -> usize {
-    entry(0, || {
+    let r = entry(0, || {
         // SAFETY: the caller passes a valid C string (or NULL, rejected).
         let n = unsafe { c_str(name, "name") }?;
         let size = reg().size_of(n)?;
         usize::try_from(size).map_err(|_| CapiError::Invalid("PMO size exceeds size_t".into()))
-    })
+    });
+    // SAFETY: `name` is NULL or a valid C string (the caller's contract).
+    trace(|| format!("pmo_get_size({})", unsafe { show(name) }), r)
 }
 
 /// `char *pmo_get_name(void *addr)`: see `pmo.h`. The caller frees the result with `free`.
 #[no_mangle]
 pub extern "C" fn pmo_get_name(addr: *mut c_void) -> *mut c_char {
-    entry(std::ptr::null_mut(), || {
+    let r = entry(std::ptr::null_mut(), || {
         let name = reg().name_of(addr as usize)?;
         let bytes = name.as_bytes();
         // SAFETY: malloc has no preconditions; the result is checked for NULL.
@@ -662,7 +682,8 @@ pub extern "C" fn pmo_get_name(addr: *mut c_void) -> *mut c_char {
             *out.add(bytes.len()) = 0;
         }
         Ok(out as *mut c_char)
-    })
+    });
+    trace(|| format!("pmo_get_name({addr:p})"), r)
 }
 
 /// `int pmo_pool_open(const char *path, uint64_t create_size)`: see `pmo.h`.

@@ -772,3 +772,27 @@ fn reference_programs_build_unchanged_and_run_in_every_dialect_static_and_shared
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The benchmark programs are run by hand (docs/c-api.md); they must still compile against
+/// the current headers.
+#[test]
+fn benchmark_programs_compile() {
+    if !compiler_available("cc") {
+        eprintln!("note: no C compiler (cc): skipping the benchmark programs");
+        return;
+    }
+    for src in ["pmo_heap_bench.c", "pmo_psync_bench.c"] {
+        let mut cmd = Command::new("cc");
+        cmd.args([
+            "-std=c99",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-fsyntax-only",
+            "-I",
+        ])
+        .arg(include_dir())
+        .arg(c_source(src));
+        run_ok(&mut cmd, &format!("cc {src}"));
+    }
+}
