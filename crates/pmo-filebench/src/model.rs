@@ -344,31 +344,18 @@ impl Workload {
         script: &Script,
         overrides: &[(String, String)],
     ) -> Result<Workload, LangError> {
-        let mut ov = HashMap::new();
-        for (k, v) in overrides {
-            let s = parse("--set", &format!("set ${k}={v}"))?;
-            let Some((Stmt::Set { value, .. }, pos)) = s.stmts.first() else {
-                return Err(LangError {
-                    file: "--set".into(),
-                    pos: Pos::default(),
-                    with_col: false,
-                    msg: format!("'{k}={v}' is not an assignment"),
-                });
-            };
-            let e = Eval {
-                file: "--set",
-                vars: HashMap::new(),
-                order: vec![],
-                overrides: &HashMap::new(),
-            };
-            ov.insert(k.clone(), e.value(value, *pos)?);
-        }
+        let ov = eval_overrides(overrides)?;
         let mut e = Eval {
             file: &script.file,
             vars: ov.clone(),
             order: ov.keys().cloned().collect(),
             overrides: &ov,
         };
+        e.order.sort();
+        Workload::evaluate(script, e)
+    }
+
+    fn evaluate(script: &Script, mut e: Eval<'_>) -> Result<Workload, LangError> {
         let name = std::path::Path::new(&script.file)
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -492,6 +479,30 @@ impl Workload {
             .collect();
         Ok(w)
     }
+}
+
+/// Evaluate `--set VAR=VALUE` overrides (each VALUE in the language's own syntax).
+pub fn eval_overrides(overrides: &[(String, String)]) -> Result<HashMap<String, Value>, LangError> {
+    let mut ov = HashMap::new();
+    for (k, v) in overrides {
+        let s = parse("--set", &format!("set ${k}={v}"))?;
+        let Some((Stmt::Set { value, .. }, pos)) = s.stmts.first() else {
+            return Err(LangError {
+                file: "--set".into(),
+                pos: Pos::default(),
+                with_col: false,
+                msg: format!("'{k}={v}' is not an assignment"),
+            });
+        };
+        let e = Eval {
+            file: "--set",
+            vars: HashMap::new(),
+            order: vec![],
+            overrides: &HashMap::new(),
+        };
+        ov.insert(k.clone(), e.value(value, *pos)?);
+    }
+    Ok(ov)
 }
 
 fn show_value(v: &Value) -> String {
