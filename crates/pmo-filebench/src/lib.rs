@@ -8,10 +8,12 @@
 //! | [`model`] | evaluation: variables, overrides, `cvar-gamma`, filesets, threads, flowops |
 //! | [`personalities`] | the project's own four default personalities (fileserver, varmail, webproxy, webserver) |
 //! | [`backend`] | where files live: the pmo file store, or a directory through POSIX calls |
+//! | [`bench`] | `pmo bench filebench`: the design-space matrix, records, tables, figures |
 //! | [`run`] | the interpreter: fileset setup, threads, flowops, sync modes, per-flowop figures |
 #![deny(unsafe_code)]
 
 pub mod backend;
+pub mod bench;
 pub mod lang;
 pub mod model;
 pub mod personalities;
