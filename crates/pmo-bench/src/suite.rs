@@ -132,13 +132,14 @@ struct Cell {
 }
 
 /// Sets an environment variable for the life of the guard, then restores it.
-struct EnvGuard {
+/// Sets an environment variable for a scope (restored on drop).
+pub struct EnvGuard {
     key: &'static str,
     old: Option<String>,
 }
 
 impl EnvGuard {
-    fn set(key: &'static str, value: &str) -> EnvGuard {
+    pub fn set(key: &'static str, value: &str) -> EnvGuard {
         let old = std::env::var(key).ok();
         std::env::set_var(key, value);
         EnvGuard { key, old }

@@ -218,7 +218,8 @@ enum Cmd {
     #[command(after_help = BENCH_HELP)]
     Bench {
         /// Which benchmark: suite (the papers' workloads over the scheme/prediction/latency/
-        /// thread matrix), store (psync, attach, faults, PMDK peer), schemes (protection costs)
+        /// thread matrix), store (psync, attach, faults, PMDK peer), schemes (protection costs),
+        /// filebench (Filebench's personalities on the file store in PMOs; `--quick` suite runs include a short one)
         #[arg(default_value = "suite")]
         which: String,
         /// suite: only these workloads (repeatable)
@@ -250,9 +251,28 @@ enum Cmd {
         /// Directory for CSV (and figures)
         #[arg(long, default_value = "bench-out", value_name = "DIR")]
         out: PathBuf,
-        /// Directory for benchmark pools (default /dev/shm: emulated persistent memory)
+        /// Directory for benchmark pools (default /dev/shm: emulated persistent memory);
+        /// filebench: run against this plain directory instead of PMOs
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// filebench: set a workload variable before its defines use it (repeatable)
+        #[arg(long = "set", value_name = "VAR=VALUE")]
+        sets: Vec<String>,
+        /// filebench: cap on each run, whatever its `run` line says
+        #[arg(long)]
+        seconds: Option<f64>,
+        /// filebench: thread counts (repeatable)
+        #[arg(long = "threads")]
+        threads: Vec<usize>,
+        /// filebench: sync modes, paper or fsync (repeatable)
+        #[arg(long = "sync")]
+        syncs: Vec<String>,
+        /// filebench: latency profiles (repeatable)
+        #[arg(long = "latency")]
+        latencies: Vec<String>,
+        /// filebench: the papers' 5 runs x 30 s at Filebench's own sizes
+        #[arg(long)]
+        paper: bool,
     },
 }
 
@@ -974,6 +994,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             depths,
             size,
             from,
+            sets,
+            seconds,
+            threads,
+            syncs,
+            latencies,
+            paper,
         } => {
             let mut records = pmo_bench::Records::default();
             if from.is_some() && which != "suite" {
@@ -1034,6 +1060,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         outln!("records: {}", j.display())?;
                     }
                     r?;
+                    if *quick && workloads.is_empty() && studies.is_empty() {
+                        let o = pmo_filebench::bench::FbOptions::new(true, false);
+                        pmo_filebench::bench::run_and_report(&o, out, None)?;
+                    }
                     return Ok(());
                 }
                 "store" => {
@@ -1060,7 +1090,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         outln!("figure: {}", png.display())?;
                     }
                 }
-                other => bail!("unknown benchmark '{other}' (known: suite, store, schemes)"),
+                "filebench" => {
+                    let o = filebench_options(
+                        *quick, *paper, workloads, schemes, studies, depths, dir, sets, *seconds,
+                        threads, syncs, latencies,
+                    )?;
+                    pmo_filebench::bench::run_and_report(&o, out, json.as_deref())?;
+                    return Ok(());
+                }
+                other => {
+                    bail!("unknown benchmark '{other}' (known: suite, store, schemes, filebench)")
+                }
             }
             std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
             let csv = out.join(format!("{which}.csv"));
@@ -1187,6 +1227,80 @@ fn deep_check(pool: &Pool, name: &str, key: &[u8]) -> anyhow::Result<u64> {
 
 fn scheme_name(code: u32) -> String {
     pmo_store::Scheme::from_code(code).map_or_else(|_| format!("unknown({code:#x})"), |s| s.name())
+}
+
+/// `pmo bench filebench`'s options from the command line.
+#[allow(clippy::too_many_arguments)]
+fn filebench_options(
+    quick: bool,
+    paper: bool,
+    workloads: &[String],
+    schemes: &[String],
+    studies: &[String],
+    depths: &[String],
+    dir: &Option<PathBuf>,
+    sets: &[String],
+    seconds: Option<f64>,
+    threads: &[usize],
+    syncs: &[String],
+    latencies: &[String],
+) -> anyhow::Result<pmo_filebench::bench::FbOptions> {
+    use pmo_filebench::{bench, run::SyncMode};
+    let mut o = bench::FbOptions::new(quick, paper);
+    if !workloads.is_empty() {
+        o.workloads = workloads.iter().map(|w| bench::Source::parse(w)).collect();
+    }
+    for s in schemes {
+        parse_scheme(s)?;
+    }
+    if !schemes.is_empty() {
+        o.schemes = schemes.to_vec();
+    }
+    for s in studies {
+        if !bench::STUDIES.contains(&s.as_str()) {
+            bail!("unknown study '{s}' (one of {})", bench::STUDIES.join(", "));
+        }
+    }
+    if !studies.is_empty() {
+        o.studies = studies.to_vec();
+    }
+    if let Some(d) = depths.first() {
+        pmo_store::PredictConfig::parse(d)?;
+        o.predict = d.clone();
+    }
+    o.posix_dir = dir.clone();
+    for s in sets {
+        let (k, v) = s
+            .split_once('=')
+            .with_context(|| format!("--set {s:?}: expected VAR=VALUE"))?;
+        o.sets
+            .push((k.trim_start_matches('$').to_string(), v.to_string()));
+    }
+    if let Some(s) = seconds {
+        if !(s > 0.0 && s.is_finite()) {
+            bail!("--seconds must be positive");
+        }
+        o.seconds = s;
+    }
+    if threads.contains(&0) {
+        bail!("--threads must be at least 1");
+    }
+    if !threads.is_empty() {
+        o.threads = threads.to_vec();
+    }
+    if !syncs.is_empty() {
+        o.sync = syncs
+            .iter()
+            .map(|s| {
+                SyncMode::from_name(s)
+                    .with_context(|| format!("unknown sync mode '{s}' (paper or fsync)"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
+    if !latencies.is_empty() {
+        o.latency = latencies.to_vec();
+    }
+    Ok(o)
 }
 
 fn parse_scheme(name: &str) -> anyhow::Result<pmo_store::Scheme> {

@@ -1,0 +1,798 @@
+//! `pmo bench filebench`: personalities x schemes x placement x prediction x latency x threads
+//! x sync mode, each cell on a fresh pool (or a fresh plain directory), medians over repeats.
+//!
+//! Studies:
+//!
+//! | study | cells | figure |
+//! |---|---|---|
+//! | `fig10` | every workload x the designs (none, wedi, wed, bp, bp-ip, bp-id, sp, sp-ip, sp-id, secure) + the POSIX peer | LOaPP Fig. 10: MB/s per design normalised to wedi; the Fig. 6 time categories per op |
+//! | `threads` | every workload x {wedi, sp-id, secure} x thread counts | LOaPP Fig. 11b: thread scaling |
+//! | `lpmo` | every workload x {sp:medium (the LOaPP kernel's plaintext on the medium), sp (DRAM cache), sp + prediction, sp-ip + prediction, sp-ip + prediction on cxl-far} | the LPMO Filebench bars, normalised to sp:medium |
+//!
+//! Records (`bench=filebench`): per cell `ops_per_s`, `mb_per_s`, `ops`, `read_bytes`,
+//! `write_bytes`, `syncs`, per flowop `flowop_us` (param `flowop`), and for PMO cells the
+//! store's Fig. 6 categories as `cat_us_per_op` (param `category`).
+
+use std::path::{Path, PathBuf};
+
+use pmo_bench::suite::EnvGuard;
+use pmo_bench::{median, plot, BenchError, Records};
+use pmo_fs::{FileStore, FsOptions};
+use pmo_store::{AttachOptions, KdfParams, Pool, PoolOptions, PredictConfig, Scheme};
+
+use crate::backend::{PmoBackend, PosixBackend};
+use crate::model::Workload;
+use crate::personalities;
+use crate::run::{run, RunOptions, SyncMode};
+
+/// The studies, in order.
+pub const STUDIES: [&str; 3] = ["fig10", "threads", "lpmo"];
+
+/// Where a workload comes from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    BuiltIn(String),
+    File(PathBuf),
+}
+
+/// Options of the benchmark.
+#[derive(Clone, Debug)]
+pub struct FbOptions {
+    pub workloads: Vec<Source>,
+    /// `--set VAR=VALUE`, applied on top of the size preset.
+    pub sets: Vec<(String, String)>,
+    /// Small sizes that fit a 2-core machine (ignored by `--paper`).
+    pub preset: Vec<(String, String)>,
+    pub seconds: f64,
+    pub repeats: usize,
+    pub schemes: Vec<String>,
+    pub threads: Vec<usize>,
+    pub sync: Vec<SyncMode>,
+    pub predict: String,
+    pub latency: Vec<String>,
+    pub studies: Vec<String>,
+    /// Run against this plain directory instead of PMOs.
+    pub posix_dir: Option<PathBuf>,
+    /// Where pools go.
+    pub pool_dir: PathBuf,
+}
+
+fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+    p.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+impl FbOptions {
+    /// Defaults: `quick` is the short run of `pmo bench --quick`; `paper` the seeds' 5 x 30 s
+    /// with 8 threads at Filebench's own sizes.
+    pub fn new(quick: bool, paper: bool) -> FbOptions {
+        let mut o = FbOptions {
+            workloads: personalities::NAMES
+                .iter()
+                .map(|n| Source::BuiltIn(n.to_string()))
+                .collect(),
+            sets: vec![],
+            preset: pairs(&[("nfiles", "200"), ("meandirwidth", "20")]),
+            seconds: 3.0,
+            repeats: 3,
+            schemes: [
+                "none", "wedi", "wed", "bp", "bp-ip", "bp-id", "sp", "sp-ip", "sp-id", "secure",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            threads: vec![1, 2, 4, 8],
+            sync: vec![SyncMode::Paper],
+            predict: "8".into(),
+            latency: vec!["dram".into()],
+            studies: STUDIES.iter().map(|s| s.to_string()).collect(),
+            posix_dir: None,
+            pool_dir: if Path::new("/dev/shm").is_dir() {
+                "/dev/shm".into()
+            } else {
+                std::env::temp_dir()
+            },
+        };
+        if quick {
+            o.preset = pairs(&[("nfiles", "40"), ("meandirwidth", "20")]);
+            o.seconds = 0.5;
+            o.repeats = 1;
+            o.schemes = ["none", "wedi", "sp", "sp-id", "secure"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            o.threads = vec![1, 2];
+        }
+        if paper {
+            o.preset = vec![];
+            o.seconds = 30.0;
+            o.repeats = 5;
+            o.threads = vec![1, 2, 4, 8];
+        }
+        o
+    }
+
+    fn default_threads(&self) -> usize {
+        if self.threads.contains(&8) {
+            8
+        } else {
+            self.threads.iter().copied().max().unwrap_or(1)
+        }
+    }
+}
+
+/// One cell of the matrix.
+#[derive(Clone, Debug)]
+struct Cell {
+    study: &'static str,
+    workload: usize,
+    /// Scheme name, or `posix`.
+    target: String,
+    threads: usize,
+    sync: SyncMode,
+    predict: String,
+    latency: String,
+}
+
+fn load(src: &Source, sets: &[(String, String)]) -> Result<Workload, BenchError> {
+    let w = match src {
+        Source::BuiltIn(n) => personalities::personality(n, sets),
+        Source::File(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| BenchError::Io {
+                op: format!("read {}", p.display()),
+                source: e,
+            })?;
+            Workload::from_text(&p.display().to_string(), &text, sets)
+        }
+    };
+    w.map_err(|e| BenchError::Other(e.to_string()))
+}
+
+/// Load every workload with the preset and `--set` applied (checks them before any run).
+pub fn load_all(opts: &FbOptions) -> Result<Vec<Workload>, BenchError> {
+    let mut sets = opts.preset.clone();
+    sets.retain(|(k, _)| !opts.sets.iter().any(|(k2, _)| k2 == k));
+    sets.extend(opts.sets.iter().cloned());
+    opts.workloads.iter().map(|s| load(s, &sets)).collect()
+}
+
+fn with_threads(w: &Workload, n: usize) -> Workload {
+    let mut w = w.clone();
+    let proto = w.threads[0].clone();
+    w.threads = vec![proto; n];
+    w
+}
+
+fn cells(opts: &FbOptions, n_workloads: usize) -> Vec<Cell> {
+    let mut out = vec![];
+    let t = opts.default_threads();
+    let base = |study, workload, target: &str, sync| Cell {
+        study,
+        workload,
+        target: target.into(),
+        threads: t,
+        sync,
+        predict: "off".into(),
+        latency: "dram".into(),
+    };
+    let wants = |s: &str| opts.studies.iter().any(|x| x == s);
+    if opts.posix_dir.is_some() {
+        for w in 0..n_workloads {
+            for &sync in &opts.sync {
+                for &th in &opts.threads {
+                    out.push(Cell {
+                        threads: th,
+                        ..base("posix", w, "posix", sync)
+                    });
+                }
+            }
+        }
+        return out;
+    }
+    for w in 0..n_workloads {
+        for &sync in &opts.sync {
+            if wants("fig10") {
+                for s in &opts.schemes {
+                    for l in &opts.latency {
+                        out.push(Cell {
+                            latency: l.clone(),
+                            ..base("fig10", w, s, sync)
+                        });
+                    }
+                }
+                out.push(base("fig10", w, "posix", sync));
+            }
+            if wants("threads") {
+                for s in ["wedi", "sp-id", "secure"] {
+                    for &th in &opts.threads {
+                        out.push(Cell {
+                            threads: th,
+                            ..base("threads", w, s, sync)
+                        });
+                    }
+                }
+            }
+            if wants("lpmo") {
+                let p = opts.predict.clone();
+                out.push(base("lpmo", w, "sp:medium", sync));
+                out.push(base("lpmo", w, "sp", sync));
+                out.push(Cell {
+                    predict: p.clone(),
+                    ..base("lpmo", w, "sp", sync)
+                });
+                out.push(Cell {
+                    predict: p.clone(),
+                    ..base("lpmo", w, "sp-ip", sync)
+                });
+                out.push(Cell {
+                    predict: p,
+                    latency: "cxl-far".into(),
+                    ..base("lpmo", w, "sp-ip", sync)
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Pool bytes for a workload: its files at their mean size (at least a page each, a quarter
+/// more for appends) twice over for shadow paging, plus room to grow; sparse, so only what is
+/// used costs memory.
+fn pool_bytes(w: &Workload) -> u64 {
+    let files: f64 = w
+        .filesets
+        .iter()
+        .map(|f| f.entries as f64 * (f.size.mean() * 1.25 + 8192.0).max(8192.0))
+        .sum();
+    ((files * 6.0) as u64).clamp(256 << 20, 16 << 30)
+}
+
+struct Sample {
+    r: crate::run::RunResult,
+    cats: Option<pmo_store::SessionStats>,
+}
+
+fn run_once(opts: &FbOptions, w: &Workload, c: &Cell, rep: usize) -> Result<Sample, BenchError> {
+    let ro = RunOptions {
+        seconds_cap: Some(opts.seconds),
+        default_seconds: opts.seconds,
+        sync: c.sync,
+        seed: 0x5eed + rep as u64,
+    };
+    let fail = |e: crate::run::RunError| BenchError::Other(format!("{} {}: {e}", w.name, c.target));
+    if c.target == "posix" {
+        let root = opts
+            .posix_dir
+            .clone()
+            .unwrap_or_else(|| opts.pool_dir.clone())
+            .join(format!("pmo-filebench-{}-{}", std::process::id(), w.name));
+        let _ = std::fs::remove_dir_all(&root);
+        let b = PosixBackend { root: root.clone() };
+        let r = run(w, &b, &ro);
+        let _ = std::fs::remove_dir_all(&root);
+        return Ok(Sample {
+            r: r.map_err(fail)?,
+            cats: None,
+        });
+    }
+    let scheme = Scheme::from_name(&c.target)?;
+    let _lat = EnvGuard::set("PMO_LATENCY", &c.latency);
+    let path = opts
+        .pool_dir
+        .join(format!("pmo-filebench-{}.pool", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let entries: u64 = w.filesets.iter().map(|f| f.entries).sum();
+    let pool = Pool::create(
+        &path,
+        pool_bytes(w),
+        &PoolOptions {
+            kdf: KdfParams::INSECURE_FAST,
+            ns_capacity: Some((entries * 3 + 1024).min(1 << 20)),
+            scheme,
+            ..Default::default()
+        },
+    );
+    let pool = match pool {
+        Ok(p) => p,
+        Err(e) => return Err(e.into()),
+    };
+    let result = (|| {
+        let attach = AttachOptions {
+            predict: Some(PredictConfig::parse(&c.predict)?),
+            ..Default::default()
+        };
+        let fs = FileStore::open(
+            pool,
+            FsOptions {
+                attach,
+                ..Default::default()
+            },
+        )
+        .map_err(|e| BenchError::Other(e.to_string()))?;
+        let b = PmoBackend { fs: fs.clone() };
+        let r = run(w, &b, &ro).map_err(fail)?;
+        let cats = fs.session_stats();
+        drop(b);
+        drop(fs);
+        pmo_store::wait_for_background_detaches();
+        Ok(Sample {
+            r,
+            cats: Some(cats),
+        })
+    })();
+    let _ = std::fs::remove_file(&path);
+    result
+}
+
+/// Run every cell; progress on stderr; records into `out`. Cells that fail are reported and
+/// the rest still run; the error lists them.
+pub fn run_bench(opts: &FbOptions, records: &mut Records) -> Result<(), BenchError> {
+    let workloads = load_all(opts)?;
+    let cells = cells(opts, workloads.len());
+    let mut failed = vec![];
+    for (k, c) in cells.iter().enumerate() {
+        let w = with_threads(&workloads[c.workload], c.threads);
+        let mut samples = vec![];
+        for rep in 0..opts.repeats.max(1) {
+            match run_once(opts, &w, c, rep) {
+                Ok(s) => samples.push(s),
+                Err(e) => {
+                    failed.push(e.to_string());
+                    break;
+                }
+            }
+        }
+        if samples.len() < opts.repeats.max(1) {
+            eprintln!("[{}/{}] {} {} FAILED", k + 1, cells.len(), w.name, c.target);
+            continue;
+        }
+        let med = |f: &dyn Fn(&Sample) -> f64| median(&samples.iter().map(f).collect::<Vec<_>>());
+        let params: Vec<(&str, String)> = vec![
+            ("study", c.study.into()),
+            ("workload", w.name.clone()),
+            (
+                "backend",
+                if c.target == "posix" { "posix" } else { "pmo" }.into(),
+            ),
+            ("scheme", c.target.clone()),
+            ("sync", c.sync.name().into()),
+            ("threads", c.threads.to_string()),
+            ("predict", c.predict.clone()),
+            ("latency", c.latency.clone()),
+            (
+                "sizes",
+                w.vars
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(";"),
+            ),
+            ("seconds", format!("{}", opts.seconds)),
+        ];
+        let n = samples.len();
+        let push =
+            |records: &mut Records, extra: &[(&str, String)], metric: &str, v: f64, unit: &str| {
+                let mut p = params.clone();
+                p.extend(extra.iter().cloned());
+                records.push("filebench", &p, metric, v, unit, n);
+            };
+        let ops = med(&|s| s.r.ops_per_s());
+        let mbs = med(&|s| s.r.mb_per_s());
+        push(records, &[], "ops_per_s", ops, "ops/s");
+        push(records, &[], "mb_per_s", mbs, "MB/s");
+        push(records, &[], "ops", med(&|s| s.r.ops as f64), "ops");
+        push(
+            records,
+            &[],
+            "read_bytes",
+            med(&|s| s.r.read_bytes as f64),
+            "B",
+        );
+        push(
+            records,
+            &[],
+            "write_bytes",
+            med(&|s| s.r.write_bytes as f64),
+            "B",
+        );
+        push(records, &[], "syncs", med(&|s| s.r.syncs as f64), "syncs");
+        push(records, &[], "setup_s", med(&|s| s.r.setup_seconds), "s");
+        for (i, f) in samples[0].r.flowops.iter().enumerate() {
+            let us = med(&|s| s.r.flowops.get(i).map_or(f64::NAN, |x| x.mean_us()));
+            push(
+                records,
+                &[("flowop", f.name.clone())],
+                "flowop_us",
+                us,
+                "us",
+            );
+        }
+        if samples[0].cats.is_some() {
+            let cat_names: Vec<&str> = pmo_store::SessionStats::default()
+                .categories()
+                .iter()
+                .map(|c| c.0)
+                .collect();
+            for (ci, name) in cat_names.iter().enumerate() {
+                let v = med(&|s| {
+                    let c = s.cats.unwrap_or_default().categories()[ci].1 as f64;
+                    c / 1e3 / (s.r.ops.max(1) as f64)
+                });
+                push(
+                    records,
+                    &[("category", name.to_string())],
+                    "cat_us_per_op",
+                    v,
+                    "us/op",
+                );
+            }
+        }
+        eprintln!(
+            "[{}/{}] {:<10} {:<14} {:<5} {:>2} thr predict={:<4} {:<8} {:>10.0} ops/s {:>8.1} MB/s",
+            k + 1,
+            cells.len(),
+            w.name,
+            c.target,
+            c.sync.name(),
+            c.threads,
+            c.predict,
+            c.latency,
+            ops,
+            mbs
+        );
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(BenchError::Other(format!(
+            "{} cell(s) failed: {}",
+            failed.len(),
+            failed.join("; ")
+        )))
+    }
+}
+
+fn param<'a>(r: &'a pmo_bench::Record, k: &str) -> &'a str {
+    r.params.get(k).map(|s| s.as_str()).unwrap_or("")
+}
+
+fn value(records: &Records, study: &str, metric: &str, keys: &[(&str, &str)]) -> Option<f64> {
+    records
+        .records
+        .iter()
+        .find(|r| {
+            r.bench == "filebench"
+                && r.metric == metric
+                && param(r, "study") == study
+                && keys.iter().all(|(k, v)| param(r, k) == *v)
+        })
+        .map(|r| r.value)
+}
+
+fn distinct(records: &Records, study: &str, key: &str) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    for r in &records.records {
+        if r.bench == "filebench"
+            && param(r, "study") == study
+            && !out.iter().any(|x| x == param(r, key))
+        {
+            out.push(param(r, key).to_string());
+        }
+    }
+    out
+}
+
+/// Print the tables: MB/s per design normalised to wedi, thread scaling, the LPMO bars.
+pub fn print_tables(records: &Records) {
+    for sync in distinct(records, "fig10", "sync") {
+        println!("\nFilebench, LOaPP Fig. 10: MB/s per design, normalised to wedi (sync {sync}; median of repeats; machine shared with other builds)");
+        let schemes = distinct(records, "fig10", "scheme");
+        print!("{:<11}", "workload");
+        for s in &schemes {
+            print!(" {s:>9}");
+        }
+        println!();
+        for w in distinct(records, "fig10", "workload") {
+            let get = |s: &str| {
+                value(
+                    records,
+                    "fig10",
+                    "mb_per_s",
+                    &[("workload", &w), ("sync", &sync), ("scheme", s)],
+                )
+            };
+            let base = get("wedi");
+            print!("{w:<11}");
+            for s in &schemes {
+                match (get(s), base) {
+                    (Some(v), Some(b)) if b > 0.0 => print!(" {:>8.2}x", v / b),
+                    (Some(v), _) => print!(" {v:>7.1}MB"),
+                    _ => print!(" {:>9}", "-"),
+                }
+            }
+            println!();
+        }
+        let sizes = records
+            .records
+            .iter()
+            .find(|r| param(r, "study") == "fig10")
+            .map(|r| {
+                format!(
+                    "sizes: {}; {} s per run; {} threads",
+                    param(r, "sizes"),
+                    param(r, "seconds"),
+                    param(r, "threads")
+                )
+            })
+            .unwrap_or_default();
+        println!("{sizes}");
+    }
+    for sync in distinct(records, "threads", "sync") {
+        println!("\nFilebench, LOaPP Fig. 11b: MB/s by threads (sync {sync})");
+        let threads = distinct(records, "threads", "threads");
+        for w in distinct(records, "threads", "workload") {
+            for s in distinct(records, "threads", "scheme") {
+                print!("{w:<11} {s:<8}");
+                for t in &threads {
+                    let v = value(
+                        records,
+                        "threads",
+                        "mb_per_s",
+                        &[
+                            ("workload", &w),
+                            ("sync", &sync),
+                            ("scheme", &s),
+                            ("threads", t),
+                        ],
+                    );
+                    print!(" {t}:{:>8.1}", v.unwrap_or(f64::NAN));
+                }
+                println!();
+            }
+        }
+    }
+    for sync in distinct(records, "lpmo", "sync") {
+        println!("\nFilebench, LPMO bars: MB/s normalised to sp:medium (plaintext on the medium, the LOaPP kernel design) (sync {sync})");
+        for w in distinct(records, "lpmo", "workload") {
+            print!("{w:<11}");
+            let base = value(
+                records,
+                "lpmo",
+                "mb_per_s",
+                &[("workload", &w), ("sync", &sync), ("scheme", "sp:medium")],
+            );
+            for (label, ..) in lpmo_bars(records, &w, &sync) {
+                print!(
+                    "  {label}: {:.2}x",
+                    label_ratio(records, &w, &sync, &label, base)
+                );
+            }
+            println!();
+        }
+    }
+}
+
+/// The LPMO bars of a workload: (label, scheme, predict, latency).
+fn lpmo_bars(records: &Records, w: &str, sync: &str) -> Vec<(String, String, String, String)> {
+    records
+        .records
+        .iter()
+        .filter(|r| {
+            r.bench == "filebench"
+                && r.metric == "mb_per_s"
+                && param(r, "study") == "lpmo"
+                && param(r, "workload") == w
+                && param(r, "sync") == sync
+        })
+        .map(|r| {
+            let (s, p, l) = (param(r, "scheme"), param(r, "predict"), param(r, "latency"));
+            let label = match (s, p == "off", l) {
+                ("sp:medium", _, _) => "medium".to_string(),
+                ("sp", true, _) => "dram-cache".into(),
+                ("sp", false, _) => "predict".into(),
+                (_, false, "dram") => "predict+integrity".into(),
+                (_, _, l) => format!("predict+integrity@{l}"),
+            };
+            (label, s.to_string(), p.to_string(), l.to_string())
+        })
+        .collect()
+}
+
+fn label_ratio(records: &Records, w: &str, sync: &str, label: &str, base: Option<f64>) -> f64 {
+    let bars = lpmo_bars(records, w, sync);
+    let Some((_, s, p, l)) = bars.iter().find(|b| b.0 == label) else {
+        return f64::NAN;
+    };
+    let v = value(
+        records,
+        "lpmo",
+        "mb_per_s",
+        &[
+            ("workload", w),
+            ("sync", sync),
+            ("scheme", s),
+            ("predict", p),
+            ("latency", l),
+        ],
+    );
+    match (v, base) {
+        (Some(v), Some(b)) if b > 0.0 => v / b,
+        _ => f64::NAN,
+    }
+}
+
+/// Draw the figures (SVG, and PNG when `rsvg-convert` exists); their paths.
+pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
+    let mut out = vec![];
+    let emit = |p: PathBuf, out: &mut Vec<PathBuf>| {
+        if let Some(png) = plot::to_png(&p) {
+            out.push(png);
+        }
+        out.push(p);
+    };
+    for sync in distinct(records, "fig10", "sync") {
+        let mut bars = vec![];
+        let mut cats = vec![];
+        for w in distinct(records, "fig10", "workload") {
+            let get = |s: &str| {
+                value(
+                    records,
+                    "fig10",
+                    "mb_per_s",
+                    &[("workload", &w), ("sync", &sync), ("scheme", s)],
+                )
+            };
+            let Some(base) = get("wedi").filter(|b| *b > 0.0) else {
+                continue;
+            };
+            for s in distinct(records, "fig10", "scheme") {
+                if let Some(v) = get(&s) {
+                    bars.push((
+                        format!("{}:{s}", &w[..w.len().min(5)]),
+                        vec![("MB/s vs wedi", v / base)],
+                    ));
+                }
+                let parts: Vec<(&str, f64)> = pmo_store::SessionStats::default()
+                    .categories()
+                    .iter()
+                    .filter_map(|(c, _)| {
+                        value(
+                            records,
+                            "fig10",
+                            "cat_us_per_op",
+                            &[
+                                ("workload", &w),
+                                ("sync", &sync),
+                                ("scheme", &s),
+                                ("category", c),
+                            ],
+                        )
+                        .map(|v| (*c, v))
+                    })
+                    .collect();
+                if !parts.is_empty() {
+                    cats.push((format!("{}:{s}", &w[..w.len().min(5)]), parts));
+                }
+            }
+        }
+        if !bars.is_empty() {
+            let p = dir.join(format!("filebench-fig10-{sync}.svg"));
+            plot::stacked_bars(
+                &p,
+                &format!("Filebench (LOaPP Fig. 10): bandwidth per design / wedi, sync {sync}"),
+                &bars,
+            )?;
+            emit(p, &mut out);
+        }
+        if !cats.is_empty() {
+            let p = dir.join(format!("filebench-categories-{sync}.svg"));
+            plot::stacked_bars(
+                &p,
+                &format!("Filebench: store time per op by category (us), sync {sync}"),
+                &cats,
+            )?;
+            emit(p, &mut out);
+        }
+    }
+    for sync in distinct(records, "threads", "sync") {
+        let mut series = vec![];
+        for w in distinct(records, "threads", "workload") {
+            for s in distinct(records, "threads", "scheme") {
+                let pts: Vec<(f64, f64)> = distinct(records, "threads", "threads")
+                    .iter()
+                    .filter_map(|t| {
+                        value(
+                            records,
+                            "threads",
+                            "mb_per_s",
+                            &[
+                                ("workload", &w),
+                                ("sync", &sync),
+                                ("scheme", &s),
+                                ("threads", t),
+                            ],
+                        )
+                        .map(|v| (t.parse().unwrap_or(0.0), v))
+                    })
+                    .collect();
+                series.push((format!("{w}:{s}"), pts));
+            }
+        }
+        let p = dir.join(format!("filebench-fig11b-{sync}.svg"));
+        plot::lines(
+            &p,
+            &format!("Filebench (LOaPP Fig. 11b): thread scaling, sync {sync}"),
+            "threads",
+            "MB/s",
+            &mut series,
+            false,
+        )?;
+        emit(p, &mut out);
+    }
+    for sync in distinct(records, "lpmo", "sync") {
+        let mut bars = vec![];
+        for w in distinct(records, "lpmo", "workload") {
+            let base = value(
+                records,
+                "lpmo",
+                "mb_per_s",
+                &[("workload", &w), ("sync", &sync), ("scheme", "sp:medium")],
+            );
+            for (label, ..) in lpmo_bars(records, &w, &sync) {
+                bars.push((
+                    format!("{}:{label}", &w[..w.len().min(5)]),
+                    vec![(
+                        "MB/s vs sp:medium",
+                        label_ratio(records, &w, &sync, &label, base),
+                    )],
+                ));
+            }
+        }
+        if !bars.is_empty() {
+            let p = dir.join(format!("filebench-lpmo-{sync}.svg"));
+            plot::stacked_bars(&p, &format!("Filebench (LPMO): DRAM cache, prediction, integrity, cxl-far / sp:medium, sync {sync}"), &bars)?;
+            emit(p, &mut out);
+        }
+    }
+    Ok(out)
+}
+
+/// Run the benchmark, print its tables, draw its figures into `out`, write
+/// `out/filebench.csv` (and `json` when given). Records are written even when some cell failed.
+pub fn run_and_report(opts: &FbOptions, out: &Path, json: Option<&Path>) -> Result<(), BenchError> {
+    let io = |op: String| move |e| BenchError::Io { op, source: e };
+    // A bad workload file or option fails here, before anything runs.
+    let workloads = load_all(opts)?;
+    for w in &workloads {
+        for e in &w.echoes {
+            eprintln!("{}: {e}", w.name);
+        }
+    }
+    std::fs::create_dir_all(out).map_err(io(format!("create {}", out.display())))?;
+    let mut records = Records::default();
+    let r = run_bench(opts, &mut records);
+    print_tables(&records);
+    for p in draw(&records, out)? {
+        println!("figure: {}", p.display());
+    }
+    let csv = out.join("filebench.csv");
+    records.write_csv(&csv)?;
+    println!("records: {}", csv.display());
+    if let Some(j) = json {
+        records.write_json(j)?;
+        println!("records: {}", j.display());
+    }
+    r
+}
+
+impl Source {
+    /// A built-in personality's name, or a path to a `.f` file.
+    pub fn parse(s: &str) -> Source {
+        if personalities::NAMES.contains(&s) {
+            Source::BuiltIn(s.into())
+        } else {
+            Source::File(s.into())
+        }
+    }
+}

@@ -1,0 +1,661 @@
+//! A workload ready to run: a parsed [`Script`] evaluated with its variables and the caller's
+//! overrides. Unknown flowops and attributes are errors naming the file, the line and the name.
+
+use std::collections::HashMap;
+
+use rand::Rng;
+use rand_distr::Distribution;
+
+use crate::lang::{parse, Attrs, LangError, Pos, RawValue, Script, Stmt};
+
+/// A size or count: fixed, or drawn from a gamma distribution (`cvar-gamma`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Dist {
+    Const(u64),
+    /// Filebench's `cvar-gamma`: `mean` and shape `gamma`.
+    Gamma {
+        mean: f64,
+        gamma: f64,
+    },
+}
+
+impl Dist {
+    /// Draw one value.
+    pub fn sample(&self, rng: &mut impl Rng) -> u64 {
+        match *self {
+            Dist::Const(v) => v,
+            Dist::Gamma { mean, gamma } => {
+                // Checked at evaluation: both positive and finite.
+                match rand_distr::Gamma::new(gamma, mean / gamma) {
+                    Ok(g) => g.sample(rng).round().max(0.0) as u64,
+                    Err(_) => mean as u64,
+                }
+            }
+        }
+    }
+    /// The mean.
+    pub fn mean(&self) -> f64 {
+        match *self {
+            Dist::Const(v) => v as f64,
+            Dist::Gamma { mean, .. } => mean,
+        }
+    }
+}
+
+/// An evaluated value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Num(f64),
+    Text(String),
+    Dist(Dist),
+    Flag,
+}
+
+/// The flowops this interpreter runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FlowopKind {
+    CreateFile,
+    OpenFile,
+    CloseFile,
+    ReadWholeFile,
+    WriteWholeFile,
+    AppendFile,
+    AppendFileRand,
+    Read,
+    Write,
+    DeleteFile,
+    StatFile,
+    Fsync,
+    OpsLimit,
+    FinishOnCount,
+}
+
+const FLOWOPS: [(&str, FlowopKind); 14] = [
+    ("createfile", FlowopKind::CreateFile),
+    ("openfile", FlowopKind::OpenFile),
+    ("closefile", FlowopKind::CloseFile),
+    ("readwholefile", FlowopKind::ReadWholeFile),
+    ("writewholefile", FlowopKind::WriteWholeFile),
+    ("appendfile", FlowopKind::AppendFile),
+    ("appendfilerand", FlowopKind::AppendFileRand),
+    ("read", FlowopKind::Read),
+    ("write", FlowopKind::Write),
+    ("deletefile", FlowopKind::DeleteFile),
+    ("statfile", FlowopKind::StatFile),
+    ("fsync", FlowopKind::Fsync),
+    ("opslimit", FlowopKind::OpsLimit),
+    ("finishoncount", FlowopKind::FinishOnCount),
+];
+
+impl FlowopKind {
+    /// Writes file data (the `paper` sync mode psyncs after it).
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            FlowopKind::WriteWholeFile
+                | FlowopKind::AppendFile
+                | FlowopKind::AppendFileRand
+                | FlowopKind::Write
+        )
+    }
+}
+
+/// A fileset (or a `define file`, a fileset of one entry).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FilesetSpec {
+    pub name: String,
+    pub path: String,
+    pub entries: u64,
+    pub dirwidth: u64,
+    pub size: Dist,
+    /// Percent of entries created before the run.
+    pub prealloc_pct: u64,
+    pub readonly: bool,
+    pub reuse: bool,
+    pub paralloc: bool,
+    /// From `define file`: the one entry is `path/name` itself.
+    pub single_file: bool,
+}
+
+/// One flowop of a thread.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Flowop {
+    pub kind: FlowopKind,
+    pub name: String,
+    /// Index into [`Workload::filesets`].
+    pub fileset: Option<usize>,
+    pub fd: u32,
+    pub srcfd: Option<u32>,
+    pub iosize: Dist,
+    pub random: bool,
+    pub iters: u64,
+    pub workingset: u64,
+    pub value: u64,
+    pub pos: Pos,
+}
+
+/// One thread instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadSpec {
+    pub process: String,
+    pub name: String,
+    pub memsize: u64,
+    pub flowops: Vec<Flowop>,
+}
+
+/// A runnable workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    pub name: String,
+    pub filesets: Vec<FilesetSpec>,
+    pub threads: Vec<ThreadSpec>,
+    /// `run N` (seconds; `None`: `run` without a time, or no `run`).
+    pub run_seconds: Option<f64>,
+    pub quit_firstdone: bool,
+    pub echoes: Vec<String>,
+    /// Every variable's final value as text (for the records).
+    pub vars: Vec<(String, String)>,
+}
+
+/// Most threads of one workload.
+pub const MAX_THREADS: u64 = 1024;
+
+/// Parse a number with an optional k/m/g/t suffix (powers of 1024).
+pub fn parse_number(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last()? {
+        (i, c) if c.eq_ignore_ascii_case(&'k') => (&s[..i], 1024.0),
+        (i, c) if c.eq_ignore_ascii_case(&'m') => (&s[..i], 1024.0 * 1024.0),
+        (i, c) if c.eq_ignore_ascii_case(&'g') => (&s[..i], 1024.0 * 1024.0 * 1024.0),
+        (i, c) if c.eq_ignore_ascii_case(&'t') => (&s[..i], 1024f64.powi(4)),
+        _ => (s, 1.0),
+    };
+    let v: f64 = num.parse().ok()?;
+    (v.is_finite() && v >= 0.0).then_some(v * mult)
+}
+
+struct Eval<'a> {
+    file: &'a str,
+    vars: HashMap<String, Value>,
+    order: Vec<String>,
+    overrides: &'a HashMap<String, Value>,
+}
+
+impl Eval<'_> {
+    fn err(&self, pos: Pos, msg: impl Into<String>) -> LangError {
+        LangError {
+            file: self.file.into(),
+            pos,
+            with_col: false,
+            msg: msg.into(),
+        }
+    }
+
+    fn value(&self, v: &RawValue, pos: Pos) -> Result<Value, LangError> {
+        Ok(match v {
+            RawValue::Word(w) => match parse_number(w) {
+                Some(n) => Value::Num(n),
+                None => Value::Text(w.clone()),
+            },
+            RawValue::Str(s) => Value::Text(s.clone()),
+            RawValue::Flag => Value::Flag,
+            RawValue::Var(name) => self
+                .vars
+                .get(name)
+                .cloned()
+                .ok_or_else(|| self.err(pos, format!("variable '${name}' is not set")))?,
+            RawValue::Cvar(pairs) => {
+                let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+                for (k, _) in pairs {
+                    if !matches!(k.as_str(), "type" | "parameters" | "min" | "max" | "round") {
+                        return Err(self.err(pos, format!("unknown cvar attribute '{k}'")));
+                    }
+                }
+                match get("type") {
+                    Some("cvar-gamma") => {}
+                    Some(t) => {
+                        return Err(self.err(
+                            pos,
+                            format!("unsupported cvar type '{t}' (supported: cvar-gamma)"),
+                        ))
+                    }
+                    None => return Err(self.err(pos, "cvar(...) needs type=")),
+                }
+                let mut mean = None;
+                let mut gamma = 1.5;
+                for p in get("parameters")
+                    .unwrap_or("")
+                    .split(';')
+                    .filter(|p| !p.is_empty())
+                {
+                    let (k, v) = p.split_once(':').ok_or_else(|| {
+                        self.err(pos, format!("cvar parameter '{p}' is not name:value"))
+                    })?;
+                    let n = parse_number(v).ok_or_else(|| {
+                        self.err(pos, format!("cvar parameter '{k}': '{v}' is not a number"))
+                    })?;
+                    match k {
+                        "mean" => mean = Some(n),
+                        "gamma" => gamma = n,
+                        other => {
+                            return Err(
+                                self.err(pos, format!("unknown cvar-gamma parameter '{other}'"))
+                            )
+                        }
+                    }
+                }
+                let mean =
+                    mean.ok_or_else(|| self.err(pos, "cvar-gamma needs parameters=mean:N"))?;
+                if mean <= 0.0 || gamma <= 0.0 {
+                    return Err(self.err(pos, "cvar-gamma mean and gamma must be positive"));
+                }
+                Value::Dist(Dist::Gamma { mean, gamma })
+            }
+        })
+    }
+
+    fn attr_value(&self, attrs: &Attrs, name: &str) -> Result<Option<(Value, Pos)>, LangError> {
+        match attrs.items.iter().find(|(n, _, _)| n == name) {
+            Some((_, v, pos)) => Ok(Some((self.value(v, *pos)?, *pos))),
+            None => Ok(None),
+        }
+    }
+
+    fn num(&self, attrs: &Attrs, name: &str, default: u64) -> Result<u64, LangError> {
+        match self.attr_value(attrs, name)? {
+            None => Ok(default),
+            Some((Value::Num(n), _)) => Ok(n.round() as u64),
+            Some((Value::Dist(d), _)) => Ok(d.mean().round() as u64),
+            Some((v, pos)) => Err(self.err(
+                pos,
+                format!("attribute '{name}' must be a number, not {v:?}"),
+            )),
+        }
+    }
+
+    fn dist(&self, attrs: &Attrs, name: &str, default: u64) -> Result<Dist, LangError> {
+        match self.attr_value(attrs, name)? {
+            None => Ok(Dist::Const(default)),
+            Some((Value::Num(n), _)) => Ok(Dist::Const(n.round() as u64)),
+            Some((Value::Dist(d), _)) => Ok(d),
+            Some((v, pos)) => {
+                Err(self.err(pos, format!("attribute '{name}' must be a size, not {v:?}")))
+            }
+        }
+    }
+
+    fn text(&self, attrs: &Attrs, name: &str) -> Result<Option<String>, LangError> {
+        match self.attr_value(attrs, name)? {
+            None => Ok(None),
+            Some((Value::Text(t), _)) => Ok(Some(t)),
+            Some((Value::Num(n), _)) => Ok(Some(format!("{n}"))),
+            Some((v, pos)) => {
+                Err(self.err(pos, format!("attribute '{name}' must be text, not {v:?}")))
+            }
+        }
+    }
+
+    fn flag(&self, attrs: &Attrs, name: &str) -> Result<bool, LangError> {
+        match self.attr_value(attrs, name)? {
+            None => Ok(false),
+            Some((Value::Flag, _)) => Ok(true),
+            Some((Value::Num(n), _)) => Ok(n != 0.0),
+            Some((Value::Text(t), pos)) => match t.as_str() {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err(self.err(pos, format!("attribute '{name}' must be true or false"))),
+            },
+            Some((_, pos)) => {
+                Err(self.err(pos, format!("attribute '{name}' must be true or false")))
+            }
+        }
+    }
+
+    fn only(&self, attrs: &Attrs, allowed: &[&str], what: &str) -> Result<(), LangError> {
+        for (n, _, pos) in &attrs.items {
+            if !allowed.contains(&n.as_str()) {
+                return Err(self.err(
+                    *pos,
+                    format!(
+                        "unknown attribute '{n}' of {what} (known: {})",
+                        allowed.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Workload {
+    /// Parse and evaluate workload text. `overrides` replace the file's own `set $VAR=`
+    /// (and define variables it never sets) before anything uses them.
+    pub fn from_text(
+        file: &str,
+        text: &str,
+        overrides: &[(String, String)],
+    ) -> Result<Workload, LangError> {
+        let script = parse(file, text)?;
+        Workload::from_script(&script, overrides)
+    }
+
+    /// Evaluate a parsed script.
+    pub fn from_script(
+        script: &Script,
+        overrides: &[(String, String)],
+    ) -> Result<Workload, LangError> {
+        let ov = eval_overrides(overrides)?;
+        let mut e = Eval {
+            file: &script.file,
+            vars: ov.clone(),
+            order: ov.keys().cloned().collect(),
+            overrides: &ov,
+        };
+        e.order.sort();
+        Workload::evaluate(script, e)
+    }
+
+    fn evaluate(script: &Script, mut e: Eval<'_>) -> Result<Workload, LangError> {
+        let name = std::path::Path::new(&script.file)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| script.file.clone());
+        let mut w = Workload {
+            name,
+            filesets: vec![],
+            threads: vec![],
+            run_seconds: None,
+            quit_firstdone: false,
+            echoes: vec![],
+            vars: vec![],
+        };
+        let mut thread_defs = vec![];
+        for (stmt, pos) in &script.stmts {
+            match stmt {
+                Stmt::Set { var, value } => {
+                    let v = match e.overrides.get(var) {
+                        Some(v) => v.clone(),
+                        None => e.value(value, *pos)?,
+                    };
+                    if !e.order.contains(var) {
+                        e.order.push(var.clone());
+                    }
+                    e.vars.insert(var.clone(), v);
+                }
+                Stmt::SetMode(words) => match words.iter().map(|s| s.as_str()).collect::<Vec<_>>()[..] {
+                    ["quit", "firstdone"] => w.quit_firstdone = true,
+                    ["quit", "alldone" | "timebased"] => {}
+                    _ => return Err(e.err(*pos, format!("unsupported 'set mode {}' (supported: quit firstdone|alldone|timebased)", words.join(" ")))),
+                },
+                Stmt::DefineFileset(a) | Stmt::DefineFile(a) => {
+                    let single = matches!(stmt, Stmt::DefineFile(_));
+                    let mut allowed = vec!["name", "path", "size", "prealloc", "readonly", "reuse", "paralloc"];
+                    if !single {
+                        allowed.extend(["entries", "dirwidth"]);
+                    }
+                    e.only(a, &allowed, if single { "define file" } else { "define fileset" })?;
+                    let name = e
+                        .text(a, "name")?
+                        .ok_or_else(|| e.err(*pos, "a fileset needs name="))?;
+                    if w.filesets.iter().any(|f| f.name == name) {
+                        return Err(e.err(*pos, format!("fileset '{name}' is defined twice")));
+                    }
+                    let path = e.text(a, "path")?.unwrap_or_else(|| "/tmp".into());
+                    let prealloc_pct = match e.attr_value(a, "prealloc")? {
+                        None => 0,
+                        Some((Value::Flag, _)) => 100,
+                        Some((Value::Num(n), _)) if n <= 100.0 => n as u64,
+                        Some((_, p)) => return Err(e.err(p, "prealloc must be a percentage (0-100)")),
+                    };
+                    let entries = if single { 1 } else { e.num(a, "entries", 1)? };
+                    if entries == 0 {
+                        return Err(e.err(*pos, format!("fileset '{name}' has no entries")));
+                    }
+                    w.filesets.push(FilesetSpec {
+                        name,
+                        path,
+                        entries,
+                        dirwidth: e.num(a, "dirwidth", 0)?.max(1),
+                        size: e.dist(a, "size", 0)?,
+                        prealloc_pct,
+                        readonly: e.flag(a, "readonly")?,
+                        reuse: e.flag(a, "reuse")?,
+                        paralloc: e.flag(a, "paralloc")?,
+                        single_file: single,
+                    });
+                }
+                Stmt::DefineProcess { attrs, threads } => {
+                    e.only(attrs, &["name", "instances", "nice"], "define process")?;
+                    let pname = e.text(attrs, "name")?.unwrap_or_else(|| "process".into());
+                    let pinst = e.num(attrs, "instances", 1)?;
+                    thread_defs.push((pname, pinst, threads.clone()));
+                }
+                Stmt::Run(v) => {
+                    w.run_seconds = match v {
+                        None => None,
+                        Some(v) => match e.value(v, *pos)? {
+                            Value::Num(n) => Some(n),
+                            other => return Err(e.err(*pos, format!("run needs seconds, not {other:?}"))),
+                        },
+                    }
+                }
+                Stmt::Echo(s) => w.echoes.push(s.clone()),
+            }
+        }
+        // Threads are resolved after every fileset is defined (a thread may name a fileset
+        // defined below its process).
+        for (pname, pinst, threads) in thread_defs {
+            for t in &threads {
+                e.only(
+                    &t.attrs,
+                    &["name", "memsize", "instances", "useism"],
+                    "thread",
+                )?;
+                let tname = e.text(&t.attrs, "name")?.unwrap_or_else(|| "thread".into());
+                let tinst = e.num(&t.attrs, "instances", 1)?;
+                let memsize = e.num(&t.attrs, "memsize", 1 << 20)?;
+                let mut flowops = vec![];
+                for f in &t.flowops {
+                    flowops.push(flowop(&e, &w, f)?);
+                }
+                let n = pinst.saturating_mul(tinst);
+                if (w.threads.len() as u64).saturating_add(n) > MAX_THREADS {
+                    return Err(e.err(t.pos, format!("more than {MAX_THREADS} threads")));
+                }
+                for _ in 0..n {
+                    w.threads.push(ThreadSpec {
+                        process: pname.clone(),
+                        name: tname.clone(),
+                        memsize,
+                        flowops: flowops.clone(),
+                    });
+                }
+            }
+        }
+        w.vars = e
+            .order
+            .iter()
+            .filter_map(|k| e.vars.get(k).map(|v| (k.clone(), show_value(v))))
+            .collect();
+        Ok(w)
+    }
+}
+
+/// Evaluate `--set VAR=VALUE` overrides (each VALUE in the language's own syntax).
+pub fn eval_overrides(overrides: &[(String, String)]) -> Result<HashMap<String, Value>, LangError> {
+    let mut ov = HashMap::new();
+    for (k, v) in overrides {
+        let s = parse("--set", &format!("set ${k}={v}"))?;
+        let Some((Stmt::Set { value, .. }, pos)) = s.stmts.first() else {
+            return Err(LangError {
+                file: "--set".into(),
+                pos: Pos::default(),
+                with_col: false,
+                msg: format!("'{k}={v}' is not an assignment"),
+            });
+        };
+        let e = Eval {
+            file: "--set",
+            vars: HashMap::new(),
+            order: vec![],
+            overrides: &HashMap::new(),
+        };
+        ov.insert(k.clone(), e.value(value, *pos)?);
+    }
+    Ok(ov)
+}
+
+fn show_value(v: &Value) -> String {
+    match v {
+        Value::Num(n) => format!("{n}"),
+        Value::Text(t) => t.clone(),
+        Value::Flag => "true".into(),
+        Value::Dist(Dist::Const(c)) => format!("{c}"),
+        Value::Dist(Dist::Gamma { mean, gamma }) => format!("gamma(mean={mean},gamma={gamma})"),
+    }
+}
+
+fn flowop(e: &Eval<'_>, w: &Workload, f: &crate::lang::FlowopDef) -> Result<Flowop, LangError> {
+    let kind = FLOWOPS
+        .iter()
+        .find(|(n, _)| *n == f.kind)
+        .map(|(_, k)| *k)
+        .ok_or_else(|| {
+            let known: Vec<&str> = FLOWOPS.iter().map(|(n, _)| *n).collect();
+            e.err(
+                f.pos,
+                format!("unknown flowop '{}' (known: {})", f.kind, known.join(", ")),
+            )
+        })?;
+    e.only(
+        &f.attrs,
+        &[
+            "name",
+            "filesetname",
+            "filename",
+            "fd",
+            "srcfd",
+            "iosize",
+            "random",
+            "iters",
+            "workingset",
+            "value",
+            "target",
+        ],
+        &format!("flowop {}", f.kind),
+    )?;
+    let set = match (
+        e.text(&f.attrs, "filesetname")?,
+        e.text(&f.attrs, "filename")?,
+    ) {
+        (Some(n), _) | (None, Some(n)) => {
+            Some(w.filesets.iter().position(|s| s.name == n).ok_or_else(|| {
+                e.err(
+                    f.pos,
+                    format!("flowop {}: no fileset or file named '{n}'", f.kind),
+                )
+            })?)
+        }
+        (None, None) => None,
+    };
+    let needs_set = matches!(
+        kind,
+        FlowopKind::CreateFile | FlowopKind::DeleteFile | FlowopKind::StatFile
+    );
+    if needs_set && set.is_none() {
+        return Err(e.err(
+            f.pos,
+            format!("flowop {} needs filesetname= or filename=", f.kind),
+        ));
+    }
+    Ok(Flowop {
+        kind,
+        name: e.text(&f.attrs, "name")?.unwrap_or_else(|| f.kind.clone()),
+        fileset: set,
+        fd: e.num(&f.attrs, "fd", 0)? as u32,
+        srcfd: match e.attr_value(&f.attrs, "srcfd")? {
+            None => None,
+            Some(_) => Some(e.num(&f.attrs, "srcfd", 0)? as u32),
+        },
+        iosize: e.dist(&f.attrs, "iosize", 1 << 20)?,
+        random: e.flag(&f.attrs, "random")?,
+        iters: e.num(&f.attrs, "iters", 1)?.max(1),
+        workingset: e.num(&f.attrs, "workingset", 0)?,
+        value: e.num(&f.attrs, "value", 0)?,
+        pos: f.pos,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const W: &str =
+        "set $dir=/tmp\nset $n=100\nset $fs=cvar(type=cvar-gamma,parameters=mean:4096;gamma:1.5)\n\
+        define fileset name=b,path=$dir,size=$fs,entries=$n,dirwidth=20,prealloc=80\n\
+        define process name=p,instances=2\n{\nthread name=t,memsize=1m,instances=3\n{\n\
+        flowop openfile name=o,filesetname=b,fd=1\nflowop readwholefile name=r,fd=1,iosize=1m\n\
+        flowop closefile name=c,fd=1\n}\n}\nrun 60\n";
+
+    #[test]
+    fn evaluates_with_overrides() {
+        let w = Workload::from_text(
+            "x.f",
+            W,
+            &[("n".into(), "7".into()), ("extra".into(), "1k".into())],
+        )
+        .unwrap();
+        assert_eq!(w.filesets[0].entries, 7);
+        assert_eq!(w.filesets[0].path, "/tmp");
+        assert_eq!(
+            w.filesets[0].size,
+            Dist::Gamma {
+                mean: 4096.0,
+                gamma: 1.5
+            }
+        );
+        assert_eq!(w.threads.len(), 6);
+        assert_eq!(w.threads[0].flowops[1].iosize, Dist::Const(1 << 20));
+        assert_eq!(w.run_seconds, Some(60.0));
+        assert!(w.vars.contains(&("extra".into(), "1024".into())));
+    }
+
+    #[test]
+    fn unknown_names_are_errors_with_file_and_line() {
+        let bad = W.replace("readwholefile name=r", "readwholefiel name=r");
+        let e = Workload::from_text("x.f", &bad, &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("x.f:10: unknown flowop 'readwholefiel'"),
+            "{e}"
+        );
+        let bad = W.replace("iosize=1m", "iosiz=1m");
+        let e = Workload::from_text("x.f", &bad, &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("x.f:10: unknown attribute 'iosiz' of flowop readwholefile"),
+            "{e}"
+        );
+        let bad = W.replace("$dir,", "$nodir,");
+        let e = Workload::from_text("x.f", &bad, &[]).unwrap_err();
+        assert_eq!(e.to_string(), "x.f:4: variable '$nodir' is not set");
+        let e = Workload::from_text("x.f", W, &[("n".into(), "cvar(".into())]).unwrap_err();
+        assert!(e.file == "--set", "{e}");
+    }
+
+    #[test]
+    fn numbers_and_gamma() {
+        assert_eq!(parse_number("16k"), Some(16384.0));
+        assert_eq!(parse_number("1m"), Some(1048576.0));
+        assert_eq!(parse_number("1.5"), Some(1.5));
+        assert_eq!(parse_number("x"), None);
+        let d = Dist::Gamma {
+            mean: 1000.0,
+            gamma: 1.5,
+        };
+        let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(7);
+        let n = 2000;
+        let m: f64 = (0..n).map(|_| d.sample(&mut rng) as f64).sum::<f64>() / n as f64;
+        assert!((m - 1000.0).abs() < 200.0, "sample mean {m}");
+    }
+}

@@ -1,0 +1,143 @@
+//! Filebench's own four workload files (from `../shared/filebench/` beside the workspace, when
+//! it exists), unchanged, run briefly at small sizes set by overrides, on the pmo file store and
+//! on a plain directory; the built-in personalities the same way; a full store reported as an
+//! error.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pmo_filebench::backend::{Backend, PmoBackend, PosixBackend};
+use pmo_filebench::run::{run, RunError, RunOptions, SyncMode};
+use pmo_filebench::{personalities, Workload};
+use pmo_fs::{FileStore, FsOptions};
+use pmo_medium::crash::CrashMedium;
+use pmo_store::{KdfParams, Pool, PoolOptions, Scheme};
+
+fn shared_dir() -> Option<PathBuf> {
+    let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/filebench");
+    if d.join("fileserver.f").exists() {
+        Some(d)
+    } else {
+        eprintln!(
+            "note: {} not found; skipping Filebench's own files",
+            d.display()
+        );
+        None
+    }
+}
+
+fn small() -> Vec<(String, String)> {
+    [
+        ("nfiles", "24"),
+        ("nthreads", "3"),
+        (
+            "filesize",
+            "cvar(type=cvar-gamma,parameters=mean:8192;gamma:1.5)",
+        ),
+        ("meanfilesize", "8k"),
+        ("iosize", "64k"),
+        ("meanappendsize", "4k"),
+        ("meaniosize", "4k"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+fn pmo_store(bytes: u64, scheme: &str) -> FileStore {
+    let pool = Pool::create_on(
+        Arc::new(CrashMedium::new(bytes)),
+        &PoolOptions {
+            kdf: KdfParams::INSECURE_FAST,
+            ns_capacity: Some(512),
+            scheme: Scheme::from_name(scheme).unwrap(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    FileStore::open(pool, FsOptions::default()).unwrap()
+}
+
+fn opts(sync: SyncMode) -> RunOptions {
+    RunOptions {
+        seconds_cap: Some(0.4),
+        sync,
+        ..Default::default()
+    }
+}
+
+fn exercise(w: &Workload, label: &str) {
+    for sync in [SyncMode::Paper, SyncMode::Fsync] {
+        let fs = pmo_store(64 << 20, "secure");
+        let b = PmoBackend { fs: fs.clone() };
+        let r = run(w, &b, &opts(sync)).unwrap_or_else(|e| panic!("{label} pmo {sync:?}: {e}"));
+        assert!(r.ops > 0 && r.read_bytes > 0, "{label} pmo: {r:?}");
+        if w.name != "webproxy" || sync == SyncMode::Paper {
+            assert!(r.write_bytes > 0, "{label} pmo: {r:?}");
+        }
+        if sync == SyncMode::Paper {
+            assert!(r.syncs > 0, "{label}: paper mode psyncs after writes");
+        }
+        let c = fs.check().unwrap();
+        assert!(c.problems.is_empty(), "{label}: {:?}", c.problems);
+        assert_eq!(c.used_bytes + c.free_bytes, c.heap_bytes);
+        assert!(c.files > 0);
+        assert!(
+            fs.session_stats().psyncs > 0,
+            "{label}: store categories counted"
+        );
+        drop(b);
+        pmo_store::wait_for_background_detaches();
+    }
+    let dir = std::env::temp_dir().join(format!("pmo-fb-test-{}-{label}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let b = PosixBackend { root: dir.clone() };
+    let r = run(w, &b, &opts(SyncMode::Fsync)).unwrap_or_else(|e| panic!("{label} posix: {e}"));
+    assert!(r.ops > 0 && r.read_bytes > 0, "{label} posix: {r:?}");
+    assert!(b.kind() == "posix" && dir.join("tmp").is_dir());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn filebench_own_files_run_unchanged() {
+    let Some(d) = shared_dir() else { return };
+    for name in personalities::NAMES {
+        let path = d.join(format!("{name}.f"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let w = Workload::from_text(&path.display().to_string(), &text, &small())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(w.filesets[0].entries, 24);
+        assert_eq!(w.threads.len(), 3);
+        exercise(&w, name);
+    }
+}
+
+#[test]
+fn built_in_personalities_run() {
+    for name in personalities::NAMES {
+        let w = personalities::personality(name, &small()).unwrap();
+        exercise(&w, &format!("builtin-{name}"));
+    }
+}
+
+#[test]
+fn a_full_store_is_an_error_the_run_reports() {
+    let w = personalities::personality(
+        "fileserver",
+        &[
+            ("nfiles".into(), "400".into()),
+            ("nthreads".into(), "2".into()),
+        ],
+    )
+    .unwrap();
+    let fs = pmo_store(4 << 20, "none");
+    let b = PmoBackend { fs: fs.clone() };
+    let e = run(&w, &b, &opts(SyncMode::Fsync)).unwrap_err();
+    assert!(
+        matches!(e, RunError::Setup { .. } | RunError::Flowop { .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("full"), "{e}");
+    let c = fs.check().unwrap();
+    assert!(c.problems.is_empty(), "{:?}", c.problems);
+}
