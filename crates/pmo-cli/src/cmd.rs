@@ -214,6 +214,15 @@ enum Cmd {
         #[command(flatten)]
         key: KeyArg,
     },
+    /// LMDB's tools on environments kept in PMOs: stat, dump, load, copy, drop (mdb_TOOL's own
+    /// options; environment paths are PMO names; docs/lmdb.md)
+    Lmdb {
+        /// stat, dump, load, copy or drop
+        tool: String,
+        /// The tool's arguments, e.g. `-e NAME`
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Run benchmarks; write tidy CSV/JSON records, tables and figures
     #[command(after_help = BENCH_HELP)]
     Bench {
@@ -982,6 +991,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             crate::demo::run(&pool_path(&cli), &key)?;
         }
+        Cmd::Lmdb { tool, args } => {
+            let pool = open(&cli)?;
+            let key = key(&cli)?;
+            let code = pmo_lmdb::programs::cli(pool, &key, tool, args)?;
+            if code != 0 {
+                std::process::exit(code);
+            }
+        }
         Cmd::Bench {
             which,
             quick,
@@ -1098,8 +1115,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     pmo_filebench::bench::run_and_report(&o, out, json.as_deref())?;
                     return Ok(());
                 }
+                "lmdb" | "ycsb" => {
+                    let mut opts = pmo_lmdb::bench::LmdbBenchOptions::new(*quick);
+                    if let Some(d) = dir {
+                        opts.dir = d.clone();
+                    }
+                    opts.disk_dir = out.join("lmdb-disk");
+                    if !schemes.is_empty() {
+                        opts.schemes = schemes.clone();
+                    }
+                    std::fs::create_dir_all(out)
+                        .with_context(|| format!("create {}", out.display()))?;
+                    let r = pmo_lmdb::bench::run(&opts, which, &mut records);
+                    let _ = std::fs::remove_dir_all(&opts.disk_dir);
+                    pmo_lmdb::bench::print_tables(&records);
+                    for f in pmo_lmdb::bench::draw(&records, out)? {
+                        outln!("figure: {}", f.display())?;
+                    }
+                    r?;
+                }
                 other => {
-                    bail!("unknown benchmark '{other}' (known: suite, store, schemes, filebench)")
+                    bail!("unknown benchmark '{other}' (known: suite, store, schemes, filebench, lmdb, ycsb)")
                 }
             }
             std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;

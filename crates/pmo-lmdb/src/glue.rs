@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use pmo_store::{AttachOptions, Attachment, Perm, Pool, Scheme, StoreError};
 
@@ -68,6 +68,21 @@ fn default_pool_path() -> Option<PathBuf> {
 
 static BACKEND: Mutex<Option<Arc<Backend>>> = Mutex::new(None);
 
+/// The attachments of the environments open in this process, by PMO name.
+static OPEN: Mutex<Vec<(String, Weak<Attachment>)>> = Mutex::new(Vec::new());
+
+/// The attach session figures (time in the LOaPP Fig. 6 categories, faults, pages) of the open
+/// environment on PMO `name`, for the benchmarks' time breakdown.
+pub fn session_stats(name: &str) -> Option<pmo_store::SessionStats> {
+    let att = OPEN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(n, _)| n == name)
+        .and_then(|(_, w)| w.upgrade())?;
+    Some(att.session_stats())
+}
+
 /// Use `backend` for every environment this process opens on a PMO from now on (environments
 /// open already keep theirs).
 pub fn install(backend: Backend) {
@@ -89,15 +104,23 @@ fn backend() -> Result<Arc<Backend>, LmdbError> {
     Ok(b)
 }
 
+static ALL_PATHS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Make every environment path name a PMO in this process, as `PMO_LMDB=1` does.
+pub fn set_all_paths(on: bool) {
+    ALL_PATHS.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The PMO an environment path names: `pmo:NAME`, or with `PMO_LMDB=1` any path (its leading
 /// `./` and trailing `/` dropped, so `./testdb` and `testdb/` name the PMO `testdb`).
 pub fn pmo_name(path: &str) -> Option<String> {
     if let Some(name) = path.strip_prefix("pmo:") {
         return Some(name.to_string());
     }
-    let all = std::env::var("PMO_LMDB")
-        .map(|v| !v.is_empty() && v != "0")
-        .unwrap_or(false);
+    let all = ALL_PATHS.load(std::sync::atomic::Ordering::Relaxed)
+        || std::env::var("PMO_LMDB")
+            .map(|v| !v.is_empty() && v != "0")
+            .unwrap_or(false);
     if !all {
         return None;
     }
@@ -146,7 +169,8 @@ pub struct PmoLmdbMap {
 }
 
 struct MapState {
-    att: Option<Attachment>,
+    att: Option<Arc<Attachment>>,
+    name: String,
     _lock_path: CString,
     /// Never psynced when attached: reads as an empty data file.
     fresh: bool,
@@ -221,8 +245,13 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
     let lock = lock_path(&backend, &name)?;
     let lock = CString::new(lock.into_os_string().into_encoded_bytes())
         .map_err(|_| LmdbError::Lock("lock path holds a NUL".into()))?;
+    let att = Arc::new(att);
+    OPEN.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((name.clone(), Arc::downgrade(&att)));
     let state = Box::new(MapState {
         att: Some(att),
+        name,
         _lock_path: lock,
         fresh,
     });
@@ -365,13 +394,19 @@ pub extern "C" fn pmo_lmdb_close(map: *mut PmoLmdbMap, sync: c_int) {
     // SAFETY: the handle was made with Box::into_raw in `open`, and is freed only here.
     let mut st = unsafe { Box::from_raw(map.handle.cast::<MapState>()) };
     if let Some(att) = st.att.take() {
+        OPEN.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(n, w)| !(n == &st.name && std::ptr::eq(w.as_ptr(), Arc::as_ptr(&att))));
         if sync != 0 && att.perm() == Perm::Write {
             if let Err(e) = att.psync() {
                 set_error(&e.into());
             }
         }
-        if let Err(e) = att.detach() {
-            set_error(&e.into());
+        // Only session_stats borrows the Arc, for a moment; if it does, its drop detaches.
+        if let Ok(att) = Arc::try_unwrap(att) {
+            if let Err(e) = att.detach() {
+                set_error(&e.into());
+            }
         }
     }
 }

@@ -13,6 +13,7 @@
 //! - [`kv`]: the YCSB store (`pmo_ycsb::KvStore`) over an environment.
 #![deny(unsafe_code)]
 
+pub mod bench;
 pub mod crashcheck;
 pub mod env;
 pub mod ffi;

@@ -8,6 +8,10 @@ use std::ffi::{c_char, c_int, CString};
 
 use crate::ffi::programs as p;
 
+extern "C" {
+    static mut optind: c_int;
+}
+
 type Main = unsafe extern "C" fn(c_int, *mut *mut c_char) -> c_int;
 
 /// The programs, by name.
@@ -39,6 +43,9 @@ fn entry(name: &str) -> Option<Main> {
 /// (`pmo-lmdb-run`). `None`: no such program.
 pub fn run(name: &str, args: &[String]) -> Option<i32> {
     let main = entry(name)?;
+    // SAFETY: getopt's global cursor; reset so that a second program in this process parses
+    // its own arguments (no other thread runs getopt).
+    unsafe { optind = 1 };
     let owned: Vec<CString> = std::iter::once(name.to_string())
         .chain(args.iter().cloned())
         .map(|a| CString::new(a.replace('\0', "")).unwrap_or_default())
@@ -48,4 +55,41 @@ pub fn run(name: &str, args: &[String]) -> Option<i32> {
     // SAFETY: argv is a NULL-terminated array of `owned.len()` NUL-terminated strings that outlive
     // the call; the programs may permute argv (getopt) but do not free it.
     Some(unsafe { main(owned.len() as c_int, argv.as_mut_ptr()) })
+}
+
+/// `pmo lmdb TOOL ARGS`: LMDB's tool `mdb_TOOL` (stat, dump, load, copy, drop) on the PMOs of
+/// `pool` opened with `key`; every environment path names a PMO (`pmo:` optional), except
+/// mdb_copy's destination, a directory. Returns the exit code: the tool's, or 2 when the pool
+/// reported corruption or a failed integrity check. The tools print their own errors; a
+/// failure below LMDB (a wrong key, a busy PMO) is printed on one more line.
+pub fn cli(
+    pool: pmo_store::Pool,
+    key: &[u8],
+    tool: &str,
+    args: &[String],
+) -> Result<i32, crate::LmdbError> {
+    const TOOLS: [&str; 5] = ["stat", "dump", "load", "copy", "drop"];
+    if !TOOLS.contains(&tool) {
+        return Err(crate::LmdbError::Usage(format!(
+            "unknown LMDB tool '{tool}' (one of {})",
+            TOOLS.join(", ")
+        )));
+    }
+    crate::glue::install(crate::Backend::new(pool, key));
+    crate::glue::set_all_paths(true);
+    crate::glue::clear_last_error();
+    let code = run(&format!("mdb_{tool}"), args).unwrap_or(1);
+    let last = crate::glue::last_error();
+    crate::glue::uninstall();
+    Ok(match last {
+        Some((msg, integrity)) if code != 0 => {
+            eprintln!("pmo: {msg}");
+            if integrity {
+                2
+            } else {
+                code
+            }
+        }
+        _ => code,
+    })
 }

@@ -13,7 +13,10 @@ use pmo_store::Perm;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn rdonly() -> EnvOptions {
-    EnvOptions { flags: ffi::MDB_RDONLY, ..Default::default() }
+    EnvOptions {
+        flags: ffi::MDB_RDONLY,
+        ..Default::default()
+    }
 }
 
 fn code(e: &LmdbError) -> i32 {
@@ -32,14 +35,17 @@ fn a_pmo_that_is_not_an_environment_is_refused_and_left_alone() {
     for (name, page) in [("junk", 0usize), ("sparse", 5)] {
         tp.pool.pcreate(name, 1 << 20, KEY.as_bytes()).unwrap();
         let a = tp.pool.attach(name, Perm::Write, KEY.as_bytes()).unwrap();
-        a.write_at(page * 4096, b"this is not an LMDB environment").unwrap();
+        a.write_at(page * 4096, b"this is not an LMDB environment")
+            .unwrap();
         a.psync().unwrap();
         a.detach().unwrap();
     }
     tp.install();
     for name in ["junk", "sparse"] {
         for opts in [rdonly(), EnvOptions::default()] {
-            let e = Env::open(&format!("pmo:{name}"), opts).err().expect("opened a non-LMDB PMO");
+            let e = Env::open(&format!("pmo:{name}"), opts)
+                .err()
+                .expect("opened a non-LMDB PMO");
             assert_eq!(code(&e), ffi::MDB_INVALID, "{name}: {e}");
             assert!(e.to_string().contains("not an LMDB file"), "{e}");
         }
@@ -66,18 +72,30 @@ fn a_wrong_key_is_refused_and_the_data_survives() {
     let tp = TestPool::new("wrongkey", "secure", 64 << 20);
     tp.install();
     {
-        let env = Env::open("pmo:db", EnvOptions { map_size: Some(1 << 20), ..Default::default() }).unwrap();
+        let env = Env::open(
+            "pmo:db",
+            EnvOptions {
+                map_size: Some(1 << 20),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         env.put1(b"k", b"committed").unwrap();
     }
     pmo_lmdb::install(pmo_lmdb::Backend::new(tp.pool.clone(), b"not the key"));
     for opts in [rdonly(), EnvOptions::default()] {
-        let e = Env::open("pmo:db", opts).err().expect("opened with a wrong key");
+        let e = Env::open("pmo:db", opts)
+            .err()
+            .expect("opened with a wrong key");
         assert_eq!(code(&e), libc::EACCES);
         assert!(e.to_string().contains("wrong key for PMO 'db'"), "{e}");
     }
     tp.install();
     let env = Env::open("pmo:db", rdonly()).unwrap();
-    assert_eq!(env.begin(true).unwrap().get(b"k").unwrap().as_deref(), Some(&b"committed"[..]));
+    assert_eq!(
+        env.begin(true).unwrap().get(b"k").unwrap().as_deref(),
+        Some(&b"committed"[..])
+    );
     drop(env);
     pmo_lmdb::uninstall();
     // A tool with the wrong key: exit 1 and the reason on stderr.
@@ -98,7 +116,14 @@ fn a_full_pmo_says_map_full_and_keeps_every_commit() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tp = TestPool::new("full", "secure", 64 << 20);
     tp.install();
-    let env = Env::open("pmo:small", EnvOptions { map_size: Some(256 << 10), ..Default::default() }).unwrap();
+    let env = Env::open(
+        "pmo:small",
+        EnvOptions {
+            map_size: Some(256 << 10),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!(tp.pool.info("small").unwrap().size, 256 << 10);
     let value = vec![7u8; 1000];
     let mut committed = 0u32;
@@ -124,7 +149,12 @@ fn a_full_pmo_says_map_full_and_keeps_every_commit() {
     let n = t.walk(None, |_, _| true).unwrap();
     assert_eq!(n, committed as usize);
     assert_eq!(t.get(b"key000000").unwrap().as_deref(), Some(&b"small"[..]));
-    assert_eq!(t.get(format!("key{:06}", committed - 1).as_bytes()).unwrap().as_deref(), Some(&value[..]));
+    assert_eq!(
+        t.get(format!("key{:06}", committed - 1).as_bytes())
+            .unwrap()
+            .as_deref(),
+        Some(&value[..])
+    );
 }
 
 #[test]
@@ -132,12 +162,19 @@ fn a_missing_pmo_opened_read_only_is_not_created() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tp = TestPool::new("missing", "secure", 64 << 20);
     tp.install();
-    let e = Env::open("pmo:nothing", rdonly()).err().expect("opened a missing PMO");
+    let e = Env::open("pmo:nothing", rdonly())
+        .err()
+        .expect("opened a missing PMO");
     assert_eq!(code(&e), libc::ENOENT);
     assert!(e.to_string().contains("no PMO named 'nothing'"), "{e}");
     assert!(!tp.pool.exists("nothing").unwrap());
     // A path that names no PMO is an ordinary LMDB file environment (and its directory must
     // exist, as LMDB requires).
-    let e = Env::open(tp.dir.join("no-such-dir").to_str().unwrap(), EnvOptions::default()).err().unwrap();
+    let e = Env::open(
+        tp.dir.join("no-such-dir").to_str().unwrap(),
+        EnvOptions::default(),
+    )
+    .err()
+    .unwrap();
     assert_eq!(code(&e), libc::ENOENT);
 }

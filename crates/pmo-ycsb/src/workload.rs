@@ -158,9 +158,11 @@ impl Workload {
                         "zipfian" => Distribution::Zipfian,
                         "uniform" => Distribution::Uniform,
                         "latest" => Distribution::Latest,
-                        _ => return Err(format!(
+                        _ => {
+                            return Err(format!(
                             "requestdistribution={v} is not supported (zipfian, uniform, latest)"
-                        )),
+                        ))
+                        }
                     }
                 }
                 "scanlengthdistribution" if v != "uniform" => {

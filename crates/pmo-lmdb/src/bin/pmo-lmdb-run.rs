@@ -3,6 +3,9 @@
 //! patched library, so `pmo:NAME` paths (or any path under `PMO_LMDB=1`) are PMOs of the pool
 //! `PMO_POOL` with the key `PMO_KEY`. The programs' own exit status is returned.
 //!
+//! `pmo-lmdb-run --include-dir`: the directory of the `lmdb.h` to compile C programs with
+//! against `libpmo_lmdb.a`.
+//!
 //! `pmo-lmdb-run writer PATH`: a stream of committed write transactions for the crash tests:
 //! transaction i puts key `k%08d` (i) = value derived from i, and after its commit returns
 //! prints `i` on stdout. Runs until killed.
@@ -18,6 +21,11 @@ fn main() {
         );
         std::process::exit(1);
     };
+    if prog == "--include-dir" {
+        // The patched source's directory: its lmdb.h is the header for libpmo_lmdb.a.
+        println!("{}", concat!(env!("OUT_DIR"), "/liblmdb"));
+        return;
+    }
     if prog == "writer" {
         std::process::exit(writer(args.get(1).map_or("pmo:crash", |s| s.as_str())));
     }

@@ -1,0 +1,858 @@
+//! `pmo bench lmdb` and `pmo bench ycsb`: LMDB on PMOs side by side with LMDB on a file in
+//! `/dev/shm` (synchronous commits: the peer a user would pick instead) and on the disk
+//! (fsync), in one run.
+//!
+//! - `commit`: a durable write transaction of one 1 KiB record (put + commit), per store;
+//!   for PMOs the time split into the LOaPP categories (psync encryption/copy, psync persist,
+//!   page faults, the rest: LMDB itself).
+//! - `ycsb`: YCSB A-F (load, then each run phase) per store: throughput, p50/p99/p99.9.
+//! - the LPMO analogues: every scheme; the plaintext copy in DRAM vs on the medium; dirty
+//!   tracking by faults vs page-table scan; `MDB_WRITEMAP` or not for the file peer (the mode
+//!   choice); a cold scan after attach with prediction off vs adaptive; `cxl-far` latency.
+//!
+//! Records (CSV, JSON) through `pmo_bench::Records`, figures through `pmo_bench::plot`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use pmo_bench::{median, BenchError, Records, TempPool};
+use pmo_store::{AttachOptions, DirtyTracking, PredictConfig, Scheme};
+use pmo_ycsb::{KvStore, Workload};
+
+use crate::kv::LmdbKv;
+use crate::{ffi, glue, Env, EnvOptions};
+
+const KEY: &[u8] = b"bench";
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct LmdbBenchOptions {
+    pub quick: bool,
+    /// Directory of pools and `/dev/shm` environments (default `/dev/shm`).
+    pub dir: PathBuf,
+    /// Directory on the disk for the fsync peer (default `bench-out/lmdb-disk`).
+    pub disk_dir: PathBuf,
+    /// YCSB workload files (`workloada`..); `None`: the built-in core workloads.
+    pub ycsb_dir: Option<PathBuf>,
+    /// Records loaded and operations per run phase (`None`: the workload files' own counts,
+    /// scaled up outside `--quick`).
+    pub records: Option<u64>,
+    pub operations: Option<u64>,
+    /// Schemes of the PMO stores (default: secure, none, and outside `--quick` the LOaPP ones).
+    pub schemes: Vec<String>,
+    /// Which parts: `commit`, `ycsb`, `lpmo` (the analogues).
+    pub parts: Vec<String>,
+}
+
+impl LmdbBenchOptions {
+    pub fn new(quick: bool) -> LmdbBenchOptions {
+        let shm = Path::new("/dev/shm");
+        LmdbBenchOptions {
+            quick,
+            dir: if shm.is_dir() {
+                shm.into()
+            } else {
+                std::env::temp_dir()
+            },
+            disk_dir: PathBuf::from("bench-out/lmdb-disk"),
+            ycsb_dir: default_ycsb_dir(),
+            records: None,
+            operations: None,
+            schemes: if quick {
+                vec!["secure".into(), "none".into()]
+            } else {
+                ["secure", "none", "wedi", "sp-ip", "bp-ip"]
+                    .map(String::from)
+                    .to_vec()
+            },
+            parts: vec!["commit".into(), "ycsb".into(), "lpmo".into()],
+        }
+    }
+}
+
+/// `PMO_YCSB_DIR`, else `../shared/ycsb` from the working directory or from this workspace's
+/// root, when it holds YCSB's files.
+pub fn default_ycsb_dir() -> Option<PathBuf> {
+    let candidates = [
+        std::env::var_os("PMO_YCSB_DIR").map(PathBuf::from),
+        Some(PathBuf::from("../shared/ycsb")),
+        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/ycsb")),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|d| d.join("workloada").is_file())
+}
+
+/// One store under test.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// LMDB on a PMO.
+    Pmo {
+        label: String,
+        scheme: String,
+        tracking: Option<DirtyTracking>,
+        predict: Option<PredictConfig>,
+        latency: Option<&'static str>,
+    },
+    /// LMDB on a file environment in `dir` (synchronous commits).
+    File {
+        label: String,
+        dir: PathBuf,
+        writemap: bool,
+    },
+}
+
+impl Target {
+    pub fn label(&self) -> &str {
+        match self {
+            Target::Pmo { label, .. } | Target::File { label, .. } => label,
+        }
+    }
+
+    fn pmo(scheme: &str) -> Target {
+        Target::Pmo {
+            label: format!("pmo-{scheme}"),
+            scheme: scheme.into(),
+            tracking: None,
+            predict: None,
+            latency: None,
+        }
+    }
+}
+
+/// An open store: the environment and what keeps it alive.
+pub struct Opened {
+    pub kv: LmdbKv,
+    _pool: Option<TempPool>,
+    pmo: Option<String>,
+}
+
+impl Opened {
+    fn stats(&self) -> Option<pmo_store::SessionStats> {
+        self.pmo.as_deref().and_then(glue::session_stats)
+    }
+}
+
+fn err(e: impl std::fmt::Display) -> BenchError {
+    BenchError::Other(e.to_string())
+}
+
+/// Open `target` fresh with room for `bytes` of records.
+pub fn open(target: &Target, dir: &Path, bytes: u64) -> Result<Opened, BenchError> {
+    let map = (bytes * 3).max(32 << 20).next_multiple_of(1 << 20);
+    match target {
+        Target::Pmo {
+            label,
+            scheme,
+            tracking,
+            predict,
+            latency,
+        } => {
+            let scheme = Scheme::from_name(scheme).map_err(err)?;
+            if let Some(l) = latency {
+                std::env::set_var("PMO_LATENCY", l);
+            }
+            let pool = TempPool::new(dir, &format!("lmdb-{label}"), map * 2 + (64 << 20), scheme);
+            if latency.is_some() {
+                std::env::remove_var("PMO_LATENCY");
+            }
+            let pool = pool?;
+            let mut b = glue::Backend::new(pool.pool.clone(), KEY);
+            b.attach = AttachOptions {
+                tracking: *tracking,
+                predict: *predict,
+                ..Default::default()
+            };
+            b.lock_dir = Some(dir.join(format!("pmo-lmdb-bench-locks-{}", std::process::id())));
+            glue::install(b);
+            let env = Env::open(
+                "pmo:bench",
+                EnvOptions {
+                    map_size: Some(map as usize),
+                    ..Default::default()
+                },
+            )
+            .map_err(err);
+            glue::uninstall();
+            Ok(Opened {
+                kv: LmdbKv {
+                    env: env?,
+                    label: label.clone(),
+                },
+                _pool: Some(pool),
+                pmo: Some("bench".into()),
+            })
+        }
+        Target::File {
+            label,
+            dir,
+            writemap,
+        } => {
+            let _ = std::fs::remove_dir_all(dir);
+            std::fs::create_dir_all(dir).map_err(|e| BenchError::Io {
+                op: format!("create {}", dir.display()),
+                source: e,
+            })?;
+            let flags = if *writemap { ffi::MDB_WRITEMAP } else { 0 };
+            let env = Env::open(
+                dir.to_str().ok_or_else(|| err("non-UTF-8 path"))?,
+                EnvOptions {
+                    flags,
+                    map_size: Some(map as usize),
+                },
+            )
+            .map_err(err)?;
+            Ok(Opened {
+                kv: LmdbKv {
+                    env,
+                    label: label.clone(),
+                },
+                _pool: None,
+                pmo: None,
+            })
+        }
+    }
+}
+
+fn file_targets(o: &LmdbBenchOptions, with_disk: bool) -> Vec<Target> {
+    let pid = std::process::id();
+    let mut v = vec![Target::File {
+        label: "shm".into(),
+        dir: o.dir.join(format!("pmo-lmdb-bench-shm-{pid}")),
+        writemap: false,
+    }];
+    if with_disk {
+        v.push(Target::File {
+            label: "disk".into(),
+            dir: o.disk_dir.join(format!("env-{pid}")),
+            writemap: false,
+        });
+    }
+    v
+}
+
+fn cleanup(t: &Target) {
+    if let Target::File { dir, .. } = t {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+fn record_1k(i: u64) -> Vec<u8> {
+    let mut v = vec![b'x'; 1024];
+    v[..8].copy_from_slice(&i.to_le_bytes());
+    v
+}
+
+/// Durable commits of one 1 KiB record into an environment holding `preload` records.
+fn commit_bench(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<f64, BenchError> {
+    let (preload, n) = if o.quick {
+        (1000u64, 300u64)
+    } else {
+        (10_000, 3000)
+    };
+    let n = if matches!(t, Target::File { label, .. } if label == "disk") {
+        n.min(200)
+    } else {
+        n
+    };
+    let s = open(t, &o.dir, preload * 1100)?;
+    for i in 0..preload {
+        s.kv.env
+            .put1(format!("user{i:010}").as_bytes(), &record_1k(i))
+            .map_err(err)?;
+    }
+    let before = s.stats();
+    let mut ns = Vec::with_capacity(n as usize);
+    let mut x: u64 = 0x9e37_79b9;
+    for i in 0..n {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let key = format!("user{:010}", (x >> 33) % preload);
+        let t0 = Instant::now();
+        s.kv.env.put1(key.as_bytes(), &record_1k(i)).map_err(err)?;
+        ns.push(t0.elapsed().as_nanos() as f64);
+    }
+    let after = s.stats();
+    let label = t.label().to_string();
+    let p = [("store", label.clone())];
+    let med = median(&ns) / 1e3;
+    ns.sort_by(|a, b| a.total_cmp(b));
+    rec.push("lmdb-commit", &p, "commit_us_p50", med, "us", ns.len());
+    rec.push(
+        "lmdb-commit",
+        &p,
+        "commit_us_p99",
+        ns[(ns.len() * 99 / 100).min(ns.len() - 1)] / 1e3,
+        "us",
+        ns.len(),
+    );
+    if let (Some(b), Some(a)) = (before, after) {
+        let per = |x: u64, y: u64| (y.saturating_sub(x)) as f64 / n as f64 / 1e3;
+        let mean = ns.iter().sum::<f64>() / n as f64 / 1e3;
+        let crypt = per(b.psync_crypt_ns, a.psync_crypt_ns);
+        let persist = per(b.psync_persist_ns, a.psync_persist_ns);
+        let pf = per(b.pf_ns, a.pf_ns);
+        rec.push("lmdb-commit", &p, "psync_crypt_us", crypt, "us", n as usize);
+        rec.push(
+            "lmdb-commit",
+            &p,
+            "psync_persist_us",
+            persist,
+            "us",
+            n as usize,
+        );
+        rec.push("lmdb-commit", &p, "fault_us", pf, "us", n as usize);
+        rec.push(
+            "lmdb-commit",
+            &p,
+            "lmdb_other_us",
+            (mean - crypt - persist - pf).max(0.0),
+            "us",
+            n as usize,
+        );
+        rec.push("lmdb-commit", &p, "commit_us_mean", mean, "us", n as usize);
+        rec.push(
+            "lmdb-commit",
+            &p,
+            "faults_per_commit",
+            (a.faults - b.faults) as f64 / n as f64,
+            "faults",
+            n as usize,
+        );
+        rec.push(
+            "lmdb-commit",
+            &p,
+            "pages_per_commit",
+            (a.pages_encrypted - b.pages_encrypted) as f64 / n as f64,
+            "pages",
+            n as usize,
+        );
+    }
+    drop(s);
+    cleanup(t);
+    Ok(med)
+}
+
+fn workloads(o: &LmdbBenchOptions) -> Result<Vec<Workload>, BenchError> {
+    let mut v = Vec::new();
+    for l in ['a', 'b', 'c', 'd', 'e', 'f'] {
+        let mut w = Workload::find(l, o.ycsb_dir.as_deref()).map_err(err)?;
+        let scale = if o.quick { 1 } else { 10 };
+        w.record_count = o.records.unwrap_or(w.record_count * scale);
+        w.operation_count = o.operations.unwrap_or(w.operation_count * scale);
+        v.push(w);
+    }
+    Ok(v)
+}
+
+/// YCSB A-F on one store: load once, then each run phase in order (as YCSB's own sequence).
+fn ycsb_bench(
+    t: &Target,
+    o: &LmdbBenchOptions,
+    ws: &[Workload],
+    rec: &mut Records,
+) -> Result<(), BenchError> {
+    let first = &ws[0];
+    let inserts: u64 = ws
+        .iter()
+        .map(|w| (w.operation_count as f64 * w.insert) as u64 + 1)
+        .sum();
+    let bytes = (first.record_count + inserts) * (first.record_len() as u64 + 200);
+    let mut s = open(t, &o.dir, bytes)?;
+    let store: &mut dyn KvStore = &mut s.kv;
+    let push = |r: &pmo_ycsb::Report, rec: &mut Records| {
+        let base = [
+            ("store", r.store.clone()),
+            ("workload", r.workload.clone()),
+            ("phase", r.phase.to_string()),
+        ];
+        rec.push(
+            "ycsb",
+            &base,
+            "throughput_ops",
+            r.throughput(),
+            "ops/s",
+            r.ops as usize,
+        );
+        for (k, st) in &r.per_op {
+            let mut p = base.to_vec();
+            p.push(("op", k.name().to_string()));
+            for (m, q) in [("p50_us", 0.5), ("p99_us", 0.99), ("p999_us", 0.999)] {
+                rec.push(
+                    "ycsb",
+                    &p,
+                    m,
+                    st.quantile(q) as f64 / 1e3,
+                    "us",
+                    st.ns.len(),
+                );
+            }
+        }
+    };
+    let mut load_w = first.clone();
+    load_w.name = "load".into();
+    let r = pmo_ycsb::load(store, &load_w, 1).map_err(err)?;
+    push(&r, rec);
+    let mut cdf_c = Vec::new();
+    // Every run phase inserts beyond the records loaded; D and E insert, so the record count the
+    // next phase starts from grows: run each on the count its predecessors left.
+    let mut count = first.record_count;
+    for w in ws {
+        let w = Workload {
+            record_count: count,
+            ..w.clone()
+        };
+        let r = pmo_ycsb::run(store, &w, 7).map_err(err)?;
+        count += r
+            .per_op
+            .iter()
+            .find(|(k, _)| *k == pmo_ycsb::OpKind::Insert)
+            .map_or(0, |(_, s)| s.ns.len() as u64);
+        push(&r, rec);
+        if w.name == "c" {
+            cdf_c = r.all_ns();
+        }
+    }
+    // The CDF of YCSB C's reads: 50 points.
+    for i in 1..=50 {
+        let q = i as f64 / 50.0;
+        let idx = ((q * cdf_c.len() as f64).ceil() as usize).clamp(1, cdf_c.len().max(1)) - 1;
+        if let Some(v) = cdf_c.get(idx) {
+            rec.push(
+                "ycsb-cdf",
+                &[("store", t.label().to_string()), ("q", format!("{q:.2}"))],
+                "read_us",
+                *v as f64 / 1e3,
+                "us",
+                1,
+            );
+        }
+    }
+    drop(s);
+    cleanup(t);
+    Ok(())
+}
+
+/// A cold pass over every record right after the environment is opened again (pages fault in,
+/// decrypted and verified), prediction off vs adaptive, and LMDB on /dev/shm (page cache).
+fn cold_scan(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<(), BenchError> {
+    let n: u64 = if o.quick { 4000 } else { 40_000 };
+    let s = open(t, &o.dir, n * 1100)?;
+    let mut tx = s.kv.env.begin(false).map_err(err)?;
+    for i in 0..n {
+        tx.put(format!("user{i:010}").as_bytes(), &record_1k(i))
+            .map_err(err)?;
+    }
+    tx.commit().map_err(err)?;
+    // Reopen the same environment: a new attach session for a PMO.
+    let Opened { kv, _pool, pmo } = s;
+    drop(kv);
+    let env = match t {
+        Target::Pmo {
+            tracking, predict, ..
+        } => {
+            let pool = _pool.as_ref().expect("a PMO target has a pool");
+            let mut b = glue::Backend::new(pool.pool.clone(), KEY);
+            b.attach = AttachOptions {
+                tracking: *tracking,
+                predict: *predict,
+                ..Default::default()
+            };
+            b.lock_dir = Some(
+                o.dir
+                    .join(format!("pmo-lmdb-bench-locks-{}", std::process::id())),
+            );
+            glue::install(b);
+            let e = Env::open(
+                "pmo:bench",
+                EnvOptions {
+                    flags: ffi::MDB_RDONLY,
+                    ..Default::default()
+                },
+            );
+            glue::uninstall();
+            e.map_err(err)?
+        }
+        Target::File { dir, .. } => Env::open(
+            dir.to_str().unwrap_or_default(),
+            EnvOptions {
+                flags: ffi::MDB_RDONLY,
+                ..Default::default()
+            },
+        )
+        .map_err(err)?,
+    };
+    let t0 = Instant::now();
+    let txn = env.begin(true).map_err(err)?;
+    let mut sum = 0u64;
+    let seen = txn
+        .walk(None, |_, v| {
+            sum = sum.wrapping_add(u64::from(v[0]) + u64::from(v[v.len() - 1]));
+            true
+        })
+        .map_err(err)?;
+    let dt = t0.elapsed().as_secs_f64();
+    std::hint::black_box(sum);
+    drop(txn);
+    if seen as u64 != n {
+        return Err(err(format!(
+            "{}: cold scan saw {seen} of {n} records",
+            t.label()
+        )));
+    }
+    let predicted = pmo
+        .as_deref()
+        .and_then(glue::session_stats)
+        .map_or(0.0, |s| s.predicted as f64);
+    let p = [("store", t.label().to_string())];
+    rec.push("lmdb-cold-scan", &p, "scan_ms", dt * 1e3, "ms", 1);
+    rec.push(
+        "lmdb-cold-scan",
+        &p,
+        "records_per_s",
+        n as f64 / dt,
+        "records/s",
+        1,
+    );
+    rec.push(
+        "lmdb-cold-scan",
+        &p,
+        "pages_predicted",
+        predicted,
+        "pages",
+        1,
+    );
+    drop(env);
+    drop(_pool);
+    cleanup(t);
+    Ok(())
+}
+
+/// Run the parts of `o`, appending to `rec`; prints progress on stderr.
+pub fn run(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(), BenchError> {
+    let wants = |p: &str| o.parts.iter().any(|x| x == p);
+    let mut pmo: Vec<Target> = o.schemes.iter().map(|s| Target::pmo(s)).collect();
+    let files = file_targets(o, true);
+    let progress = |what: &str, t: &Target| eprintln!("[lmdb] {what}: {}", t.label());
+    if which == "lmdb" && wants("commit") {
+        let mut all = pmo.clone();
+        all.extend(files.iter().cloned());
+        all.push(Target::File {
+            label: "shm-writemap".into(),
+            dir: o
+                .dir
+                .join(format!("pmo-lmdb-bench-shmw-{}", std::process::id())),
+            writemap: true,
+        });
+        if wants("lpmo") {
+            all.push(Target::Pmo {
+                label: "pmo-secure-scan".into(),
+                scheme: "secure".into(),
+                tracking: Some(DirtyTracking::Scan),
+                predict: None,
+                latency: None,
+            });
+            all.push(Target::Pmo {
+                label: "pmo-secure-cxl-far".into(),
+                scheme: "secure".into(),
+                tracking: None,
+                predict: None,
+                latency: Some("cxl-far"),
+            });
+            if !o.quick {
+                all.push(Target::pmo("bp-ip:medium"));
+            }
+        }
+        for t in &all {
+            progress("commit", t);
+            commit_bench(t, o, rec)?;
+        }
+    }
+    if wants("ycsb") {
+        let ws = workloads(o)?;
+        if which == "lmdb" && wants("lpmo") {
+            pmo.push(Target::Pmo {
+                label: "pmo-secure-cxl-far".into(),
+                scheme: "secure".into(),
+                tracking: None,
+                predict: None,
+                latency: Some("cxl-far"),
+            });
+        }
+        let mut all = pmo.clone();
+        all.extend(file_targets(o, !o.quick || which == "ycsb"));
+        for t in &all {
+            progress("ycsb", t);
+            ycsb_bench(t, o, &ws, rec)?;
+        }
+    }
+    if which == "lmdb" && wants("lpmo") {
+        let cold = [
+            Target::pmo("secure"),
+            Target::Pmo {
+                label: "pmo-secure-predict".into(),
+                scheme: "secure".into(),
+                tracking: None,
+                predict: Some(PredictConfig::adaptive()),
+                latency: None,
+            },
+            files[0].clone(),
+        ];
+        for t in &cold {
+            progress("cold scan", t);
+            cold_scan(t, o, rec)?;
+        }
+    }
+    Ok(())
+}
+
+fn find(rec: &Records, bench: &str, metric: &str, params: &[(&str, &str)]) -> Option<f64> {
+    rec.records
+        .iter()
+        .find(|r| {
+            r.bench == bench
+                && r.metric == metric
+                && params
+                    .iter()
+                    .all(|(k, v)| r.params.iter().any(|(a, b)| a == k && b == v))
+        })
+        .map(|r| r.value)
+}
+
+fn stores(rec: &Records, bench: &str) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for r in rec.records.iter().filter(|r| r.bench == bench) {
+        if let Some((_, s)) = r.params.iter().find(|(k, _)| k.as_str() == "store") {
+            if !v.contains(s) {
+                v.push(s.clone());
+            }
+        }
+    }
+    v
+}
+
+/// Print the tables and the two targets.
+pub fn print_tables(rec: &Records) {
+    let commit = stores(rec, "lmdb-commit");
+    if !commit.is_empty() {
+        println!("Durable commit of one 1 KiB record (us; PMO time split by category, means):");
+        println!(
+            "{:<22} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7}",
+            "store", "p50", "p99", "crypt", "persist", "faults", "lmdb", "pages"
+        );
+        for s in &commit {
+            let g = |m: &str| {
+                find(rec, "lmdb-commit", m, &[("store", s)])
+                    .map_or("-".to_string(), |v| format!("{v:.1}"))
+            };
+            println!(
+                "{:<22} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7}",
+                s,
+                g("commit_us_p50"),
+                g("commit_us_p99"),
+                g("psync_crypt_us"),
+                g("psync_persist_us"),
+                g("fault_us"),
+                g("lmdb_other_us"),
+                g("pages_per_commit")
+            );
+        }
+    }
+    let ycsb = stores(rec, "ycsb");
+    if !ycsb.is_empty() {
+        println!("YCSB throughput (ops/s) per workload:");
+        print!("{:<22} {:>9}", "store", "load");
+        for w in ["a", "b", "c", "d", "e", "f"] {
+            print!(" {:>9}", w.to_uppercase());
+        }
+        println!();
+        for s in &ycsb {
+            print!(
+                "{s:<22} {:>9.0}",
+                find(
+                    rec,
+                    "ycsb",
+                    "throughput_ops",
+                    &[("store", s), ("phase", "load")]
+                )
+                .unwrap_or(0.0)
+            );
+            for w in ["a", "b", "c", "d", "e", "f"] {
+                print!(
+                    " {:>9.0}",
+                    find(
+                        rec,
+                        "ycsb",
+                        "throughput_ops",
+                        &[("store", s), ("workload", w), ("phase", "run")]
+                    )
+                    .unwrap_or(0.0)
+                );
+            }
+            println!();
+        }
+        println!("YCSB C reads (us): p50 / p99 / p99.9");
+        for s in &ycsb {
+            let g = |m| {
+                find(
+                    rec,
+                    "ycsb",
+                    m,
+                    &[("store", s), ("workload", "c"), ("op", "read")],
+                )
+                .unwrap_or(0.0)
+            };
+            println!(
+                "{s:<22} {:>7.2} {:>7.2} {:>7.2}",
+                g("p50_us"),
+                g("p99_us"),
+                g("p999_us")
+            );
+        }
+    }
+    let cold = stores(rec, "lmdb-cold-scan");
+    if !cold.is_empty() {
+        println!("Cold scan of every record after reopening (ms; pages installed by prediction):");
+        for s in &cold {
+            println!(
+                "{s:<22} {:>9.1} {:>8.0}",
+                find(rec, "lmdb-cold-scan", "scan_ms", &[("store", s)]).unwrap_or(0.0),
+                find(rec, "lmdb-cold-scan", "pages_predicted", &[("store", s)]).unwrap_or(0.0)
+            );
+        }
+    }
+    // The targets, measured in this run.
+    let c_sec = find(
+        rec,
+        "ycsb",
+        "throughput_ops",
+        &[("store", "pmo-secure"), ("workload", "c")],
+    );
+    let c_shm = find(
+        rec,
+        "ycsb",
+        "throughput_ops",
+        &[("store", "shm"), ("workload", "c")],
+    );
+    if let (Some(a), Some(b)) = (c_sec, c_shm) {
+        println!(
+            "target 1: YCSB C on pmo-secure vs shm: {:.2}x the time (target <= 1.2x): {}",
+            b / a,
+            if b / a <= 1.2 { "met" } else { "MISSED" }
+        );
+    }
+    let w_sec = find(
+        rec,
+        "lmdb-commit",
+        "commit_us_p50",
+        &[("store", "pmo-secure")],
+    );
+    let w_shm = find(rec, "lmdb-commit", "commit_us_p50", &[("store", "shm")]);
+    if let (Some(a), Some(b)) = (w_sec, w_shm) {
+        println!("target 2: 1 KiB durable commit on pmo-secure {a:.1} us vs shm {b:.1} us: {:.2}x (target <= 1x): {}", a / b, if a <= b { "met" } else { "MISSED" });
+    }
+}
+
+/// The figures: YCSB throughput per store and workload, YCSB C's read latency CDF, the commit
+/// time breakdown. Returns their paths.
+pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
+    let mut files = Vec::new();
+    let ycsb = stores(rec, "ycsb");
+    if !ycsb.is_empty() {
+        let mut series: Vec<(String, Vec<(f64, f64)>)> = ycsb
+            .iter()
+            .map(|s| {
+                let pts = ["a", "b", "c", "d", "e", "f"]
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, w)| {
+                        find(
+                            rec,
+                            "ycsb",
+                            "throughput_ops",
+                            &[("store", s), ("workload", w), ("phase", "run")],
+                        )
+                        .map(|v| (i as f64 + 1.0, v))
+                    });
+                (s.clone(), pts.collect())
+            })
+            .collect();
+        let p = out.join("ycsb-throughput.svg");
+        pmo_bench::plot::lines(
+            &p,
+            "YCSB A-F throughput per store (x: workload A=1 .. F=6)",
+            "workload",
+            "ops/s",
+            &mut series,
+            false,
+        )?;
+        files.push(p);
+        let mut cdf: Vec<(String, Vec<(f64, f64)>)> = ycsb
+            .iter()
+            .map(|s| {
+                let pts = rec
+                    .records
+                    .iter()
+                    .filter(|r| {
+                        r.bench == "ycsb-cdf"
+                            && r.params.iter().any(|(k, v)| k == "store" && v == s)
+                    })
+                    .filter_map(|r| {
+                        let q = r
+                            .params
+                            .iter()
+                            .find(|(k, _)| k.as_str() == "q")?
+                            .1
+                            .parse::<f64>()
+                            .ok()?;
+                        Some((r.value.max(1e-3), q))
+                    });
+                (s.clone(), pts.collect())
+            })
+            .collect();
+        let p = out.join("ycsb-c-read-cdf.svg");
+        pmo_bench::plot::lines(
+            &p,
+            "YCSB C read latency CDF",
+            "latency (us)",
+            "fraction of reads",
+            &mut cdf,
+            false,
+        )?;
+        files.push(p);
+    }
+    let commit = stores(rec, "lmdb-commit");
+    if !commit.is_empty() {
+        let bars: Vec<(String, Vec<(&str, f64)>)> = commit
+            .iter()
+            .map(|s| {
+                let g = |m: &str| find(rec, "lmdb-commit", m, &[("store", s.as_str())]);
+                let parts = match g("psync_crypt_us") {
+                    Some(c) => vec![
+                        ("psync crypt", c),
+                        ("psync persist", g("psync_persist_us").unwrap_or(0.0)),
+                        ("page faults", g("fault_us").unwrap_or(0.0)),
+                        ("LMDB + rest", g("lmdb_other_us").unwrap_or(0.0)),
+                    ],
+                    None => vec![
+                        ("psync crypt", 0.0),
+                        ("psync persist", 0.0),
+                        ("page faults", 0.0),
+                        ("LMDB + rest", g("commit_us_p50").unwrap_or(0.0)),
+                    ],
+                };
+                (s.clone(), parts)
+            })
+            .collect();
+        let p = out.join("lmdb-commit.svg");
+        pmo_bench::plot::stacked_bars(
+            &p,
+            "Durable commit of one 1 KiB record (us; file peers: median total)",
+            &bars,
+        )?;
+        files.push(p);
+    }
+    Ok(files)
+}
