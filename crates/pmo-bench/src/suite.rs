@@ -446,6 +446,45 @@ fn session_ratio(records: &Records, num: &str, den: &str, k: &str) -> Option<f64
     (acc.1 > 0).then(|| (acc.0 / acc.1 as f64).exp())
 }
 
+/// Print a workload x scheme table of `value` with a geomean row (cells without a value: `-`).
+fn print_matrix(
+    title: &str,
+    workloads: &[String],
+    schemes: &[String],
+    value: impl Fn(&str, &str) -> Option<f64>,
+) {
+    println!("{title}");
+    print!("{:<10}", "workload");
+    for s in schemes {
+        print!(" {s:>8}");
+    }
+    println!();
+    let mut geo: Vec<(f64, usize)> = vec![(0.0, 0); schemes.len()];
+    for w in workloads {
+        print!("{w:<10}");
+        for (i, s) in schemes.iter().enumerate() {
+            match value(w, s).filter(|v| v.is_finite() && *v > 0.0) {
+                Some(v) => {
+                    print!(" {v:>8.3}");
+                    geo[i].0 += v.ln();
+                    geo[i].1 += 1;
+                }
+                None => print!(" {:>8}", "-"),
+            }
+        }
+        println!();
+    }
+    print!("{:<10}", "geomean");
+    for g in &geo {
+        if g.1 > 0 {
+            print!(" {:>8.3}", (g.0 / g.1 as f64).exp());
+        } else {
+            print!(" {:>8}", "-");
+        }
+    }
+    println!();
+}
+
 /// Print the tables of a run.
 pub fn print_tables(records: &Records) {
     let rows: Vec<&crate::Record> = records
@@ -470,46 +509,40 @@ pub fn print_tables(records: &Records) {
         }
     }
     if !schemes.is_empty() {
-        println!("Execution time normalised to wedi (breakdown study; lower is better):");
-        print!("{:<10}", "workload");
-        for s in &schemes {
-            print!(" {s:>8}");
-        }
-        println!();
-        let mut geo: Vec<(f64, usize)> = vec![(0.0, 0); schemes.len()];
-        for w in &workloads {
-            print!("{w:<10}");
-            let base = find(
+        let cell = |metric: &'static str, w: &str, s: &str| {
+            find(
                 records,
-                "wall_s",
-                &[("study", "breakdown"), ("workload", w), ("scheme", "wedi")],
-            );
-            for (i, s) in schemes.iter().enumerate() {
-                let v = find(
-                    records,
-                    "wall_s",
-                    &[("study", "breakdown"), ("workload", w), ("scheme", s)],
-                );
-                match (v, base) {
-                    (Some(v), Some(b)) if b > 0.0 => {
-                        print!(" {:>8.3}", v / b);
-                        geo[i].0 += (v / b).ln();
-                        geo[i].1 += 1;
-                    }
-                    _ => print!(" {:>8}", "-"),
-                }
-            }
-            println!();
-        }
-        print!("{:<10}", "geomean");
-        for g in &geo {
-            if g.1 > 0 {
-                print!(" {:>8.3}", (g.0 / g.1 as f64).exp());
-            } else {
-                print!(" {:>8}", "-");
-            }
-        }
-        println!();
+                metric,
+                &[("study", "breakdown"), ("workload", w), ("scheme", s)],
+            )
+        };
+        print_matrix(
+            "Execution time normalised to wedi (breakdown study; lower is better):",
+            &workloads,
+            &schemes,
+            |w, s| Some(cell("wall_s", w, s)? / cell("wall_s", w, "wedi").filter(|&b| b > 0.0)?),
+        );
+        // The fault tax (issue 16): the same kernel on a `Vec` in DRAM is the floor.
+        print_matrix(
+            "Wall time over the DRAM reference (wall_s / dram_compute_s; 1.0 = as fast as DRAM):",
+            &workloads,
+            &schemes,
+            |w, s| Some(cell("wall_s", w, s)? / cell("dram_compute_s", w, s).filter(|&d| d > 0.0)?),
+        );
+        print_matrix(
+            "Compute inside the PMO over the DRAM reference (compute_s / dram_compute_s):",
+            &workloads,
+            &schemes,
+            |w, s| {
+                Some(cell("compute_s", w, s)? / cell("dram_compute_s", w, s).filter(|&d| d > 0.0)?)
+            },
+        );
+        print_matrix(
+            "Faults served in user space per cell (median run, thousands):",
+            &workloads,
+            &schemes,
+            |w, s| Some(cell("faults", w, s)? / 1e3),
+        );
     }
     for (study, key, title) in [
         ("session", "session_psyncs", "attach-session size K"),
