@@ -476,6 +476,47 @@ fn session_ratio(records: &Records, num: &str, den: &str, k: &str) -> Option<Rat
     Ratio::geomean(&pairs)
 }
 
+/// A workload x scheme table of `value` with a geomean row (cells without a value: `-`).
+fn matrix(
+    out: &mut String,
+    title: &str,
+    workloads: &[String],
+    schemes: &[String],
+    value: impl Fn(&str, &str) -> Option<f64>,
+) {
+    use std::fmt::Write as _;
+    _ = writeln!(out, "{title}");
+    _ = write!(out, "{:<10}", "workload");
+    for s in schemes {
+        _ = write!(out, " {s:>9}");
+    }
+    _ = writeln!(out);
+    let mut geo: Vec<(f64, usize)> = vec![(0.0, 0); schemes.len()];
+    for w in workloads {
+        _ = write!(out, "{w:<10}");
+        for (i, s) in schemes.iter().enumerate() {
+            match value(w, s).filter(|v| v.is_finite() && *v > 0.0) {
+                Some(v) => {
+                    _ = write!(out, " {v:>9.3}");
+                    geo[i].0 += v.ln();
+                    geo[i].1 += 1;
+                }
+                None => _ = write!(out, " {:>9}", "-"),
+            }
+        }
+        _ = writeln!(out);
+    }
+    _ = write!(out, "{:<10}", "geomean");
+    for g in &geo {
+        if g.1 > 0 {
+            _ = write!(out, " {:>9.3}", (g.0 / g.1 as f64).exp());
+        } else {
+            _ = write!(out, " {:>9}", "-");
+        }
+    }
+    _ = writeln!(out);
+}
+
 /// The distinct values of parameter `key` over `rows`, in first-seen order.
 fn distinct(rows: &[&Record], key: &str) -> Vec<String> {
     let mut v: Vec<String> = Vec::new();
@@ -559,6 +600,38 @@ pub fn tables(records: &Records) -> String {
         }
         _ = writeln!(out);
         _ = writeln!(out, "  {MARK_NOTE}");
+        // The fault tax (issue 16): the same kernel on a `Vec` in DRAM is the floor (medians).
+        let cell = |metric: &str, w: &str, s: &str| {
+            records
+                .get(
+                    metric,
+                    &[("study", "breakdown"), ("workload", w), ("scheme", s)],
+                )
+                .map(|r| r.value)
+        };
+        matrix(
+            &mut out,
+            "Wall time over the DRAM reference (wall_s / dram_compute_s; 1.0 = as fast as DRAM):",
+            &workloads,
+            &schemes,
+            |w, s| Some(cell("wall_s", w, s)? / cell("dram_compute_s", w, s).filter(|&d| d > 0.0)?),
+        );
+        matrix(
+            &mut out,
+            "Compute inside the PMO over the DRAM reference (compute_s / dram_compute_s):",
+            &workloads,
+            &schemes,
+            |w, s| {
+                Some(cell("compute_s", w, s)? / cell("dram_compute_s", w, s).filter(|&d| d > 0.0)?)
+            },
+        );
+        matrix(
+            &mut out,
+            "Faults served in user space per cell (median run, thousands):",
+            &workloads,
+            &schemes,
+            |w, s| Some(cell("faults", w, s)? / 1e3),
+        );
     }
     for (study, key, title) in [
         ("session", "session_psyncs", "attach-session size K"),

@@ -122,7 +122,11 @@ pub fn mechanisms() -> Vec<Config> {
     let mut configs = Vec::new();
     for m in available {
         let trackings: &[DirtyTracking] = match m {
-            Mechanism::Userfaultfd => &[DirtyTracking::Scan, DirtyTracking::Fault],
+            Mechanism::Userfaultfd => &[
+                DirtyTracking::Scan,
+                DirtyTracking::Fault,
+                DirtyTracking::Twin,
+            ],
             Mechanism::Sigsegv => &[DirtyTracking::Fault],
         };
         for &tracking in trackings {

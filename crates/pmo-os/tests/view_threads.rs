@@ -8,7 +8,7 @@ mod view_common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 
-use pmo_os::view::{View, PAGE_SIZE};
+use pmo_os::view::{DirtyTracking, View, PAGE_SIZE};
 use view_common::*;
 
 const THREADS: usize = 8;
@@ -52,7 +52,17 @@ fn same_page_from_eight_threads() {
             for h in handles {
                 assert_eq!(h.join().unwrap(), expected_sum(target), "{m} round {round}");
             }
-            assert_eq!(dirty(&v), vec![target], "{m} round {round}");
+            let got = dirty(&v);
+            if m.tracking == DirtyTracking::Twin {
+                // Twin tracking reports changed pages (these writes stored the bytes already
+                // there), or one page too many when a writer lost the race to install it.
+                assert!(
+                    got.is_empty() || got == vec![target],
+                    "{m} round {round}: {got:?}"
+                );
+            } else {
+                assert_eq!(got, vec![target], "{m} round {round}");
+            }
             assert!(v.stats().fills >= 1);
         }
     }

@@ -128,6 +128,8 @@ pub struct Attachment {
     attach_ns: u64,
     /// When attach began (the session's wall clock).
     started: Instant,
+    /// Held by `psync` from collect to commit (twin tracking's snapshots).
+    psync_lock: std::sync::Mutex<()>,
 }
 
 impl Drop for Attachment {
@@ -301,6 +303,7 @@ impl Pool {
             relocated,
             attach_ns,
             started: t0,
+            psync_lock: std::sync::Mutex::new(()),
         })
     }
 }
@@ -460,9 +463,14 @@ impl Attachment {
         if self.perm() != Perm::Write {
             return Err(StoreError::ReadOnly(self.name().into()));
         }
-        let mut pages = Vec::new();
+        // Collect + commit as one step: twins reported by a collect stay unchanged only until
+        // the next collect, so a psync on another thread waits.
+        let _serial = self.psync_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut pages, mut from_twin) = (Vec::new(), Vec::new());
         let tc = Instant::now();
-        self.view.collect_dirty(&mut pages).map_err(view_err)?;
+        self.view
+            .collect_dirty_with_twins(&mut pages, &mut from_twin)
+            .map_err(view_err)?;
         crate::stats::SessionCounters::add(
             &self.handle.core.stats.psync_persist_ns,
             tc.elapsed().as_nanos() as u64,
@@ -478,7 +486,13 @@ impl Attachment {
         // borrow here ends; dirty pages are present, and reading any page of the view may at
         // worst fault it in. Writers racing with the commit are allowed by `MappedPages`' contract:
         // their page is dirty again and the next psync commits it.
-        let src = unsafe { MappedPages::new(base, self.handle.core.npages()) };
+        let mut src = unsafe { MappedPages::new(base, self.handle.core.npages()) };
+        if let Some(twins) = self.view.twin_addr(0).filter(|_| !from_twin.is_empty()) {
+            // SAFETY: the view keeps the twins of `from_twin` mapped and unchanged until its
+            // next collect or discard, which `psync_lock` (held) and this module exclude until
+            // the commit returns; `from_twin` outlives `src`.
+            src = unsafe { src.with_twins(twins, &from_twin) };
+        }
         let r = self.handle.commit_with_checksum(
             &pages,
             CommitSource::Mapped(src),

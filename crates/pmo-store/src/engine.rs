@@ -60,6 +60,9 @@ pub enum CommitSource<'a> {
 pub struct MappedPages {
     base: *const u8,
     npages: u64,
+    /// Pages read from snapshots instead (`(twin of page 0, ascending page list)`): pages a
+    /// view keeps writable, whose committed contents are their twins (twin tracking).
+    twins: Option<(*const u8, *const [u64])>,
 }
 
 // SAFETY: only the address is shared; what reading through it requires is the contract of
@@ -78,12 +81,35 @@ impl MappedPages {
     /// bytes (a racing writer's page is dirty again, and the next psync commits it); reads
     /// through [`MappedPages::page`] go only to copies and to sealers that read each byte once.
     pub unsafe fn new(base: *const u8, npages: u64) -> MappedPages {
-        MappedPages { base, npages }
+        MappedPages {
+            base,
+            npages,
+            twins: None,
+        }
+    }
+
+    /// Read the pages listed in `pages` (ascending) from `twins + p * PAGE_SIZE` instead.
+    ///
+    /// # Safety
+    /// For every listed page, that range must stay mapped, readable and unchanged while the
+    /// value or a copy of it is used, and so must the list itself.
+    pub unsafe fn with_twins(self, twins: *const u8, pages: &[u64]) -> MappedPages {
+        MappedPages {
+            twins: Some((twins, pages as *const [u64])),
+            ..self
+        }
     }
 
     /// Page `p` (`p < npages`, checked).
     fn page(&self, p: u64) -> &Page {
         assert!(p < self.npages, "page {p} beyond the mapped pages");
+        if let Some((twins, list)) = self.twins {
+            // SAFETY: `with_twins`' contract keeps the list alive while `self` is used.
+            if unsafe { &*list }.binary_search(&p).is_ok() {
+                // SAFETY: `with_twins`' contract: the twin is mapped, readable and unchanged.
+                return unsafe { &*twins.add(p as usize * PAGE_SIZE as usize).cast::<Page>() };
+            }
+        }
         // SAFETY: inside the range `new`'s contract keeps mapped and readable; `Page` is a
         // byte array (alignment 1). Stores by other threads may race with the reads (see
         // `new`): the bytes are only copied or sealed in one pass, never relied upon twice.

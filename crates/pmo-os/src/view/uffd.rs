@@ -31,6 +31,8 @@
 //! ([`super::View::prefault`], [`super::View::prefault_for_write`]).
 #![allow(unsafe_code)] // UFFDIO_COPY from raw addresses and madvise on the view.
 
+mod twin;
+
 use std::ops::Range;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -67,8 +69,11 @@ pub(crate) struct UffdState {
     /// `/proc/self/pagemap` (writable views with [`DirtyTracking::Scan`]).
     pagemap: Option<OwnedFd>,
     present: PageBits,
-    /// Pages written since the last collect ([`DirtyTracking::Fault`]; empty otherwise).
+    /// Pages written since the last collect ([`DirtyTracking::Fault`] and
+    /// [`DirtyTracking::Twin`]; empty otherwise).
     dirty: PageBits,
+    /// Hot pages and their twins (writable views with [`DirtyTracking::Twin`]).
+    twins: Option<twin::Twins>,
 }
 
 impl UffdState {
@@ -80,9 +85,14 @@ impl UffdState {
         self.tracking
     }
 
-    /// Whether writes are tracked by faults to the handler (writable view, `Fault` tracking).
+    pub(crate) fn twins(&self) -> Option<&twin::Twins> {
+        self.twins.as_ref()
+    }
+
+    /// Whether writes to protected pages are tracked by faults to the handler (writable view,
+    /// `Fault` or `Twin` tracking).
     fn fault_tracked(&self, shared: &Shared) -> bool {
-        shared.writable && self.tracking == DirtyTracking::Fault
+        shared.writable && matches!(self.tracking, DirtyTracking::Fault | DirtyTracking::Twin)
     }
 
     /// Whether the dirty bitmap is in use (writable view, `Fault` or `Declared` tracking).
@@ -103,6 +113,7 @@ struct PageBuf([u8; PAGE_SIZE]);
 static PROBE_SCAN: Probe = Probe::new();
 static PROBE_FAULT: Probe = Probe::new();
 static PROBE_DECLARED: Probe = Probe::new();
+static PROBE_TWIN: Probe = Probe::new();
 
 /// Whether userfaultfd works here with at least one kind of dirty tracking (cached).
 pub(crate) fn probe() -> Result<(), String> {
@@ -120,6 +131,7 @@ pub(crate) fn probe_tracking(tracking: DirtyTracking) -> Result<(), String> {
         DirtyTracking::Scan => &PROBE_SCAN,
         DirtyTracking::Fault => &PROBE_FAULT,
         DirtyTracking::Declared => &PROBE_DECLARED,
+        DirtyTracking::Twin => &PROBE_TWIN,
     };
     cell.get_or_init(|| run_probe(tracking)).clone()
 }
@@ -147,7 +159,7 @@ fn run_probe(tracking: DirtyTracking) -> Result<(), String> {
     };
     install(&shared, st, 0, &[0u8; PAGE_SIZE], false).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
-    collect_dirty(&shared, st, &mut out).map_err(|e| e.to_string())?;
+    collect_dirty(&shared, st, &mut out, &mut Vec::new()).map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -269,6 +281,11 @@ pub(crate) fn create(
     };
 
     let pages = (opts.len_bytes / PAGE_SIZE) as u64;
+    let twins = if opts.writable && twin::uses_twins(tracking) {
+        Some(twin::Twins::new(opts.len_bytes, pages)?)
+    } else {
+        None
+    };
     std::mem::forget(guard);
     Ok(Shared {
         owner_pid: sys::getpid(),
@@ -285,6 +302,7 @@ pub(crate) fn create(
             pagemap,
             present: PageBits::new(pages),
             dirty: PageBits::new(if scan || !opts.writable { 0 } else { pages }),
+            twins,
         }),
     })
 }
@@ -428,8 +446,19 @@ fn fill_and_copy(
     if let Err(e) = shared.fill_page(page, &mut buf.0) {
         registry::fatal("integrity error", shared.source.label(), page, e.reason);
     }
-    // Install write-protected so the first write is tracked, unless this fault is that write.
-    let wp = if st.write_protects(shared) && !write_first {
+    // Twin tracking: the fill is the page's committed contents, so keep it as the twin and
+    // install the page writable (hot); collect compares it. Claimed before the install, so the
+    // twin is in place before any write can land.
+    let hot = match &st.twins {
+        Some(t) if t.claim(page) => {
+            t.store(page, &buf.0);
+            true
+        }
+        _ => false,
+    };
+    // Install write-protected so the first write is tracked, unless this fault is that write
+    // or the page is hot.
+    let wp = if st.write_protects(shared) && !write_first && !hot {
         sys::UFFDIO_COPY_MODE_WP
     } else {
         0
@@ -447,7 +476,7 @@ fn fill_and_copy(
     match r {
         Copied::All => {
             st.present.set(page);
-            if write_first && st.fault_tracked(shared) {
+            if write_first && st.fault_tracked(shared) && !hot {
                 st.dirty.set(page);
             }
             Outcome::Handled
@@ -666,20 +695,149 @@ pub(crate) fn discard(shared: &Shared, st: &UffdState, page: u64) -> Result<(), 
     if st.bitmap_tracked(shared) {
         st.dirty.clear(page);
     }
+    if let Some(t) = &st.twins {
+        // Under the collect lock: a collect never compares a page discarded under its feet.
+        // The twin's memory stays (it is reused if the page becomes hot again).
+        let _g = t.lock.lock().unwrap_or_else(|p| p.into_inner());
+        t.release(page);
+    }
     Ok(())
 }
 
-/// Report and re-protect the written pages.
+/// Report and re-protect the written pages; with twin tracking, `from_twin` gets the reported
+/// pages that stay writable (read them from their twins).
 pub(crate) fn collect_dirty(
     shared: &Shared,
     st: &UffdState,
     out: &mut Vec<u64>,
+    from_twin: &mut Vec<u64>,
 ) -> Result<(), ViewError> {
-    if st.bitmap_tracked(shared) {
-        collect_bitmap(shared, st, out)
-    } else {
-        collect_scan(shared, st, out)
+    match &st.twins {
+        Some(t) => collect_twin(shared, st, t, out, from_twin),
+        None if st.bitmap_tracked(shared) => collect_bitmap(shared, st, out),
+        None => collect_scan(shared, st, out),
     }
+}
+
+/// [`DirtyTracking::Twin`]: report the hot pages that differ from their twins (refreshing the
+/// twins: the commit reads them, a snapshot that racing writers cannot change), re-protect the
+/// hot pages that did not change, and report the pages the dirty bitmap holds (faulted or
+/// declared), keeping them writable with a twin while the cap allows.
+///
+/// Why no write is lost: a write to a hot page lands either before the compare (reported now,
+/// and in the snapshot if before it), or after the snapshot (the page then differs from its
+/// twin, or was written back to the very bytes the twin holds, which the commit persisted), or
+/// after a cold page's protection (it faults and sets the dirty bit). A write between the
+/// compare of an unchanged page and its protection is caught by the compare after protecting.
+fn collect_twin(
+    shared: &Shared,
+    st: &UffdState,
+    t: &twin::Twins,
+    out: &mut Vec<u64>,
+    from_twin: &mut Vec<u64>,
+) -> Result<(), ViewError> {
+    let _g = t.lock.lock().unwrap_or_else(|p| p.into_inner());
+    let first_out = out.len();
+    let first_twin = from_twin.len();
+    let fd = st.uffd.as_raw_fd();
+    let mut marked = Vec::new();
+    let _ = st.dirty.drain(|w, mut bits| -> Result<(), ()> {
+        while bits != 0 {
+            marked.push(w * 64 + bits.trailing_zeros() as u64);
+            bits &= bits - 1;
+        }
+        Ok(())
+    });
+    // On failure: everything taken is reported again next time (hot pages stay hot and are
+    // compared again; marked pages get their bits back).
+    let undo = |out: &mut Vec<u64>, from_twin: &mut Vec<u64>, marked: &[u64]| {
+        for &p in marked.iter().chain(&out[first_out..]) {
+            st.dirty.set(p);
+        }
+        out.truncate(first_out);
+        from_twin.truncate(first_twin);
+    };
+    // 1. Hot pages.
+    let mut cold = Vec::new();
+    t.hot.for_each_set(|p| {
+        if !st.present.get(p) {
+            return; // claimed by a fill that has not installed it yet: not written yet
+        }
+        let addr = shared.page_addr(p);
+        // SAFETY: `p` is present in the live view; racing stores are allowed (see `same`).
+        let changed = marked.binary_search(&p).is_ok() || !unsafe { t.same(p, addr) };
+        if changed {
+            // SAFETY: as above; the twin is ours under the lock.
+            unsafe { t.snapshot(p, addr) };
+            out.push(p);
+            from_twin.push(p);
+        } else {
+            cold.push(p);
+        }
+    });
+    let compared = first_twin..from_twin.len();
+    // 2. Unchanged hot pages go cold: protect each run, compare once more, forget the twins.
+    for (first, n) in twin::runs(&cold) {
+        let len = n as usize * PAGE_SIZE;
+        if let Err(errno) = writeprotect(fd, shared.page_addr(first), len, true) {
+            undo(out, from_twin, &marked);
+            return Err(ViewError::Os {
+                op: "UFFDIO_WRITEPROTECT",
+                errno,
+            });
+        }
+    }
+    for &p in &cold {
+        // SAFETY: present page of the live view (protected now: stable unless a write faults).
+        if !unsafe { t.same(p, shared.page_addr(p)) } {
+            out.push(p); // written before the protection: read it from the view
+        }
+        t.release(p);
+    }
+    for (first, n) in twin::runs(&cold) {
+        t.forget(first, n);
+    }
+    // 3. Pages of the bitmap that are not hot: writable now (they faulted or were declared).
+    let mut protect: Vec<u64> = Vec::new();
+    for &p in &marked {
+        if t.hot.get(p) {
+            if from_twin[compared.clone()].binary_search(&p).is_err() {
+                out.push(p); // hot but not yet compared (installing): read it from the view
+            }
+            continue;
+        }
+        out.push(p);
+        if st.present.get(p) && t.claim(p) {
+            // SAFETY: present page of the live view; the twin is ours (claimed, under lock).
+            unsafe { t.snapshot(p, shared.page_addr(p)) };
+            from_twin.push(p);
+        } else {
+            protect.push(p);
+        }
+    }
+    let mut group: Option<(u64, u64)> = None;
+    for &p in protect.iter().chain(std::iter::once(&u64::MAX)) {
+        group = match group {
+            Some((start, end)) if p != u64::MAX && p <= end + PROTECT_GAP_PAGES => {
+                Some((start, p + 1))
+            }
+            Some((start, end)) => {
+                let len = (end - start) as usize * PAGE_SIZE;
+                if let Err(errno) = writeprotect(fd, shared.page_addr(start), len, true) {
+                    undo(out, from_twin, &marked);
+                    return Err(ViewError::Os {
+                        op: "UFFDIO_WRITEPROTECT",
+                        errno,
+                    });
+                }
+                (p != u64::MAX).then(|| (p, p + 1))
+            }
+            None => (p != u64::MAX).then(|| (p, p + 1)),
+        };
+    }
+    out[first_out..].sort_unstable();
+    from_twin[first_twin..].sort_unstable();
+    Ok(())
 }
 
 /// [`DirtyTracking::Fault`]: swap the bitmap words to zero, report the pages, and protect
