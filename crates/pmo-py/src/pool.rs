@@ -223,14 +223,15 @@ impl Pool {
                 )))
             }
         };
-        let wait = match wait {
-            Some(s) if !(s.is_finite() && s >= 0.0) => {
-                return Err(crate::errors::InvalidArgument::new_err(format!(
-                    "wait must be a number of seconds >= 0, not {s}"
-                )))
-            }
-            w => w.map(Duration::from_secs_f64),
-        };
+        let wait = wait
+            .map(|s| {
+                Duration::try_from_secs_f64(s).map_err(|_| {
+                    crate::errors::InvalidArgument::new_err(format!(
+                        "wait must be a number of seconds >= 0, not {s}"
+                    ))
+                })
+            })
+            .transpose()?;
         let key = key_bytes(key)?;
         // Writes through Python buffers cannot be declared: never attach with declared tracking.
         let tracking = match DirtyTracking::from_env() {

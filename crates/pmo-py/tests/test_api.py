@@ -53,6 +53,9 @@ def test_errors_carry_the_cli_messages(pool):
         pool.create("huge", 1 << 40, KEY)
     with pytest.raises(TypeError):
         pool.attach("a", 42)
+    for bad in (-1.0, float("nan"), float("inf"), 1e300):
+        with pytest.raises(pmo.InvalidArgument, match="wait must be"):
+            pool.attach("a", KEY, wait=bad)
     assert pmo.IntegrityError.exit_code == 2 and issubclass(pmo.IntegrityError, pmo.Error)
 
 
