@@ -42,15 +42,14 @@
 //!
 //! Module map: `persistent` (the trait, plain-data impls, layout hashing), `ctx` (Ctx, the
 //! typed root, TypedHeap, TypedReader, the reachability check), `pbox`, `pvec` (PVec,
-//! PString), `phash`, `pbtree`, `error`. [`bench`] holds the benchmark behind
-//! `examples/typed_bench.rs`.
+//! PString), `phash`, `pbtree`, `error`. The benchmark is `examples/typed_bench.rs`, the
+//! application `examples/todo.rs`.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 // The derive names `::pmo_typed`; let it resolve inside this crate too.
 extern crate self as pmo_typed;
 
-pub mod bench;
 mod ctx;
 mod error;
 pub mod pbtree;

@@ -3,10 +3,12 @@
 //! Nodes hold up to `B` keys. A node block: a 16-byte header (`n: u32`, `leaf: u32`,
 //! `next: u64`, the next leaf for scans), then `B` keys, then `B` values (leaf) or `B + 1`
 //! child offsets (inner node). Inserts split full nodes on the way down (top-down), so one
-//! pass suffices. Removal takes the entry out of its leaf without merging: a leaf may run
-//! empty and stays linked (scans skip it) until the map is cleared or runs empty, when every
-//! node is freed. The tree's height is bounded by `MAX_HEIGHT`, and every walk by the node
-//! count, so a corrupted PMO yields `Corrupt`, never a loop.
+//! pass suffices. Removal takes the entry out of its leaf without merging half-empty nodes;
+//! a leaf that runs empty is unlinked from the leaf chain and freed, and so is every inner
+//! node that loses its last child, and a root left with one child gives way to it (so the
+//! tree never keeps an empty node and deletes return their space). Inner nodes may thus hold
+//! a single child and no key. The tree's height is bounded by `MAX_HEIGHT`, and every walk by
+//! the node count, so a corrupted PMO yields `Corrupt`, never a loop.
 //!
 //! Why unsafe is allowed here: nodes are read and written through raw pointers into the
 //! map's own node blocks (resolved by `Ctx`, owned by this map only).
@@ -103,7 +105,7 @@ impl<K: Persistent + Copy + Ord, V: Persistent> Node<K, V> {
             p,
             _kv: PhantomData,
         };
-        if n.n() > B || (n.is_leaf() != leaf) || (!leaf && n.n() == 0) {
+        if n.n() > B || (n.is_leaf() != leaf) {
             return Err(TypedError::Corrupt("B-tree node header"));
         }
         Ok(n)
@@ -429,13 +431,24 @@ where
         Ok(false)
     }
 
-    /// Remove `k` (freeing what its value owns): true if it was present. A map that runs
-    /// empty frees all its nodes.
+    /// Remove `k` (freeing what its value owns): true if it was present. Nodes left empty are
+    /// freed; a map that runs empty frees all its nodes.
     pub fn remove(&mut self, h: &Ctx, k: &K) -> Result<bool> {
         h.writable()?;
-        let Some(leaf) = self.leaf_for(h, k)? else {
+        self.check(h)?;
+        if self.root == 0 {
             return Ok(false);
-        };
+        }
+        // The path from the root: (inner node, child index taken).
+        let mut path: Vec<(Node<K, V>, usize)> = Vec::with_capacity(self.height as usize);
+        let mut off = self.root;
+        for _ in 0..self.height {
+            let node = Node::<K, V>::at(h, off, false)?;
+            let i = node.keys_slice().partition_point(|x| x <= k);
+            off = node.kid(i);
+            path.push((node, i));
+        }
+        let leaf = Node::<K, V>::at(h, off, true)?;
         let n = leaf.n();
         let i = leaf.keys_slice().partition_point(|x| x < k);
         if i >= n || leaf.key(i) != *k {
@@ -453,8 +466,76 @@ where
         h.touch_val(self)?;
         if self.len == 0 {
             self.clear(h)?;
+        } else if n == 1 {
+            self.unlink_empty_leaf(h, leaf, path)?;
         }
         Ok(true)
+    }
+
+    /// Free an empty leaf (not the root: the map is not empty): splice it out of the leaf
+    /// chain, remove it from its parent, cascade up through inner nodes left childless, and
+    /// let a root with a single child give way to it.
+    fn unlink_empty_leaf(
+        &mut self,
+        h: &Ctx,
+        leaf: Node<K, V>,
+        mut path: Vec<(Node<K, V>, usize)>,
+    ) -> Result<()> {
+        // The previous leaf: below the nearest ancestor where we went right of child 0, the
+        // rightmost leaf of the subtree to the left.
+        if let Some(d) = path.iter().rposition(|(_, i)| *i > 0) {
+            let (anc, i) = &path[d];
+            let mut off = anc.kid(i - 1);
+            // Levels below that subtree's root down to the leaves.
+            for _ in 0..path.len() - d - 1 {
+                let node = Node::<K, V>::at(h, off, false)?;
+                off = node.kid(node.n());
+            }
+            let prev = Node::<K, V>::at(h, off, true)?;
+            prev.set_next(leaf.next());
+            prev.touch(h)?;
+        }
+        let mut dead = leaf.off;
+        while let Some((parent, i)) = path.pop() {
+            h.free(dead)?;
+            self.nodes -= 1;
+            let pn = parent.n();
+            if pn == 0 {
+                // The parent's only child is gone: it is empty too.
+                dead = parent.off;
+                continue;
+            }
+            let key_at = if i > 0 { i - 1 } else { 0 };
+            // SAFETY: `key_at < pn <= B` and `i <= pn`: slots of an inner node this map owns.
+            unsafe {
+                std::ptr::copy(
+                    parent.keys().add(key_at + 1),
+                    parent.keys().add(key_at),
+                    pn - key_at - 1,
+                );
+                std::ptr::copy(parent.kids().add(i + 1), parent.kids().add(i), pn - i);
+            }
+            parent.set_n(pn - 1);
+            parent.touch(h)?;
+            dead = 0;
+            break;
+        }
+        if dead != 0 {
+            return Err(TypedError::Corrupt("B-tree emptied a non-empty map"));
+        }
+        // A root with one child and no key gives way to the child.
+        while self.height > 0 {
+            let root = Node::<K, V>::at(h, self.root, false)?;
+            if root.n() > 0 {
+                break;
+            }
+            let child = root.kid(0);
+            h.free(root.off)?;
+            self.nodes -= 1;
+            self.root = child;
+            self.height -= 1;
+        }
+        h.touch_val(self)
     }
 
     /// Remove every entry and free every node.

@@ -127,7 +127,7 @@ fn read(heap: &mut TypedHeap) -> Model {
 
 fn gen(rng: &mut StdRng, m: &mut Model, batch: usize) -> Vec<Step> {
     let mut steps = Vec::new();
-    let inserts = if batch == 0 { 60 } else { 40 };
+    let inserts = if batch == 0 { 80 } else { 40 };
     for _ in 0..inserts {
         let k = rng.gen_range(0..400u64);
         let len = [0usize, 5, 40, 300][rng.gen_range(0..4)];
@@ -145,6 +145,10 @@ fn gen(rng: &mut StdRng, m: &mut Model, batch: usize) -> Vec<Step> {
         steps.push(Step::VecPop);
     }
     if batch == 1 {
+        // Remove a long run of tree keys, so leaves run empty and are freed (and inner nodes
+        // with them), then clear the hash map.
+        let run: Vec<u64> = m.tree.range(100..700).map(|(k, _)| *k).collect();
+        steps.extend(run.into_iter().map(Step::TreeRemove));
         steps.push(Step::HashClear);
         steps.push(Step::HashInsert(7, "after clear".into()));
     }

@@ -1,0 +1,9 @@
+use pmo_typed::Persistent;
+
+#[derive(Persistent)]
+#[repr(C)]
+struct S {
+    b: Box<u64>,
+}
+
+fn main() {}

@@ -1,0 +1,10 @@
+use pmo_typed::Persistent;
+
+#[derive(Persistent)]
+#[repr(u8)]
+enum E {
+    A,
+    B,
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use pmo_typed::Persistent;
+
+#[derive(Persistent)]
+struct S {
+    x: u64,
+}
+
+fn main() {}
