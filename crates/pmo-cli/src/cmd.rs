@@ -217,6 +217,10 @@ enum Cmd {
     /// LMDB's tools on environments kept in PMOs: stat, dump, load, copy, drop (mdb_TOOL's own
     /// options; environment paths are PMO names; docs/lmdb.md)
     Lmdb {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
         /// stat, dump, load, copy or drop
         tool: String,
         /// The tool's arguments, e.g. `-e NAME`
@@ -298,7 +302,8 @@ impl Cmd {
             | Cmd::Write { pool, key, .. }
             | Cmd::Read { pool, key, .. }
             | Cmd::Check { pool, key, .. }
-            | Cmd::Demo { pool, key } => (Some(pool), Some(key)),
+            | Cmd::Demo { pool, key }
+            | Cmd::Lmdb { pool, key, .. } => (Some(pool), Some(key)),
             Cmd::Cxlsim(_) | Cmd::Bench { .. } => (None, None),
         }
     }
@@ -991,7 +996,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             crate::demo::run(&pool_path(&cli), &key)?;
         }
-        Cmd::Lmdb { tool, args } => {
+        Cmd::Lmdb { tool, args, .. } => {
             let pool = open(&cli)?;
             let key = key(&cli)?;
             let code = pmo_lmdb::programs::cli(pool, &key, tool, args)?;

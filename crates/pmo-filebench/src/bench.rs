@@ -681,7 +681,9 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             plot::stacked_bars(
                 &p,
                 &format!("Filebench (LOaPP Fig. 10): bandwidth per design / wedi, sync {sync}"),
-                &bars,
+                "MB/s over wedi (medians)",
+                &to_bars(bars),
+                Some(1.0),
             )?;
             emit(p, &mut out);
         }
@@ -689,8 +691,10 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             let p = dir.join(format!("filebench-categories-{sync}.svg"));
             plot::stacked_bars(
                 &p,
-                &format!("Filebench: store time per op by category (us), sync {sync}"),
-                &cats,
+                &format!("Filebench: store time per op by category, sync {sync}"),
+                "µs per op (medians)",
+                &to_bars(cats),
+                None,
             )?;
             emit(p, &mut out);
         }
@@ -716,17 +720,21 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
                         .map(|v| (t.parse().unwrap_or(0.0), v))
                     })
                     .collect();
-                series.push((format!("{w}:{s}"), pts));
+                series.push(plot::Series::plain(format!("{w}:{s}"), &pts));
             }
         }
         let p = dir.join(format!("filebench-fig11b-{sync}.svg"));
+        let title = format!("Filebench (LOaPP Fig. 11b): thread scaling, sync {sync}");
         plot::lines(
             &p,
-            &format!("Filebench (LOaPP Fig. 11b): thread scaling, sync {sync}"),
-            "threads",
-            "MB/s",
+            &plot::LineChart {
+                title: &title,
+                x_desc: "threads",
+                y_desc: "MB/s (medians)",
+                integer_x: true,
+                ..Default::default()
+            },
             &mut series,
-            false,
         )?;
         emit(p, &mut out);
     }
@@ -751,7 +759,13 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         }
         if !bars.is_empty() {
             let p = dir.join(format!("filebench-lpmo-{sync}.svg"));
-            plot::stacked_bars(&p, &format!("Filebench (LPMO): DRAM cache, prediction, integrity, cxl-far / sp:medium, sync {sync}"), &bars)?;
+            plot::stacked_bars(
+                &p,
+                &format!("Filebench (LPMO): DRAM cache, prediction, integrity, cxl-far, sync {sync}"),
+                "MB/s over sp:medium (medians)",
+                &to_bars(bars),
+                Some(1.0),
+            )?;
             emit(p, &mut out);
         }
     }
@@ -795,4 +809,15 @@ impl Source {
             Source::File(s.into())
         }
     }
+}
+
+/// Bars as the plot module draws them (none marked uncertain).
+fn to_bars(v: Vec<(String, Vec<(&str, f64)>)>) -> Vec<plot::Bar<'_>> {
+    v.into_iter()
+        .map(|(label, parts)| plot::Bar {
+            label,
+            parts,
+            uncertain: false,
+        })
+        .collect()
 }

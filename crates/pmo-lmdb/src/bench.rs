@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use pmo_bench::{median, BenchError, Records, TempPool};
+use pmo_bench::plot::{Bar, LineChart, Series};
 use pmo_store::{AttachOptions, DirtyTracking, PredictConfig, Scheme};
 use pmo_ycsb::{KvStore, Workload};
 
@@ -761,7 +762,7 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
     let mut files = Vec::new();
     let ycsb = stores(rec, "ycsb");
     if !ycsb.is_empty() {
-        let mut series: Vec<(String, Vec<(f64, f64)>)> = ycsb
+        let mut series: Vec<Series> = ycsb
             .iter()
             .map(|s| {
                 let pts = ["a", "b", "c", "d", "e", "f"]
@@ -776,20 +777,28 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
                         )
                         .map(|v| (i as f64 + 1.0, v))
                     });
-                (s.clone(), pts.collect())
+                Series::plain(s.clone(), &pts.collect::<Vec<_>>())
             })
             .collect();
         let p = out.join("ycsb-throughput.svg");
         pmo_bench::plot::lines(
             &p,
-            "YCSB A-F throughput per store (x: workload A=1 .. F=6)",
-            "workload",
-            "ops/s",
+            &LineChart {
+                title: "YCSB A-F throughput per store",
+                x_desc: "workload",
+                y_desc: "ops/s",
+                integer_x: true,
+                x_label: Some(|x| {
+                    ["A", "B", "C", "D", "E", "F"]
+                        .get((x.round() as usize).wrapping_sub(1))
+                        .map_or_else(|| format!("{x}"), |w| w.to_string())
+                }),
+                ..Default::default()
+            },
             &mut series,
-            false,
         )?;
         files.push(p);
-        let mut cdf: Vec<(String, Vec<(f64, f64)>)> = ycsb
+        let mut cdf: Vec<Series> = ycsb
             .iter()
             .map(|s| {
                 let pts = rec
@@ -809,23 +818,25 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
                             .ok()?;
                         Some((r.value.max(1e-3), q))
                     });
-                (s.clone(), pts.collect())
+                Series::plain(s.clone(), &pts.collect::<Vec<_>>())
             })
             .collect();
         let p = out.join("ycsb-c-read-cdf.svg");
         pmo_bench::plot::lines(
             &p,
-            "YCSB C read latency CDF",
-            "latency (us)",
-            "fraction of reads",
+            &LineChart {
+                title: "YCSB C read latency CDF",
+                x_desc: "latency (us)",
+                y_desc: "fraction of reads",
+                ..Default::default()
+            },
             &mut cdf,
-            false,
         )?;
         files.push(p);
     }
     let commit = stores(rec, "lmdb-commit");
     if !commit.is_empty() {
-        let bars: Vec<(String, Vec<(&str, f64)>)> = commit
+        let bars: Vec<Bar> = commit
             .iter()
             .map(|s| {
                 let g = |m: &str| find(rec, "lmdb-commit", m, &[("store", s.as_str())]);
@@ -843,14 +854,20 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
                         ("LMDB + rest", g("commit_us_p50").unwrap_or(0.0)),
                     ],
                 };
-                (s.clone(), parts)
+                Bar {
+                    label: s.clone(),
+                    parts,
+                    uncertain: false,
+                }
             })
             .collect();
         let p = out.join("lmdb-commit.svg");
         pmo_bench::plot::stacked_bars(
             &p,
-            "Durable commit of one 1 KiB record (us; file peers: median total)",
+            "Durable commit of one 1 KiB record (medians; file peers: total)",
+            "µs",
             &bars,
+            None,
         )?;
         files.push(p);
     }
