@@ -150,7 +150,7 @@ pub fn stacked_bars(
         .map(|b| b.parts.iter().map(|p| p.1).sum::<f64>())
         .fold(reference_y.unwrap_or(0.0), f64::max);
     let ymax = top.max(1e-9) * 1.15;
-    let width = (140 + 80 * bars.len() as u32 + LEGEND_W).clamp(720, 2600);
+    let width = (140 + 80 * bars.len() as u32 + LEGEND_W).clamp(1100, 2600);
     let root = SVGBackend::new(path, (width, 580)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let (plot_area, legend_area) = root.split_horizontally(width - LEGEND_W);

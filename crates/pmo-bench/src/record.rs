@@ -44,6 +44,9 @@ impl Record {
 /// wider than the effect. Without recorded spreads a ratio is not marked.
 pub fn ratio(num: &Record, den: &Record) -> (f64, bool) {
     let r = num.value / den.value;
+    if std::ptr::eq(num, den) {
+        return (r, false); // the reference itself
+    }
     let uncertain = match (num.min, num.max, den.min, den.max) {
         (Some(a), Some(b), Some(c), Some(d)) if c > 0.0 && d > 0.0 => a / d <= 1.0 && b / c >= 1.0,
         _ => false,

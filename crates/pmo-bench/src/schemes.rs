@@ -501,7 +501,7 @@ pub fn table(records: &Records) -> String {
     _ = writeln!(out, "Fig. 1: attach + update one element + psync + detach (medians, µs; in brackets: relative to wedi;\n  ?: the samples' spread is wider than the difference from wedi)");
     _ = write!(out, "{:<13}", "scheme");
     for s in &sizes {
-        _ = write!(out, " {s:>18}");
+        _ = write!(out, " {s:>19}");
     }
     _ = writeln!(out);
     for sch in &schemes {
@@ -514,13 +514,13 @@ pub fn table(records: &Records) -> String {
                     let (r, unsure) = crate::record::ratio(v, w);
                     _ = write!(
                         out,
-                        " {:>9.1} ({r:>5.2}{})",
+                        " {:>9.1} ({r:>5.3}{})",
                         v.value,
                         if unsure { "?" } else { " " }
                     )
                 }
-                (Some(v), None) => _ = write!(out, " {:>18.1}", v.value),
-                _ => _ = write!(out, " {:>18}", "-"),
+                (Some(v), None) => _ = write!(out, " {:>19.1}", v.value),
+                _ => _ = write!(out, " {:>19}", "-"),
             }
         }
         _ = writeln!(out);

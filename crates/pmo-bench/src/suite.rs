@@ -416,7 +416,10 @@ impl Ratio {
         let value = geo(&|a, b| Some(a.value / b.value))?;
         let lo = geo(&|a, b| Some(a.min? / b.max?).filter(|v| *v > 0.0));
         let hi = geo(&|a, b| Some(a.max? / b.min?).filter(|v| v.is_finite() && *v > 0.0));
-        let uncertain = matches!((lo, hi), (Some(lo), Some(hi)) if lo <= 1.0 && hi >= 1.0);
+        // The reference against itself is exactly 1: nothing to mark.
+        let itself = pairs.iter().all(|(a, b)| std::ptr::eq(*a, *b));
+        let uncertain =
+            !itself && matches!((lo, hi), (Some(lo), Some(hi)) if lo <= 1.0 && hi >= 1.0);
         Some(Ratio { value, uncertain })
     }
 
@@ -747,7 +750,10 @@ pub fn tables(records: &Records) -> String {
             );
             let rel = base
                 .and_then(|b| Ratio::of(r, b))
-                .map(|x| format!("({}x)", x.cell().trim_start()))
+                .map(|x| {
+                    let mark = if x.uncertain { "?" } else { "" };
+                    format!("({:.3}x{mark})", x.value)
+                })
                 .unwrap_or_default();
             _ = writeln!(
                 out,
@@ -1090,8 +1096,8 @@ mod tests {
         cell(&mut r, "cxl", "gauss", "wedi", &far, &[0.81, 0.9, 0.85]);
         cell(&mut r, "cxl", "gauss", "secure", &far, &[3.0, 3.1, 2.9]);
         let t = tables(&r);
-        assert!(t.contains("0.850?x"), "{t}");
-        assert!(t.contains("3.000 x"), "a clear effect is not marked: {t}");
+        assert!(t.contains("(0.850x?)"), "{t}");
+        assert!(t.contains("(3.000x)"), "a clear effect is not marked: {t}");
         cell(
             &mut r,
             "breakdown",
@@ -1118,7 +1124,7 @@ mod tests {
         );
         let t = tables(&r);
         let geo = t.lines().find(|l| l.starts_with("geomean")).unwrap();
-        assert!(geo.contains("1.000?"), "wedi/wedi: {geo}");
+        assert!(geo.contains("1.000 "), "wedi/wedi is the reference: {geo}");
         assert!(geo.contains("1.500 "), "{geo}");
         assert!(geo.contains("0.990?"), "{geo}");
     }

@@ -248,6 +248,12 @@ enum Cmd {
         /// suite: prediction depths of the predict study (repeatable; off, N, adaptive)
         #[arg(long = "predict")]
         depths: Vec<String>,
+        /// suite: attach-session sizes K of the session study (repeatable)
+        #[arg(long = "k", value_name = "K")]
+        sessions: Vec<usize>,
+        /// suite: thread counts of the threads study (repeatable)
+        #[arg(long = "threads", value_name = "N")]
+        threads: Vec<usize>,
         /// suite: matrix sizes: tiny, default, paper (the LOaPP paper's Table IV)
         #[arg(long)]
         size: Option<String>,
@@ -1014,6 +1020,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             schemes,
             studies,
             depths,
+            sessions,
+            threads,
             size,
             from,
             sets,
@@ -1069,6 +1077,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     }
                     if !depths.is_empty() {
                         opts.depths = depths.clone();
+                    }
+                    if let Some(bad) = sessions.iter().chain(threads).find(|&&n| n == 0) {
+                        bail!("--k and --threads take positive numbers, not {bad}");
+                    }
+                    if !sessions.is_empty() {
+                        opts.sessions = sessions.clone();
+                    }
+                    if !threads.is_empty() {
+                        opts.threads = threads.clone();
                     }
                     std::fs::create_dir_all(out)
                         .with_context(|| format!("create {}", out.display()))?;
