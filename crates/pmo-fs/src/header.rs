@@ -1,4 +1,4 @@
-//! A file's header: the first [`HEADER_BYTES`] bytes of its first PMO (`docs/format.md` §9).
+//! A file's header: the first [`HEADER_BYTES`] bytes of its first PMO (`docs/format.md` §6).
 //!
 //! | offset | field |
 //! |---|---|
