@@ -294,10 +294,7 @@ fn run_once(opts: &FbOptions, w: &Workload, c: &Cell, rep: usize) -> Result<Samp
             ..Default::default()
         },
     );
-    let pool = match pool {
-        Ok(p) => p,
-        Err(e) => return Err(e.into()),
-    };
+    let pool = pool?;
     let result = (|| {
         let attach = AttachOptions {
             predict: Some(PredictConfig::parse(&c.predict)?),
