@@ -29,8 +29,18 @@ fn fails(o: &Output, needle: &str) {
 }
 
 const SHORT: [&str; 12] = [
-    "bench", "filebench", "--quick", "--study", "fig10", "--set", "nfiles=12", "--set",
-    "nthreads=2", "--seconds", "0.3", "--workload",
+    "bench",
+    "filebench",
+    "--quick",
+    "--study",
+    "fig10",
+    "--set",
+    "nfiles=12",
+    "--set",
+    "nthreads=2",
+    "--seconds",
+    "0.3",
+    "--workload",
 ];
 
 #[test]
@@ -39,7 +49,9 @@ fn a_short_run_writes_records() {
     let json = d.join("fb.json");
     let mut args: Vec<&str> = SHORT.to_vec();
     let (out, j) = (d.to_str().unwrap(), json.to_str().unwrap());
-    args.extend(["varmail", "--scheme", "none", "--scheme", "wedi", "--out", out, "--json", j]);
+    args.extend([
+        "varmail", "--scheme", "none", "--scheme", "wedi", "--out", out, "--json", j,
+    ]);
     let o = pmo(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(&json).unwrap();
@@ -52,7 +64,9 @@ fn a_short_run_writes_records() {
         .collect();
     assert_eq!(ops.len(), 3, "none, wedi and the POSIX peer");
     assert!(ops.iter().all(|&n| n > 0.0), "{ops:?}");
-    assert!(recs.iter().any(|r| r["metric"] == "write_bytes" && r["value"].as_f64() > Some(0.0)));
+    assert!(recs
+        .iter()
+        .any(|r| r["metric"] == "write_bytes" && r["value"].as_f64() > Some(0.0)));
     assert!(Path::new(out).join("filebench.csv").exists());
     assert!(String::from_utf8_lossy(&o.stdout).contains("normalised to wedi"));
     std::fs::remove_dir_all(&d).unwrap();

@@ -575,6 +575,17 @@ fn value(records: &Records, study: &str, metric: &str, keys: &[(&str, &str)]) ->
         .map(|r| r.value)
 }
 
+/// MB/s of a cell of the `threads` study.
+fn thread_mbs(records: &Records, w: &str, sync: &str, scheme: &str, threads: &str) -> Option<f64> {
+    let keys = [
+        ("workload", w),
+        ("sync", sync),
+        ("scheme", scheme),
+        ("threads", threads),
+    ];
+    value(records, "threads", "mb_per_s", &keys)
+}
+
 fn distinct(records: &Records, study: &str, key: &str) -> Vec<String> {
     let mut out: Vec<String> = vec![];
     for r in &records.records {
@@ -659,17 +670,7 @@ pub fn print_tables(records: &Records) {
             for s in distinct(records, "threads", "scheme") {
                 print!("{w:<11} {s:<8}");
                 for t in &threads {
-                    let v = value(
-                        records,
-                        "threads",
-                        "mb_per_s",
-                        &[
-                            ("workload", &w),
-                            ("sync", &sync),
-                            ("scheme", &s),
-                            ("threads", t),
-                        ],
-                    );
+                    let v = thread_mbs(records, &w, &sync, &s, t);
                     print!(" {t}:{:>8.1}", v.unwrap_or(f64::NAN));
                 }
                 println!();
@@ -826,18 +827,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
                 let pts: Vec<(f64, f64)> = distinct(records, "threads", "threads")
                     .iter()
                     .filter_map(|t| {
-                        value(
-                            records,
-                            "threads",
-                            "mb_per_s",
-                            &[
-                                ("workload", &w),
-                                ("sync", &sync),
-                                ("scheme", &s),
-                                ("threads", t),
-                            ],
-                        )
-                        .map(|v| (t.parse().unwrap_or(0.0), v))
+                        thread_mbs(records, &w, &sync, &s, t).map(|v| (t.parse().unwrap_or(0.0), v))
                     })
                     .collect();
                 series.push((format!("{w}:{s}"), pts));
