@@ -251,7 +251,7 @@ enum Cmd {
         /// suite: attach-session sizes K of the session study (repeatable)
         #[arg(long = "k", value_name = "K")]
         sessions: Vec<usize>,
-        /// suite: thread counts of the threads study (repeatable)
+        /// suite: thread counts of the threads study; filebench: thread counts (repeatable)
         #[arg(long = "threads", value_name = "N")]
         threads: Vec<usize>,
         /// suite: matrix sizes: tiny, default, paper (the LOaPP paper's Table IV)
@@ -274,24 +274,8 @@ enum Cmd {
         /// filebench: run against this plain directory instead of PMOs
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
-        /// filebench: set a workload variable before its defines use it (repeatable)
-        #[arg(long = "set", value_name = "VAR=VALUE")]
-        sets: Vec<String>,
-        /// filebench: cap on each run, whatever its `run` line says
-        #[arg(long)]
-        seconds: Option<f64>,
-        /// filebench: thread counts (repeatable)
-        #[arg(long = "threads")]
-        threads: Vec<usize>,
-        /// filebench: sync modes, paper or fsync (repeatable)
-        #[arg(long = "sync")]
-        syncs: Vec<String>,
-        /// filebench: latency profiles (repeatable)
-        #[arg(long = "latency")]
-        latencies: Vec<String>,
-        /// filebench: the papers' 5 runs x 30 s at Filebench's own sizes
-        #[arg(long)]
-        paper: bool,
+        #[command(flatten)]
+        fb: Box<FilebenchArgs>,
     },
 }
 
@@ -313,6 +297,26 @@ impl Cmd {
             Cmd::Cxlsim(_) | Cmd::Bench { .. } => (None, None),
         }
     }
+}
+
+/// `pmo bench filebench`'s own options.
+#[derive(clap::Args, Debug)]
+struct FilebenchArgs {
+    /// filebench: set a workload variable before its defines use it (repeatable)
+    #[arg(long = "set", value_name = "VAR=VALUE")]
+    sets: Vec<String>,
+    /// filebench: cap on each run, whatever its `run` line says
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// filebench: sync modes, paper or fsync (repeatable)
+    #[arg(long = "sync")]
+    syncs: Vec<String>,
+    /// filebench: latency profiles (repeatable)
+    #[arg(long = "latency")]
+    latencies: Vec<String>,
+    /// filebench: the papers' 5 runs x 30 s at Filebench's own sizes
+    #[arg(long)]
+    paper: bool,
 }
 
 const BENCH_HELP: &str = "\
@@ -1024,12 +1028,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             threads,
             size,
             from,
-            sets,
-            seconds,
-            threads,
-            syncs,
-            latencies,
-            paper,
+            fb,
         } => {
             let mut records = pmo_bench::Records::default();
             if from.is_some() && which != "suite" {
@@ -1130,10 +1129,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     }
                 }
                 "filebench" => {
-                    let o = filebench_options(
-                        *quick, *paper, workloads, schemes, studies, depths, dir, sets, *seconds,
-                        threads, syncs, latencies,
-                    )?;
+                    let o =
+                        filebench_options(
+                            *quick, workloads, schemes, studies, depths, threads, dir, fb,
+                        )?;
                     pmo_filebench::bench::run_and_report(&o, out, json.as_deref())?;
                     return Ok(());
                 }
@@ -1288,22 +1287,25 @@ fn scheme_name(code: u32) -> String {
 }
 
 /// `pmo bench filebench`'s options from the command line.
-#[allow(clippy::too_many_arguments)]
 fn filebench_options(
     quick: bool,
-    paper: bool,
     workloads: &[String],
     schemes: &[String],
     studies: &[String],
     depths: &[String],
-    dir: &Option<PathBuf>,
-    sets: &[String],
-    seconds: Option<f64>,
     threads: &[usize],
-    syncs: &[String],
-    latencies: &[String],
+    dir: &Option<PathBuf>,
+    fb: &FilebenchArgs,
 ) -> anyhow::Result<pmo_filebench::bench::FbOptions> {
     use pmo_filebench::{bench, run::SyncMode};
+    let FilebenchArgs {
+        sets,
+        seconds,
+        syncs,
+        latencies,
+        paper,
+    } = fb;
+    let (seconds, paper) = (*seconds, *paper);
     let mut o = bench::FbOptions::new(quick, paper);
     if !workloads.is_empty() {
         o.workloads = workloads.iter().map(|w| bench::Source::parse(w)).collect();

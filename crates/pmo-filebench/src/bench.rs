@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | `fig10` | every workload x the designs (none, wedi, wed, bp, bp-ip, bp-id, sp, sp-ip, sp-id, secure) + the POSIX peer | LOaPP Fig. 10: MB/s per design normalised to wedi; the Fig. 6 time categories per op |
 //! | `threads` | every workload x {wedi, sp-id, secure} x thread counts | LOaPP Fig. 11b: thread scaling |
+//! | `design` | {none, secure, wedi} x {one PMO per file, one PMO for the whole store} | the choice of `docs/filebench.md`: a file's create + 16 KiB write + fsync + close + unlink as PMO operations, against a 16 KiB write + psync in one PMO as large as the fileset |
 //! | `lpmo` | every workload x {sp:medium (the LOaPP kernel's plaintext on the medium), sp (DRAM cache), sp + prediction, sp-ip + prediction, sp-ip + prediction on cxl-far} | the LPMO Filebench bars, normalised to sp:medium |
 //!
 //! Records (`bench=filebench`): per cell `ops_per_s`, `mb_per_s`, `ops`, `read_bytes`,
@@ -26,7 +27,7 @@ use crate::personalities;
 use crate::run::{run, RunOptions, SyncMode};
 
 /// The studies, in order.
-pub const STUDIES: [&str; 3] = ["fig10", "threads", "lpmo"];
+pub const STUDIES: [&str; 4] = ["fig10", "threads", "lpmo", "design"];
 
 /// Where a workload comes from.
 #[derive(Clone, Debug)]
@@ -288,15 +289,12 @@ fn run_once(opts: &FbOptions, w: &Workload, c: &Cell, rep: usize) -> Result<Samp
         pool_bytes(w),
         &PoolOptions {
             kdf: KdfParams::INSECURE_FAST,
-            ns_capacity: Some((entries * 3 + 1024).min(1 << 20)),
+            ns_capacity: Some((entries * 2 + 256).min(1 << 20)),
             scheme,
             ..Default::default()
         },
     );
-    let pool = match pool {
-        Ok(p) => p,
-        Err(e) => return Err(e.into()),
-    };
+    let pool = pool?;
     let result = (|| {
         let attach = AttachOptions {
             predict: Some(PredictConfig::parse(&c.predict)?),
@@ -325,10 +323,117 @@ fn run_once(opts: &FbOptions, w: &Workload, c: &Cell, rep: usize) -> Result<Samp
     result
 }
 
+/// The `design` study: what an fsync-heavy file costs under each layout. One PMO per file:
+/// create (pcreate + attach), write 16 KiB, fsync (psync), close (detach), unlink (pdestroy),
+/// through the file store. One PMO for the whole store: write 16 KiB at a random place of an
+/// attached PMO as large as `store_bytes` and psync it (what a file system inside one PMO
+/// pays per fsync at least, before its own metadata). Microseconds per operation, medians.
+fn design_study(
+    opts: &FbOptions,
+    store_bytes: u64,
+    records: &mut Records,
+) -> Result<(), BenchError> {
+    let iters = if opts.repeats <= 1 { 40 } else { 200 };
+    let data = vec![0x3cu8; 16 << 10];
+    for scheme in ["none", "secure", "wedi"] {
+        let sch = Scheme::from_name(scheme)?;
+        let path = opts
+            .pool_dir
+            .join(format!("pmo-filebench-design-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let pool = Pool::create(
+            &path,
+            store_bytes * 3 + (64 << 20),
+            &PoolOptions {
+                kdf: KdfParams::INSECURE_FAST,
+                ns_capacity: Some(1024),
+                scheme: sch,
+                ..Default::default()
+            },
+        )?;
+        let r = (|| -> Result<(f64, f64), BenchError> {
+            let fs = FileStore::open(pool.clone(), FsOptions::default())
+                .map_err(|e| BenchError::Other(e.to_string()))?;
+            let mut per_file = vec![];
+            for i in 0..iters {
+                let t = std::time::Instant::now();
+                let f = fs.create(&format!("/f{i}"), data.len() as u64);
+                let f = f.map_err(|e| BenchError::Other(e.to_string()))?;
+                let r = f
+                    .pwrite(0, &data)
+                    .and_then(|_| f.fsync())
+                    .and_then(|_| f.close());
+                r.and_then(|_| fs.unlink(&format!("/f{i}")))
+                    .map_err(|e| BenchError::Other(e.to_string()))?;
+                per_file.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            pool.pcreate_with(
+                "whole-store",
+                store_bytes,
+                &FsOptions::default().key,
+                Some(sch),
+            )?;
+            let a = pool.attach_with(
+                "whole-store",
+                pmo_store::Perm::Write,
+                &FsOptions::default().key,
+                AttachOptions::default(),
+            )?;
+            let mut one = vec![];
+            let span = (store_bytes as usize).saturating_sub(data.len()).max(1);
+            for i in 0..iters {
+                let off = (i * 7919 * 4096) % span;
+                let t = std::time::Instant::now();
+                a.write_at(off, &data)?;
+                a.psync()?;
+                one.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            drop(a);
+            pmo_store::wait_for_background_detaches();
+            Ok((median(&per_file), median(&one)))
+        })();
+        let _ = std::fs::remove_file(&path);
+        let (per_file, one) = r?;
+        for (layout, v) in [("pmo-per-file", per_file), ("one-pmo", one)] {
+            records.push(
+                "filebench",
+                &[
+                    ("study", "design".into()),
+                    ("scheme", scheme.into()),
+                    ("layout", layout.into()),
+                    ("store_bytes", store_bytes.to_string()),
+                ],
+                "fsync_cycle_us",
+                v,
+                "us",
+                iters,
+            );
+        }
+        eprintln!("design {scheme:<7} one PMO per file: {per_file:>9.1} us per create+write+fsync+close+unlink; one {store_bytes}-byte PMO: {one:>9.1} us per write+psync");
+    }
+    Ok(())
+}
+
 /// Run every cell; progress on stderr; records into `out`. Cells that fail are reported and
 /// the rest still run; the error lists them.
 pub fn run_bench(opts: &FbOptions, records: &mut Records) -> Result<(), BenchError> {
     let workloads = load_all(opts)?;
+    if opts.posix_dir.is_none() && opts.studies.iter().any(|s| s == "design") {
+        // As large as the first workload's fileset would be (at least 16 MiB).
+        let bytes = workloads
+            .first()
+            .map(|w| {
+                w.filesets
+                    .iter()
+                    .map(|f| (f.entries as f64 * f.size.mean()) as u64)
+                    .sum::<u64>()
+            })
+            .unwrap_or(0)
+            .clamp(16 << 20, 1 << 30)
+            .div_ceil(4096)
+            * 4096;
+        design_study(opts, bytes, records)?;
+    }
     let cells = cells(opts, workloads.len());
     let mut failed = vec![];
     for (k, c) in cells.iter().enumerate() {
@@ -470,6 +575,17 @@ fn value(records: &Records, study: &str, metric: &str, keys: &[(&str, &str)]) ->
         .map(|r| r.value)
 }
 
+/// MB/s of a cell of the `threads` study.
+fn thread_mbs(records: &Records, w: &str, sync: &str, scheme: &str, threads: &str) -> Option<f64> {
+    let keys = [
+        ("workload", w),
+        ("sync", sync),
+        ("scheme", scheme),
+        ("threads", threads),
+    ];
+    value(records, "threads", "mb_per_s", &keys)
+}
+
 fn distinct(records: &Records, study: &str, key: &str) -> Vec<String> {
     let mut out: Vec<String> = vec![];
     for r in &records.records {
@@ -528,6 +644,25 @@ pub fn print_tables(records: &Records) {
             .unwrap_or_default();
         println!("{sizes}");
     }
+    if !distinct(records, "design", "scheme").is_empty() {
+        println!("\nFile layout (docs/filebench.md): us per fsync-heavy file operation (median; machine shared with other builds)");
+        for s in distinct(records, "design", "scheme") {
+            let get = |l: &str| {
+                value(
+                    records,
+                    "design",
+                    "fsync_cycle_us",
+                    &[("scheme", &s), ("layout", l)],
+                )
+                .unwrap_or(f64::NAN)
+            };
+            println!(
+                "{s:<8} one PMO per file (create+write 16K+fsync+close+unlink): {:>9.1} us   one PMO for the store (write 16K+psync): {:>9.1} us",
+                get("pmo-per-file"),
+                get("one-pmo")
+            );
+        }
+    }
     for sync in distinct(records, "threads", "sync") {
         println!("\nFilebench, LOaPP Fig. 11b: MB/s by threads (sync {sync})");
         let threads = distinct(records, "threads", "threads");
@@ -535,17 +670,7 @@ pub fn print_tables(records: &Records) {
             for s in distinct(records, "threads", "scheme") {
                 print!("{w:<11} {s:<8}");
                 for t in &threads {
-                    let v = value(
-                        records,
-                        "threads",
-                        "mb_per_s",
-                        &[
-                            ("workload", &w),
-                            ("sync", &sync),
-                            ("scheme", &s),
-                            ("threads", t),
-                        ],
-                    );
+                    let v = thread_mbs(records, &w, &sync, &s, t);
                     print!(" {t}:{:>8.1}", v.unwrap_or(f64::NAN));
                 }
                 println!();
@@ -706,18 +831,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
                 let pts: Vec<(f64, f64)> = distinct(records, "threads", "threads")
                     .iter()
                     .filter_map(|t| {
-                        value(
-                            records,
-                            "threads",
-                            "mb_per_s",
-                            &[
-                                ("workload", &w),
-                                ("sync", &sync),
-                                ("scheme", &s),
-                                ("threads", t),
-                            ],
-                        )
-                        .map(|v| (t.parse().unwrap_or(0.0), v))
+                        thread_mbs(records, &w, &sync, &s, t).map(|v| (t.parse().unwrap_or(0.0), v))
                     })
                     .collect();
                 series.push(plot::Series::plain(format!("{w}:{s}"), &pts));

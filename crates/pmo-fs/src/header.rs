@@ -1,4 +1,4 @@
-//! A file's header: the first [`HEADER_BYTES`] bytes of its first PMO (`docs/format.md` §9).
+//! A file's header: the first [`HEADER_BYTES`] bytes of its first PMO (`docs/format.md` §6).
 //!
 //! | offset | field |
 //! |---|---|
@@ -49,7 +49,7 @@ impl Header {
         if b.len() < HEADER_BYTES as usize {
             return corrupt("header too short");
         }
-        if b.iter().all(|&x| x == 0) && pmo_bytes > HEADER_BYTES && pmo_bytes % 4096 == 0 {
+        if b.iter().all(|&x| x == 0) && pmo_bytes > HEADER_BYTES && pmo_bytes.is_multiple_of(4096) {
             return Ok(Header {
                 size: 0,
                 first_pmo_bytes: pmo_bytes,

@@ -84,6 +84,9 @@ pub struct FsCheck {
     pub problems: Vec<String>,
 }
 
+/// The PMOs one path has: (a directory marker, a file's first PMO, its segment numbers).
+type PathPmos = (bool, bool, Vec<u32>);
+
 struct Segment {
     att: Attachment,
     dirty: bool,
@@ -160,8 +163,8 @@ impl FileStore {
     }
 
     /// Every file-store PMO: path -> (is a dir, is a file, segment numbers).
-    fn scan(&self) -> Result<BTreeMap<FsPath, (bool, bool, Vec<u32>)>> {
-        let mut m: BTreeMap<FsPath, (bool, bool, Vec<u32>)> = BTreeMap::new();
+    fn scan(&self) -> Result<BTreeMap<FsPath, PathPmos>> {
+        let mut m: BTreeMap<FsPath, PathPmos> = BTreeMap::new();
         for info in self.inner.pool.list()? {
             if let Some((p, kind)) = FsPath::from_pmo_name(&info.name) {
                 let e = m.entry(p).or_default();

@@ -45,7 +45,7 @@ fn fs_sigkill_child_main() {
         log.append(&record(i)).unwrap();
         log.fsync().unwrap();
         println!("{i}");
-        if i % 4 == 0 {
+        if i.is_multiple_of(4) {
             let name = format!("/s/{i}");
             match fs.create(&name, 0) {
                 Ok(f) => {
