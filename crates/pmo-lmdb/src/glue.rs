@@ -284,8 +284,11 @@ unsafe fn state<'a>(map: *mut PmoLmdbMap) -> &'a mut MapState {
     unsafe { &mut *(*map).handle.cast::<MapState>() }
 }
 
+/// # Safety
+/// Called by the patched `mdb.c` only, with the pointers `csrc/pmo_lmdb.h` describes: a map
+/// from `pmo_lmdb_open`, not yet closed, and buffers of the lengths given.
 #[no_mangle]
-pub extern "C" fn pmo_lmdb_open(
+pub unsafe extern "C" fn pmo_lmdb_open(
     path: *const c_char,
     flags: c_uint,
     want_size: usize,
@@ -309,8 +312,11 @@ pub extern "C" fn pmo_lmdb_open(
     }
 }
 
+/// # Safety
+/// Called by the patched `mdb.c` only, with the pointers `csrc/pmo_lmdb.h` describes: a map
+/// from `pmo_lmdb_open`, not yet closed, and buffers of the lengths given.
 #[no_mangle]
-pub extern "C" fn pmo_lmdb_psync(map: *mut PmoLmdbMap) -> c_int {
+pub unsafe extern "C" fn pmo_lmdb_psync(map: *mut PmoLmdbMap) -> c_int {
     // SAFETY: LMDB passes its live `env->me_pmo`.
     let st = unsafe { state(map) };
     let Some(att) = st.att.as_ref() else {
@@ -325,8 +331,11 @@ pub extern "C" fn pmo_lmdb_psync(map: *mut PmoLmdbMap) -> c_int {
     }
 }
 
+/// # Safety
+/// Called by the patched `mdb.c` only, with the pointers `csrc/pmo_lmdb.h` describes: a map
+/// from `pmo_lmdb_open`, not yet closed, and buffers of the lengths given.
 #[no_mangle]
-pub extern "C" fn pmo_lmdb_pread(
+pub unsafe extern "C" fn pmo_lmdb_pread(
     map: *mut PmoLmdbMap,
     buf: *mut c_void,
     len: usize,
@@ -347,8 +356,11 @@ pub extern "C" fn pmo_lmdb_pread(
     n as isize
 }
 
+/// # Safety
+/// Called by the patched `mdb.c` only, with the pointers `csrc/pmo_lmdb.h` describes: a map
+/// from `pmo_lmdb_open`, not yet closed, and buffers of the lengths given.
 #[no_mangle]
-pub extern "C" fn pmo_lmdb_pwrite(
+pub unsafe extern "C" fn pmo_lmdb_pwrite(
     map: *mut PmoLmdbMap,
     buf: *const c_void,
     len: usize,
@@ -357,7 +369,7 @@ pub extern "C" fn pmo_lmdb_pwrite(
     // SAFETY: LMDB passes its live `env->me_pmo`.
     let st = unsafe { state(map) };
     let Some(att) = st.att.as_ref() else { return 0 };
-    if att.perm() != Perm::Write || off.checked_add(len).is_none_or(|end| end > att.len()) {
+    if att.perm() != Perm::Write || off.checked_add(len).map_or(true, |end| end > att.len()) {
         errno::set_errno(errno::Errno(libc::ENOSPC));
         return 0;
     }
@@ -367,8 +379,11 @@ pub extern "C" fn pmo_lmdb_pwrite(
     1
 }
 
+/// # Safety
+/// Called by the patched `mdb.c` only, with the pointers `csrc/pmo_lmdb.h` describes: a map
+/// from `pmo_lmdb_open`, not yet closed, and buffers of the lengths given.
 #[no_mangle]
-pub extern "C" fn pmo_lmdb_prefault(map: *mut PmoLmdbMap, addr: *const c_void, len: usize) {
+pub unsafe extern "C" fn pmo_lmdb_prefault(map: *mut PmoLmdbMap, addr: *const c_void, len: usize) {
     // SAFETY: LMDB passes its live `env->me_pmo`.
     let st = unsafe { state(map) };
     let Some(att) = st.att.as_ref() else { return };
@@ -384,8 +399,11 @@ pub extern "C" fn pmo_lmdb_prefault(map: *mut PmoLmdbMap, addr: *const c_void, l
     }
 }
 
+/// # Safety
+/// Called by the patched `mdb.c` only, with the pointers `csrc/pmo_lmdb.h` describes: a map
+/// from `pmo_lmdb_open`, not yet closed, and buffers of the lengths given.
 #[no_mangle]
-pub extern "C" fn pmo_lmdb_close(map: *mut PmoLmdbMap, sync: c_int) {
+pub unsafe extern "C" fn pmo_lmdb_close(map: *mut PmoLmdbMap, sync: c_int) {
     if map.is_null() {
         return;
     }
