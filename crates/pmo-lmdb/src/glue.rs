@@ -9,7 +9,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
-use pmo_store::{AttachOptions, Attachment, Perm, Pool, Scheme, StoreError};
+use pmo_store::{AttachOptions, Attachment, DirtyTracking, Perm, Pool, Scheme, StoreError};
 
 use crate::LmdbError;
 
@@ -238,9 +238,16 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
         }
     }
     let perm = if rdonly { Perm::Read } else { Perm::Write };
-    let att = backend
-        .pool
-        .attach_with(&name, perm, &backend.key, backend.attach)?;
+    let mut opts = backend.attach;
+    // A writer's pages are named by LMDB itself at commit (pmo_lmdb_declare): no write faults.
+    // PMO_DIRTY or the backend's options choose another tracking (docs/lmdb.md).
+    if !rdonly
+        && opts.tracking.is_none()
+        && std::env::var_os("PMO_DIRTY").map_or(true, |v| v.is_empty())
+    {
+        opts.tracking = Some(DirtyTracking::Declared);
+    }
+    let att = backend.pool.attach_with(&name, perm, &backend.key, opts)?;
     let fresh = att.handle().seq() == 0;
     let lock = lock_path(&backend, &name)?;
     let lock = CString::new(lock.into_os_string().into_encoded_bytes())
@@ -376,7 +383,28 @@ pub unsafe extern "C" fn pmo_lmdb_pwrite(
     // SAFETY: [off, off+len) lies inside the writable attachment (checked above); `buf` is
     // LMDB's calloc'ed meta pages of `len` bytes, not inside the map.
     unsafe { std::ptr::copy_nonoverlapping(buf.cast::<u8>(), att.addr().add(off), len) };
+    if att.declare(off, len).is_err() {
+        errno::set_errno(errno::Errno(libc::EIO));
+        return 0;
+    }
     1
+}
+
+/// # Safety
+/// Called by the patched `mdb.c` only, with the pointers `csrc/pmo_lmdb.h` describes: a map
+/// from `pmo_lmdb_open`, not yet closed.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_lmdb_declare(map: *mut PmoLmdbMap, addr: *const c_void, len: usize) {
+    // SAFETY: LMDB passes its live `env->me_pmo`.
+    let st = unsafe { state(map) };
+    let Some(att) = st.att.as_ref() else { return };
+    let off = (addr as usize).wrapping_sub(att.addr() as usize);
+    if off < att.len() {
+        // Out of range cannot happen (LMDB names pages of its map); declare clamps anyway.
+        if let Err(e) = att.declare(off, len.min(att.len() - off)) {
+            set_error(&e.into());
+        }
+    }
 }
 
 /// # Safety
