@@ -36,6 +36,10 @@ ssize_t pmo_lmdb_pread(pmo_lmdb_map *map, void *buf, size_t len, size_t off);
  * range is outside the PMO or the attachment is read-only (DO_PWRITE's convention). */
 int pmo_lmdb_pwrite(pmo_lmdb_map *map, const void *buf, size_t len, size_t off);
 
+/** Name [addr, addr + len) inside the attachment as written since the last psync, so the next
+ * psync commits it (the attachment's declared dirty tracking; harmless with the others). */
+void pmo_lmdb_declare(pmo_lmdb_map *map, const void *addr, size_t len);
+
 /** Read one byte of every page of [addr, addr + len) inside the attachment, so that a system
  * call (write(2) in mdb_env_copy) finds them filled: the kernel does not fault an attachment's
  * pages in itself. */

@@ -7,7 +7,7 @@
 //!   page faults, the rest: LMDB itself).
 //! - `ycsb`: YCSB A-F (load, then each run phase) per store: throughput, p50/p99/p99.9.
 //! - the LPMO analogues: every scheme; the plaintext copy in DRAM vs on the medium; dirty
-//!   tracking by faults vs page-table scan; `MDB_WRITEMAP` or not for the file peer (the mode
+//!   tracking declared by LMDB (the default) vs write faults vs page-table scan; `MDB_WRITEMAP` or not for the file peer (the mode
 //!   choice); a cold scan after attach with prediction off vs adaptive; `cxl-far` latency.
 //!
 //! Records (CSV, JSON) through `pmo_bench::Records`, figures through `pmo_bench::plot`.
@@ -39,7 +39,9 @@ pub struct LmdbBenchOptions {
     /// scaled up outside `--quick`).
     pub records: Option<u64>,
     pub operations: Option<u64>,
-    /// Schemes of the PMO stores (default: secure, none, and outside `--quick` the LOaPP ones).
+    /// Schemes of the PMO stores (default: secure, none, and outside `--quick` sp-ip and bp-ip;
+    /// the whole-PMO designs wed and wedi re-seal the whole PMO at every psync, so one commit
+    /// costs milliseconds: ask for them with `--scheme`).
     pub schemes: Vec<String>,
     /// Which parts: `commit`, `ycsb`, `lpmo` (the analogues).
     pub parts: Vec<String>,
@@ -62,7 +64,7 @@ impl LmdbBenchOptions {
             schemes: if quick {
                 vec!["secure".into(), "none".into()]
             } else {
-                ["secure", "none", "wedi", "sp-ip", "bp-ip"]
+                ["secure", "none", "sp-ip", "bp-ip"]
                     .map(String::from)
                     .to_vec()
             },
@@ -258,11 +260,12 @@ fn commit_bench(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<f
         n
     };
     let s = open(t, &o.dir, preload * 1100)?;
+    let mut tx = s.kv.env.begin(false).map_err(err)?;
     for i in 0..preload {
-        s.kv.env
-            .put1(format!("user{i:010}").as_bytes(), &record_1k(i))
+        tx.put(format!("user{i:010}").as_bytes(), &record_1k(i))
             .map_err(err)?;
     }
+    tx.commit().map_err(err)?;
     let before = s.stats();
     let mut ns = Vec::with_capacity(n as usize);
     let mut x: u64 = 0x9e37_79b9;
@@ -416,6 +419,33 @@ fn ycsb_bench(
             cdf_c = r.all_ns();
         }
     }
+    // YCSB C again, 5 times (pages resident): the median throughput is what target 1 compares,
+    // since one phase's throughput moves with any stall of this shared machine.
+    let c = ws.iter().find(|w| w.name == "c").expect("workload c");
+    let mut tput = Vec::new();
+    for rep in 0..5u64 {
+        let w = Workload {
+            record_count: count,
+            ..c.clone()
+        };
+        tput.push(
+            pmo_ycsb::run(store, &w, 100 + rep)
+                .map_err(err)?
+                .throughput(),
+        );
+    }
+    rec.push(
+        "ycsb",
+        &[
+            ("store", t.label().to_string()),
+            ("workload", "c".into()),
+            ("phase", "repeat".into()),
+        ],
+        "throughput_ops_median",
+        median(&tput),
+        "ops/s",
+        tput.len(),
+    );
     // The CDF of YCSB C's reads: 50 points.
     for i in 1..=50 {
         let q = i as f64 / 50.0;
@@ -548,13 +578,20 @@ pub fn run(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(), B
             writemap: true,
         });
         if wants("lpmo") {
-            all.push(Target::Pmo {
-                label: "pmo-secure-scan".into(),
-                scheme: "secure".into(),
-                tracking: Some(DirtyTracking::Scan),
-                predict: None,
-                latency: None,
-            });
+            // Dirty tracking: LMDB names its pages (declared, the default) vs write faults vs a
+            // page-table scan.
+            for (label, tracking) in [
+                ("pmo-secure-fault", DirtyTracking::Fault),
+                ("pmo-secure-scan", DirtyTracking::Scan),
+            ] {
+                all.push(Target::Pmo {
+                    label: label.into(),
+                    scheme: "secure".into(),
+                    tracking: Some(tracking),
+                    predict: None,
+                    latency: None,
+                });
+            }
             all.push(Target::Pmo {
                 label: "pmo-secure-cxl-far".into(),
                 scheme: "secure".into(),
@@ -589,6 +626,22 @@ pub fn run(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(), B
             ycsb_bench(t, o, &ws, rec)?;
         }
     }
+    let mut r = lpmo_cold(o, which, rec);
+    if r.is_ok() && which == "lmdb" {
+        eprintln!("[lmdb] targets: pmo-secure and shm side by side");
+        r = targets(o, rec);
+    }
+    let _ = std::fs::remove_dir_all(
+        o.dir
+            .join(format!("pmo-lmdb-bench-locks-{}", std::process::id())),
+    );
+    r
+}
+
+fn lpmo_cold(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(), BenchError> {
+    let wants = |p: &str| o.parts.iter().any(|x| x == p);
+    let files = file_targets(o, false);
+    let progress = |what: &str, t: &Target| eprintln!("[lmdb] {what}: {}", t.label());
     if which == "lmdb" && wants("lpmo") {
         let cold = [
             Target::pmo("secure"),
@@ -724,36 +777,115 @@ pub fn print_tables(rec: &Records) {
             );
         }
     }
-    // The targets, measured in this run.
-    let c_sec = find(
-        rec,
-        "ycsb",
-        "throughput_ops",
-        &[("store", "pmo-secure"), ("workload", "c")],
-    );
-    let c_shm = find(
-        rec,
-        "ycsb",
-        "throughput_ops",
-        &[("store", "shm"), ("workload", "c")],
-    );
-    if let (Some(a), Some(b)) = (c_sec, c_shm) {
+    let g = |m: &str| find(rec, "lmdb-targets", m, &[]);
+    if let (Some(r), Some(a), Some(b)) = (g("read_ratio"), g("read_ops_pmo"), g("read_ops_shm")) {
         println!(
-            "target 1: YCSB C on pmo-secure vs shm: {:.2}x the time (target <= 1.2x): {}",
-            b / a,
-            if b / a <= 1.2 { "met" } else { "MISSED" }
+            "target 1: YCSB C, pmo-secure vs shm interleaved: {a:.0} vs {b:.0} ops/s, {r:.2}x the time (median of rounds) (target <= 1.2x): {}",
+            if r <= 1.2 { "met" } else { "MISSED" }
         );
     }
-    let w_sec = find(
-        rec,
-        "lmdb-commit",
-        "commit_us_p50",
-        &[("store", "pmo-secure")],
-    );
-    let w_shm = find(rec, "lmdb-commit", "commit_us_p50", &[("store", "shm")]);
-    if let (Some(a), Some(b)) = (w_sec, w_shm) {
-        println!("target 2: 1 KiB durable commit on pmo-secure {a:.1} us vs shm {b:.1} us: {:.2}x (target <= 1x): {}", a / b, if a <= b { "met" } else { "MISSED" });
+    if let (Some(r), Some(a), Some(b)) = (g("commit_ratio"), g("commit_us_pmo"), g("commit_us_shm"))
+    {
+        println!(
+            "target 2: 1 KiB durable commit, pmo-secure vs shm interleaved: {a:.1} vs {b:.1} us, {r:.2}x (median of rounds) (target <= 1x): {}",
+            if r <= 1.0 { "met" } else { "MISSED" }
+        );
     }
+}
+
+/// The two targets measured side by side: `pmo-secure` and `shm` open at once, loaded alike,
+/// then rounds that alternate between them (YCSB C, then a batch of 1 KiB durable commits),
+/// so a stall of this shared machine hits both. Ratios are per round; the medians are kept.
+fn targets(o: &LmdbBenchOptions, rec: &mut Records) -> Result<(), BenchError> {
+    let (rounds, batch) = if o.quick { (5, 200u64) } else { (9, 1000) };
+    let mut c = Workload::find('c', o.ycsb_dir.as_deref()).map_err(err)?;
+    c.record_count = o.records.unwrap_or(if o.quick { 1000 } else { 10_000 });
+    c.operation_count = o.operations.unwrap_or(if o.quick { 5000 } else { 20_000 });
+    let bytes = c.record_count * (c.record_len() as u64 + 200);
+    let pmo_t = Target::pmo("secure");
+    let shm_t = file_targets(o, false).remove(0);
+    let mut pmo_s = open(&pmo_t, &o.dir, bytes + batch * 2048)?;
+    let mut shm_s = open(&shm_t, &o.dir, bytes + batch * 2048)?;
+    pmo_ycsb::load(&mut pmo_s.kv, &c, 1).map_err(err)?;
+    pmo_ycsb::load(&mut shm_s.kv, &c, 1).map_err(err)?;
+    let (mut rr, mut cr) = (Vec::new(), Vec::new());
+    let (mut ra, mut rb, mut ca, mut cb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let seed = 1000 + round as u64;
+        // Alternate which store goes first.
+        let order: [&mut Opened; 2] = if round % 2 == 0 {
+            [&mut pmo_s, &mut shm_s]
+        } else {
+            [&mut shm_s, &mut pmo_s]
+        };
+        let mut tput = [0.0; 2];
+        let mut commit = [0.0; 2];
+        for (k, st) in order.into_iter().enumerate() {
+            tput[k] = pmo_ycsb::run(&mut st.kv, &c, seed)
+                .map_err(err)?
+                .throughput();
+            let mut ns = Vec::with_capacity(batch as usize);
+            for i in 0..batch {
+                // A record's first 8 bytes stay its number: the driver checks them on reads.
+                let n = (seed * 7919 + i * 104_729) % c.record_count;
+                let key = pmo_ycsb::gen::key_name(n, true);
+                let t0 = Instant::now();
+                st.kv.env.put1(key.as_bytes(), &record_1k(n)).map_err(err)?;
+                ns.push(t0.elapsed().as_nanos() as f64 / 1e3);
+            }
+            commit[k] = median(&ns);
+        }
+        let (tp, ts, cp, cs) = if round % 2 == 0 {
+            (tput[0], tput[1], commit[0], commit[1])
+        } else {
+            (tput[1], tput[0], commit[1], commit[0])
+        };
+        rr.push(ts / tp);
+        cr.push(cp / cs);
+        ra.push(tp);
+        rb.push(ts);
+        ca.push(cp);
+        cb.push(cs);
+    }
+    let p: [(&str, String); 0] = [];
+    rec.push("lmdb-targets", &p, "read_ratio", median(&rr), "x", rounds);
+    rec.push(
+        "lmdb-targets",
+        &p,
+        "read_ops_pmo",
+        median(&ra),
+        "ops/s",
+        rounds,
+    );
+    rec.push(
+        "lmdb-targets",
+        &p,
+        "read_ops_shm",
+        median(&rb),
+        "ops/s",
+        rounds,
+    );
+    rec.push("lmdb-targets", &p, "commit_ratio", median(&cr), "x", rounds);
+    rec.push(
+        "lmdb-targets",
+        &p,
+        "commit_us_pmo",
+        median(&ca),
+        "us",
+        rounds,
+    );
+    rec.push(
+        "lmdb-targets",
+        &p,
+        "commit_us_shm",
+        median(&cb),
+        "us",
+        rounds,
+    );
+    drop(pmo_s);
+    drop(shm_s);
+    cleanup(&shm_t);
+    Ok(())
 }
 
 /// The figures: YCSB throughput per store and workload, YCSB C's read latency CDF, the commit

@@ -9,7 +9,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
-use pmo_store::{AttachOptions, Attachment, Perm, Pool, Scheme, StoreError};
+use pmo_store::{AttachOptions, Attachment, DirtyTracking, Perm, Pool, Scheme, StoreError};
 
 use crate::LmdbError;
 
@@ -238,9 +238,16 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
         }
     }
     let perm = if rdonly { Perm::Read } else { Perm::Write };
-    let att = backend
-        .pool
-        .attach_with(&name, perm, &backend.key, backend.attach)?;
+    let mut opts = backend.attach;
+    // A writer's pages are named by LMDB itself at commit (pmo_lmdb_declare): no write faults.
+    // PMO_DIRTY or the backend's options choose another tracking (docs/lmdb.md).
+    if !rdonly
+        && opts.tracking.is_none()
+        && std::env::var_os("PMO_DIRTY").map_or(true, |v| v.is_empty())
+    {
+        opts.tracking = Some(DirtyTracking::Declared);
+    }
+    let att = backend.pool.attach_with(&name, perm, &backend.key, opts)?;
     let fresh = att.handle().seq() == 0;
     let lock = lock_path(&backend, &name)?;
     let lock = CString::new(lock.into_os_string().into_encoded_bytes())
@@ -284,8 +291,11 @@ unsafe fn state<'a>(map: *mut PmoLmdbMap) -> &'a mut MapState {
     unsafe { &mut *(*map).handle.cast::<MapState>() }
 }
 
+/// # Safety
+/// Called by the patched `mdb.c` only, with the pointers `csrc/pmo_lmdb.h` describes: a map
+/// from `pmo_lmdb_open`, not yet closed, and buffers of the lengths given.
 #[no_mangle]
-pub extern "C" fn pmo_lmdb_open(
+pub unsafe extern "C" fn pmo_lmdb_open(
     path: *const c_char,
     flags: c_uint,
     want_size: usize,
@@ -309,8 +319,11 @@ pub extern "C" fn pmo_lmdb_open(
     }
 }
 
+/// # Safety
+/// Called by the patched `mdb.c` only, with the pointers `csrc/pmo_lmdb.h` describes: a map
+/// from `pmo_lmdb_open`, not yet closed, and buffers of the lengths given.
 #[no_mangle]
-pub extern "C" fn pmo_lmdb_psync(map: *mut PmoLmdbMap) -> c_int {
+pub unsafe extern "C" fn pmo_lmdb_psync(map: *mut PmoLmdbMap) -> c_int {
     // SAFETY: LMDB passes its live `env->me_pmo`.
     let st = unsafe { state(map) };
     let Some(att) = st.att.as_ref() else {
@@ -325,8 +338,11 @@ pub extern "C" fn pmo_lmdb_psync(map: *mut PmoLmdbMap) -> c_int {
     }
 }
 
+/// # Safety
+/// Called by the patched `mdb.c` only, with the pointers `csrc/pmo_lmdb.h` describes: a map
+/// from `pmo_lmdb_open`, not yet closed, and buffers of the lengths given.
 #[no_mangle]
-pub extern "C" fn pmo_lmdb_pread(
+pub unsafe extern "C" fn pmo_lmdb_pread(
     map: *mut PmoLmdbMap,
     buf: *mut c_void,
     len: usize,
@@ -347,8 +363,11 @@ pub extern "C" fn pmo_lmdb_pread(
     n as isize
 }
 
+/// # Safety
+/// Called by the patched `mdb.c` only, with the pointers `csrc/pmo_lmdb.h` describes: a map
+/// from `pmo_lmdb_open`, not yet closed, and buffers of the lengths given.
 #[no_mangle]
-pub extern "C" fn pmo_lmdb_pwrite(
+pub unsafe extern "C" fn pmo_lmdb_pwrite(
     map: *mut PmoLmdbMap,
     buf: *const c_void,
     len: usize,
@@ -357,18 +376,42 @@ pub extern "C" fn pmo_lmdb_pwrite(
     // SAFETY: LMDB passes its live `env->me_pmo`.
     let st = unsafe { state(map) };
     let Some(att) = st.att.as_ref() else { return 0 };
-    if att.perm() != Perm::Write || off.checked_add(len).is_none_or(|end| end > att.len()) {
+    if att.perm() != Perm::Write || off.checked_add(len).map_or(true, |end| end > att.len()) {
         errno::set_errno(errno::Errno(libc::ENOSPC));
         return 0;
     }
     // SAFETY: [off, off+len) lies inside the writable attachment (checked above); `buf` is
     // LMDB's calloc'ed meta pages of `len` bytes, not inside the map.
     unsafe { std::ptr::copy_nonoverlapping(buf.cast::<u8>(), att.addr().add(off), len) };
+    if att.declare(off, len).is_err() {
+        errno::set_errno(errno::Errno(libc::EIO));
+        return 0;
+    }
     1
 }
 
+/// # Safety
+/// Called by the patched `mdb.c` only, with the pointers `csrc/pmo_lmdb.h` describes: a map
+/// from `pmo_lmdb_open`, not yet closed.
 #[no_mangle]
-pub extern "C" fn pmo_lmdb_prefault(map: *mut PmoLmdbMap, addr: *const c_void, len: usize) {
+pub unsafe extern "C" fn pmo_lmdb_declare(map: *mut PmoLmdbMap, addr: *const c_void, len: usize) {
+    // SAFETY: LMDB passes its live `env->me_pmo`.
+    let st = unsafe { state(map) };
+    let Some(att) = st.att.as_ref() else { return };
+    let off = (addr as usize).wrapping_sub(att.addr() as usize);
+    if off < att.len() {
+        // Out of range cannot happen (LMDB names pages of its map); declare clamps anyway.
+        if let Err(e) = att.declare(off, len.min(att.len() - off)) {
+            set_error(&e.into());
+        }
+    }
+}
+
+/// # Safety
+/// Called by the patched `mdb.c` only, with the pointers `csrc/pmo_lmdb.h` describes: a map
+/// from `pmo_lmdb_open`, not yet closed, and buffers of the lengths given.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_lmdb_prefault(map: *mut PmoLmdbMap, addr: *const c_void, len: usize) {
     // SAFETY: LMDB passes its live `env->me_pmo`.
     let st = unsafe { state(map) };
     let Some(att) = st.att.as_ref() else { return };
@@ -384,8 +427,11 @@ pub extern "C" fn pmo_lmdb_prefault(map: *mut PmoLmdbMap, addr: *const c_void, l
     }
 }
 
+/// # Safety
+/// Called by the patched `mdb.c` only, with the pointers `csrc/pmo_lmdb.h` describes: a map
+/// from `pmo_lmdb_open`, not yet closed, and buffers of the lengths given.
 #[no_mangle]
-pub extern "C" fn pmo_lmdb_close(map: *mut PmoLmdbMap, sync: c_int) {
+pub unsafe extern "C" fn pmo_lmdb_close(map: *mut PmoLmdbMap, sync: c_int) {
     if map.is_null() {
         return;
     }

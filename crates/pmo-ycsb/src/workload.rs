@@ -181,8 +181,9 @@ impl Workload {
             }
         }
         let total = w.read + w.update + w.insert + w.scan + w.read_modify_write;
-        if !(total > 0.0) {
-            return Err("the operation proportions add up to 0".into());
+        let props = [w.read, w.update, w.insert, w.scan, w.read_modify_write];
+        if props.iter().any(|p| !p.is_finite() || *p < 0.0) || total <= 0.0 {
+            return Err("the operation proportions must be >= 0 and add up to more than 0".into());
         }
         Ok(w)
     }
@@ -215,6 +216,7 @@ mod tests {
         assert!(Workload::parse("x", "readproportion=abc\n").is_err());
         assert!(Workload::parse("x", "readproportion=0\nupdateproportion=0\n").is_err());
         assert!(Workload::parse("x", "garbage line\n").is_err());
+        assert!(Workload::parse("x", "readproportion=-1\nupdateproportion=2\n").is_err());
     }
 
     #[test]
