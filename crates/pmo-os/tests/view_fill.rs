@@ -406,3 +406,49 @@ fn mark_dirty_reports_pages_again() {
         assert!(v.mark_dirty(32).is_err());
     }
 }
+
+/// Fault-around: a sequential run of first touches fills the pages ahead in growing windows
+/// (2, 4, 8, 16), with the right contents, clean (not reported), and tracked when written
+/// afterwards; a random touch fills one page; a neighbour whose fill fails is left absent
+/// instead of killing the process.
+#[test]
+fn fault_around_fills_sequential_runs_ahead() {
+    for m in mechanisms() {
+        let pages = 64u64;
+        let v = view(m, pages as usize, true, Pattern::failing("around", 40));
+        let window = v.set_fault_around(16);
+        if m.mechanism == Mechanism::Sigsegv {
+            assert_eq!(window, 1, "{m}: no fault-around");
+            continue;
+        }
+        assert_eq!(window, 16, "{m}");
+        assert_eq!(v.set_fault_around(99), 16, "{m}: clamped");
+        // A random touch: one page.
+        assert_eq!(read(&v, 20, 3), word(20, 3));
+        assert!(!v.is_present(21), "{m}: an isolated fault fills one page");
+        // A run: 0 (one page), 1 (window 2: 1..=2), 3 (window 4: 3..=6), 7 (window 8: 7..=14).
+        for p in [0u64, 1, 3, 7] {
+            assert_eq!(read(&v, p, 1), word(p, 1), "{m}");
+        }
+        let present: Vec<u64> = (0..pages).filter(|&p| v.is_present(p)).collect();
+        let mut want: Vec<u64> = (0..=14).collect();
+        want.push(20);
+        assert_eq!(present, want, "{m}");
+        assert_eq!(v.stats().faults, 5, "{m}: four faults filled fifteen pages");
+        for p in 0..=14 {
+            assert_eq!(read(&v, p, 7), word(p, 7), "{m}: page {p}");
+        }
+        assert_eq!(dirty(&v), Vec::<u64>::new(), "{m}: filled clean");
+        write(&v, 9, 0, 99);
+        assert_eq!(dirty(&v), vec![9], "{m}: written after fault-around");
+        // The run reaches page 40, whose fill fails: the window stops before it.
+        for p in 32..40 {
+            read(&v, p, 0);
+        }
+        assert!(
+            !v.is_present(40),
+            "{m}: the failing neighbour is left absent"
+        );
+        assert_eq!(read(&v, 41, 0), word(41, 0), "{m}");
+    }
+}

@@ -403,7 +403,8 @@ fn session_stats_account_for_the_session() {
     let s = a.session_stats();
     assert_eq!(s.psyncs, 2);
     assert_eq!(s.pages_encrypted, 11);
-    assert!(s.faults >= 10, "{s:?}");
+    // Fault-around fills a sequential run in fewer faults than pages.
+    assert!(s.faults >= 1 && s.faults <= s.pages_decrypted, "{s:?}");
     assert!(s.pages_decrypted >= 10, "{s:?}");
     assert!(s.attach_other_ns > 0 && s.psync_crypt_ns > 0 && s.psync_persist_ns > 0);
     let sum: u64 = s.categories().iter().map(|c| c.1).sum();
