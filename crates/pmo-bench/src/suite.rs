@@ -40,14 +40,24 @@ const ALL_WORKLOADS: [Workload; 5] = [
     Workload::Cholesky,
 ];
 
-/// The studies, in run order.
-pub const STUDIES: [&str; 6] = [
+/// The studies, in run order (`tracking` only when asked for).
+pub const STUDIES: [&str; 7] = [
     "breakdown",
     "session",
     "predict",
     "threads",
     "cxl",
     "placement",
+    "tracking",
+];
+
+/// The tracking study's variants: (`PMO_DIRTY`, `PMO_FAULT_AROUND`), the issue-16 levers alone
+/// and together, run next to each other for every workload and scheme.
+pub const TRACKING_VARIANTS: [(&str, &str); 4] = [
+    ("fault", "1"),
+    ("fault", "16"),
+    ("twin", "1"),
+    ("twin", "16"),
 ];
 
 /// Options of the suite.
@@ -97,7 +107,11 @@ impl SuiteOptions {
                 .iter()
                 .filter_map(|n| Scheme::from_name(n).ok())
                 .collect(),
-            studies: STUDIES.iter().map(|s| s.to_string()).collect(),
+            studies: STUDIES
+                .iter()
+                .filter(|s| **s != "tracking")
+                .map(|s| s.to_string())
+                .collect(),
             depths: if quick {
                 vec!["off".into(), "4".into(), "adaptive".into()]
             } else {
@@ -128,6 +142,8 @@ struct Cell {
     profile: String,
     /// `PMO_FAULT` for the cell ("": the default mechanism).
     fault: &'static str,
+    /// `PMO_DIRTY` and `PMO_FAULT_AROUND` for the cell ("": the store's defaults).
+    tracking: (&'static str, &'static str),
 }
 
 /// Sets an environment variable for the life of the guard, then restores it.
@@ -164,6 +180,7 @@ fn cells(opts: &SuiteOptions) -> Vec<Cell> {
         depth: "off".into(),
         profile: "dram".into(),
         fault: "",
+        tracking: ("", ""),
     };
     let mut v = Vec::new();
     let wants = |s: &str| opts.studies.iter().any(|x| x == s);
@@ -234,6 +251,28 @@ fn cells(opts: &SuiteOptions) -> Vec<Cell> {
             }
         }
     }
+    if wants("tracking") {
+        // Per-page schemes only (a whole-PMO scheme fills everything at attach).
+        let mut schemes: Vec<Scheme> = opts
+            .schemes
+            .iter()
+            .copied()
+            .filter(|s| s.name() == "none" || s.name() == "secure")
+            .collect();
+        if schemes.is_empty() {
+            schemes = vec![Scheme::NONE, Scheme::SECURE];
+        }
+        for &w in &opts.workloads {
+            for &s in &schemes {
+                for t in TRACKING_VARIANTS {
+                    v.push(Cell {
+                        tracking: t,
+                        ..base("tracking", w, s)
+                    });
+                }
+            }
+        }
+    }
     v
 }
 
@@ -293,6 +332,9 @@ fn run_cell(opts: &SuiteOptions, c: &Cell) -> Result<Vec<RunResult>, BenchError>
     let _latency = EnvGuard::set("PMO_LATENCY", &c.profile);
     let _predict = EnvGuard::set("PMO_PREDICT", &c.depth);
     let _fault = (!c.fault.is_empty()).then(|| EnvGuard::set("PMO_FAULT", c.fault));
+    let _dirty = (!c.tracking.0.is_empty()).then(|| EnvGuard::set("PMO_DIRTY", c.tracking.0));
+    let _around =
+        (!c.tracking.1.is_empty()).then(|| EnvGuard::set("PMO_FAULT_AROUND", c.tracking.1));
     let mut cfg = RunConfig::new(c.workload, opts.size);
     cfg.scheme = c.scheme;
     cfg.threads = c.threads;
@@ -323,6 +365,13 @@ fn record_cell(c: &Cell, runs: &[RunResult], records: &mut Records, failed: &mut
                 "default".to_string()
             } else {
                 c.fault.to_string()
+            },
+        ),
+        (
+            "tracking",
+            match c.tracking {
+                ("", _) => "default".to_string(),
+                (t, a) => format!("{t}/around{a}"),
             },
         ),
     ];
@@ -449,37 +498,39 @@ fn session_ratio(records: &Records, num: &str, den: &str, k: &str) -> Option<f64
 /// Print a workload x scheme table of `value` with a geomean row (cells without a value: `-`).
 fn print_matrix(
     title: &str,
-    workloads: &[String],
-    schemes: &[String],
+    rows: &[String],
+    columns: &[String],
     value: impl Fn(&str, &str) -> Option<f64>,
 ) {
+    let rw = rows.iter().map(String::len).max().unwrap_or(0).max(10);
+    let cw = columns.iter().map(String::len).max().unwrap_or(0).max(8);
     println!("{title}");
-    print!("{:<10}", "workload");
-    for s in schemes {
-        print!(" {s:>8}");
+    print!("{:<rw$}", "workload");
+    for c in columns {
+        print!(" {c:>cw$}");
     }
     println!();
-    let mut geo: Vec<(f64, usize)> = vec![(0.0, 0); schemes.len()];
-    for w in workloads {
-        print!("{w:<10}");
-        for (i, s) in schemes.iter().enumerate() {
-            match value(w, s).filter(|v| v.is_finite() && *v > 0.0) {
+    let mut geo: Vec<(f64, usize)> = vec![(0.0, 0); columns.len()];
+    for r in rows {
+        print!("{r:<rw$}");
+        for (i, c) in columns.iter().enumerate() {
+            match value(r, c).filter(|v| v.is_finite() && *v > 0.0) {
                 Some(v) => {
-                    print!(" {v:>8.3}");
+                    print!(" {v:>cw$.3}");
                     geo[i].0 += v.ln();
                     geo[i].1 += 1;
                 }
-                None => print!(" {:>8}", "-"),
+                None => print!(" {:>cw$}", "-"),
             }
         }
         println!();
     }
-    print!("{:<10}", "geomean");
+    print!("{:<rw$}", "geomean");
     for g in &geo {
         if g.1 > 0 {
-            print!(" {:>8.3}", (g.0 / g.1 as f64).exp());
+            print!(" {:>cw$.3}", (g.0 / g.1 as f64).exp());
         } else {
-            print!(" {:>8}", "-");
+            print!(" {:>cw$}", "-");
         }
     }
     println!();
@@ -542,6 +593,47 @@ pub fn print_tables(records: &Records) {
             &workloads,
             &schemes,
             |w, s| Some(cell("faults", w, s)? / 1e3),
+        );
+    }
+    // Tracking study: wall / DRAM per variant (columns) for each workload and scheme.
+    if rows.iter().any(|r| param(r, "study") == "tracking") {
+        let variants: Vec<String> = TRACKING_VARIANTS
+            .iter()
+            .map(|(t, a)| format!("{t}/around{a}"))
+            .collect();
+        let mut tracked: Vec<String> = Vec::new();
+        for r in rows.iter().filter(|r| param(r, "study") == "tracking") {
+            let key = format!("{}:{}", param(r, "workload"), param(r, "scheme"));
+            if !tracked.contains(&key) {
+                tracked.push(key);
+            }
+        }
+        let cell = |metric: &'static str, key: &str, v: &str| {
+            let (w, s) = key.split_once(':').unwrap_or((key, ""));
+            find(
+                records,
+                metric,
+                &[
+                    ("study", "tracking"),
+                    ("workload", w),
+                    ("scheme", s),
+                    ("tracking", v),
+                ],
+            )
+        };
+        for (metric, title) in [
+            ("wall_s", "Tracking study: wall time over the DRAM reference (workload:scheme x PMO_DIRTY/PMO_FAULT_AROUND):"),
+            ("compute_s", "Tracking study: compute inside the PMO over the DRAM reference:"),
+        ] {
+            print_matrix(title, &tracked, &variants, |k, v| {
+                Some(cell(metric, k, v)? / cell("dram_compute_s", k, v).filter(|&d| d > 0.0)?)
+            });
+        }
+        print_matrix(
+            "Tracking study: faults served in user space (thousands):",
+            &tracked,
+            &variants,
+            |k, v| Some(cell("faults", k, v)? / 1e3),
         );
     }
     for (study, key, title) in [

@@ -891,7 +891,7 @@ fn collect_twin(
     out: &mut Vec<u64>,
     from_twin: &mut Vec<u64>,
 ) -> Result<(), ViewError> {
-    let _g = t.lock.lock().unwrap_or_else(|p| p.into_inner());
+    let mut stale = t.lock.lock().unwrap_or_else(|p| p.into_inner());
     let first_out = out.len();
     let first_twin = from_twin.len();
     let fd = st.uffd.as_raw_fd();
@@ -949,9 +949,7 @@ fn collect_twin(
         }
         t.release(p);
     }
-    for (first, n) in twin::runs(&cold) {
-        t.forget(first, n);
-    }
+    t.retire(&mut stale, &cold, |p| st.present.get(p) && !t.hot.get(p));
     // 3. Pages of the bitmap that are not hot: writable now (they faulted or were declared).
     let mut protect: Vec<u64> = Vec::new();
     for &p in &marked {
