@@ -303,16 +303,16 @@ fn many_threads_fault_and_write_at_once() {
     });
     let stats = a.psync().unwrap();
     // Twin tracking commits the pages that changed: 16 writes stored the byte already there
-    // (page p holds `p as u8`, thread p % 8 writes 0xC0 | p % 8).
+    // (page p holds `p as u8`, thread p % 8 writes 0xC0 | p % 8) ...
     let changed = (0..pages)
         .filter(|&p| p as u8 != 0xC0 | (p % 8) as u8)
         .count();
-    let expected = if a.dirty_tracking() == DirtyTracking::Twin {
-        changed
+    if a.dirty_tracking() == DirtyTracking::Twin {
+        // ... unless the page was write-protected (a racing filler installed it): it faults.
+        assert!((changed as u64..=pages as u64).contains(&stats.pages));
     } else {
-        pages
-    };
-    assert_eq!(stats.pages, expected as u64);
+        assert_eq!(stats.pages, pages as u64);
+    }
     drop(a);
     let h = pool.open_pmo("x", Perm::Read, KEY, None).unwrap();
     let mut page = [0u8; 4096];
