@@ -276,6 +276,7 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
     let mut runs = vec![(opts.dir.clone(), default_tracking)];
     for t in [
         DirtyTracking::Fault,
+        DirtyTracking::Twin,
         DirtyTracking::Scan,
         DirtyTracking::Declared,
     ] {

@@ -40,14 +40,24 @@ const ALL_WORKLOADS: [Workload; 5] = [
     Workload::Cholesky,
 ];
 
-/// The studies, in run order.
-pub const STUDIES: [&str; 6] = [
+/// The studies, in run order (`tracking` only when asked for).
+pub const STUDIES: [&str; 7] = [
     "breakdown",
     "session",
     "predict",
     "threads",
     "cxl",
     "placement",
+    "tracking",
+];
+
+/// The tracking study's variants: (`PMO_DIRTY`, `PMO_FAULT_AROUND`), the issue-16 levers alone
+/// and together, run next to each other for every workload and scheme.
+pub const TRACKING_VARIANTS: [(&str, &str); 4] = [
+    ("fault", "1"),
+    ("fault", "16"),
+    ("twin", "1"),
+    ("twin", "16"),
 ];
 
 /// Options of the suite.
@@ -98,7 +108,11 @@ impl SuiteOptions {
                 .iter()
                 .filter_map(|n| Scheme::from_name(n).ok())
                 .collect(),
-            studies: STUDIES.iter().map(|s| s.to_string()).collect(),
+            studies: STUDIES
+                .iter()
+                .filter(|s| **s != "tracking")
+                .map(|s| s.to_string())
+                .collect(),
             depths: if quick {
                 vec!["off".into(), "4".into(), "adaptive".into()]
             } else {
@@ -129,6 +143,8 @@ struct Cell {
     profile: String,
     /// `PMO_FAULT` for the cell ("": the default mechanism).
     fault: &'static str,
+    /// `PMO_DIRTY` and `PMO_FAULT_AROUND` for the cell ("": the store's defaults).
+    tracking: (&'static str, &'static str),
 }
 
 /// Sets an environment variable for the life of the guard, then restores it.
@@ -166,6 +182,7 @@ fn cells(opts: &SuiteOptions) -> Vec<Cell> {
         depth: "off".into(),
         profile: "dram".into(),
         fault: "",
+        tracking: ("", ""),
     };
     let mut v = Vec::new();
     let wants = |s: &str| opts.studies.iter().any(|x| x == s);
@@ -236,6 +253,28 @@ fn cells(opts: &SuiteOptions) -> Vec<Cell> {
             }
         }
     }
+    if wants("tracking") {
+        // Per-page schemes only (a whole-PMO scheme fills everything at attach).
+        let mut schemes: Vec<Scheme> = opts
+            .schemes
+            .iter()
+            .copied()
+            .filter(|s| s.name() == "none" || s.name() == "secure")
+            .collect();
+        if schemes.is_empty() {
+            schemes = vec![Scheme::NONE, Scheme::SECURE];
+        }
+        for &w in &opts.workloads {
+            for &s in &schemes {
+                for t in TRACKING_VARIANTS {
+                    v.push(Cell {
+                        tracking: t,
+                        ..base("tracking", w, s)
+                    });
+                }
+            }
+        }
+    }
     v
 }
 
@@ -295,6 +334,9 @@ fn run_cell(opts: &SuiteOptions, c: &Cell) -> Result<Vec<RunResult>, BenchError>
     let _latency = EnvGuard::set("PMO_LATENCY", &c.profile);
     let _predict = EnvGuard::set("PMO_PREDICT", &c.depth);
     let _fault = (!c.fault.is_empty()).then(|| EnvGuard::set("PMO_FAULT", c.fault));
+    let _dirty = (!c.tracking.0.is_empty()).then(|| EnvGuard::set("PMO_DIRTY", c.tracking.0));
+    let _around =
+        (!c.tracking.1.is_empty()).then(|| EnvGuard::set("PMO_FAULT_AROUND", c.tracking.1));
     let mut cfg = RunConfig::new(c.workload, opts.size);
     cfg.scheme = c.scheme;
     cfg.threads = c.threads;
@@ -325,6 +367,13 @@ fn record_cell(c: &Cell, runs: &[RunResult], records: &mut Records, failed: &mut
                 "default".to_string()
             } else {
                 c.fault.to_string()
+            },
+        ),
+        (
+            "tracking",
+            match c.tracking {
+                ("", _) => "default".to_string(),
+                (t, a) => format!("{t}/around{a}"),
             },
         ),
     ];
@@ -483,38 +532,40 @@ fn session_ratio(records: &Records, num: &str, den: &str, k: &str) -> Option<Rat
 fn matrix(
     out: &mut String,
     title: &str,
-    workloads: &[String],
-    schemes: &[String],
+    rows: &[String],
+    columns: &[String],
     value: impl Fn(&str, &str) -> Option<f64>,
 ) {
     use std::fmt::Write as _;
+    let rw = rows.iter().map(String::len).max().unwrap_or(0).max(10);
+    let cw = columns.iter().map(String::len).max().unwrap_or(0).max(8);
     _ = writeln!(out, "{title}");
-    _ = write!(out, "{:<10}", "workload");
-    for s in schemes {
-        _ = write!(out, " {s:>9}");
+    _ = write!(out, "{:<rw$}", "workload");
+    for c in columns {
+        _ = write!(out, " {c:>cw$}");
     }
     _ = writeln!(out);
-    let mut geo: Vec<(f64, usize)> = vec![(0.0, 0); schemes.len()];
-    for w in workloads {
-        _ = write!(out, "{w:<10}");
-        for (i, s) in schemes.iter().enumerate() {
-            match value(w, s).filter(|v| v.is_finite() && *v > 0.0) {
+    let mut geo: Vec<(f64, usize)> = vec![(0.0, 0); columns.len()];
+    for r in rows {
+        _ = write!(out, "{r:<rw$}");
+        for (i, c) in columns.iter().enumerate() {
+            match value(r, c).filter(|v| v.is_finite() && *v > 0.0) {
                 Some(v) => {
-                    _ = write!(out, " {v:>9.3}");
+                    _ = write!(out, " {v:>cw$.3}");
                     geo[i].0 += v.ln();
                     geo[i].1 += 1;
                 }
-                None => _ = write!(out, " {:>9}", "-"),
+                None => _ = write!(out, " {:>cw$}", "-"),
             }
         }
         _ = writeln!(out);
     }
-    _ = write!(out, "{:<10}", "geomean");
+    _ = write!(out, "{:<rw$}", "geomean");
     for g in &geo {
         if g.1 > 0 {
-            _ = write!(out, " {:>9.3}", (g.0 / g.1 as f64).exp());
+            _ = write!(out, " {:>cw$.3}", (g.0 / g.1 as f64).exp());
         } else {
-            _ = write!(out, " {:>9}", "-");
+            _ = write!(out, " {:>cw$}", "-");
         }
     }
     _ = writeln!(out);
@@ -634,6 +685,49 @@ pub fn tables(records: &Records) -> String {
             &workloads,
             &schemes,
             |w, s| Some(cell("faults", w, s)? / 1e3),
+        );
+    }
+    // Tracking study: wall / DRAM per variant (columns) for each workload and scheme.
+    if rows.iter().any(|r| param(r, "study") == "tracking") {
+        let variants: Vec<String> = TRACKING_VARIANTS
+            .iter()
+            .map(|(t, a)| format!("{t}/around{a}"))
+            .collect();
+        let mut tracked: Vec<String> = Vec::new();
+        for r in rows.iter().filter(|r| param(r, "study") == "tracking") {
+            let key = format!("{}:{}", param(r, "workload"), param(r, "scheme"));
+            if !tracked.contains(&key) {
+                tracked.push(key);
+            }
+        }
+        let cell = |metric: &'static str, key: &str, v: &str| {
+            let (w, s) = key.split_once(':').unwrap_or((key, ""));
+            records
+                .get(
+                    metric,
+                    &[
+                        ("study", "tracking"),
+                        ("workload", w),
+                        ("scheme", s),
+                        ("tracking", v),
+                    ],
+                )
+                .map(|r| r.value)
+        };
+        for (metric, title) in [
+            ("wall_s", "Tracking study: wall time over the DRAM reference (workload:scheme x PMO_DIRTY/PMO_FAULT_AROUND):"),
+            ("compute_s", "Tracking study: compute inside the PMO over the DRAM reference:"),
+        ] {
+            matrix(&mut out, title, &tracked, &variants, |k, v| {
+                Some(cell(metric, k, v)? / cell("dram_compute_s", k, v).filter(|&d| d > 0.0)?)
+            });
+        }
+        matrix(
+            &mut out,
+            "Tracking study: faults served in user space (thousands):",
+            &tracked,
+            &variants,
+            |k, v| Some(cell("faults", k, v)? / 1e3),
         );
     }
     for (study, key, title) in [

@@ -75,10 +75,23 @@ fn touch_read(v: &View, pages: usize) -> u64 {
     sum
 }
 
-fn touch_write(v: &View, pages: usize, step: usize) {
-    for p in (0..pages).step_by(step) {
+/// Write every page without reading it first (first touch is a write).
+fn touch_write_only(v: &View, pages: usize) {
+    for p in 0..pages {
         // SAFETY: inside the writable view, which serves the fault.
         unsafe { v.addr().add(p * PAGE_SIZE + 16).write_volatile(p as u8) };
+    }
+}
+
+/// Invert one byte of every `step`-th page: a write that always changes the page (twin
+/// tracking reports only pages that changed). The first touch is a read, then a write.
+fn touch_write(v: &View, pages: usize, step: usize) {
+    for p in (0..pages).step_by(step) {
+        // SAFETY: inside the writable view, which serves the faults.
+        unsafe {
+            let b = v.addr().add(p * PAGE_SIZE + 16);
+            b.write_volatile(!b.read_volatile());
+        }
     }
 }
 
@@ -186,6 +199,29 @@ fn main() {
         "{:<44} {:>10.3}",
         "kernel first-touch fault, anonymous memory", kernel_us
     );
+    // First touch of a sequential run through a userfaultfd view, without and with
+    // fault-around (issue 16's target: at most 1.5x the kernel's own first-touch fault).
+    if Mechanism::Userfaultfd.is_available() {
+        let m = Config {
+            mechanism: Mechanism::Userfaultfd,
+            tracking: DirtyTracking::Fault,
+        };
+        for around in [1usize, 4, 16] {
+            let us = per_page_us(repeats, pages, || {
+                let v = new_view(m, &src, pages);
+                v.set_fault_around(around);
+                let t = Instant::now();
+                std::hint::black_box(touch_read(&v, pages));
+                t.elapsed().as_secs_f64()
+            });
+            println!(
+                "{:<44} {:>10.3}  ({:.2}x the kernel's first-touch fault)",
+                format!("uffd sequential read + fill, fault-around {around}"),
+                us,
+                us / kernel_us
+            );
+        }
+    }
     let signal_us = signal_round_trip_us(repeats);
     println!(
         "{:<44} {:>10.3}",
@@ -219,6 +255,12 @@ fn main() {
             mechanism,
             tracking: DirtyTracking::Fault,
         });
+        if mechanism == Mechanism::Userfaultfd {
+            configs.push(Config {
+                mechanism,
+                tracking: DirtyTracking::Twin,
+            });
+        }
     }
     for m in configs {
         let read_fill = per_page_us(repeats, pages, || {
@@ -274,7 +316,7 @@ fn main() {
         let write_first = per_page_us(repeats, pages, || {
             let v = new_view(m, &src, pages);
             let t = Instant::now();
-            touch_write(&v, pages, 1);
+            touch_write_only(&v, pages);
             t.elapsed().as_secs_f64()
         });
         // collect_dirty: µs per call (not per page) with k dirty pages spread over the view.

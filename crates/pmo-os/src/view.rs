@@ -613,6 +613,18 @@ impl View {
         }
     }
 
+    /// Fault-around: on a missing-page fault that continues a sequential run (the page before
+    /// it is present), fill up to `pages - 1` absent pages after it in the same trip and install
+    /// them with one `UFFDIO_COPY`, the window doubling along the run (2, 4, ... `pages`) and
+    /// falling back to one page on any other fault. `pages` is clamped to 1..=16; 1 (the
+    /// default) turns it off. Returns the window set; the sigsegv mechanism has none (1).
+    pub fn set_fault_around(&self, pages: usize) -> usize {
+        match &self.shared.backend {
+            Backend::Uffd(st) => uffd::set_fault_around(st, pages),
+            Backend::Segv(_) => 1,
+        }
+    }
+
     /// Pages kept writable with a twin right now ([`DirtyTracking::Twin`]; 0 otherwise).
     pub fn hot_pages(&self) -> u64 {
         match &self.shared.backend {

@@ -406,3 +406,114 @@ fn mark_dirty_reports_pages_again() {
         assert!(v.mark_dirty(32).is_err());
     }
 }
+
+/// Fault-around: a sequential run of first touches fills the pages ahead in growing windows
+/// (2, 4, 8, 16), with the right contents, clean (not reported), and tracked when written
+/// afterwards; a random touch fills one page; a neighbour whose fill fails is left absent
+/// instead of killing the process.
+#[test]
+fn fault_around_fills_sequential_runs_ahead() {
+    for m in mechanisms() {
+        let pages = 64u64;
+        let v = view(m, pages as usize, true, Pattern::failing("around", 40));
+        let window = v.set_fault_around(16);
+        if m.mechanism == Mechanism::Sigsegv {
+            assert_eq!(window, 1, "{m}: no fault-around");
+            continue;
+        }
+        assert_eq!(window, 16, "{m}");
+        assert_eq!(v.set_fault_around(99), 16, "{m}: clamped");
+        // A random touch: one page.
+        assert_eq!(read(&v, 20, 3), word(20, 3));
+        assert!(!v.is_present(21), "{m}: an isolated fault fills one page");
+        // A run: 0 (one page), 1 (window 2: 1..=2), 3 (window 4: 3..=6), 7 (window 8: 7..=14).
+        for p in [0u64, 1, 3, 7] {
+            assert_eq!(read(&v, p, 1), word(p, 1), "{m}");
+        }
+        let present: Vec<u64> = (0..pages).filter(|&p| v.is_present(p)).collect();
+        let mut want: Vec<u64> = (0..=14).collect();
+        want.push(20);
+        assert_eq!(present, want, "{m}");
+        assert_eq!(v.stats().faults, 5, "{m}: four faults filled fifteen pages");
+        for p in 0..=14 {
+            assert_eq!(read(&v, p, 7), word(p, 7), "{m}: page {p}");
+        }
+        assert_eq!(dirty(&v), Vec::<u64>::new(), "{m}: filled clean");
+        write(&v, 9, 0, 99);
+        assert_eq!(dirty(&v), vec![9], "{m}: written after fault-around");
+        // The run reaches page 40, whose fill fails: the window stops before it.
+        for p in 32..40 {
+            read(&v, p, 0);
+        }
+        assert!(
+            !v.is_present(40),
+            "{m}: the failing neighbour is left absent"
+        );
+        assert_eq!(read(&v, 41, 0), word(41, 0), "{m}");
+    }
+}
+
+/// Twin tracking over many pages: filled pages start hot, an unchanged collect makes them cold
+/// (and returns their twins' memory in a batch), later writes fault and are reported; pages
+/// written in consecutive intervals stay hot and are reported only when they change.
+#[test]
+fn twin_pages_go_cold_and_hot_again() {
+    for m in mechanisms()
+        .into_iter()
+        .filter(|m| m.tracking == DirtyTracking::Twin)
+    {
+        let pages = 1024u64;
+        let v = view(m, pages as usize, true, Pattern::new("twin"));
+        for p in 0..pages {
+            assert_eq!(read(&v, p, 5), word(p, 5), "{m}");
+        }
+        assert_eq!(v.hot_pages(), pages, "{m}: filled pages start hot");
+        assert_eq!(dirty(&v), Vec::<u64>::new(), "{m}: nothing changed");
+        assert_eq!(v.hot_pages(), 0, "{m}: unchanged pages went cold");
+        let faults = v.stats().faults;
+        for p in [3u64, 500, 1000] {
+            write(&v, p, 0, p + 1);
+        }
+        assert_eq!(
+            v.stats().faults,
+            faults + 3,
+            "{m}: cold pages fault on a write"
+        );
+        let mut from_twin = Vec::new();
+        let mut out = Vec::new();
+        v.collect_dirty_with_twins(&mut out, &mut from_twin)
+            .unwrap();
+        assert_eq!(out, vec![3, 500, 1000], "{m}");
+        assert_eq!(
+            from_twin, out,
+            "{m}: written pages stay writable, read from twins"
+        );
+        for &p in &from_twin {
+            let twin = v.twin_addr(p).unwrap();
+            // SAFETY: the twin of a reported page stays unchanged until the next collect.
+            let w0 = unsafe { (twin as *const u64).read() };
+            assert_eq!(w0, p + 1, "{m}: the twin holds the committed contents");
+        }
+        // Written again (no fault: hot), and one of them unchanged.
+        write(&v, 3, 0, 77);
+        write(&v, 500, 0, 501);
+        assert_eq!(v.stats().faults, faults + 3, "{m}: hot pages take no fault");
+        assert_eq!(dirty(&v), vec![3], "{m}: only the changed page");
+        assert_eq!(dirty(&v), Vec::<u64>::new(), "{m}");
+        write(&v, 500, 0, 5);
+        assert_eq!(
+            dirty(&v),
+            vec![500],
+            "{m}: a cold page faults and is reported"
+        );
+        for p in 0..pages {
+            let want = match p {
+                3 => 77,
+                500 => 5,
+                1000 => 1001,
+                _ => word(p, 0),
+            };
+            assert_eq!(read(&v, p, 0), want, "{m}: page {p}");
+        }
+    }
+}

@@ -70,6 +70,22 @@ fn numa_node_from_env() -> Result<Option<u32>> {
 /// mechanism always tracks by faults.
 pub const DEFAULT_TRACKING: DirtyTracking = DirtyTracking::Fault;
 
+/// The largest fault-around window attach gives a view when `PMO_FAULT_AROUND` does not say:
+/// a first touch that continues a sequential run fills up to this many pages in one trip
+/// (`pmo_os::view::View::set_fault_around`; figures in `docs/faults.md`).
+pub const DEFAULT_FAULT_AROUND: usize = 16;
+
+/// The fault-around window: `PMO_FAULT_AROUND` (pages, 1 = off; anything else but a number is an
+/// error), else [`DEFAULT_FAULT_AROUND`].
+fn fault_around_from_env() -> Result<usize> {
+    match std::env::var("PMO_FAULT_AROUND") {
+        Ok(v) if !v.trim().is_empty() => v.trim().parse().map_err(|_| {
+            StoreError::Invalid(format!("PMO_FAULT_AROUND={v:?} is not a number of pages"))
+        }),
+        _ => Ok(DEFAULT_FAULT_AROUND),
+    }
+}
+
 /// Name of the page-fault mechanism attach uses by default in this process.
 pub fn fault_mechanism_name() -> &'static str {
     Mechanism::from_env().unwrap_or_else(Mechanism::best).name()
@@ -254,6 +270,7 @@ impl Pool {
             }
             Err(e) => return Err(view_err(e)),
         };
+        view.set_fault_around(fault_around_from_env()?);
         let view = Arc::new(view);
         let node = match opts.numa_node {
             Some(n) => Some(n),

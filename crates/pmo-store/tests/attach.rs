@@ -303,16 +303,16 @@ fn many_threads_fault_and_write_at_once() {
     });
     let stats = a.psync().unwrap();
     // Twin tracking commits the pages that changed: 16 writes stored the byte already there
-    // (page p holds `p as u8`, thread p % 8 writes 0xC0 | p % 8).
+    // (page p holds `p as u8`, thread p % 8 writes 0xC0 | p % 8) ...
     let changed = (0..pages)
         .filter(|&p| p as u8 != 0xC0 | (p % 8) as u8)
         .count();
-    let expected = if a.dirty_tracking() == DirtyTracking::Twin {
-        changed
+    if a.dirty_tracking() == DirtyTracking::Twin {
+        // ... unless the page was write-protected (a racing filler installed it): it faults.
+        assert!((changed as u64..=pages as u64).contains(&stats.pages));
     } else {
-        pages
-    };
-    assert_eq!(stats.pages, expected as u64);
+        assert_eq!(stats.pages, pages as u64);
+    }
     drop(a);
     let h = pool.open_pmo("x", Perm::Read, KEY, None).unwrap();
     let mut page = [0u8; 4096];
@@ -403,7 +403,8 @@ fn session_stats_account_for_the_session() {
     let s = a.session_stats();
     assert_eq!(s.psyncs, 2);
     assert_eq!(s.pages_encrypted, 11);
-    assert!(s.faults >= 10, "{s:?}");
+    // Fault-around fills a sequential run in fewer faults than pages.
+    assert!(s.faults >= 1 && s.faults <= s.pages_decrypted, "{s:?}");
     assert!(s.pages_decrypted >= 10, "{s:?}");
     assert!(s.attach_other_ns > 0 && s.psync_crypt_ns > 0 && s.psync_persist_ns > 0);
     let sum: u64 = s.categories().iter().map(|c| c.1).sum();

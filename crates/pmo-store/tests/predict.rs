@@ -329,15 +329,16 @@ fn writes_racing_with_predicted_installs_survive() {
             );
         }
         let c = a.psync().unwrap();
-        // Twin tracking commits only pages that changed (a tag may equal the pattern's byte).
-        let expected = if a.dirty_tracking() == pmo_store::DirtyTracking::Twin {
-            (start + 3..start + 67)
+        // Twin tracking may skip pages whose write stored the byte already there (a tag may
+        // equal the pattern's byte): a hot page is compared, a write-protected one faults.
+        if a.dirty_tracking() == pmo_store::DirtyTracking::Twin {
+            let changed = (start + 3..start + 67)
                 .filter(|&p| pattern(p, 7) != tag)
-                .count()
+                .count() as u64;
+            assert!((changed..=64).contains(&c.pages), "{}", c.pages);
         } else {
-            64
-        };
-        assert_eq!(c.pages, expected as u64);
+            assert_eq!(c.pages, 64);
+        }
         lost_races += a.predict_stats().unwrap().lost_race;
         a.detach().unwrap();
         let b = tp.pool.attach(NAME, Perm::Write, KEY).unwrap();

@@ -35,6 +35,7 @@ mod twin;
 
 use std::ops::Range;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::registry::{self, Outcome};
@@ -74,6 +75,10 @@ pub(crate) struct UffdState {
     dirty: PageBits,
     /// Hot pages and their twins (writable views with [`DirtyTracking::Twin`]).
     twins: Option<twin::Twins>,
+    /// Largest fault-around window, pages ([`set_fault_around`]; 1 = off, the default).
+    around_limit: AtomicUsize,
+    /// Current fault-around window (see [`around_window`]).
+    around: AtomicUsize,
 }
 
 impl UffdState {
@@ -303,6 +308,8 @@ pub(crate) fn create(
             present: PageBits::new(pages),
             dirty: PageBits::new(if scan || !opts.writable { 0 } else { pages }),
             twins,
+            around_limit: AtomicUsize::new(1),
+            around: AtomicUsize::new(1),
         }),
     })
 }
@@ -434,7 +441,68 @@ fn unprotect_written(shared: &Shared, st: &UffdState, page: u64) -> Outcome {
     Outcome::Handled
 }
 
-/// Fill `page` into a buffer on the (fill) stack and install it. Never returns on failure.
+/// The most pages one fault may fill (page buffers on the 256 KiB fill stack).
+pub(crate) const AROUND_MAX: usize = 16;
+
+/// Set the largest fault-around window of a view (pages, faulting page included; 1 = off).
+pub(crate) fn set_fault_around(st: &UffdState, pages: usize) -> usize {
+    let w = pages.clamp(1, AROUND_MAX);
+    st.around_limit.store(w, Ordering::Relaxed);
+    w
+}
+
+/// How many pages to fill for a missing-page fault on `page` (itself included), from the
+/// observed pattern: a fault right after its predecessor was filled doubles the window (up to
+/// the view's limit), any other fault resets it to one page. As the kernel's own fault-around,
+/// but only on sequential runs, because each page filled here costs a decryption.
+fn around_window(st: &UffdState, page: u64) -> usize {
+    let limit = st.around_limit.load(Ordering::Relaxed);
+    if limit <= 1 {
+        return 1;
+    }
+    let sequential = page > 0 && st.present.get(page - 1);
+    let w = if sequential {
+        (st.around.load(Ordering::Relaxed).max(1) * 2).min(limit)
+    } else {
+        1
+    };
+    st.around.store(w, Ordering::Relaxed);
+    w
+}
+
+/// Page buffers on the fill stack, left uninitialised until used (zeroing 64 KiB for every
+/// fault would cost more than the fill of one page).
+struct Bufs(std::mem::MaybeUninit<[PageBuf; AROUND_MAX]>);
+
+impl Bufs {
+    /// Buffer `i`, zeroed.
+    fn page(&mut self, i: usize) -> &mut [u8; PAGE_SIZE] {
+        assert!(i < AROUND_MAX);
+        // SAFETY: buffer `i` lies inside the array; it is zeroed before a reference to it is
+        // made, so the reference points to initialised bytes.
+        unsafe {
+            let p = self.0.as_mut_ptr().cast::<PageBuf>().add(i);
+            std::ptr::write_bytes(p, 0, 1);
+            &mut (*p).0
+        }
+    }
+    /// Buffer `i` as filled.
+    ///
+    /// # Safety
+    /// [`Bufs::page`] was called for `i` (the buffer is initialised).
+    unsafe fn filled(&self, i: usize) -> &[u8; PAGE_SIZE] {
+        // SAFETY: in bounds (checked by `page` before) and initialised (the contract).
+        unsafe { &(*self.0.as_ptr().cast::<PageBuf>().add(i)).0 }
+    }
+    fn ptr(&self, i: usize) -> *const u8 {
+        self.0.as_ptr().cast::<PageBuf>().wrapping_add(i).cast()
+    }
+}
+
+/// Fill `page` (and, on a sequential run, up to `around_window - 1` absent pages after it)
+/// into buffers on the (fill) stack and install them. Never returns on failure of `page`
+/// itself; a neighbour that fails to fill or install is simply left absent (its own fault
+/// reports it).
 fn fill_and_copy(
     shared: &Shared,
     st: &UffdState,
@@ -442,20 +510,22 @@ fn fill_and_copy(
     write_first: bool,
     kind: FaultKind,
 ) -> Outcome {
-    let mut buf = PageBuf([0u8; PAGE_SIZE]);
-    if let Err(e) = shared.fill_page(page, &mut buf.0) {
+    let mut bufs = Bufs(std::mem::MaybeUninit::uninit());
+    if let Err(e) = shared.fill_page(page, bufs.page(0)) {
         registry::fatal("integrity error", shared.source.label(), page, e.reason);
     }
     // Twin tracking: the fill is the page's committed contents, so keep it as the twin and
     // install the page writable (hot); collect compares it. Claimed before the install, so the
     // twin is in place before any write can land.
-    let hot = match &st.twins {
-        Some(t) if t.claim(page) => {
-            t.store(page, &buf.0);
+    let claim = |p: u64, i: usize, bufs: &Bufs| match &st.twins {
+        Some(t) if t.claim(p) => {
+            // SAFETY: buffer `i` was filled (through `Bufs::page`) before every call.
+            t.store(p, unsafe { bufs.filled(i) });
             true
         }
         _ => false,
     };
+    let hot = claim(page, 0, &bufs);
     // Install write-protected so the first write is tracked, unless this fault is that write
     // or the page is hot.
     let wp = if st.write_protects(shared) && !write_first && !hot {
@@ -463,18 +533,60 @@ fn fill_and_copy(
     } else {
         0
     };
-    // SAFETY: `buf` is a readable page on our stack; the destination page is inside the view.
+    // Fault-around: the absent pages after `page`, as long as they fill and (twin tracking)
+    // can be hot, each installed clean: write-protected, or hot.
+    let window = around_window(st, page);
+    let mut more = 0usize;
+    let mut more_hot = false;
+    while more + 1 < window {
+        let q = page + 1 + more as u64;
+        if q >= shared.pages || st.present.get(q) {
+            break;
+        }
+        if shared.fill_page(q, bufs.page(more + 1)).is_err() {
+            break;
+        }
+        let h = claim(q, more + 1, &bufs);
+        if more == 0 {
+            more_hot = h;
+        } else if h != more_hot {
+            if h {
+                release(st, q);
+            }
+            break;
+        }
+        more += 1;
+    }
+    let wp_more = if st.write_protects(shared) && !more_hot {
+        sys::UFFDIO_COPY_MODE_WP
+    } else {
+        0
+    };
+    let fd = st.uffd.as_raw_fd();
+    // One UFFDIO_COPY for all when the modes agree, else the faulting page first.
+    let together = more > 0 && wp == wp_more;
+    let first_len = if together { 1 + more } else { 1 };
+    // SAFETY: the buffers are readable pages on our stack; the destination pages lie inside the
+    // view (q < shared.pages checked above).
     let r = unsafe {
         copy(
-            st.uffd.as_raw_fd(),
+            fd,
             shared.page_addr(page),
-            buf.0.as_ptr(),
-            PAGE_SIZE,
+            bufs.ptr(0),
+            first_len * PAGE_SIZE,
             wp | sys::UFFDIO_COPY_MODE_DONTWAKE,
         )
     };
-    match r {
+    let outcome = match r {
         Copied::All => {
+            st.present.set(page);
+            if write_first && st.fault_tracked(shared) && !hot {
+                st.dirty.set(page);
+            }
+            Outcome::Handled
+        }
+        Copied::Exists { done } if done > 0 => {
+            // `page` is in, a neighbour was not absent after all: keep what went in.
             st.present.set(page);
             if write_first && st.fault_tracked(shared) && !hot {
                 st.dirty.set(page);
@@ -487,6 +599,7 @@ fn fill_and_copy(
             // been a write to a protected page (or a race with another filler: then this only
             // reports one page too many).
             if kind.present.is_none() && st.fault_tracked(shared) {
+                around_settle(st, page, more, 0);
                 return unprotect_written(shared, st, page);
             }
             Outcome::Handled
@@ -497,6 +610,48 @@ fn fill_and_copy(
             page,
             "UFFDIO_COPY failed",
         ),
+    };
+    // Neighbours: how many went in with the faulting page, or in a copy of their own.
+    let installed = match r {
+        Copied::All if together => more,
+        Copied::Exists { done } if together => (done / PAGE_SIZE).saturating_sub(1),
+        _ if together || more == 0 => 0,
+        // SAFETY: as above, for the neighbour buffers and pages.
+        _ => match unsafe {
+            copy(
+                fd,
+                shared.page_addr(page + 1),
+                bufs.ptr(1),
+                more * PAGE_SIZE,
+                wp_more | sys::UFFDIO_COPY_MODE_DONTWAKE,
+            )
+        } {
+            Copied::All => more,
+            Copied::Exists { done } => done / PAGE_SIZE,
+            Copied::Failed { .. } => 0,
+        },
+    };
+    around_settle(st, page, more, installed);
+    outcome
+}
+
+/// After fault-around on `page`: the first `installed` of the `more` neighbours are present;
+/// the others were not installed by this fault, so they give their hot claims back.
+fn around_settle(st: &UffdState, page: u64, more: usize, installed: usize) {
+    for i in 0..more {
+        let q = page + 1 + i as u64;
+        if i < installed {
+            st.present.set(q);
+        } else {
+            release(st, q);
+        }
+    }
+}
+
+/// Give back the hot claim of `page` (twin tracking; a no-op otherwise).
+fn release(st: &UffdState, page: u64) {
+    if let Some(t) = &st.twins {
+        t.release(page);
     }
 }
 
@@ -736,7 +891,7 @@ fn collect_twin(
     out: &mut Vec<u64>,
     from_twin: &mut Vec<u64>,
 ) -> Result<(), ViewError> {
-    let _g = t.lock.lock().unwrap_or_else(|p| p.into_inner());
+    let mut stale = t.lock.lock().unwrap_or_else(|p| p.into_inner());
     let first_out = out.len();
     let first_twin = from_twin.len();
     let fd = st.uffd.as_raw_fd();
@@ -794,9 +949,7 @@ fn collect_twin(
         }
         t.release(p);
     }
-    for (first, n) in twin::runs(&cold) {
-        t.forget(first, n);
-    }
+    t.retire(&mut stale, &cold, |p| st.present.get(p) && !t.hot.get(p));
     // 3. Pages of the bitmap that are not hot: writable now (they faulted or were declared).
     let mut protect: Vec<u64> = Vec::new();
     for &p in &marked {

@@ -27,6 +27,11 @@ use std::sync::Mutex;
 
 use super::super::{sys, DirtyTracking, PageBits, ViewError, PAGE_SIZE};
 
+/// Twins of pages that went cold are returned to the kernel in batches of this many pages (one
+/// `madvise` per run of them), so twin memory stays below `cap + FORGET_BATCH` pages while a
+/// page that goes cold costs no system call of its own.
+const FORGET_BATCH: usize = 512;
+
 /// Default bound of hot pages per view: 16384 pages = 64 MiB of twins (the working set of the
 /// suite's kernels at default sizes fits). `PMO_HOT_PAGES` overrides it.
 pub(crate) const DEFAULT_HOT_PAGES: u64 = 16384;
@@ -48,8 +53,9 @@ pub(crate) struct Twins {
     pub(super) hot: PageBits,
     count: AtomicU64,
     cap: u64,
-    /// Serialises `collect_dirty` and `discard` (normal context only; never the fault path).
-    pub(super) lock: Mutex<()>,
+    /// Serialises `collect_dirty` and `discard` (normal context only; never the fault path);
+    /// holds the pages whose twins still hold memory though they went cold.
+    pub(super) lock: Mutex<Vec<u64>>,
     /// The process that mapped the twins: a fork child's copy maps nothing (`MADV_DONTFORK`),
     /// and the range may hold the child's own mappings.
     owner_pid: u32,
@@ -80,7 +86,7 @@ impl Twins {
             hot: PageBits::new(pages),
             count: AtomicU64::new(0),
             cap: hot_cap(pages),
-            lock: Mutex::new(()),
+            lock: Mutex::new(Vec::new()),
             owner_pid: sys::getpid(),
         })
     }
@@ -173,16 +179,35 @@ impl Twins {
         };
     }
 
-    /// Return the memory of the twins of pages `first..first + n` to the kernel.
-    pub(crate) fn forget(&self, first: u64, n: u64) {
-        // SAFETY: a range of our own twin mapping that no hot page uses any more.
-        let _ = unsafe {
-            sys::madvise(
-                self.addr(first),
-                n as usize * PAGE_SIZE,
-                libc::MADV_DONTNEED,
-            )
-        };
+    /// `cold` went cold: once enough twins are unused, return their memory to the kernel.
+    /// `stale` is the list `lock` guards (the caller holds it); `reusable(p)` says whether page
+    /// `p` is still present and not hot. Under the lock no page can be discarded and filled
+    /// again, and a present page cannot be claimed by a fill, so a twin forgotten here is
+    /// unused.
+    pub(crate) fn retire(
+        &self,
+        stale: &mut Vec<u64>,
+        cold: &[u64],
+        reusable: impl Fn(u64) -> bool,
+    ) {
+        stale.extend_from_slice(cold);
+        if stale.len() < FORGET_BATCH {
+            return;
+        }
+        stale.sort_unstable();
+        stale.dedup();
+        stale.retain(|&p| reusable(p));
+        for (first, n) in runs(stale) {
+            // SAFETY: a range of our own twin mapping that no hot page uses (see above).
+            let _ = unsafe {
+                sys::madvise(
+                    self.addr(first),
+                    n as usize * PAGE_SIZE,
+                    libc::MADV_DONTNEED,
+                )
+            };
+        }
+        stale.clear();
     }
 }
 
@@ -234,7 +259,7 @@ mod tests {
             hot: PageBits::new(8),
             count: AtomicU64::new(0),
             cap: 2,
-            lock: Mutex::new(()),
+            lock: Mutex::new(Vec::new()),
             owner_pid: 0,
         };
         assert!(t.claim(3));
