@@ -73,7 +73,6 @@ fn rate(n: u64, f: impl FnOnce()) -> f64 {
 }
 
 trait Map {
-    fn name(&self) -> String;
     fn insert(&mut self, k: u64, v: u64);
     fn get(&mut self, k: u64) -> Option<u64>;
     fn update(&mut self, k: u64, v: u64);
@@ -81,11 +80,8 @@ trait Map {
 }
 
 macro_rules! std_map {
-    ($t:ty, $name:expr) => {
+    ($t:ty) => {
         impl Map for $t {
-            fn name(&self) -> String {
-                $name.into()
-            }
             fn insert(&mut self, k: u64, v: u64) {
                 <$t>::insert(self, k, v);
             }
@@ -101,17 +97,14 @@ macro_rules! std_map {
         }
     };
 }
-std_map!(HashMap<u64, u64>, "std HashMap (SipHash)");
-std_map!(HashMap<u64, u64, rustc_hash::FxBuildHasher>, "std HashMap (Fx)");
-std_map!(BTreeMap<u64, u64>, "std BTreeMap");
+std_map!(HashMap<u64, u64>);
+std_map!(HashMap<u64, u64, rustc_hash::FxBuildHasher>);
+std_map!(BTreeMap<u64, u64>);
 
 struct PHash<'a>(&'a mut TypedHeap);
 struct PTree<'a>(&'a mut TypedHeap);
 
 impl Map for PHash<'_> {
-    fn name(&self) -> String {
-        "PHashMap".into()
-    }
     fn insert(&mut self, k: u64, v: u64) {
         let (r, h) = self.0.root::<Root>().unwrap();
         r.hash.insert(h, k, v).unwrap();
@@ -131,9 +124,6 @@ impl Map for PHash<'_> {
 }
 
 impl Map for PTree<'_> {
-    fn name(&self) -> String {
-        "PBTreeMap".into()
-    }
     fn insert(&mut self, k: u64, v: u64) {
         let (r, h) = self.0.root::<Root>().unwrap();
         r.tree.insert(h, k, v).unwrap();

@@ -181,7 +181,7 @@ impl Ctx {
 
     /// # Safety
     /// The caller owns the `n` values at `off` (no other live reference to them) for `'a`.
-    pub(crate) unsafe fn slice<'a, T: Persistent>(&'a self, off: u64, n: usize) -> Result<&'a [T]> {
+    pub(crate) unsafe fn slice<T: Persistent>(&self, off: u64, n: usize) -> Result<&[T]> {
         if n == 0 {
             return Ok(&[]);
         }
@@ -193,11 +193,9 @@ impl Ctx {
 
     /// # Safety
     /// As [`Ctx::slice`], and the attach is read-write (checked: `ReadOnly` otherwise).
-    pub(crate) unsafe fn slice_mut<'a, T: Persistent>(
-        &'a self,
-        off: u64,
-        n: usize,
-    ) -> Result<&'a mut [T]> {
+    // The `&mut` comes from the mapping, not from `self`: exclusivity is the caller's contract.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn slice_mut<T: Persistent>(&self, off: u64, n: usize) -> Result<&mut [T]> {
         self.writable()?;
         if n == 0 {
             return Ok(&mut []);

@@ -184,6 +184,9 @@ impl<K: Persistent + Copy + Ord, V: Persistent> Node<K, V> {
     }
 }
 
+/// What [`PBTreeMap::walk`] calls for each node.
+type NodeVisitor<'f, K, V> = dyn FnMut(&Node<K, V>, &Ctx) -> Result<()> + 'f;
+
 const fn align_up_c(x: usize, a: usize) -> usize {
     x.div_ceil(a) * a
 }
@@ -251,7 +254,7 @@ where
     }
 
     /// Visit every node (depth first), each once; bounded by the node count.
-    fn walk(&self, h: &Ctx, f: &mut dyn FnMut(&Node<K, V>, &Ctx) -> Result<()>) -> Result<()> {
+    fn walk(&self, h: &Ctx, f: &mut NodeVisitor<'_, K, V>) -> Result<()> {
         self.check(h)?;
         if self.root == 0 {
             return Ok(());
