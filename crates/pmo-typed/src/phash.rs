@@ -422,3 +422,30 @@ impl<'a, K: 'a, V: 'a> Iterator for Iter<'a, K, V> {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_layout_aligns_keys_and_values() {
+        // u8 keys, u64 values: values 8-aligned, stride 16, slots after the control bytes.
+        let (slots, stride, voff, end, align) = layout::<u8, u64>(8).unwrap();
+        assert_eq!((slots, stride, voff, end, align), (8, 16, 8, 8 + 8 * 16, 8));
+        // [u8; 3] keys, u16 values: no wasted alignment beyond 2.
+        let (slots, stride, voff, _, align) = layout::<[u8; 3], u16>(16).unwrap();
+        assert_eq!((slots, stride, voff, align), (16, 6, 4, 2));
+        assert!(layout::<u64, u64>(usize::MAX / 4).is_none(), "overflow is refused");
+    }
+
+    #[test]
+    fn tags_are_full_and_hashes_spread() {
+        assert!(tag(0) >= 0x80 && tag(u64::MAX) >= 0x80);
+        let mask = 1023;
+        let mut seen = std::collections::HashSet::new();
+        for k in 0u64..512 {
+            seen.insert(hash_of(&k) as usize & mask);
+        }
+        assert!(seen.len() > 350, "sequential keys spread over the table: {}", seen.len());
+    }
+}
