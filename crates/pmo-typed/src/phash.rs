@@ -435,7 +435,10 @@ mod tests {
         // [u8; 3] keys, u16 values: no wasted alignment beyond 2.
         let (slots, stride, voff, _, align) = layout::<[u8; 3], u16>(16).unwrap();
         assert_eq!((slots, stride, voff, align), (16, 6, 4, 2));
-        assert!(layout::<u64, u64>(usize::MAX / 4).is_none(), "overflow is refused");
+        assert!(
+            layout::<u64, u64>(usize::MAX / 4).is_none(),
+            "overflow is refused"
+        );
     }
 
     #[test]
@@ -446,6 +449,10 @@ mod tests {
         for k in 0u64..512 {
             seen.insert(hash_of(&k) as usize & mask);
         }
-        assert!(seen.len() > 350, "sequential keys spread over the table: {}", seen.len());
+        assert!(
+            seen.len() > 350,
+            "sequential keys spread over the table: {}",
+            seen.len()
+        );
     }
 }
