@@ -154,8 +154,8 @@ mod tests {
             layout::hash_str(h, "b")
         });
         // Plain data owns no blocks; containers do, and so do structs holding them.
-        assert!(!A::OWNS_BLOCKS);
-        assert!(crate::PString::OWNS_BLOCKS);
-        assert!(<[crate::PVec<u8>; 2]>::OWNS_BLOCKS);
+        const { assert!(!A::OWNS_BLOCKS) };
+        const { assert!(crate::PString::OWNS_BLOCKS) };
+        const { assert!(<[crate::PVec<u8>; 2]>::OWNS_BLOCKS) };
     }
 }
