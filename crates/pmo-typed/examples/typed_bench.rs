@@ -8,11 +8,15 @@
 //!    then psync), per dirty tracking (fault: the default; declared: the containers declare
 //!    what they write) and at-rest scheme (`none`, `secure`).
 //!
+//! With `--features peers`, the same table has PMDK's transactional update of the same size
+//! (`pmemobj_tx_add_range` + 8-byte store at a random place of a large object, one transaction
+//! per update, through `pmo-peers`), as N transactions.
+//!
 //! Every figure is the median over `--repeats` runs. Keys are a random permutation of 0..n
 //! (u64 keys and values), looked up and updated in another random order.
 //!
 //! ```text
-//! cargo run --release -p pmo-typed --example typed_bench -- --csv typed.csv --json typed.json
+//! cargo run --release -p pmo-typed --features peers --example typed_bench -- --csv typed.csv --json typed.json
 //! ```
 #![forbid(unsafe_code)]
 
@@ -358,6 +362,32 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let _ = std::fs::remove_file(&path);
+
+    #[cfg(feature = "peers")]
+    {
+        pmo_peers::ensure_pmem_force();
+        let opts = pmo_peers::Options {
+            repeats: a.repeats,
+            ..Default::default()
+        };
+        let tx = pmo_peers::pmdk_tx_update(&opts, 8, pmo_peers::Work::Ops(20_000))?;
+        println!(
+            "\n# PMDK: one transaction updating 8 bytes = {:.2} µs (median of {}, cpu share {:.2}); \
+             N transactions, µs:",
+            tx.median, a.repeats, tx.cpu_share
+        );
+        for &u in &a.updates {
+            println!("PMDK tx  N = {:>5}: {:>10.1}", u, tx.median * u as f64);
+            rows.push(Row {
+                table: "psync",
+                structure: "PMDK tx update 8 B".into(),
+                op: "total".into(),
+                n: u as u64,
+                value: tx.median * u as f64,
+                unit: "us",
+            });
+        }
+    }
 
     if let Some(csv) = &a.csv {
         let mut s = String::from("table,structure,op,n,value,unit\n");
