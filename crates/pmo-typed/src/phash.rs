@@ -63,6 +63,7 @@ fn align_up(x: usize, a: usize) -> usize {
 
 /// A table of `cap` slots: (offset of the slot array, slot stride, offset of the value in a
 /// slot, total bytes, alignment).
+#[inline]
 fn layout<K, V>(cap: usize) -> Option<(usize, usize, usize, usize, usize)> {
     let align = std::mem::align_of::<K>().max(std::mem::align_of::<V>());
     let voff = align_up(std::mem::size_of::<K>(), std::mem::align_of::<V>());
@@ -72,6 +73,7 @@ fn layout<K, V>(cap: usize) -> Option<(usize, usize, usize, usize, usize)> {
     Some((slots, stride, voff, end, align))
 }
 
+#[inline]
 fn hash_of<K: Hash>(k: &K) -> u64 {
     let mut s = rustc_hash::FxHasher::default();
     k.hash(&mut s);
@@ -80,6 +82,7 @@ fn hash_of<K: Hash>(k: &K) -> u64 {
     x ^ (x >> 29)
 }
 
+#[inline]
 fn tag(hash: u64) -> u8 {
     0x80 | (hash >> 57) as u8
 }
@@ -97,6 +100,7 @@ struct Table<K, V> {
 
 impl<K, V> Table<K, V> {
     /// Resolve the table of `cap` slots at `off` (range and alignment checked by `Ctx`).
+    #[inline]
     fn at(h: &Ctx, off: u64, cap: usize) -> Result<Self> {
         let (slots, stride, voff, end, _) =
             layout::<K, V>(cap).ok_or(TypedError::Corrupt("hash map too large"))?;
@@ -186,6 +190,7 @@ where
     }
 
     /// Check the handle and resolve the table (`None` when unallocated).
+    #[inline]
     fn table(&self, h: &Ctx) -> Result<Option<Table<K, V>>> {
         h.check_handle(
             (self as *const Self).cast(),
@@ -206,6 +211,7 @@ where
     }
 
     /// The slot holding `k`, if any.
+    #[inline]
     fn find(t: &Table<K, V>, k: &K) -> Option<usize> {
         let hash = hash_of(k);
         let want = tag(hash);
@@ -227,6 +233,7 @@ where
     }
 
     /// The value for `k`.
+    #[inline]
     pub fn get<'a>(&'a self, h: &'a Ctx, k: &K) -> Result<Option<&'a V>> {
         let Some(t) = self.table(h)? else {
             return Ok(None);
@@ -241,6 +248,7 @@ where
     }
 
     /// The value for `k`, mutably.
+    #[inline]
     pub fn get_mut<'a>(&'a mut self, h: &'a Ctx, k: &K) -> Result<Option<&'a mut V>> {
         h.writable()?;
         let Some(t) = self.table(h)? else {

@@ -81,6 +81,7 @@ impl<T: Persistent> PVec<T> {
     }
 
     /// Checks: the handle lives in `h`'s mapping, belongs to its heap, and is consistent.
+    #[inline]
     fn check(&self, h: &Ctx) -> Result<()> {
         h.check_handle(
             (self as *const Self).cast(),
@@ -96,6 +97,7 @@ impl<T: Persistent> PVec<T> {
     }
 
     /// The elements.
+    #[inline]
     pub fn as_slice<'a>(&'a self, h: &'a Ctx) -> Result<&'a [T]> {
         self.check(h)?;
         if self.cap == 0 {
@@ -122,11 +124,13 @@ impl<T: Persistent> PVec<T> {
     }
 
     /// Element `i`.
+    #[inline]
     pub fn get<'a>(&'a self, h: &'a Ctx, i: usize) -> Result<Option<&'a T>> {
         Ok(self.as_slice(h)?.get(i))
     }
 
     /// Element `i`, mutably.
+    #[inline]
     pub fn get_mut<'a>(&'a mut self, h: &'a Ctx, i: usize) -> Result<Option<&'a mut T>> {
         self.check(h)?;
         if i >= self.len as usize {
