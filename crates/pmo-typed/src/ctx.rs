@@ -327,12 +327,10 @@ impl TypedHeap {
         }
     }
 
-    /// Typed access to an opened [`PmoHeap`].
+    /// Typed access to an opened [`PmoHeap`] (read-write by construction).
     pub fn from_heap(heap: PmoHeap) -> Result<TypedHeap> {
-        if heap.dirty_tracking() == DirtyTracking::Scan {
-            // Scan works (it finds every write); nothing to refuse. Declared works through
-            // `Ctx::touch`. Kept explicit so a new tracking mode is a compile error here.
-        }
+        // Every dirty tracking works: fault and scan find the containers' writes by themselves,
+        // declared gets them through `Ctx::touch`.
         Ok(TypedHeap {
             ctx: Ctx::new(Backing::Write(heap)),
         })

@@ -210,7 +210,7 @@ where
 {
     const LAYOUT: u64 = crate::layout::mix(
         crate::layout::mix(
-            crate::layout::hash_str(crate::layout::SEED, "PBTreeMap"),
+            crate::layout::hash_str(crate::layout::SEED, "PBTreeMap/1"),
             K::LAYOUT,
         ),
         V::LAYOUT,

@@ -145,7 +145,7 @@ where
 {
     const LAYOUT: u64 = crate::layout::mix(
         crate::layout::mix(
-            crate::layout::hash_str(crate::layout::SEED, "PHashMap"),
+            crate::layout::hash_str(crate::layout::SEED, "PHashMap/1"),
             K::LAYOUT,
         ),
         V::LAYOUT,

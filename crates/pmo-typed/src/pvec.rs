@@ -44,7 +44,7 @@ impl<T: Persistent> std::fmt::Debug for PVec<T> {
 // no drop glue, offsets only; it owns its buffer and its elements' blocks.
 unsafe impl<T: Persistent> Persistent for PVec<T> {
     const LAYOUT: u64 = crate::layout::mix(
-        crate::layout::hash_str(crate::layout::SEED, "PVec"),
+        crate::layout::hash_str(crate::layout::SEED, "PVec/1"),
         T::LAYOUT,
     );
     const OWNS_BLOCKS: bool = true;
@@ -318,7 +318,7 @@ pub struct PString {
 // SAFETY: a PVec<u8> (transparent): see PVec's impl; UTF-8 validity is checked on every read,
 // never assumed.
 unsafe impl Persistent for PString {
-    const LAYOUT: u64 = crate::layout::hash_str(crate::layout::SEED, "PString");
+    const LAYOUT: u64 = crate::layout::hash_str(crate::layout::SEED, "PString/1");
     const OWNS_BLOCKS: bool = true;
     fn for_each_block(&self, h: &Ctx, f: &mut dyn FnMut(u64)) -> Result<()> {
         self.bytes.for_each_block(h, f)
