@@ -1129,10 +1129,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     }
                 }
                 "filebench" => {
-                    let o =
-                        filebench_options(
-                            *quick, workloads, schemes, studies, depths, threads, dir, fb,
-                        )?;
+                    let o = filebench_options(
+                        *quick, workloads, schemes, studies, depths, threads, dir, fb,
+                    )?;
                     pmo_filebench::bench::run_and_report(&o, out, json.as_deref())?;
                     return Ok(());
                 }

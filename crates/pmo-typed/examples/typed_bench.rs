@@ -8,11 +8,15 @@
 //!    then psync), per dirty tracking (fault: the default; declared: the containers declare
 //!    what they write) and at-rest scheme (`none`, `secure`).
 //!
+//! With `--features peers`, the same table has PMDK's transactional update of the same size
+//! (`pmemobj_tx_add_range` + 8-byte store at a random place of a large object, one transaction
+//! per update, through `pmo-peers`), as N transactions.
+//!
 //! Every figure is the median over `--repeats` runs. Keys are a random permutation of 0..n
 //! (u64 keys and values), looked up and updated in another random order.
 //!
 //! ```text
-//! cargo run --release -p pmo-typed --example typed_bench -- --csv typed.csv --json typed.json
+//! cargo run --release -p pmo-typed --features peers --example typed_bench -- --csv typed.csv --json typed.json
 //! ```
 #![forbid(unsafe_code)]
 
@@ -65,118 +69,101 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Ops/s of `f` over `n` operations.
-fn rate(n: u64, f: impl FnOnce()) -> f64 {
+/// Ops/s of `f` over `n` operations: (by this thread's CPU time, by wall time).
+fn rate(n: u64, f: impl FnOnce()) -> (f64, f64) {
+    // This thread's CPU time (clock_gettime(CLOCK_THREAD_CPUTIME_ID)): the machine is shared
+    // with other builds, so wall time mostly measures the CPU share we got.
+    let c = cpu_time::ThreadTime::now();
     let t = Instant::now();
     f();
-    n as f64 / t.elapsed().as_secs_f64()
+    let wall = t.elapsed().as_secs_f64();
+    let cpu = c.elapsed().as_secs_f64();
+    (n as f64 / cpu.max(1e-9), n as f64 / wall)
 }
 
+/// The four phases over one map. Persistent maps take the root once per phase, as a program
+/// holding `(root, ctx)` across a loop does.
 trait Map {
-    fn name(&self) -> String;
-    fn insert(&mut self, k: u64, v: u64);
-    fn get(&mut self, k: u64) -> Option<u64>;
-    fn update(&mut self, k: u64, v: u64);
-    fn remove(&mut self, k: u64) -> bool;
+    fn insert_all(&mut self, keys: &[u64]);
+    fn get_all(&mut self, keys: &[u64]) -> u64;
+    fn update_all(&mut self, keys: &[u64]);
+    fn remove_all(&mut self, keys: &[u64]);
 }
 
 macro_rules! std_map {
-    ($t:ty, $name:expr) => {
+    ($t:ty) => {
         impl Map for $t {
-            fn name(&self) -> String {
-                $name.into()
+            fn insert_all(&mut self, keys: &[u64]) {
+                for &k in keys {
+                    self.insert(k, k);
+                }
             }
-            fn insert(&mut self, k: u64, v: u64) {
-                <$t>::insert(self, k, v);
+            fn get_all(&mut self, keys: &[u64]) -> u64 {
+                keys.iter()
+                    .fold(0u64, |s, k| s.wrapping_add(*self.get(k).unwrap()))
             }
-            fn get(&mut self, k: u64) -> Option<u64> {
-                <$t>::get(self, &k).copied()
+            fn update_all(&mut self, keys: &[u64]) {
+                for k in keys {
+                    *self.get_mut(k).unwrap() += 1;
+                }
             }
-            fn update(&mut self, k: u64, v: u64) {
-                *<$t>::get_mut(self, &k).unwrap() = v;
-            }
-            fn remove(&mut self, k: u64) -> bool {
-                <$t>::remove(self, &k).is_some()
+            fn remove_all(&mut self, keys: &[u64]) {
+                for k in keys {
+                    assert!(self.remove(k).is_some());
+                }
             }
         }
     };
 }
-std_map!(HashMap<u64, u64>, "std HashMap (SipHash)");
-std_map!(HashMap<u64, u64, rustc_hash::FxBuildHasher>, "std HashMap (Fx)");
-std_map!(BTreeMap<u64, u64>, "std BTreeMap");
+std_map!(HashMap<u64, u64>);
+std_map!(HashMap<u64, u64, rustc_hash::FxBuildHasher>);
+std_map!(BTreeMap<u64, u64>);
 
 struct PHash<'a>(&'a mut TypedHeap);
 struct PTree<'a>(&'a mut TypedHeap);
 
-impl Map for PHash<'_> {
-    fn name(&self) -> String {
-        "PHashMap".into()
-    }
-    fn insert(&mut self, k: u64, v: u64) {
-        let (r, h) = self.0.root::<Root>().unwrap();
-        r.hash.insert(h, k, v).unwrap();
-    }
-    fn get(&mut self, k: u64) -> Option<u64> {
-        let (r, h) = self.0.root_ref::<Root>().unwrap();
-        r.hash.get(h, &k).unwrap().copied()
-    }
-    fn update(&mut self, k: u64, v: u64) {
-        let (r, h) = self.0.root::<Root>().unwrap();
-        *r.hash.get_mut(h, &k).unwrap().unwrap() = v;
-    }
-    fn remove(&mut self, k: u64) -> bool {
-        let (r, h) = self.0.root::<Root>().unwrap();
-        r.hash.remove(h, &k).unwrap()
-    }
+macro_rules! p_map {
+    ($t:ident, $field:ident) => {
+        impl Map for $t<'_> {
+            fn insert_all(&mut self, keys: &[u64]) {
+                let (r, h) = self.0.root::<Root>().unwrap();
+                for &k in keys {
+                    r.$field.insert(h, k, k).unwrap();
+                }
+            }
+            fn get_all(&mut self, keys: &[u64]) -> u64 {
+                let (r, h) = self.0.root_ref::<Root>().unwrap();
+                keys.iter().fold(0u64, |s, k| {
+                    s.wrapping_add(*r.$field.get(h, k).unwrap().unwrap())
+                })
+            }
+            fn update_all(&mut self, keys: &[u64]) {
+                let (r, h) = self.0.root::<Root>().unwrap();
+                for k in keys {
+                    *r.$field.get_mut(h, k).unwrap().unwrap() += 1;
+                }
+            }
+            fn remove_all(&mut self, keys: &[u64]) {
+                let (r, h) = self.0.root::<Root>().unwrap();
+                for k in keys {
+                    assert!(r.$field.remove(h, k).unwrap());
+                }
+            }
+        }
+    };
 }
+p_map!(PHash, hash);
+p_map!(PTree, tree);
 
-impl Map for PTree<'_> {
-    fn name(&self) -> String {
-        "PBTreeMap".into()
-    }
-    fn insert(&mut self, k: u64, v: u64) {
-        let (r, h) = self.0.root::<Root>().unwrap();
-        r.tree.insert(h, k, v).unwrap();
-    }
-    fn get(&mut self, k: u64) -> Option<u64> {
-        let (r, h) = self.0.root_ref::<Root>().unwrap();
-        r.tree.get(h, &k).unwrap().copied()
-    }
-    fn update(&mut self, k: u64, v: u64) {
-        let (r, h) = self.0.root::<Root>().unwrap();
-        *r.tree.get_mut(h, &k).unwrap().unwrap() = v;
-    }
-    fn remove(&mut self, k: u64) -> bool {
-        let (r, h) = self.0.root::<Root>().unwrap();
-        r.tree.remove(h, &k).unwrap()
-    }
-}
-
-/// One pass of the four phases: ops/s for insert, lookup, update, remove.
-fn phases(m: &mut dyn Map, keys: &[u64], order: &[u64]) -> [f64; 4] {
+/// One pass of the four phases: (cpu, wall) ops/s for insert, lookup, update, remove.
+fn phases(m: &mut dyn Map, keys: &[u64], order: &[u64]) -> [(f64, f64); 4] {
     let n = keys.len() as u64;
-    let ins = rate(n, || {
-        for &k in keys {
-            m.insert(k, k);
-        }
-    });
+    let ins = rate(n, || m.insert_all(keys));
     let get = rate(n, || {
-        let mut s = 0u64;
-        for &k in order {
-            s = s.wrapping_add(m.get(k).unwrap());
-        }
-        black_box(s);
+        black_box(m.get_all(order));
     });
-    let upd = rate(n, || {
-        for &k in order {
-            m.update(k, k + 1);
-        }
-    });
-    let rem = rate(n, || {
-        for &k in keys {
-            assert!(m.remove(k));
-        }
-    });
+    let upd = rate(n, || m.update_all(order));
+    let rem = rate(n, || m.remove_all(keys));
     [ins, get, upd, rem]
 }
 
@@ -215,7 +202,7 @@ fn main() -> anyhow::Result<()> {
         "std BTreeMap",
         "PBTreeMap",
     ];
-    let mut samples: Vec<Vec<[f64; 4]>> = vec![Vec::new(); names.len()];
+    let mut samples: Vec<Vec<[(f64, f64); 4]>> = vec![Vec::new(); names.len()];
     for _ in 0..a.repeats {
         // Interleave the structures within a repeat so load changes hit all of them.
         samples[0].push(phases(&mut HashMap::<u64, u64>::new(), &keys, &order));
@@ -230,34 +217,41 @@ fn main() -> anyhow::Result<()> {
         heap.psync()?;
     }
     println!(
-        "# operations per second (M/s), n = {}, median of {} (machine shared with other builds)",
+        "# operations per second (M/s), n = {}, {} repeats: median by this thread's CPU time \
+         [best by wall time]; machine shared with other builds",
         a.n, a.repeats
     );
     println!(
-        "{:<24} {:>9} {:>9} {:>9} {:>9}",
+        "{:<24} {:>16} {:>16} {:>16} {:>16}",
         "structure", "insert", "lookup", "update", "remove"
     );
     for (i, name) in names.iter().enumerate() {
-        let med: Vec<f64> = (0..4)
-            .map(|j| median(samples[i].iter().map(|s| s[j]).collect()))
+        let cpu: Vec<f64> = (0..4)
+            .map(|j| median(samples[i].iter().map(|s| s[j].0).collect()))
             .collect();
+        let wall: Vec<f64> = (0..4)
+            .map(|j| samples[i].iter().map(|s| s[j].1).fold(0.0, f64::max))
+            .collect();
+        let cell = |j: usize| format!("{:.2} [{:.2}]", cpu[j] / 1e6, wall[j] / 1e6);
         println!(
-            "{:<24} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
+            "{:<24} {:>16} {:>16} {:>16} {:>16}",
             name,
-            med[0] / 1e6,
-            med[1] / 1e6,
-            med[2] / 1e6,
-            med[3] / 1e6
+            cell(0),
+            cell(1),
+            cell(2),
+            cell(3)
         );
         for (j, op) in ["insert", "lookup", "update", "remove"].iter().enumerate() {
-            rows.push(Row {
-                table: "ops",
-                structure: name.to_string(),
-                op: op.to_string(),
-                n: a.n,
-                value: med[j],
-                unit: "ops/s",
-            });
+            for (clock, v) in [("cpu-median", cpu[j]), ("wall-best", wall[j])] {
+                rows.push(Row {
+                    table: "ops",
+                    structure: name.to_string(),
+                    op: format!("{op} {clock}"),
+                    n: a.n,
+                    value: v,
+                    unit: "ops/s",
+                });
+            }
         }
     }
     let ratio = |s: &str, b: &str, op: &str| {
@@ -269,12 +263,16 @@ fn main() -> anyhow::Result<()> {
         };
         f(b) / f(s)
     };
-    println!(
-        "lookup slowdown vs std: PHashMap {:.2}x (vs SipHash), {:.2}x (vs Fx); PBTreeMap {:.2}x",
-        ratio("PHashMap", "std HashMap (SipHash)", "lookup"),
-        ratio("PHashMap", "std HashMap (Fx)", "lookup"),
-        ratio("PBTreeMap", "std BTreeMap", "lookup"),
-    );
+    for clock in ["cpu-median", "wall-best"] {
+        let op = format!("lookup {clock}");
+        println!(
+            "lookup time vs std ({clock}): PHashMap {:.2}x SipHash HashMap, {:.2}x Fx HashMap; \
+             PBTreeMap {:.2}x BTreeMap",
+            ratio("PHashMap", "std HashMap (SipHash)", &op),
+            ratio("PHashMap", "std HashMap (Fx)", &op),
+            ratio("PBTreeMap", "std BTreeMap", &op),
+        );
+    }
     heap.detach()?;
     drop(p);
 
@@ -364,6 +362,32 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let _ = std::fs::remove_file(&path);
+
+    #[cfg(feature = "peers")]
+    {
+        pmo_peers::ensure_pmem_force();
+        let opts = pmo_peers::Options {
+            repeats: a.repeats,
+            ..Default::default()
+        };
+        let tx = pmo_peers::pmdk_tx_update(&opts, 8, pmo_peers::Work::Ops(20_000))?;
+        println!(
+            "\n# PMDK: one transaction updating 8 bytes = {:.2} µs (median of {}, cpu share {:.2}); \
+             N transactions, µs:",
+            tx.median, a.repeats, tx.cpu_share
+        );
+        for &u in &a.updates {
+            println!("PMDK tx  N = {:>5}: {:>10.1}", u, tx.median * u as f64);
+            rows.push(Row {
+                table: "psync",
+                structure: "PMDK tx update 8 B".into(),
+                op: "total".into(),
+                n: u as u64,
+                value: tx.median * u as f64,
+                unit: "us",
+            });
+        }
+    }
 
     if let Some(csv) = &a.csv {
         let mut s = String::from("table,structure,op,n,value,unit\n");

@@ -98,6 +98,7 @@ impl Ctx {
     }
 
     /// The heap, for a mutation: `ReadOnly` on a read-only attach.
+    #[inline]
     pub(crate) fn writable(&self) -> Result<&PmoHeap> {
         match &self.backing {
             Backing::Write(h) => Ok(h),
@@ -107,6 +108,7 @@ impl Ctx {
 
     /// Check that the handle at `handle` (of `size` bytes) lives in this mapping and that
     /// `recorded` (its heap id, 0 while it never allocated) is this heap's.
+    #[inline]
     pub(crate) fn check_handle(&self, handle: *const u8, size: usize, recorded: u64) -> Result<()> {
         let a = handle as usize;
         let lo = self.base + self.data_start as usize;
@@ -149,6 +151,7 @@ impl Ctx {
 
     /// The address of `n` values of `T` at `off`, checked to lie in the data area and to be
     /// aligned.
+    #[inline]
     pub(crate) fn ptr<T>(&self, off: u64, n: usize) -> Result<*mut T> {
         let bytes = (n as u64)
             .checked_mul(std::mem::size_of::<T>() as u64)
@@ -167,6 +170,7 @@ impl Ctx {
     }
 
     /// Declare `len` bytes at `ptr` written (for declared dirty tracking; otherwise nothing).
+    #[inline]
     pub(crate) fn touch(&self, ptr: *const u8, len: usize) -> Result<()> {
         if self.declared && len > 0 {
             self.writable()?.declare(ptr, len)?;
@@ -175,13 +179,14 @@ impl Ctx {
     }
 
     /// Declare the bytes of `v` written.
+    #[inline]
     pub(crate) fn touch_val<T>(&self, v: &T) -> Result<()> {
         self.touch((v as *const T).cast(), std::mem::size_of::<T>())
     }
 
     /// # Safety
     /// The caller owns the `n` values at `off` (no other live reference to them) for `'a`.
-    pub(crate) unsafe fn slice<'a, T: Persistent>(&'a self, off: u64, n: usize) -> Result<&'a [T]> {
+    pub(crate) unsafe fn slice<T: Persistent>(&self, off: u64, n: usize) -> Result<&[T]> {
         if n == 0 {
             return Ok(&[]);
         }
@@ -193,11 +198,9 @@ impl Ctx {
 
     /// # Safety
     /// As [`Ctx::slice`], and the attach is read-write (checked: `ReadOnly` otherwise).
-    pub(crate) unsafe fn slice_mut<'a, T: Persistent>(
-        &'a self,
-        off: u64,
-        n: usize,
-    ) -> Result<&'a mut [T]> {
+    // The `&mut` comes from the mapping, not from `self`: exclusivity is the caller's contract.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn slice_mut<T: Persistent>(&self, off: u64, n: usize) -> Result<&mut [T]> {
         self.writable()?;
         if n == 0 {
             return Ok(&mut []);
@@ -324,12 +327,10 @@ impl TypedHeap {
         }
     }
 
-    /// Typed access to an opened [`PmoHeap`].
+    /// Typed access to an opened [`PmoHeap`] (read-write by construction).
     pub fn from_heap(heap: PmoHeap) -> Result<TypedHeap> {
-        if heap.dirty_tracking() == DirtyTracking::Scan {
-            // Scan works (it finds every write); nothing to refuse. Declared works through
-            // `Ctx::touch`. Kept explicit so a new tracking mode is a compile error here.
-        }
+        // Every dirty tracking works: fault and scan find the containers' writes by themselves,
+        // declared gets them through `Ctx::touch`.
         Ok(TypedHeap {
             ctx: Ctx::new(Backing::Write(heap)),
         })

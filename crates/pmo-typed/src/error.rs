@@ -56,6 +56,12 @@ pub enum TypedError {
         /// The length.
         len: u64,
     },
+    /// A key a `PKv` cannot store.
+    #[error("invalid key of {len} bytes (need 1..=32 bytes, no NUL byte)")]
+    InvalidKey {
+        /// Its length.
+        len: usize,
+    },
     /// A size that does not fit in memory.
     #[error("capacity overflow")]
     CapacityOverflow,

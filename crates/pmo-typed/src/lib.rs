@@ -42,7 +42,8 @@
 //!
 //! Module map: `persistent` (the trait, plain-data impls, layout hashing), `ctx` (Ctx, the
 //! typed root, TypedHeap, TypedReader, the reachability check), `pbox`, `pvec` (PVec,
-//! PString), `phash`, `pbtree`, `error`. The benchmark is `examples/typed_bench.rs`, the
+//! PString), `phash`, `pbtree`, `kv` ([`kv::PKv`]: a byte-keyed durable store for YCSB-style
+//! drivers), `error`. The benchmark is `examples/typed_bench.rs`, the
 //! application `examples/todo.rs`.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -52,6 +53,7 @@ extern crate self as pmo_typed;
 
 mod ctx;
 mod error;
+pub mod kv;
 mod pbox;
 pub mod pbtree;
 mod persistent;

@@ -36,7 +36,7 @@ impl<T: Persistent> std::fmt::Debug for PBox<T> {
 // no drop glue, an offset not an address; it owns exactly its block and the value's blocks.
 unsafe impl<T: Persistent> Persistent for PBox<T> {
     const LAYOUT: u64 = crate::layout::mix(
-        crate::layout::hash_str(crate::layout::SEED, "PBox"),
+        crate::layout::hash_str(crate::layout::SEED, "PBox/1"),
         T::LAYOUT,
     );
     const OWNS_BLOCKS: bool = true;

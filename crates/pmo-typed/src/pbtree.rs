@@ -96,6 +96,7 @@ impl<K: Persistent + Copy + Ord, V: Persistent> Node<K, V> {
     const INNER_BYTES: usize = Self::KIDS + (B + 1) * 8;
     const ALIGN: usize = max(8, max(std::mem::align_of::<K>(), std::mem::align_of::<V>()));
 
+    #[inline]
     fn bytes(leaf: bool) -> usize {
         if leaf {
             Self::LEAF_BYTES
@@ -105,6 +106,7 @@ impl<K: Persistent + Copy + Ord, V: Persistent> Node<K, V> {
     }
 
     /// Resolve node `off`, checking its header against what the caller expects.
+    #[inline]
     fn at(h: &Ctx, off: u64, leaf: bool) -> Result<Self> {
         let p = h.ptr::<u8>(off, Self::bytes(leaf))?;
         let n = Node {
@@ -130,6 +132,7 @@ impl<K: Persistent + Copy + Ord, V: Persistent> Node<K, V> {
         Ok(n)
     }
 
+    #[inline]
     fn n(&self) -> usize {
         // SAFETY: the header lies inside the resolved block.
         unsafe { *(self.p as *const u32) as usize }
@@ -138,6 +141,7 @@ impl<K: Persistent + Copy + Ord, V: Persistent> Node<K, V> {
         // SAFETY: as above; the map owning the node is borrowed exclusively by the caller.
         unsafe { *(self.p as *mut u32) = n as u32 }
     }
+    #[inline]
     fn is_leaf(&self) -> bool {
         // SAFETY: as above.
         unsafe { *(self.p.add(4) as *const u32) == 1 }
@@ -150,30 +154,36 @@ impl<K: Persistent + Copy + Ord, V: Persistent> Node<K, V> {
         // SAFETY: as above.
         unsafe { *(self.p.add(8) as *mut u64) = off }
     }
+    #[inline]
     fn keys(&self) -> *mut K {
         // SAFETY: KEYS + B keys lie inside the block (both node sizes include them).
         unsafe { self.p.add(Self::KEYS) as *mut K }
     }
+    #[inline]
     fn key(&self, i: usize) -> K {
         debug_assert!(i < B);
         // SAFETY: `i < B`: inside the key array.
         unsafe { *self.keys().add(i) }
     }
+    #[inline]
     fn keys_slice(&self) -> &[K] {
         // SAFETY: `n() <= B` (checked at resolve and maintained), initialized (zeroed or
         // written) keys; any bit pattern is a valid K.
         unsafe { std::slice::from_raw_parts(self.keys(), self.n()) }
     }
+    #[inline]
     fn vals(&self) -> *mut V {
         debug_assert!(self.is_leaf());
         // SAFETY: leaf blocks hold B values at VALS.
         unsafe { self.p.add(Self::VALS) as *mut V }
     }
+    #[inline]
     fn kids(&self) -> *mut u64 {
         debug_assert!(!self.is_leaf());
         // SAFETY: inner blocks hold B + 1 children at KIDS.
         unsafe { self.p.add(Self::KIDS) as *mut u64 }
     }
+    #[inline]
     fn kid(&self, i: usize) -> u64 {
         debug_assert!(i <= B);
         // SAFETY: `i <= B`: inside the child array.
@@ -183,6 +193,9 @@ impl<K: Persistent + Copy + Ord, V: Persistent> Node<K, V> {
         h.touch(self.p, Self::bytes(self.is_leaf()))
     }
 }
+
+/// What [`PBTreeMap::walk`] calls for each node.
+type NodeVisitor<'f, K, V> = dyn FnMut(&Node<K, V>, &Ctx) -> Result<()> + 'f;
 
 const fn align_up_c(x: usize, a: usize) -> usize {
     x.div_ceil(a) * a
@@ -197,7 +210,7 @@ where
 {
     const LAYOUT: u64 = crate::layout::mix(
         crate::layout::mix(
-            crate::layout::hash_str(crate::layout::SEED, "PBTreeMap"),
+            crate::layout::hash_str(crate::layout::SEED, "PBTreeMap/1"),
             K::LAYOUT,
         ),
         V::LAYOUT,
@@ -238,6 +251,7 @@ where
         self.len == 0
     }
 
+    #[inline]
     fn check(&self, h: &Ctx) -> Result<()> {
         h.check_handle(
             (self as *const Self).cast(),
@@ -251,7 +265,7 @@ where
     }
 
     /// Visit every node (depth first), each once; bounded by the node count.
-    fn walk(&self, h: &Ctx, f: &mut dyn FnMut(&Node<K, V>, &Ctx) -> Result<()>) -> Result<()> {
+    fn walk(&self, h: &Ctx, f: &mut NodeVisitor<'_, K, V>) -> Result<()> {
         self.check(h)?;
         if self.root == 0 {
             return Ok(());
@@ -274,6 +288,7 @@ where
     }
 
     /// The leaf that holds (or would hold) `k`.
+    #[inline]
     fn leaf_for(&self, h: &Ctx, k: &K) -> Result<Option<Node<K, V>>> {
         self.check(h)?;
         if self.root == 0 {
@@ -303,6 +318,7 @@ where
     }
 
     /// The value for `k`.
+    #[inline]
     pub fn get<'a>(&'a self, h: &'a Ctx, k: &K) -> Result<Option<&'a V>> {
         let Some(leaf) = self.leaf_for(h, k)? else {
             return Ok(None);
@@ -322,6 +338,7 @@ where
     }
 
     /// The value for `k`, mutably.
+    #[inline]
     pub fn get_mut<'a>(&'a mut self, h: &'a Ctx, k: &K) -> Result<Option<&'a mut V>> {
         h.writable()?;
         let Some(leaf) = self.leaf_for(h, k)? else {

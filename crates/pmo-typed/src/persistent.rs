@@ -115,3 +115,47 @@ unsafe impl<T: Persistent, const N: usize> Persistent for [T; N] {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(crate::Persistent)]
+    #[repr(C)]
+    struct A {
+        x: u64,
+        y: u32,
+        z: u32,
+    }
+
+    #[derive(crate::Persistent)]
+    #[repr(C)]
+    struct B {
+        x: u64,
+        z: u32,
+        y: u32,
+    }
+
+    #[derive(crate::Persistent)]
+    #[repr(C)]
+    struct Gen<T: Copy> {
+        v: [T; 4],
+    }
+
+    #[test]
+    fn layout_hash_tells_types_apart() {
+        // Same size, different field order or names: different layouts.
+        assert_ne!(A::LAYOUT, B::LAYOUT);
+        assert_ne!(u32::LAYOUT, i32::LAYOUT);
+        assert_ne!(<[u8; 4]>::LAYOUT, <[u8; 5]>::LAYOUT);
+        assert_ne!(<Gen<u16>>::LAYOUT, <Gen<u32>>::LAYOUT);
+        assert_ne!(layout::hash_str(layout::SEED, "ab"), {
+            let h = layout::hash_str(layout::SEED, "a");
+            layout::hash_str(h, "b")
+        });
+        // Plain data owns no blocks; containers do, and so do structs holding them.
+        const { assert!(!A::OWNS_BLOCKS) };
+        const { assert!(crate::PString::OWNS_BLOCKS) };
+        const { assert!(<[crate::PVec<u8>; 2]>::OWNS_BLOCKS) };
+    }
+}

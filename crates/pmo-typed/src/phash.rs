@@ -1,5 +1,6 @@
 //! [`PHashMap<K, V>`]: an open-addressing hash table (linear probing, tombstones) in one heap
-//! block: `cap` control bytes, then `cap` keys, then `cap` values.
+//! block: `cap` control bytes, then `cap` slots, each a key and its value (one cache line
+//! for both when they are small).
 //!
 //! Control byte: 0 empty, 1 deleted, `0x80 | top 7 bits of the hash` full. The hash is
 //! `rustc_hash::FxHasher` with no random seed: the table's layout is persistent, so the hash
@@ -60,17 +61,19 @@ fn align_up(x: usize, a: usize) -> usize {
     x.div_ceil(a) * a
 }
 
-/// Byte offsets of the keys and the values in a table of `cap` slots, and its size.
-fn layout<K, V>(cap: usize) -> Option<(usize, usize, usize)> {
-    let keys = align_up(cap, std::mem::align_of::<K>());
-    let vals = align_up(
-        keys.checked_add(cap.checked_mul(std::mem::size_of::<K>())?)?,
-        std::mem::align_of::<V>(),
-    );
-    let end = vals.checked_add(cap.checked_mul(std::mem::size_of::<V>())?)?;
-    Some((keys, vals, end))
+/// A table of `cap` slots: (offset of the slot array, slot stride, offset of the value in a
+/// slot, total bytes, alignment).
+#[inline]
+fn layout<K, V>(cap: usize) -> Option<(usize, usize, usize, usize, usize)> {
+    let align = std::mem::align_of::<K>().max(std::mem::align_of::<V>());
+    let voff = align_up(std::mem::size_of::<K>(), std::mem::align_of::<V>());
+    let stride = align_up(voff.checked_add(std::mem::size_of::<V>())?, align);
+    let slots = align_up(cap, align);
+    let end = slots.checked_add(cap.checked_mul(stride)?)?;
+    Some((slots, stride, voff, end, align))
 }
 
+#[inline]
 fn hash_of<K: Hash>(k: &K) -> u64 {
     let mut s = rustc_hash::FxHasher::default();
     k.hash(&mut s);
@@ -79,6 +82,7 @@ fn hash_of<K: Hash>(k: &K) -> u64 {
     x ^ (x >> 29)
 }
 
+#[inline]
 fn tag(hash: u64) -> u8 {
     0x80 | (hash >> 57) as u8
 }
@@ -86,10 +90,49 @@ fn tag(hash: u64) -> u8 {
 /// Raw pointers to one table's parts (valid while the map is borrowed).
 struct Table<K, V> {
     ctrl: *mut u8,
-    keys: *mut K,
-    vals: *mut V,
+    slots: *mut u8,
+    stride: usize,
+    voff: usize,
     cap: usize,
     bytes: usize,
+    _kv: PhantomData<(K, V)>,
+}
+
+impl<K, V> Table<K, V> {
+    /// Resolve the table of `cap` slots at `off` (range and alignment checked by `Ctx`).
+    #[inline]
+    fn at(h: &Ctx, off: u64, cap: usize) -> Result<Self> {
+        let (slots, stride, voff, end, _) =
+            layout::<K, V>(cap).ok_or(TypedError::Corrupt("hash map too large"))?;
+        let ctrl = h.ptr::<u8>(off, end)?;
+        // Slot 0's key and value aligned => every slot's (the stride is a multiple of both).
+        h.ptr::<K>(off + slots as u64, 1)?;
+        h.ptr::<V>(off + (slots + voff) as u64, 1)?;
+        Ok(Table {
+            ctrl,
+            // SAFETY: `slots < end`: inside the block just checked.
+            slots: unsafe { ctrl.add(slots) },
+            stride,
+            voff,
+            cap,
+            bytes: end,
+            _kv: PhantomData,
+        })
+    }
+    /// Key of slot `i` (`i < cap`).
+    #[inline]
+    fn key(&self, i: usize) -> *mut K {
+        debug_assert!(i < self.cap);
+        // SAFETY: `i < cap`: inside the slot array (checked by `at`).
+        unsafe { self.slots.add(i * self.stride) as *mut K }
+    }
+    /// Value of slot `i` (`i < cap`).
+    #[inline]
+    fn val(&self, i: usize) -> *mut V {
+        debug_assert!(i < self.cap);
+        // SAFETY: as in `key`.
+        unsafe { self.slots.add(i * self.stride + self.voff) as *mut V }
+    }
 }
 
 // SAFETY: keys are plain data (`Copy`), values as their impls; the header is five u64 with no
@@ -102,7 +145,7 @@ where
 {
     const LAYOUT: u64 = crate::layout::mix(
         crate::layout::mix(
-            crate::layout::hash_str(crate::layout::SEED, "PHashMap"),
+            crate::layout::hash_str(crate::layout::SEED, "PHashMap/1"),
             K::LAYOUT,
         ),
         V::LAYOUT,
@@ -120,7 +163,7 @@ where
                 for i in 0..t.cap {
                     // SAFETY: `i < cap`, inside the owned table; shared borrow.
                     if unsafe { *t.ctrl.add(i) } >= 0x80 {
-                        unsafe { &*t.vals.add(i) }.for_each_block(h, f)?;
+                        unsafe { &*t.val(i) }.for_each_block(h, f)?;
                     }
                 }
             }
@@ -147,6 +190,7 @@ where
     }
 
     /// Check the handle and resolve the table (`None` when unallocated).
+    #[inline]
     fn table(&self, h: &Ctx) -> Result<Option<Table<K, V>>> {
         h.check_handle(
             (self as *const Self).cast(),
@@ -163,18 +207,11 @@ where
         if !cap.is_power_of_two() || self.len > self.used || self.used > self.cap {
             return Err(TypedError::Corrupt("hash map header is inconsistent"));
         }
-        let (k, v, end) = layout::<K, V>(cap).ok_or(TypedError::Corrupt("hash map too large"))?;
-        let ctrl = h.ptr::<u8>(self.table, end)?;
-        Ok(Some(Table {
-            ctrl,
-            keys: h.ptr::<K>(self.table + k as u64, cap)?,
-            vals: h.ptr::<V>(self.table + v as u64, cap)?,
-            cap,
-            bytes: end,
-        }))
+        Ok(Some(Table::at(h, self.table, cap)?))
     }
 
     /// The slot holding `k`, if any.
+    #[inline]
     fn find(t: &Table<K, V>, k: &K) -> Option<usize> {
         let hash = hash_of(k);
         let want = tag(hash);
@@ -187,7 +224,7 @@ where
                 return None;
             }
             // SAFETY: as above.
-            if c == want && unsafe { *t.keys.add(i) } == *k {
+            if c == want && unsafe { *t.key(i) } == *k {
                 return Some(i);
             }
             i = (i + 1) & mask;
@@ -196,12 +233,13 @@ where
     }
 
     /// The value for `k`.
+    #[inline]
     pub fn get<'a>(&'a self, h: &'a Ctx, k: &K) -> Result<Option<&'a V>> {
         let Some(t) = self.table(h)? else {
             return Ok(None);
         };
         // SAFETY: a slot of the owned table; shared borrow of the map for 'a.
-        Ok(Self::find(&t, k).map(|i| unsafe { &*t.vals.add(i) }))
+        Ok(Self::find(&t, k).map(|i| unsafe { &*t.val(i) }))
     }
 
     /// True if `k` is present.
@@ -210,6 +248,7 @@ where
     }
 
     /// The value for `k`, mutably.
+    #[inline]
     pub fn get_mut<'a>(&'a mut self, h: &'a Ctx, k: &K) -> Result<Option<&'a mut V>> {
         h.writable()?;
         let Some(t) = self.table(h)? else {
@@ -219,23 +258,16 @@ where
             return Ok(None);
         };
         // SAFETY: a slot of the owned table; exclusive borrow of the map for 'a; read-write.
-        let v = unsafe { &mut *t.vals.add(i) };
+        let v = unsafe { &mut *t.val(i) };
         h.touch_val(v)?;
         Ok(Some(v))
     }
 
     /// Rebuild into a table of `cap` slots (dropping tombstones).
     fn rebuild(&mut self, h: &Ctx, cap: usize) -> Result<()> {
-        let (ko, vo, end) = layout::<K, V>(cap).ok_or(TypedError::CapacityOverflow)?;
-        let align = std::mem::align_of::<K>().max(std::mem::align_of::<V>());
+        let (.., end, align) = layout::<K, V>(cap).ok_or(TypedError::CapacityOverflow)?;
         let new_off = h.alloc(end, align)?;
-        let new = Table::<K, V> {
-            ctrl: h.ptr::<u8>(new_off, end)?,
-            keys: h.ptr::<K>(new_off + ko as u64, cap)?,
-            vals: h.ptr::<V>(new_off + vo as u64, cap)?,
-            cap,
-            bytes: end,
-        };
+        let new = Table::<K, V>::at(h, new_off, cap)?;
         if let Some(old) = self.table(h)? {
             for i in 0..old.cap {
                 // SAFETY: slots of the old table (owned, `i < cap`) moved bitwise into empty
@@ -245,15 +277,15 @@ where
                     if *old.ctrl.add(i) < 0x80 {
                         continue;
                     }
-                    let k = *old.keys.add(i);
+                    let k = *old.key(i);
                     let hash = hash_of(&k);
                     let mut j = hash as usize & (cap - 1);
                     while *new.ctrl.add(j) != EMPTY {
                         j = (j + 1) & (cap - 1);
                     }
                     *new.ctrl.add(j) = tag(hash);
-                    new.keys.add(j).write(k);
-                    std::ptr::copy_nonoverlapping(old.vals.add(i), new.vals.add(j), 1);
+                    new.key(j).write(k);
+                    std::ptr::copy_nonoverlapping(old.val(i), new.val(j), 1);
                 }
             }
             h.free(self.table)?;
@@ -299,11 +331,11 @@ where
                 let c = *t.ctrl.add(i);
                 if c < 0x80 {
                     *t.ctrl.add(i) = tag(hash);
-                    t.keys.add(i).write(k);
-                    t.vals.add(i).write(v);
+                    t.key(i).write(k);
+                    t.val(i).write(v);
                     h.touch(t.ctrl.add(i), 1)?;
-                    h.touch(t.keys.add(i).cast(), std::mem::size_of::<K>())?;
-                    h.touch(t.vals.add(i).cast(), std::mem::size_of::<V>())?;
+                    h.touch(t.key(i).cast(), std::mem::size_of::<K>())?;
+                    h.touch(t.val(i).cast(), std::mem::size_of::<V>())?;
                     self.len += 1;
                     if c == EMPTY {
                         self.used += 1;
@@ -328,7 +360,7 @@ where
         };
         // SAFETY: slot `i` of the owned table; exclusive borrow; read-write attach.
         unsafe {
-            (*t.vals.add(i)).release(h)?;
+            (*t.val(i)).release(h)?;
             // A slot followed by an empty one can become empty again (no probe passes it).
             let next = *t.ctrl.add((i + 1) & (t.cap - 1));
             *t.ctrl.add(i) = if next == EMPTY { EMPTY } else { DELETED };
@@ -353,7 +385,7 @@ where
                 // SAFETY: slot `i < cap` of the owned table; exclusive borrow.
                 unsafe {
                     if *t.ctrl.add(i) >= 0x80 {
-                        (*t.vals.add(i)).release(h)?;
+                        (*t.val(i)).release(h)?;
                     }
                 }
             }
@@ -391,10 +423,44 @@ impl<'a, K: 'a, V: 'a> Iterator for Iter<'a, K, V> {
             // owns.
             unsafe {
                 if *t.ctrl.add(i) >= 0x80 {
-                    return Some((&*t.keys.add(i), &*t.vals.add(i)));
+                    return Some((&*t.key(i), &*t.val(i)));
                 }
             }
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_layout_aligns_keys_and_values() {
+        // u8 keys, u64 values: values 8-aligned, stride 16, slots after the control bytes.
+        let (slots, stride, voff, end, align) = layout::<u8, u64>(8).unwrap();
+        assert_eq!((slots, stride, voff, end, align), (8, 16, 8, 8 + 8 * 16, 8));
+        // [u8; 3] keys, u16 values: no wasted alignment beyond 2.
+        let (slots, stride, voff, _, align) = layout::<[u8; 3], u16>(16).unwrap();
+        assert_eq!((slots, stride, voff, align), (16, 6, 4, 2));
+        assert!(
+            layout::<u64, u64>(usize::MAX / 4).is_none(),
+            "overflow is refused"
+        );
+    }
+
+    #[test]
+    fn tags_are_full_and_hashes_spread() {
+        assert!(tag(0) >= 0x80 && tag(u64::MAX) >= 0x80);
+        let mask = 1023;
+        let mut seen = std::collections::HashSet::new();
+        for k in 0u64..512 {
+            seen.insert(hash_of(&k) as usize & mask);
+        }
+        assert!(
+            seen.len() > 350,
+            "sequential keys spread over the table: {}",
+            seen.len()
+        );
     }
 }

@@ -44,7 +44,7 @@ impl<T: Persistent> std::fmt::Debug for PVec<T> {
 // no drop glue, offsets only; it owns its buffer and its elements' blocks.
 unsafe impl<T: Persistent> Persistent for PVec<T> {
     const LAYOUT: u64 = crate::layout::mix(
-        crate::layout::hash_str(crate::layout::SEED, "PVec"),
+        crate::layout::hash_str(crate::layout::SEED, "PVec/1"),
         T::LAYOUT,
     );
     const OWNS_BLOCKS: bool = true;
@@ -81,6 +81,7 @@ impl<T: Persistent> PVec<T> {
     }
 
     /// Checks: the handle lives in `h`'s mapping, belongs to its heap, and is consistent.
+    #[inline]
     fn check(&self, h: &Ctx) -> Result<()> {
         h.check_handle(
             (self as *const Self).cast(),
@@ -96,6 +97,7 @@ impl<T: Persistent> PVec<T> {
     }
 
     /// The elements.
+    #[inline]
     pub fn as_slice<'a>(&'a self, h: &'a Ctx) -> Result<&'a [T]> {
         self.check(h)?;
         if self.cap == 0 {
@@ -122,11 +124,13 @@ impl<T: Persistent> PVec<T> {
     }
 
     /// Element `i`.
+    #[inline]
     pub fn get<'a>(&'a self, h: &'a Ctx, i: usize) -> Result<Option<&'a T>> {
         Ok(self.as_slice(h)?.get(i))
     }
 
     /// Element `i`, mutably.
+    #[inline]
     pub fn get_mut<'a>(&'a mut self, h: &'a Ctx, i: usize) -> Result<Option<&'a mut T>> {
         self.check(h)?;
         if i >= self.len as usize {
@@ -314,7 +318,7 @@ pub struct PString {
 // SAFETY: a PVec<u8> (transparent): see PVec's impl; UTF-8 validity is checked on every read,
 // never assumed.
 unsafe impl Persistent for PString {
-    const LAYOUT: u64 = crate::layout::hash_str(crate::layout::SEED, "PString");
+    const LAYOUT: u64 = crate::layout::hash_str(crate::layout::SEED, "PString/1");
     const OWNS_BLOCKS: bool = true;
     fn for_each_block(&self, h: &Ctx, f: &mut dyn FnMut(u64)) -> Result<()> {
         self.bytes.for_each_block(h, f)

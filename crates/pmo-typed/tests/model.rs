@@ -75,7 +75,11 @@ fn read(heap: &TypedHeap) -> Model {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+    // 16 cases by default; PROPTEST_CASES soaks.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(16),
+        ..ProptestConfig::default()
+    })]
     #[test]
     fn matches_std_containers_with_psync_and_crash(ops in proptest::collection::vec(op(), 1..300)) {
         let sp = ScratchPool::new("model", 24 << 20);
