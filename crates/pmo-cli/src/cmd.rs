@@ -34,18 +34,18 @@ Exit codes: 0 ok; 1 usage or user error (wrong key, no such PMO, pool full, busy
 
 /// `--pool`, on the commands that use a pool (also accepted before the command).
 #[derive(clap::Args, Clone, Default)]
-struct PoolArg {
+pub(crate) struct PoolArg {
     /// Pool file or /dev/daxX.Y device [default: PMO_POOL, else ~/.local/share/pmo/default.pool]
     #[arg(long, value_name = "FILE")]
-    pool: Option<PathBuf>,
+    pub(crate) pool: Option<PathBuf>,
 }
 
 /// `--key-file`, on the commands that need a PMO's key (also accepted before the command).
 #[derive(clap::Args, Clone, Default)]
-struct KeyArg {
+pub(crate) struct KeyArg {
     /// File holding the PMO's key [default: PMO_KEY, else a prompt on a terminal]
     #[arg(long, value_name = "FILE")]
-    key_file: Option<PathBuf>,
+    pub(crate) key_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -64,6 +64,9 @@ enum SchemeAction {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// A PMO's life after create: rename, rekey, export, import, copy, snapshot
+    #[command(flatten)]
+    Life(crate::life::LifeCmd),
     /// Create a pool (a file, or format a /dev/daxX.Y device)
     Init {
         #[command(flatten)]
@@ -294,6 +297,7 @@ impl Cmd {
             | Cmd::Check { pool, key, .. }
             | Cmd::Demo { pool, key }
             | Cmd::Lmdb { pool, key, .. } => (Some(pool), Some(key)),
+            Cmd::Life(l) => l.pool_and_key(),
             Cmd::Cxlsim(_) | Cmd::Bench { .. } => (None, None),
         }
     }
@@ -685,6 +689,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             }
         }
+        Cmd::Life(l) => crate::life::run(l, open(&cli)?, &key(&cli)?)?,
         Cmd::Destroy { name, .. } => {
             let pool = open(&cli)?;
             let key = key(&cli)?;

@@ -11,6 +11,7 @@ mod demo;
 mod envcheck;
 mod errtext;
 mod keysrc;
+mod life;
 mod text;
 
 use std::process::ExitCode;

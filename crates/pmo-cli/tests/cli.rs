@@ -401,3 +401,34 @@ fn damaged_namespace_is_repaired_or_reported_never_absent() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert_eq!(code(&run(&["create", "e", "--size", "4MiB"], None)), 0);
 }
+
+#[test]
+fn rename_moves_the_name_and_keeps_the_data() {
+    let d = tmpdir("rename");
+    let pool = d.0.join("p.pool");
+    let mut init = vec!["init", "--size", "8MiB"];
+    init.extend(FAST_KDF);
+    assert_eq!(code(&pmo(&pool, None, &init, None)), 0);
+    let k = Some("k1");
+    assert_eq!(
+        code(&pmo(&pool, k, &["create", "a", "--size", "8KiB"], None)),
+        0
+    );
+    assert_eq!(code(&pmo(&pool, k, &["write", "a"], Some(b"hello"))), 0);
+    let o = pmo(&pool, k, &["rename", "a", "b"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    one_line_error(&pmo(&pool, k, &["read", "a", "--len", "1"], None), 1, "a");
+    let o = pmo(&pool, k, &["read", "b", "--len", "5"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(&o.stdout[..5], b"hello");
+    one_line_error(
+        &pmo(&pool, Some("bad"), &["rename", "b", "c"], None),
+        1,
+        "key",
+    );
+    assert_eq!(
+        code(&pmo(&pool, k, &["create", "c", "--size", "4KiB"], None)),
+        0
+    );
+    one_line_error(&pmo(&pool, k, &["rename", "b", "c"], None), 1, "exists");
+}

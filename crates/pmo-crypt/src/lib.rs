@@ -61,6 +61,7 @@ pub mod pool;
 mod protect;
 mod version;
 mod vtable;
+pub mod wrap;
 
 pub use error::CryptError;
 pub use faithful::{

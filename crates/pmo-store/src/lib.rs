@@ -6,6 +6,7 @@
 //! | [`engine`]  | one PMO's shadow-paging commit (psync) and recovery |
 //! | [`namespace`] | the in-memory namespace copy and the free-space map derived from it |
 //! | [`keys`]    | Argon2id master keys and key verifiers |
+//! | [`lifecycle`] | rename, rekey, export/import, copy, snapshot |
 //! | [`locks`]   | attach and metadata locks across threads and processes |
 //! | [`attach`]  | mapped attach at a stable address, dirty tracking, psync, detach |
 //! | [`pptr`]    | relocatable typed offset pointers |
@@ -26,6 +27,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod keys;
+pub mod lifecycle;
 pub mod locks;
 pub mod namespace;
 pub mod pool;

@@ -174,14 +174,25 @@ impl Namespace {
         self.gen = None;
     }
 
-    /// The live entry called `name` (highest generation if a crash left two).
+    /// The live entry called `name` (highest generation if a crash left two). An entry whose
+    /// PMO (uuid) has a newer generation under another name is not live: a rename the crash
+    /// cut off before it cleared the old slot (`lifecycle`).
     pub fn find(&self, name: &str) -> Option<(usize, &Entry)> {
         self.slots
             .iter()
             .enumerate()
             .filter_map(|(i, e)| e.as_ref().map(|e| (i, e)))
-            .filter(|(_, e)| e.name == name)
+            .filter(|(i, e)| e.name == name && !self.superseded(*i, e))
             .max_by_key(|(_, e)| e.generation)
+    }
+
+    /// Another slot holds the same PMO (uuid) with a higher generation.
+    fn superseded(&self, i: usize, e: &Entry) -> bool {
+        self.slots.iter().enumerate().any(|(j, o)| {
+            j != i
+                && o.as_ref()
+                    .is_some_and(|o| o.uuid == e.uuid && o.generation > e.generation)
+        })
     }
 
     /// Live entries, one per name (highest generation), in slot order.

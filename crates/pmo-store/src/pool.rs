@@ -162,7 +162,7 @@ impl PoolInner {
         }
         r
     }
-    fn ns(&self) -> std::sync::MutexGuard<'_, Namespace> {
+    pub(crate) fn ns(&self) -> std::sync::MutexGuard<'_, Namespace> {
         self.ns.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -173,7 +173,7 @@ pub struct Pool {
     pub(crate) inner: Arc<PoolInner>,
 }
 
-fn now_unix_s() -> u64 {
+pub(crate) fn now_unix_s() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -875,7 +875,7 @@ impl Pool {
 
     /// Take `e`'s attach lock exclusively, waiting up to `wait`; a holder finishing a detach
     /// in the background is waited for regardless (the attach stall). `None`: still taken.
-    fn lock_attach_exclusive(
+    pub(crate) fn lock_attach_exclusive(
         &self,
         e: &Entry,
         wait: Option<Duration>,
@@ -905,7 +905,7 @@ impl Pool {
         }
     }
 
-    fn busy(&self, e: &Entry) -> StoreError {
+    pub(crate) fn busy(&self, e: &Entry) -> StoreError {
         let how = match self.inner.locker.holder(locks::attach_word(e.extent_off)) {
             Ok(Some(LockKind::Shared)) => "read-only",
             _ => "read-write",
@@ -918,7 +918,7 @@ impl Pool {
 
     /// Refuse a namespace change when another process upgraded the pool's format since this
     /// handle opened it (this handle would not keep the mirror). Under the metadata lock.
-    fn check_superblock_current(&self) -> Result<()> {
+    pub(crate) fn check_superblock_current(&self) -> Result<()> {
         let inner = &*self.inner;
         let mut b = [0u8; SB_SIZE];
         inner.medium.read(SB_OFFSETS[0], &mut b)?;
@@ -940,7 +940,7 @@ impl Pool {
         }
     }
 
-    fn info_of(&self, e: &Entry) -> PmoInfo {
+    pub(crate) fn info_of(&self, e: &Entry) -> PmoInfo {
         let state = self.state_of(e);
         let holder_pid = (state == AttachState::Writer)
             .then(|| {
@@ -1289,7 +1289,7 @@ fn write_config_slot(m: &dyn Medium, sb: &Superblock, i: u64, c: &PoolConfig) ->
 }
 
 /// "Not found" when the namespace is whole; corruption when a damaged slot may hold `name`.
-fn not_found(ns: &Namespace, name: &str) -> StoreError {
+pub(crate) fn not_found(ns: &Namespace, name: &str) -> StoreError {
     match ns.damage() {
         None => StoreError::NotFound(name.into()),
         Some(d) => StoreError::Corrupt(format!(
@@ -1301,7 +1301,7 @@ fn not_found(ns: &Namespace, name: &str) -> StoreError {
 /// Write an entry so that a crash leaves either no entry or the whole entry: copy A, then the
 /// mirror (copy B), each body first with the magic word zeroed, then the magic word in one
 /// 8-byte store. Fenced.
-fn write_entry(m: &dyn Medium, sb: &Superblock, slot: usize, e: &Entry) -> Result<()> {
+pub(crate) fn write_entry(m: &dyn Medium, sb: &Superblock, slot: usize, e: &Entry) -> Result<()> {
     write_copy(m, sb, slot, false, Some(e))?;
     if sb.ns_mirror != 0 {
         write_copy(m, sb, slot, true, Some(e))?;
@@ -1338,7 +1338,7 @@ fn write_copy(
 
 /// Free a slot by zeroing its first 8 bytes (one atomic store): the mirror first (fenced), then
 /// copy A, flushed, not fenced.
-fn clear_slot(m: &dyn Medium, sb: &Superblock, slot: usize) -> Result<()> {
+pub(crate) fn clear_slot(m: &dyn Medium, sb: &Superblock, slot: usize) -> Result<()> {
     if sb.ns_mirror != 0 {
         write_copy(m, sb, slot, true, None)?;
     }
@@ -1350,7 +1350,7 @@ fn clear_slot(m: &dyn Medium, sb: &Superblock, slot: usize) -> Result<()> {
 
 /// Write (or, `live` false, clear the magic word of) the copy of `e` in its header page.
 /// Flushed, not fenced.
-fn write_header_copy(m: &dyn Medium, e: &Entry, live: bool) -> Result<()> {
+pub(crate) fn write_header_copy(m: &dyn Medium, e: &Entry, live: bool) -> Result<()> {
     let off = e.extent_off + PmoLayout::ENTRY_COPY_OFF;
     if live {
         m.write(off, &e.encode())?;

@@ -1,0 +1,112 @@
+//! A PMO's life after pcreate (`docs/lifecycle.md`): rename and rekey, each a namespace
+//! update that no crash can leave half done.
+//!
+//! Both write the changed entry to a free slot with the next generation (copy A, then the
+//! mirror, each body first and magic last), then the header page's copy of the entry, then
+//! clear the old slot (mirror first). A crash before the new slot's magic is durable leaves the
+//! old entry alone; after it, two slots hold the same PMO (uuid) and the higher generation wins
+//! ([`crate::namespace::Namespace::find`]); recovery at open clears the older one and rewrites
+//! the header copy. No page of the PMO is touched.
+
+use pmo_format::{Entry, PmoLayout};
+use pmo_medium::Medium;
+
+use crate::error::{Result, StoreError};
+use crate::keys;
+use crate::locks;
+use crate::namespace;
+use crate::pool::{clear_slot, not_found, write_entry, write_header_copy, PmoInfo, Pool};
+use pmo_os::lock::LockKind;
+
+/// Check a new name the way pcreate does.
+pub(crate) fn validate_new_name(name: &str) -> Result<()> {
+    Entry::validate_name(name).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return Err(StoreError::Invalid(format!(
+            "PMO name {name:?} contains the control character {c:?}: use printable characters"
+        )));
+    }
+    Ok(())
+}
+
+impl Pool {
+    /// Rename PMO `name` to `new` (needs its key; fails with `Busy` while it is attached and
+    /// with `Exists` if `new` is taken).
+    pub fn rename(&self, name: &str, new: &str, key: &[u8]) -> Result<PmoInfo> {
+        validate_new_name(new)?;
+        self.replace_entry(name, key, Some(new), |e, _| {
+            e.name = new.to_string();
+            Ok(())
+        })
+    }
+
+    /// Rewrite PMO `name`'s entry as `edit` makes it (given the entry and the PMO's data
+    /// master key), crash-consistently, under the metadata lock and the exclusive attach lock.
+    /// `taken`: a name the edit gives the entry, which must be free.
+    pub(crate) fn replace_entry(
+        &self,
+        name: &str,
+        key: &[u8],
+        taken: Option<&str>,
+        edit: impl FnOnce(&mut Entry, &keys::MasterKey) -> Result<()>,
+    ) -> Result<PmoInfo> {
+        let inner = &*self.inner;
+        inner.alive()?;
+        let _meta = inner
+            .locker
+            .lock_blocking(locks::META, LockKind::Exclusive)?;
+        let m = &*inner.medium;
+        self.check_superblock_current()?;
+        let mut ns = inner.ns();
+        ns.refresh(m, &inner.sb)?;
+        let (slot, old) = ns
+            .find(name)
+            .map(|(i, e)| (i, e.clone()))
+            .ok_or_else(|| not_found(&ns, name))?;
+        let master = keys::check_key(&old, key)?;
+        if let Some(new) = taken {
+            if ns.find(new).is_some() {
+                return Err(StoreError::Exists(new.into()));
+            }
+        }
+        if let Some(damage) = ns.damage() {
+            return Err(StoreError::Corrupt(format!(
+                "cannot change '{name}': {damage}; `pmo check --repair` repairs or drops it first"
+            )));
+        }
+        let Some(_attach) = self.lock_attach_exclusive(&old, None)? else {
+            return Err(self.busy(&old));
+        };
+        let new_slot = ns.free_slot().ok_or_else(|| {
+            StoreError::NoSpace(format!(
+                "the namespace is full ({} PMOs): a changed entry needs a free slot",
+                inner.sb.ns_capacity
+            ))
+        })?;
+        let mut entry = old.clone();
+        edit(&mut entry, &master)?;
+        entry.generation = old.generation + 1;
+        let r = (|| {
+            namespace::bump_gen(m, &inner.sb)?;
+            write_entry(m, &inner.sb, new_slot, &entry)?;
+            if inner.sb.ns_mirror != 0 {
+                write_header_copy(m, &entry, true)?;
+                m.fence()?;
+            }
+            clear_slot(m, &inner.sb, slot)?;
+            m.fence()?;
+            namespace::bump_gen(m, &inner.sb)?;
+            Ok(())
+        })();
+        ns.invalidate();
+        inner.poison(r)?;
+        Ok(self.info_of(&entry))
+    }
+}
+
+/// Read the header page's copy of `e`'s entry (for tests and `check`).
+pub fn header_copy(m: &dyn Medium, e_extent_off: u64) -> Result<Option<Entry>> {
+    let mut b = [0u8; pmo_format::ENTRY_SIZE];
+    m.read(e_extent_off + PmoLayout::ENTRY_COPY_OFF, &mut b)?;
+    Ok(Entry::decode(&b).ok().flatten())
+}

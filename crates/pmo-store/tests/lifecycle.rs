@@ -1,0 +1,163 @@
+//! Rename and rekey (`docs/lifecycle.md`): power is cut at every persist point of each, under
+//! every scheme; the reopened pool holds the PMO under exactly one name (or key), its pages as
+//! before, the header page's entry copy in step, nothing leaked and no plaintext on the medium.
+
+use std::sync::Arc;
+
+use pmo_medium::crash::{explore, CrashMedium};
+use pmo_store::{KdfParams, Perm, Pool, PoolOptions, Scheme, StoreError};
+
+const KEY: &[u8] = b"life-key";
+const NEW_KEY: &[u8] = b"life-key-2";
+const PAGES: u64 = 4;
+
+fn opts(scheme: Scheme) -> PoolOptions {
+    PoolOptions {
+        kdf: KdfParams::INSECURE_FAST,
+        ns_capacity: Some(16),
+        base_addr: Some(0x2000_0000_0000),
+        medium: None,
+        preallocate: false,
+        scheme,
+    }
+}
+
+fn schemes() -> Vec<Scheme> {
+    ["none", "secure", "sp-ip", "sp-id", "wedi", "bp"]
+        .iter()
+        .map(|n| Scheme::from_name(n).unwrap())
+        .collect()
+}
+
+fn page(p: u64) -> [u8; 4096] {
+    let mut b = [0xC3u8; 4096];
+    b[0] = p as u8;
+    b
+}
+
+/// A pool with PMO "a" (every page written and psynced) and PMO "b".
+fn base_image(scheme: Scheme) -> Vec<u8> {
+    let m = Arc::new(CrashMedium::new(2 << 20));
+    let pool = Pool::create_on(m.clone(), &opts(scheme)).unwrap();
+    pool.pcreate("a", PAGES * 4096, KEY).unwrap();
+    pool.pcreate("b", 2 * 4096, KEY).unwrap();
+    let h = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
+    let pages: Vec<[u8; 4096]> = (0..PAGES).map(page).collect();
+    let list: Vec<(u64, &[u8; 4096])> = (0..PAGES).zip(pages.iter()).collect();
+    h.commit_pages(&list).unwrap();
+    drop(h);
+    m.durable_image()
+}
+
+/// PMO `name` opens with `key` and holds the pages of [`base_image`].
+fn assert_pages(pool: &Pool, name: &str, key: &[u8], ctx: &str) {
+    let h = pool
+        .open_pmo(name, Perm::Read, key, None)
+        .unwrap_or_else(|e| panic!("{ctx}: open '{name}': {e}"));
+    let mut buf = [0u8; 4096];
+    for p in 0..PAGES {
+        h.read_page(p, &mut buf).unwrap();
+        assert!(buf == page(p), "{ctx}: page {p} changed");
+    }
+}
+
+/// Healthy: no problems, no leak, every live PMO's header copy equal to its entry.
+fn assert_healthy(pool: &Pool, ctx: &str) {
+    let r = pool.check().unwrap();
+    assert!(r.problems.is_empty(), "{ctx}: {:?}", r.problems);
+    assert_eq!(
+        r.used_bytes + r.free_bytes,
+        r.heap_len,
+        "{ctx}: space leaked"
+    );
+    for info in pool.list().unwrap() {
+        let copy = pmo_store::lifecycle::header_copy(&**pool.medium(), info.extent_off)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{ctx}: no header copy for '{}'", info.name));
+        assert_eq!(copy.name, info.name, "{ctx}: header copy out of step");
+    }
+}
+
+fn assert_no_plaintext(image: &[u8], scheme: Scheme, ctx: &str) {
+    if scheme.is_protected() {
+        let marker = [0xC3u8; 64];
+        assert!(
+            !image.windows(64).any(|w| w == marker),
+            "{ctx}: plaintext on the medium"
+        );
+    }
+}
+
+#[test]
+fn rename_is_atomic_at_every_persist_point() {
+    for scheme in schemes() {
+        let base = base_image(scheme);
+        let (mut old, mut new) = (0, 0);
+        let points = explore(
+            &base,
+            3,
+            0x14,
+            |m| Pool::open_on(m.clone())?.rename("a", "renamed", KEY),
+            |cp| {
+                let ctx = format!("{scheme}: rename point {} variant {}", cp.point, cp.variant);
+                assert_no_plaintext(&cp.image, scheme, &ctx);
+                let pool = Pool::open_on(Arc::new(CrashMedium::from_image(cp.image.clone())))
+                    .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+                let (a, r) = (pool.exists("a").unwrap(), pool.exists("renamed").unwrap());
+                assert!(a != r, "{ctx}: a {a} renamed {r}");
+                if cp.completed {
+                    assert!(r, "{ctx}: a completed rename was lost");
+                }
+                if r {
+                    new += 1;
+                } else {
+                    old += 1;
+                }
+                assert_pages(&pool, if r { "renamed" } else { "a" }, KEY, &ctx);
+                assert_eq!(pool.list().unwrap().len(), 2, "{ctx}");
+                assert_healthy(&pool, &ctx);
+            },
+        );
+        assert!(points >= 3, "{scheme}: {points} persist points");
+        assert!(old > 0 && new > 0, "{scheme}: old {old} new {new}");
+    }
+}
+
+#[test]
+fn rename_refuses_what_it_must() {
+    let m = Arc::new(CrashMedium::from_image(base_image(
+        Scheme::from_name("secure").unwrap(),
+    )));
+    let pool = Pool::open_on(m).unwrap();
+    assert!(matches!(
+        pool.rename("a", "b", KEY),
+        Err(StoreError::Exists(_))
+    ));
+    assert!(matches!(
+        pool.rename("nope", "c", KEY),
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        pool.rename("a", "c", b"wrong"),
+        Err(StoreError::WrongKey(_))
+    ));
+    assert!(matches!(
+        pool.rename("a", "x/y", KEY),
+        Err(StoreError::Invalid(_))
+    ));
+    let h = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+    assert!(matches!(
+        pool.rename("a", "c", KEY),
+        Err(StoreError::Busy { .. })
+    ));
+    drop(h);
+    pool.rename("a", "c", KEY).unwrap();
+    assert!(!pool.exists("a").unwrap());
+    assert_pages(&pool, "c", KEY, "renamed");
+    // Renaming back and forth never leaks a slot.
+    for i in 0..40 {
+        let (from, to) = if i % 2 == 0 { ("c", "d") } else { ("d", "c") };
+        pool.rename(from, to, KEY).unwrap();
+    }
+    assert_healthy(&pool, "after 40 renames");
+}
