@@ -1290,7 +1290,9 @@ fn scheme_name(code: u32) -> String {
     pmo_store::Scheme::from_code(code).map_or_else(|_| format!("unknown({code:#x})"), |s| s.name())
 }
 
-/// `pmo bench filebench`'s options from the command line.
+/// `pmo bench filebench`'s options from the command line (the filters `pmo bench` shares with
+/// the suite, then filebench's own).
+#[allow(clippy::too_many_arguments)]
 fn filebench_options(
     quick: bool,
     workloads: &[String],
