@@ -80,8 +80,7 @@ impl PKv {
             .records
             .get_mut(h, &k)?
             .ok_or(TypedError::Corrupt("record vanished after insert"))?;
-        v.truncate(h, 0)?;
-        v.extend_from_slice(h, value)?;
+        v.set_from_slice(h, value)?;
         self.wrote()
     }
 

@@ -66,6 +66,7 @@ pub use pbox::PBox;
 pub use pbtree::PBTreeMap;
 pub use persistent::{layout, Persistent};
 pub use phash::PHashMap;
+pub use pmo_alloc::HeapError;
 pub use pmo_heap::{AttachOptions, CommitStats, DirtyTracking};
 pub use pmo_typed_derive::Persistent;
 pub use pvec::{PString, PVec};

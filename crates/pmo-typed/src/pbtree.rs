@@ -426,7 +426,13 @@ where
             self.nodes += 1;
             // SAFETY: child 0 of a fresh inner node we own.
             unsafe { new_root.kids().write(self.root) };
-            self.split_child(h, &new_root, 0, self.height == 0)?;
+            if let Err(e) = self.split_child(h, &new_root, 0, self.height == 0) {
+                // The split allocates before it changes anything: undo the new root, so a
+                // failed insert (out of space) leaves the map as it was, with nothing leaked.
+                h.free(new_root.off)?;
+                self.nodes -= 1;
+                return Err(e);
+            }
             self.root = new_root.off;
             self.height += 1;
         }

@@ -302,6 +302,17 @@ impl<T: Persistent> PVec<T> {
         h.touch_val(self)
     }
 
+    /// Replace the contents with copies of `items`; if the heap is out of space the vector is
+    /// left unchanged (room is made before anything is dropped).
+    pub fn set_from_slice(&mut self, h: &Ctx, items: &[T]) -> Result<()>
+    where
+        T: Copy,
+    {
+        self.reserve(h, items.len().saturating_sub(self.len as usize))?;
+        self.truncate(h, 0)?;
+        self.extend_from_slice(h, items)
+    }
+
     /// Iterate over the elements.
     pub fn iter<'a>(&'a self, h: &'a Ctx) -> Result<std::slice::Iter<'a, T>> {
         Ok(self.as_slice(h)?.iter())
@@ -341,10 +352,10 @@ impl PString {
     pub fn as_str<'a>(&'a self, h: &'a Ctx) -> Result<&'a str> {
         Ok(std::str::from_utf8(self.bytes.as_slice(h)?)?)
     }
-    /// Replace the contents with `s` (reusing the buffer when it fits).
+    /// Replace the contents with `s` (reusing the buffer when it fits). If the heap is out of
+    /// space the string is left unchanged.
     pub fn set(&mut self, h: &Ctx, s: &str) -> Result<()> {
-        self.bytes.truncate(h, 0)?;
-        self.bytes.extend_from_slice(h, s.as_bytes())
+        self.bytes.set_from_slice(h, s.as_bytes())
     }
     /// Append `s`.
     pub fn push_str(&mut self, h: &Ctx, s: &str) -> Result<()> {

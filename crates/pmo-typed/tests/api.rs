@@ -386,3 +386,101 @@ fn pkv_byte_keys_in_order_and_durable() {
     assert!(!kv.read(b"batch1", &mut out).unwrap());
     assert_eq!(kv.len().unwrap(), model.len());
 }
+
+#[derive(Persistent, Default)]
+#[repr(C)]
+struct Full {
+    tree: PBTreeMap<u64, PString>,
+    hash: PHashMap<u64, u64>,
+    vec: PVec<u64>,
+}
+
+/// Filling a small heap: the call that runs out of space is refused with `OutOfSpace`, leaves
+/// its container exactly as it was, leaks nothing, and the heap psyncs and keeps working after
+/// some removals.
+#[test]
+fn out_of_space_leaves_containers_as_they_were() {
+    let sp = ScratchPool::new("oos", 16 << 20);
+    let mut heap = TypedHeap::create(&sp.pool, "t", 1 << 20, KEY).unwrap();
+    let (r, h) = heap.root::<Full>().unwrap();
+    let mut tree = std::collections::BTreeMap::new();
+    let mut hash = std::collections::HashMap::new();
+    let mut vec = Vec::new();
+    let oos = |e: &TypedError| {
+        matches!(
+            e,
+            TypedError::Alloc(pmo_typed::HeapError::OutOfSpace { .. })
+                | TypedError::Alloc(pmo_typed::HeapError::TooLarge { .. })
+        )
+    };
+    let mut failures = 0;
+    for i in 0u64..200_000 {
+        let s = "x".repeat((i % 700) as usize);
+        let res = r.tree.insert(h, i, PString::default()).and_then(|_| {
+            tree.insert(i, String::new());
+            r.tree.get_mut(h, &i)?.unwrap().set(h, &s)?;
+            tree.insert(i, s.clone());
+            Ok(())
+        });
+        if let Err(e) = res {
+            assert!(oos(&e), "{e}");
+            failures += 1;
+        }
+        match r.hash.insert(h, i, i * 3) {
+            Ok(_) => {
+                hash.insert(i, i * 3);
+            }
+            Err(e) => {
+                assert!(oos(&e), "{e}");
+                failures += 1;
+            }
+        }
+        match r.vec.push(h, i) {
+            Ok(()) => vec.push(i),
+            Err(e) => {
+                assert!(oos(&e), "{e}");
+                failures += 1;
+            }
+        }
+        if failures > 20 {
+            break;
+        }
+    }
+    assert!(failures > 20, "a 1 MiB heap must fill up");
+    let check_all = |heap: &TypedHeap,
+                     tree: &std::collections::BTreeMap<u64, String>,
+                     hash: &std::collections::HashMap<u64, u64>,
+                     vec: &Vec<u64>| {
+        let (r, h) = heap.root_ref::<Full>().unwrap();
+        let got: Vec<(u64, String)> = r
+            .tree
+            .iter(h)
+            .unwrap()
+            .map(|e| e.map(|(k, v)| (*k, v.as_str(h).unwrap().to_string())))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(got, tree.clone().into_iter().collect::<Vec<_>>());
+        assert_eq!(r.hash.len(), hash.len());
+        for (k, v) in hash {
+            assert_eq!(r.hash.get(h, k).unwrap(), Some(v));
+        }
+        assert_eq!(r.vec.as_slice(h).unwrap(), &vec[..]);
+        let c = heap.check::<Full>().unwrap();
+        assert!(c.unreachable.is_empty(), "leak: {:?}", c.unreachable);
+    };
+    check_all(&heap, &tree, &hash, &vec);
+    heap.psync().unwrap();
+    // Free some space: the heap serves again.
+    let (r, h) = heap.root::<Full>().unwrap();
+    let doomed: Vec<u64> = tree.keys().copied().take(tree.len() / 2).collect();
+    for k in doomed {
+        assert!(r.tree.remove(h, &k).unwrap());
+        tree.remove(&k);
+    }
+    r.tree.insert(h, u64::MAX, PString::default()).unwrap();
+    tree.insert(u64::MAX, String::new());
+    heap.psync().unwrap();
+    heap.detach().unwrap();
+    let heap = TypedHeap::open(&sp.pool, "t", KEY).unwrap();
+    check_all(&heap, &tree, &hash, &vec);
+}

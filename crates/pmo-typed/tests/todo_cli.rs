@@ -1,6 +1,7 @@
 //! The `todo` example application end to end: add, list (read-only attach), done, rm, range
 //! listing, and a user error (exit 1, one line on stderr). `cargo test` builds the examples
 //! next to the test binaries; the test is skipped (with a note) if the binary is missing.
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::Command;

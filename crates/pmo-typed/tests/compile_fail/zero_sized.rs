@@ -1,0 +1,7 @@
+use pmo_typed::Persistent;
+
+#[derive(Persistent)]
+#[repr(C)]
+struct Empty;
+
+fn main() {}
