@@ -32,6 +32,7 @@ pub mod pool;
 pub mod pptr;
 pub mod predict;
 pub mod protect;
+mod redundancy;
 pub mod scheme;
 pub mod stats;
 
