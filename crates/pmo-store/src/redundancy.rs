@@ -33,10 +33,12 @@ impl Pool {
         }
     }
 
-    /// Rebuild every namespace slot whose copies are all damaged from the copy of its entry in
-    /// its PMO's header page (`pmo check --repair`): found by scanning the space no live entry
-    /// covers. Returns the names rebuilt; slots left damaged stay in [`Pool::damaged_slots`].
-    pub fn rebuild_damaged_slots(&self) -> Result<Vec<(usize, String)>> {
+    /// Run `f` on the damaged namespace slots (those whose copies are all damaged) under the
+    /// metadata lock, as one namespace change; `f` gets the medium, the namespace and the slots.
+    fn change_damaged_slots<T>(
+        &self,
+        f: impl FnOnce(&dyn Medium, &Namespace, Vec<usize>) -> Result<T>,
+    ) -> Result<T> {
         let inner = &*self.inner;
         inner.alive()?;
         let _meta = inner
@@ -47,27 +49,37 @@ impl Pool {
         let mut ns = inner.ns();
         ns.reload(m, &inner.sb)?;
         let slots: Vec<usize> = ns.corrupt.iter().map(|c| c.0).collect();
-        if slots.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut found = header_copies(m, &inner.sb, &ns)?;
         let r = (|| {
-            let mut rebuilt = Vec::new();
             namespace::bump_gen(m, &inner.sb)?;
+            let out = f(m, &ns, slots)?;
+            namespace::bump_gen(m, &inner.sb)?;
+            Ok(out)
+        })();
+        ns.invalidate();
+        inner.poison(r)
+    }
+
+    /// Rebuild every namespace slot whose copies are all damaged from the copy of its entry in
+    /// its PMO's header page (`pmo check --repair`): found by scanning the space no live entry
+    /// covers. Returns the names rebuilt; slots left damaged stay in [`Pool::damaged_slots`].
+    pub fn rebuild_damaged_slots(&self) -> Result<Vec<(usize, String)>> {
+        let sb = &self.inner.sb;
+        self.change_damaged_slots(|m, ns, slots| {
+            let mut rebuilt = Vec::new();
+            if slots.is_empty() {
+                return Ok(rebuilt);
+            }
+            let mut found = header_copies(m, sb, ns)?;
             for slot in slots {
                 // Prefer the copy whose extent the damaged slot still names (either copy).
                 let named = |mirror: bool| -> Result<u64> {
                     let mut b = [0u8; 8];
-                    m.read(namespace::copy_offset(&inner.sb, slot, mirror) + 40, &mut b)?;
+                    m.read(namespace::copy_offset(sb, slot, mirror) + 40, &mut b)?;
                     Ok(u64::from_le_bytes(b))
                 };
                 let hints = [
                     named(false)?,
-                    if inner.sb.ns_mirror != 0 {
-                        named(true)?
-                    } else {
-                        0
-                    },
+                    if sb.ns_mirror != 0 { named(true)? } else { 0 },
                 ];
                 let pick = found
                     .iter()
@@ -75,43 +87,27 @@ impl Pool {
                     .or(if found.is_empty() { None } else { Some(0) });
                 let Some(i) = pick else { break };
                 let e = found.remove(i);
-                write_entry(m, &inner.sb, slot, &e)?;
+                write_entry(m, sb, slot, &e)?;
                 rebuilt.push((slot, e.name));
             }
-            namespace::bump_gen(m, &inner.sb)?;
             Ok(rebuilt)
-        })();
-        ns.invalidate();
-        inner.poison(r)
+        })
     }
 
     /// Free every namespace slot whose copies are all damaged (`pmo check --repair
     /// --drop-damaged`): the PMO it held is given up, and the space it may cover becomes free.
     /// Returns the slots freed.
     pub fn drop_damaged_slots(&self) -> Result<Vec<usize>> {
-        let inner = &*self.inner;
-        inner.alive()?;
-        let _meta = inner
-            .locker
-            .lock_blocking(locks::META, LockKind::Exclusive)?;
-        self.check_superblock_current()?;
-        let m = &*inner.medium;
-        let mut ns = inner.ns();
-        ns.reload(m, &inner.sb)?;
-        let slots: Vec<usize> = ns.corrupt.iter().map(|c| c.0).collect();
-        let r = (|| {
-            namespace::bump_gen(m, &inner.sb)?;
+        let sb = &self.inner.sb;
+        self.change_damaged_slots(|m, _, slots| {
             for &i in &slots {
-                if inner.sb.ns_mirror != 0 {
-                    write_copy(m, &inner.sb, i, true, None)?;
+                if sb.ns_mirror != 0 {
+                    write_copy(m, sb, i, true, None)?;
                 }
-                write_copy(m, &inner.sb, i, false, None)?;
+                write_copy(m, sb, i, false, None)?;
             }
-            namespace::bump_gen(m, &inner.sb)?;
             Ok(slots)
-        })();
-        ns.invalidate();
-        inner.poison(r)
+        })
     }
 }
 
