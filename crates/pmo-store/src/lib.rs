@@ -34,6 +34,7 @@ pub mod pool;
 pub mod pptr;
 pub mod predict;
 pub mod protect;
+mod redundancy;
 pub mod scheme;
 pub mod stats;
 

@@ -15,7 +15,8 @@ use crate::error::{Result, StoreError};
 use crate::keys;
 use crate::locks;
 use crate::namespace;
-use crate::pool::{clear_slot, not_found, write_entry, write_header_copy, PmoInfo, Pool};
+use crate::pool::{PmoInfo, Pool};
+use crate::redundancy::{clear_slot, not_found, write_entry, write_header_copy};
 use pmo_os::lock::LockKind;
 
 /// Check a new name the way pcreate does.

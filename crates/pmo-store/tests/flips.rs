@@ -131,12 +131,14 @@ fn judge(s: &Sample, image: Vec<u8>) -> Result<Outcome, String> {
         h.read_at(0, &mut buf)?;
         Ok(buf)
     })();
-    match pool.config() {
+    let config_caught = match pool.config() {
         Ok(c) if c != s.config => return Err(format!("configuration reads as {c:?}")),
         Err(e) if !e.is_integrity() => return Err(format!("configuration: {e}")),
-        _ => {}
-    }
+        Err(_) => true,
+        Ok(_) => false,
+    };
     let outcome = match read {
+        Ok(b) if b == s.expected && config_caught => Outcome::Caught,
         Ok(b) if b == s.expected => Outcome::Exact,
         Ok(_) => Outcome::Wrong,
         Err(e) if e.is_integrity() => Outcome::Caught,
@@ -267,6 +269,12 @@ fn metadata_regions(s: &Sample, scheme: Scheme) -> Vec<(&'static str, u64, u64)>
             x + layout.journal_off[1],
             x + layout.journal_off[1] + journal,
         ),
+        ("config slot 0", sb.config_offset, sb.config_offset + 64),
+        (
+            "config slot 1",
+            sb.config_offset + 64,
+            sb.config_offset + 128,
+        ),
     ]
 }
 
@@ -315,7 +323,8 @@ fn metadata_flips() {
     );
 }
 
-/// The same bit flipped in both copies of a redundant record (superblock, namespace slot):
+/// The same bit flipped in both copies of a redundant record (superblock, namespace slot,
+/// configuration record):
 /// nothing to repair from, so the answer is a clean integrity error, never wrong data or
 /// "not found".
 #[test]
@@ -325,7 +334,8 @@ fn two_copy_flips() {
     let scheme = Scheme::SECURE;
     let s = sample(scheme);
     let regions = metadata_regions(&s, scheme);
-    let pairs = [(0, 1), (3, 4)];
+    // Superblock A + B, namespace A + B, configuration slot 0 + 1.
+    let pairs = [(0, 1), (3, 4), (9, 10)];
     let mut rng = Rng::new(seed);
     for (a, b) in pairs {
         let (ra, sa, ea) = regions[a];
