@@ -30,7 +30,7 @@ const SCHEMES: [&str; 12] = [
 fn every_scheme_and_placement_holds_an_environment() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for scheme in SCHEMES {
-        let tp = TestPool::new("schemes", &scheme.replace(':', "-"), 32 << 20);
+        let tp = TestPool::new("schemes", scheme, 32 << 20);
         tp.pool
             .pcreate_with(
                 "db",
