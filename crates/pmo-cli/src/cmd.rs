@@ -139,7 +139,8 @@ enum Cmd {
     #[command(after_help = BENCH_HELP)]
     Bench {
         /// Which benchmark: suite (the papers' workloads over the scheme/prediction/latency/
-        /// thread matrix), store (psync, attach, faults, PMDK peer), schemes (protection costs)
+        /// thread matrix), store (psync, attach, faults, PMDK peer), schemes (protection costs),
+        /// lmdb (LMDB on PMOs vs /dev/shm and disk), ycsb (YCSB A-F on those stores)
         #[arg(default_value = "suite")]
         which: String,
         /// suite: only these workloads (repeatable)
