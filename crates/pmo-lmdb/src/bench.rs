@@ -291,9 +291,12 @@ fn commit_bench(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<f
         "us",
         ns.len(),
     );
+    let mean = ns.iter().sum::<f64>() / n as f64 / 1e3;
+    if before.is_none() {
+        rec.push("lmdb-commit", &p, "commit_us_mean", mean, "us", n as usize);
+    }
     if let (Some(b), Some(a)) = (before, after) {
         let per = |x: u64, y: u64| (y.saturating_sub(x)) as f64 / n as f64 / 1e3;
-        let mean = ns.iter().sum::<f64>() / n as f64 / 1e3;
         let crypt = per(b.psync_crypt_ns, a.psync_crypt_ns);
         let persist = per(b.psync_persist_ns, a.psync_persist_ns);
         let pf = per(b.pf_ns, a.pf_ns);
@@ -955,7 +958,11 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
         )?;
         files.push(p);
     }
-    let commit = stores(rec, "lmdb-commit");
+    // The disk's milliseconds would flatten every other bar: it is in the table.
+    let commit: Vec<String> = stores(rec, "lmdb-commit")
+        .into_iter()
+        .filter(|s| s != "disk")
+        .collect();
     if !commit.is_empty() {
         let bars: Vec<(String, Vec<(&str, f64)>)> = commit
             .iter()
@@ -972,7 +979,7 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
                         ("psync crypt", 0.0),
                         ("psync persist", 0.0),
                         ("page faults", 0.0),
-                        ("LMDB + rest", g("commit_us_p50").unwrap_or(0.0)),
+                        ("LMDB + rest", g("commit_us_mean").unwrap_or(0.0)),
                     ],
                 };
                 (s.clone(), parts)
@@ -981,7 +988,7 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
         let p = out.join("lmdb-commit.svg");
         pmo_bench::plot::stacked_bars(
             &p,
-            "Durable commit of one 1 KiB record (us; file peers: median total)",
+            "Durable commit of one 1 KiB record (us, means; the disk is in the table)",
             &bars,
         )?;
         files.push(p);
