@@ -995,7 +995,7 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
         let p = out.join("lmdb-commit.svg");
         pmo_bench::plot::stacked_bars(
             &p,
-            "Durable commit of one 1 KiB record (us, median; split by the categories' shares of the mean)",
+            "1 KiB durable commit (us, median, split by category)",
             &bars,
         )?;
         files.push(p);
