@@ -236,6 +236,7 @@ enum Cmd {
         /// Which benchmark: suite (the papers' workloads over the scheme/prediction/latency/
         /// thread matrix), store (psync, attach, faults, PMDK peer), schemes (protection costs),
         /// filebench (Filebench's personalities on the file store in PMOs; `--quick` suite runs include a short one)
+        /// lmdb (LMDB on PMOs vs /dev/shm and disk), ycsb (YCSB A-F on those stores)
         #[arg(default_value = "suite")]
         which: String,
         /// suite: only these workloads (repeatable)

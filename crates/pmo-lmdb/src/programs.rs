@@ -81,6 +81,8 @@ pub fn cli(
     let code = run(&format!("mdb_{tool}"), args).unwrap_or(1);
     let last = crate::glue::last_error();
     crate::glue::uninstall();
+    // Let a detach's background work (scrubbing a plaintext copy on the medium) finish.
+    pmo_store::wait_for_background_detaches();
     Ok(match last {
         Some((msg, integrity)) if code != 0 => {
             eprintln!("pmo: {msg}");

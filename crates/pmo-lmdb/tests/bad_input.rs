@@ -178,3 +178,42 @@ fn a_missing_pmo_opened_read_only_is_not_created() {
     .unwrap();
     assert_eq!(code(&e), libc::ENOENT);
 }
+
+#[test]
+fn the_multi_process_rules_of_docs_lmdb_md_hold() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tp = TestPool::new("procs", "secure", 64 << 20);
+    tp.install();
+    let writer = Env::open(
+        "pmo:db",
+        EnvOptions {
+            map_size: Some(1 << 20),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    writer.put1(b"k", b"v").unwrap();
+    // While this process writes, another process cannot open the environment, even to read.
+    let out = tp.program("mdb_stat", &["pmo:db"], false);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("attached"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(writer);
+    // Readers share it: this process and another read at once.
+    let reader = Env::open("pmo:db", rdonly()).unwrap();
+    let out = tp.program("mdb_stat", &["pmo:db"], false);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Entries: 1"));
+    // And a writer waits for none of them: it is refused while a reader is there.
+    let out = tp.program("mdb_load", &["-T", "pmo:db"], false);
+    assert_eq!(out.status.code(), Some(1));
+    drop(reader);
+    pmo_lmdb::uninstall();
+}

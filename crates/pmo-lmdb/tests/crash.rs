@@ -122,8 +122,16 @@ fn sigkill_during_a_commit_stream_loses_no_returned_commit() {
 
 const POOL_BYTES: u64 = 8 << 20;
 
+/// Lock files of the power-cut test's environments: a directory of this process, removed at
+/// the end of the test.
+fn crash_lock_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("pmo-lmdb-crash-locks-{}", std::process::id()))
+}
+
 fn crash_backend(pool: Pool) {
-    pmo_lmdb::install(pmo_lmdb::Backend::new(pool, KEY.as_bytes()));
+    let mut b = pmo_lmdb::Backend::new(pool, KEY.as_bytes());
+    b.lock_dir = Some(crash_lock_dir());
+    pmo_lmdb::install(b);
 }
 
 /// A pool image whose PMO `db` holds transactions 0..3.
@@ -203,4 +211,5 @@ fn power_cut_at_every_persist_point_of_a_commit() {
             "{scheme}: both outcomes must be reachable"
         );
     }
+    let _ = std::fs::remove_dir_all(crash_lock_dir());
 }

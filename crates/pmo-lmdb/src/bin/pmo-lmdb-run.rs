@@ -31,6 +31,8 @@ fn main() {
     }
     match pmo_lmdb::programs::run(prog, &args[1..]) {
         Some(code) => {
+            // Let a detach's background work (scrubbing a plaintext copy) finish before exit.
+            pmo_store::wait_for_background_detaches();
             if code != 0 {
                 if let Some((msg, _)) = pmo_lmdb::glue::last_error() {
                     eprintln!("pmo-lmdb-run: {msg}");

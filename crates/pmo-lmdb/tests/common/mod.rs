@@ -23,7 +23,11 @@ impl TestPool {
         } else {
             std::env::temp_dir()
         };
-        let stem = format!("pmo-lmdb-test-{tag}-{scheme}-{}", std::process::id());
+        let stem = format!(
+            "pmo-lmdb-test-{tag}-{}-{}",
+            scheme.replace(':', "-"),
+            std::process::id()
+        );
         let path = base.join(format!("{stem}.pool"));
         let dir = std::env::temp_dir().join(stem);
         let _ = std::fs::remove_file(&path);
