@@ -2,14 +2,16 @@
 //!
 //! A path is absolute (`/a/b/c`), its components are non-empty, not `.` or `..`, hold no NUL
 //! and no control character, and are at most [`NAME_MAX`] bytes. PMO names may not contain
-//! `/`, so a path is stored with [`SEP`] (the ASCII unit separator) in place of each `/`, after
-//! a one-letter kind: `F` a file's first segment, `D` a directory, `X<i>` a file's segment `i`.
-//! The whole PMO name is at most 255 bytes, which bounds a path to [`PATH_MAX`] bytes.
+//! `/` (nor control characters), so a path is stored with [`SEP`] (U+2215 DIVISION SLASH, `∕`,
+//! printable, three bytes in UTF-8, refused inside a component) in place of each `/`, after a
+//! one-letter kind: `F` a file's first segment, `D` a directory, `X<i>` a file's segment `i`.
+//! The whole PMO name is at most 255 bytes, which bounds a path to [`PATH_MAX`] bytes, each `/`
+//! counted as the three bytes of its separator.
 
 use crate::error::{FsError, Result};
 
 /// Separator inside PMO names (a path's `/`).
-pub const SEP: char = '\u{1f}';
+pub const SEP: char = '\u{2215}';
 /// Longest component.
 pub const NAME_MAX: usize = 255;
 /// Longest path (the PMO name adds a kind of up to 3 bytes and needs at most 255 in all).
@@ -53,14 +55,22 @@ impl FsPath {
             if comp.chars().any(|c| c.is_control()) {
                 return bad("a component contains a control character");
             }
+            if comp.contains(SEP) {
+                return bad("a component contains '\u{2215}' (the store's separator)");
+            }
             out.push('/');
             out.push_str(comp);
         }
         if out.is_empty() {
             out.push('/');
         }
-        if out.len() > PATH_MAX {
-            return bad(&format!("longer than {PATH_MAX} bytes"));
+        // Each '/' becomes the three bytes of SEP in the PMO name.
+        let stored = out.len() + (SEP.len_utf8() - 1) * out.matches('/').count();
+        if stored > PATH_MAX {
+            return bad(&format!(
+                "longer than {PATH_MAX} bytes (each '/' counts {} bytes)",
+                SEP.len_utf8()
+            ));
         }
         Ok(FsPath(out))
     }
@@ -148,6 +158,7 @@ mod tests {
         assert!(FsPath::parse("a/b").is_err());
         assert!(FsPath::parse("/a/../b").is_err());
         assert!(FsPath::parse("/a\u{1f}b").is_err());
+        assert!(FsPath::parse(&format!("/a{SEP}b")).is_err());
         assert!(FsPath::parse(&format!("/{}", "x".repeat(256))).is_err());
         assert!(FsPath::parse(&format!("/{}/{}", "x".repeat(200), "y".repeat(60))).is_err());
         assert!(FsPath::check_name("a/b").is_err());
@@ -167,8 +178,8 @@ mod tests {
             assert_eq!(FsPath::from_pmo_name(&n), Some((p.clone(), k)));
         }
         assert_eq!(FsPath::from_pmo_name("plain-pmo"), None);
-        assert_eq!(FsPath::from_pmo_name("X0\u{1f}a"), None);
-        let long = FsPath::parse(&format!("/{}", "z".repeat(PATH_MAX - 1))).unwrap();
+        assert_eq!(FsPath::from_pmo_name(&format!("X0{SEP}a")), None);
+        let long = FsPath::parse(&format!("/{}", "z".repeat(PATH_MAX - 3))).unwrap();
         assert!(long.pmo_name(Kind::Segment(99)).len() <= 255);
     }
 }

@@ -455,6 +455,8 @@ pub(crate) fn choose_superblock(m: &dyn Medium) -> Result<SuperblockChoice> {
                 }
                 // One copy never written: `init` was interrupted before the pool existed.
                 (_, _) if blank[0] || blank[1] => StoreError::NotAPool(format!("no valid superblock ({}; the other copy was never written): an interrupted `pmo init`?", if blank[0] { b } else { a })),
+                // The same fault in both copies (a truncated pool): said once.
+                (e, f) if e.to_string() == f.to_string() => StoreError::Corrupt(format!("both superblock copies are damaged: {e}")),
                 (e, f) => StoreError::Corrupt(format!("both superblock copies are damaged (A: {e}; B: {f})")),
             });
         }
