@@ -147,6 +147,8 @@ pub struct ThreadSpec {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Workload {
     pub name: String,
+    /// The workload file (or a built-in personality's label), for errors.
+    pub file: String,
     pub filesets: Vec<FilesetSpec>,
     pub threads: Vec<ThreadSpec>,
     /// `run N` (seconds; `None`: `run` without a time, or no `run`).
@@ -362,6 +364,7 @@ impl Workload {
             .unwrap_or_else(|| script.file.clone());
         let mut w = Workload {
             name,
+            file: script.file.clone(),
             filesets: vec![],
             threads: vec![],
             run_seconds: None,

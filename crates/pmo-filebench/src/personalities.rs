@@ -250,6 +250,7 @@ pub fn personality(name: &str, overrides: &[(String, String)]) -> Result<Workloa
     vars.sort();
     Ok(Workload {
         name: name.into(),
+        file: v.file.clone(),
         filesets,
         threads: vec![thread; nthreads as usize],
         run_seconds: runtime,

@@ -79,10 +79,10 @@ pub enum RunError {
         fileset: String,
         source: BackendError,
     },
-    #[error("{file}:{line}: flowop {flowop} (thread {thread}): {source}")]
+    #[error("{at}: flowop {flowop} (thread {thread}): {source}")]
     Flowop {
-        file: String,
-        line: usize,
+        /// `FILE:LINE` of the flowop (just the label for a built-in personality).
+        at: String,
         flowop: String,
         thread: usize,
         source: BackendError,
@@ -654,8 +654,11 @@ fn thread_main(
         let mut g = lock(&sh.error);
         if g.is_none() {
             *g = Some(RunError::Flowop {
-                file: sh.w.name.clone() + ".f",
-                line: f.pos.line,
+                at: if f.pos.line > 0 {
+                    format!("{}:{}", sh.w.file, f.pos.line)
+                } else {
+                    sh.w.file.clone()
+                },
                 flowop: f.name.clone(),
                 thread: id,
                 source: e,

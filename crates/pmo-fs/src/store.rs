@@ -22,6 +22,9 @@ use crate::error::{FsError, Result};
 use crate::header::{self, Header, HEADER_BYTES, MAX_SEGMENTS};
 use crate::path::{FsPath, Kind};
 
+/// How long an open waits for another user of the file to let go (then `Busy`).
+pub const ATTACH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How the store creates and attaches its PMOs.
 #[derive(Clone, Debug)]
 pub struct FsOptions {
@@ -29,7 +32,8 @@ pub struct FsOptions {
     pub key: Vec<u8>,
     /// Scheme of the PMOs it creates (`None`: the pool's default).
     pub scheme: Option<Scheme>,
-    /// Options of every attach (relocation is always allowed).
+    /// Options of every attach (relocation is always allowed; `wait` defaults to
+    /// [`ATTACH_WAIT`]).
     pub attach: AttachOptions,
 }
 
@@ -246,8 +250,11 @@ impl FileStore {
     }
 
     fn attach(&self, name: &str) -> Result<Attachment> {
+        // Wait a little for the attach lock: a background detach of this very file (integrity
+        // at detach) may still hold it for an instant after it reports done.
         let opts = AttachOptions {
             relocate: true,
+            wait: self.inner.opts.attach.wait.or(Some(ATTACH_WAIT)),
             ..self.inner.opts.attach
         };
         self.inner
@@ -520,7 +527,7 @@ impl FileStore {
             return Err(FsError::Busy(format!("{path} is open")));
         }
         let name = path.pmo_name(Kind::File);
-        match self.inner.pool.pdestroy(&name, self.key()) {
+        match self.pdestroy_waiting(&name) {
             Ok(()) => {}
             Err(StoreError::NotFound(_)) => {
                 return Err(if self.exists(&path, Kind::Dir)? {
@@ -548,6 +555,20 @@ impl FileStore {
             }
         }
         Ok(())
+    }
+
+    /// pdestroy, retrying for up to [`ATTACH_WAIT`] while the PMO is busy (a background
+    /// detach of a file just closed may still hold its lock for an instant).
+    fn pdestroy_waiting(&self, name: &str) -> std::result::Result<(), StoreError> {
+        let t = Instant::now();
+        loop {
+            match self.inner.pool.pdestroy(name, self.key()) {
+                Err(StoreError::Busy { .. }) if t.elapsed() < ATTACH_WAIT => {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                r => return r,
+            }
+        }
     }
 
     /// Read a whole file.
