@@ -150,7 +150,7 @@ pub enum DirtyTracking {
     /// regardless, and also reports declared pages.
     Declared,
     /// [`DirtyTracking::Fault`] for cold pages, and hot pages stay writable: a page filled on a
-    /// fault, or reported written, keeps a twin (a copy of its committed contents, at most
+    /// fault, or reported written in two consecutive collects, keeps a twin (a copy of its committed contents, at most
     /// `PMO_HOT_PAGES` pages per view, 16384 by default) and is not write-protected;
     /// `collect_dirty` compares each hot page with its twin (about 0.1-0.3 µs a page instead
     /// of a 4-5 µs fault per page written), reports the changed ones and re-protects the

@@ -891,7 +891,8 @@ fn collect_twin(
     out: &mut Vec<u64>,
     from_twin: &mut Vec<u64>,
 ) -> Result<(), ViewError> {
-    let mut stale = t.lock.lock().unwrap_or_else(|p| p.into_inner());
+    let mut locked = t.lock.lock().unwrap_or_else(|p| p.into_inner());
+    let locked = &mut *locked;
     let first_out = out.len();
     let first_twin = from_twin.len();
     let fd = st.uffd.as_raw_fd();
@@ -949,7 +950,9 @@ fn collect_twin(
         }
         t.release(p);
     }
-    t.retire(&mut stale, &cold, |p| st.present.get(p) && !t.hot.get(p));
+    t.retire(&mut locked.stale, &cold, |p| {
+        st.present.get(p) && !t.hot.get(p)
+    });
     // 3. Pages of the bitmap that are not hot: writable now (they faulted or were declared).
     let mut protect: Vec<u64> = Vec::new();
     for &p in &marked {
@@ -960,7 +963,8 @@ fn collect_twin(
             continue;
         }
         out.push(p);
-        if st.present.get(p) && t.claim(p) {
+        let again = locked.recent.binary_search(&p).is_ok();
+        if again && st.present.get(p) && t.claim(p) {
             // SAFETY: present page of the live view; the twin is ours (claimed, under lock).
             unsafe { t.snapshot(p, shared.page_addr(p)) };
             from_twin.push(p);
@@ -990,6 +994,7 @@ fn collect_twin(
     }
     out[first_out..].sort_unstable();
     from_twin[first_twin..].sort_unstable();
+    locked.recent = protect; // ascending: `marked` is
     Ok(())
 }
 
