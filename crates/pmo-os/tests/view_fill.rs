@@ -450,6 +450,24 @@ fn fault_around_fills_sequential_runs_ahead() {
             "{m}: the failing neighbour is left absent"
         );
         assert_eq!(read(&v, 41, 0), word(41, 0), "{m}");
+        // A window that crosses into another mapping (an `mprotect` split the view) stops
+        // there instead of failing the fault.
+        // SAFETY: pages 52..54 of our own view; only their protection changes.
+        let r = unsafe {
+            libc::mprotect(
+                v.addr().add(52 * PAGE_SIZE).cast(),
+                2 * PAGE_SIZE,
+                libc::PROT_READ,
+            )
+        };
+        assert_eq!(r, 0);
+        for p in 45..52 {
+            assert_eq!(read(&v, p, 2), word(p, 2), "{m}: page {p}");
+        }
+        for p in 52..54 {
+            assert_eq!(read(&v, p, 2), word(p, 2), "{m}: read-only page {p}");
+        }
+        assert_eq!(read(&v, 54, 2), word(54, 2), "{m}");
     }
 }
 
