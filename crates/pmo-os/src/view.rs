@@ -29,6 +29,9 @@
 //!   line with `write(2)` and kills the process with `SIGBUS` (see [`PageSource`]).
 //! - Every page written since it was last reported (or installed or filled clean) is reported by
 //!   the next `collect_dirty`, and re-protected before that call returns: a write is never lost.
+//!   With [`DirtyTracking::Twin`], "written" means "differs from its twin" for a page kept
+//!   writable; such a page is reported with a twin snapshot that stays unchanged until the next
+//!   collect ([`View::collect_dirty_with_twins`]).
 //!   A page that was not written is not reported, except in rare races where it was opened for
 //!   a write that had not landed yet (one page too many, never one too few).
 //! - Every view is registered in a fixed table of [`MAX_VIEWS`] slots; `View::drop` unregisters,
