@@ -201,7 +201,8 @@ static void test_schemes(void) {
     pmo_session_stats st;
     memset(&st, 0xff, sizeof st);
     CHECK(pmo_get_session_stats(p + 100, &st) == 0);
-    CHECK(st.psyncs == 1 && st.pages_encrypted == 8 && st.faults >= 8);
+    /* Fault-around may fill a sequential run in fewer faults than pages. */
+    CHECK(st.psyncs == 1 && st.pages_encrypted == 8 && st.faults >= 1);
     CHECK(st.pages_decrypted >= 8 && st.detach_ns == 0);
     CHECK(st.attach_stall_ns + st.attach_other_ns + st.pf_ns + st.psync_crypt_ns +
               st.psync_persist_ns + st.detach_ns + st.compute_ns ==

@@ -29,6 +29,9 @@
 //!   line with `write(2)` and kills the process with `SIGBUS` (see [`PageSource`]).
 //! - Every page written since it was last reported (or installed or filled clean) is reported by
 //!   the next `collect_dirty`, and re-protected before that call returns: a write is never lost.
+//!   With [`DirtyTracking::Twin`], "written" means "differs from its twin" for a page kept
+//!   writable; such a page is reported with a twin snapshot that stays unchanged until the next
+//!   collect ([`View::collect_dirty_with_twins`]).
 //!   A page that was not written is not reported, except in rare races where it was opened for
 //!   a write that had not landed yet (one page too many, never one too few).
 //! - Every view is registered in a fixed table of [`MAX_VIEWS`] slots; `View::drop` unregisters,
@@ -150,7 +153,7 @@ pub enum DirtyTracking {
     /// regardless, and also reports declared pages.
     Declared,
     /// [`DirtyTracking::Fault`] for cold pages, and hot pages stay writable: a page filled on a
-    /// fault, or reported written, keeps a twin (a copy of its committed contents, at most
+    /// fault, or reported written in two consecutive collects, keeps a twin (a copy of its committed contents, at most
     /// `PMO_HOT_PAGES` pages per view, 16384 by default) and is not write-protected;
     /// `collect_dirty` compares each hot page with its twin (about 0.1-0.3 µs a page instead
     /// of a 4-5 µs fault per page written), reports the changed ones and re-protects the

@@ -65,10 +65,13 @@ fn numa_node_from_env() -> Result<Option<u32>> {
 }
 
 /// The store's dirty tracking when neither the caller nor `PMO_DIRTY` chooses:
-/// [`DirtyTracking::Fault`], because its psync costs O(dirty pages) whatever the PMO's size,
-/// where a `PAGEMAP_SCAN` walks every resident page (figures in `docs/faults.md`). The sigsegv
+/// [`DirtyTracking::Twin`]: fault tracking (psync O(dirty pages) whatever the PMO's size, where a
+/// `PAGEMAP_SCAN` walks every resident page), with pages filled or written in consecutive
+/// intervals kept writable and compared with a twin at psync instead of taking a write-protect
+/// fault per page per interval. Chosen by measurement (`pmo bench suite --study tracking`,
+/// `pmo bench schemes`, `pmo bench store`; figures in `docs/results.md`, issue 16). The sigsegv
 /// mechanism always tracks by faults.
-pub const DEFAULT_TRACKING: DirtyTracking = DirtyTracking::Fault;
+pub const DEFAULT_TRACKING: DirtyTracking = DirtyTracking::Twin;
 
 /// The largest fault-around window attach gives a view when `PMO_FAULT_AROUND` does not say:
 /// a first touch that continues a sequential run fills up to this many pages in one trip

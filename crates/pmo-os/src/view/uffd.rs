@@ -286,8 +286,9 @@ pub(crate) fn create(
     };
 
     let pages = (opts.len_bytes / PAGE_SIZE) as u64;
+    // Without room for the twin area (strict overcommit), twin tracking is fault tracking.
     let twins = if opts.writable && twin::uses_twins(tracking) {
-        Some(twin::Twins::new(opts.len_bytes, pages)?)
+        twin::Twins::new(opts.len_bytes, pages).ok()
     } else {
         None
     };
@@ -332,15 +333,33 @@ enum Copied {
     All,
     /// The first page was already present; `done` bytes before it were installed.
     Exists { done: usize },
-    /// Failure with errno.
-    Failed { errno: i32 },
+    /// Failure with errno; `done` bytes at the start were installed.
+    Failed { errno: i32, done: usize },
 }
 
-/// `UFFDIO_COPY` of `len` bytes from `src` to `dst` (async-signal-safe).
+/// `UFFDIO_COPY` of `len` bytes from `src` to `dst` (async-signal-safe). `EAGAIN` and `ENOENT`
+/// (the address space was changing) are retried, up to [`COPY_RETRIES_MAX`] times.
 ///
 /// # Safety
 /// `src..src+len` must be readable; `dst..dst+len` must lie in the view registered on `fd`.
 unsafe fn copy(fd: RawFd, dst: usize, src: *const u8, len: usize, mode: u64) -> Copied {
+    // SAFETY: forwarded.
+    unsafe { copy_with(fd, dst, src, len, mode, COPY_RETRIES_MAX) }
+}
+
+/// [`copy`] with at most `retries_max` retries: fault-around gives up at once on pages the
+/// kernel will not fill (a neighbour in another mapping, e.g. after an `mprotect` split).
+///
+/// # Safety
+/// As [`copy`].
+unsafe fn copy_with(
+    fd: RawFd,
+    dst: usize,
+    src: *const u8,
+    len: usize,
+    mode: u64,
+    retries_max: u32,
+) -> Copied {
     let mut done = 0usize;
     let mut retries = 0u32;
     while done < len {
@@ -363,11 +382,11 @@ unsafe fn copy(fd: RawFd, dst: usize, src: *const u8, len: usize, mode: u64) -> 
                 }
                 match errno {
                     libc::EEXIST => return Copied::Exists { done },
-                    libc::EAGAIN | libc::ENOENT if retries < COPY_RETRIES_MAX => {
+                    libc::EAGAIN | libc::ENOENT if retries < retries_max => {
                         retries += 1;
                         sys::yield_cpu();
                     }
-                    _ => return Copied::Failed { errno },
+                    _ => return Copied::Failed { errno, done },
                 }
             }
         }
@@ -568,14 +587,38 @@ fn fill_and_copy(
     let first_len = if together { 1 + more } else { 1 };
     // SAFETY: the buffers are readable pages on our stack; the destination pages lie inside the
     // view (q < shared.pages checked above).
-    let r = unsafe {
+    let copy_main = || unsafe {
         copy(
             fd,
             shared.page_addr(page),
             bufs.ptr(0),
-            first_len * PAGE_SIZE,
+            PAGE_SIZE,
             wp | sys::UFFDIO_COPY_MODE_DONTWAKE,
         )
+    };
+    // (result for `page`, neighbours installed with it)
+    let (r, with_main) = if together {
+        // SAFETY: as above, for `1 + more` pages.
+        let r = unsafe {
+            copy_with(
+                fd,
+                shared.page_addr(page),
+                bufs.ptr(0),
+                first_len * PAGE_SIZE,
+                wp | sys::UFFDIO_COPY_MODE_DONTWAKE,
+                0,
+            )
+        };
+        match r {
+            Copied::All => (Copied::All, more),
+            Copied::Exists { done } => (r, (done / PAGE_SIZE).saturating_sub(1)),
+            // Some pages went in before the failure: `page` is the first of them.
+            Copied::Failed { done, .. } if done >= PAGE_SIZE => (Copied::All, done / PAGE_SIZE - 1),
+            // Nothing went in: `page` alone, with the usual retries.
+            Copied::Failed { .. } => (copy_main(), 0),
+        }
+    } else {
+        (copy_main(), 0)
     };
     let outcome = match r {
         Copied::All => {
@@ -611,25 +654,26 @@ fn fill_and_copy(
             "UFFDIO_COPY failed",
         ),
     };
-    // Neighbours: how many went in with the faulting page, or in a copy of their own.
-    let installed = match r {
-        Copied::All if together => more,
-        Copied::Exists { done } if together => (done / PAGE_SIZE).saturating_sub(1),
-        _ if together || more == 0 => 0,
+    // Neighbours: how many went in with the faulting page, or in a copy of their own (every
+    // page installed must be counted: a hot one keeps its claim, else its writes would go
+    // untracked).
+    let installed = if together || more == 0 {
+        with_main
+    } else {
         // SAFETY: as above, for the neighbour buffers and pages.
-        _ => match unsafe {
-            copy(
+        match unsafe {
+            copy_with(
                 fd,
                 shared.page_addr(page + 1),
                 bufs.ptr(1),
                 more * PAGE_SIZE,
                 wp_more | sys::UFFDIO_COPY_MODE_DONTWAKE,
+                0,
             )
         } {
             Copied::All => more,
-            Copied::Exists { done } => done / PAGE_SIZE,
-            Copied::Failed { .. } => 0,
-        },
+            Copied::Exists { done } | Copied::Failed { done, .. } => done / PAGE_SIZE,
+        }
     };
     around_settle(st, page, more, installed);
     outcome
@@ -690,7 +734,7 @@ pub(crate) fn install(
             st.present.set(page);
             Ok(false)
         }
-        Copied::Failed { errno } => Err(ViewError::Os {
+        Copied::Failed { errno, .. } => Err(ViewError::Os {
             op: "UFFDIO_COPY",
             errno,
         }),
@@ -789,7 +833,7 @@ pub(crate) fn fill_range(
                     }
                     done_pages += installed + 1;
                 }
-                Copied::Failed { errno } => {
+                Copied::Failed { errno, .. } => {
                     return Err(ViewError::Os {
                         op: "UFFDIO_COPY",
                         errno,
@@ -891,7 +935,8 @@ fn collect_twin(
     out: &mut Vec<u64>,
     from_twin: &mut Vec<u64>,
 ) -> Result<(), ViewError> {
-    let mut stale = t.lock.lock().unwrap_or_else(|p| p.into_inner());
+    let mut locked = t.lock.lock().unwrap_or_else(|p| p.into_inner());
+    let locked = &mut *locked;
     let first_out = out.len();
     let first_twin = from_twin.len();
     let fd = st.uffd.as_raw_fd();
@@ -949,7 +994,9 @@ fn collect_twin(
         }
         t.release(p);
     }
-    t.retire(&mut stale, &cold, |p| st.present.get(p) && !t.hot.get(p));
+    t.retire(&mut locked.stale, &cold, |p| {
+        st.present.get(p) && !t.hot.get(p)
+    });
     // 3. Pages of the bitmap that are not hot: writable now (they faulted or were declared).
     let mut protect: Vec<u64> = Vec::new();
     for &p in &marked {
@@ -960,7 +1007,8 @@ fn collect_twin(
             continue;
         }
         out.push(p);
-        if st.present.get(p) && t.claim(p) {
+        let again = locked.recent.binary_search(&p).is_ok();
+        if again && st.present.get(p) && t.claim(p) {
             // SAFETY: present page of the live view; the twin is ours (claimed, under lock).
             unsafe { t.snapshot(p, shared.page_addr(p)) };
             from_twin.push(p);
@@ -990,6 +1038,7 @@ fn collect_twin(
     }
     out[first_out..].sort_unstable();
     from_twin[first_twin..].sort_unstable();
+    locked.recent = protect; // ascending: `marked` is
     Ok(())
 }
 

@@ -9,7 +9,8 @@
 //! A page is hot when it is present, writable, and its twin holds the contents the medium has
 //! (or will have once the psync that reported it commits). It becomes hot when it is filled on
 //! a fault (the fill is the twin: no write-protect fault on the first write after a read) or
-//! when it was reported written and the cap allows. At each collect a hot page is compared with
+//! when it was reported written by two consecutive collects (a page written once, a random
+//! update, is not worth a twin) and the cap allows. At each collect a hot page is compared with
 //! its twin: changed, it is reported and its twin is refreshed (the commit must then read the
 //! twin, a stable snapshot, not the view: see [`super::collect_twin`]); unchanged, it goes cold:
 //! write-protected, compared once more (a write that landed before the protection is reported
@@ -46,6 +47,17 @@ pub(crate) fn hot_cap(pages: u64) -> u64 {
     cap.min(pages)
 }
 
+/// What `collect_dirty` keeps between calls, under [`Twins::lock`].
+#[derive(Default)]
+pub(crate) struct Locked {
+    /// Pages whose twins still hold memory though they went cold ([`Twins::retire`]).
+    pub(crate) stale: Vec<u64>,
+    /// Pages the previous collect reported written and write-protected (ascending): written
+    /// again in the next interval, a page is kept writable (hot). A page written once
+    /// (a random update) is not worth a twin.
+    pub(crate) recent: Vec<u64>,
+}
+
 /// Per-view state of twin tracking.
 pub(crate) struct Twins {
     base: usize,
@@ -53,9 +65,8 @@ pub(crate) struct Twins {
     pub(super) hot: PageBits,
     count: AtomicU64,
     cap: u64,
-    /// Serialises `collect_dirty` and `discard` (normal context only; never the fault path);
-    /// holds the pages whose twins still hold memory though they went cold.
-    pub(super) lock: Mutex<Vec<u64>>,
+    /// Serialises `collect_dirty` and `discard` (normal context only; never the fault path).
+    pub(super) lock: Mutex<Locked>,
     /// The process that mapped the twins: a fork child's copy maps nothing (`MADV_DONTFORK`),
     /// and the range may hold the child's own mappings.
     owner_pid: u32,
@@ -86,7 +97,7 @@ impl Twins {
             hot: PageBits::new(pages),
             count: AtomicU64::new(0),
             cap: hot_cap(pages),
-            lock: Mutex::new(Vec::new()),
+            lock: Mutex::new(Locked::default()),
             owner_pid: sys::getpid(),
         })
     }
@@ -259,7 +270,7 @@ mod tests {
             hot: PageBits::new(8),
             count: AtomicU64::new(0),
             cap: 2,
-            lock: Mutex::new(Vec::new()),
+            lock: Mutex::new(Locked::default()),
             owner_pid: 0,
         };
         assert!(t.claim(3));
