@@ -752,7 +752,7 @@ pub fn tables(records: &Records) -> String {
             let rel = first
                 .filter(|f| !std::ptr::eq(*f, *r))
                 .and_then(|f| Ratio::of(r, f))
-                .map(|x| format!("({})", x.cell().trim_start()))
+                .map(|x| format!("({})", x.cell().trim()))
                 .unwrap_or_default();
             _ = writeln!(
                 out,
