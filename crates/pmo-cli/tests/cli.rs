@@ -432,3 +432,33 @@ fn rename_moves_the_name_and_keeps_the_data() {
     );
     one_line_error(&pmo(&pool, k, &["rename", "b", "c"], None), 1, "exists");
 }
+
+#[test]
+fn rekey_takes_the_new_key_and_refuses_the_old() {
+    let d = tmpdir("rekey");
+    let pool = d.0.join("p.pool");
+    let mut init = vec!["init", "--size", "8MiB"];
+    init.extend(FAST_KDF);
+    assert_eq!(code(&pmo(&pool, None, &init, None)), 0);
+    let k = Some("k1");
+    assert_eq!(
+        code(&pmo(&pool, k, &["create", "a", "--size", "8KiB"], None)),
+        0
+    );
+    assert_eq!(code(&pmo(&pool, k, &["write", "a"], Some(b"hello"))), 0);
+    one_line_error(&pmo(&pool, k, &["rekey", "a"], None), 1, "new key");
+    let nk = d.0.join("new.key");
+    std::fs::write(&nk, "k2\n").unwrap();
+    let o = pmo(
+        &pool,
+        k,
+        &["rekey", "a", "--new-key-file", nk.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(" us "));
+    one_line_error(&pmo(&pool, k, &["read", "a", "--len", "5"], None), 1, "key");
+    let o = pmo(&pool, Some("k2"), &["read", "a", "--len", "5"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(&o.stdout[..5], b"hello");
+}

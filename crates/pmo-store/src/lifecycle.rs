@@ -40,6 +40,16 @@ impl Pool {
         })
     }
 
+    /// Change PMO `name`'s key from `key` to `new_key` without re-encrypting a page: the data
+    /// master key is re-wrapped under the new key and the verifier replaced, so the old key is
+    /// refused and the new one opens the same pages. Fails with `Busy` while attached.
+    pub fn rekey(&self, name: &str, key: &[u8], new_key: &[u8]) -> Result<PmoInfo> {
+        if new_key.is_empty() {
+            return Err(StoreError::Invalid("the new key is empty".into()));
+        }
+        self.replace_entry(name, key, None, |e, data| keys::rewrap(e, data, new_key))
+    }
+
     /// Rewrite PMO `name`'s entry as `edit` makes it (given the entry and the PMO's data
     /// master key), crash-consistently, under the metadata lock and the exclusive attach lock.
     /// `taken`: a name the edit gives the entry, which must be free.

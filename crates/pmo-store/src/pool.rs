@@ -820,6 +820,7 @@ impl Pool {
             name: name.into(),
             created_unix_s: now_unix_s(),
             tag_bytes: scheme.tag_bytes(),
+            wrapped: [0; pmo_format::entry::WRAPPED_LEN],
         };
         entry.verifier = keys::verifier(&master, &uuid, &keys::binding(&entry));
         let r = (|| {
@@ -966,7 +967,7 @@ impl Pool {
         }
     }
 
-    fn entry(&self, name: &str) -> Result<Entry> {
+    pub(crate) fn entry(&self, name: &str) -> Result<Entry> {
         let inner = &*self.inner;
         let mut ns = inner.ns();
         ns.refresh(&*inner.medium, &inner.sb)?;
