@@ -3,7 +3,7 @@
 //! room for one import: `mib_per_s` of `cp` counts the whole file).
 //! Prints CSV (`op,pmo_mib,kdf,median_us,mib_per_s`), medians over `REPEATS` runs, on /dev/shm.
 //!
-//! `cargo run --release -p pmo-store --example lifecycle_figures [MAX_MIB]`
+//! `cargo run --release -p pmo-store --example lifecycle_figures [MIB...]`
 
 use std::time::Instant;
 
@@ -17,23 +17,33 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let max_mib: u64 = std::env::args().nth(1).map_or(Ok(256), |a| a.parse())?;
+    // Sizes in MiB: the arguments, else 1, 16, 256.
+    let mut sizes: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse())
+        .collect::<Result<_, _>>()?;
+    if sizes.is_empty() {
+        sizes = vec![1, 16, 256];
+    }
     let dir = std::path::Path::new("/dev/shm").join(format!("pmo-life-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     println!("op,pmo_mib,kdf,median_us,mib_per_s");
-    let mut mib = 1;
-    while mib <= max_mib {
+    for mib in sizes {
         for (kdf_name, kdf) in [
             ("fast", KdfParams::INSECURE_FAST),
             ("default", KdfParams::DEFAULT),
         ] {
             let path = dir.join(format!("p{mib}-{kdf_name}.pool"));
+            // One namespace capacity for every size: a namespace change rereads the namespace,
+            // whose default capacity grows with the pool (up to 4096 slots, 4 MiB for both
+            // copies), and that, not the PMO, is what a rekey's time would follow.
             let opts = PoolOptions {
                 kdf,
+                ns_capacity: Some(256),
                 ..PoolOptions::default()
             };
-            // Room for the PMO and one imported copy.
-            let pool = Pool::create(&path, (2 * mib + 8) << 20, &opts)?;
+            // Room for the PMO and one imported copy (each extent holds twice the data: shadow slots).
+            let pool = Pool::create(&path, (5 * mib + 16) << 20, &opts)?;
             pool.pcreate("a", mib << 20, b"k0")?;
             {
                 // Every page written, so the PMO is as large on the medium as it says.
@@ -43,12 +53,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     h.write_at(i << 20, &chunk)?;
                 }
             }
+            pmo_store::wait_for_background_detaches();
             let mut t = Vec::new();
             for r in 0..REPEATS {
                 let (old, new) = (format!("k{r}"), format!("k{}", r + 1));
                 let s = Instant::now();
                 pool.rekey("a", old.as_bytes(), new.as_bytes())?;
                 t.push(s.elapsed().as_secs_f64() * 1e6);
+            }
+            if std::env::var_os("LIFE_DEBUG").is_some() {
+                eprintln!("{mib} {kdf_name} {t:?}");
             }
             println!("rekey,{mib},{kdf_name},{:.0},", median(t));
             if kdf_name == "fast" {
@@ -74,7 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     assert!(st.success());
                     std::fs::remove_file(&c)?;
                 }
-                let pool_mib = (2 * mib + 8) as f64;
+                let pool_mib = (5 * mib + 16) as f64;
                 let (e, i, c) = (median(te), median(ti), median(tc));
                 println!(
                     "export,{mib},{kdf_name},{:.0},{:.0}",
@@ -91,7 +105,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             drop(pool);
             std::fs::remove_file(&path)?;
         }
-        mib *= 16;
     }
     std::fs::remove_dir_all(&dir)?;
     Ok(())
