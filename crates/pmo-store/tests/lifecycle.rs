@@ -88,6 +88,33 @@ fn assert_no_plaintext(image: &[u8], scheme: Scheme, ctx: &str) {
     }
 }
 
+/// The whole medium of an open pool.
+fn image_of(pool: &Pool) -> Vec<u8> {
+    let m = pool.medium();
+    let mut b = vec![0u8; m.len() as usize];
+    m.read(0, &mut b).unwrap();
+    b
+}
+
+#[test]
+fn destroy_shreds_the_salt_so_no_key_rederives_anything() {
+    for scheme in schemes() {
+        let pool = Pool::open_on(Arc::new(CrashMedium::from_image(base_image(scheme)))).unwrap();
+        let info = pool.info("a").unwrap();
+        let e = pmo_store::lifecycle::header_copy(&**pool.medium(), info.extent_off)
+            .unwrap()
+            .unwrap();
+        assert!(image_of(&pool).windows(32).any(|w| w == e.salt));
+        pool.pdestroy("a", KEY).unwrap();
+        let img = image_of(&pool);
+        assert!(!img.windows(32).any(|w| w == e.salt), "{scheme}: salt left");
+        assert!(
+            !img.windows(32).any(|w| w == e.verifier),
+            "{scheme}: verifier left"
+        );
+    }
+}
+
 #[test]
 fn rename_is_atomic_at_every_persist_point() {
     for scheme in schemes() {
@@ -166,6 +193,14 @@ fn rename_refuses_what_it_must() {
 fn rekey_is_atomic_at_every_persist_point() {
     for scheme in schemes() {
         let base = base_image(scheme);
+        let old_salt = {
+            let pool = Pool::open_on(Arc::new(CrashMedium::from_image(base.clone()))).unwrap();
+            let info = pool.info("a").unwrap();
+            pmo_store::lifecycle::header_copy(&**pool.medium(), info.extent_off)
+                .unwrap()
+                .unwrap()
+                .salt
+        };
         let (mut old, mut new) = (0, 0);
         explore(
             &base,
@@ -190,6 +225,14 @@ fn rekey_is_atomic_at_every_persist_point() {
                 }
                 assert_pages(&pool, "a", if n { NEW_KEY } else { KEY }, &ctx);
                 assert_healthy(&pool, &ctx);
+                if n {
+                    // Recovery shredded what a cut-off rekey left: the old salt is gone.
+                    let img = image_of(&pool);
+                    assert!(
+                        !img.windows(32).any(|w| w == old_salt),
+                        "{ctx}: old salt left"
+                    );
+                }
             },
         );
         assert!(old > 0 && new > 0, "{scheme}: old {old} new {new}");
