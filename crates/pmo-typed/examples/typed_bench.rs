@@ -198,23 +198,14 @@ fn main() -> anyhow::Result<()> {
     let mut order = keys.clone();
     order.shuffle(&mut rng);
     let mut rows = Vec::new();
-    let path = std::path::PathBuf::from(format!(
-        "/dev/shm/pmo-typed-bench-{}.pool",
-        std::process::id()
-    ));
+    let path = std::path::PathBuf::from(format!("/dev/shm/pmo-typed-bench-{}.pool", std::process::id()));
     let key = b"bench";
 
     // 1. Operation rates.
     let p = pool(&path, Scheme::NONE);
     let mut heap = TypedHeap::create(&p, "b", 256 << 20, key)?;
     heap.root::<Root>()?;
-    let names = [
-        "std HashMap (SipHash)",
-        "std HashMap (Fx)",
-        "PHashMap",
-        "std BTreeMap",
-        "PBTreeMap",
-    ];
+    let names = ["std HashMap (SipHash)", "std HashMap (Fx)", "PHashMap", "std BTreeMap", "PBTreeMap"];
     let mut samples: Vec<Vec<[f64; 4]>> = vec![Vec::new(); names.len()];
     for _ in 0..a.repeats {
         // Interleave the structures within a repeat so load changes hit all of them.
@@ -229,18 +220,10 @@ fn main() -> anyhow::Result<()> {
         samples[4].push(phases(&mut PTree(&mut heap), &keys, &order));
         heap.psync()?;
     }
-    println!(
-        "# operations per second (M/s), n = {}, median of {} (machine shared with other builds)",
-        a.n, a.repeats
-    );
-    println!(
-        "{:<24} {:>9} {:>9} {:>9} {:>9}",
-        "structure", "insert", "lookup", "update", "remove"
-    );
+    println!("# operations per second (M/s), n = {}, median of {} (machine shared with other builds)", a.n, a.repeats);
+    println!("{:<24} {:>9} {:>9} {:>9} {:>9}", "structure", "insert", "lookup", "update", "remove");
     for (i, name) in names.iter().enumerate() {
-        let med: Vec<f64> = (0..4)
-            .map(|j| median(samples[i].iter().map(|s| s[j]).collect()))
-            .collect();
+        let med: Vec<f64> = (0..4).map(|j| median(samples[i].iter().map(|s| s[j]).collect())).collect();
         println!(
             "{:<24} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
             name,
@@ -261,12 +244,7 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let ratio = |s: &str, b: &str, op: &str| {
-        let f = |n: &str| {
-            rows.iter()
-                .find(|r| r.structure == n && r.op == op)
-                .unwrap()
-                .value
-        };
+        let f = |n: &str| rows.iter().find(|r| r.structure == n && r.op == op).unwrap().value;
         f(b) / f(s)
     };
     println!(
@@ -279,15 +257,8 @@ fn main() -> anyhow::Result<()> {
     drop(p);
 
     // 2. psync after N updates.
-    println!(
-        "\n# N random updates + psync in a PHashMap of {} entries, µs, median of {}",
-        a.n.min(100_000),
-        a.repeats * 4
-    );
-    println!(
-        "{:<8} {:<9} {:>6} {:>10} {:>10} {:>10} {:>8} {:>10}",
-        "scheme", "tracking", "N", "updates", "psync", "total", "pages", "total/N"
-    );
+    println!("\n# N random updates + psync in a PHashMap of {} entries, µs, median of {}", a.n.min(100_000), a.repeats * 4);
+    println!("{:<8} {:<9} {:>6} {:>10} {:>10} {:>10} {:>8} {:>10}", "scheme", "tracking", "N", "updates", "psync", "total", "pages", "total/N");
     let n = a.n.min(100_000);
     for scheme in [Scheme::NONE, Scheme::SECURE] {
         for tracking in [DirtyTracking::Fault, DirtyTracking::Declared] {
@@ -306,12 +277,9 @@ fn main() -> anyhow::Result<()> {
             heap.psync()?;
             let mut urng = rand::rngs::StdRng::seed_from_u64(7);
             for &u in &a.updates {
-                let (mut up, mut ps, mut tot, mut pages) =
-                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                let (mut up, mut ps, mut tot, mut pages) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
                 for _ in 0..a.repeats * 4 {
-                    let ks: Vec<u64> = (0..u)
-                        .map(|_| *keys[..n as usize].choose(&mut urng).unwrap())
-                        .collect();
+                    let ks: Vec<u64> = (0..u).map(|_| *keys[..n as usize].choose(&mut urng).unwrap()).collect();
                     let t0 = Instant::now();
                     {
                         let (r, h) = heap.root::<Root>()?;
@@ -343,12 +311,7 @@ fn main() -> anyhow::Result<()> {
                     pages,
                     tot / u as f64
                 );
-                for (op, v, unit) in [
-                    ("updates", up, "us"),
-                    ("psync", ps, "us"),
-                    ("total", tot, "us"),
-                    ("pages", pages, "pages"),
-                ] {
+                for (op, v, unit) in [("updates", up, "us"), ("psync", ps, "us"), ("total", tot, "us"), ("pages", pages, "pages")] {
                     rows.push(Row {
                         table: "psync",
                         structure: format!("PHashMap {} {}", scheme.name(), tr),
@@ -368,10 +331,7 @@ fn main() -> anyhow::Result<()> {
     if let Some(csv) = &a.csv {
         let mut s = String::from("table,structure,op,n,value,unit\n");
         for r in &rows {
-            s += &format!(
-                "{},{},{},{},{},{}\n",
-                r.table, r.structure, r.op, r.n, r.value, r.unit
-            );
+            s += &format!("{},{},{},{},{},{}\n", r.table, r.structure, r.op, r.n, r.value, r.unit);
         }
         std::fs::write(csv, s)?;
     }

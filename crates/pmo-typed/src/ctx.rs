@@ -133,16 +133,14 @@ impl Ctx {
     /// Free the block at `off`.
     pub(crate) fn free(&self, off: u64) -> Result<()> {
         let h = self.writable()?;
-        let p = NonNull::new((self.base as u64 + off) as *mut u8)
-            .ok_or(TypedError::Corrupt("null block"))?;
+        let p = NonNull::new((self.base as u64 + off) as *mut u8).ok_or(TypedError::Corrupt("null block"))?;
         Ok(h.free(p)?)
     }
 
     /// Resize the block at `off` (contents kept up to the smaller size): its new offset.
     pub(crate) fn realloc(&self, off: u64, size: usize, align: usize) -> Result<u64> {
         let h = self.writable()?;
-        let p = NonNull::new((self.base as u64 + off) as *mut u8)
-            .ok_or(TypedError::Corrupt("null block"))?;
+        let p = NonNull::new((self.base as u64 + off) as *mut u8).ok_or(TypedError::Corrupt("null block"))?;
         let q = h.realloc(p, size, align)?;
         Ok(q.as_ptr() as u64 - self.base as u64)
     }
@@ -153,9 +151,7 @@ impl Ctx {
         let bytes = (n as u64)
             .checked_mul(std::mem::size_of::<T>() as u64)
             .ok_or(TypedError::Corrupt("size overflows"))?;
-        let end = off
-            .checked_add(bytes)
-            .ok_or(TypedError::Corrupt("offset overflows"))?;
+        let end = off.checked_add(bytes).ok_or(TypedError::Corrupt("offset overflows"))?;
         if off < self.data_start || end > self.data_end {
             return Err(TypedError::Corrupt("offset outside the heap's data area"));
         }
@@ -193,11 +189,7 @@ impl Ctx {
 
     /// # Safety
     /// As [`Ctx::slice`], and the attach is read-write (checked: `ReadOnly` otherwise).
-    pub(crate) unsafe fn slice_mut<'a, T: Persistent>(
-        &'a self,
-        off: u64,
-        n: usize,
-    ) -> Result<&'a mut [T]> {
+    pub(crate) unsafe fn slice_mut<'a, T: Persistent>(&'a self, off: u64, n: usize) -> Result<&'a mut [T]> {
         self.writable()?;
         if n == 0 {
             return Ok(&mut []);
@@ -238,10 +230,7 @@ impl Ctx {
     }
 
     fn root_offset(&self) -> Result<Option<u64>> {
-        Ok(self
-            .heap()
-            .root()?
-            .map(|p| p.as_ptr() as u64 - self.base as u64))
+        Ok(self.heap().root()?.map(|p| p.as_ptr() as u64 - self.base as u64))
     }
 }
 
@@ -298,12 +287,7 @@ impl TypedHeap {
     }
 
     /// [`TypedHeap::open`] with attach options.
-    pub fn open_with(
-        pool: &Pool,
-        name: &str,
-        key: &[u8],
-        attach: AttachOptions,
-    ) -> Result<TypedHeap> {
+    pub fn open_with(pool: &Pool, name: &str, key: &[u8], attach: AttachOptions) -> Result<TypedHeap> {
         let opts = OpenOptions {
             protection: Protection::Off,
             attach,
@@ -413,12 +397,7 @@ impl TypedReader {
     }
 
     /// [`TypedReader::open`] with attach options.
-    pub fn open_with(
-        pool: &Pool,
-        name: &str,
-        key: &[u8],
-        attach: AttachOptions,
-    ) -> Result<TypedReader> {
+    pub fn open_with(pool: &Pool, name: &str, key: &[u8], attach: AttachOptions) -> Result<TypedReader> {
         let a = pool.attach_with(name, Perm::Read, key, attach)?;
         // SAFETY: the attachment maps `len` bytes at `addr` read-only until it is dropped,
         // after the heap (field order of `Backing::Read`). With `Protection::Off`, opening and
@@ -477,9 +456,7 @@ fn check<T: Persistent>(ctx: &Ctx) -> Result<TypedCheck> {
         }
     })?;
     if !reached.is_empty() {
-        return Err(TypedError::Corrupt(
-            "a container points at a block that is not live",
-        ));
+        return Err(TypedError::Corrupt("a container points at a block that is not live"));
     }
     Ok(TypedCheck {
         heap,

@@ -52,18 +52,18 @@ extern crate self as pmo_typed;
 
 mod ctx;
 mod error;
-mod pbox;
 pub mod pbtree;
-mod persistent;
+mod pbox;
 pub mod phash;
+mod persistent;
 mod pvec;
 
 pub use ctx::{Ctx, TypedCheck, TypedHeap, TypedReader};
 pub use error::{Result, TypedError};
 pub use pbox::PBox;
 pub use pbtree::PBTreeMap;
-pub use persistent::{layout, Persistent};
 pub use phash::PHashMap;
+pub use persistent::{layout, Persistent};
 pub use pmo_heap::{AttachOptions, CommitStats, DirtyTracking};
 pub use pmo_typed_derive::Persistent;
 pub use pvec::{PString, PVec};

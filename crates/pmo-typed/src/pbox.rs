@@ -35,10 +35,7 @@ impl<T: Persistent> std::fmt::Debug for PBox<T> {
 // SAFETY: two u64 (no padding, any bit pattern: an out-of-range offset is refused by `Ctx::ptr`),
 // no drop glue, an offset not an address; it owns exactly its block and the value's blocks.
 unsafe impl<T: Persistent> Persistent for PBox<T> {
-    const LAYOUT: u64 = crate::layout::mix(
-        crate::layout::hash_str(crate::layout::SEED, "PBox"),
-        T::LAYOUT,
-    );
+    const LAYOUT: u64 = crate::layout::mix(crate::layout::hash_str(crate::layout::SEED, "PBox"), T::LAYOUT);
     const OWNS_BLOCKS: bool = true;
     const LAYOUT_OK: () = T::LAYOUT_OK;
     fn for_each_block(&self, h: &Ctx, f: &mut dyn FnMut(u64)) -> Result<()> {
@@ -60,11 +57,7 @@ impl<T: Persistent> PBox<T> {
     }
 
     fn check(&self, h: &Ctx) -> Result<()> {
-        h.check_handle(
-            (self as *const Self).cast(),
-            std::mem::size_of::<Self>(),
-            self.heap,
-        )
+        h.check_handle((self as *const Self).cast(), std::mem::size_of::<Self>(), self.heap)
     }
 
     /// The value, if any.

@@ -52,11 +52,7 @@ impl<K: Persistent, V: Persistent> Default for PBTreeMap<K, V> {
 
 impl<K: Persistent, V: Persistent> std::fmt::Debug for PBTreeMap<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "PBTreeMap({:#x}, len {}, height {})",
-            self.root, self.len, self.height
-        )
+        write!(f, "PBTreeMap({:#x}, len {}, height {})", self.root, self.len, self.height)
     }
 }
 
@@ -87,10 +83,7 @@ impl<K, V> Clone for Node<K, V> {
 
 impl<K: Persistent + Copy + Ord, V: Persistent> Node<K, V> {
     const KEYS: usize = align_up_c(HDR, std::mem::align_of::<K>());
-    const VALS: usize = align_up_c(
-        Self::KEYS + B * std::mem::size_of::<K>(),
-        std::mem::align_of::<V>(),
-    );
+    const VALS: usize = align_up_c(Self::KEYS + B * std::mem::size_of::<K>(), std::mem::align_of::<V>());
     const KIDS: usize = align_up_c(Self::KEYS + B * std::mem::size_of::<K>(), 8);
     const LEAF_BYTES: usize = Self::VALS + B * std::mem::size_of::<V>();
     const INNER_BYTES: usize = Self::KIDS + (B + 1) * 8;
@@ -196,10 +189,7 @@ where
     V: Persistent,
 {
     const LAYOUT: u64 = crate::layout::mix(
-        crate::layout::mix(
-            crate::layout::hash_str(crate::layout::SEED, "PBTreeMap"),
-            K::LAYOUT,
-        ),
+        crate::layout::mix(crate::layout::hash_str(crate::layout::SEED, "PBTreeMap"), K::LAYOUT),
         V::LAYOUT,
     );
     const OWNS_BLOCKS: bool = true;
@@ -239,11 +229,7 @@ where
     }
 
     fn check(&self, h: &Ctx) -> Result<()> {
-        h.check_handle(
-            (self as *const Self).cast(),
-            std::mem::size_of::<Self>(),
-            self.heap,
-        )?;
+        h.check_handle((self as *const Self).cast(), std::mem::size_of::<Self>(), self.heap)?;
         if self.height > MAX_HEIGHT || (self.root == 0) != (self.nodes == 0) {
             return Err(TypedError::Corrupt("B-tree header"));
         }
@@ -339,18 +325,10 @@ where
     }
 
     /// Split the full child `i` of `parent` (an inner node with room for one more key).
-    fn split_child(
-        &mut self,
-        h: &Ctx,
-        parent: &Node<K, V>,
-        i: usize,
-        child_leaf: bool,
-    ) -> Result<()> {
+    fn split_child(&mut self, h: &Ctx, parent: &Node<K, V>, i: usize, child_leaf: bool) -> Result<()> {
         let child = Node::<K, V>::at(h, parent.kid(i), child_leaf)?;
         if child.n() != B {
-            return Err(TypedError::Corrupt(
-                "B-tree split of a node that is not full",
-            ));
+            return Err(TypedError::Corrupt("B-tree split of a node that is not full"));
         }
         let right = Node::<K, V>::alloc(h, child_leaf)?;
         self.nodes += 1;

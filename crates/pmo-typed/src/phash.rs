@@ -48,11 +48,7 @@ impl<K: Persistent, V: Persistent> Default for PHashMap<K, V> {
 
 impl<K: Persistent, V: Persistent> std::fmt::Debug for PHashMap<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "PHashMap({:#x}, len {}, cap {})",
-            self.table, self.len, self.cap
-        )
+        write!(f, "PHashMap({:#x}, len {}, cap {})", self.table, self.len, self.cap)
     }
 }
 
@@ -101,10 +97,7 @@ where
     V: Persistent,
 {
     const LAYOUT: u64 = crate::layout::mix(
-        crate::layout::mix(
-            crate::layout::hash_str(crate::layout::SEED, "PHashMap"),
-            K::LAYOUT,
-        ),
+        crate::layout::mix(crate::layout::hash_str(crate::layout::SEED, "PHashMap"), K::LAYOUT),
         V::LAYOUT,
     );
     const OWNS_BLOCKS: bool = true;
@@ -148,11 +141,7 @@ where
 
     /// Check the handle and resolve the table (`None` when unallocated).
     fn table(&self, h: &Ctx) -> Result<Option<Table<K, V>>> {
-        h.check_handle(
-            (self as *const Self).cast(),
-            std::mem::size_of::<Self>(),
-            self.heap,
-        )?;
+        h.check_handle((self as *const Self).cast(), std::mem::size_of::<Self>(), self.heap)?;
         if self.table == 0 {
             if self.cap != 0 || self.len != 0 || self.used != 0 {
                 return Err(TypedError::Corrupt("hash map without a table has entries"));
@@ -287,9 +276,7 @@ where
             };
             self.rebuild(h, cap)?;
         }
-        let t = self
-            .table(h)?
-            .ok_or(TypedError::Corrupt("hash map has no table"))?;
+        let t = self.table(h)?.ok_or(TypedError::Corrupt("hash map has no table"))?;
         let hash = hash_of(&k);
         let mask = t.cap - 1;
         let mut i = hash as usize & mask;

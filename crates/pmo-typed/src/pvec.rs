@@ -32,21 +32,14 @@ impl<T: Persistent> Default for PVec<T> {
 
 impl<T: Persistent> std::fmt::Debug for PVec<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "PVec({:#x}, len {}, cap {})",
-            self.off, self.len, self.cap
-        )
+        write!(f, "PVec({:#x}, len {}, cap {})", self.off, self.len, self.cap)
     }
 }
 
 // SAFETY: four u64 (no padding; any bit pattern: an inconsistent one is refused as `Corrupt`),
 // no drop glue, offsets only; it owns its buffer and its elements' blocks.
 unsafe impl<T: Persistent> Persistent for PVec<T> {
-    const LAYOUT: u64 = crate::layout::mix(
-        crate::layout::hash_str(crate::layout::SEED, "PVec"),
-        T::LAYOUT,
-    );
+    const LAYOUT: u64 = crate::layout::mix(crate::layout::hash_str(crate::layout::SEED, "PVec"), T::LAYOUT);
     const OWNS_BLOCKS: bool = true;
     const LAYOUT_OK: () = T::LAYOUT_OK;
     fn for_each_block(&self, h: &Ctx, f: &mut dyn FnMut(u64)) -> Result<()> {
@@ -82,15 +75,9 @@ impl<T: Persistent> PVec<T> {
 
     /// Checks: the handle lives in `h`'s mapping, belongs to its heap, and is consistent.
     fn check(&self, h: &Ctx) -> Result<()> {
-        h.check_handle(
-            (self as *const Self).cast(),
-            std::mem::size_of::<Self>(),
-            self.heap,
-        )?;
+        h.check_handle((self as *const Self).cast(), std::mem::size_of::<Self>(), self.heap)?;
         if self.len > self.cap || (self.off == 0) != (self.cap == 0) {
-            return Err(TypedError::Corrupt(
-                "vector length, capacity and buffer disagree",
-            ));
+            return Err(TypedError::Corrupt("vector length, capacity and buffer disagree"));
         }
         Ok(())
     }
@@ -146,9 +133,7 @@ impl<T: Persistent> PVec<T> {
         let () = T::LAYOUT_OK;
         self.check(h)?;
         h.writable()?;
-        let need = (self.len as usize)
-            .checked_add(extra)
-            .ok_or(TypedError::CapacityOverflow)?;
+        let need = (self.len as usize).checked_add(extra).ok_or(TypedError::CapacityOverflow)?;
         if need <= self.cap as usize {
             return Ok(());
         }
