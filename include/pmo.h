@@ -165,6 +165,23 @@ char *pmo_create(const char *name, uint64_t size, const char *key);
  *         process included), EINVAL, EIO. */
 int pmo_destroy(const char *name, const char *key);
 
+/** Rename PMO `name` to `new_name` (crash-consistent; docs/lifecycle.md). `key` NULL: "DEFAULT".
+ * @return 0, or -1 with errno: ENOENT, EEXIST, EACCES (wrong key), EBUSY (attached), EINVAL, EIO. */
+int pmo_rename(const char *name, const char *new_name, const char *key);
+
+/** Change PMO `name`'s key from `key` to `new_key` without re-encrypting a page (the data key
+ * is re-wrapped). @return 0, or -1 with errno as pmo_rename. */
+int pmo_rekey(const char *name, const char *key, const char *new_key);
+
+/** Export PMO `name`'s last psynced state to `path` (must not exist): an encrypted,
+ * authenticated, self-contained file (docs/format.md section 6). @return 0, or -1 with errno. */
+int pmo_export(const char *name, const char *key, const char *path);
+
+/** Import an export file as PMO `name` (NULL: the name it was exported under), verified whole
+ * before anything is created. @return 0, or -1 with errno (EACCES wrong key; an altered or
+ * truncated file is an integrity error: pmo_last_error_message() says which). */
+int pmo_import(const char *path, const char *name, const char *key);
+
 /** @return 1 if PMO `name` exists, else 0. On failure also 0, with errno set (EINVAL, EIO) and
  *         pmo_last_error() != 0; pmo_last_error() == 0 means "does not exist". */
 char pmo_exists(const char *name);

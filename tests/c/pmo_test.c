@@ -178,6 +178,21 @@ static void test_namespace(void) {
     CHECK(p != NULL);
     CHECK_FAIL(pmo_destroy("ns", KEY) == 0, EBUSY, PMO_E_BUSY); /* attached, by us */
     CHECK(detach(p) == 0);
+    /* Rename, rekey, export and import (docs/lifecycle.md). */
+    CHECK(pmo_rename("ns", "ns2", KEY) == 0 && pmo_exists("ns") == 0 && pmo_exists("ns2") == 1);
+    CHECK_FAIL(pmo_rename("ns2", "nokey-x", "wrong key") == 0, EACCES, PMO_E_WRONG_KEY);
+    CHECK(pmo_rekey("ns2", KEY, "other key") == 0);
+    CHECK_FAIL(attach("ns2", 'r', KEY) != NULL, EACCES, PMO_E_WRONG_KEY);
+    CHECK(pmo_rekey("ns2", "other key", KEY) == 0 && pmo_rename("ns2", "ns", KEY) == 0);
+    char xp[64];
+    snprintf(xp, sizeof xp, "/tmp/pmo_test_%d.pmox", (int)getpid());
+    unlink(xp);
+    CHECK(pmo_export("ns", KEY, xp) == 0);
+    CHECK(pmo_import(xp, "ns-imported", KEY) == 0);
+    CHECK(pmo_get_size("ns-imported") == pmo_get_size("ns"));
+    CHECK_FAIL(pmo_import(xp, "ns-imported", KEY) == 0, EEXIST, PMO_E_EXISTS);
+    CHECK(pmo_destroy("ns-imported", KEY) == 0);
+    unlink(xp);
     CHECK(pmo_destroy("ns", KEY) == 0 && pmo_last_error() == 0);
     CHECK(pmo_exists("ns") == 0);
 }

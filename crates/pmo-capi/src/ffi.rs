@@ -631,6 +631,109 @@ pub unsafe extern "C" fn pmo_destroy(name: *const c_char, key: *const c_char) ->
     trace(|| format!("pmo_destroy({})", unsafe { show(name) }), r)
 }
 
+/// `int pmo_rename(const char *name, const char *new_name, const char *key)`: see `pmo.h`.
+///
+/// # Safety
+/// As [`pmo_create`]; `new_name` as `name`.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_rename(
+    name: *const c_char,
+    new_name: *const c_char,
+    key: *const c_char,
+) -> c_int {
+    let r = entry(-1, || {
+        // SAFETY: the caller passes valid C strings (or NULL: rejected names, default key).
+        let (n, new, k) = unsafe {
+            (
+                c_str(name, "name")?,
+                c_str(new_name, "new name")?,
+                c_key(key),
+            )
+        };
+        reg().pool()?.rename(n, new, k)?;
+        Ok(0)
+    });
+    // SAFETY: `name` and `new_name` are NULL or valid C strings (the caller's contract).
+    trace(
+        || {
+            format!("pmo_rename({}, {})", unsafe { show(name) }, unsafe {
+                show(new_name)
+            })
+        },
+        r,
+    )
+}
+
+/// `int pmo_rekey(const char *name, const char *key, const char *new_key)`: see `pmo.h`.
+///
+/// # Safety
+/// As [`pmo_create`]; `new_key` a valid NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_rekey(
+    name: *const c_char,
+    key: *const c_char,
+    new_key: *const c_char,
+) -> c_int {
+    let r = entry(-1, || {
+        // SAFETY: the caller passes valid C strings (NULL name or new key rejected).
+        let (n, k, nk) = unsafe { (c_str(name, "name")?, c_key(key), c_str(new_key, "new key")?) };
+        reg().pool()?.rekey(n, k, nk.as_bytes())?;
+        Ok(0)
+    });
+    // SAFETY: `name` is NULL or a valid C string (the caller's contract).
+    trace(|| format!("pmo_rekey({})", unsafe { show(name) }), r)
+}
+
+/// `int pmo_export(const char *name, const char *key, const char *path)`: see `pmo.h`.
+///
+/// # Safety
+/// As [`pmo_create`]; `path` a valid NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_export(
+    name: *const c_char,
+    key: *const c_char,
+    path: *const c_char,
+) -> c_int {
+    let r = entry(-1, || {
+        // SAFETY: the caller passes valid C strings (NULL name or path rejected).
+        let (n, k, f) = unsafe { (c_str(name, "name")?, c_key(key), c_str(path, "path")?) };
+        reg()
+            .pool()?
+            .export(n, k, std::path::Path::new(f), &mut |_, _| {})?;
+        Ok(0)
+    });
+    // SAFETY: `name` is NULL or a valid C string (the caller's contract).
+    trace(|| format!("pmo_export({})", unsafe { show(name) }), r)
+}
+
+/// `int pmo_import(const char *path, const char *name, const char *key)`: see `pmo.h`.
+///
+/// # Safety
+/// `path` a valid NUL-terminated string; `name` NULL or one; `key` as in [`pmo_create`].
+#[no_mangle]
+pub unsafe extern "C" fn pmo_import(
+    path: *const c_char,
+    name: *const c_char,
+    key: *const c_char,
+) -> c_int {
+    let r = entry(-1, || {
+        // SAFETY: the caller passes valid C strings (NULL path rejected, NULL name: the file's).
+        let (f, k) = unsafe { (c_str(path, "path")?, c_key(key)) };
+        let n = if name.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL, a valid C string (the caller's contract).
+            Some(unsafe { c_str(name, "name") }?)
+        };
+        reg()
+            .pool()?
+            .import(std::path::Path::new(f), n, k, &mut |_, _| {})?;
+        Ok(0)
+    });
+    // SAFETY: `path` is NULL or a valid C string (the caller's contract).
+    trace(|| format!("pmo_import({})", unsafe { show(path) }), r)
+}
+
 /// `char pmo_exists(const char *name)`: see `pmo.h`.
 ///
 /// # Safety

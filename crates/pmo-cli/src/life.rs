@@ -1,7 +1,12 @@
 //! `pmo rename|rekey|export|import|copy|snapshot`: thin wiring over `pmo_store::lifecycle`.
 
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{anyhow, bail};
 use clap::Subcommand;
 use pmo_store::Pool;
+use zeroize::Zeroizing;
 
 use crate::cmd::{KeyArg, PoolArg};
 
@@ -18,12 +23,65 @@ pub(crate) enum LifeCmd {
         /// Its new name
         new: String,
     },
+    /// Change a PMO's key without re-encrypting it (the data key is re-wrapped)
+    Rekey {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// File holding the new key [default: PMO_NEW_KEY]
+        #[arg(long, value_name = "FILE")]
+        new_key_file: Option<PathBuf>,
+        /// PMO to rekey
+        name: String,
+    },
+    /// Export a PMO's last psynced state to a self-contained, encrypted, authenticated file
+    Export {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// PMO to export
+        name: String,
+        /// File to write (must not exist)
+        file: PathBuf,
+    },
+    /// Import an export file as a new PMO (verified whole before anything is created)
+    Import {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// Export file
+        file: PathBuf,
+        /// Name of the new PMO [default: the name it was exported under]
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Copy a PMO to a new one (new nonces; the same key, or --new-key-file / PMO_NEW_KEY)
+    Copy {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// File holding the copy's key [default: PMO_NEW_KEY, else the source's key]
+        #[arg(long, value_name = "FILE")]
+        new_key_file: Option<PathBuf>,
+        /// PMO to copy
+        name: String,
+        /// Name of the copy
+        new: String,
+    },
 }
 
 impl LifeCmd {
     pub(crate) fn pool_and_key(&self) -> (Option<&PoolArg>, Option<&KeyArg>) {
         match self {
-            LifeCmd::Rename { pool, key, .. } => (Some(pool), Some(key)),
+            LifeCmd::Rename { pool, key, .. }
+            | LifeCmd::Rekey { pool, key, .. }
+            | LifeCmd::Export { pool, key, .. }
+            | LifeCmd::Import { pool, key, .. }
+            | LifeCmd::Copy { pool, key, .. } => (Some(pool), Some(key)),
         }
     }
 }
@@ -34,6 +92,78 @@ pub(crate) fn run(cmd: &LifeCmd, pool: Pool, key: &[u8]) -> anyhow::Result<()> {
             pool.rename(name, new, key)?;
             outln!("renamed PMO '{name}' to '{new}'")?;
         }
+        LifeCmd::Rekey {
+            name, new_key_file, ..
+        } => {
+            let new_key = new_key(new_key_file.as_deref())?;
+            let t = Instant::now();
+            pool.rekey(name, key, &new_key)?;
+            let us = t.elapsed().as_micros();
+            outln!("rekeyed PMO '{name}' in {us} us (no page re-encrypted)")?;
+        }
+        LifeCmd::Export { name, file, .. } => {
+            let t = Instant::now();
+            let pages = pool.export(name, key, file, &mut progress("export"))?;
+            let mib = (pages * 4096) as f64 / (1 << 20) as f64;
+            let s = t.elapsed().as_secs_f64();
+            outln!(
+                "exported PMO '{name}' to {} ({mib:.1} MiB in {s:.3} s)",
+                file.display()
+            )?;
+        }
+        LifeCmd::Import { file, name, .. } => {
+            let info = pool.import(file, name.as_deref(), key, &mut progress("import"))?;
+            outln!("imported {} as PMO '{}'", file.display(), info.name)?;
+        }
+        LifeCmd::Copy {
+            name,
+            new,
+            new_key_file,
+            ..
+        } => {
+            let nk = if new_key_file.is_some() || std::env::var_os("PMO_NEW_KEY").is_some() {
+                Some(new_key(new_key_file.as_deref())?)
+            } else {
+                None
+            };
+            pool.copy(
+                name,
+                new,
+                key,
+                nk.as_deref().map(|k| &k[..]),
+                &mut progress("copy"),
+            )?;
+            outln!("copied PMO '{name}' to '{new}'")?;
+        }
     }
     Ok(())
+}
+
+/// Progress on standard error for PMOs of 64 MiB and more, at most once per percent.
+fn progress(what: &'static str) -> impl FnMut(u64, u64) {
+    let mut last = u64::MAX;
+    move |done, total| {
+        if total < 16384 {
+            return;
+        }
+        let pct = done * 100 / total;
+        if pct != last {
+            last = pct;
+            errln!("{what}: {pct}% ({done}/{total} pages)");
+        }
+    }
+}
+
+/// The new key of `rekey`/`copy`: `--new-key-file`, else `PMO_NEW_KEY` (never a prompt).
+fn new_key(file: Option<&Path>) -> anyhow::Result<Zeroizing<Vec<u8>>> {
+    if file.is_some() {
+        return crate::keysrc::given(file)
+            .map_err(|e| anyhow!(e))?
+            .ok_or_else(|| anyhow!("no new key"));
+    }
+    match std::env::var_os("PMO_NEW_KEY") {
+        Some(k) if !k.is_empty() => Ok(Zeroizing::new(k.into_encoded_bytes())),
+        Some(_) => bail!("PMO_NEW_KEY is empty"),
+        None => bail!("no new key given: use --new-key-file FILE or set PMO_NEW_KEY"),
+    }
 }

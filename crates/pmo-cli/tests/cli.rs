@@ -432,3 +432,77 @@ fn rename_moves_the_name_and_keeps_the_data() {
     );
     one_line_error(&pmo(&pool, k, &["rename", "b", "c"], None), 1, "exists");
 }
+
+#[test]
+fn rekey_takes_the_new_key_and_refuses_the_old() {
+    let d = tmpdir("rekey");
+    let pool = d.0.join("p.pool");
+    let mut init = vec!["init", "--size", "8MiB"];
+    init.extend(FAST_KDF);
+    assert_eq!(code(&pmo(&pool, None, &init, None)), 0);
+    let k = Some("k1");
+    assert_eq!(
+        code(&pmo(&pool, k, &["create", "a", "--size", "8KiB"], None)),
+        0
+    );
+    assert_eq!(code(&pmo(&pool, k, &["write", "a"], Some(b"hello"))), 0);
+    one_line_error(&pmo(&pool, k, &["rekey", "a"], None), 1, "new key");
+    let nk = d.0.join("new.key");
+    std::fs::write(&nk, "k2\n").unwrap();
+    let o = pmo(
+        &pool,
+        k,
+        &["rekey", "a", "--new-key-file", nk.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(" us "));
+    one_line_error(&pmo(&pool, k, &["read", "a", "--len", "5"], None), 1, "key");
+    let o = pmo(&pool, Some("k2"), &["read", "a", "--len", "5"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(&o.stdout[..5], b"hello");
+}
+
+#[test]
+fn export_import_copy_and_a_tampered_export_exits_2() {
+    let d = tmpdir("export");
+    let (p1, p2) = (d.0.join("p1.pool"), d.0.join("p2.pool"));
+    let mut init = vec!["init", "--size", "8MiB"];
+    init.extend(FAST_KDF);
+    assert_eq!(code(&pmo(&p1, None, &init, None)), 0);
+    assert_eq!(code(&pmo(&p2, None, &init, None)), 0);
+    let k = Some("k1");
+    assert_eq!(
+        code(&pmo(&p1, k, &["create", "a", "--size", "8KiB"], None)),
+        0
+    );
+    assert_eq!(code(&pmo(&p1, k, &["write", "a"], Some(b"hello"))), 0);
+    let f = d.0.join("a.pmox");
+    let fs = f.to_str().unwrap();
+    let o = pmo(&p1, k, &["export", "a", fs], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = pmo(&p2, k, &["import", fs, "--name", "b"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = pmo(&p2, k, &["read", "b", "--len", "5"], None);
+    assert_eq!(&o.stdout[..5], b"hello");
+    let o = pmo(&p1, k, &["copy", "a", "c"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = pmo(&p1, k, &["read", "c", "--len", "5"], None);
+    assert_eq!(&o.stdout[..5], b"hello");
+    let mut bytes = std::fs::read(&f).unwrap();
+    bytes[1000] ^= 1;
+    let bad = d.0.join("bad.pmox");
+    std::fs::write(&bad, &bytes).unwrap();
+    one_line_error(
+        &pmo(&p2, k, &["import", bad.to_str().unwrap()], None),
+        2,
+        "export file refused",
+    );
+    std::fs::write(&bad, &bytes[..700]).unwrap();
+    one_line_error(
+        &pmo(&p2, k, &["import", bad.to_str().unwrap()], None),
+        2,
+        "truncated",
+    );
+    one_line_error(&pmo(&p2, Some("nope"), &["import", fs], None), 1, "key");
+}

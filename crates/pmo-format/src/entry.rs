@@ -30,8 +30,17 @@ const E_NAME_LEN: usize = 152;
 const E_NAME: usize = 160; // 256 bytes
 const E_CREATED: usize = 416;
 const E_TAG_BYTES: usize = 424;
+const E_WRAPPED: usize = 428; // WRAPPED_LEN bytes
 const E_CRC: usize = ENTRY_SIZE - 4;
-const _: () = assert!(E_NAME + NAME_MAX < E_CREATED && E_TAG_BYTES + 4 <= E_CRC);
+const _: () = assert!(E_NAME + NAME_MAX < E_CREATED && E_WRAPPED + WRAPPED_LEN <= E_CRC);
+
+/// Entry flag: the PMO's data master key is wrapped (AES-KW) in [`Entry::wrapped`] under a
+/// key-encryption key derived from the user key (set by a rekey).
+pub const FLAG_WRAPPED: u32 = 1;
+/// Every flag an entry may carry.
+pub const FLAGS_KNOWN: u32 = FLAG_WRAPPED;
+/// Bytes of a wrapped data master key.
+pub const WRAPPED_LEN: usize = 40;
 
 /// One PMO's namespace entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,6 +65,8 @@ pub struct Entry {
     pub created_unix_s: u64,
     /// Bytes of per-page protection metadata per slot (0 = none), see the PMO layout.
     pub tag_bytes: u32,
+    /// The wrapped data master key when `flags` has [`FLAG_WRAPPED`] (zero otherwise).
+    pub wrapped: [u8; WRAPPED_LEN],
 }
 
 impl Entry {
@@ -104,6 +115,7 @@ impl Entry {
         b[E_NAME..E_NAME + n].copy_from_slice(&name[..n]);
         put_u64(&mut b, E_CREATED, self.created_unix_s);
         put_u32(&mut b, E_TAG_BYTES, self.tag_bytes);
+        b[E_WRAPPED..E_WRAPPED + WRAPPED_LEN].copy_from_slice(&self.wrapped);
         let c = crc(&b[..E_CRC]);
         put_u32(&mut b, E_CRC, c);
         b
@@ -170,7 +182,11 @@ impl Entry {
             name,
             created_unix_s: get_u64(b, E_CREATED),
             tag_bytes: get_u32(b, E_TAG_BYTES),
+            wrapped: get_array(b, E_WRAPPED),
         };
+        if e.flags & !FLAGS_KNOWN != 0 {
+            return Err(invalid(format!("unknown flags {:#x}", e.flags)));
+        }
         if e.size == 0
             || !e.size.is_multiple_of(PAGE_SIZE)
             || !e.extent_off.is_multiple_of(PAGE_SIZE)
@@ -206,6 +222,7 @@ pub(crate) mod tests {
             name: "matrix-α".into(),
             created_unix_s: 5,
             tag_bytes: 0,
+            wrapped: [0; WRAPPED_LEN],
         }
     }
 

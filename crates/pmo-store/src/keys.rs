@@ -103,15 +103,51 @@ pub fn binding(e: &pmo_format::Entry) -> Vec<u8> {
     for v in [e.size, e.extent_off, e.extent_len, e.base_addr] {
         b.extend_from_slice(&v.to_le_bytes());
     }
+    // A rekeyed entry also binds its flags (so clearing the wrapped flag fails the key check).
+    if e.flags != 0 {
+        b.extend_from_slice(&e.flags.to_le_bytes());
+    }
     b
 }
 
-/// Check `key` against a stored verifier; the master key on success.
+/// The key-encryption key a user key's master gives a rekeyed PMO.
+fn kek(user_master: &MasterKey, uuid: &[u8; 16]) -> Zeroizing<[u8; 32]> {
+    let hk = Hkdf::<Sha256>::from_prk(user_master.as_ref()).expect("32-byte PRK is valid");
+    let mut out = Zeroizing::new([0u8; 32]);
+    hk.expand_multi_info(&[b"pmo/v1/kek", uuid], out.as_mut())
+        .expect("32 bytes is a valid HKDF length");
+    out
+}
+
+/// Re-wrap `e` for `new_key` (`docs/lifecycle.md`): a fresh salt, the data master `data`
+/// (what [`check_key`] returned for the old key) wrapped under the new key's key-encryption
+/// key, and the verifier of the new key. No page changes: every data key derives from `data`.
+pub fn rewrap(e: &mut pmo_format::Entry, data: &MasterKey, new_key: &[u8]) -> Result<()> {
+    use pmo_format::entry::FLAG_WRAPPED;
+    e.salt = random_bytes::<32>();
+    let user = derive_master(&e.uuid, &e.salt, &e.kdf, new_key)?;
+    e.wrapped = pmo_crypt::wrap::wrap_key(&kek(&user, &e.uuid), data)
+        .map_err(|err| StoreError::Invalid(format!("key wrap: {err}")))?;
+    e.flags |= FLAG_WRAPPED;
+    e.verifier = verifier(&user, &e.uuid, &binding(e));
+    Ok(())
+}
+
+/// Check `key` against a stored verifier; on success the PMO's data master key (the key's own
+/// Argon2id master, or for a rekeyed PMO the master it unwraps).
 pub fn check_key(e: &pmo_format::Entry, key: &[u8]) -> Result<MasterKey> {
     let (name, uuid) = (&e.name, &e.uuid);
     let master = derive_master(uuid, &e.salt, &e.kdf, key)?;
     if bool::from(verifier(&master, uuid, &binding(e)).ct_eq(&e.verifier)) {
-        Ok(master)
+        if e.flags & pmo_format::entry::FLAG_WRAPPED == 0 {
+            return Ok(master);
+        }
+        // The key verified, so a wrap that does not open was altered on the medium.
+        pmo_crypt::wrap::unwrap_key(&kek(&master, uuid), &e.wrapped).map_err(|_| {
+            StoreError::Corrupt(format!(
+                "PMO '{name}': its wrapped data key fails its integrity check"
+            ))
+        })
     } else {
         Err(StoreError::WrongKey(name.to_string()))
     }
@@ -149,6 +185,7 @@ mod tests {
             name: "x".into(),
             created_unix_s: 0,
             tag_bytes: 0,
+            wrapped: [0; 40],
         };
         assert!(check_key(&e, b"secret").is_ok());
         assert!(matches!(

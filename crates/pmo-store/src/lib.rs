@@ -6,7 +6,8 @@
 //! | [`engine`]  | one PMO's shadow-paging commit (psync) and recovery |
 //! | [`namespace`] | the in-memory namespace copy and the free-space map derived from it |
 //! | [`keys`]    | Argon2id master keys and key verifiers |
-//! | [`lifecycle`] | rename, rekey, export/import, copy, snapshot |
+//! | [`lifecycle`] | rename and rekey (a crash-consistent entry replacement) |
+//! | [`export`]  | export to and import from a self-contained file; copy to a new PMO |
 //! | [`locks`]   | attach and metadata locks across threads and processes |
 //! | [`attach`]  | mapped attach at a stable address, dirty tracking, psync, detach |
 //! | [`pptr`]    | relocatable typed offset pointers |
@@ -24,6 +25,7 @@ pub mod attach;
 pub mod detach;
 pub mod engine;
 pub mod error;
+pub mod export;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod keys;

@@ -41,6 +41,16 @@ impl Pool {
         })
     }
 
+    /// Change PMO `name`'s key from `key` to `new_key` without re-encrypting a page: the data
+    /// master key is re-wrapped under the new key and the verifier replaced, so the old key is
+    /// refused and the new one opens the same pages. Fails with `Busy` while attached.
+    pub fn rekey(&self, name: &str, key: &[u8], new_key: &[u8]) -> Result<PmoInfo> {
+        if new_key.is_empty() {
+            return Err(StoreError::Invalid("the new key is empty".into()));
+        }
+        self.replace_entry(name, key, None, |e, data| keys::rewrap(e, data, new_key))
+    }
+
     /// Rewrite PMO `name`'s entry as `edit` makes it (given the entry and the PMO's data
     /// master key), crash-consistently, under the metadata lock and the exclusive attach lock.
     /// `taken`: a name the edit gives the entry, which must be free.
@@ -96,6 +106,10 @@ impl Pool {
             }
             clear_slot(m, &inner.sb, slot)?;
             m.fence()?;
+            // The old salt and verifier go too: after a rekey the old key must not re-derive
+            // the data master from what is left on the medium.
+            shred_slot(m, &inner.sb, slot)?;
+            m.fence()?;
             namespace::bump_gen(m, &inner.sb)?;
             Ok(())
         })();
@@ -103,6 +117,66 @@ impl Pool {
         inner.poison(r)?;
         Ok(self.info_of(&entry))
     }
+}
+
+/// Zero the body (bytes 8..) of both copies of a slot already freed (its first word zero and
+/// fenced): its salt, verifier and wrapped key, so nothing left can re-derive or unwrap a key.
+/// The slot stays free whatever part of this a crash keeps. Flushed, not fenced.
+pub(crate) fn shred_slot(m: &dyn Medium, sb: &pmo_format::Superblock, slot: usize) -> Result<()> {
+    let zero = [0u8; pmo_format::ENTRY_SIZE - 8];
+    let mut copies = vec![false];
+    if sb.ns_mirror != 0 {
+        copies.push(true);
+    }
+    for mirror in copies {
+        let off = namespace::copy_offset(sb, slot, mirror) + 8;
+        m.write(off, &zero)?;
+        m.flush(off, zero.len() as u64)?;
+    }
+    Ok(())
+}
+
+/// Shred every free slot copy whose body is not zero (`ns` freshly loaded); fenced. Returns
+/// whether anything was shredded (the caller reloads).
+pub(crate) fn shred_leftovers(
+    m: &dyn Medium,
+    sb: &pmo_format::Superblock,
+    ns: &namespace::Namespace,
+) -> Result<bool> {
+    let len = sb.ns_capacity as usize * pmo_format::ENTRY_SIZE;
+    let mut found = Vec::new();
+    let mut copies = vec![sb.ns_offset];
+    if sb.ns_mirror != 0 {
+        copies.push(sb.ns_mirror);
+    }
+    for base in copies {
+        let mut raw = vec![0u8; len];
+        m.read(base, &mut raw)?;
+        for (i, b) in raw.chunks_exact(pmo_format::ENTRY_SIZE).enumerate() {
+            let free = ns.slots.get(i).is_some_and(Option::is_none)
+                && !ns.corrupt.iter().any(|(c, _)| *c == i);
+            if free && b[..8].iter().all(|&x| x == 0) && b.iter().any(|&x| x != 0) {
+                found.push(i);
+            }
+        }
+    }
+    found.dedup();
+    for &i in &found {
+        shred_slot(m, sb, i)?;
+    }
+    if !found.is_empty() {
+        m.fence()?;
+    }
+    Ok(!found.is_empty())
+}
+
+/// Zero the whole header-page copy of a destroyed PMO's entry (its magic already cleared and
+/// fenced). Flushed, not fenced.
+pub(crate) fn shred_header_copy(m: &dyn Medium, extent_off: u64) -> Result<()> {
+    let off = extent_off + PmoLayout::ENTRY_COPY_OFF;
+    m.write(off, &[0u8; pmo_format::ENTRY_SIZE])?;
+    m.flush(off, pmo_format::ENTRY_SIZE as u64)?;
+    Ok(())
 }
 
 /// Read the header page's copy of `e`'s entry (for tests and `check`).

@@ -478,10 +478,18 @@ impl Pool {
         // Older generations of a renamed/rewritten entry are cleared.
         let stale = ns.stale();
         if !stale.is_empty() {
-            for i in stale {
+            for &i in &stale {
                 clear_slot(m, &inner.sb, i)?;
             }
             m.fence()?;
+            for i in stale {
+                crate::lifecycle::shred_slot(m, &inner.sb, i)?;
+            }
+            m.fence()?;
+            ns.reload(m, &inner.sb)?;
+        }
+        // Free slots whose body a crash kept (a destroy or rekey cut off before its shred).
+        if crate::lifecycle::shred_leftovers(m, &inner.sb, &ns)? {
             ns.reload(m, &inner.sb)?;
         }
         if namespace::read_gen(m, &inner.sb)? % 2 == 1 {
@@ -678,6 +686,7 @@ impl Pool {
             name: name.into(),
             created_unix_s: now_unix_s(),
             tag_bytes: scheme.tag_bytes(),
+            wrapped: [0; pmo_format::entry::WRAPPED_LEN],
         };
         entry.verifier = keys::verifier(&master, &uuid, &keys::binding(&entry));
         let r = (|| {
@@ -721,8 +730,11 @@ impl Pool {
             namespace::bump_gen(m, &inner.sb)?;
             // The header copy goes first: no destroyed PMO is ever rebuilt from it.
             write_header_copy(m, &entry, false)?;
+            crate::lifecycle::shred_header_copy(m, entry.extent_off)?;
             m.fence()?;
             clear_slot(m, &inner.sb, slot)?;
+            m.fence()?;
+            crate::lifecycle::shred_slot(m, &inner.sb, slot)?;
             m.fence()?;
             namespace::bump_gen(m, &inner.sb)?;
             Ok(())
@@ -808,7 +820,7 @@ impl Pool {
         }
     }
 
-    fn entry(&self, name: &str) -> Result<Entry> {
+    pub(crate) fn entry(&self, name: &str) -> Result<Entry> {
         let inner = &*self.inner;
         let mut ns = inner.ns();
         ns.refresh(&*inner.medium, &inner.sb)?;

@@ -88,6 +88,33 @@ fn assert_no_plaintext(image: &[u8], scheme: Scheme, ctx: &str) {
     }
 }
 
+/// The whole medium of an open pool.
+fn image_of(pool: &Pool) -> Vec<u8> {
+    let m = pool.medium();
+    let mut b = vec![0u8; m.len() as usize];
+    m.read(0, &mut b).unwrap();
+    b
+}
+
+#[test]
+fn destroy_shreds_the_salt_so_no_key_rederives_anything() {
+    for scheme in schemes() {
+        let pool = Pool::open_on(Arc::new(CrashMedium::from_image(base_image(scheme)))).unwrap();
+        let info = pool.info("a").unwrap();
+        let e = pmo_store::lifecycle::header_copy(&**pool.medium(), info.extent_off)
+            .unwrap()
+            .unwrap();
+        assert!(image_of(&pool).windows(32).any(|w| w == e.salt));
+        pool.pdestroy("a", KEY).unwrap();
+        let img = image_of(&pool);
+        assert!(!img.windows(32).any(|w| w == e.salt), "{scheme}: salt left");
+        assert!(
+            !img.windows(32).any(|w| w == e.verifier),
+            "{scheme}: verifier left"
+        );
+    }
+}
+
 #[test]
 fn rename_is_atomic_at_every_persist_point() {
     for scheme in schemes() {
@@ -160,4 +187,135 @@ fn rename_refuses_what_it_must() {
         pool.rename(from, to, KEY).unwrap();
     }
     assert_healthy(&pool, "after 40 renames");
+}
+
+#[test]
+fn rekey_is_atomic_at_every_persist_point() {
+    for scheme in schemes() {
+        let base = base_image(scheme);
+        let old_salt = {
+            let pool = Pool::open_on(Arc::new(CrashMedium::from_image(base.clone()))).unwrap();
+            let info = pool.info("a").unwrap();
+            pmo_store::lifecycle::header_copy(&**pool.medium(), info.extent_off)
+                .unwrap()
+                .unwrap()
+                .salt
+        };
+        let (mut old, mut new) = (0, 0);
+        explore(
+            &base,
+            3,
+            0x15,
+            |m| Pool::open_on(m.clone())?.rekey("a", KEY, NEW_KEY),
+            |cp| {
+                let ctx = format!("{scheme}: rekey point {} variant {}", cp.point, cp.variant);
+                assert_no_plaintext(&cp.image, scheme, &ctx);
+                let pool = Pool::open_on(Arc::new(CrashMedium::from_image(cp.image.clone())))
+                    .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+                let o = pool.check_key("a", KEY).is_ok();
+                let n = pool.check_key("a", NEW_KEY).is_ok();
+                assert!(o != n, "{ctx}: old key {o}, new key {n}");
+                if cp.completed {
+                    assert!(n, "{ctx}: a completed rekey was lost");
+                }
+                if n {
+                    new += 1;
+                } else {
+                    old += 1;
+                }
+                assert_pages(&pool, "a", if n { NEW_KEY } else { KEY }, &ctx);
+                assert_healthy(&pool, &ctx);
+                if n {
+                    // Recovery shredded what a cut-off rekey left: the old salt is gone.
+                    let img = image_of(&pool);
+                    assert!(
+                        !img.windows(32).any(|w| w == old_salt),
+                        "{ctx}: old salt left"
+                    );
+                }
+            },
+        );
+        assert!(old > 0 && new > 0, "{scheme}: old {old} new {new}");
+    }
+}
+
+#[test]
+fn rekey_rewraps_and_refuses_what_it_must() {
+    for scheme in schemes() {
+        let m = Arc::new(CrashMedium::from_image(base_image(scheme)));
+        let pool = Pool::open_on(m.clone()).unwrap();
+        let before = m.durable_image();
+        assert!(matches!(
+            pool.rekey("a", b"wrong", NEW_KEY),
+            Err(StoreError::WrongKey(_))
+        ));
+        assert!(matches!(
+            pool.rekey("a", KEY, b""),
+            Err(StoreError::Invalid(_))
+        ));
+        let h = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+        assert!(matches!(
+            pool.rekey("a", KEY, NEW_KEY),
+            Err(StoreError::Busy { .. })
+        ));
+        drop(h);
+        pool.rekey("a", KEY, NEW_KEY).unwrap();
+        // No page of the PMO was rewritten: only the namespace and the header page changed.
+        let after = m.durable_image();
+        let info = pool.info("a").unwrap();
+        let data = (info.extent_off + 4096) as usize..(info.extent_off + info.extent_len) as usize;
+        assert!(
+            before[data.clone()] == after[data],
+            "{scheme}: pages changed"
+        );
+        assert!(matches!(
+            pool.check_key("a", KEY),
+            Err(StoreError::WrongKey(_))
+        ));
+        assert_pages(&pool, "a", NEW_KEY, &format!("{scheme}: rekeyed"));
+        // A second rekey re-wraps the same data key again; a write under it reads back.
+        pool.rekey("a", NEW_KEY, b"third").unwrap();
+        assert!(pool.check_key("a", NEW_KEY).is_err());
+        let h = pool.open_pmo("a", Perm::Write, b"third", None).unwrap();
+        h.write_at(0, b"after").unwrap();
+        drop(h);
+        let pool = Pool::open_on(Arc::new(CrashMedium::from_image(m.durable_image()))).unwrap();
+        let h = pool.open_pmo("a", Perm::Read, b"third", None).unwrap();
+        let mut b = [0u8; 5];
+        h.read_at(0, &mut b).unwrap();
+        assert_eq!(&b, b"after");
+        drop(h);
+        assert_healthy(&pool, "rekeyed twice");
+    }
+}
+
+#[test]
+fn an_altered_wrapped_key_is_corruption_not_a_wrong_key() {
+    let scheme = Scheme::from_name("secure").unwrap();
+    let m = Arc::new(CrashMedium::from_image(base_image(scheme)));
+    let pool = Pool::open_on(m.clone()).unwrap();
+    pool.rekey("a", KEY, NEW_KEY).unwrap();
+    drop(pool);
+    // Flip one byte of the wrapped key (entry offset 428) in both namespace copies; the CRC is
+    // recomputed, as an attacker would.
+    let mut img = m.durable_image();
+    let pool = Pool::open_on(Arc::new(CrashMedium::from_image(img.clone()))).unwrap();
+    let sb = pool.superblock().clone();
+    drop(pool);
+    let mut hit = 0;
+    for base in [sb.ns_offset, sb.ns_mirror] {
+        for i in 0..sb.ns_capacity as usize {
+            let off = base as usize + i * 512;
+            let slot = &mut img[off..off + 512];
+            if let Ok(Some(mut e)) = pmo_format::Entry::decode(slot) {
+                e.wrapped[3] ^= 1;
+                slot.copy_from_slice(&e.encode());
+                hit += 1;
+            }
+        }
+    }
+    assert!(hit >= 2);
+    let pool = Pool::open_on(Arc::new(CrashMedium::from_image(img))).unwrap();
+    let r = pool.open_pmo("a", Perm::Read, NEW_KEY, None).map(|_| ());
+    assert!(matches!(r, Err(StoreError::Corrupt(_))), "{r:?}");
 }

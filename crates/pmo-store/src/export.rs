@@ -1,0 +1,333 @@
+//! Moving a PMO's contents: export to a self-contained file, import from one, copy to a new
+//! PMO (`docs/lifecycle.md`; the file format byte by byte in `docs/format.md` §6).
+//!
+//! An export file is encrypted and authenticated under keys derived from the PMO's data master
+//! key and a random export id: every page is sealed with AES-256-GCM (associated data: export
+//! id, PMO uuid, page index), and an HMAC-SHA256 covers the header and every page tag, so a
+//! changed byte, a reordered page or a truncated file fails. Import checks the key against the
+//! entry in the header, then verifies the whole file (every page opened, the MAC compared)
+//! before it creates anything; then it creates the PMO under a temporary name, fills it in
+//! psynced batches and renames it, so a crash leaves either no PMO of the final name or the
+//! whole one (and at most a `NAME.partial` PMO to destroy).
+
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use pmo_crypt::{open_page, seal_page, MasterKey as CryptMaster, PageCtx, PmoKeys, Tag, TAG_LEN};
+use pmo_format::{Entry, ENTRY_SIZE, PAGE_SIZE};
+
+use crate::engine::Page;
+use crate::error::{Result, StoreError};
+use crate::keys::{self, MasterKey};
+use crate::pool::{Perm, PmoHandle, PmoInfo, Pool};
+use crate::scheme::Scheme;
+
+/// Magic of an export file.
+pub const EXPORT_MAGIC: [u8; 8] = *b"PMOEXPRT";
+/// Export format version.
+pub const EXPORT_VERSION: u32 = 1;
+/// Header bytes: magic 8, version 4, header length 4, size 8, pages 8, export id 16, entry 512.
+pub const HEADER_LEN: usize = 48 + ENTRY_SIZE;
+/// Bytes per page record: ciphertext and GCM tag.
+pub const RECORD_LEN: usize = PAGE_SIZE as usize + TAG_LEN;
+/// Bytes of the trailing MAC.
+pub const MAC_LEN: usize = 32;
+/// Pages per psync when filling an imported or copied PMO.
+const BATCH: u64 = 256;
+const MAC_DOMAIN: &[u8] = b"pmo/v1/export";
+
+/// Progress callback: (pages done, pages in all).
+pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
+
+fn io(op: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
+    let op = op.into();
+    move |source| StoreError::Io { op, source }
+}
+
+fn bad(file: &Path, why: impl std::fmt::Display) -> StoreError {
+    StoreError::IntegrityPmo {
+        name: file.display().to_string(),
+        reason: format!("export file refused: {why}"),
+    }
+}
+
+fn file_keys(data: &MasterKey, id: [u8; 16], uuid: [u8; 16]) -> Result<PmoKeys> {
+    PmoKeys::derive(&CryptMaster::from_bytes(**data), id, uuid)
+        .map_err(|e| StoreError::Invalid(format!("export keys: {e}")))
+}
+
+fn ctx(keys: &PmoKeys, page: u64) -> PageCtx {
+    PageCtx {
+        pool_uuid: keys.pool_uuid(),
+        pmo_uuid: keys.pmo_uuid(),
+        page_index: page,
+        version: 1,
+    }
+}
+
+/// The decoded header of an export file.
+struct Header {
+    raw: [u8; HEADER_LEN],
+    pages: u64,
+    id: [u8; 16],
+    entry: Entry,
+}
+
+fn encode_header(entry: &Entry, id: [u8; 16]) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(&EXPORT_MAGIC);
+    h[8..12].copy_from_slice(&EXPORT_VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
+    h[16..24].copy_from_slice(&entry.size.to_le_bytes());
+    h[24..32].copy_from_slice(&(entry.size / PAGE_SIZE).to_le_bytes());
+    h[32..48].copy_from_slice(&id);
+    h[48..].copy_from_slice(&entry.encode());
+    h
+}
+
+fn decode_header(file: &Path, raw: [u8; HEADER_LEN], file_len: u64) -> Result<Header> {
+    let u32_at = |o: usize| u32::from_le_bytes(raw[o..o + 4].try_into().expect("4 bytes"));
+    let u64_at = |o: usize| u64::from_le_bytes(raw[o..o + 8].try_into().expect("8 bytes"));
+    if raw[..8] != EXPORT_MAGIC {
+        return Err(StoreError::Invalid(format!(
+            "{} is not a pmo export file (no PMOEXPRT magic)",
+            file.display()
+        )));
+    }
+    if u32_at(8) != EXPORT_VERSION || u32_at(12) as usize != HEADER_LEN {
+        return Err(bad(
+            file,
+            format!("version {} header {} unknown", u32_at(8), u32_at(12)),
+        ));
+    }
+    let (size, pages) = (u64_at(16), u64_at(24));
+    let entry = Entry::decode(&raw[48..])
+        .map_err(|e| bad(file, format!("its entry: {e}")))?
+        .ok_or_else(|| bad(file, "no entry"))?;
+    if entry.size != size || pages != size / PAGE_SIZE {
+        return Err(bad(file, "sizes disagree"));
+    }
+    let want = (pages as u128) * RECORD_LEN as u128 + (HEADER_LEN + MAC_LEN) as u128;
+    if file_len as u128 != want {
+        return Err(bad(
+            file,
+            format!("{file_len} bytes where {want} are expected (truncated or extended)"),
+        ));
+    }
+    Ok(Header {
+        raw,
+        pages,
+        id: raw[32..48].try_into().expect("16 bytes"),
+        entry,
+    })
+}
+
+impl Pool {
+    /// Export PMO `name` to `file` (which must not exist). Reads its last psynced state; fails
+    /// with `Busy` while a writer has it attached.
+    pub fn export(&self, name: &str, key: &[u8], file: &Path, progress: Progress) -> Result<u64> {
+        let h = self.open_pmo(name, Perm::Read, key, None)?;
+        let entry = self.entry(name)?;
+        let data = keys::check_key(&entry, key)?;
+        let id = keys::random_bytes::<16>();
+        let fk = file_keys(&data, id, entry.uuid)?;
+        let header = encode_header(&entry, id);
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(file)
+            .map_err(io(format!("create {}", file.display())))?;
+        let mut w = BufWriter::with_capacity(1 << 20, f);
+        let r = (|| {
+            w.write_all(&header).map_err(io("write the export"))?;
+            let pages = entry.size / PAGE_SIZE;
+            let mut tags = Vec::with_capacity(pages as usize * TAG_LEN);
+            let (mut pt, mut ct): (Box<Page>, Box<Page>) = (
+                Box::new([0; PAGE_SIZE as usize]),
+                Box::new([0; PAGE_SIZE as usize]),
+            );
+            for p in 0..pages {
+                h.read_page(p, &mut pt)?;
+                let tag = seal_page(&fk, &ctx(&fk, p), &pt, &mut ct)
+                    .map_err(|e| StoreError::Invalid(format!("seal: {e}")))?;
+                w.write_all(&ct[..]).map_err(io("write the export"))?;
+                w.write_all(&tag.0).map_err(io("write the export"))?;
+                tags.extend_from_slice(&tag.0);
+                progress(p + 1, pages);
+            }
+            pt.fill(0);
+            let mac = fk.mac_metadata(MAC_DOMAIN, &[&header, &tags]);
+            w.write_all(&mac.0).map_err(io("write the export"))?;
+            let f = w.into_inner().map_err(|e| StoreError::Io {
+                op: "write the export".into(),
+                source: e.into_error(),
+            })?;
+            f.sync_all().map_err(io("sync the export"))?;
+            Ok(pages)
+        })();
+        if r.is_err() {
+            let _ = std::fs::remove_file(file);
+        }
+        r
+    }
+
+    /// Import an export file as PMO `name` (`None`: the name it was exported under), checked
+    /// with `key` and verified whole before anything is created. Integrity failures of the file
+    /// are `IntegrityPmo` (exit 2); a wrong key is `WrongKey`.
+    pub fn import(
+        &self,
+        file: &Path,
+        name: Option<&str>,
+        key: &[u8],
+        progress: Progress,
+    ) -> Result<PmoInfo> {
+        let f = std::fs::File::open(file).map_err(io(format!("open {}", file.display())))?;
+        let len = f.metadata().map_err(io("stat the export"))?.len();
+        let mut r = BufReader::with_capacity(1 << 20, f);
+        let mut raw = [0u8; HEADER_LEN];
+        if len < HEADER_LEN as u64 {
+            return Err(
+                if len >= 8 && {
+                    r.read_exact(&mut raw[..8]).map_err(io("read the export"))?;
+                    raw[..8] == EXPORT_MAGIC
+                } {
+                    bad(file, format!("truncated to {len} bytes"))
+                } else {
+                    StoreError::Invalid(format!("{} is not a pmo export file", file.display()))
+                },
+            );
+        }
+        r.read_exact(&mut raw).map_err(io("read the export"))?;
+        let hd = decode_header(file, raw, len)?;
+        let data = keys::check_key(&hd.entry, key)?;
+        let fk = file_keys(&data, hd.id, hd.entry.uuid)?;
+        let name = name.unwrap_or(&hd.entry.name).to_string();
+        crate::lifecycle::validate_new_name(&name)?;
+        let scheme = Scheme::from_code(hd.entry.scheme)?;
+        // Pass 1: every page opens and the MAC matches. Nothing is created before this.
+        let mut tags = Vec::with_capacity(hd.pages as usize * TAG_LEN);
+        let mut rec = vec![0u8; RECORD_LEN];
+        let mut pt: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
+        for p in 0..hd.pages {
+            read_record(&mut r, &mut rec, file)?;
+            open_record(&fk, p, &rec, &mut pt)
+                .map_err(|_| bad(file, format!("page {p} fails its check")))?;
+            tags.extend_from_slice(&rec[PAGE_SIZE as usize..]);
+            progress(p + 1, 2 * hd.pages);
+        }
+        let mut mac = [0u8; MAC_LEN];
+        r.read_exact(&mut mac).map_err(io("read the export"))?;
+        fk.verify_metadata(MAC_DOMAIN, &[&hd.raw, &tags], &pmo_crypt::MetadataTag(mac))
+            .map_err(|_| bad(file, "its MAC does not match"))?;
+        // Pass 2: create, fill, rename.
+        r.seek(SeekFrom::Start(HEADER_LEN as u64))
+            .map_err(io("read the export"))?;
+        let pages = hd.pages;
+        let fill = |h: &PmoHandle| -> Result<()> {
+            let mut batch: Vec<(u64, Box<Page>)> = Vec::new();
+            for p in 0..pages {
+                read_record(&mut r, &mut rec, file)?;
+                open_record(&fk, p, &rec, &mut pt)
+                    .map_err(|_| bad(file, format!("page {p} changed during the import")))?;
+                if pt.iter().any(|&b| b != 0) {
+                    batch.push((p, pt.clone()));
+                }
+                if batch.len() as u64 >= BATCH || p + 1 == pages {
+                    commit(h, &batch)?;
+                    batch.clear();
+                }
+                progress(pages + p + 1, 2 * pages);
+            }
+            pt.fill(0);
+            Ok(())
+        };
+        self.create_filled(&name, hd.entry.size, key, scheme, fill)
+    }
+
+    /// Copy PMO `name` to a new PMO `new` (new uuid, salt and nonces; the key `new_key`, or
+    /// the same key). Reads `name`'s last psynced state; fails with `Busy` while a writer has it.
+    pub fn copy(
+        &self,
+        name: &str,
+        new: &str,
+        key: &[u8],
+        new_key: Option<&[u8]>,
+        progress: Progress,
+    ) -> Result<PmoInfo> {
+        crate::lifecycle::validate_new_name(new)?;
+        if self.exists(new)? {
+            return Err(StoreError::Exists(new.into()));
+        }
+        let src = self.open_pmo(name, Perm::Read, key, None)?;
+        let scheme = Scheme::from_code(self.entry(name)?.scheme)?;
+        let pages = src.size() / PAGE_SIZE;
+        let fill = |h: &PmoHandle| -> Result<()> {
+            let mut batch: Vec<(u64, Box<Page>)> = Vec::new();
+            let mut pt: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
+            for p in 0..pages {
+                src.read_page(p, &mut pt)?;
+                if pt.iter().any(|&b| b != 0) {
+                    batch.push((p, pt.clone()));
+                }
+                if batch.len() as u64 >= BATCH || p + 1 == pages {
+                    commit(h, &batch)?;
+                    batch.clear();
+                }
+                progress(p + 1, pages);
+            }
+            Ok(())
+        };
+        self.create_filled(new, src.size(), new_key.unwrap_or(key), scheme, fill)
+    }
+
+    /// Create `name` under the temporary name `name.partial`, fill it, rename it to `name`.
+    fn create_filled(
+        &self,
+        name: &str,
+        size: u64,
+        key: &[u8],
+        scheme: Scheme,
+        fill: impl FnOnce(&PmoHandle) -> Result<()>,
+    ) -> Result<PmoInfo> {
+        if self.exists(name)? {
+            return Err(StoreError::Exists(name.into()));
+        }
+        let tmp = format!("{name}.partial");
+        crate::lifecycle::validate_new_name(&tmp)?;
+        self.pcreate_with(&tmp, size, key, Some(scheme))?;
+        let r = self
+            .open_pmo(&tmp, Perm::Write, key, None)
+            .and_then(|h| fill(&h));
+        match r {
+            Ok(()) => self.rename(&tmp, name, key),
+            Err(e) => {
+                let _ = self.pdestroy(&tmp, key);
+                Err(e)
+            }
+        }
+    }
+}
+
+fn commit(h: &PmoHandle, batch: &[(u64, Box<Page>)]) -> Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<(u64, &Page)> = batch.iter().map(|(p, b)| (*p, &**b)).collect();
+    h.commit_pages(&list).map(|_| ())
+}
+
+fn read_record(r: &mut impl Read, rec: &mut [u8], file: &Path) -> Result<()> {
+    r.read_exact(rec).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => bad(file, "truncated"),
+        _ => StoreError::Io {
+            op: "read the export".into(),
+            source: e,
+        },
+    })
+}
+
+fn open_record(fk: &PmoKeys, p: u64, rec: &[u8], out: &mut Page) -> std::result::Result<(), ()> {
+    let ct: &Page = rec[..PAGE_SIZE as usize].try_into().map_err(|_| ())?;
+    let tag = Tag(rec[PAGE_SIZE as usize..].try_into().map_err(|_| ())?);
+    open_page(fk, &ctx(fk, p), ct, &tag, out).map_err(|_| ())
+}
