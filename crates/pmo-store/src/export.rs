@@ -1,5 +1,5 @@
 //! Moving a PMO's contents: export to a self-contained file, import from one, copy to a new
-//! PMO (`docs/lifecycle.md`; the file format byte by byte in `docs/format.md` §6).
+//! PMO (`docs/lifecycle.md`; the file format byte by byte in `docs/format.md` §7).
 //!
 //! An export file is encrypted and authenticated under keys derived from the PMO's data master
 //! key and a random export id: every page is sealed with AES-256-GCM (associated data: export
