@@ -308,3 +308,15 @@ def test_threads_write_while_psync_runs(pool):
         del a
     with pool.attach("m", KEY) as ro:
         assert np.array_equal(ro.ndarray(np.uint64, 64 * 512), snapshot)
+
+
+def test_declared_tracking_is_never_used_for_buffer_writes(pool, monkeypatch):
+    # Writes through buffers cannot be declared: PMO_DIRTY=declared must not lose them.
+    monkeypatch.setenv("PMO_DIRTY", "declared")
+    pool.create("m", 2 * 4096, KEY)
+    with pool.attach("m", KEY, mode="w") as obj:
+        assert obj.dirty_tracking != "declared"
+        memoryview(obj)[4096:4099] = b"abc"
+        assert obj.psync()["pages"] == 1
+    with pool.attach("m", KEY) as ro:
+        assert bytes(memoryview(ro)[4096:4099]) == b"abc"

@@ -4,14 +4,17 @@ A PMO is a named, file-less, encrypted piece of memory in a pool. Attach it and 
 memory (``memoryview``, NumPy arrays, no copies); ``psync`` makes every change since the last
 one durable atomically; after any crash the PMO reads exactly as of its newest psync.
 
->>> import pmo, numpy as np
->>> pool = pmo.Pool.init("/dev/shm/demo.pool", 64 << 20)
->>> pool.create("m", 1 << 20, "secret")
->>> with pool.attach("m", "secret", mode="w") as obj:
-...     a = obj.ndarray(np.float64, (128, 128))
-...     a[:] = 1.0
-...     obj.psync()
-...     del a
+Example::
+
+    import numpy as np, pmo
+
+    pool = pmo.Pool.init("/dev/shm/demo.pool", 64 << 20)   # or pmo.Pool() for the default pool
+    pool.create("m", 1 << 20, "secret")
+    with pool.attach("m", "secret", mode="w") as obj:
+        a = obj.ndarray(np.float64, (128, 128))
+        with obj.transaction():          # psync on success, roll back on an exception
+            a[:] = 1.0
+        del a                            # a live view would make the detach raise BufferError
 """
 
 from __future__ import annotations
