@@ -103,13 +103,17 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
         let npages = (size / PAGE as u64) as usize;
         let a = tp.pool.attach(&name, Perm::Write, KEY)?;
         let mechanism = a.mechanism().name().to_string();
+        let mut stamp = 0u64;
         for &k in &ks {
             pb.set_message(format!("psync k={k} on {name}"));
             let stride = npages / k;
             let mut samples = Vec::with_capacity(opts.repeats);
             for r in 0..=opts.repeats {
+                // A value never written before: every update changes its page (twin tracking
+                // commits only pages that changed).
+                stamp += 1;
                 for i in 0..k {
-                    a.write_at(i * stride * PAGE, &(r as u64).to_le_bytes())?;
+                    a.write_at(i * stride * PAGE, &stamp.to_le_bytes())?;
                 }
                 let t = Instant::now();
                 let s = a.psync()?;
