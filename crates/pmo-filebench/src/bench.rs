@@ -879,7 +879,9 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             let p = dir.join(format!("filebench-lpmo-{sync}.svg"));
             plot::stacked_bars(
                 &p,
-                &format!("Filebench (LPMO): DRAM cache, prediction, integrity, cxl-far, sync {sync}"),
+                &format!(
+                    "Filebench (LPMO): DRAM cache, prediction, integrity, cxl-far, sync {sync}"
+                ),
                 "MB/s over sp:medium (medians)",
                 &to_bars(bars),
                 Some(1.0),

@@ -15,8 +15,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use pmo_bench::{median, BenchError, Records, TempPool};
 use pmo_bench::plot::{Bar, LineChart, Series};
+use pmo_bench::{median, BenchError, Records, TempPool};
 use pmo_store::{AttachOptions, DirtyTracking, PredictConfig, Scheme};
 use pmo_ycsb::{KvStore, Workload};
 

@@ -17,10 +17,14 @@ pub enum TypedError {
     #[error("the PMO is attached read-only")]
     ReadOnly,
     /// A container used outside the PMO it belongs to (a handle moved into DRAM).
-    #[error("this container does not live in the attached PMO (was it moved out with mem::replace?)")]
+    #[error(
+        "this container does not live in the attached PMO (was it moved out with mem::replace?)"
+    )]
     NotInPmo,
     /// A container that points into another heap (moved between two attached PMOs).
-    #[error("this container belongs to another heap (heap id {found:#x}, this heap is {expected:#x})")]
+    #[error(
+        "this container belongs to another heap (heap id {found:#x}, this heap is {expected:#x})"
+    )]
     ForeignHeap {
         /// The attached heap's id.
         expected: u64,

@@ -41,9 +41,19 @@ fn fill(heap: &mut TypedHeap) {
     }
     for i in 0..20u64 {
         r.names.push(h, PString::default()).unwrap();
-        r.names.get_mut(h, i as usize).unwrap().unwrap().set(h, &format!("n{i}")).unwrap();
+        r.names
+            .get_mut(h, i as usize)
+            .unwrap()
+            .unwrap()
+            .set(h, &format!("n{i}"))
+            .unwrap();
         r.hash.insert(h, i, PString::default()).unwrap();
-        r.hash.get_mut(h, &i).unwrap().unwrap().set(h, &"x".repeat(i as usize)).unwrap();
+        r.hash
+            .get_mut(h, &i)
+            .unwrap()
+            .unwrap()
+            .set(h, &"x".repeat(i as usize))
+            .unwrap();
     }
 }
 
@@ -52,10 +62,24 @@ fn verify(r: &Root, h: &pmo_typed::Ctx) {
     assert_eq!(r.name.as_str(h).unwrap(), "hello");
     let p = r.boxed.get(h).unwrap().unwrap();
     assert_eq!((p.x, p.y), (1, -2));
-    assert_eq!(r.list.as_slice(h).unwrap(), (0..100).map(|i| i * i).collect::<Vec<u64>>());
+    assert_eq!(
+        r.list.as_slice(h).unwrap(),
+        (0..100).map(|i| i * i).collect::<Vec<u64>>()
+    );
     for i in 0..20u64 {
-        assert_eq!(r.names.get(h, i as usize).unwrap().unwrap().as_str(h).unwrap(), format!("n{i}"));
-        assert_eq!(r.hash.get(h, &i).unwrap().unwrap().as_str(h).unwrap(), "x".repeat(i as usize));
+        assert_eq!(
+            r.names
+                .get(h, i as usize)
+                .unwrap()
+                .unwrap()
+                .as_str(h)
+                .unwrap(),
+            format!("n{i}")
+        );
+        assert_eq!(
+            r.hash.get(h, &i).unwrap().unwrap().as_str(h).unwrap(),
+            "x".repeat(i as usize)
+        );
     }
     let range: Vec<(u64, u64)> = r
         .tree
@@ -144,7 +168,10 @@ fn read_only_attach_refuses_writes_and_wrong_root_type() {
     }
     drop((a, b));
     let mut heap = TypedHeap::open(&sp.pool, "t", KEY).unwrap();
-    assert!(matches!(heap.root::<Point>(), Err(TypedError::RootMismatch { .. })));
+    assert!(matches!(
+        heap.root::<Point>(),
+        Err(TypedError::RootMismatch { .. })
+    ));
     // A fresh heap read-only has no root.
     let fresh = TypedHeap::create(&sp.pool, "empty", 1 << 20, KEY).unwrap();
     fresh.detach().unwrap();
@@ -172,7 +199,10 @@ fn containers_moved_out_of_the_pmo_are_refused() {
     let mut other = TypedHeap::create(&sp.pool, "u", 4 << 20, KEY).unwrap();
     let (r2, h2) = other.root::<Root>().unwrap();
     std::mem::swap(&mut r.list, &mut r2.list);
-    assert!(matches!(r2.list.as_slice(h2), Err(TypedError::ForeignHeap { .. })));
+    assert!(matches!(
+        r2.list.as_slice(h2),
+        Err(TypedError::ForeignHeap { .. })
+    ));
     std::mem::swap(&mut r.list, &mut r2.list);
     assert_eq!(r.list.as_slice(h).unwrap(), &[5]);
 }
@@ -187,9 +217,15 @@ fn pvec_and_pstring_operations() {
     assert_eq!(r.list.remove(h, 2).unwrap(), 2);
     assert_eq!(r.list.pop(h).unwrap(), Some(4));
     assert_eq!(r.list.as_slice(h).unwrap(), &[0, 1, 3]);
-    assert!(matches!(r.list.insert(h, 9, 0), Err(TypedError::OutOfBounds { .. })));
+    assert!(matches!(
+        r.list.insert(h, 9, 0),
+        Err(TypedError::OutOfBounds { .. })
+    ));
     *r.list.get_mut(h, 1).unwrap().unwrap() = 10;
-    assert_eq!(r.list.iter(h).unwrap().copied().collect::<Vec<_>>(), vec![0, 10, 3]);
+    assert_eq!(
+        r.list.iter(h).unwrap().copied().collect::<Vec<_>>(),
+        vec![0, 10, 3]
+    );
     r.list.truncate(h, 1).unwrap();
     assert_eq!(r.list.len(), 1);
     r.name.set(h, "héllo").unwrap();
@@ -197,7 +233,12 @@ fn pvec_and_pstring_operations() {
     assert_eq!(r.name.as_str(h).unwrap(), "héllo wörld");
     for i in 0..5 {
         r.names.push(h, PString::default()).unwrap();
-        r.names.get_mut(h, i).unwrap().unwrap().set(h, "abc").unwrap();
+        r.names
+            .get_mut(h, i)
+            .unwrap()
+            .unwrap()
+            .set(h, "abc")
+            .unwrap();
     }
     r.names.delete(h, 2).unwrap();
     r.names.truncate(h, 2).unwrap();
@@ -206,7 +247,11 @@ fn pvec_and_pstring_operations() {
     r.boxed.get_mut(h).unwrap().unwrap().x = 30;
     assert_eq!(r.boxed.take(h).unwrap().map(|p| p.x), Some(30));
     let c = heap.check::<Root>().unwrap();
-    assert!(c.unreachable.is_empty(), "freed elements leak nothing: {:?}", c.unreachable);
+    assert!(
+        c.unreachable.is_empty(),
+        "freed elements leak nothing: {:?}",
+        c.unreachable
+    );
 }
 
 #[derive(Persistent, Default)]
@@ -233,7 +278,11 @@ fn btree_deletes_free_empty_nodes() {
         keys.shuffle(&mut rng);
         for &k in &keys {
             r.t.insert(h, k, PString::default()).unwrap();
-            r.t.get_mut(h, &k).unwrap().unwrap().set(h, &k.to_string()).unwrap();
+            r.t.get_mut(h, &k)
+                .unwrap()
+                .unwrap()
+                .set(h, &k.to_string())
+                .unwrap();
             model.insert(k, k.to_string());
         }
         let mut doomed: Vec<u64> = match order {
@@ -249,14 +298,17 @@ fn btree_deletes_free_empty_nodes() {
             assert!(r.t.remove(h, k).unwrap());
             model.remove(k);
         }
-        let got: Vec<(u64, String)> = r
-            .t
-            .iter(h)
-            .unwrap()
-            .map(|e| e.map(|(k, v)| (*k, v.as_str(h).unwrap().to_string())))
-            .collect::<Result<_, _>>()
-            .unwrap();
-        assert_eq!(got, model.clone().into_iter().collect::<Vec<_>>(), "order {order}");
+        let got: Vec<(u64, String)> =
+            r.t.iter(h)
+                .unwrap()
+                .map(|e| e.map(|(k, v)| (*k, v.as_str(h).unwrap().to_string())))
+                .collect::<Result<_, _>>()
+                .unwrap();
+        assert_eq!(
+            got,
+            model.clone().into_iter().collect::<Vec<_>>(),
+            "order {order}"
+        );
         for (k, v) in &model {
             assert_eq!(r.t.get(h, k).unwrap().unwrap().as_str(h).unwrap(), v);
         }
@@ -267,11 +319,18 @@ fn btree_deletes_free_empty_nodes() {
         // 2 inner levels here), not the ~250 leaves 4000 keys needed.
         let blocks = c.heap.live_allocations - empty_live - model.len() as u64;
         if order < 3 {
-            assert!(blocks <= 21, "order {order}: {blocks} node blocks for {} keys", model.len());
+            assert!(
+                blocks <= 21,
+                "order {order}: {blocks} node blocks for {} keys",
+                model.len()
+            );
         }
         let (r, h) = heap.root::<Trees>().unwrap();
         r.t.clear(h).unwrap();
-        assert_eq!(heap.check::<Trees>().unwrap().heap.live_allocations, empty_live);
+        assert_eq!(
+            heap.check::<Trees>().unwrap().heap.live_allocations,
+            empty_live
+        );
     }
 }
 

@@ -227,13 +227,19 @@ fn check_image(sc: &Scenario, cp: &CrashPoint) -> usize {
     );
     let pool = Pool::open_on(Arc::new(CrashMedium::from_image(cp.image.clone())))
         .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
-    let r = pool.check().unwrap_or_else(|e| panic!("{ctx}: pool check: {e}"));
+    let r = pool
+        .check()
+        .unwrap_or_else(|e| panic!("{ctx}: pool check: {e}"));
     assert!(r.problems.is_empty(), "{ctx}: {:?}", r.problems);
     let mut heap = TypedHeap::open(&pool, NAME, KEY).unwrap_or_else(|e| panic!("{ctx}: open: {e}"));
     let c = heap
         .check::<Root>()
         .unwrap_or_else(|e| panic!("{ctx}: typed check: {e}"));
-    assert!(c.unreachable.is_empty(), "{ctx}: leaked blocks {:?}", c.unreachable);
+    assert!(
+        c.unreachable.is_empty(),
+        "{ctx}: leaked blocks {:?}",
+        c.unreachable
+    );
     let got = read(&mut heap);
     let state = sc
         .states
@@ -244,14 +250,23 @@ fn check_image(sc: &Scenario, cp: &CrashPoint) -> usize {
         assert_eq!(state, 2, "{ctx}: a completed psync was lost");
     }
     if cp.variant == 0 {
-        apply(&mut heap, &[Step::TreeInsert(5000, 1), Step::HashInsert(5000, "z".into())])
-            .unwrap_or_else(|e| panic!("{ctx}: reuse: {e}"));
+        apply(
+            &mut heap,
+            &[
+                Step::TreeInsert(5000, 1),
+                Step::HashInsert(5000, "z".into()),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{ctx}: reuse: {e}"));
         heap.psync().unwrap();
         heap.detach().unwrap();
         let mut heap = TypedHeap::open(&pool, NAME, KEY).unwrap();
         let again = read(&mut heap);
         assert_eq!(again.tree.get(&5000), Some(&1), "{ctx}");
-        assert!(heap.check::<Root>().unwrap().unreachable.is_empty(), "{ctx}");
+        assert!(
+            heap.check::<Root>().unwrap().unreachable.is_empty(),
+            "{ctx}"
+        );
     }
     state
 }
@@ -272,7 +287,11 @@ fn insert_remove_grow_clear_are_atomic_at_every_persist_point() {
 /// write and every `&mut` they hand out), so a missed declaration shows up here.
 #[test]
 fn declared_tracking_is_atomic_at_every_persist_point() {
-    run(seed() ^ 0xdec1, 0x2700_0000_0000, Some(pmo_typed::DirtyTracking::Declared));
+    run(
+        seed() ^ 0xdec1,
+        0x2700_0000_0000,
+        Some(pmo_typed::DirtyTracking::Declared),
+    );
 }
 
 fn run(seed: u64, base: u64, tracking: Option<pmo_typed::DirtyTracking>) {
@@ -288,6 +307,9 @@ fn run(seed: u64, base: u64, tracking: Option<pmo_typed::DirtyTracking>) {
         |cp| seen[check_image(&sc, cp)] += 1,
     );
     assert!(points >= 2, "persist points: {points}");
-    assert!(seen.iter().all(|&n| n > 0), "every state must occur: {seen:?}");
+    assert!(
+        seen.iter().all(|&n| n > 0),
+        "every state must occur: {seen:?}"
+    );
     eprintln!("seed {seed}: {points} persist points, states seen {seen:?}");
 }

@@ -33,7 +33,10 @@ fn round(r: &mut Root, h: &pmo_typed::Ctx) -> pmo_typed::Result<()> {
     let n = r.rounds;
     for k in n * 10..n * 10 + 10 {
         r.hash.insert(h, k, PString::default())?;
-        r.hash.get_mut(h, &k)?.expect("inserted").set(h, &format!("value {k}"))?;
+        r.hash
+            .get_mut(h, &k)?
+            .expect("inserted")
+            .set(h, &format!("value {k}"))?;
         r.tree.insert(h, k, k * 2)?;
     }
     if n >= 3 {
@@ -95,7 +98,12 @@ fn sigkill_at_random_moments_keeps_maps_consistent() {
     let mut acked_total = 0u64;
     for kill in 0..kills {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "sigkill_child_main", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "sigkill_child_main",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, &path)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -121,7 +129,11 @@ fn sigkill_at_random_moments_keeps_maps_consistent() {
         assert!(r.problems.is_empty(), "kill {kill}: {:?}", r.problems);
         let heap = TypedHeap::open(&pool, "kv", KEY).unwrap();
         let c = heap.check::<Root>().unwrap();
-        assert!(c.unreachable.is_empty(), "kill {kill}: leak {:?}", c.unreachable);
+        assert!(
+            c.unreachable.is_empty(),
+            "kill {kill}: leak {:?}",
+            c.unreachable
+        );
         let (root, h) = heap.root_ref::<Root>().unwrap();
         let rounds = root.rounds;
         assert!(
@@ -133,10 +145,12 @@ fn sigkill_at_random_moments_keeps_maps_consistent() {
             .tree
             .iter(h)
             .unwrap()
-            .map(|e| e.map(|(k, v)| {
-                assert_eq!(*v, k * 2);
-                *k
-            }))
+            .map(|e| {
+                e.map(|(k, v)| {
+                    assert_eq!(*v, k * 2);
+                    *k
+                })
+            })
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(tree, want, "kill {kill}: tree keys");
