@@ -13,11 +13,9 @@ use pmo_medium::Medium;
 
 use crate::error::{Result, StoreError};
 use crate::keys;
-use crate::locks;
 use crate::namespace;
 use crate::pool::{PmoInfo, Pool};
 use crate::redundancy::{clear_slot, not_found, write_entry, write_header_copy};
-use pmo_os::lock::LockKind;
 
 /// Check a new name the way pcreate does.
 pub(crate) fn validate_new_name(name: &str) -> Result<()> {
@@ -62,14 +60,8 @@ impl Pool {
         edit: impl FnOnce(&mut Entry, &keys::MasterKey) -> Result<()>,
     ) -> Result<PmoInfo> {
         let inner = &*self.inner;
-        inner.alive()?;
-        let _meta = inner
-            .locker
-            .lock_blocking(locks::META, LockKind::Exclusive)?;
+        let (_meta, mut ns) = self.begin_ns_change()?;
         let m = &*inner.medium;
-        self.check_superblock_current()?;
-        let mut ns = inner.ns();
-        ns.refresh(m, &inner.sb)?;
         let (slot, old) = ns
             .find(name)
             .map(|(i, e)| (i, e.clone()))

@@ -642,13 +642,8 @@ impl Pool {
         let salt = keys::random_bytes::<32>();
         let master = keys::derive_master(&uuid, &salt, &inner.sb.kdf, key)?;
 
-        let _meta = inner
-            .locker
-            .lock_blocking(locks::META, LockKind::Exclusive)?;
+        let (_meta, mut ns) = self.begin_ns_change()?;
         let m = &*inner.medium;
-        self.check_superblock_current()?;
-        let mut ns = inner.ns();
-        ns.refresh(m, &inner.sb)?;
         if ns.find(name).is_some() {
             return Err(StoreError::Exists(name.into()));
         }
@@ -705,17 +700,28 @@ impl Pool {
         Ok(self.info_of(&entry))
     }
 
+    /// Begin a namespace change: take the metadata lock, refuse if another process upgraded the
+    /// format since this handle opened the pool, and bring the namespace copy up to date. The
+    /// namespace guard is dropped before the lock (bind them as `let (_meta, mut ns) = ...`).
+    pub(crate) fn begin_ns_change(
+        &self,
+    ) -> Result<(LockGuard, std::sync::MutexGuard<'_, Namespace>)> {
+        let inner = &*self.inner;
+        inner.alive()?;
+        let meta = inner
+            .locker
+            .lock_blocking(locks::META, LockKind::Exclusive)?;
+        self.check_superblock_current()?;
+        let mut ns = inner.ns();
+        ns.refresh(&*inner.medium, &inner.sb)?;
+        Ok((meta, ns))
+    }
+
     /// Destroy a PMO. Fails with `Busy` while anyone has it attached.
     pub fn pdestroy(&self, name: &str, key: &[u8]) -> Result<()> {
         let inner = &*self.inner;
-        inner.alive()?;
-        let _meta = inner
-            .locker
-            .lock_blocking(locks::META, LockKind::Exclusive)?;
+        let (_meta, mut ns) = self.begin_ns_change()?;
         let m = &*inner.medium;
-        self.check_superblock_current()?;
-        let mut ns = inner.ns();
-        ns.refresh(m, &inner.sb)?;
         let (slot, entry) = ns
             .find(name)
             .map(|(i, e)| (i, e.clone()))
