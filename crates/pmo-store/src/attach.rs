@@ -18,7 +18,8 @@ use pmo_os::view::{
 
 use crate::engine::{CommitSource, CommitStats, MappedPages, PmoCore};
 use crate::error::{Result, StoreError};
-use crate::pool::{Perm, PmoHandle, Pool};
+use crate::handle::PmoHandle;
+use crate::pool::{Perm, Pool};
 use crate::scheme::Shadow;
 
 /// Options of [`Pool::attach_with`].

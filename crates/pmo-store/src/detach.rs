@@ -11,7 +11,7 @@
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Condvar, Mutex, OnceLock};
 
-use crate::pool::PmoHandle;
+use crate::handle::PmoHandle;
 
 /// Detaches that may wait for the worker at once.
 pub const QUEUE_MAX: usize = 64;

@@ -18,8 +18,9 @@ use pmo_format::{Entry, ENTRY_SIZE, PAGE_SIZE};
 
 use crate::engine::Page;
 use crate::error::{Result, StoreError};
+use crate::handle::PmoHandle;
 use crate::keys::{self, MasterKey};
-use crate::pool::{Perm, PmoHandle, PmoInfo, Pool};
+use crate::pool::{Perm, PmoInfo, Pool};
 use crate::scheme::Scheme;
 
 /// Magic of an export file.

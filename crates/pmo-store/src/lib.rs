@@ -2,7 +2,9 @@
 //!
 //! | module      | owns |
 //! |-------------|------|
-//! | [`pool`]    | create/open(= recover) a pool; pcreate, pdestroy, list, info, check; page-level [`PmoHandle`] |
+//! | [`pool`]    | create/open(= recover) a pool; pcreate, pdestroy, list, info |
+//! | `handle`    | page-level [`PmoHandle`]: open a PMO, read and commit pages without a mapping |
+//! | `check`     | [`Pool::check`]: every checksum, the namespace, the space accounting |
 //! | [`engine`]  | one PMO's shadow-paging commit (psync) and recovery |
 //! | [`namespace`] | the in-memory namespace copy and the free-space map derived from it |
 //! | [`keys`]    | Argon2id master keys and key verifiers |
@@ -22,12 +24,14 @@
 #![deny(unsafe_code)]
 
 pub mod attach;
+mod check;
 pub mod detach;
 pub mod engine;
 pub mod error;
 pub mod export;
 #[doc(hidden)]
 pub mod fuzzing;
+mod handle;
 pub mod keys;
 pub mod lifecycle;
 pub mod locks;
@@ -41,12 +45,14 @@ pub mod scheme;
 pub mod stats;
 
 pub use attach::{AttachOptions, Attachment, DEFAULT_TRACKING};
+pub use check::CheckReport;
 pub use detach::wait_for_background_detaches;
 pub use engine::{CommitStats, Page};
 pub use error::{Result, StoreError};
+pub use handle::PmoHandle;
 pub use pmo_format::KdfParams;
 pub use pmo_os::view::{DirtyTracking, Mechanism};
-pub use pool::{AttachState, CheckReport, Perm, PmoHandle, PmoInfo, Pool, PoolInfo, PoolOptions};
+pub use pool::{AttachState, Perm, PmoInfo, Pool, PoolInfo, PoolOptions};
 pub use pptr::PPtr;
 pub use predict::{PredictConfig, PredictStats};
 pub use scheme::{Scheme, Shadow};

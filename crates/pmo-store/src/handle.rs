@@ -1,0 +1,499 @@
+//! Page-level PMO handles: opening a PMO (key check, attach lock, recovery) and reading and
+//! committing its pages without a mapping; what a handle's drop finishes on the medium.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pmo_format::{Entry, PmoLayout, PAGE_SIZE};
+use pmo_medium::Medium;
+use pmo_os::lock::LockKind;
+
+use crate::engine::{CommitSource, CommitStats, Page, PmoCore};
+use crate::error::{Result, StoreError};
+use crate::keys::{self, MasterKey};
+use crate::locks::{self, LockGuard};
+use crate::pool::{Perm, Pool};
+use crate::protect::Protection;
+use crate::scheme::Scheme;
+
+impl Pool {
+    /// Open a PMO for page-level access (no mapping): the key is checked and the attach lock
+    /// taken exactly as for a mapped attach, and the PMO is recovered first. `wait`: how long to
+    /// wait for a conflicting user to detach (`None`: fail at once with `Busy`).
+    pub fn open_pmo(
+        &self,
+        name: &str,
+        perm: Perm,
+        key: &[u8],
+        wait: Option<Duration>,
+    ) -> Result<PmoHandle> {
+        self.open_pmo_as(name, perm, key, wait, None)
+    }
+
+    /// [`Pool::open_pmo`] running the PMO under protection design `scheme` instead of the one
+    /// it was created with (`None`: that one). `scheme` must store pages exactly as the PMO's
+    /// own does ([`Scheme::same_at_rest`]): a PMO created `sp-id` may be attached as `bp-ip`,
+    /// `bp-id`, `sp-ip` or `sp-id`, one created `wed` as `bp` or `sp`.
+    pub fn open_pmo_as(
+        &self,
+        name: &str,
+        perm: Perm,
+        key: &[u8],
+        wait: Option<Duration>,
+        scheme: Option<Scheme>,
+    ) -> Result<PmoHandle> {
+        let run_as = scheme;
+        let inner = &*self.inner;
+        inner.alive()?;
+        let entry = self.entry(name)?;
+        let master = keys::check_key(&entry, key)?;
+        let checked_uuid = entry.uuid;
+        let word = locks::attach_word(entry.extent_off);
+        let t_lock = std::time::Instant::now();
+        // Take the lock exclusively first so a dead writer's half-done psync can be replayed,
+        // then (readers) downgrade. Readers that find other readers just share.
+        // A holder finishing a detach in the background is waited for (the attach stall).
+        // A PMO whose plaintext copy lives on the medium has one user at a time, readers
+        // included: each attach fills the shared plaintext area and each detach scrubs it.
+        let sole = perm == Perm::Write || entry.scheme & crate::scheme::SHADOW_MEDIUM_BIT != 0;
+        let first = self.lock_attach_exclusive(&entry, if sole { wait } else { None })?;
+        let (mut guard, exclusive) = match first {
+            Some(g) => (g, true),
+            None if !sole => match inner.locker.lock(word, LockKind::Shared, wait)? {
+                Some(g) => (g, false),
+                None => return Err(self.busy(&entry)),
+            },
+            None => return Err(self.busy(&entry)),
+        };
+        // The entry may have been destroyed or replaced while we waited.
+        let entry = self.entry(name)?;
+        if entry.uuid != checked_uuid {
+            return Err(StoreError::NotFound(name.into()));
+        }
+        let core = Arc::new(PmoCore::new(&entry)?);
+        crate::stats::SessionCounters::add(
+            &core.stats.attach_stall_ns,
+            t_lock.elapsed().as_nanos() as u64,
+        );
+        let r = if exclusive {
+            core.recover(&*inner.medium).map(|_| ())
+        } else {
+            core.recover_readonly(&*inner.medium)
+        };
+        inner.poison(r)?;
+        let scheme = Scheme::from_code(entry.scheme)?;
+        if entry.tag_bytes != scheme.tag_bytes() {
+            return Err(StoreError::Corrupt(format!(
+                "PMO '{name}': scheme {scheme} with {} metadata bytes per page (expected {})",
+                entry.tag_bytes,
+                scheme.tag_bytes()
+            )));
+        }
+        let scheme = match run_as {
+            Some(s) if s != scheme => {
+                if !scheme.same_at_rest(&s) {
+                    let names: Vec<String> =
+                        scheme.attachable_as().iter().map(|x| x.name()).collect();
+                    return Err(StoreError::Invalid(format!(
+                        "PMO '{name}' is stored as {scheme}; it can be attached as {}, not as {s}",
+                        names.join(", ")
+                    )));
+                }
+                s
+            }
+            _ => scheme,
+        };
+        let prot = if scheme.is_protected() {
+            Some(Arc::new(Protection::open(
+                core.clone(),
+                inner.medium.clone(),
+                scheme,
+                &master,
+                inner.sb.uuid,
+            )?))
+        } else {
+            None
+        };
+        if perm == Perm::Read && exclusive && !sole {
+            guard.downgrade()?;
+        }
+        if perm == Perm::Write {
+            let _ = write_holder(&*inner.medium, &core, std::process::id());
+        }
+        Ok(PmoHandle {
+            pool: self.clone(),
+            core,
+            perm,
+            _lock: guard,
+            master,
+            prot,
+            scrub: None,
+            whole_verified: AtomicBool::new(false),
+        })
+    }
+
+    /// Take `e`'s attach lock exclusively, waiting up to `wait`; a holder finishing a detach
+    /// in the background is waited for regardless (the attach stall). `None`: still taken.
+    pub(crate) fn lock_attach_exclusive(
+        &self,
+        e: &Entry,
+        wait: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let inner = &*self.inner;
+        let word = locks::attach_word(e.extent_off);
+        let detaching = || {
+            let mut b = [0u8; 4];
+            inner
+                .medium
+                .read(e.extent_off + PmoLayout::HOLDER_OFF, &mut b)
+                .is_ok()
+                && u32::from_le_bytes(b) & DETACHING != 0
+        };
+        match inner.locker.lock(word, LockKind::Exclusive, wait)? {
+            None if detaching() || crate::detach::in_flight(e.uuid) => {
+                let stall = wait
+                    .unwrap_or_default()
+                    .max(crate::detach::DETACH_STALL_MAX);
+                let t = std::time::Instant::now();
+                // This process's own background detach: wake when it is done, not by polling.
+                crate::detach::wait_for_pmo(e.uuid, stall);
+                let left = stall.saturating_sub(t.elapsed());
+                inner.locker.lock(word, LockKind::Exclusive, Some(left))
+            }
+            other => Ok(other),
+        }
+    }
+
+    pub(crate) fn busy(&self, e: &Entry) -> StoreError {
+        let how = match self.inner.locker.holder(locks::attach_word(e.extent_off)) {
+            Ok(Some(LockKind::Shared)) => "read-only",
+            _ => "read-write",
+        };
+        StoreError::Busy {
+            name: e.name.clone(),
+            how,
+        }
+    }
+}
+
+/// Record (or clear, with 0) the pid holding a PMO read-write. Flushed, not fenced: informational.
+fn write_holder(m: &dyn Medium, core: &PmoCore, pid: u32) -> Result<()> {
+    let off = core.extent_off + PmoLayout::HOLDER_OFF;
+    m.write(off, &pid.to_le_bytes())?;
+    m.flush(off, 4)?;
+    Ok(())
+}
+
+/// Holder-word flag: the holder is finishing a detach in the background (attach waits).
+pub(crate) const DETACHING: u32 = 1 << 31;
+
+impl PmoHandle {
+    /// Whether dropping this handle has work on the medium (a background detach is worth it).
+    pub(crate) fn has_detach_work(&self) -> bool {
+        self.scrub.is_some()
+            || self.perm == Perm::Write
+                && self
+                    .prot
+                    .as_ref()
+                    .is_some_and(|p| p.has_detach_work() || p.plain_session())
+    }
+
+    /// Set the plaintext word before a mapped attach fills the plaintext area on the medium.
+    pub(crate) fn begin_plain(&mut self) -> Result<()> {
+        let r = self.core.mark_plain(self.medium());
+        self.pool.inner.poison(r)?;
+        // Until the mapping reports what it filled (a successful attach's detach), all of it.
+        self.scrub = Some(PlainScrub::All);
+        Ok(())
+    }
+
+    /// The pages of the plaintext area the mapping filled: zeroed when the handle drops.
+    pub(crate) fn plain_pages(&mut self, pages: Vec<u64>) {
+        if self.scrub.is_some() {
+            self.scrub = Some(PlainScrub::Pages(pages));
+        }
+    }
+
+    /// The whole-PMO checksum was verified (by an attach, over its view).
+    pub(crate) fn mark_whole_verified(&self) {
+        self.whole_verified.store(true, Ordering::Release);
+    }
+
+    /// Mark the holder word "detaching" (informational: attaches then wait instead of failing).
+    pub(crate) fn mark_detaching(&self) {
+        let _ = write_holder(self.medium(), &self.core, std::process::id() | DETACHING);
+    }
+
+    /// Record a finished writer session in the PMO header page (informational: no fence).
+    pub(crate) fn record_session(&self, s: &crate::SessionStats) {
+        if self.perm != Perm::Write || self.pool.inner.poisoned.load(Ordering::Acquire) {
+            return;
+        }
+        let off = self.core.extent_off + crate::stats::RECORD_OFF;
+        let m = self.medium();
+        let _ = m.write(off, &s.encode()).and_then(|_| m.flush(off, 128));
+    }
+}
+
+impl Drop for PmoHandle {
+    fn drop(&mut self) {
+        let mut plain_committed = false;
+        if let Some(p) = &self.prot {
+            if self.perm == Perm::Write && !self.pool.inner.poisoned.load(Ordering::Acquire) {
+                // BP on the medium: encrypt the pages psync committed as plaintext. On failure
+                // they stay flagged under the plaintext word: the next keyed open encrypts them.
+                plain_committed = p.plain_session();
+                if plain_committed && p.encrypt_plain_pages().is_err() {
+                    self.pool.inner.poisoned.store(true, Ordering::Release);
+                }
+                // Integrity at detach; on failure the pending word stays and the next attach's
+                // crash handler repairs.
+                let _ = p.finish_detach();
+            }
+        }
+        if !self.pool.inner.poisoned.load(Ordering::Acquire) {
+            // Zero the plaintext area the mapping filled, then clear the plaintext word. A
+            // session without a mapping (page-level BP commits) filled no area: with its
+            // plaintext encrypted above, only the word is left to clear. On failure the word
+            // stays set: the next open or attach scrubs everything. (Done in the background
+            // detach: a later attach's stall shows its cost.)
+            let scrub = self.scrub.take();
+            let m = self.medium();
+            let r = match scrub {
+                Some(PlainScrub::All) => self.core.scrub_plain(m, None),
+                Some(PlainScrub::Pages(pages)) => self.core.scrub_plain(m, Some(&pages)),
+                None if plain_committed => self.core.clear_plain_word(m),
+                None => Ok(()),
+            };
+            if r.is_err() {
+                self.pool.inner.poisoned.store(true, Ordering::Release);
+            }
+        }
+        if self.perm == Perm::Write && !self.pool.inner.poisoned.load(Ordering::Acquire) {
+            let _ = write_holder(self.medium(), &self.core, 0);
+        }
+    }
+}
+
+/// An attached PMO without a mapping: page-level reads and atomic commits. Holds the attach lock
+/// (shared for readers, exclusive for the writer) until dropped.
+pub struct PmoHandle {
+    pool: Pool,
+    pub(crate) core: Arc<PmoCore>,
+    perm: Perm,
+    _lock: LockGuard,
+    #[allow(dead_code)] // kept for the protection layer (detach-time work)
+    pub(crate) master: MasterKey,
+    /// At-rest protection (`None`: scheme `none`).
+    pub(crate) prot: Option<Arc<Protection>>,
+    /// What of the plaintext area a mapped attach filled on the medium, zeroed at drop (`None`:
+    /// the plaintext copy is not on the medium, or this handle never mapped it).
+    scrub: Option<PlainScrub>,
+    /// Whether the whole-PMO checksum (`wedi`) was verified by this handle (a commit by the
+    /// handle keeps it true: it computed the new checksum from verified pages).
+    whole_verified: AtomicBool,
+}
+
+/// The plaintext-area pages a handle's drop zeroes.
+enum PlainScrub {
+    /// All of them (until the mapping reports what it filled: a failed attach).
+    All,
+    /// These, which the mapping filled.
+    Pages(Vec<u64>),
+}
+
+impl PmoHandle {
+    /// The PMO's name.
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.core.size
+    }
+    /// Stable virtual address recorded for the PMO.
+    pub fn base_addr(&self) -> u64 {
+        self.core.base_addr
+    }
+    /// Read-only or read-write.
+    pub fn perm(&self) -> Perm {
+        self.perm
+    }
+    /// The pool this PMO lives in.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+    /// Sequence number of the newest committed psync.
+    pub fn seq(&self) -> u64 {
+        self.core.seq()
+    }
+    pub(crate) fn medium(&self) -> &dyn Medium {
+        &*self.pool.inner.medium
+    }
+
+    /// The PMO's protection scheme.
+    pub fn scheme(&self) -> Scheme {
+        self.prot.as_ref().map_or(Scheme::NONE, |p| p.scheme())
+    }
+
+    /// The protection state (`None` for scheme `none`).
+    pub fn protection(&self) -> Option<&Arc<Protection>> {
+        self.prot.as_ref()
+    }
+
+    /// Read one page as of the last psync (decrypted and verified for protected PMOs). Under
+    /// a whole-PMO checksum (`wedi`) the first read of the handle verifies the whole PMO: no
+    /// byte is returned that the checksum does not cover.
+    pub fn read_page(&self, page: u64, dst: &mut Page) -> Result<()> {
+        self.pool.inner.alive()?;
+        match &self.prot {
+            None => self.core.read_page(self.medium(), page, dst),
+            Some(p) if p.keeps_whole_checksum() && !self.whole_verified.load(Ordering::Acquire) => {
+                p.verify_whole_on_medium()?;
+                self.whole_verified.store(true, Ordering::Release);
+                self.read_page(page, dst)
+            }
+            Some(p) => p.fill(page, dst).map_err(|reason| StoreError::Integrity {
+                name: self.core.name.clone(),
+                page,
+                reason: reason.into(),
+            }),
+        }
+    }
+
+    /// Read bytes at `offset` as of the last psync.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        if offset
+            .checked_add(buf.len() as u64)
+            .is_none_or(|e| e > self.size())
+        {
+            return Err(StoreError::Invalid(format!(
+                "range {offset}+{} is outside the {}-byte PMO",
+                buf.len(),
+                self.size()
+            )));
+        }
+        let mut page = Box::new([0u8; PAGE_SIZE as usize]);
+        let mut done = 0usize;
+        while done < buf.len() {
+            let pos = offset + done as u64;
+            let (p, within) = (pos / PAGE_SIZE, (pos % PAGE_SIZE) as usize);
+            self.read_page(p, &mut page)?;
+            let n = (PAGE_SIZE as usize - within).min(buf.len() - done);
+            buf[done..done + n].copy_from_slice(&page[within..within + n]);
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Atomically replace whole pages (ascending, unique): one psync.
+    pub fn commit_pages(&self, pages: &[(u64, &Page)]) -> Result<CommitStats> {
+        let idx: Vec<u64> = pages.iter().map(|p| p.0).collect();
+        self.commit_with(&idx, &mut |p, dst| {
+            let (_, src) = pages.iter().find(|x| x.0 == p).expect("page from the list");
+            dst.copy_from_slice(&src[..]);
+            Ok(())
+        })
+    }
+
+    /// Atomically write `data` at `offset` (read-modify-write of the touched pages): one psync.
+    pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<CommitStats> {
+        if offset
+            .checked_add(data.len() as u64)
+            .is_none_or(|e| e > self.size())
+        {
+            return Err(StoreError::Invalid(format!(
+                "range {offset}+{} is outside the {}-byte PMO",
+                data.len(),
+                self.size()
+            )));
+        }
+        if data.is_empty() {
+            return Ok(CommitStats {
+                seq: self.seq(),
+                ..Default::default()
+            });
+        }
+        let first = offset / PAGE_SIZE;
+        let last = (offset + data.len() as u64 - 1) / PAGE_SIZE;
+        let pages: Vec<u64> = (first..=last).collect();
+        self.commit_with(&pages, &mut |p, dst| {
+            // Through the protection: the current contents, decrypted and verified.
+            self.read_page(p, dst)?;
+            let page_start = p * PAGE_SIZE;
+            let lo = offset.max(page_start);
+            let hi = (offset + data.len() as u64).min(page_start + PAGE_SIZE);
+            dst[(lo - page_start) as usize..(hi - page_start) as usize]
+                .copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
+            Ok(())
+        })
+    }
+
+    /// Commit `pages` with contents from `src`. For a scheme with a whole-PMO checksum
+    /// (`wedi`) the checksum of the new contents is computed here, reading every other page.
+    pub fn commit_with(
+        &self,
+        pages: &[u64],
+        src: &mut dyn FnMut(u64, &mut Page) -> Result<()>,
+    ) -> Result<CommitStats> {
+        if !self.prot.as_ref().is_some_and(|p| p.keeps_whole_checksum()) || pages.is_empty() {
+            return self.commit_with_checksum(pages, CommitSource::Fill(src), None, false);
+        }
+        let mut new_pages: Vec<(u64, Box<Page>)> = Vec::with_capacity(pages.len());
+        for &p in pages {
+            let mut b = Box::new([0u8; PAGE_SIZE as usize]);
+            src(p, &mut b)?;
+            new_pages.push((p, b));
+        }
+        let mut h = pmo_crypt::WholePmoChecksum::new();
+        let mut cur = Box::new([0u8; PAGE_SIZE as usize]);
+        for p in 0..self.core.npages() {
+            match new_pages.binary_search_by_key(&p, |x| x.0) {
+                Ok(i) => h.update_page(&new_pages[i].1),
+                Err(_) => {
+                    self.read_page(p, &mut cur)?;
+                    h.update_page(&cur);
+                }
+            }
+        }
+        let sum = h.finish().0;
+        self.commit_with_checksum(
+            pages,
+            CommitSource::Fill(&mut |p, dst| {
+                let i = new_pages
+                    .binary_search_by_key(&p, |x| x.0)
+                    .map_err(|_| StoreError::Invalid("page not in the commit".into()))?;
+                dst.copy_from_slice(&new_pages[i].1[..]);
+                Ok(())
+            }),
+            Some(sum),
+            false,
+        )
+    }
+
+    /// Commit with a whole-PMO checksum the caller computed (an attachment, from its view);
+    /// `defer_checksums` as for [`PmoCore::commit`](crate::engine::PmoCore::commit).
+    pub(crate) fn commit_with_checksum(
+        &self,
+        pages: &[u64],
+        src: CommitSource<'_>,
+        whole_checksum: Option<[u8; 32]>,
+        defer_checksums: bool,
+    ) -> Result<CommitStats> {
+        let inner = &*self.pool.inner;
+        inner.alive()?;
+        if self.perm != Perm::Write {
+            return Err(StoreError::ReadOnly(self.name().into()));
+        }
+        let r = self.core.commit(
+            &*inner.medium,
+            pages,
+            src,
+            self.prot.as_deref(),
+            whole_checksum,
+            defer_checksums,
+        );
+        inner.poison(r)
+    }
+}
