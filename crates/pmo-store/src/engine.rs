@@ -158,12 +158,15 @@ pub struct CommitStats {
 }
 
 /// What recovery did for one PMO.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecoverReport {
     /// Sequence number of the newest committed psync.
     pub seq: u64,
     /// Page-map entries that had to be re-applied.
     pub replayed: u64,
+    /// A commit record slot that held neither zeros nor a valid record (torn by a crash in
+    /// its psync's step 3, or damaged), cleared by this recovery: the repair line, said once.
+    pub note: Option<String>,
 }
 
 /// The engine state of one PMO (shared by all handles of this process to it).
@@ -573,17 +576,54 @@ impl PmoCore {
 
     /// The newest valid commit record, if any.
     fn newest_record(&self, m: &dyn Medium) -> Result<Option<CommitRecord>> {
+        Ok(self.records(m)?.0)
+    }
+
+    /// The newest valid commit record, and the record slots that hold neither zeros nor a
+    /// valid record (`docs/format.md` §5: torn by a crash in step 3, or damaged).
+    fn records(&self, m: &dyn Medium) -> Result<(Option<CommitRecord>, Vec<u64>)> {
         let mut newest: Option<CommitRecord> = None;
+        let mut bad = Vec::new();
         for i in 0..2 {
             let mut b = [0u8; pmo_format::RECORD_SIZE];
             m.read(self.abs(self.layout.record(i)), &mut b)?;
-            if let Some(r) = CommitRecord::decode(&b, self.tag, self.layout.npages) {
-                if r.seq % 2 == i && newest.is_none_or(|n| r.seq > n.seq) {
-                    newest = Some(r);
+            match CommitRecord::decode(&b, self.tag, self.layout.npages) {
+                Some(r) if r.seq % 2 == i => {
+                    if newest.is_none_or(|n| r.seq > n.seq) {
+                        newest = Some(r);
+                    }
                 }
+                _ if b.iter().all(|&x| x == 0) => {}
+                _ => bad.push(i),
             }
         }
-        Ok(newest)
+        Ok((newest, bad))
+    }
+
+    /// Zero the record slots `bad` (after the replay of the newest valid record: it decides)
+    /// and say so once.
+    fn clear_bad_records(
+        &self,
+        m: &dyn Medium,
+        bad: &[u64],
+        newest: Option<u64>,
+    ) -> Result<Option<String>> {
+        if bad.is_empty() {
+            return Ok(None);
+        }
+        for &i in bad {
+            let off = self.abs(self.layout.record(i));
+            m.zero(off, pmo_format::RECORD_SIZE as u64)?;
+            m.flush(off, pmo_format::RECORD_SIZE as u64)?;
+        }
+        m.fence()?;
+        let slots: Vec<String> = bad.iter().map(u64::to_string).collect();
+        Ok(Some(format!(
+            "PMO '{}': commit record slot {} was unreadable (damaged, or torn by a crash during a psync) and is cleared; the PMO is as of psync {}",
+            self.name,
+            slots.join(" and "),
+            newest.unwrap_or(0)
+        )))
     }
 
     /// Read and check the journal of `record`.
@@ -643,10 +683,15 @@ impl PmoCore {
     /// The caller holds the PMO's exclusive attach lock.
     pub fn recover(&self, m: &dyn Medium) -> Result<RecoverReport> {
         let mut seq = self.seq.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(record) = self.newest_record(m)? else {
+        let (newest, bad) = self.records(m)?;
+        let Some(record) = newest else {
             *seq = 0;
             self.scrub_if_marked(m)?;
-            return Ok(RecoverReport::default());
+            let note = self.clear_bad_records(m, &bad, None)?;
+            return Ok(RecoverReport {
+                note,
+                ..Default::default()
+            });
         };
         let mut replayed = 0;
         let journal = self.journal(m, &record)?;
@@ -679,10 +724,12 @@ impl PmoCore {
         }
         // After the replay: which slot of each page is current is settled.
         self.scrub_if_marked(m)?;
+        let note = self.clear_bad_records(m, &bad, Some(record.seq))?;
         *seq = record.seq;
         Ok(RecoverReport {
             seq: record.seq,
             replayed,
+            note,
         })
     }
 
@@ -697,10 +744,17 @@ impl PmoCore {
     /// Problems found by a read-only check of this PMO's metadata (empty: none).
     pub fn check(&self, m: &dyn Medium) -> Result<Vec<String>> {
         let mut problems = Vec::new();
-        if let Some(record) = self.newest_record(m)? {
+        let (newest, bad) = self.records(m)?;
+        if let Some(record) = newest {
             if let Err(e) = self.journal(m, &record) {
                 problems.push(e.to_string());
             }
+        }
+        for i in bad {
+            problems.push(format!(
+                "PMO '{}': commit record slot {i} is unreadable (damaged, or torn by a crash; attaching the PMO clears it)",
+                self.name
+            ));
         }
         let map_len = (self.layout.npages * 8) as usize;
         let mut map = vec![0u8; map_len];

@@ -77,7 +77,8 @@ impl Pool {
             t_lock.elapsed().as_nanos() as u64,
         );
         let r = if exclusive {
-            core.recover(&*inner.medium).map(|_| ())
+            core.recover(&*inner.medium)
+                .map(|r| r.note.into_iter().for_each(|n| inner.note_repair(n)))
         } else {
             core.recover_readonly(&*inner.medium)
         };

@@ -150,6 +150,13 @@ impl PoolInner {
         }
         r
     }
+    /// Record what a repair did, for [`Pool::repairs`] to report once.
+    pub(crate) fn note_repair(&self, note: String) {
+        self.repairs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(note);
+    }
     pub(crate) fn ns(&self) -> std::sync::MutexGuard<'_, Namespace> {
         self.ns.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -495,7 +502,9 @@ impl Pool {
             match PmoCore::new(&e).and_then(|c| c.recover(m)) {
                 Err(err) if err.is_integrity() => {}
                 r => {
-                    r?;
+                    if let Some(note) = r?.note {
+                        inner.note_repair(note);
+                    }
                 }
             }
         }

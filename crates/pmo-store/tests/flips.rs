@@ -124,10 +124,15 @@ enum Outcome {
 /// Open the image, read `d` whole; then (when the pool opens) pcreate a PMO and check it
 /// overlaps no existing extent. `Err`: a broken promise, described.
 fn judge(s: &Sample, image: Vec<u8>) -> Result<Outcome, String> {
+    judge_reported(s, image).map(|(o, _)| o)
+}
+
+/// [`judge`], with the repair lines the open and the read reported.
+fn judge_reported(s: &Sample, image: Vec<u8>) -> Result<(Outcome, Vec<String>), String> {
     let medium = Arc::new(CrashMedium::from_image(image));
     let pool = match Pool::open_on(medium) {
         Ok(p) => p,
-        Err(e) if e.is_integrity() => return Ok(Outcome::Caught),
+        Err(e) if e.is_integrity() => return Ok((Outcome::Caught, Vec::new())),
         Err(e) => return Err(format!("pool open: not an integrity error: {e}")),
     };
     let read = (|| -> Result<Vec<u8>, StoreError> {
@@ -149,6 +154,7 @@ fn judge(s: &Sample, image: Vec<u8>) -> Result<Outcome, String> {
         Err(e) if e.is_integrity() => Outcome::Caught,
         Err(e) => return Err(format!("read of 'd': not an integrity error: {e}")),
     };
+    let repairs = pool.repairs();
     // No allocation over an existing extent.
     if let Ok(info) = pool.pcreate("new", 4096, KEY) {
         for x in [&s.d, &s.e] {
@@ -161,7 +167,7 @@ fn judge(s: &Sample, image: Vec<u8>) -> Result<Outcome, String> {
             }
         }
     }
-    Ok(outcome)
+    Ok((outcome, repairs))
 }
 
 /// The data-page sweep: every scheme and placement. A scheme with integrity returns the exact
@@ -303,10 +309,20 @@ fn metadata_flips() {
             for (pos, bit) in positions(start, end, SAMPLE, &mut rng) {
                 let mut img = s.image.clone();
                 img[pos as usize] ^= bit;
-                match judge(&s, img) {
-                    Ok(Outcome::Exact) => exact += 1,
-                    Ok(Outcome::Caught) => caught += 1,
-                    Ok(Outcome::Wrong) => failures.push(format!(
+                // A commit record (header page bytes 0..128) that no longer decodes is
+                // reported, never passed over in silence.
+                let record = region == "header page" && pos - start < 128;
+                match judge_reported(&s, img) {
+                    Ok((Outcome::Exact, notes))
+                        if record && !notes.iter().any(|n| n.contains("commit record slot")) =>
+                    {
+                        failures.push(format!(
+                            "{scheme} {region}: flip {bit:#x} at {pos:#x}: a damaged commit record passed without a report"
+                        ))
+                    }
+                    Ok((Outcome::Exact, _)) => exact += 1,
+                    Ok((Outcome::Caught, _)) => caught += 1,
+                    Ok((Outcome::Wrong, _)) => failures.push(format!(
                         "{scheme} {region}: flip {bit:#x} at {pos:#x}: wrong data"
                     )),
                     Err(why) => failures.push(format!(
