@@ -22,49 +22,99 @@ pub enum PageLoc {
     Slot(u8),
 }
 
-/// One page-map entry: bits 0-1 location (0 zero, 1 slot 0, 2 slot 1), bit 2 the plaintext flag
-/// (the slot holds the page's plaintext: BP with the plaintext copy on the medium, between a
-/// psync and the detach that encrypts it), bits 3-6 the check, bit 7 set when the check is
-/// present (format version 3; entries written before it have bits 3-7 zero and no check), bits
-/// 8-63 the page version. The check is bit `j` = XOR of every bit `i` outside 3-7 with
-/// `i % 4 == j`: any single flipped bit, and any run of up to 4, fails it.
+/// One page-map entry (`docs/format.md` §4): bits 0-1 location (0 zero, 1 slot 0, 2 slot 1),
+/// bit 2 the plaintext flag (the slot holds the page's plaintext: BP with the plaintext copy on
+/// the medium, between a psync and the detach that encrypts it), bits 3-6 the narrow check and
+/// bit 7 set when it is present (format version 3), bits 8-47 the page version, bits 48-63 the
+/// wide check (format version 4): CRC-16/IBM-SDLC (X.25) of bytes 0..6 of the entry (bits 0-47,
+/// little-endian). The narrow check is bit `j` = XOR of every bit `i` of 0-2 and 8-47 with
+/// `i % 4 == j`. The wide check catches every pattern of up to 3 flipped bits and every run of
+/// up to 16 anywhere in the entry, and any other pattern but with probability 2^-16.
+///
+/// Entries written before version 4 have bits 48-63 zero (their versions are below 2^40), and
+/// before version 3 bits 3-7 zero too: they still read (a version-4 upgrade gives each one its
+/// wide check at open, and a journal replay writes entries with it), so a zero wide field
+/// falls back to the narrow check alone. Damage zeroes the wide field only by flipping each of
+/// its set bits; a run of up to 16 that does cannot reach bits 0-2, so the page's slot still
+/// reads right (only the version's top bits can change, which the version-table MAC and the
+/// AEAD nonce of a protected page catch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct PageMapEntry(pub u64);
 
+/// CRC-16/IBM-SDLC (reflected: bits in the entry's own little-endian order, so a run of
+/// flipped bits in the entry is a burst for the CRC; initial value and final XOR all ones, so
+/// an all-zero entry does not check as zero).
+const WIDE_CRC: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_IBM_SDLC);
+
 impl PageMapEntry {
     /// The entry of a page that was never written (checked).
-    pub const ZERO: PageMapEntry = PageMapEntry(Self::CHECKED);
-    /// Bit 7: the check (bits 3-6) is present.
+    pub const ZERO: PageMapEntry = Self::sealed(0);
+    /// Bit 7: the narrow check (bits 3-6) is present.
     pub const CHECKED: u64 = 1 << 7;
-    const CHECK_BITS: u64 = 0xF << 3;
+    const NARROW_BITS: u64 = 0xF << 3;
+    /// Bits 48-63: the wide check.
+    pub const WIDE_BITS: u64 = 0xFFFF << 48;
+    /// Bits 0-47: everything the wide check covers.
+    const COVERED: u64 = (1 << 48) - 1;
 
-    /// The check of `raw` (bits 3-7 ignored), in place (bits 3-6).
-    const fn check(raw: u64) -> u64 {
-        let mut x = raw & !0xF8;
+    /// The narrow check of `raw` (over bits 0-2 and 8-47), in place (bits 3-6).
+    const fn narrow(raw: u64) -> u64 {
+        let mut x = raw & Self::COVERED & !0xF8;
         x ^= x >> 32;
         x ^= x >> 16;
         x ^= x >> 8;
         x ^= x >> 4;
         (x & 0xF) << 3
     }
-    /// `raw` with its check set.
-    const fn sealed(raw: u64) -> PageMapEntry {
-        let raw = raw & !0xF8;
-        PageMapEntry(raw | Self::CHECKED | Self::check(raw))
+    /// The wide check of `raw` (over bits 0-47), in place (bits 48-63).
+    const fn wide(raw: u64) -> u64 {
+        let b = raw.to_le_bytes();
+        let covered = [b[0], b[1], b[2], b[3], b[4], b[5]];
+        (WIDE_CRC.checksum(&covered) as u64) << 48
     }
-    /// Whether the check holds (or the entry predates checks: bits 3-7 all zero).
-    pub fn check_ok(self) -> bool {
+    /// `raw` (bits 0-2 and 8-47) with both checks set.
+    const fn sealed(raw: u64) -> PageMapEntry {
+        let raw = raw & Self::COVERED & !0xF8;
+        let low = raw | Self::CHECKED | Self::narrow(raw);
+        PageMapEntry(low | Self::wide(low))
+    }
+    /// Whether the narrow check holds (or the entry predates it: bits 3-7 all zero).
+    fn narrow_ok(self) -> bool {
         if self.0 & Self::CHECKED != 0 {
-            self.0 & Self::CHECK_BITS == Self::check(self.0)
+            self.0 & Self::NARROW_BITS == Self::narrow(self.0)
         } else {
             self.0 & 0xF8 == 0
         }
     }
-    /// Largest page version.
-    pub const VERSION_MAX: u64 = (1 << 56) - 1;
+    /// Whether the checks hold: the narrow one, and the wide one unless the entry predates it
+    /// (bits 48-63 zero).
+    pub fn check_ok(self) -> bool {
+        let wide = self.0 & Self::WIDE_BITS;
+        self.narrow_ok() && (wide == 0 || wide == Self::wide(self.0))
+    }
+    /// Whether the entry carries the wide check (format version 4).
+    pub fn has_wide_check(self) -> bool {
+        self.narrow_ok() && self.0 & Self::WIDE_BITS == Self::wide(self.0) && self.0 != 0
+    }
+    /// An entry written before format version 4 (from the page map at the upgrade, or from a
+    /// journal, which its own CRC vouches for) with its wide check added; its other bits are
+    /// kept as they are. `None` if its narrow check fails or bits 48-63 hold neither zero nor
+    /// the wide check (damage, or a version of 2^40 or more, which no build wrote).
+    pub fn resealed(self) -> Option<PageMapEntry> {
+        self.check_ok()
+            .then(|| PageMapEntry((self.0 & Self::COVERED) | Self::wide(self.0)))
+    }
+    /// What the version-table MAC covers (`docs/security.md` §6): the entry without its wide
+    /// check, so adding that check (the version-4 upgrade) leaves the table tag unchanged.
+    pub fn mac_word(self) -> u64 {
+        self.0 & Self::COVERED
+    }
+    /// Largest page version (40 bits).
+    pub const VERSION_MAX: u64 = (1 << 40) - 1;
 
-    /// Build an entry.
+    /// Build an entry (`version` at most [`Self::VERSION_MAX`]; callers check).
     pub fn new(loc: PageLoc, version: u64) -> PageMapEntry {
+        debug_assert!(version <= Self::VERSION_MAX);
         let l = match loc {
             PageLoc::Zero => 0,
             PageLoc::Slot(s) => 1 + (s as u64 & 1),
@@ -102,7 +152,7 @@ impl PageMapEntry {
     }
     /// The page version.
     pub fn version(self) -> u64 {
-        self.0 >> 8
+        (self.0 >> 8) & Self::VERSION_MAX
     }
     /// The entry a psync of this page writes: the other slot, version + 1.
     pub fn next(self) -> Option<PageMapEntry> {
@@ -232,14 +282,87 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    #[test]
-    fn every_single_flip_of_a_checked_entry_is_caught_or_harmless() {
-        for e in [
+    fn samples() -> [PageMapEntry; 5] {
+        [
             PageMapEntry::ZERO,
             PageMapEntry::new(PageLoc::Slot(0), 1),
             PageMapEntry::new(PageLoc::Slot(1), 0x1234_5678),
             PageMapEntry::new(PageLoc::Slot(1), 7).with_plain(true),
-        ] {
+            PageMapEntry::new(PageLoc::Slot(0), PageMapEntry::VERSION_MAX),
+        ]
+    }
+
+    /// Every pattern of up to 3 flipped bits and every run of up to 16 (any bits flipped
+    /// inside it, both ends flipped) is caught: the entry no longer decodes, or (a run that
+    /// zeroes the wide field, read as an entry from before it) decodes to the same slot.
+    #[test]
+    fn every_small_pattern_and_every_burst_up_to_16_is_caught() {
+        for e in samples() {
+            assert!(e.has_wide_check());
+            for a in 0..64 {
+                for b in a..64 {
+                    for c in b..64 {
+                        let flips = (1u64 << a) | (1 << b) | (1 << c);
+                        let f = PageMapEntry(e.0 ^ flips);
+                        assert!(f.loc().is_none(), "{e:?} flips {flips:#x}: {f:?}");
+                    }
+                }
+            }
+            for len in 2..=16u32 {
+                for start in 0..=64 - len {
+                    // Runs with both ends flipped: every inner pattern.
+                    for inner in 0..1u64 << (len - 2) {
+                        let run = 1 | inner << 1 | 1 << (len - 1);
+                        let f = PageMapEntry(e.0 ^ (run << start));
+                        let same_slot = f.loc() == e.loc() && f.is_plain() == e.is_plain();
+                        assert!(
+                            f.loc().is_none() || same_slot && f.0 & PageMapEntry::WIDE_BITS == 0,
+                            "{e:?} run {run:#x} at {start}: {f:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Random patterns anywhere in the entry: caught but with probability about 2^-16.
+    #[test]
+    fn random_patterns_are_caught_but_rarely() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut missed = 0;
+        let n = 1 << 20;
+        for i in 0..n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let e = samples()[i % 5];
+            if x != 0 && PageMapEntry(e.0 ^ x).loc().is_some() {
+                missed += 1;
+            }
+        }
+        // Expected about n / 2^16 = 16 (the zero-wide-field fallback adds ~1).
+        assert!(missed < 64, "{missed} of {n} random patterns passed");
+    }
+
+    #[test]
+    fn entries_from_before_version_4_read_and_reseal() {
+        // Version 3: narrow check, no wide one; before it: no check at all.
+        let v3 = PageMapEntry(PageMapEntry::new(PageLoc::Slot(1), 99).0 & !PageMapEntry::WIDE_BITS);
+        let v2 = PageMapEntry(2 | 99 << 8);
+        for old in [v3, v2, PageMapEntry(0), PageMapEntry(0x80)] {
+            assert!(old.loc().is_some() && !old.has_wide_check(), "{old:?}");
+            let new = old.resealed().unwrap();
+            assert!(new.has_wide_check(), "{old:?}");
+            assert_eq!((new.loc(), new.version()), (old.loc(), old.version()));
+            assert_eq!(new.mac_word(), old.mac_word(), "the table MAC is unchanged");
+        }
+        assert_eq!(PageMapEntry(2 | 0x10 << 8 | 1 << 50).resealed(), None);
+        assert_eq!(PageMapEntry(0x88).resealed(), None);
+    }
+
+    #[test]
+    fn every_single_flip_of_a_checked_entry_is_caught_or_harmless() {
+        for e in samples() {
             for bit in 0..64 {
                 let f = PageMapEntry(e.0 ^ (1 << bit));
                 // Bit 7 cleared with a zero check reads as the same unchecked entry: harmless.

@@ -319,6 +319,13 @@ impl PmoCore {
         let mut ws_guard = prot.map(|p| p.write.lock().unwrap_or_else(|e| e.into_inner()));
         if let (Some(p), Some(ws)) = (prot, ws_guard.as_deref_mut()) {
             if let Some((until, epoch)) = p.reservation_needed(ws, pages.len() as u64) {
+                if until - 1 > PageMapEntry::VERSION_MAX {
+                    // A page-map entry holds 40 bits of version (`docs/format.md` §4).
+                    return Err(StoreError::Invalid(format!(
+                        "PMO '{}' has used every page version (2^40); copy it (`pmo copy`) to a fresh PMO",
+                        self.name
+                    )));
+                }
                 let t = p.trailer(&ws.mac, epoch, until, None);
                 self.publish(m, new_seq, &t.encode(), 0)?;
                 *seq = new_seq;
@@ -664,16 +671,26 @@ impl PmoCore {
         } else {
             None
         };
-        let entries: Vec<JournalEntry> = journal[..entries_len]
+        let mut entries: Vec<JournalEntry> = journal[..entries_len]
             .chunks_exact(JOURNAL_ENTRY_SIZE as usize)
             .map(JournalEntry::decode)
             .collect();
-        for e in &entries {
-            if e.page >= self.layout.npages || !matches!(e.entry.loc(), Some(PageLoc::Slot(_))) {
-                return Err(StoreError::Corrupt(format!(
-                    "PMO '{}': invalid journal entry for page {}",
-                    self.name, e.page
-                )));
+        for e in &mut entries {
+            // The journal's CRC vouches for it: an entry a build before format version 4
+            // journaled gets its wide check here, so a replay writes it checked.
+            match e.entry.resealed() {
+                Some(sealed)
+                    if e.page < self.layout.npages
+                        && sealed.loc().is_some_and(|l| matches!(l, PageLoc::Slot(_))) =>
+                {
+                    e.entry = sealed;
+                }
+                _ => {
+                    return Err(StoreError::Corrupt(format!(
+                        "PMO '{}': invalid journal entry for page {}",
+                        self.name, e.page
+                    )))
+                }
             }
         }
         Ok((entries, trailer))

@@ -13,6 +13,7 @@
 //! | [`locks`]   | attach and metadata locks across threads and processes |
 //! | [`attach`]  | mapped attach at a stable address, dirty tracking, psync, detach |
 //! | [`pptr`]    | relocatable typed offset pointers |
+//! | `upgrade`   | the upgrade of older pools on open (namespace mirror, page-map checks) |
 //! | [`predict`] | predictive decryption: stream detection at faults, workers that install the next pages |
 //!
 //! Invariants:
@@ -43,6 +44,7 @@ pub mod protect;
 mod redundancy;
 pub mod scheme;
 pub mod stats;
+mod upgrade;
 
 pub use attach::{AttachOptions, Attachment, DEFAULT_TRACKING};
 pub use check::CheckReport;

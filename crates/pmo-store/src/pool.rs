@@ -20,10 +20,11 @@ use crate::locks::{self, LocalLocks, LockGuard, Locker};
 use crate::namespace::{self, Namespace};
 use crate::redundancy::{
     choose_superblock, clear_slot, not_found, read_config, repair_config, restore_header_copies,
-    upgrade, write_config_slot, write_copy, write_entry, write_header_copy, write_superblocks,
+    write_config_slot, write_copy, write_entry, write_header_copy, write_superblocks,
     SuperblockChoice,
 };
 use crate::scheme::Scheme;
+use crate::upgrade::upgrade;
 
 /// Smallest pool: superblocks, config, a small namespace and one small PMO.
 pub const POOL_SIZE_MIN: u64 = 1 << 20;
@@ -342,7 +343,7 @@ impl Pool {
         m.flush(CONFIG_OFFSET, PAGE_SIZE)?;
         m.fence()?;
         write_superblocks(m, &sb)?;
-        Self::open_inner(medium, mirrored)
+        Self::open_inner(medium, version == FORMAT_VERSION)
     }
 
     /// Open the pool at `path` and recover it.
@@ -392,7 +393,7 @@ impl Pool {
         let (sb, note) = if upgrade_format {
             upgrade(&medium, &locker, sb)?
         } else {
-            (sb, None)
+            (sb, Vec::new())
         };
         repairs.extend(note);
         let pool = Pool {

@@ -5,8 +5,8 @@
 //! - keys are derived once per attach from the (cached) per-PMO master key and dropped (zeroized)
 //!   at detach;
 //! - at attach the page map is read once and, for the `secure` scheme, verified against the
-//!   version-table tag committed in the newest journal trailer (the whole 8-byte entries are
-//!   MACed, so the tag also covers which slot each page lives in); every later fill uses this
+//!   version-table tag committed in the newest journal trailer (each entry but its wide check
+//!   is MACed, so the tag also covers which slot each page lives in); every later fill uses this
 //!   verified DRAM copy, never the medium's map;
 //! - every seal takes a fresh version from the PMO's [`VersionCounter`], from a range whose upper
 //!   end was persisted (fenced) in the header page first; the commit's epoch is one more fresh
@@ -179,6 +179,9 @@ impl Protection {
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
             .collect();
+        // What the version-table MAC covers: each entry without its wide check.
+        let mac_words =
+            || -> Vec<u64> { table.iter().map(|&e| PageMapEntry(e).mac_word()).collect() };
         drop(raw);
         let trailer = core.newest_trailer(m)?;
         let mut max_used = 0u64;
@@ -214,7 +217,7 @@ impl Protection {
                     pmo_crypt::verify_table(
                         keys,
                         t.epoch,
-                        &table,
+                        &mac_words(),
                         &pmo_crypt::TableTag(t.table_tag),
                     )
                     .map_err(|_| {
@@ -228,7 +231,7 @@ impl Protection {
                     .iter()
                     .all(|&e| PageMapEntry(e).loc() == Some(PageLoc::Zero)) =>
                 {
-                    VersionTableMac::from_table(keys, &table)
+                    VersionTableMac::from_table(keys, &mac_words())
                 }
                 None => {
                     return Err(integrity(
@@ -630,7 +633,8 @@ impl Protection {
         new: PageMapEntry,
     ) -> Result<()> {
         if let (Some(mac), PageProtector::Aead { keys }) = (mac.as_mut(), &self.protector) {
-            mac.update(keys, page, old.0, new.0).map_err(crypt_err)?;
+            mac.update(keys, page, old.mac_word(), new.mac_word())
+                .map_err(crypt_err)?;
         }
         Ok(())
     }

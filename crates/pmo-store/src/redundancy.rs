@@ -1,18 +1,16 @@
 //! Redundant metadata (issue 18, `docs/format.md` version 3): the two copies of every
 //! namespace slot and of the configuration record, the copy of each entry in its PMO's header
-//! page, what rebuilds a slot from them (`pmo check --repair`), and the upgrade of older pools
-//! on open. Every write goes through [`Medium`] with its fences; the order of the writes is
-//! what lets one copy decide for the other after a crash.
-
-use std::sync::Arc;
+//! page, and what rebuilds a slot from them (`pmo check --repair`). Every write goes through
+//! [`Medium`] with its fences; the order of the writes is what lets one copy decide for the
+//! other after a crash.
 
 use pmo_format::superblock::{PoolConfig, CONFIG_OFFSET, CONFIG_SIZE, SB_OFFSETS, SB_SIZE};
-use pmo_format::{Entry, PmoLayout, Superblock, ENTRY_SIZE, FORMAT_VERSION, PAGE_SIZE};
+use pmo_format::{Entry, PmoLayout, Superblock, ENTRY_SIZE, PAGE_SIZE};
 use pmo_medium::Medium;
 use pmo_os::lock::LockKind;
 
 use crate::error::{Result, StoreError};
-use crate::locks::{self, Locker};
+use crate::locks;
 use crate::namespace::{self, Namespace};
 use crate::pool::Pool;
 
@@ -298,78 +296,6 @@ pub(crate) fn write_superblocks(m: &dyn Medium, sb: &Superblock) -> Result<()> {
         m.fence()?;
     }
     Ok(())
-}
-
-/// Upgrade a pool older than [`pmo_format::FORMAT_VERSION_MIRROR`] to the current format: write
-/// the namespace mirror (after namespace A when the gap before the heap holds it, else in free
-/// heap space), fence, then the new superblock, copy A then copy B, each fenced. A crash
-/// before copy A is durable leaves the old pool (the mirror lay in space nothing used); after,
-/// the new one (open rewrites copy B). Postponed (reported) while the namespace is damaged or
-/// no space fits the mirror. Returns the superblock in force and what to report.
-pub(crate) fn upgrade(
-    medium: &Arc<dyn Medium>,
-    locker: &Locker,
-    sb: Superblock,
-) -> Result<(Superblock, Option<String>)> {
-    if sb.version >= pmo_format::FORMAT_VERSION_MIRROR {
-        return Ok((sb, None));
-    }
-    let m = &**medium;
-    let _meta = locker.lock_blocking(locks::META, LockKind::Exclusive)?;
-    // Another process may have upgraded it while we waited.
-    let mut b = [0u8; SB_SIZE];
-    m.read(SB_OFFSETS[0], &mut b)?;
-    if let Ok(now) = Superblock::decode(&b, m.len()) {
-        if now.version >= pmo_format::FORMAT_VERSION_MIRROR && now.uuid == sb.uuid {
-            return Ok((now, None));
-        }
-    }
-    let mut ns = Namespace::default();
-    ns.reload(m, &sb)?;
-    if let Some(d) = ns.damage() {
-        let note = format!(
-            "format version {} not upgraded to {FORMAT_VERSION} (namespace mirror): {d}",
-            sb.version
-        );
-        return Ok((sb, Some(note)));
-    }
-    let bytes = sb.ns_bytes();
-    let after_a = sb.ns_offset + bytes;
-    let at = if after_a + bytes <= sb.heap_offset {
-        Some(after_a)
-    } else {
-        ns.free_extents(&sb)
-            .into_iter()
-            .find(|&(_, len)| len >= bytes)
-            .map(|(off, _)| off)
-    };
-    let Some(at) = at else {
-        let note = format!(
-            "format version {} not upgraded to {FORMAT_VERSION} (namespace mirror): no free {bytes}-byte extent for the mirror; free space and reopen",
-            sb.version
-        );
-        return Ok((sb, Some(note)));
-    };
-    let mut mirror = vec![0u8; bytes as usize];
-    for (i, e) in ns.slots.iter().enumerate() {
-        if let Some(e) = e {
-            mirror[i * ENTRY_SIZE..(i + 1) * ENTRY_SIZE].copy_from_slice(&e.encode());
-        }
-    }
-    let new = Superblock {
-        version: FORMAT_VERSION,
-        ns_mirror: at,
-        ..sb
-    };
-    m.write(at, &mirror)?;
-    m.flush(at, bytes)?;
-    m.fence()?;
-    write_superblocks(m, &new)?;
-    let note = format!(
-        "format version {} upgraded to {FORMAT_VERSION}: the namespace now has a mirror at offset {at:#x}",
-        sb.version
-    );
-    Ok((new, Some(note)))
 }
 
 /// Rewrite each configuration slot that disagrees with the record in force (at open, under the
