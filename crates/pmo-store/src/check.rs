@@ -80,6 +80,9 @@ impl Pool {
                         continue;
                     }
                     report.problems.extend(core.check(m)?);
+                    if inner.sb.version >= pmo_format::FORMAT_VERSION_MAP_CHECK {
+                        report.problems.extend(core.map_check_problems(m)?);
+                    }
                     report.pmos += 1;
                 }
             }

@@ -648,3 +648,27 @@ fn data_page_flips_through_mapped_loads() {
         &failures[..failures.len().min(10)]
     );
 }
+
+/// A page-map entry whose 16-bit check field was zeroed still reads under its 4-bit check (the
+/// form of an entry from before format version 4), and `pmo check` reports it as damage.
+#[test]
+fn a_zeroed_wide_check_is_reported_by_check() {
+    let s = sample(Scheme::NONE);
+    let layout = PmoLayout::new(PAGES, 0).expect("layout");
+    // Page 8: written by the first psync only (the open's replay of the newest journal does
+    // not rewrite it).
+    let at = (s.d.extent_off + layout.map_entry(8)) as usize;
+    let mut img = s.image.clone();
+    let e = u64::from_le_bytes(img[at..at + 8].try_into().unwrap());
+    assert!(PageMapEntry(e).has_wide_check());
+    img[at..at + 8].copy_from_slice(&(e & !PageMapEntry::WIDE_BITS).to_le_bytes());
+    assert_eq!(judge(&s, img.clone()), Ok(Outcome::Exact));
+    let pool = Pool::open_on(Arc::new(CrashMedium::from_image(img))).unwrap();
+    let problems = pool.check().unwrap().problems;
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("1 page-map entries lack their 16-bit check")),
+        "{problems:?}"
+    );
+}
