@@ -681,7 +681,7 @@ impl PmoCore {
             match e.entry.resealed() {
                 Some(sealed)
                     if e.page < self.layout.npages
-                        && sealed.loc().is_some_and(|l| matches!(l, PageLoc::Slot(_))) =>
+                        && matches!(sealed.loc(), Some(PageLoc::Slot(_))) =>
                 {
                     e.entry = sealed;
                 }
