@@ -694,6 +694,47 @@ impl PmoCore {
         Ok(())
     }
 
+    /// The committed page map as of the newest psync, read without any lock while a writer in
+    /// another process may be psyncing (a live snapshot): (sequence number, page-map entries,
+    /// trailer). `None` if a psync committed while it was read (the caller reads again). The
+    /// map on the medium lags only by the newest psync's entries, so its journal is applied
+    /// over it; psync `s + 1` writes the other journal and psync `s + 2` cannot begin before
+    /// `s + 1` is the newest record, so an unchanged newest record after the reads means the
+    /// journal and every other entry read were those of `s`.
+    pub(crate) fn committed_map(
+        &self,
+        m: &dyn Medium,
+    ) -> Result<Option<(u64, Vec<u64>, Option<Trailer>)>> {
+        use std::sync::atomic::{fence, Ordering};
+        let before = self.newest_record(m)?;
+        fence(Ordering::SeqCst);
+        let (journal, trailer) = match &before {
+            Some(r) => match self.journal_with_trailer(m, r) {
+                Ok(j) => j,
+                // A journal overwritten under us fails its CRC: read again.
+                Err(_) if self.newest_record(m)?.map(|r| r.seq) != Some(r.seq) => {
+                    return Ok(None)
+                }
+                Err(e) => return Err(e),
+            },
+            None => (Vec::new(), None),
+        };
+        let mut raw = vec![0u8; (self.layout.npages * 8) as usize];
+        m.read(self.abs(self.layout.map_off), &mut raw)?;
+        fence(Ordering::SeqCst);
+        if self.newest_record(m)?.map(|r| r.seq) != before.map(|r| r.seq) {
+            return Ok(None);
+        }
+        let mut table: Vec<u64> = raw
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        for e in journal {
+            table[e.page as usize] = e.entry.0;
+        }
+        Ok(Some((before.map_or(0, |r| r.seq), table, trailer)))
+    }
+
     /// Problems found by a read-only check of this PMO's metadata (empty: none).
     pub fn check(&self, m: &dyn Medium) -> Result<Vec<String>> {
         let mut problems = Vec::new();

@@ -126,6 +126,34 @@ impl Protection {
         master: &MasterKey,
         pool_uuid: [u8; 16],
     ) -> Result<Protection> {
+        Self::open_with(core, medium, scheme, master, pool_uuid, None)
+    }
+
+    /// A reader's protection over a committed map read while a writer in another process may
+    /// be psyncing (a live snapshot: [`PmoCore::committed_map`]): verified as at attach, but
+    /// nothing is written (no crash handler runs: the writer's session is alive), and pages of
+    /// an integrity-at-detach session still open have no checksums yet, so they are decrypted
+    /// without one (the snapshot's own commits write fresh ones).
+    pub(crate) fn open_live(
+        core: Arc<PmoCore>,
+        medium: Arc<dyn Medium>,
+        scheme: Scheme,
+        master: &MasterKey,
+        pool_uuid: [u8; 16],
+        table: Vec<u64>,
+        trailer: Option<Trailer>,
+    ) -> Result<Protection> {
+        Self::open_with(core, medium, scheme, master, pool_uuid, Some((table, trailer)))
+    }
+
+    fn open_with(
+        core: Arc<PmoCore>,
+        medium: Arc<dyn Medium>,
+        scheme: Scheme,
+        master: &MasterKey,
+        pool_uuid: [u8; 16],
+        live: Option<(Vec<u64>, Option<Trailer>)>,
+    ) -> Result<Protection> {
         let m = &*medium;
         let crypt_master = CryptMasterKey::from_slice(&master[..]).map_err(crypt_err)?;
         let at_detach = scheme.integrity_at() == crate::scheme::IntegrityAt::Detach;
@@ -155,7 +183,7 @@ impl Protection {
             Cipher::Xts | Cipher::XtsSha256 => PageProtector::Xts {
                 keys: FaithfulKeys::derive(&crypt_master, pool_uuid, core.uuid)
                     .map_err(crypt_err)?,
-                checksum: scheme.cipher() == Cipher::XtsSha256,
+                checksum: scheme.cipher() == Cipher::XtsSha256 && !(live.is_some() && pending),
             },
             Cipher::Aead => PageProtector::Aead {
                 keys: PmoKeys::derive(&crypt_master, pool_uuid, core.uuid).map_err(crypt_err)?,
@@ -172,15 +200,19 @@ impl Protection {
         // the XTS designs (a run-time switch to SP or WED finds it from a BP session).
         let may_hold_plain = core.layout.plain_off.is_some()
             && matches!(scheme.cipher(), Cipher::Xts | Cipher::XtsSha256);
-        let n = core.npages();
-        let mut raw = vec![0u8; (n * 8) as usize];
-        m.read(core.abs(core.layout.map_off), &mut raw)?;
-        let table: Vec<u64> = raw
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
-        drop(raw);
-        let trailer = core.newest_trailer(m)?;
+        let is_live = live.is_some();
+        let (table, trailer) = match live {
+            Some(t) => t,
+            None => {
+                let mut raw = vec![0u8; (core.npages() * 8) as usize];
+                m.read(core.abs(core.layout.map_off), &mut raw)?;
+                let table: Vec<u64> = raw
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                    .collect();
+                (table, core.newest_trailer(m)?)
+            }
+        };
         let mut max_used = 0u64;
         for (i, &e) in table.iter().enumerate() {
             let e = PageMapEntry(e);
@@ -283,6 +315,16 @@ impl Protection {
             core,
             medium,
         };
+        if is_live {
+            if pending {
+                // Which pages the live session committed without checksums is its secret:
+                // none is checked (a plaintext commit's checksum included).
+                for w in prot.id_pages.iter() {
+                    w.store(u64::MAX, Ordering::Release);
+                }
+            }
+            return Ok(prot);
+        }
         // The crash handler of BP on the medium: pages a session committed as plaintext and
         // did not encrypt (the process died) are encrypted now, before anything is used.
         // (Open runs under the exclusive attach lock for PMOs with a plaintext area.)
@@ -696,6 +738,11 @@ impl Protection {
         let expected = self.whole_expected.unwrap_or_default();
         h.verify(&pmo_crypt::PageChecksum(expected))
             .map_err(|_| integrity(&self.core, "the whole-PMO checksum does not match"))
+    }
+
+    /// The whole-PMO checksum committed last (`wedi`; `None` otherwise or before any commit).
+    pub(crate) fn whole_expected(&self) -> Option<[u8; 32]> {
+        self.whole_expected
     }
 
     /// Check the whole-PMO checksum of `pages` (all pages, in order) against the committed one.
