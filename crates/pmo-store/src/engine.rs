@@ -712,9 +712,7 @@ impl PmoCore {
             Some(r) => match self.journal_with_trailer(m, r) {
                 Ok(j) => j,
                 // A journal overwritten under us fails its CRC: read again.
-                Err(_) if self.newest_record(m)?.map(|r| r.seq) != Some(r.seq) => {
-                    return Ok(None)
-                }
+                Err(_) if self.newest_record(m)?.map(|r| r.seq) != Some(r.seq) => return Ok(None),
                 Err(e) => return Err(e),
             },
             None => (Vec::new(), None),

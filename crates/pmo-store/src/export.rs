@@ -123,6 +123,13 @@ fn decode_header(file: &Path, raw: [u8; HEADER_LEN], file_len: u64) -> Result<He
     })
 }
 
+/// Where an export file is written before it is complete.
+pub fn partial_path(file: &Path) -> std::path::PathBuf {
+    let mut p = file.as_os_str().to_owned();
+    p.push(".partial");
+    p.into()
+}
+
 /// The export file a snapshot writes ([`Pool::snapshot_to_file`]): every page sealed under
 /// the file keys at its place, the tags kept for the MAC written last, then an fsync.
 pub(crate) struct FileSink {
@@ -139,16 +146,25 @@ pub(crate) struct FileSink {
 }
 
 impl FileSink {
-    /// Create `file` (which must not exist) for PMO `entry` with data master `data`.
+    /// Create the export file `file` (which must not exist) for PMO `entry` with data master
+    /// `data`: written as `file.partial`, which [`FileSink::finish`] links to `file` once it
+    /// is complete and synced, so a process killed meanwhile leaves no `file`.
     pub(crate) fn create(file: &Path, entry: &Entry, data: &MasterKey) -> Result<FileSink> {
         let id = keys::random_bytes::<16>();
         let fk = file_keys(data, id, entry.uuid)?;
+        if file.symlink_metadata().is_ok() {
+            return Err(StoreError::Io {
+                op: format!("create {}", file.display()),
+                source: std::io::ErrorKind::AlreadyExists.into(),
+            });
+        }
         let f = std::fs::OpenOptions::new()
             .write(true)
             .read(true)
-            .create_new(true)
-            .open(file)
-            .map_err(io(format!("create {}", file.display())))?;
+            .create(true)
+            .truncate(true)
+            .open(partial_path(file))
+            .map_err(io(format!("create {}", partial_path(file).display())))?;
         let pages = entry.size / PAGE_SIZE;
         Ok(FileSink {
             path: file.to_path_buf(),
@@ -179,18 +195,32 @@ impl FileSink {
     pub(crate) fn finish(&mut self) -> Result<()> {
         use std::os::unix::fs::FileExt;
         self.write_run()?;
-        let mac = self.fk.mac_metadata(MAC_DOMAIN, &[&self.header, &self.tags]);
+        let mac = self
+            .fk
+            .mac_metadata(MAC_DOMAIN, &[&self.header, &self.tags]);
         let end = HEADER_LEN as u64 + self.pages * RECORD_LEN as u64;
         self.file
             .write_all_at(&mac.0, end)
             .and_then(|_| self.file.write_all_at(&self.header, 0))
             .map_err(io("write the export"))?;
-        self.file.sync_all().map_err(io("sync the export"))
+        self.file.sync_all().map_err(io("sync the export"))?;
+        let tmp = partial_path(&self.path);
+        // A link, not a rename: a file that appeared under the final name meanwhile stays.
+        std::fs::hard_link(&tmp, &self.path)
+            .map_err(io(format!("create {}", self.path.display())))?;
+        let _ = std::fs::remove_file(&tmp);
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io("sync the export's directory"))
     }
 
     /// Remove the unfinished file.
     pub(crate) fn discard(&self) {
-        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_file(partial_path(&self.path));
     }
 }
 

@@ -143,7 +143,14 @@ impl Protection {
         table: Vec<u64>,
         trailer: Option<Trailer>,
     ) -> Result<Protection> {
-        Self::open_with(core, medium, scheme, master, pool_uuid, Some((table, trailer)))
+        Self::open_with(
+            core,
+            medium,
+            scheme,
+            master,
+            pool_uuid,
+            Some((table, trailer)),
+        )
     }
 
     fn open_with(

@@ -68,7 +68,10 @@ pub struct SnapshotReport {
 }
 
 /// The committed map of `core`, read while a writer may be psyncing.
-fn committed(core: &PmoCore, m: &dyn pmo_medium::Medium) -> Result<(u64, Vec<u64>, Option<pmo_format::Trailer>)> {
+fn committed(
+    core: &PmoCore,
+    m: &dyn pmo_medium::Medium,
+) -> Result<(u64, Vec<u64>, Option<pmo_format::Trailer>)> {
     for _ in 0..10_000 {
         if let Some(x) = core.committed_map(m)? {
             return Ok(x);
@@ -256,5 +259,128 @@ fn read_raw(
             .read(core.abs(core.layout.page(s, p)), dst)
             .map_err(|_| "medium read failed"),
         None => Err("corrupted page-map entry"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::{Perm, PmoHandle, PoolOptions};
+    use pmo_medium::crash::CrashMedium;
+
+    const KEY: &[u8] = b"snap";
+    const PAGES: u64 = 8;
+
+    fn stamp(k: u8, p: u64) -> Box<Page> {
+        let mut b = Box::new([k; PAGE_SIZE as usize]);
+        b[0] = p as u8;
+        b
+    }
+
+    fn write(h: &PmoHandle, pages: &[u64], k: u8) {
+        let bufs: Vec<Box<Page>> = pages.iter().map(|&p| stamp(k, p)).collect();
+        let list: Vec<(u64, &Page)> = pages
+            .iter()
+            .copied()
+            .zip(bufs.iter().map(|b| &**b))
+            .collect();
+        h.commit_pages(&list).unwrap();
+    }
+
+    /// A sink in memory that lets the writer psync twice while the first page is copied.
+    struct Racing<'a> {
+        pages: Vec<Box<Page>>,
+        writer: &'a PmoHandle,
+        raced: bool,
+    }
+
+    impl Sink for Racing<'_> {
+        fn put(&mut self, p: u64, page: &Page) -> Result<()> {
+            if !self.raced {
+                self.raced = true;
+                // Pages 1 and 2 change twice: the second psync overwrites the very slots the
+                // map this pass copies from names.
+                write(self.writer, &[1, 2], 2);
+                write(self.writer, &[1, 2], 3);
+            }
+            self.pages[p as usize].copy_from_slice(page);
+            Ok(())
+        }
+        fn end_pass(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn get(&mut self, p: u64, page: &mut Page) -> Result<()> {
+            page.copy_from_slice(&self.pages[p as usize][..]);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn pages_a_writer_rewrites_during_a_pass_are_copied_again_as_of_one_psync() {
+        for name in ["none", "secure", "wedi", "sp-ip", "sp-id", "bp-ip:medium"] {
+            let scheme = Scheme::from_name(name).unwrap();
+            let pool = Pool::create_on(
+                Arc::new(CrashMedium::new(2 << 20)),
+                &PoolOptions {
+                    kdf: pmo_format::KdfParams::INSECURE_FAST,
+                    ns_capacity: Some(8),
+                    scheme,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            pool.pcreate("a", PAGES * PAGE_SIZE, KEY).unwrap();
+            let w = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
+            write(&w, &(0..PAGES).collect::<Vec<_>>(), 1);
+            let mut sink = Racing {
+                pages: (0..PAGES).map(|_| Box::new([0xEE; 4096])).collect(),
+                writer: &w,
+                raced: false,
+            };
+            let rep = pool.live_copy("a", KEY, &mut sink, &mut |_, _| {}).unwrap();
+            assert_eq!(
+                rep.passes, 2,
+                "{name}: the changed pages take a second pass"
+            );
+            // Pages 1 and 2 were read once too early (their entries changed) and left.
+            assert_eq!(rep.pages_copied, PAGES, "{name}");
+            assert_eq!(rep.seq, w.seq(), "{name}: as of the newest psync");
+            for p in 0..PAGES {
+                let k = if p == 1 || p == 2 { 3 } else { 1 };
+                assert!(sink.pages[p as usize] == stamp(k, p), "{name}: page {p}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_snapshot_of_a_destroyed_pmo_fails() {
+        let pool = Pool::create_on(
+            Arc::new(CrashMedium::new(2 << 20)),
+            &PoolOptions {
+                kdf: pmo_format::KdfParams::INSECURE_FAST,
+                ns_capacity: Some(8),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        pool.pcreate("a", PAGES * PAGE_SIZE, KEY).unwrap();
+        struct Destroying<'a>(&'a Pool, bool);
+        impl Sink for Destroying<'_> {
+            fn put(&mut self, _: u64, _: &Page) -> Result<()> {
+                if !self.1 {
+                    self.1 = true;
+                    self.0.pdestroy("a", KEY).unwrap();
+                }
+                Ok(())
+            }
+            fn end_pass(&mut self) -> Result<()> {
+                Ok(())
+            }
+            fn get(&mut self, _: u64, _: &mut Page) -> Result<()> {
+                Ok(())
+            }
+        }
+        let r = pool.live_copy("a", KEY, &mut Destroying(&pool, false), &mut |_, _| {});
+        assert!(matches!(r, Err(StoreError::NotFound(_))), "{r:?}");
     }
 }
