@@ -180,6 +180,9 @@ pub struct PmoCore {
     seq: Mutex<u64>,
     /// This attach session's instrumentation.
     pub stats: crate::stats::SessionCounters,
+    /// The pool's locks, for the snapshot gate a psync passes ([`crate::snapshot`]); `None`
+    /// for a core that never commits.
+    pub(crate) gate: Option<crate::locks::Locker>,
 }
 
 impl PmoCore {
@@ -205,6 +208,7 @@ impl PmoCore {
             tag: u64::from_le_bytes(entry.uuid[..8].try_into().expect("8 bytes")),
             seq: Mutex::new(0),
             stats: Default::default(),
+            gate: None,
         })
     }
 
@@ -300,6 +304,7 @@ impl PmoCore {
                 "psync pages must be ascending, unique and inside the PMO".into(),
             ));
         }
+        let _gate = crate::snapshot::pass_gate(self, m)?;
         let mut seq = self.seq.lock().unwrap_or_else(|e| e.into_inner());
         if pages.is_empty() {
             return Ok(CommitStats {

@@ -7,6 +7,7 @@
 //! Lock words (byte offsets far beyond any medium's end, so they never touch data):
 //! - `META`: exclusive for namespace changes, pool recovery and configuration changes.
 //! - `ATTACH_BASE + extent_off / 4096`: one per PMO, shared by readers, exclusive for a writer.
+//! - `GATE_BASE + extent_off / 4096`: one per PMO, the snapshot gate (`crate::snapshot`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,6 +22,15 @@ use crate::error::{Result, StoreError};
 pub const META: u64 = 1 << 62;
 /// First lock word of the per-PMO attach locks.
 pub const ATTACH_BASE: u64 = (1 << 62) + (1 << 40);
+
+/// First lock word of the per-PMO snapshot gates (`crate::snapshot`): a psync passes it
+/// shared while a snapshot that could not finish beside the writer holds it exclusively.
+pub const GATE_BASE: u64 = (1 << 62) + (2 << 40);
+
+/// The snapshot gate of the PMO whose extent starts at `extent_off`.
+pub fn gate_word(extent_off: u64) -> u64 {
+    GATE_BASE + extent_off / pmo_format::PAGE_SIZE
+}
 
 /// The lock word of the PMO whose extent starts at `extent_off`.
 pub fn attach_word(extent_off: u64) -> u64 {

@@ -947,7 +947,9 @@ impl Pool {
         if entry.uuid != checked_uuid {
             return Err(StoreError::NotFound(name.into()));
         }
-        let core = Arc::new(PmoCore::new(&entry)?);
+        let mut core = PmoCore::new(&entry)?;
+        core.gate = Some(inner.locker.clone());
+        let core = Arc::new(core);
         crate::stats::SessionCounters::add(
             &core.stats.attach_stall_ns,
             t_lock.elapsed().as_nanos() as u64,

@@ -21,8 +21,17 @@
 //!    still exist with the same uuid (a PMO destroyed meanwhile fails the snapshot).
 //!
 //! A pass after the first copies only what the writer changed during the one before, so the
-//! passes shrink unless the writer rewrites pages faster than they are copied; after
-//! [`MAX_PASSES`] the snapshot gives up with `Busy` (nothing is left behind).
+//! passes shrink unless the writer rewrites pages faster than they are copied (a writer that
+//! psyncs the same pages in a tight loop). After [`FREE_PASSES`] passes that each found a
+//! change, the snapshot closes the *gate*: it sets the gate word in the PMO's header page
+//! ([`GATE_OFF`]) and takes the PMO's gate lock exclusively; a psync that finds the word set
+//! passes the gate lock shared before it commits, so it waits while the snapshot holds it.
+//! At most the psync already in flight when the word was set still commits, so the next
+//! pass or the one after finds no change. The writer waits only for those last short
+//! passes (the pages it changed since the pass before), and only its psyncs wait: its
+//! loads and stores go on. The word and the lock go when the snapshot ends; a snapshot
+//! killed with the word set leaves only the lock taking (released by the kernel), which
+//! costs a psync a lock round trip until the next snapshot of the PMO clears the word.
 
 use std::path::Path;
 use std::sync::atomic::{fence, Ordering};
@@ -40,8 +49,71 @@ use crate::pool::{PmoInfo, Pool};
 use crate::protect::Protection;
 use crate::scheme::Scheme;
 
-/// Passes before a snapshot gives up on a writer that changes pages faster than it copies.
-pub const MAX_PASSES: u32 = 200;
+/// Passes a snapshot makes beside the writer before it closes the gate.
+pub const FREE_PASSES: u32 = 4;
+/// Passes before a snapshot gives up (with the gate closed, passes that find a change wait
+/// 200 µs each for the psync in flight to finish: about 10 s in all).
+pub const MAX_PASSES: u32 = 50_000;
+/// Offset in the PMO's header page of the snapshot gate word (u64, non-zero while a snapshot
+/// wants psyncs to pass the gate lock; written without a fence: coordination, not state).
+pub const GATE_OFF: u64 = 2056;
+
+fn write_gate(core: &PmoCore, m: &dyn pmo_medium::Medium, v: u64) -> Result<()> {
+    m.write(core.abs(GATE_OFF), &v.to_le_bytes())?;
+    Ok(())
+}
+
+/// Called by every psync before it commits: if a snapshot has closed the gate, wait for it
+/// (the returned guard is held until the commit is done).
+pub(crate) fn pass_gate(
+    core: &PmoCore,
+    m: &dyn pmo_medium::Medium,
+) -> Result<Option<crate::locks::LockGuard>> {
+    let Some(locker) = &core.gate else {
+        return Ok(None);
+    };
+    let mut b = [0u8; 8];
+    m.read(core.abs(GATE_OFF), &mut b)?;
+    if u64::from_le_bytes(b) == 0 {
+        return Ok(None);
+    }
+    locker
+        .lock_blocking(
+            crate::locks::gate_word(core.extent_off),
+            pmo_os::lock::LockKind::Shared,
+        )
+        .map(Some)
+}
+
+/// A closed gate; opened on drop.
+struct Gate<'a> {
+    core: &'a PmoCore,
+    m: &'a dyn pmo_medium::Medium,
+    _lock: crate::locks::LockGuard,
+}
+
+impl<'a> Gate<'a> {
+    fn close(pool: &Pool, core: &'a PmoCore, m: &'a dyn pmo_medium::Medium) -> Result<Gate<'a>> {
+        write_gate(core, m, 1)?;
+        let lock = pool.inner.locker.lock_blocking(
+            crate::locks::gate_word(core.extent_off),
+            pmo_os::lock::LockKind::Exclusive,
+        );
+        match lock {
+            Ok(l) => Ok(Gate { core, m, _lock: l }),
+            Err(e) => {
+                let _ = write_gate(core, m, 0);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for Gate<'_> {
+    fn drop(&mut self) {
+        let _ = write_gate(self.core, self.m, 0);
+    }
+}
 
 /// Where a snapshot's pages go.
 pub(crate) trait Sink {
@@ -65,6 +137,8 @@ pub struct SnapshotReport {
     pub passes: u32,
     /// Pages copied in all (pages copied again because the writer changed them count again).
     pub pages_copied: u64,
+    /// Whether the last passes closed the gate (the writer's psyncs waited for them).
+    pub gated: bool,
 }
 
 /// The committed map of `core`, read while a writer may be psyncing.
@@ -109,7 +183,12 @@ impl Pool {
             ..Default::default()
         };
         let mut page: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
+        let mut gate = None;
         for pass in 1..=MAX_PASSES {
+            if pass > FREE_PASSES && gate.is_none() {
+                gate = Some(Gate::close(self, &core, m)?);
+                report.gated = true;
+            }
             let (seq, table, trailer) = committed(&core, m)?;
             let prot = if scheme.is_protected() {
                 Some(Protection::open_live(
@@ -162,6 +241,11 @@ impl Pool {
             }
             sink.end_pass()?;
             if changed > 0 {
+                if gate.is_some() {
+                    // The psync in flight when the gate closed is still finishing (its
+                    // thread may be descheduled): give it time.
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
                 continue;
             }
             report.seq = seq;
@@ -179,6 +263,7 @@ impl Pool {
                     })?;
             }
             page.fill(0);
+            drop(gate);
             if self.entry(name).ok().map(|e| e.uuid) != Some(entry.uuid) {
                 return Err(StoreError::NotFound(format!(
                     "{name} (destroyed during the snapshot)"
