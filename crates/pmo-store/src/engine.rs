@@ -157,6 +157,9 @@ pub struct CommitStats {
     pub elapsed_ns: u64,
 }
 
+/// A committed page map: (sequence number, page-map entries, the commit's trailer).
+pub(crate) type CommittedMap = (u64, Vec<u64>, Option<Trailer>);
+
 /// What recovery did for one PMO.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecoverReport {
@@ -706,10 +709,7 @@ impl PmoCore {
     /// over it; psync `s + 1` writes the other journal and psync `s + 2` cannot begin before
     /// `s + 1` is the newest record, so an unchanged newest record after the reads means the
     /// journal and every other entry read were those of `s`.
-    pub(crate) fn committed_map(
-        &self,
-        m: &dyn Medium,
-    ) -> Result<Option<(u64, Vec<u64>, Option<Trailer>)>> {
+    pub(crate) fn committed_map(&self, m: &dyn Medium) -> Result<Option<CommittedMap>> {
         use std::sync::atomic::{fence, Ordering};
         let before = self.newest_record(m)?;
         fence(Ordering::SeqCst);

@@ -142,10 +142,7 @@ pub struct SnapshotReport {
 }
 
 /// The committed map of `core`, read while a writer may be psyncing.
-fn committed(
-    core: &PmoCore,
-    m: &dyn pmo_medium::Medium,
-) -> Result<(u64, Vec<u64>, Option<pmo_format::Trailer>)> {
+fn committed(core: &PmoCore, m: &dyn pmo_medium::Medium) -> Result<crate::engine::CommittedMap> {
     for _ in 0..10_000 {
         if let Some(x) = core.committed_map(m)? {
             return Ok(x);
