@@ -45,6 +45,8 @@ const HEADER_CALLS: &[&str] = &[
     "pmo_destroy",
     "pmo_rename",
     "pmo_rekey",
+    "pmo_copy",
+    "pmo_snapshot",
     "pmo_export",
     "pmo_import",
     "pmo_detach",
