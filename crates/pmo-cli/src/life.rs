@@ -58,6 +58,22 @@ pub(crate) enum LifeCmd {
         #[arg(long)]
         name: Option<String>,
     },
+    /// Snapshot a PMO while its writer keeps working: a new PMO (or an export file with
+    /// --to-file) exactly as of one psync
+    Snapshot {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// Write an export file (must not exist) instead of a new PMO
+        #[arg(long, value_name = "FILE", conflicts_with = "new")]
+        to_file: Option<PathBuf>,
+        /// PMO to snapshot
+        name: String,
+        /// Name of the snapshot PMO (same key)
+        #[arg(required_unless_present = "to_file")]
+        new: Option<String>,
+    },
     /// Copy a PMO to a new one (new nonces; the same key, or --new-key-file / PMO_NEW_KEY)
     Copy {
         #[command(flatten)]
@@ -81,6 +97,7 @@ impl LifeCmd {
             | LifeCmd::Rekey { pool, key, .. }
             | LifeCmd::Export { pool, key, .. }
             | LifeCmd::Import { pool, key, .. }
+            | LifeCmd::Snapshot { pool, key, .. }
             | LifeCmd::Copy { pool, key, .. } => (Some(pool), Some(key)),
         }
     }
@@ -114,6 +131,36 @@ pub(crate) fn run(cmd: &LifeCmd, pool: Pool, key: &[u8]) -> anyhow::Result<()> {
         LifeCmd::Import { file, name, .. } => {
             let info = pool.import(file, name.as_deref(), key, &mut progress("import"))?;
             outln!("imported {} as PMO '{}'", file.display(), info.name)?;
+        }
+        LifeCmd::Snapshot {
+            name, new, to_file, ..
+        } => {
+            let t = Instant::now();
+            let (rep, dest) = match (new, to_file) {
+                (_, Some(file)) => (
+                    pool.snapshot_to_file(name, key, file, &mut progress("snapshot"))?,
+                    file.display().to_string(),
+                ),
+                (Some(new), None) => (
+                    pool.snapshot(name, new, key, None, &mut progress("snapshot"))?
+                        .1,
+                    format!("PMO '{new}'"),
+                ),
+                (None, None) => bail!("name the snapshot PMO, or give --to-file FILE"),
+            };
+            let mib = (rep.pages * 4096) as f64 / (1 << 20) as f64;
+            let s = t.elapsed().as_secs_f64();
+            let gated = if rep.gated {
+                ", the writer's psyncs waited for the last"
+            } else {
+                ""
+            };
+            outln!(
+                "snapshot of PMO '{name}' as of psync {} to {dest}: {mib:.1} MiB in {s:.3} s ({} {}{gated})",
+                rep.seq,
+                rep.passes,
+                if rep.passes == 1 { "pass" } else { "passes" },
+            )?;
         }
         LifeCmd::Copy {
             name,
