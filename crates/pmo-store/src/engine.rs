@@ -738,6 +738,15 @@ impl PmoCore {
         Ok(Some((before.map_or(0, |r| r.seq), table, trailer)))
     }
 
+    /// The pages the newest committed psync wrote (its journal), with its sequence number.
+    pub(crate) fn newest_pages(&self, m: &dyn Medium) -> Result<Option<(u64, Vec<u64>)>> {
+        let Some(r) = self.newest_record(m)? else {
+            return Ok(None);
+        };
+        let pages = self.journal(m, &r)?.into_iter().map(|e| e.page).collect();
+        Ok(Some((r.seq, pages)))
+    }
+
     /// Problems found by a read-only check of this PMO's metadata (empty: none).
     pub fn check(&self, m: &dyn Medium) -> Result<Vec<String>> {
         let mut problems = Vec::new();

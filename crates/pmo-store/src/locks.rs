@@ -8,6 +8,7 @@
 //! - `META`: exclusive for namespace changes, pool recovery and configuration changes.
 //! - `ATTACH_BASE + extent_off / 4096`: one per PMO, shared by readers, exclusive for a writer.
 //! - `GATE_BASE + extent_off / 4096`: one per PMO, the snapshot gate (`crate::snapshot`).
+//! - `ROTATE_BASE + extent_off / 4096`: one per PMO, held while a rotation re-encrypts.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -30,6 +31,15 @@ pub const GATE_BASE: u64 = (1 << 62) + (2 << 40);
 /// The snapshot gate of the PMO whose extent starts at `extent_off`.
 pub fn gate_word(extent_off: u64) -> u64 {
     GATE_BASE + extent_off / pmo_format::PAGE_SIZE
+}
+
+/// First lock word of the per-PMO rotation locks (`crate::rotate`): exclusive while pages are
+/// re-encrypted, shared by a live snapshot.
+pub const ROTATE_BASE: u64 = (1 << 62) + (3 << 40);
+
+/// The rotation lock of the PMO whose extent starts at `extent_off`.
+pub fn rotate_word(extent_off: u64) -> u64 {
+    ROTATE_BASE + extent_off / pmo_format::PAGE_SIZE
 }
 
 /// The lock word of the PMO whose extent starts at `extent_off`.

@@ -982,6 +982,11 @@ impl Pool {
             }
             _ => scheme,
         };
+        let master = if scheme.is_protected() {
+            crate::rotate::on_open(self, &core, scheme, master, exclusive)?
+        } else {
+            master
+        };
         let prot = if scheme.is_protected() {
             Some(Arc::new(Protection::open(
                 core.clone(),

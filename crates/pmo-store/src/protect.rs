@@ -40,6 +40,17 @@ pub(crate) const RESERVATION_CHUNK: u64 = 1 << 16;
 /// Domain of the trailer MAC (`secure`).
 const TRAILER_MAC_DOMAIN: &[u8] = b"pmo/v2/trailer";
 
+/// How [`Protection::open_with`] gets the map and what it may write.
+enum Mode {
+    /// An attach: the map and trailer from the medium, verified; crash handlers run.
+    Attach,
+    /// A live snapshot: this committed map and trailer, verified; nothing written.
+    Live(Vec<u64>, Option<Trailer>),
+    /// A rotation's keys: this map, not verified, and versions from above this floor (the
+    /// newest commit's reservation); nothing written.
+    Fresh(Vec<u64>, u64),
+}
+
 /// The writer's crypto state, changed only by a successful commit.
 #[derive(Clone)]
 pub(crate) struct WriteState {
@@ -126,7 +137,29 @@ impl Protection {
         master: &MasterKey,
         pool_uuid: [u8; 16],
     ) -> Result<Protection> {
-        Self::open_with(core, medium, scheme, master, pool_uuid, None)
+        Self::open_with(core, medium, scheme, master, pool_uuid, Mode::Attach)
+    }
+
+    /// A rotation's protection (`crate::rotate`) over the current map `table`, unverified (the
+    /// caller opened the PMO verified under the key that vouches for the map): it seals with
+    /// checksums included and never commits plaintext; nothing is written by the open.
+    pub(crate) fn open_fresh(
+        core: Arc<PmoCore>,
+        medium: Arc<dyn Medium>,
+        scheme: Scheme,
+        master: &MasterKey,
+        pool_uuid: [u8; 16],
+        table: Vec<u64>,
+        floor: u64,
+    ) -> Result<Protection> {
+        Self::open_with(
+            core,
+            medium,
+            scheme,
+            master,
+            pool_uuid,
+            Mode::Fresh(table, floor),
+        )
     }
 
     /// A reader's protection over a committed map read while a writer in another process may
@@ -149,7 +182,7 @@ impl Protection {
             scheme,
             master,
             pool_uuid,
-            Some((table, trailer)),
+            Mode::Live(table, trailer),
         )
     }
 
@@ -159,8 +192,17 @@ impl Protection {
         scheme: Scheme,
         master: &MasterKey,
         pool_uuid: [u8; 16],
-        live: Option<(Vec<u64>, Option<Trailer>)>,
+        mode: Mode,
     ) -> Result<Protection> {
+        let mut fresh_floor = 0;
+        let (fresh, live) = match mode {
+            Mode::Attach => (false, None),
+            Mode::Live(table, trailer) => (false, Some((table, trailer))),
+            Mode::Fresh(table, floor) => {
+                fresh_floor = floor;
+                (true, Some((table, None)))
+            }
+        };
         let m = &*medium;
         let crypt_master = CryptMasterKey::from_slice(&master[..]).map_err(crypt_err)?;
         let at_detach = scheme.integrity_at() == crate::scheme::IntegrityAt::Detach;
@@ -179,7 +221,11 @@ impl Protection {
                 checksum: false,
             })
         };
-        let sealer = if at_detach { Some(unchecked()?) } else { None };
+        let sealer = if at_detach && !fresh {
+            Some(unchecked()?)
+        } else {
+            None
+        };
         let repair = if scheme.cipher() == Cipher::XtsSha256 && !at_detach {
             Some(unchecked()?)
         } else {
@@ -190,7 +236,8 @@ impl Protection {
             Cipher::Xts | Cipher::XtsSha256 => PageProtector::Xts {
                 keys: FaithfulKeys::derive(&crypt_master, pool_uuid, core.uuid)
                     .map_err(crypt_err)?,
-                checksum: scheme.cipher() == Cipher::XtsSha256 && !(live.is_some() && pending),
+                checksum: scheme.cipher() == Cipher::XtsSha256
+                    && !(live.is_some() && !fresh && pending),
             },
             Cipher::Aead => PageProtector::Aead {
                 keys: PmoKeys::derive(&crypt_master, pool_uuid, core.uuid).map_err(crypt_err)?,
@@ -263,9 +310,10 @@ impl Protection {
                         )
                     })?
                 }
-                None if table
-                    .iter()
-                    .all(|&e| PageMapEntry(e).loc() == Some(PageLoc::Zero)) =>
+                None if fresh
+                    || table
+                        .iter()
+                        .all(|&e| PageMapEntry(e).loc() == Some(PageLoc::Zero)) =>
                 {
                     VersionTableMac::from_table(keys, &table)
                 }
@@ -281,6 +329,7 @@ impl Protection {
         // A whole-PMO checksum vouches for every page; without a commit there is none, so the
         // map must be empty (a flipped entry would otherwise read as data).
         if scheme.whole_checksum()
+            && !fresh
             && trailer.is_none()
             && table
                 .iter()
@@ -294,7 +343,8 @@ impl Protection {
         // Resume above everything committed: the (authenticated, for `secure`) reservation of
         // the newest commit bounds every version used before, committed or not.
         let reservation = trailer.map_or(0, |t| t.reservation);
-        let mut counter = VersionCounter::recover(reservation.max(max_used.saturating_add(1)));
+        let mut counter =
+            VersionCounter::recover(reservation.max(max_used.saturating_add(1)).max(fresh_floor));
         if !matches!(protector, PageProtector::Aead { .. }) {
             // No nonces outside AES-GCM: versions only order pages, no reservation needed.
             counter.confirm_reservation(PageMapEntry::VERSION_MAX);
@@ -305,7 +355,7 @@ impl Protection {
             sealer,
             repair,
             bp_plain,
-            encrypting: AtomicBool::new(false),
+            encrypting: AtomicBool::new(fresh),
             plain_session: Mutex::new(false),
             id_pages: (0..core.npages().div_ceil(64))
                 .map(|_| AtomicU64::new(0))

@@ -173,6 +173,16 @@ impl Pool {
         let core = Arc::new(PmoCore::new(&entry)?);
         let m = &*inner.medium;
         let n = core.npages();
+        // Pages are under one key only outside a rotation.
+        let _rotation = inner.locker.lock_blocking(
+            crate::locks::rotate_word(core.extent_off),
+            pmo_os::lock::LockKind::Shared,
+        )?;
+        if crate::rotate::read_record(m, &core)?.is_some() {
+            return Err(StoreError::Invalid(format!(
+                "PMO '{name}' has an unfinished rotation: `pmo rotate {name}` finishes it first"
+            )));
+        }
         // The entry each page's copy was taken from (`None`: not copied yet).
         let mut copied: Vec<Option<u64>> = vec![None; n as usize];
         let mut report = SnapshotReport {
