@@ -173,6 +173,12 @@ int pmo_rename(const char *name, const char *new_name, const char *key);
  * is re-wrapped). @return 0, or -1 with errno as pmo_rename. */
 int pmo_rekey(const char *name, const char *key, const char *new_key);
 
+/** Re-encrypt every page of PMO `name` under a new random data key, page by page (the key
+ * stays `key`); a crash leaves a PMO that reads exactly, and the next attach or pmo_rotate
+ * finishes it (docs/lifecycle.md). @return 0, or -1 with errno: ENOENT, EACCES (wrong key),
+ * EBUSY (attached), EINVAL (not encrypted), EIO. */
+int pmo_rotate(const char *name, const char *key);
+
 /** Copy PMO `name` to a new PMO `new_name` (its own uuid, salt and nonces): its last psynced
  * state, also while a writer (this process or another) keeps it attached and psyncs. The copy's
  * key is `new_key` (NULL: the same key). A crash leaves no `new_name` or the whole copy.

@@ -208,7 +208,13 @@ static void test_namespace(void) {
     CHECK_FAIL(pmo_copy("ns", "ns-x", "wrong key", NULL) == 0, EACCES, PMO_E_WRONG_KEY);
     CHECK_FAIL(pmo_copy("ns", NULL, KEY, NULL) == 0, EINVAL, PMO_E_INVALID);
     CHECK_FAIL(pmo_snapshot(NULL, "ns-x", KEY) == 0, EINVAL, PMO_E_INVALID);
+    CHECK_FAIL(pmo_rotate("ns", KEY) == 0, EBUSY, PMO_E_BUSY); /* attached, by us */
     CHECK(detach(w) == 0);
+    CHECK(pmo_rotate("ns", KEY) == 0);
+    CHECK_FAIL(pmo_rotate("ns", "wrong key") == 0, EACCES, PMO_E_WRONG_KEY);
+    CHECK_FAIL(pmo_rotate("missing", KEY) == 0, ENOENT, PMO_E_NOT_FOUND);
+    w = attach("ns", 'r', KEY);
+    CHECK(w != NULL && w[0] == 'A' && w[4095] == 'A' && detach(w) == 0);
     CHECK_FAIL(attach("ns-copy", 'r', KEY) != NULL, EACCES, PMO_E_WRONG_KEY);
     const char *names[] = {"ns-copy", "ns-snap", "ns-imported"};
     const char *keys[] = {"copy key", KEY, KEY};

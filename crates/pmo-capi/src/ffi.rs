@@ -684,6 +684,22 @@ pub unsafe extern "C" fn pmo_rekey(
     trace(|| format!("pmo_rekey({})", unsafe { show(name) }), r)
 }
 
+/// `int pmo_rotate(const char *name, const char *key)`: see `pmo.h`.
+///
+/// # Safety
+/// As [`pmo_create`].
+#[no_mangle]
+pub unsafe extern "C" fn pmo_rotate(name: *const c_char, key: *const c_char) -> c_int {
+    let r = entry(-1, || {
+        // SAFETY: the caller passes a valid C string (NULL name rejected, NULL key: default).
+        let (n, k) = unsafe { (c_str(name, "name")?, c_key(key)) };
+        reg().pool()?.rotate(n, k, &mut |_, _| {})?;
+        Ok(0)
+    });
+    // SAFETY: `name` is NULL or a valid C string (the caller's contract).
+    trace(|| format!("pmo_rotate({})", unsafe { show(name) }), r)
+}
+
 /// `int pmo_export(const char *name, const char *key, const char *path)`: see `pmo.h`.
 ///
 /// # Safety

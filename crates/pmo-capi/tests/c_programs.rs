@@ -47,6 +47,7 @@ const HEADER_CALLS: &[&str] = &[
     "pmo_rekey",
     "pmo_copy",
     "pmo_snapshot",
+    "pmo_rotate",
     "pmo_export",
     "pmo_import",
     "pmo_detach",

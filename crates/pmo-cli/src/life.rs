@@ -1,4 +1,4 @@
-//! `pmo rename|rekey|export|import|copy|snapshot`: thin wiring over `pmo_store::lifecycle`.
+//! `pmo rename|rekey|rotate|export|import|copy|snapshot`: thin wiring over `pmo_store::lifecycle`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -33,6 +33,16 @@ pub(crate) enum LifeCmd {
         #[arg(long, value_name = "FILE")]
         new_key_file: Option<PathBuf>,
         /// PMO to rekey
+        name: String,
+    },
+    /// Re-encrypt every page of a PMO under a new data key (the key stays); resumes a rotation
+    /// a crash cut off (fails while attached)
+    Rotate {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// PMO to rotate
         name: String,
     },
     /// Export a PMO's last psynced state to a self-contained, encrypted, authenticated file
@@ -98,6 +108,7 @@ impl LifeCmd {
             | LifeCmd::Export { pool, key, .. }
             | LifeCmd::Import { pool, key, .. }
             | LifeCmd::Snapshot { pool, key, .. }
+            | LifeCmd::Rotate { pool, key, .. }
             | LifeCmd::Copy { pool, key, .. } => (Some(pool), Some(key)),
         }
     }
@@ -117,6 +128,15 @@ pub(crate) fn run(cmd: &LifeCmd, pool: Pool, key: &[u8]) -> anyhow::Result<()> {
             pool.rekey(name, key, &new_key)?;
             let us = t.elapsed().as_micros();
             outln!("rekeyed PMO '{name}' in {us} us (no page re-encrypted)")?;
+        }
+        LifeCmd::Rotate { name, .. } => {
+            let t = Instant::now();
+            let info = pool.rotate(name, key, &mut progress("rotate"))?;
+            let mib = info.size as f64 / (1 << 20) as f64;
+            let s = t.elapsed().as_secs_f64();
+            outln!(
+                "rotated PMO '{name}' ({mib:.1} MiB re-encrypted under a new data key in {s:.3} s)"
+            )?;
         }
         LifeCmd::Export { name, file, .. } => {
             let t = Instant::now();

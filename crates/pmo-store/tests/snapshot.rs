@@ -1,8 +1,8 @@
 //! Live snapshot (`docs/lifecycle.md`): snapshots and exports taken while a writer keeps
 //! psyncing are each exactly the PMO as of one psync, under every scheme and placement; and
-//! real SIGKILLs of a process taking a snapshot, or rekeying, while a writer process keeps
-//! working leave the source as of a psync, the snapshot complete and consistent or absent,
-//! and nothing leaked (`check`).
+//! real SIGKILLs of a process taking a snapshot, rekeying or rotating, while a writer process
+//! keeps working, leave the source as of a psync, the snapshot complete and consistent or
+//! absent, and nothing leaked (`check`).
 //!
 //! The writer's psync `k` writes stamp `k` into pages `0..W` and into the rolling page
 //! `W + k % R`: a consistent state as of psync `K` has stamp `K` on pages `0..W` and, on each
@@ -213,6 +213,13 @@ fn snap_child_main() {
             pool.export("src", KEY, &file, &mut |_, _| {}).unwrap();
             println!("export");
         }
+        "rotate" => loop {
+            match pool.rotate("src", KEY, &mut |_, _| {}) {
+                Ok(_) => println!("rotated"),
+                Err(StoreError::Busy { .. }) => std::thread::yield_now(),
+                Err(e) => panic!("rotate: {e}"),
+            }
+        },
         "rekey" => {
             let mut keys = [KEY, KEY2];
             if pool.check_key("src", KEY).is_err() {
@@ -386,6 +393,45 @@ fn sigkill_during_rekey_under_a_live_writer_leaves_one_key_and_a_psync() {
             assert_clean(&pool, &ctx);
         }
         eprintln!("{name}: {rekeys} rekeys done between the kills");
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+#[test]
+fn sigkill_during_rotate_under_a_live_writer_leaves_a_psync_and_finishes() {
+    if std::env::var(ROLE).is_ok() {
+        return;
+    }
+    for name in ["secure", "sp-id", "wedi:medium"] {
+        let scheme = Scheme::from_name(name).unwrap();
+        let path = shm(&format!("kill-rotate-{}", name.replace(':', "-")));
+        let _ = std::fs::remove_file(&path);
+        let pool = Pool::create(&path, 16 << 20, &opts(scheme)).unwrap();
+        pool.pcreate("src", PAGES * 4096, KEY).unwrap();
+        drop(pool);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x7071);
+        let (mut rotations, mut unfinished) = (0, 0);
+        for n in 0..kills() {
+            let (writer, acked) = spawn("writer", &path, &[("PMO_SNAP_CYCLE", "1".into())]);
+            wait_lines(&acked, 1);
+            let (rotator, done) = spawn("rotate", &path, &[]);
+            std::thread::sleep(Duration::from_micros(rng.gen_range(2_000..30_000)));
+            kill(rotator, "rotator");
+            rotations += done.load(Ordering::SeqCst);
+            kill(writer, "writer");
+            let ctx = format!("{name} kill {n}");
+            let pool = Pool::open(&path).unwrap();
+            unfinished += u64::from(pool.rotation_unfinished("src").unwrap());
+            // The open finishes a cut-off rotation's pages; the PMO reads as of a psync.
+            consistent(&pool, "src", KEY, &ctx);
+            assert_clean(&pool, &ctx);
+        }
+        let pool = Pool::open(&path).unwrap();
+        pool.rotate("src", KEY, &mut |_, _| {}).unwrap();
+        assert!(!pool.rotation_unfinished("src").unwrap());
+        consistent(&pool, "src", KEY, name);
+        eprintln!("{name}: {rotations} rotations done between the kills, {unfinished} cut off");
+        drop(pool);
         std::fs::remove_file(&path).unwrap();
     }
 }
