@@ -54,6 +54,9 @@ pub(crate) struct Record {
     cursor_seq: u64,
     /// The new data master, wrapped under the old one.
     wrapped: [u8; 40],
+    /// The sequence number of the newest psync when the rotation began: a newer one is the
+    /// rotation's, under the new key.
+    base_seq: u64,
 }
 
 impl Record {
@@ -64,14 +67,15 @@ impl Record {
         b[16..24].copy_from_slice(&self.cursor.to_le_bytes());
         b[24..32].copy_from_slice(&self.cursor_seq.to_le_bytes());
         b[32..72].copy_from_slice(&self.wrapped);
-        let c = pmo_format::crc(&b[..72]);
-        b[72..76].copy_from_slice(&c.to_le_bytes());
+        b[72..80].copy_from_slice(&self.base_seq.to_le_bytes());
+        let c = pmo_format::crc(&b[..80]);
+        b[80..84].copy_from_slice(&c.to_le_bytes());
         b
     }
 
     fn decode(b: &[u8]) -> Option<Record> {
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
-        if b[..8] != MAGIC || pmo_format::crc(&b[..72]).to_le_bytes() != b[72..76] {
+        if b[..8] != MAGIC || pmo_format::crc(&b[..80]).to_le_bytes() != b[80..84] {
             return None;
         }
         Some(Record {
@@ -79,6 +83,7 @@ impl Record {
             cursor: u64_at(16),
             cursor_seq: u64_at(24),
             wrapped: b[32..72].try_into().expect("40 bytes"),
+            base_seq: u64_at(72),
         })
     }
 }
@@ -236,7 +241,7 @@ pub(crate) fn on_open(
         }
         // The map as the newest commit vouches for it: under the old key until the rotation
         // first committed (a reservation or a batch), under the new one after.
-        let vouching = if cursor == 0 && core.seq() == r.cursor_seq {
+        let vouching = if core.seq() == r.base_seq {
             &master
         } else {
             &new
@@ -288,6 +293,7 @@ impl Pool {
                         gen: 0,
                         cursor: 0,
                         cursor_seq: h.core.seq(),
+                        base_seq: h.core.seq(),
                         wrapped: keys::wrap_rotation(&h.master, &h.core.uuid, &new)?,
                     };
                     let _rotating = self.inner.locker.lock_blocking(
