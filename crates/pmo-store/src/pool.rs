@@ -942,11 +942,18 @@ impl Pool {
             },
             None => return Err(self.busy(&entry)),
         };
-        // The entry may have been destroyed or replaced while we waited.
+        // The entry may have been destroyed or replaced while we waited (a rotation replaces
+        // the data master it gives: check the key again).
+        let checked_gen = entry.generation;
         let entry = self.entry(name)?;
         if entry.uuid != checked_uuid {
             return Err(StoreError::NotFound(name.into()));
         }
+        let master = if entry.generation != checked_gen {
+            keys::check_key(&entry, key)?
+        } else {
+            master
+        };
         let mut core = PmoCore::new(&entry)?;
         core.gate = Some(inner.locker.clone());
         let core = Arc::new(core);

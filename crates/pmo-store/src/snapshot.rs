@@ -168,7 +168,7 @@ impl Pool {
         let inner = &*self.inner;
         inner.alive()?;
         let entry = self.entry(name)?;
-        let master = keys::check_key(&entry, key)?;
+        keys::check_key(&entry, key)?;
         let scheme = Scheme::from_code(entry.scheme)?;
         let core = Arc::new(PmoCore::new(&entry)?);
         let m = &*inner.medium;
@@ -183,6 +183,12 @@ impl Pool {
                 "PMO '{name}' has an unfinished rotation: `pmo rotate {name}` finishes it first"
             )));
         }
+        // A rotation that ran before the lock was taken changed the data master.
+        let now = self.entry(name)?;
+        if now.uuid != entry.uuid {
+            return Err(StoreError::NotFound(name.into()));
+        }
+        let master = keys::check_key(&now, key)?;
         // The entry each page's copy was taken from (`None`: not copied yet).
         let mut copied: Vec<Option<u64>> = vec![None; n as usize];
         let mut report = SnapshotReport {
