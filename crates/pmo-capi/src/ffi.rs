@@ -766,20 +766,8 @@ pub unsafe extern "C" fn pmo_snapshot(
     new_name: *const c_char,
     key: *const c_char,
 ) -> c_int {
-    let r = entry(-1, || {
-        // SAFETY: the caller passes valid C strings (NULL names rejected, NULL key: default).
-        let (n, new, k) = unsafe {
-            (
-                c_str(name, "name")?,
-                c_str(new_name, "new name")?,
-                c_key(key),
-            )
-        };
-        reg().pool()?.snapshot(n, new, k, None, &mut |_, _| {})?;
-        Ok(0)
-    });
-    // SAFETY: `name` is NULL or a valid C string (the caller's contract).
-    trace(|| format!("pmo_snapshot({})", unsafe { show(name) }), r)
+    // SAFETY: the caller's contract is pmo_copy's; a NULL new key means the same key.
+    unsafe { pmo_copy(name, new_name, key, std::ptr::null()) }
 }
 
 /// `int pmo_import(const char *path, const char *name, const char *key)`: see `pmo.h`.

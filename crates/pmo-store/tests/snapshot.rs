@@ -435,3 +435,55 @@ fn sigkill_during_rotate_under_a_live_writer_leaves_a_psync_and_finishes() {
         std::fs::remove_file(&path).unwrap();
     }
 }
+
+#[test]
+fn snapshot_at_every_persist_point_leaves_the_copy_whole_or_absent() {
+    if std::env::var(ROLE).is_ok() {
+        return;
+    }
+    use pmo_medium::crash::{explore, CrashMedium};
+    for name in ["secure", "none", "sp-id", "wedi", "bp-ip:medium"] {
+        let scheme = Scheme::from_name(name).unwrap();
+        let pool = Pool::create_on(Arc::new(CrashMedium::new(8 << 20)), &opts(scheme)).unwrap();
+        pool.pcreate("src", PAGES * 4096, KEY).unwrap();
+        {
+            let h = pool.open_pmo("src", Perm::Write, KEY, None).unwrap();
+            for k in 1..=300 {
+                psync_k(&h, k).unwrap();
+            }
+        }
+        let m = pool.medium();
+        let mut base = vec![0u8; m.len() as usize];
+        m.read(0, &mut base).unwrap();
+        drop(pool);
+        let (mut whole, mut absent) = (0, 0);
+        let points = explore(
+            &base,
+            2,
+            0x5a,
+            |m| Pool::open_on(m.clone())?.snapshot("src", "snap", KEY, None, &mut |_, _| {}),
+            |cp| {
+                let ctx = format!("{name}: snapshot point {} variant {}", cp.point, cp.variant);
+                let pool = Pool::open_on(Arc::new(CrashMedium::from_image(cp.image.clone())))
+                    .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+                assert_eq!(consistent(&pool, "src", KEY, &ctx), 300, "{ctx}: source");
+                if pool.exists("snap").unwrap() {
+                    whole += 1;
+                    assert_eq!(consistent(&pool, "snap", KEY, &ctx), 300, "{ctx}: copy");
+                } else {
+                    absent += 1;
+                    assert!(!cp.completed, "{ctx}: a completed snapshot is lost");
+                }
+                if pool.exists("snap.partial").unwrap() {
+                    pool.pdestroy("snap.partial", KEY).unwrap();
+                }
+                assert_clean(&pool, &ctx);
+            },
+        );
+        assert!(points > 5, "{name}: {points} persist points");
+        assert!(
+            whole > 0 && absent > 0,
+            "{name}: whole {whole} absent {absent}"
+        );
+    }
+}
