@@ -173,8 +173,26 @@ int pmo_rename(const char *name, const char *new_name, const char *key);
  * is re-wrapped). @return 0, or -1 with errno as pmo_rename. */
 int pmo_rekey(const char *name, const char *key, const char *new_key);
 
+/** Re-encrypt every page of PMO `name` under a new random data key, page by page (the key
+ * stays `key`); a crash leaves a PMO that reads exactly, and the next attach or pmo_rotate
+ * finishes it (docs/lifecycle.md). @return 0, or -1 with errno: ENOENT, EACCES (wrong key),
+ * EBUSY (attached), EINVAL (not encrypted), EIO. */
+int pmo_rotate(const char *name, const char *key);
+
+/** Copy PMO `name` to a new PMO `new_name` (its own uuid, salt and nonces): its last psynced
+ * state, also while a writer (this process or another) keeps it attached and psyncs. The copy's
+ * key is `new_key` (NULL: the same key). A crash leaves no `new_name` or the whole copy.
+ * @return 0, or -1 with errno: ENOENT, EEXIST, EACCES (wrong key), ENOSPC, EINVAL, EIO. */
+int pmo_copy(const char *name, const char *new_name, const char *key, const char *new_key);
+
+/** Snapshot PMO `name` into a new PMO `new_name` under the same key while its writer keeps
+ * working (docs/lifecycle.md): the copy is exactly `name` as of one psync. Same as pmo_copy
+ * with a NULL new key. @return 0, or -1 with errno as pmo_copy. */
+int pmo_snapshot(const char *name, const char *new_name, const char *key);
+
 /** Export PMO `name`'s last psynced state to `path` (must not exist): an encrypted,
- * authenticated, self-contained file (docs/format.md section 6). @return 0, or -1 with errno. */
+ * authenticated, self-contained file (docs/format.md section 7), also while a writer keeps it
+ * attached (a live snapshot). @return 0, or -1 with errno. */
 int pmo_export(const char *name, const char *key, const char *path);
 
 /** Import an export file as PMO `name` (NULL: the name it was exported under), verified whole

@@ -193,6 +193,39 @@ static void test_namespace(void) {
     CHECK_FAIL(pmo_import(xp, "ns-imported", KEY) == 0, EEXIST, PMO_E_EXISTS);
     CHECK(pmo_destroy("ns-imported", KEY) == 0);
     unlink(xp);
+    /* Copy and snapshot while this process has the PMO attached read-write and keeps writing:
+     * each copy holds the last psynced bytes, not the unsynced ones. */
+    char *w = attach("ns", 'w', KEY);
+    CHECK(w != NULL);
+    memset(w, 'A', 4096);
+    CHECK(psync(w) == 0);
+    memset(w, 'B', 4096); /* not psynced */
+    CHECK(pmo_copy("ns", "ns-copy", KEY, "copy key") == 0);
+    CHECK(pmo_snapshot("ns", "ns-snap", KEY) == 0);
+    CHECK(pmo_export("ns", KEY, xp) == 0);
+    CHECK_FAIL(pmo_copy("ns", "ns-snap", KEY, NULL) == 0, EEXIST, PMO_E_EXISTS);
+    CHECK_FAIL(pmo_copy("missing", "ns-x", KEY, NULL) == 0, ENOENT, PMO_E_NOT_FOUND);
+    CHECK_FAIL(pmo_copy("ns", "ns-x", "wrong key", NULL) == 0, EACCES, PMO_E_WRONG_KEY);
+    CHECK_FAIL(pmo_copy("ns", NULL, KEY, NULL) == 0, EINVAL, PMO_E_INVALID);
+    CHECK_FAIL(pmo_snapshot(NULL, "ns-x", KEY) == 0, EINVAL, PMO_E_INVALID);
+    CHECK_FAIL(pmo_rotate("ns", KEY) == 0, EBUSY, PMO_E_BUSY); /* attached, by us */
+    CHECK(detach(w) == 0);
+    CHECK(pmo_rotate("ns", KEY) == 0);
+    CHECK_FAIL(pmo_rotate("ns", "wrong key") == 0, EACCES, PMO_E_WRONG_KEY);
+    CHECK_FAIL(pmo_rotate("missing", KEY) == 0, ENOENT, PMO_E_NOT_FOUND);
+    w = attach("ns", 'r', KEY);
+    CHECK(w != NULL && w[0] == 'A' && w[4095] == 'A' && detach(w) == 0);
+    CHECK_FAIL(attach("ns-copy", 'r', KEY) != NULL, EACCES, PMO_E_WRONG_KEY);
+    const char *names[] = {"ns-copy", "ns-snap", "ns-imported"};
+    const char *keys[] = {"copy key", KEY, KEY};
+    CHECK(pmo_import(xp, "ns-imported", KEY) == 0);
+    unlink(xp);
+    for (int i = 0; i < 3; i++) {
+        char *c = attach(names[i], 'r', keys[i]);
+        CHECK(c != NULL);
+        CHECK(c[0] == 'A' && c[4095] == 'A');
+        CHECK(detach(c) == 0 && pmo_destroy(names[i], keys[i]) == 0);
+    }
     CHECK(pmo_destroy("ns", KEY) == 0 && pmo_last_error() == 0);
     CHECK(pmo_exists("ns") == 0);
 }

@@ -8,6 +8,7 @@
 //! | [`suite`] | the papers' benchmark suite (pmo-workloads) as studies: breakdown per design, attach-session size, prediction depth, threads, CXL latency |
 //! | [`schemes`] | every protection scheme: the paper's Fig. 1, a step breakdown, per-page costs against their floors |
 
+pub mod lifecycle;
 pub mod plot;
 pub mod record;
 pub mod schemes;

@@ -684,6 +684,22 @@ pub unsafe extern "C" fn pmo_rekey(
     trace(|| format!("pmo_rekey({})", unsafe { show(name) }), r)
 }
 
+/// `int pmo_rotate(const char *name, const char *key)`: see `pmo.h`.
+///
+/// # Safety
+/// As [`pmo_create`].
+#[no_mangle]
+pub unsafe extern "C" fn pmo_rotate(name: *const c_char, key: *const c_char) -> c_int {
+    let r = entry(-1, || {
+        // SAFETY: the caller passes a valid C string (NULL name rejected, NULL key: default).
+        let (n, k) = unsafe { (c_str(name, "name")?, c_key(key)) };
+        reg().pool()?.rotate(n, k, &mut |_, _| {})?;
+        Ok(0)
+    });
+    // SAFETY: `name` is NULL or a valid C string (the caller's contract).
+    trace(|| format!("pmo_rotate({})", unsafe { show(name) }), r)
+}
+
 /// `int pmo_export(const char *name, const char *key, const char *path)`: see `pmo.h`.
 ///
 /// # Safety
@@ -704,6 +720,54 @@ pub unsafe extern "C" fn pmo_export(
     });
     // SAFETY: `name` is NULL or a valid C string (the caller's contract).
     trace(|| format!("pmo_export({})", unsafe { show(name) }), r)
+}
+
+/// `int pmo_copy(const char *name, const char *new_name, const char *key, const char
+/// *new_key)`: see `pmo.h`.
+///
+/// # Safety
+/// As [`pmo_create`]; `new_name` a valid NUL-terminated string, `new_key` NULL or one.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_copy(
+    name: *const c_char,
+    new_name: *const c_char,
+    key: *const c_char,
+    new_key: *const c_char,
+) -> c_int {
+    let r = entry(-1, || {
+        // SAFETY: the caller passes valid C strings (NULL names rejected, NULL key: default).
+        let (n, new, k) = unsafe {
+            (
+                c_str(name, "name")?,
+                c_str(new_name, "new name")?,
+                c_key(key),
+            )
+        };
+        let nk = if new_key.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL, a valid C string (the caller's contract).
+            Some(unsafe { c_str(new_key, "new key") }?.as_bytes())
+        };
+        reg().pool()?.copy(n, new, k, nk, &mut |_, _| {})?;
+        Ok(0)
+    });
+    // SAFETY: `name` is NULL or a valid C string (the caller's contract).
+    trace(|| format!("pmo_copy({})", unsafe { show(name) }), r)
+}
+
+/// `int pmo_snapshot(const char *name, const char *new_name, const char *key)`: see `pmo.h`.
+///
+/// # Safety
+/// As [`pmo_create`]; `new_name` a valid NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_snapshot(
+    name: *const c_char,
+    new_name: *const c_char,
+    key: *const c_char,
+) -> c_int {
+    // SAFETY: the caller's contract is pmo_copy's; a NULL new key means the same key.
+    unsafe { pmo_copy(name, new_name, key, std::ptr::null()) }
 }
 
 /// `int pmo_import(const char *path, const char *name, const char *key)`: see `pmo.h`.

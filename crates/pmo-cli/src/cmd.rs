@@ -236,7 +236,8 @@ enum Cmd {
         /// Which benchmark: suite (the papers' workloads over the scheme/prediction/latency/
         /// thread matrix), store (psync, attach, faults, PMDK peer), schemes (protection costs),
         /// filebench (Filebench's personalities on the file store in PMOs; `--quick` suite runs include a short one)
-        /// lmdb (LMDB on PMOs vs /dev/shm and disk), ycsb (YCSB A-F on those stores)
+        /// lmdb (LMDB on PMOs vs /dev/shm and disk), ycsb (YCSB A-F on those stores),
+        /// lifecycle (rekey, snapshot, export and import vs cp and mdb_copy)
         #[arg(default_value = "suite")]
         which: String,
         /// suite: only these workloads (repeatable)
@@ -1160,8 +1161,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     }
                     r?;
                 }
+                "lifecycle" => {
+                    let mut opts = pmo_bench::lifecycle::LifecycleBenchOptions::new(*quick);
+                    if let Some(d) = dir {
+                        opts.dir = d.clone();
+                    }
+                    pmo_bench::lifecycle::run(&opts, &mut records)?;
+                    out!("{}", pmo_bench::lifecycle::table(&records))?;
+                    std::fs::create_dir_all(out)
+                        .with_context(|| format!("create {}", out.display()))?;
+                    for f in pmo_bench::lifecycle::draw(&records, out)? {
+                        outln!("figure: {}", f.display())?;
+                    }
+                }
                 other => {
-                    bail!("unknown benchmark '{other}' (known: suite, store, schemes, filebench, lmdb, ycsb)")
+                    bail!("unknown benchmark '{other}' (known: suite, store, schemes, filebench, lmdb, ycsb, lifecycle)")
                 }
             }
             std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;

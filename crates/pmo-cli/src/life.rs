@@ -1,4 +1,4 @@
-//! `pmo rename|rekey|export|import|copy|snapshot`: thin wiring over `pmo_store::lifecycle`.
+//! `pmo rename|rekey|rotate|export|import|copy|snapshot`: thin wiring over `pmo_store::lifecycle`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -35,6 +35,16 @@ pub(crate) enum LifeCmd {
         /// PMO to rekey
         name: String,
     },
+    /// Re-encrypt every page of a PMO under a new data key (the key stays); resumes a rotation
+    /// a crash cut off (fails while attached)
+    Rotate {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// PMO to rotate
+        name: String,
+    },
     /// Export a PMO's last psynced state to a self-contained, encrypted, authenticated file
     Export {
         #[command(flatten)]
@@ -57,6 +67,22 @@ pub(crate) enum LifeCmd {
         /// Name of the new PMO [default: the name it was exported under]
         #[arg(long)]
         name: Option<String>,
+    },
+    /// Snapshot a PMO while its writer keeps working: a new PMO (or an export file with
+    /// --to-file) exactly as of one psync
+    Snapshot {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        /// Write an export file (must not exist) instead of a new PMO
+        #[arg(long, value_name = "FILE", conflicts_with = "new")]
+        to_file: Option<PathBuf>,
+        /// PMO to snapshot
+        name: String,
+        /// Name of the snapshot PMO (same key)
+        #[arg(required_unless_present = "to_file")]
+        new: Option<String>,
     },
     /// Copy a PMO to a new one (new nonces; the same key, or --new-key-file / PMO_NEW_KEY)
     Copy {
@@ -81,6 +107,8 @@ impl LifeCmd {
             | LifeCmd::Rekey { pool, key, .. }
             | LifeCmd::Export { pool, key, .. }
             | LifeCmd::Import { pool, key, .. }
+            | LifeCmd::Snapshot { pool, key, .. }
+            | LifeCmd::Rotate { pool, key, .. }
             | LifeCmd::Copy { pool, key, .. } => (Some(pool), Some(key)),
         }
     }
@@ -101,6 +129,15 @@ pub(crate) fn run(cmd: &LifeCmd, pool: Pool, key: &[u8]) -> anyhow::Result<()> {
             let us = t.elapsed().as_micros();
             outln!("rekeyed PMO '{name}' in {us} us (no page re-encrypted)")?;
         }
+        LifeCmd::Rotate { name, .. } => {
+            let t = Instant::now();
+            let info = pool.rotate(name, key, &mut progress("rotate"))?;
+            let mib = info.size as f64 / (1 << 20) as f64;
+            let s = t.elapsed().as_secs_f64();
+            outln!(
+                "rotated PMO '{name}' ({mib:.1} MiB re-encrypted under a new data key in {s:.3} s)"
+            )?;
+        }
         LifeCmd::Export { name, file, .. } => {
             let t = Instant::now();
             let pages = pool.export(name, key, file, &mut progress("export"))?;
@@ -114,6 +151,36 @@ pub(crate) fn run(cmd: &LifeCmd, pool: Pool, key: &[u8]) -> anyhow::Result<()> {
         LifeCmd::Import { file, name, .. } => {
             let info = pool.import(file, name.as_deref(), key, &mut progress("import"))?;
             outln!("imported {} as PMO '{}'", file.display(), info.name)?;
+        }
+        LifeCmd::Snapshot {
+            name, new, to_file, ..
+        } => {
+            let t = Instant::now();
+            let (rep, dest) = match (new, to_file) {
+                (_, Some(file)) => (
+                    pool.snapshot_to_file(name, key, file, &mut progress("snapshot"))?,
+                    file.display().to_string(),
+                ),
+                (Some(new), None) => (
+                    pool.snapshot(name, new, key, None, &mut progress("snapshot"))?
+                        .1,
+                    format!("PMO '{new}'"),
+                ),
+                (None, None) => bail!("name the snapshot PMO, or give --to-file FILE"),
+            };
+            let mib = (rep.pages * 4096) as f64 / (1 << 20) as f64;
+            let s = t.elapsed().as_secs_f64();
+            let gated = if rep.gated {
+                ", the writer's psyncs waited for the last"
+            } else {
+                ""
+            };
+            outln!(
+                "snapshot of PMO '{name}' as of psync {} to {dest}: {mib:.1} MiB in {s:.3} s ({} {}{gated})",
+                rep.seq,
+                rep.passes,
+                if rep.passes == 1 { "pass" } else { "passes" },
+            )?;
         }
         LifeCmd::Copy {
             name,

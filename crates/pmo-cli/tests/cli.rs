@@ -506,3 +506,56 @@ fn export_import_copy_and_a_tampered_export_exits_2() {
     );
     one_line_error(&pmo(&p2, Some("nope"), &["import", fs], None), 1, "key");
 }
+
+#[test]
+fn snapshot_export_and_copy_work_while_a_writer_holds_the_pmo() {
+    let d = tmpdir("snapshot");
+    let p = d.0.join("p.pool");
+    init(&p, "16MiB");
+    let k = Some("k1");
+    assert_eq!(
+        code(&pmo(&p, k, &["create", "a", "--size", "64KiB"], None)),
+        0
+    );
+    // This process is the writer: attached read-write for the whole test, psyncing "hello".
+    let pool = pmo_store::Pool::open(&p).unwrap();
+    let w = pool
+        .open_pmo("a", pmo_store::Perm::Write, b"k1", None)
+        .unwrap();
+    w.write_at(0, b"hello").unwrap();
+    one_line_error(&pmo(&p, k, &["write", "a"], Some(b"x")), 1, "attached");
+    let o = pmo(&p, k, &["snapshot", "a", "s"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("as of psync"));
+    let f = d.0.join("a.pmox");
+    let fs = f.to_str().unwrap();
+    let o = pmo(&p, k, &["snapshot", "a", "--to-file", fs], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let f2 = d.0.join("a2.pmox");
+    let o = pmo(&p, k, &["export", "a", f2.to_str().unwrap()], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = pmo(&p, k, &["copy", "a", "c"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    w.write_at(0, b"later").unwrap();
+    one_line_error(&pmo(&p, k, &["snapshot", "a", "s"], None), 1, "exists");
+    one_line_error(
+        &pmo(&p, k, &["snapshot", "a", "--to-file", fs], None),
+        1,
+        "exists",
+    );
+    one_line_error(
+        &pmo(&p, Some("nope"), &["snapshot", "a", "t"], None),
+        1,
+        "key",
+    );
+    drop(w);
+    let o = pmo(&p, k, &["import", fs, "--name", "i"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    for name in ["s", "c", "i"] {
+        let o = pmo(&p, k, &["read", name, "--len", "5"], None);
+        assert_eq!(&o.stdout[..5], b"hello", "{name}");
+    }
+    let o = pmo(&p, k, &["read", "a", "--len", "5"], None);
+    assert_eq!(&o.stdout[..5], b"later");
+    assert_eq!(code(&pmo(&p, k, &["check"], None)), 0);
+}

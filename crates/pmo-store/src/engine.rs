@@ -157,6 +157,9 @@ pub struct CommitStats {
     pub elapsed_ns: u64,
 }
 
+/// A committed page map: (sequence number, page-map entries, the commit's trailer).
+pub(crate) type CommittedMap = (u64, Vec<u64>, Option<Trailer>);
+
 /// What recovery did for one PMO.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecoverReport {
@@ -183,6 +186,9 @@ pub struct PmoCore {
     seq: Mutex<u64>,
     /// This attach session's instrumentation.
     pub stats: crate::stats::SessionCounters,
+    /// The pool's locks, for the snapshot gate a psync passes ([`crate::snapshot`]); `None`
+    /// for a core that never commits.
+    pub(crate) gate: Option<crate::locks::Locker>,
 }
 
 impl PmoCore {
@@ -208,6 +214,7 @@ impl PmoCore {
             tag: u64::from_le_bytes(entry.uuid[..8].try_into().expect("8 bytes")),
             seq: Mutex::new(0),
             stats: Default::default(),
+            gate: None,
         })
     }
 
@@ -303,6 +310,7 @@ impl PmoCore {
                 "psync pages must be ascending, unique and inside the PMO".into(),
             ));
         }
+        let _gate = crate::snapshot::pass_gate(self, m)?;
         let mut seq = self.seq.lock().unwrap_or_else(|e| e.into_inner());
         if pages.is_empty() {
             return Ok(CommitStats {
@@ -756,6 +764,51 @@ impl PmoCore {
         let newest = self.newest_record(m)?;
         *self.seq.lock().unwrap_or_else(|e| e.into_inner()) = newest.map_or(0, |r| r.seq);
         Ok(())
+    }
+
+    /// The committed page map as of the newest psync, read without any lock while a writer in
+    /// another process may be psyncing (a live snapshot): (sequence number, page-map entries,
+    /// trailer). `None` if a psync committed while it was read (the caller reads again). The
+    /// map on the medium lags only by the newest psync's entries, so its journal is applied
+    /// over it; psync `s + 1` writes the other journal and psync `s + 2` cannot begin before
+    /// `s + 1` is the newest record, so an unchanged newest record after the reads means the
+    /// journal and every other entry read were those of `s`.
+    pub(crate) fn committed_map(&self, m: &dyn Medium) -> Result<Option<CommittedMap>> {
+        use std::sync::atomic::{fence, Ordering};
+        let before = self.newest_record(m)?;
+        fence(Ordering::SeqCst);
+        let (journal, trailer) = match &before {
+            Some(r) => match self.journal_with_trailer(m, r) {
+                Ok(j) => j,
+                // A journal overwritten under us fails its CRC: read again.
+                Err(_) if self.newest_record(m)?.map(|r| r.seq) != Some(r.seq) => return Ok(None),
+                Err(e) => return Err(e),
+            },
+            None => (Vec::new(), None),
+        };
+        let mut raw = vec![0u8; (self.layout.npages * 8) as usize];
+        m.read(self.abs(self.layout.map_off), &mut raw)?;
+        fence(Ordering::SeqCst);
+        if self.newest_record(m)?.map(|r| r.seq) != before.map(|r| r.seq) {
+            return Ok(None);
+        }
+        let mut table: Vec<u64> = raw
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        for e in journal {
+            table[e.page as usize] = e.entry.0;
+        }
+        Ok(Some((before.map_or(0, |r| r.seq), table, trailer)))
+    }
+
+    /// The pages the newest committed psync wrote (its journal), with its sequence number.
+    pub(crate) fn newest_pages(&self, m: &dyn Medium) -> Result<Option<(u64, Vec<u64>)>> {
+        let Some(r) = self.newest_record(m)? else {
+            return Ok(None);
+        };
+        let pages = self.journal(m, &r)?.into_iter().map(|e| e.page).collect();
+        Ok(Some((r.seq, pages)))
     }
 
     /// Problems found by a read-only check of this PMO's metadata (empty: none).

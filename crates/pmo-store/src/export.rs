@@ -10,7 +10,7 @@
 //! psynced batches and renames it, so a crash leaves either no PMO of the final name or the
 //! whole one (and at most a `NAME.partial` PMO to destroy).
 
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use pmo_crypt::{open_page, seal_page, MasterKey as CryptMaster, PageCtx, PmoKeys, Tag, TAG_LEN};
@@ -22,6 +22,7 @@ use crate::handle::PmoHandle;
 use crate::keys::{self, MasterKey};
 use crate::pool::{Perm, PmoInfo, Pool};
 use crate::scheme::Scheme;
+use crate::snapshot::Sink;
 
 /// Magic of an export file.
 pub const EXPORT_MAGIC: [u8; 8] = *b"PMOEXPRT";
@@ -123,53 +124,182 @@ fn decode_header(file: &Path, raw: [u8; HEADER_LEN], file_len: u64) -> Result<He
     })
 }
 
-impl Pool {
-    /// Export PMO `name` to `file` (which must not exist). Reads its last psynced state; fails
-    /// with `Busy` while a writer has it attached.
-    pub fn export(&self, name: &str, key: &[u8], file: &Path, progress: Progress) -> Result<u64> {
-        let h = self.open_pmo(name, Perm::Read, key, None)?;
-        let entry = self.entry(name)?;
-        let data = keys::check_key(&entry, key)?;
+/// Where an export file is written before it is complete.
+pub fn partial_path(file: &Path) -> std::path::PathBuf {
+    let mut p = file.as_os_str().to_owned();
+    p.push(".partial");
+    p.into()
+}
+
+/// The export file a snapshot writes ([`Pool::snapshot_to_file`]): every page sealed under
+/// the file keys at its place, the tags kept for the MAC written last, then an fsync.
+pub(crate) struct FileSink {
+    path: std::path::PathBuf,
+    file: std::fs::File,
+    fk: PmoKeys,
+    header: [u8; HEADER_LEN],
+    tags: Vec<u8>,
+    pages: u64,
+    ct: Box<Page>,
+    /// Consecutive records not yet written (a run starting at `run_start`).
+    run: Vec<u8>,
+    run_start: u64,
+}
+
+impl FileSink {
+    /// Create the export file `file` (which must not exist) for PMO `entry` with data master
+    /// `data`: written as `file.partial`, which [`FileSink::finish`] links to `file` once it
+    /// is complete and synced, so a process killed meanwhile leaves no `file`.
+    pub(crate) fn create(file: &Path, entry: &Entry, data: &MasterKey) -> Result<FileSink> {
         let id = keys::random_bytes::<16>();
-        let fk = file_keys(&data, id, entry.uuid)?;
-        let header = encode_header(&entry, id);
+        let fk = file_keys(data, id, entry.uuid)?;
+        if file.symlink_metadata().is_ok() {
+            return Err(StoreError::Io {
+                op: format!("create {}", file.display()),
+                source: std::io::ErrorKind::AlreadyExists.into(),
+            });
+        }
         let f = std::fs::OpenOptions::new()
             .write(true)
-            .create_new(true)
-            .open(file)
-            .map_err(io(format!("create {}", file.display())))?;
-        let mut w = BufWriter::with_capacity(1 << 20, f);
-        let r = (|| {
-            w.write_all(&header).map_err(io("write the export"))?;
-            let pages = entry.size / PAGE_SIZE;
-            let mut tags = Vec::with_capacity(pages as usize * TAG_LEN);
-            let (mut pt, mut ct): (Box<Page>, Box<Page>) = (
-                Box::new([0; PAGE_SIZE as usize]),
-                Box::new([0; PAGE_SIZE as usize]),
-            );
-            for p in 0..pages {
-                h.read_page(p, &mut pt)?;
-                let tag = seal_page(&fk, &ctx(&fk, p), &pt, &mut ct)
-                    .map_err(|e| StoreError::Invalid(format!("seal: {e}")))?;
-                w.write_all(&ct[..]).map_err(io("write the export"))?;
-                w.write_all(&tag.0).map_err(io("write the export"))?;
-                tags.extend_from_slice(&tag.0);
-                progress(p + 1, pages);
-            }
-            pt.fill(0);
-            let mac = fk.mac_metadata(MAC_DOMAIN, &[&header, &tags]);
-            w.write_all(&mac.0).map_err(io("write the export"))?;
-            let f = w.into_inner().map_err(|e| StoreError::Io {
-                op: "write the export".into(),
-                source: e.into_error(),
-            })?;
-            f.sync_all().map_err(io("sync the export"))?;
-            Ok(pages)
-        })();
-        if r.is_err() {
-            let _ = std::fs::remove_file(file);
+            .read(true)
+            .create(true)
+            .truncate(true)
+            .open(partial_path(file))
+            .map_err(io(format!("create {}", partial_path(file).display())))?;
+        let pages = entry.size / PAGE_SIZE;
+        Ok(FileSink {
+            path: file.to_path_buf(),
+            file: f,
+            fk,
+            header: encode_header(entry, id),
+            tags: vec![0; pages as usize * TAG_LEN],
+            pages,
+            ct: Box::new([0; PAGE_SIZE as usize]),
+            run: Vec::with_capacity(256 * RECORD_LEN),
+            run_start: 0,
+        })
+    }
+
+    fn write_run(&mut self) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        if !self.run.is_empty() {
+            let at = HEADER_LEN as u64 + self.run_start * RECORD_LEN as u64;
+            self.file
+                .write_all_at(&self.run, at)
+                .map_err(io("write the export"))?;
+            self.run.clear();
         }
-        r
+        Ok(())
+    }
+
+    /// Write the header and the MAC, fsync.
+    pub(crate) fn finish(&mut self) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.write_run()?;
+        let mac = self
+            .fk
+            .mac_metadata(MAC_DOMAIN, &[&self.header, &self.tags]);
+        let end = HEADER_LEN as u64 + self.pages * RECORD_LEN as u64;
+        self.file
+            .write_all_at(&mac.0, end)
+            .and_then(|_| self.file.write_all_at(&self.header, 0))
+            .map_err(io("write the export"))?;
+        self.file.sync_all().map_err(io("sync the export"))?;
+        let tmp = partial_path(&self.path);
+        // A link, not a rename: a file that appeared under the final name meanwhile stays.
+        std::fs::hard_link(&tmp, &self.path)
+            .map_err(io(format!("create {}", self.path.display())))?;
+        let _ = std::fs::remove_file(&tmp);
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io("sync the export's directory"))
+    }
+
+    /// Remove the unfinished file.
+    pub(crate) fn discard(&self) {
+        let _ = std::fs::remove_file(partial_path(&self.path));
+    }
+}
+
+impl Sink for FileSink {
+    fn put(&mut self, p: u64, page: &Page) -> Result<()> {
+        let next = self.run_start + (self.run.len() / RECORD_LEN) as u64;
+        if self.run.is_empty() || p != next || self.run.len() >= 256 * RECORD_LEN {
+            self.write_run()?;
+            self.run_start = p;
+        }
+        let tag = seal_page(&self.fk, &ctx(&self.fk, p), page, &mut self.ct)
+            .map_err(|e| StoreError::Invalid(format!("seal: {e}")))?;
+        self.run.extend_from_slice(&self.ct[..]);
+        self.run.extend_from_slice(&tag.0);
+        self.tags[p as usize * TAG_LEN..][..TAG_LEN].copy_from_slice(&tag.0);
+        Ok(())
+    }
+
+    fn end_pass(&mut self) -> Result<()> {
+        self.write_run()
+    }
+
+    fn get(&mut self, p: u64, page: &mut Page) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut rec = vec![0u8; RECORD_LEN];
+        self.file
+            .read_exact_at(&mut rec, HEADER_LEN as u64 + p * RECORD_LEN as u64)
+            .map_err(io("read the export back"))?;
+        open_record(&self.fk, p, &rec, page).map_err(|_| bad(&self.path, "a page changed"))
+    }
+}
+
+/// The new PMO a snapshot or copy fills ([`Pool::snapshot`]): psyncs of up to [`BATCH`] pages;
+/// all-zero pages are skipped unless an earlier pass wrote the page.
+pub(crate) struct PmoSink<'a> {
+    h: &'a PmoHandle,
+    batch: Vec<(u64, Box<Page>)>,
+    written: Vec<bool>,
+}
+
+impl<'a> PmoSink<'a> {
+    pub(crate) fn new(h: &'a PmoHandle, pages: u64) -> PmoSink<'a> {
+        PmoSink {
+            h,
+            batch: Vec::new(),
+            written: vec![false; pages as usize],
+        }
+    }
+}
+
+impl Sink for PmoSink<'_> {
+    fn put(&mut self, p: u64, page: &Page) -> Result<()> {
+        if self.written[p as usize] || page.iter().any(|&b| b != 0) {
+            self.written[p as usize] = true;
+            self.batch.push((p, Box::new(*page)));
+        }
+        if self.batch.len() as u64 >= BATCH {
+            self.end_pass()?;
+        }
+        Ok(())
+    }
+
+    fn end_pass(&mut self) -> Result<()> {
+        commit(self.h, &self.batch)?;
+        self.batch.clear();
+        Ok(())
+    }
+
+    fn get(&mut self, p: u64, page: &mut Page) -> Result<()> {
+        self.h.read_page(p, page)
+    }
+}
+
+impl Pool {
+    /// Export PMO `name` to `file` (which must not exist): its last psynced state, also while
+    /// a writer keeps working (a live snapshot, [`Pool::snapshot_to_file`]). Returns the pages.
+    pub fn export(&self, name: &str, key: &[u8], file: &Path, progress: Progress) -> Result<u64> {
+        Ok(self.snapshot_to_file(name, key, file, progress)?.pages)
     }
 
     /// Import an export file as PMO `name` (`None`: the name it was exported under), checked
@@ -246,7 +376,8 @@ impl Pool {
     }
 
     /// Copy PMO `name` to a new PMO `new` (new uuid, salt and nonces; the key `new_key`, or
-    /// the same key). Reads `name`'s last psynced state; fails with `Busy` while a writer has it.
+    /// the same key): its last psynced state, also while a writer keeps working (a live
+    /// snapshot, [`Pool::snapshot`]).
     pub fn copy(
         &self,
         name: &str,
@@ -255,34 +386,11 @@ impl Pool {
         new_key: Option<&[u8]>,
         progress: Progress,
     ) -> Result<PmoInfo> {
-        crate::lifecycle::validate_new_name(new)?;
-        if self.exists(new)? {
-            return Err(StoreError::Exists(new.into()));
-        }
-        let src = self.open_pmo(name, Perm::Read, key, None)?;
-        let scheme = Scheme::from_code(self.entry(name)?.scheme)?;
-        let pages = src.size() / PAGE_SIZE;
-        let fill = |h: &PmoHandle| -> Result<()> {
-            let mut batch: Vec<(u64, Box<Page>)> = Vec::new();
-            let mut pt: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
-            for p in 0..pages {
-                src.read_page(p, &mut pt)?;
-                if pt.iter().any(|&b| b != 0) {
-                    batch.push((p, pt.clone()));
-                }
-                if batch.len() as u64 >= BATCH || p + 1 == pages {
-                    commit(h, &batch)?;
-                    batch.clear();
-                }
-                progress(p + 1, pages);
-            }
-            Ok(())
-        };
-        self.create_filled(new, src.size(), new_key.unwrap_or(key), scheme, fill)
+        Ok(self.snapshot(name, new, key, new_key, progress)?.0)
     }
 
     /// Create `name` under the temporary name `name.partial`, fill it, rename it to `name`.
-    fn create_filled(
+    pub(crate) fn create_filled(
         &self,
         name: &str,
         size: u64,

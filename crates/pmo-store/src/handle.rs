@@ -66,12 +66,21 @@ impl Pool {
             },
             None => return Err(self.busy(&entry)),
         };
-        // The entry may have been destroyed or replaced while we waited.
+        // The entry may have been destroyed or replaced while we waited (a rotation replaces
+        // the data master it gives: check the key again).
+        let checked_gen = entry.generation;
         let entry = self.entry(name)?;
         if entry.uuid != checked_uuid {
             return Err(StoreError::NotFound(name.into()));
         }
-        let core = Arc::new(PmoCore::new(&entry)?);
+        let master = if entry.generation != checked_gen {
+            keys::check_key(&entry, key)?
+        } else {
+            master
+        };
+        let mut core = PmoCore::new(&entry)?;
+        core.gate = Some(inner.locker.clone());
+        let core = Arc::new(core);
         crate::stats::SessionCounters::add(
             &core.stats.attach_stall_ns,
             t_lock.elapsed().as_nanos() as u64,
@@ -104,6 +113,11 @@ impl Pool {
                 s
             }
             _ => scheme,
+        };
+        let master = if scheme.is_protected() {
+            crate::rotate::on_open(self, &core, scheme, master, exclusive)?
+        } else {
+            master
         };
         let prot = if scheme.is_protected() {
             Some(Arc::new(Protection::open(

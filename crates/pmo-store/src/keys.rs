@@ -153,6 +153,36 @@ pub fn check_key(e: &pmo_format::Entry, key: &[u8]) -> Result<MasterKey> {
     }
 }
 
+/// The key-encryption key under which a rotation keeps its new data master (`crate::rotate`):
+/// derived from the old data master, so only a holder of the PMO's key unwraps it.
+fn rotation_kek(old_data: &MasterKey, uuid: &[u8; 16]) -> Zeroizing<[u8; 32]> {
+    let hk = Hkdf::<Sha256>::from_prk(old_data.as_ref()).expect("32-byte PRK is valid");
+    let mut out = Zeroizing::new([0u8; 32]);
+    hk.expand_multi_info(&[b"pmo/v1/rotate-kek", uuid], out.as_mut())
+        .expect("32 bytes is a valid HKDF length");
+    out
+}
+
+/// Wrap a rotation's new data master under the old one.
+pub(crate) fn wrap_rotation(
+    old_data: &MasterKey,
+    uuid: &[u8; 16],
+    new_data: &MasterKey,
+) -> Result<[u8; 40]> {
+    pmo_crypt::wrap::wrap_key(&rotation_kek(old_data, uuid), new_data)
+        .map_err(|err| StoreError::Invalid(format!("key wrap: {err}")))
+}
+
+/// Unwrap a rotation's new data master with the old one (`None`: `data` is not the master it
+/// was wrapped under).
+pub(crate) fn unwrap_rotation(
+    data: &MasterKey,
+    uuid: &[u8; 16],
+    wrapped: &[u8; 40],
+) -> Option<MasterKey> {
+    pmo_crypt::wrap::unwrap_key(&rotation_kek(data, uuid), wrapped).ok()
+}
+
 /// Fresh random bytes from the operating system.
 pub fn random_bytes<const N: usize>() -> [u8; N] {
     use rand::RngCore;

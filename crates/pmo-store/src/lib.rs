@@ -10,6 +10,8 @@
 //! | [`keys`]    | Argon2id master keys and key verifiers |
 //! | [`lifecycle`] | rename and rekey (a crash-consistent entry replacement) |
 //! | [`export`]  | export to and import from a self-contained file; copy to a new PMO |
+//! | [`rotate`] | re-encrypt a PMO under a new data key, page by page, resumable |
+//! | [`snapshot`] | a consistent copy of a PMO while its writer keeps working (export and copy use it) |
 //! | [`locks`]   | attach and metadata locks across threads and processes |
 //! | [`attach`]  | mapped attach at a stable address, dirty tracking, psync, detach |
 //! | [`pptr`]    | relocatable typed offset pointers |
@@ -42,7 +44,9 @@ pub mod pptr;
 pub mod predict;
 pub mod protect;
 mod redundancy;
+pub mod rotate;
 pub mod scheme;
+pub mod snapshot;
 pub mod stats;
 mod upgrade;
 

@@ -7,6 +7,8 @@
 //! Lock words (byte offsets far beyond any medium's end, so they never touch data):
 //! - `META`: exclusive for namespace changes, pool recovery and configuration changes.
 //! - `ATTACH_BASE + extent_off / 4096`: one per PMO, shared by readers, exclusive for a writer.
+//! - `GATE_BASE + extent_off / 4096`: one per PMO, the snapshot gate (`crate::snapshot`).
+//! - `ROTATE_BASE + extent_off / 4096`: one per PMO, held while a rotation re-encrypts.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,6 +23,24 @@ use crate::error::{Result, StoreError};
 pub const META: u64 = 1 << 62;
 /// First lock word of the per-PMO attach locks.
 pub const ATTACH_BASE: u64 = (1 << 62) + (1 << 40);
+
+/// First lock word of the per-PMO snapshot gates (`crate::snapshot`): a psync passes it
+/// shared while a snapshot that could not finish beside the writer holds it exclusively.
+pub const GATE_BASE: u64 = (1 << 62) + (2 << 40);
+
+/// The snapshot gate of the PMO whose extent starts at `extent_off`.
+pub fn gate_word(extent_off: u64) -> u64 {
+    GATE_BASE + extent_off / pmo_format::PAGE_SIZE
+}
+
+/// First lock word of the per-PMO rotation locks (`crate::rotate`): exclusive while pages are
+/// re-encrypted, shared by a live snapshot.
+pub const ROTATE_BASE: u64 = (1 << 62) + (3 << 40);
+
+/// The rotation lock of the PMO whose extent starts at `extent_off`.
+pub fn rotate_word(extent_off: u64) -> u64 {
+    ROTATE_BASE + extent_off / pmo_format::PAGE_SIZE
+}
 
 /// The lock word of the PMO whose extent starts at `extent_off`.
 pub fn attach_word(extent_off: u64) -> u64 {

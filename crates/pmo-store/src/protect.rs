@@ -40,6 +40,17 @@ pub(crate) const RESERVATION_CHUNK: u64 = 1 << 16;
 /// Domain of the trailer MAC (`secure`).
 const TRAILER_MAC_DOMAIN: &[u8] = b"pmo/v2/trailer";
 
+/// How [`Protection::open_with`] gets the map and what it may write.
+enum Mode {
+    /// An attach: the map and trailer from the medium, verified; crash handlers run.
+    Attach,
+    /// A live snapshot: this committed map and trailer, verified; nothing written.
+    Live(Vec<u64>, Option<Trailer>),
+    /// A rotation's keys: this map, not verified, and versions from above this floor (the
+    /// newest commit's reservation); nothing written.
+    Fresh(Vec<u64>, u64),
+}
+
 /// The writer's crypto state, changed only by a successful commit.
 #[derive(Clone)]
 pub(crate) struct WriteState {
@@ -126,6 +137,72 @@ impl Protection {
         master: &MasterKey,
         pool_uuid: [u8; 16],
     ) -> Result<Protection> {
+        Self::open_with(core, medium, scheme, master, pool_uuid, Mode::Attach)
+    }
+
+    /// A rotation's protection (`crate::rotate`) over the current map `table`, unverified (the
+    /// caller opened the PMO verified under the key that vouches for the map): it seals with
+    /// checksums included and never commits plaintext; nothing is written by the open.
+    pub(crate) fn open_fresh(
+        core: Arc<PmoCore>,
+        medium: Arc<dyn Medium>,
+        scheme: Scheme,
+        master: &MasterKey,
+        pool_uuid: [u8; 16],
+        table: Vec<u64>,
+        floor: u64,
+    ) -> Result<Protection> {
+        Self::open_with(
+            core,
+            medium,
+            scheme,
+            master,
+            pool_uuid,
+            Mode::Fresh(table, floor),
+        )
+    }
+
+    /// A reader's protection over a committed map read while a writer in another process may
+    /// be psyncing (a live snapshot: [`PmoCore::committed_map`]): verified as at attach, but
+    /// nothing is written (no crash handler runs: the writer's session is alive), and pages of
+    /// an integrity-at-detach session still open have no checksums yet, so they are decrypted
+    /// without one (the snapshot's own commits write fresh ones).
+    pub(crate) fn open_live(
+        core: Arc<PmoCore>,
+        medium: Arc<dyn Medium>,
+        scheme: Scheme,
+        master: &MasterKey,
+        pool_uuid: [u8; 16],
+        table: Vec<u64>,
+        trailer: Option<Trailer>,
+    ) -> Result<Protection> {
+        Self::open_with(
+            core,
+            medium,
+            scheme,
+            master,
+            pool_uuid,
+            Mode::Live(table, trailer),
+        )
+    }
+
+    fn open_with(
+        core: Arc<PmoCore>,
+        medium: Arc<dyn Medium>,
+        scheme: Scheme,
+        master: &MasterKey,
+        pool_uuid: [u8; 16],
+        mode: Mode,
+    ) -> Result<Protection> {
+        let mut fresh_floor = 0;
+        let (fresh, live) = match mode {
+            Mode::Attach => (false, None),
+            Mode::Live(table, trailer) => (false, Some((table, trailer))),
+            Mode::Fresh(table, floor) => {
+                fresh_floor = floor;
+                (true, Some((table, None)))
+            }
+        };
         let m = &*medium;
         let crypt_master = CryptMasterKey::from_slice(&master[..]).map_err(crypt_err)?;
         let at_detach = scheme.integrity_at() == crate::scheme::IntegrityAt::Detach;
@@ -144,7 +221,11 @@ impl Protection {
                 checksum: false,
             })
         };
-        let sealer = if at_detach { Some(unchecked()?) } else { None };
+        let sealer = if at_detach && !fresh {
+            Some(unchecked()?)
+        } else {
+            None
+        };
         let repair = if scheme.cipher() == Cipher::XtsSha256 && !at_detach {
             Some(unchecked()?)
         } else {
@@ -155,7 +236,8 @@ impl Protection {
             Cipher::Xts | Cipher::XtsSha256 => PageProtector::Xts {
                 keys: FaithfulKeys::derive(&crypt_master, pool_uuid, core.uuid)
                     .map_err(crypt_err)?,
-                checksum: scheme.cipher() == Cipher::XtsSha256,
+                checksum: scheme.cipher() == Cipher::XtsSha256
+                    && !(live.is_some() && !fresh && pending),
             },
             Cipher::Aead => PageProtector::Aead {
                 keys: PmoKeys::derive(&crypt_master, pool_uuid, core.uuid).map_err(crypt_err)?,
@@ -172,18 +254,22 @@ impl Protection {
         // the XTS designs (a run-time switch to SP or WED finds it from a BP session).
         let may_hold_plain = core.layout.plain_off.is_some()
             && matches!(scheme.cipher(), Cipher::Xts | Cipher::XtsSha256);
-        let n = core.npages();
-        let mut raw = vec![0u8; (n * 8) as usize];
-        m.read(core.abs(core.layout.map_off), &mut raw)?;
-        let table: Vec<u64> = raw
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
+        let is_live = live.is_some();
+        let (table, trailer) = match live {
+            Some(t) => t,
+            None => {
+                let mut raw = vec![0u8; (core.npages() * 8) as usize];
+                m.read(core.abs(core.layout.map_off), &mut raw)?;
+                let table: Vec<u64> = raw
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                    .collect();
+                (table, core.newest_trailer(m)?)
+            }
+        };
         // What the version-table MAC covers: each entry without its wide check.
         let mac_words =
             || -> Vec<u64> { table.iter().map(|&e| PageMapEntry(e).mac_word()).collect() };
-        drop(raw);
-        let trailer = core.newest_trailer(m)?;
         let mut max_used = 0u64;
         for (i, &e) in table.iter().enumerate() {
             let e = PageMapEntry(e);
@@ -227,9 +313,10 @@ impl Protection {
                         )
                     })?
                 }
-                None if table
-                    .iter()
-                    .all(|&e| PageMapEntry(e).loc() == Some(PageLoc::Zero)) =>
+                None if fresh
+                    || table
+                        .iter()
+                        .all(|&e| PageMapEntry(e).loc() == Some(PageLoc::Zero)) =>
                 {
                     VersionTableMac::from_table(keys, &mac_words())
                 }
@@ -245,6 +332,7 @@ impl Protection {
         // A whole-PMO checksum vouches for every page; without a commit there is none, so the
         // map must be empty (a flipped entry would otherwise read as data).
         if scheme.whole_checksum()
+            && !fresh
             && trailer.is_none()
             && table
                 .iter()
@@ -258,7 +346,8 @@ impl Protection {
         // Resume above everything committed: the (authenticated, for `secure`) reservation of
         // the newest commit bounds every version used before, committed or not.
         let reservation = trailer.map_or(0, |t| t.reservation);
-        let mut counter = VersionCounter::recover(reservation.max(max_used.saturating_add(1)));
+        let mut counter =
+            VersionCounter::recover(reservation.max(max_used.saturating_add(1)).max(fresh_floor));
         if !matches!(protector, PageProtector::Aead { .. }) {
             // No nonces outside AES-GCM: versions only order pages, no reservation needed.
             counter.confirm_reservation(PageMapEntry::VERSION_MAX);
@@ -269,7 +358,7 @@ impl Protection {
             sealer,
             repair,
             bp_plain,
-            encrypting: AtomicBool::new(false),
+            encrypting: AtomicBool::new(fresh),
             plain_session: Mutex::new(false),
             id_pages: (0..core.npages().div_ceil(64))
                 .map(|_| AtomicU64::new(0))
@@ -286,6 +375,16 @@ impl Protection {
             core,
             medium,
         };
+        if is_live {
+            if pending {
+                // Which pages the live session committed without checksums is its secret:
+                // none is checked (a plaintext commit's checksum included).
+                for w in prot.id_pages.iter() {
+                    w.store(u64::MAX, Ordering::Release);
+                }
+            }
+            return Ok(prot);
+        }
         // The crash handler of BP on the medium: pages a session committed as plaintext and
         // did not encrypt (the process died) are encrypted now, before anything is used.
         // (Open runs under the exclusive attach lock for PMOs with a plaintext area.)
@@ -700,6 +799,11 @@ impl Protection {
         let expected = self.whole_expected.unwrap_or_default();
         h.verify(&pmo_crypt::PageChecksum(expected))
             .map_err(|_| integrity(&self.core, "the whole-PMO checksum does not match"))
+    }
+
+    /// The whole-PMO checksum committed last (`wedi`; `None` otherwise or before any commit).
+    pub(crate) fn whole_expected(&self) -> Option<[u8; 32]> {
+        self.whole_expected
     }
 
     /// Check the whole-PMO checksum of `pages` (all pages, in order) against the committed one.

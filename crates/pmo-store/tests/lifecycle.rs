@@ -115,6 +115,72 @@ fn destroy_shreds_the_salt_so_no_key_rederives_anything() {
     }
 }
 
+/// Every copy of a rekeyed PMO's key material (both namespace copies, the header-page copy;
+/// the journal and the data hold none): salt, verifier, wrapped data key, and the salt the
+/// rekey replaced. After a destroy, at every persist point once the pool is reopened, none of
+/// it is anywhere on the medium if the PMO is gone, so no key derives or unwraps anything.
+#[test]
+fn destroy_at_every_persist_point_leaves_no_key_material_of_a_rekeyed_pmo() {
+    for scheme in schemes() {
+        let pool = Pool::open_on(Arc::new(CrashMedium::from_image(base_image(scheme)))).unwrap();
+        let extent = pool.info("a").unwrap().extent_off;
+        let copy = |pool: &Pool| {
+            pmo_store::lifecycle::header_copy(&**pool.medium(), extent)
+                .unwrap()
+                .unwrap()
+        };
+        let old_salt = copy(&pool).salt;
+        pool.rekey("a", KEY, NEW_KEY).unwrap();
+        let e = copy(&pool);
+        let base = image_of(&pool);
+        assert!(
+            base.windows(40).any(|w| w == e.wrapped),
+            "{scheme}: no wrapped key"
+        );
+        assert!(
+            !base.windows(32).any(|w| w == old_salt),
+            "{scheme}: rekey left the old salt"
+        );
+        drop(pool);
+        let (mut gone, mut kept) = (0, 0);
+        explore(
+            &base,
+            3,
+            0x5d,
+            |m| Pool::open_on(m.clone())?.pdestroy("a", NEW_KEY),
+            |cp| {
+                let ctx = format!(
+                    "{scheme}: destroy point {} variant {}",
+                    cp.point, cp.variant
+                );
+                let pool = Pool::open_on(Arc::new(CrashMedium::from_image(cp.image.clone())))
+                    .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+                if pool.exists("a").unwrap() {
+                    kept += 1;
+                    assert_pages(&pool, "a", NEW_KEY, &ctx);
+                } else {
+                    gone += 1;
+                    let img = image_of(&pool);
+                    for (what, bytes) in [
+                        ("salt", &e.salt[..]),
+                        ("verifier", &e.verifier[..]),
+                        ("wrapped key", &e.wrapped[..]),
+                        ("old salt", &old_salt[..]),
+                    ] {
+                        assert!(
+                            !img.windows(bytes.len()).any(|w| w == bytes),
+                            "{ctx}: the {what} is left on the medium"
+                        );
+                    }
+                    assert!(matches!(pool.info("a"), Err(StoreError::NotFound(_))));
+                }
+                assert_healthy(&pool, &ctx);
+            },
+        );
+        assert!(gone > 0 && kept > 0, "{scheme}: gone {gone} kept {kept}");
+    }
+}
+
 #[test]
 fn rename_is_atomic_at_every_persist_point() {
     for scheme in schemes() {

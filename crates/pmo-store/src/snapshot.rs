@@ -1,0 +1,484 @@
+//! Live snapshot (`docs/lifecycle.md`): a consistent copy of a PMO's last psynced state while
+//! its writer keeps working, to a new PMO or to an export file. Export and copy run on it too.
+//!
+//! Shadow paging already keeps the committed state: a psync writes each page to the slot its
+//! map entry does *not* name, and only the second psync of a page after a point in time can
+//! overwrite the slot that was current then. The snapshot takes no attach lock and never
+//! stops the writer; it copies in passes, like a live migration's pre-copy:
+//!
+//! 1. read the committed map of the newest psync `s` ([`PmoCore::committed_map`]: the map on
+//!    the medium with the journal of `s` applied, read again if a psync commits meanwhile)
+//!    and verify it as an attach does (`secure`: the version-table MAC of the trailer);
+//! 2. copy every page whose committed entry differs from the entry its copy was taken from
+//!    (all pages in the first pass): read the slot the entry names, decrypt and verify it,
+//!    then re-read the page's map entry on the medium. The writer changes that entry (step 4
+//!    of a psync) before any later psync may start writing the slot, so an unchanged entry
+//!    proves the bytes read were the committed ones; a changed one leaves the page for the
+//!    next pass (a torn read that fails its tag is also only a changed entry);
+//! 3. when a pass copied every page it needed, each page of the copy holds the contents its
+//!    entry in the map of that pass's `s` names: the copy is exactly the PMO as of psync `s`.
+//!    The whole-PMO checksum (`wedi`) is then checked on the copy, and the source entry must
+//!    still exist with the same uuid (a PMO destroyed meanwhile fails the snapshot).
+//!
+//! A pass after the first copies only what the writer changed during the one before, so the
+//! passes shrink unless the writer rewrites pages faster than they are copied (a writer that
+//! psyncs the same pages in a tight loop). After [`FREE_PASSES`] passes that each found a
+//! change, the snapshot closes the *gate*: it sets the gate word in the PMO's header page
+//! ([`GATE_OFF`]) and takes the PMO's gate lock exclusively; a psync that finds the word set
+//! passes the gate lock shared before it commits, so it waits while the snapshot holds it.
+//! At most the psync already in flight when the word was set still commits, so the next
+//! pass or the one after finds no change. The writer waits only for those last short
+//! passes (the pages it changed since the pass before), and only its psyncs wait: its
+//! loads and stores go on. The word and the lock go when the snapshot ends; a snapshot
+//! killed with the word set leaves only the lock taking (released by the kernel), which
+//! costs a psync a lock round trip until the next snapshot of the PMO clears the word.
+
+use std::path::Path;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+
+use pmo_crypt::{PageChecksum, WholePmoChecksum};
+use pmo_format::layout::{PageLoc, PageMapEntry};
+use pmo_format::{Entry, PAGE_SIZE};
+
+use crate::engine::{Page, PmoCore};
+use crate::error::{Result, StoreError};
+use crate::export::Progress;
+use crate::keys;
+use crate::pool::{PmoInfo, Pool};
+use crate::protect::Protection;
+use crate::scheme::Scheme;
+
+/// Passes a snapshot makes beside the writer before it closes the gate.
+pub const FREE_PASSES: u32 = 4;
+/// Passes before a snapshot gives up (with the gate closed, passes that find a change wait
+/// 200 µs each for the psync in flight to finish: about 10 s in all).
+pub const MAX_PASSES: u32 = 50_000;
+/// Offset in the PMO's header page of the snapshot gate word (u64, non-zero while a snapshot
+/// wants psyncs to pass the gate lock; written without a fence: coordination, not state).
+pub const GATE_OFF: u64 = 2056;
+
+fn write_gate(core: &PmoCore, m: &dyn pmo_medium::Medium, v: u64) -> Result<()> {
+    m.write(core.abs(GATE_OFF), &v.to_le_bytes())?;
+    Ok(())
+}
+
+/// Called by every psync before it commits: if a snapshot has closed the gate, wait for it
+/// (the returned guard is held until the commit is done).
+pub(crate) fn pass_gate(
+    core: &PmoCore,
+    m: &dyn pmo_medium::Medium,
+) -> Result<Option<crate::locks::LockGuard>> {
+    let Some(locker) = &core.gate else {
+        return Ok(None);
+    };
+    let mut b = [0u8; 8];
+    m.read(core.abs(GATE_OFF), &mut b)?;
+    if u64::from_le_bytes(b) == 0 {
+        return Ok(None);
+    }
+    locker
+        .lock_blocking(
+            crate::locks::gate_word(core.extent_off),
+            pmo_os::lock::LockKind::Shared,
+        )
+        .map(Some)
+}
+
+/// A closed gate; opened on drop.
+struct Gate<'a> {
+    core: &'a PmoCore,
+    m: &'a dyn pmo_medium::Medium,
+    _lock: crate::locks::LockGuard,
+}
+
+impl<'a> Gate<'a> {
+    fn close(pool: &Pool, core: &'a PmoCore, m: &'a dyn pmo_medium::Medium) -> Result<Gate<'a>> {
+        write_gate(core, m, 1)?;
+        let lock = pool.inner.locker.lock_blocking(
+            crate::locks::gate_word(core.extent_off),
+            pmo_os::lock::LockKind::Exclusive,
+        );
+        match lock {
+            Ok(l) => Ok(Gate { core, m, _lock: l }),
+            Err(e) => {
+                let _ = write_gate(core, m, 0);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for Gate<'_> {
+    fn drop(&mut self) {
+        let _ = write_gate(self.core, self.m, 0);
+    }
+}
+
+/// Where a snapshot's pages go.
+pub(crate) trait Sink {
+    /// Store page `p` (each pass hands pages in ascending order; a page may come again in a
+    /// later pass, replacing the earlier copy).
+    fn put(&mut self, p: u64, page: &Page) -> Result<()>;
+    /// End of a pass: everything put so far is stored.
+    fn end_pass(&mut self) -> Result<()>;
+    /// Read back page `p` as stored (the final whole-PMO checksum check).
+    fn get(&mut self, p: u64, page: &mut Page) -> Result<()>;
+}
+
+/// What a snapshot did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotReport {
+    /// The psync the copy is exactly as of.
+    pub seq: u64,
+    /// Pages in the PMO.
+    pub pages: u64,
+    /// Passes made (1: the writer changed nothing the copy had taken).
+    pub passes: u32,
+    /// Pages copied in all (pages copied again because the writer changed them count again).
+    pub pages_copied: u64,
+    /// Whether the last passes closed the gate (the writer's psyncs waited for them).
+    pub gated: bool,
+}
+
+/// The committed map of `core`, read while a writer may be psyncing.
+fn committed(core: &PmoCore, m: &dyn pmo_medium::Medium) -> Result<crate::engine::CommittedMap> {
+    for _ in 0..10_000 {
+        if let Some(x) = core.committed_map(m)? {
+            return Ok(x);
+        }
+        std::thread::yield_now();
+    }
+    Err(StoreError::Busy {
+        name: core.name.clone(),
+        how: "read-write (psyncing too fast for its map to be read)",
+    })
+}
+
+impl Pool {
+    /// Copy PMO `entry`'s committed state into `sink` while a writer may keep psyncing (module
+    /// docs). `key` is checked against the entry.
+    pub(crate) fn live_copy(
+        &self,
+        name: &str,
+        key: &[u8],
+        sink: &mut dyn Sink,
+        progress: Progress,
+    ) -> Result<SnapshotReport> {
+        let inner = &*self.inner;
+        inner.alive()?;
+        let entry = self.entry(name)?;
+        keys::check_key(&entry, key)?;
+        let scheme = Scheme::from_code(entry.scheme)?;
+        let core = Arc::new(PmoCore::new(&entry)?);
+        let m = &*inner.medium;
+        let n = core.npages();
+        // Pages are under one key only outside a rotation.
+        let _rotation = inner.locker.lock_blocking(
+            crate::locks::rotate_word(core.extent_off),
+            pmo_os::lock::LockKind::Shared,
+        )?;
+        if crate::rotate::read_record(m, &core)?.is_some() {
+            return Err(StoreError::Invalid(format!(
+                "PMO '{name}' has an unfinished rotation: `pmo rotate {name}` finishes it first"
+            )));
+        }
+        // A rotation that ran before the lock was taken changed the data master.
+        let now = self.entry(name)?;
+        if now.uuid != entry.uuid {
+            return Err(StoreError::NotFound(name.into()));
+        }
+        let master = keys::check_key(&now, key)?;
+        // The entry each page's copy was taken from (`None`: not copied yet).
+        let mut copied: Vec<Option<u64>> = vec![None; n as usize];
+        let mut report = SnapshotReport {
+            pages: n,
+            ..Default::default()
+        };
+        let mut page: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
+        let mut gate = None;
+        for pass in 1..=MAX_PASSES {
+            if pass > FREE_PASSES && gate.is_none() {
+                gate = Some(Gate::close(self, &core, m)?);
+                report.gated = true;
+            }
+            let (seq, table, trailer) = committed(&core, m)?;
+            let prot = if scheme.is_protected() {
+                Some(Protection::open_live(
+                    core.clone(),
+                    inner.medium.clone(),
+                    scheme,
+                    &master,
+                    inner.sb.uuid,
+                    table.clone(),
+                    trailer,
+                )?)
+            } else {
+                for (p, &e) in table.iter().enumerate() {
+                    if PageMapEntry(e).loc().is_none() {
+                        return Err(StoreError::Integrity {
+                            name: name.into(),
+                            page: p as u64,
+                            reason: format!("invalid page-map entry {e:#x}"),
+                        });
+                    }
+                }
+                None
+            };
+            let todo: Vec<u64> = (0..n)
+                .filter(|&p| copied[p as usize] != Some(table[p as usize]))
+                .collect();
+            let mut changed = 0u64;
+            for (i, &p) in todo.iter().enumerate() {
+                let want = table[p as usize];
+                let read = match &prot {
+                    Some(pr) => pr.fill(p, &mut page),
+                    None => read_raw(&core, m, p, PageMapEntry(want), &mut page),
+                };
+                fence(Ordering::SeqCst);
+                if core.map_entry(m, p)?.0 != want {
+                    changed += 1;
+                    continue;
+                }
+                read.map_err(|reason| StoreError::Integrity {
+                    name: name.into(),
+                    page: p,
+                    reason: reason.into(),
+                })?;
+                sink.put(p, &page)?;
+                copied[p as usize] = Some(want);
+                report.pages_copied += 1;
+                if pass == 1 {
+                    progress(i as u64 + 1, n);
+                }
+            }
+            sink.end_pass()?;
+            if changed > 0 {
+                if gate.is_some() {
+                    // The psync in flight when the gate closed is still finishing (its
+                    // thread may be descheduled): give it time.
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+                continue;
+            }
+            report.seq = seq;
+            report.passes = pass;
+            if let Some(expected) = prot.as_ref().and_then(|p| p.whole_expected()) {
+                let mut h = WholePmoChecksum::new();
+                for p in 0..n {
+                    sink.get(p, &mut page)?;
+                    h.update_page(&page);
+                }
+                h.verify(&PageChecksum(expected))
+                    .map_err(|_| StoreError::IntegrityPmo {
+                        name: name.into(),
+                        reason: "the whole-PMO checksum does not match the snapshot".into(),
+                    })?;
+            }
+            page.fill(0);
+            drop(gate);
+            if self.entry(name).ok().map(|e| e.uuid) != Some(entry.uuid) {
+                return Err(StoreError::NotFound(format!(
+                    "{name} (destroyed during the snapshot)"
+                )));
+            }
+            return Ok(report);
+        }
+        Err(StoreError::Busy {
+            name: name.into(),
+            how: "read-write by a writer that rewrites pages faster than a snapshot copies them",
+        })
+    }
+
+    /// Snapshot PMO `name` into a new PMO `new` of the same scheme and size (its own uuid,
+    /// salt and nonces; the key `new_key`, or the same key) while a writer may keep working:
+    /// the copy is exactly `name` as of one psync. A crash leaves no `new`, or the whole one
+    /// (and possibly `new.partial` to destroy).
+    pub fn snapshot(
+        &self,
+        name: &str,
+        new: &str,
+        key: &[u8],
+        new_key: Option<&[u8]>,
+        progress: Progress,
+    ) -> Result<(PmoInfo, SnapshotReport)> {
+        crate::lifecycle::validate_new_name(new)?;
+        if self.exists(new)? {
+            return Err(StoreError::Exists(new.into()));
+        }
+        let entry: Entry = self.entry(name)?;
+        keys::check_key(&entry, key)?;
+        let scheme = Scheme::from_code(entry.scheme)?;
+        let mut report = SnapshotReport::default();
+        let info = self.create_filled(new, entry.size, new_key.unwrap_or(key), scheme, |h| {
+            let mut sink = crate::export::PmoSink::new(h, entry.size / PAGE_SIZE);
+            report = self.live_copy(name, key, &mut sink, progress)?;
+            Ok(())
+        })?;
+        Ok((info, report))
+    }
+
+    /// Snapshot PMO `name` into an export file (`docs/format.md` §7; `file` must not exist)
+    /// while a writer may keep working. On error the file is removed.
+    pub fn snapshot_to_file(
+        &self,
+        name: &str,
+        key: &[u8],
+        file: &Path,
+        progress: Progress,
+    ) -> Result<SnapshotReport> {
+        let entry = self.entry(name)?;
+        let data = keys::check_key(&entry, key)?;
+        let mut sink = crate::export::FileSink::create(file, &entry, &data)?;
+        let r = self
+            .live_copy(name, key, &mut sink, progress)
+            .and_then(|rep| sink.finish().map(|_| rep));
+        if r.is_err() {
+            sink.discard();
+        }
+        r
+    }
+}
+
+/// Page `p` of an unprotected PMO from the slot `e` names (not the medium's current entry).
+fn read_raw(
+    core: &PmoCore,
+    m: &dyn pmo_medium::Medium,
+    p: u64,
+    e: PageMapEntry,
+    dst: &mut Page,
+) -> std::result::Result<(), &'static str> {
+    match e.loc() {
+        Some(PageLoc::Zero) => {
+            dst.fill(0);
+            Ok(())
+        }
+        Some(PageLoc::Slot(s)) => m
+            .read(core.abs(core.layout.page(s, p)), dst)
+            .map_err(|_| "medium read failed"),
+        None => Err("corrupted page-map entry"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::{Perm, PmoHandle, PoolOptions};
+    use pmo_medium::crash::CrashMedium;
+
+    const KEY: &[u8] = b"snap";
+    const PAGES: u64 = 8;
+
+    fn stamp(k: u8, p: u64) -> Box<Page> {
+        let mut b = Box::new([k; PAGE_SIZE as usize]);
+        b[0] = p as u8;
+        b
+    }
+
+    fn write(h: &PmoHandle, pages: &[u64], k: u8) {
+        let bufs: Vec<Box<Page>> = pages.iter().map(|&p| stamp(k, p)).collect();
+        let list: Vec<(u64, &Page)> = pages
+            .iter()
+            .copied()
+            .zip(bufs.iter().map(|b| &**b))
+            .collect();
+        h.commit_pages(&list).unwrap();
+    }
+
+    /// A sink in memory that lets the writer psync twice while the first page is copied.
+    struct Racing<'a> {
+        pages: Vec<Box<Page>>,
+        writer: &'a PmoHandle,
+        raced: bool,
+    }
+
+    impl Sink for Racing<'_> {
+        fn put(&mut self, p: u64, page: &Page) -> Result<()> {
+            if !self.raced {
+                self.raced = true;
+                // Pages 1 and 2 change twice: the second psync overwrites the very slots the
+                // map this pass copies from names.
+                write(self.writer, &[1, 2], 2);
+                write(self.writer, &[1, 2], 3);
+            }
+            self.pages[p as usize].copy_from_slice(page);
+            Ok(())
+        }
+        fn end_pass(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn get(&mut self, p: u64, page: &mut Page) -> Result<()> {
+            page.copy_from_slice(&self.pages[p as usize][..]);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn pages_a_writer_rewrites_during_a_pass_are_copied_again_as_of_one_psync() {
+        for name in ["none", "secure", "wedi", "sp-ip", "sp-id", "bp-ip:medium"] {
+            let scheme = Scheme::from_name(name).unwrap();
+            let pool = Pool::create_on(
+                Arc::new(CrashMedium::new(2 << 20)),
+                &PoolOptions {
+                    kdf: pmo_format::KdfParams::INSECURE_FAST,
+                    ns_capacity: Some(8),
+                    scheme,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            pool.pcreate("a", PAGES * PAGE_SIZE, KEY).unwrap();
+            let w = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
+            write(&w, &(0..PAGES).collect::<Vec<_>>(), 1);
+            let mut sink = Racing {
+                pages: (0..PAGES).map(|_| Box::new([0xEE; 4096])).collect(),
+                writer: &w,
+                raced: false,
+            };
+            let rep = pool.live_copy("a", KEY, &mut sink, &mut |_, _| {}).unwrap();
+            assert_eq!(
+                rep.passes, 2,
+                "{name}: the changed pages take a second pass"
+            );
+            // Pages 1 and 2 were read once too early (their entries changed) and left.
+            assert_eq!(rep.pages_copied, PAGES, "{name}");
+            assert_eq!(rep.seq, w.seq(), "{name}: as of the newest psync");
+            for p in 0..PAGES {
+                let k = if p == 1 || p == 2 { 3 } else { 1 };
+                assert!(sink.pages[p as usize] == stamp(k, p), "{name}: page {p}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_snapshot_of_a_destroyed_pmo_fails() {
+        let pool = Pool::create_on(
+            Arc::new(CrashMedium::new(2 << 20)),
+            &PoolOptions {
+                kdf: pmo_format::KdfParams::INSECURE_FAST,
+                ns_capacity: Some(8),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        pool.pcreate("a", PAGES * PAGE_SIZE, KEY).unwrap();
+        struct Destroying<'a>(&'a Pool, bool);
+        impl Sink for Destroying<'_> {
+            fn put(&mut self, _: u64, _: &Page) -> Result<()> {
+                if !self.1 {
+                    self.1 = true;
+                    self.0.pdestroy("a", KEY).unwrap();
+                }
+                Ok(())
+            }
+            fn end_pass(&mut self) -> Result<()> {
+                Ok(())
+            }
+            fn get(&mut self, _: u64, _: &mut Page) -> Result<()> {
+                Ok(())
+            }
+        }
+        let r = pool.live_copy("a", KEY, &mut Destroying(&pool, false), &mut |_, _| {});
+        assert!(matches!(r, Err(StoreError::NotFound(_))), "{r:?}");
+    }
+}
