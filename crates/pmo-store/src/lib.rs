@@ -8,6 +8,7 @@
 //! | [`keys`]    | Argon2id master keys and key verifiers |
 //! | [`lifecycle`] | rename and rekey (a crash-consistent entry replacement) |
 //! | [`export`]  | export to and import from a self-contained file; copy to a new PMO |
+//! | [`resize`]  | grow and shrink a PMO (a crash-consistent move to a new extent); grow a pool file |
 //! | [`locks`]   | attach and metadata locks across threads and processes |
 //! | [`attach`]  | mapped attach at a stable address, dirty tracking, psync, detach |
 //! | [`pptr`]    | relocatable typed offset pointers |
@@ -37,6 +38,7 @@ pub mod pptr;
 pub mod predict;
 pub mod protect;
 mod redundancy;
+pub mod resize;
 pub mod scheme;
 pub mod stats;
 
@@ -49,6 +51,7 @@ pub use pmo_os::view::{DirtyTracking, Mechanism};
 pub use pool::{AttachState, CheckReport, Perm, PmoHandle, PmoInfo, Pool, PoolInfo, PoolOptions};
 pub use pptr::PPtr;
 pub use predict::{PredictConfig, PredictStats};
+pub use resize::{ResizeOptions, ResizeReport};
 pub use scheme::{Scheme, Shadow};
 pub use stats::SessionStats;
 

@@ -672,7 +672,14 @@ impl Pool {
             size,
             extent_off,
             extent_len: layout.extent_len,
-            base_addr: inner.sb.base_addr + (extent_off - inner.sb.heap_offset),
+            // Derived from the extent, unless a resized PMO kept its address there.
+            base_addr: crate::resize::address_for(
+                &ns,
+                &inner.sb,
+                inner.sb.base_addr + (extent_off - inner.sb.heap_offset),
+                size,
+                None,
+            )?,
             scheme: scheme.code(),
             flags: 0,
             kdf: inner.sb.kdf,
@@ -943,10 +950,17 @@ impl Pool {
             None => return Err(self.busy(&entry)),
         };
         // The entry may have been destroyed or replaced while we waited.
+        let first_extent = entry.extent_off;
         let entry = self.entry(name)?;
         if entry.uuid != checked_uuid {
             return Err(StoreError::NotFound(name.into()));
         }
+        if entry.extent_off != first_extent {
+            // Resized meanwhile: the lock taken is the old extent's; take the new one's.
+            drop(guard);
+            return self.open_pmo_as(name, perm, key, wait, run_as);
+        }
+        crate::resize::check_in_medium(&entry, &*inner.medium)?;
         let core = Arc::new(PmoCore::new(&entry)?);
         crate::stats::SessionCounters::add(
             &core.stats.attach_stall_ns,
