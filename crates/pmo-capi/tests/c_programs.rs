@@ -45,6 +45,7 @@ const HEADER_CALLS: &[&str] = &[
     "pmo_destroy",
     "pmo_rename",
     "pmo_rekey",
+    "pmo_resize",
     "pmo_export",
     "pmo_import",
     "pmo_detach",

@@ -672,14 +672,8 @@ impl Pool {
             size,
             extent_off,
             extent_len: layout.extent_len,
-            // Derived from the extent, unless a resized PMO kept its address there.
-            base_addr: crate::resize::address_for(
-                &ns,
-                &inner.sb,
-                inner.sb.base_addr + (extent_off - inner.sb.heap_offset),
-                size,
-                None,
-            )?,
+            // With room to grow in place (`resize`).
+            base_addr: crate::resize::address_for(&ns, &inner.sb, size, None)?,
             scheme: scheme.code(),
             flags: 0,
             kdf: inner.sb.kdf,

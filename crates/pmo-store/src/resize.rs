@@ -26,8 +26,9 @@
 //! speed, no cryptography) plus O(page count) metadata; see the module docs of the figures.
 //!
 //! The stable address: a resize keeps the PMO's base address whenever the grown range overlaps
-//! no other PMO's range, and pcreate never hands out a range that overlaps a live one
-//! ([`address_for`]); so pointers into a grown PMO stay valid after it is re-attached.
+//! no other PMO's range, and pcreate leaves each PMO [`ADDRESS_HEADROOM`] times its size of
+//! address space ([`address_for`]): so a PMO grows at least that far without its address
+//! moving, and pointers into a grown PMO stay valid after it is re-attached.
 
 use std::path::Path;
 
@@ -73,40 +74,64 @@ pub struct ResizeOptions<'a> {
     pub progress: Option<Progress<'a>>,
 }
 
-/// A base address for a PMO of `size` bytes: `preferred` if `[preferred, preferred + size)`
-/// overlaps no live PMO's range except `except`'s (its own uuid), else the first address above
-/// every live range and the pool's own address window.
-pub(crate) fn address_for(
-    ns: &Namespace,
-    sb: &Superblock,
-    preferred: u64,
-    size: u64,
-    except: Option<[u8; 16]>,
-) -> Result<u64> {
-    let others: Vec<(u64, u64)> = ns
+/// A PMO's stable address range can grow in place to this many times its size: pcreate (and a
+/// resize that moves the address) places a PMO where `ADDRESS_HEADROOM` times its size overlaps
+/// no live PMO's range or headroom (`docs/lifecycle.md`, "The stable address").
+pub const ADDRESS_HEADROOM: u64 = 4;
+
+/// Live PMOs' address ranges (`[base, base + size)`), but `except`'s (a uuid), and with
+/// `headroom` their headroom too, sorted.
+fn taken_ranges(ns: &Namespace, except: Option<[u8; 16]>, headroom: bool) -> Vec<(u64, u64)> {
+    let k = if headroom { ADDRESS_HEADROOM } else { 1 };
+    let mut v: Vec<(u64, u64)> = ns
         .live()
         .into_iter()
         .filter(|(_, e)| Some(e.uuid) != except)
-        .map(|(_, e)| (e.base_addr, e.base_addr.saturating_add(e.size)))
+        .map(|(_, e)| {
+            let hi = e.base_addr.saturating_add(e.size.saturating_mul(k));
+            (e.base_addr, align_up(hi, PAGE_SIZE).unwrap_or(u64::MAX))
+        })
         .collect();
-    let free = |a: u64| {
-        a.checked_add(size)
-            .is_some_and(|end| end < 1 << 47 && others.iter().all(|&(lo, hi)| end <= lo || hi <= a))
-    };
-    if free(preferred) {
-        return Ok(preferred);
+    v.sort_unstable();
+    v
+}
+
+/// The lowest address from the pool's base up where a PMO of `size` bytes and its headroom
+/// overlap no live PMO's range or headroom (`except`: a resized PMO's own uuid).
+pub(crate) fn address_for(
+    ns: &Namespace,
+    sb: &Superblock,
+    size: u64,
+    except: Option<[u8; 16]>,
+) -> Result<u64> {
+    let span = size
+        .checked_mul(ADDRESS_HEADROOM)
+        .and_then(|s| align_up(s, PAGE_SIZE));
+    let mut a = sb.base_addr;
+    if let Some(span) = span {
+        for (lo, hi) in taken_ranges(ns, except, true) {
+            if a.saturating_add(span) <= lo {
+                break;
+            }
+            a = a.max(hi);
+        }
+        if a.checked_add(span).is_some_and(|end| end <= 1 << 47) {
+            return Ok(a);
+        }
     }
-    let top = others
-        .iter()
-        .map(|r| r.1)
-        .chain([sb.base_addr.saturating_add(sb.heap_len)])
-        .max()
-        .unwrap_or(0);
-    let a = align_up(top, PAGE_SIZE).filter(|&a| free(a));
-    a.ok_or_else(|| {
-        StoreError::NoSpace(format!(
-            "no free address range of {size} bytes below 128 TiB for the PMO's stable address"
-        ))
+    Err(StoreError::NoSpace(format!(
+        "no free address range of {size} bytes (and its growth headroom) below 128 TiB for the PMO's stable address"
+    )))
+}
+
+/// Whether a PMO at `base` can be `size` bytes long without overlapping another live PMO's
+/// range (`except`: its own uuid).
+fn address_free(ns: &Namespace, base: u64, size: u64, except: [u8; 16]) -> bool {
+    base.checked_add(size).is_some_and(|end| {
+        end <= 1 << 47
+            && taken_ranges(ns, Some(except), false)
+                .iter()
+                .all(|&(lo, hi)| end <= lo || hi <= base)
     })
 }
 
@@ -214,10 +239,10 @@ impl Pool {
                 layout.extent_len
             )));
         };
-        let derived = inner.sb.base_addr + (extent_off - inner.sb.heap_offset);
-        let base_addr = match address_for(&ns, &inner.sb, old.base_addr, new_size, Some(old.uuid)) {
-            Ok(a) if a == old.base_addr => a,
-            _ => address_for(&ns, &inner.sb, derived, new_size, Some(old.uuid))?,
+        let base_addr = if address_free(&ns, old.base_addr, new_size, old.uuid) {
+            old.base_addr
+        } else {
+            address_for(&ns, &inner.sb, new_size, Some(old.uuid))?
         };
         report.address_kept = base_addr == old.base_addr;
         let mut entry = old.clone();

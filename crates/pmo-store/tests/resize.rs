@@ -479,3 +479,25 @@ fn no_page_version_repeats_after_a_resize() {
         "version {after} after the resize, {before} before: not above the old reservation"
     );
 }
+
+#[test]
+fn growth_keeps_the_address_within_the_headroom_and_moves_it_only_when_taken() {
+    let m = Arc::new(CrashMedium::from_image(base_image(Scheme::NONE, 4 << 20)));
+    let pool = Pool::open_on(m).unwrap();
+    let (a, b) = (pool.info("a").unwrap(), pool.info("b").unwrap());
+    let headroom = pmo_store::resize::ADDRESS_HEADROOM;
+    assert!(b.base_addr >= a.base_addr + headroom * a.size, "no headroom left after 'a'");
+    // Up to the headroom: the address stays.
+    let r = resize(&pool, headroom * PAGES, false).unwrap();
+    assert!(r.address_kept && r.info.base_addr == a.base_addr);
+    // Past it, into 'b''s range: it moves, to a range that overlaps nobody's.
+    let r = resize(&pool, 8 * PAGES, false).unwrap();
+    assert!(!r.address_kept);
+    let (a, b) = (r.info, pool.info("b").unwrap());
+    assert!(a.base_addr >= b.base_addr + b.size || a.base_addr + a.size <= b.base_addr);
+    assert_pmo(&pool, 8 * PAGES, PAGES, "moved");
+    // Once 'b' is gone, a grow over its old range keeps the (new) address.
+    pool.pdestroy("b", KEY).unwrap();
+    let r = resize(&pool, 9 * PAGES, false).unwrap();
+    assert!(r.address_kept);
+}
