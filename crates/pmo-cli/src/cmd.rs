@@ -696,7 +696,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Life(l) => crate::life::run(l, open(&cli)?, &key(&cli)?)?,
         Cmd::Resize(r) => {
-            let key = if r.needs_key() { key(&cli)? } else { Default::default() };
+            let key = if r.needs_key() {
+                key(&cli)?
+            } else {
+                Default::default()
+            };
             crate::resize::run(r, open(&cli)?, &pool_path(&cli), &key)?
         }
         Cmd::Destroy { name, .. } => {

@@ -486,7 +486,10 @@ fn growth_keeps_the_address_within_the_headroom_and_moves_it_only_when_taken() {
     let pool = Pool::open_on(m).unwrap();
     let (a, b) = (pool.info("a").unwrap(), pool.info("b").unwrap());
     let headroom = pmo_store::resize::ADDRESS_HEADROOM;
-    assert!(b.base_addr >= a.base_addr + headroom * a.size, "no headroom left after 'a'");
+    assert!(
+        b.base_addr >= a.base_addr + headroom * a.size,
+        "no headroom left after 'a'"
+    );
     // Up to the headroom: the address stays.
     let r = resize(&pool, headroom * PAGES, false).unwrap();
     assert!(r.address_kept && r.info.base_addr == a.base_addr);
