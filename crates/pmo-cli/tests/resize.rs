@@ -46,11 +46,19 @@ fn resize_and_pool_grow_from_the_command_line() {
     let mut init = vec!["init", "--size", "4MiB"];
     init.extend(fast);
     expect(&run(&pool, &init, b""), 0, "created pool");
-    expect(&run(&pool, &["create", "a", "--size", "64KiB"], b""), 0, "created");
+    expect(
+        &run(&pool, &["create", "a", "--size", "64KiB"], b""),
+        0,
+        "created",
+    );
     let write = ["write", "a", "--offset", "40000"];
     expect(&run(&pool, &write, b"tail data"), 0, "wrote");
     // Grow: the data is still there.
-    let out = expect(&run(&pool, &["resize", "a", "--size", "1MiB"], b""), 0, "grew");
+    let out = expect(
+        &run(&pool, &["resize", "a", "--size", "1MiB"], b""),
+        0,
+        "grew",
+    );
     assert!(out.contains("from 65536 to 1048576"), "{out}");
     let read = ["read", "a", "--offset", "40000", "--len", "9"];
     expect(&run(&pool, &read, b""), 0, "tail data");
@@ -58,13 +66,25 @@ fn resize_and_pool_grow_from_the_command_line() {
     let shrink = ["resize", "a", "--size", "8KiB"];
     expect(&run(&pool, &shrink, b""), 1, "holds data");
     expect(&run(&pool, &read, b""), 0, "tail data");
-    expect(&run(&pool, &["resize", "a", "--size", "8KiB", "--force"], b""), 0, "1 dropped");
+    expect(
+        &run(&pool, &["resize", "a", "--size", "8KiB", "--force"], b""),
+        0,
+        "1 dropped",
+    );
     // No room: exit 1, naming `pmo pool grow`; after growing the pool it fits.
     let big = ["resize", "a", "--size", "3MiB"];
     expect(&run(&pool, &big, b""), 1, "pmo pool grow");
-    expect(&run(&pool, &["pool", "grow", "--size", "16MiB"], b""), 0, "grew pool");
+    expect(
+        &run(&pool, &["pool", "grow", "--size", "16MiB"], b""),
+        0,
+        "grew pool",
+    );
     expect(&run(&pool, &big, b""), 0, "grew PMO");
-    expect(&run(&pool, &["pool", "grow", "--size", "8MiB"], b""), 1, "only grows");
+    expect(
+        &run(&pool, &["pool", "grow", "--size", "8MiB"], b""),
+        1,
+        "only grows",
+    );
     expect(&run(&pool, &["check"], b""), 0, "");
     let _ = std::fs::remove_dir_all(&dir);
 }

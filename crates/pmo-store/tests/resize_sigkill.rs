@@ -161,7 +161,11 @@ fn run_kills(scheme: Scheme, kills: usize) {
         std::thread::sleep(Duration::from_micros(rng.gen_range(0..late)));
         child.kill().unwrap();
         let status = child.wait().unwrap();
-        assert_eq!(status.signal(), Some(9), "kill {k}: child ended by {status:?}");
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "kill {k}: child ended by {status:?}"
+        );
         reader.join().unwrap();
         // Replay the child's reports.
         let mut last = Last::Resized(wrote_at);
@@ -202,7 +206,10 @@ fn run_kills(scheme: Scheme, kills: usize) {
         h.read_page(0, &mut page).unwrap();
         let found = u32::from_le_bytes(page[4..8].try_into().unwrap());
         let in_flight = found == iteration + 1 && matches!(last, Last::Resized(_));
-        assert!(found == iteration || in_flight, "{ctx}: page 0 holds {found}");
+        assert!(
+            found == iteration || in_flight,
+            "{ctx}: page 0 holds {found}"
+        );
         let mut expect = [0u8; 4096];
         for p in 0..size {
             h.read_page(p, &mut page).unwrap();
@@ -211,7 +218,10 @@ fn run_kills(scheme: Scheme, kills: usize) {
             } else {
                 expect = [0u8; 4096];
             }
-            assert!(page == expect, "{ctx}: page {p} is not iteration {found} (a mix)");
+            assert!(
+                page == expect,
+                "{ctx}: page {p} is not iteration {found} (a mix)"
+            );
         }
         drop(h);
         if let Last::Wrote(s) = last {
@@ -221,12 +231,19 @@ fn run_kills(scheme: Scheme, kills: usize) {
         }
         let r = pool.check().unwrap();
         assert!(r.problems.is_empty(), "{ctx}: {:?}", r.problems);
-        assert_eq!(r.used_bytes + r.free_bytes, r.heap_len, "{ctx}: space leaked");
+        assert_eq!(
+            r.used_bytes + r.free_bytes,
+            r.heap_len,
+            "{ctx}: space leaked"
+        );
         drop(pool);
         pmo_store::wait_for_background_detaches();
         if scheme.is_protected() {
             for i in [found, found + 1] {
-                assert!(!plaintext_on_medium(&path, i), "{ctx}: plaintext of {i} left");
+                assert!(
+                    !plaintext_on_medium(&path, i),
+                    "{ctx}: plaintext of {i} left"
+                );
             }
         }
         // The next child starts from a known state: this process writes a fresh iteration.
