@@ -51,7 +51,7 @@ pub use pmo_os::view::{DirtyTracking, Mechanism};
 pub use pool::{AttachState, CheckReport, Perm, PmoHandle, PmoInfo, Pool, PoolInfo, PoolOptions};
 pub use pptr::PPtr;
 pub use predict::{PredictConfig, PredictStats};
-pub use resize::{ResizeOptions, ResizeReport};
+pub use resize::{ResizeAttachedError, ResizeOptions, ResizeReport};
 pub use scheme::{Scheme, Shadow};
 pub use stats::SessionStats;
 

@@ -37,6 +37,7 @@ use pmo_format::{align_up, Entry, PmoLayout, Superblock, PAGE_SIZE};
 use pmo_medium::Medium;
 use pmo_os::lock::LockKind;
 
+use crate::attach::{AttachOptions, Attachment};
 use crate::engine::{Page, PmoCore};
 use crate::error::{Result, StoreError};
 use crate::export::Progress;
@@ -135,6 +136,24 @@ fn address_free(ns: &Namespace, base: u64, size: u64, except: [u8; 16]) -> bool 
     })
 }
 
+/// A shrink to `new_size` would drop page `p`, which holds data.
+fn shrink_over_data(name: &str, new_size: u64, p: u64) -> StoreError {
+    StoreError::Invalid(format!(
+        "cannot shrink PMO '{name}' to {new_size} bytes: page {p} (offset {}) holds data; \
+         shrink with force (`--force`) to drop it",
+        p * PAGE_SIZE
+    ))
+}
+
+/// No free extent of `need` bytes for PMO `name` resized to `new_size`.
+fn no_room(name: &str, new_size: u64, need: u64, largest: u64) -> StoreError {
+    StoreError::NoSpace(format!(
+        "resizing PMO '{name}' to {new_size} bytes needs a free extent of {need} bytes beside \
+         its current one (a resize copies it); the largest free extent has {largest} \
+         (`pmo pool grow` makes the pool larger)"
+    ))
+}
+
 /// The verifier of `e` (edited: size, extent, address) for `key`: the key's own Argon2id master
 /// binds the fields (for a rekeyed PMO that is the master that unwraps the data key).
 fn reverify(e: &mut Entry, key: &[u8]) -> Result<()> {
@@ -200,11 +219,7 @@ impl Pool {
             h.read_page(p, &mut buf)?;
             if buf.iter().any(|&b| b != 0) {
                 if !opts.force {
-                    return Err(StoreError::Invalid(format!(
-                        "cannot shrink PMO '{name}' to {new_size} bytes: page {p} (offset {}) holds data; \
-                         shrink with force (`--force`) to drop it",
-                        p * PAGE_SIZE
-                    )));
+                    return Err(shrink_over_data(name, new_size, p));
                 }
                 report.pages_dropped += 1;
             }
@@ -232,12 +247,7 @@ impl Pool {
         let free = ns.free_extents(&inner.sb);
         let Some(&(extent_off, _)) = free.iter().find(|f| f.1 >= layout.extent_len) else {
             let largest = free.iter().map(|f| f.1).max().unwrap_or(0);
-            return Err(StoreError::NoSpace(format!(
-                "resizing PMO '{name}' to {new_size} bytes needs a free extent of {} bytes beside \
-                 its current one (a resize copies it); the largest free extent has {largest} \
-                 (`pmo pool grow` makes the pool larger)",
-                layout.extent_len
-            )));
+            return Err(no_room(name, new_size, layout.extent_len, largest));
         };
         let base_addr = if address_free(&ns, old.base_addr, new_size, old.uuid) {
             old.base_addr
@@ -518,4 +528,109 @@ pub(crate) fn check_in_medium(e: &Entry, m: &dyn Medium) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// A failed [`Attachment::resize`]: the error, and the attachment back when there is one (the
+/// PMO as it was: still attached when the failure came before the detach, else attached again
+/// at its old size; `None` if that attach failed too).
+pub struct ResizeAttachedError {
+    pub error: StoreError,
+    pub attachment: Option<Attachment>,
+}
+
+impl std::fmt::Debug for ResizeAttachedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (still attached: {})",
+            self.error,
+            self.attachment.is_some()
+        )
+    }
+}
+
+impl Attachment {
+    /// Grow or shrink the PMO this writer has attached, and go on at the same address: psync,
+    /// check (a shrink over data without `force`, a pool without room: refused while still
+    /// attached), detach, [`Pool::resize`], attach again with `attach`. The stable address is
+    /// kept whenever the grown range is free (always up to [`ADDRESS_HEADROOM`] times the size
+    /// the PMO was created with), so pointers into the PMO stay valid; check
+    /// [`ResizeReport::address_kept`] when growing further. No other thread may touch the
+    /// mapping during the call (as for a detach): the range is unmapped and mapped again, and
+    /// the pages fault back in from the medium. Another process may attach the PMO in the
+    /// moment between the detach and the resize: then the resize fails with `Busy`.
+    pub fn resize(
+        self,
+        new_size: u64,
+        key: &[u8],
+        attach: AttachOptions,
+        force: bool,
+    ) -> std::result::Result<(Attachment, ResizeReport), Box<ResizeAttachedError>> {
+        let keep = |a: Attachment, error: StoreError| {
+            Box::new(ResizeAttachedError {
+                error,
+                attachment: Some(a),
+            })
+        };
+        if self.perm() != Perm::Write {
+            let e = StoreError::ReadOnly(self.name().into());
+            return Err(keep(self, e));
+        }
+        if let Err(e) = self.psync() {
+            return Err(keep(self, e));
+        }
+        if let Err(e) = self.resize_precheck(new_size, force) {
+            return Err(keep(self, e));
+        }
+        let pool = self.handle().pool().clone();
+        let name = self.name().to_string();
+        drop(self);
+        let opts = ResizeOptions {
+            force,
+            progress: None,
+        };
+        match pool.resize(&name, new_size, key, opts) {
+            Ok(report) => match pool.attach_with(&name, Perm::Write, key, attach) {
+                Ok(a) => Ok((a, report)),
+                Err(error) => Err(Box::new(ResizeAttachedError {
+                    error,
+                    attachment: None,
+                })),
+            },
+            Err(error) => Err(Box::new(ResizeAttachedError {
+                error,
+                attachment: pool.attach_with(&name, Perm::Write, key, attach).ok(),
+            })),
+        }
+    }
+
+    /// What [`Attachment::resize`] can refuse before it detaches: a size of 0, a shrink over
+    /// data without `force` (read from the mapping, psynced), no free extent of the new size.
+    fn resize_precheck(&self, new_size: u64, force: bool) -> Result<()> {
+        let new_size = align_up(new_size, PAGE_SIZE)
+            .filter(|&s| s > 0)
+            .ok_or_else(|| StoreError::Invalid(format!("invalid PMO size {new_size}")))?;
+        let old_n = self.len() as u64 / PAGE_SIZE;
+        let new_n = new_size / PAGE_SIZE;
+        let mut page = vec![0u8; PAGE_SIZE as usize];
+        for p in new_n..old_n {
+            self.read_at((p * PAGE_SIZE) as usize, &mut page)?;
+            if !force && page.iter().any(|&b| b != 0) {
+                return Err(shrink_over_data(self.name(), new_size, p));
+            }
+        }
+        let h = self.handle();
+        let scheme = h.scheme();
+        let layout = PmoLayout::with_plain(
+            new_n,
+            scheme.tag_bytes() as u64,
+            scheme.shadow == crate::scheme::Shadow::Medium,
+        )
+        .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
+        let largest = h.pool().pool_info()?.largest_free;
+        if new_n != old_n && largest < layout.extent_len {
+            return Err(no_room(self.name(), new_size, layout.extent_len, largest));
+        }
+        Ok(())
+    }
 }

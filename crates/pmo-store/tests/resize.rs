@@ -504,3 +504,67 @@ fn growth_keeps_the_address_within_the_headroom_and_moves_it_only_when_taken() {
     let r = resize(&pool, 9 * PAGES, false).unwrap();
     assert!(r.address_kept);
 }
+
+#[test]
+fn a_writer_grows_its_attached_pmo_and_goes_on_at_the_same_address() {
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        std::path::PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    for scheme in ["secure", "none", "bp-ip:medium"] {
+        let scheme = Scheme::from_name(scheme).unwrap();
+        let path = dir.join(format!("pmo-resize-live-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let pool = Pool::create(&path, 8 << 20, &opts(scheme)).unwrap();
+        pool.pcreate("a", 4 * 4096, KEY).unwrap();
+        pool.pcreate("b", 4096, KEY).unwrap();
+        let a = pool.attach("a", Perm::Write, KEY).unwrap();
+        let base = a.addr();
+        a.write_at(3 * 4096, b"last page").unwrap();
+        // Not yet psynced: the resize psyncs first.
+        let opt = pmo_store::AttachOptions::default();
+        let (a, r) = match a.resize(16 * 4096, KEY, opt, false) {
+            Ok(x) => x,
+            Err(e) => panic!("{scheme}: {e:?}"),
+        };
+        assert!(r.address_kept, "{scheme}");
+        assert_eq!(a.addr(), base, "{scheme}: the address moved");
+        assert_eq!(a.len(), 16 * 4096);
+        // SAFETY: inside the attached mapping of 16 pages.
+        let (kept, added) = unsafe {
+            (
+                std::slice::from_raw_parts(base.add(3 * 4096), 9).to_vec(),
+                *base.add(15 * 4096),
+            )
+        };
+        assert_eq!(&kept, b"last page", "{scheme}");
+        assert_eq!(added, 0);
+        a.write_at(15 * 4096, b"new").unwrap();
+        // Refused while still attached: a shrink over data, a size the pool has no room for.
+        let Err(e) = a.resize(4096, KEY, opt, false) else {
+            panic!("{scheme}: a shrink over data went through")
+        };
+        assert!(matches!(e.error, StoreError::Invalid(_)), "{e:?}");
+        let a = e.attachment.expect("still attached");
+        let Err(e) = a.resize(4 << 20, KEY, opt, false) else {
+            panic!("{scheme}: a resize past the pool's room went through")
+        };
+        assert!(matches!(e.error, StoreError::NoSpace(_)), "{e:?}");
+        let a = e.attachment.expect("still attached");
+        drop(a);
+        let h = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+        let mut buf = [0u8; 4096];
+        h.read_page(15, &mut buf).unwrap();
+        assert_eq!(
+            &buf[..3],
+            b"new",
+            "{scheme}: the psync of the failed resize"
+        );
+        drop(h);
+        assert_healthy(&pool, &scheme.to_string());
+        drop(pool);
+        pmo_store::wait_for_background_detaches();
+        std::fs::remove_file(&path).unwrap();
+    }
+}

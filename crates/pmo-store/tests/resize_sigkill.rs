@@ -1,6 +1,7 @@
 //! Real-process crash test of resize under a live writer: a child attaches a PMO, writes a
-//! recognisable pattern over every page, psyncs, detaches, reports, then grows the PMO by a page
-//! (or, past 160 pages, shrinks it back to 64 with force) and reports again, in a loop, until
+//! recognisable pattern over every page, psyncs, reports, then grows the attached PMO by a page
+//! through `Attachment::resize` (or, past 160 pages, shrinks it back to 64 with force), checks
+//! its address did not move and reports again, in a loop, until
 //! the parent SIGKILLs it at a random moment. The parent reopens the pool (recovery) and checks
 //! that the PMO has the size before or after the resize in flight and holds one iteration on
 //! every page (zeros on pages a grow added), never a mix; that the pool passes `check` with no
@@ -14,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pmo_store::{KdfParams, Perm, Pool, PoolOptions, ResizeOptions, Scheme};
+use pmo_store::{AttachOptions, Attachment, KdfParams, Perm, Pool, PoolOptions, Scheme};
 use rand::{Rng, SeedableRng};
 
 const KEY: &[u8] = b"resize-kill-key";
@@ -38,10 +39,8 @@ fn fill(page: &mut [u8], i: u32, p: u64) {
     page[..4].copy_from_slice(&(p as u32 | 0xAB00_0000).to_le_bytes());
 }
 
-/// Write iteration `i` over every page of the PMO through a mapped attach, psync, detach.
-/// Returns the PMO's size in pages.
-fn write_all(pool: &Pool, i: u32) -> u64 {
-    let a = pool.attach("victim", Perm::Write, KEY).expect("attach");
+/// Write iteration `i` over every page of attached PMO `a`, psync. Returns its size in pages.
+fn write_all(a: &Attachment, i: u32) -> u64 {
     let s = (a.len() / 4096) as u64;
     let mut page = vec![0u8; 4096];
     for p in 0..s {
@@ -52,7 +51,13 @@ fn write_all(pool: &Pool, i: u32) -> u64 {
     s
 }
 
-/// Child: write + psync + detach + report, resize + report, forever.
+/// [`write_all`] through an attach of its own (detached after).
+fn write_detached(pool: &Pool, i: u32) -> u64 {
+    write_all(&pool.attach("victim", Perm::Write, KEY).expect("attach"), i)
+}
+
+/// Child: the writer keeps the PMO attached: write + psync + report, resize (the attached
+/// writer's own `Attachment::resize`) + report, forever.
 #[test]
 fn resize_kill_child_main() {
     let Ok(path) = std::env::var(CHILD_ENV) else {
@@ -63,15 +68,16 @@ fn resize_kill_child_main() {
         .unwrap()
         .parse()
         .unwrap();
+    let mut a = pool.attach("victim", Perm::Write, KEY).expect("attach");
     for i in start.. {
-        let s = write_all(&pool, i);
+        let s = write_all(&a, i);
         println!("w {i} {s}");
-        let opts = ResizeOptions {
-            force: true,
-            progress: None,
+        let base = a.addr();
+        a = match a.resize(next(s) * 4096, KEY, AttachOptions::default(), true) {
+            Ok((a, _)) => a,
+            Err(e) => panic!("resize: {e:?}"),
         };
-        pool.resize("victim", next(s) * 4096, KEY, opts)
-            .expect("resize");
+        assert_eq!(a.addr(), base, "the writer's address moved");
         println!("r {}", next(s));
     }
 }
@@ -114,7 +120,7 @@ fn run_kills(scheme: Scheme, kills: usize) {
     .unwrap();
     pool.pcreate("victim", START_PAGES * 4096, KEY).unwrap();
     let mut iteration = 1u32;
-    let mut wrote_at = write_all(&pool, iteration);
+    let mut wrote_at = write_detached(&pool, iteration);
     drop(pool);
     pmo_store::wait_for_background_detaches();
 
@@ -249,7 +255,7 @@ fn run_kills(scheme: Scheme, kills: usize) {
         // The next child starts from a known state: this process writes a fresh iteration.
         iteration = found + 1;
         let pool = Pool::open(&path).unwrap();
-        wrote_at = write_all(&pool, iteration);
+        wrote_at = write_detached(&pool, iteration);
         drop(pool);
         pmo_store::wait_for_background_detaches();
     }
