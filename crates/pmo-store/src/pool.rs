@@ -658,14 +658,12 @@ impl Pool {
                 inner.sb.ns_capacity
             ))
         })?;
-        let free = ns.free_extents(&inner.sb);
-        let Some(&(extent_off, _)) = free.iter().find(|(_, len)| *len >= layout.extent_len) else {
-            let largest = free.iter().map(|f| f.1).max().unwrap_or(0);
-            return Err(StoreError::NoSpace(format!(
+        let extent_off = ns.first_fit(&inner.sb, layout.extent_len).map_err(|largest| {
+            StoreError::NoSpace(format!(
                 "a {size}-byte PMO needs {} bytes of pool space; the largest free extent has {largest}",
                 layout.extent_len
-            )));
-        };
+            ))
+        })?;
         let mut entry = Entry {
             generation: 1,
             uuid,

@@ -35,14 +35,12 @@ use std::path::Path;
 use pmo_format::layout::{PageLoc, PageMapEntry};
 use pmo_format::{align_up, Entry, PmoLayout, Superblock, PAGE_SIZE};
 use pmo_medium::Medium;
-use pmo_os::lock::LockKind;
 
 use crate::attach::{AttachOptions, Attachment};
 use crate::engine::{Page, PmoCore};
 use crate::error::{Result, StoreError};
 use crate::export::Progress;
 use crate::keys;
-use crate::locks;
 use crate::namespace::{self, Namespace};
 use crate::pool::{Perm, PmoHandle, PmoInfo, Pool};
 use crate::protect::RESERVATION_CHUNK;
@@ -244,11 +242,9 @@ impl Pool {
                 inner.sb.ns_capacity
             ))
         })?;
-        let free = ns.free_extents(&inner.sb);
-        let Some(&(extent_off, _)) = free.iter().find(|f| f.1 >= layout.extent_len) else {
-            let largest = free.iter().map(|f| f.1).max().unwrap_or(0);
-            return Err(no_room(name, new_size, layout.extent_len, largest));
-        };
+        let extent_off = ns
+            .first_fit(&inner.sb, layout.extent_len)
+            .map_err(|largest| no_room(name, new_size, layout.extent_len, largest))?;
         let base_addr = if address_free(&ns, old.base_addr, new_size, old.uuid) {
             old.base_addr
         } else {
@@ -323,11 +319,8 @@ impl Pool {
             )));
         }
         let pool = Pool::open(path)?;
-        let _meta = pool
-            .inner
-            .locker
-            .lock_blocking(locks::META, LockKind::Exclusive)?;
-        pool.check_superblock_current()?;
+        let (meta_lock, ns) = pool.begin_ns_change()?;
+        drop(ns);
         let sb = pool.grown_superblock(new_size)?;
         let f = std::fs::OpenOptions::new()
             .write(true)
@@ -349,7 +342,7 @@ impl Pool {
         let medium = pmo_medium::open_medium(path, Some(pool.inner.medium.kind()))?;
         write_superblocks(&*medium, &sb)?;
         drop(medium);
-        drop(_meta);
+        drop(meta_lock);
         drop(pool);
         Pool::open(path)
     }
@@ -359,11 +352,8 @@ impl Pool {
     #[doc(hidden)]
     pub fn grow_on(&self, new_size: u64) -> Result<()> {
         let inner = &*self.inner;
-        inner.alive()?;
-        let _meta = inner
-            .locker
-            .lock_blocking(locks::META, LockKind::Exclusive)?;
-        self.check_superblock_current()?;
+        let (_meta, ns) = self.begin_ns_change()?;
+        drop(ns);
         let sb = self.grown_superblock(new_size)?;
         if inner.medium.len() < sb.pool_size {
             return Err(StoreError::Invalid(format!(
