@@ -334,6 +334,18 @@ impl Pool {
                 op: format!("extend {} to {} bytes", path.display(), sb.pool_size),
                 source,
             })?;
+            // A pool allocated whole at init (`pmo init` without --sparse) stays so.
+            use std::os::unix::fs::MetadataExt;
+            if meta.blocks() * 512 >= meta.len() {
+                if let Err(e) = pmo_os::map::preallocate(&f, sb.pool_size) {
+                    // Nothing refers to the new bytes yet: give them back.
+                    let _ = f.set_len(meta.len());
+                    return Err(StoreError::Os(format!(
+                        "the filesystem has no room to grow the pool to {} bytes: {e}",
+                        sb.pool_size
+                    )));
+                }
+            }
         }
         f.sync_all().map_err(|source| StoreError::Io {
             op: format!("sync {}", path.display()),

@@ -381,6 +381,15 @@ fn pool_file_grows_and_refuses_to_shrink() {
     assert_healthy(&pool, "grown pool");
     drop(pool);
     std::fs::remove_file(&path).unwrap();
+    // A pool allocated whole at creation is allocated whole after a grow.
+    let mut o = opts(Scheme::SECURE);
+    o.preallocate = true;
+    drop(Pool::create(&path, 2 << 20, &o).unwrap());
+    drop(Pool::grow_pool(&path, 4 << 20).unwrap());
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&path).unwrap();
+    assert!(meta.blocks() * 512 >= 4 << 20, "the grown part is sparse");
+    std::fs::remove_file(&path).unwrap();
 }
 
 #[test]
