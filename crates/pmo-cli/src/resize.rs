@@ -38,7 +38,7 @@ pub(crate) enum ResizeCmd {
 
 #[derive(Subcommand)]
 pub(crate) enum PoolAction {
-    /// Grow the pool file (a pool on a DAX device cannot grow; a pool never shrinks)
+    /// Grow the pool (a pool on a DAX device only up to the device's size; never shrinks)
     Grow {
         #[command(flatten)]
         pool: PoolArg,

@@ -303,25 +303,37 @@ impl Pool {
     /// reopen it. The file is extended first, then the superblock is rewritten with the new
     /// size (copy A, fence, copy B, fence): a crash before copy A is durable leaves the old
     /// pool in a longer file (growing again finishes it), after it the grown pool. A pool on a
-    /// device DAX character device cannot grow (the device's size is fixed), and a pool never
-    /// shrinks. Other processes that have the pool open keep its old size until they reopen
-    /// it (their namespace changes are refused until then).
+    /// device DAX character device grows only up to the device's size (a pool formatted smaller
+    /// than its device; the device's own size is fixed), and a pool never shrinks. Other
+    /// processes that have the pool open keep its old size until they reopen it (their
+    /// namespace changes are refused until then).
     pub fn grow_pool(path: &Path, new_size: u64) -> Result<Pool> {
         use std::os::unix::fs::FileTypeExt;
         let meta = std::fs::metadata(path).map_err(|source| StoreError::Io {
             op: format!("open {}", path.display()),
             source,
         })?;
-        if meta.file_type().is_char_device() {
-            return Err(StoreError::Unsupported(format!(
-                "{} is a DAX device: its size is fixed, so a pool on it cannot grow",
-                path.display()
-            )));
-        }
         let pool = Pool::open(path)?;
         let (meta_lock, ns) = pool.begin_ns_change()?;
         drop(ns);
         let sb = pool.grown_superblock(new_size)?;
+        if meta.file_type().is_char_device() {
+            // The device is mapped whole: nothing to extend, only the superblock to rewrite.
+            let len = pool.inner.medium.len();
+            if sb.pool_size > len {
+                return Err(StoreError::Unsupported(format!(
+                    "{} is a DAX device of {len} bytes: its size is fixed, so the pool on it \
+                     grows to {len} bytes at most (asked for {})",
+                    path.display(),
+                    sb.pool_size
+                )));
+            }
+            let r = write_superblocks(&*pool.inner.medium, &sb);
+            pool.inner.poison(r)?;
+            drop(meta_lock);
+            drop(pool);
+            return Pool::open(path);
+        }
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(path)
