@@ -189,6 +189,14 @@ int pmo_copy(const char *name, const char *new_name, const char *key, const char
  * working (docs/lifecycle.md): the copy is exactly `name` as of one psync. Same as pmo_copy
  * with a NULL new key. @return 0, or -1 with errno as pmo_copy. */
 int pmo_snapshot(const char *name, const char *new_name, const char *key);
+/** Grow or shrink PMO `name` to `size` bytes (rounded up to 4 KiB pages; new pages read as
+ * zeros), crash-consistently: the PMO is moved to a new extent in one step (docs/lifecycle.md).
+ * A shrink that would drop a page holding data fails unless `force` is non-zero. The PMO keeps
+ * its stable address when the grown range is free (always up to 4 times its size at creation).
+ * `key` NULL: "DEFAULT". @return 0, or -1 with errno: ENOENT, EACCES (wrong key), EBUSY
+ * (attached, by this process too), ENOSPC (no free extent of the new size beside the old one),
+ * EINVAL (size 0, or a shrink over data without `force`), EIO. */
+int pmo_resize(const char *name, uint64_t size, int force, const char *key);
 
 /** Export PMO `name`'s last psynced state to `path` (must not exist): an encrypted,
  * authenticated, self-contained file (docs/format.md section 7), also while a writer keeps it

@@ -184,6 +184,24 @@ static void test_namespace(void) {
     CHECK(pmo_rekey("ns2", KEY, "other key") == 0);
     CHECK_FAIL(attach("ns2", 'r', KEY) != NULL, EACCES, PMO_E_WRONG_KEY);
     CHECK(pmo_rekey("ns2", "other key", KEY) == 0 && pmo_rename("ns2", "ns", KEY) == 0);
+    /* Resize (docs/lifecycle.md): a grow keeps the pages and the stable address; a shrink
+     * over data needs force; an attached PMO is busy. */
+    char *q = attach("ns", 'w', KEY);
+    CHECK(q != NULL);
+    memcpy(q + 4096, "tail", 5);
+    CHECK(psync(q) == 0);
+    CHECK_FAIL(pmo_resize("ns", 16384, 0, KEY) == 0, EBUSY, PMO_E_BUSY);
+    CHECK(detach(q) == 0);
+    CHECK(pmo_resize("ns", 16384, 0, KEY) == 0 && pmo_get_size("ns") == 16384);
+    char *g = attach("ns", 'r', KEY);
+    CHECK(g == q && memcmp(g + 4096, "tail", 5) == 0 && g[16383] == 0);
+    CHECK(detach(g) == 0);
+    CHECK_FAIL(pmo_resize("ns", 4096, 0, KEY) == 0, EINVAL, PMO_E_INVALID);
+    CHECK_FAIL(pmo_resize("ns", 0, 0, KEY) == 0, EINVAL, PMO_E_INVALID);
+    CHECK_FAIL(pmo_resize("ns", 8192, 0, "wrong key") == 0, EACCES, PMO_E_WRONG_KEY);
+    CHECK_FAIL(pmo_resize("missing", 8192, 0, KEY) == 0, ENOENT, PMO_E_NOT_FOUND);
+    CHECK(pmo_resize("ns", 4096, 1, KEY) == 0 && pmo_get_size("ns") == 4096);
+    CHECK(pmo_resize("ns", 8192, 0, KEY) == 0);
     char xp[64];
     snprintf(xp, sizeof xp, "/tmp/pmo_test_%d.pmox", (int)getpid());
     unlink(xp);

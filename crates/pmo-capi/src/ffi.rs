@@ -700,6 +700,34 @@ pub unsafe extern "C" fn pmo_rotate(name: *const c_char, key: *const c_char) -> 
     trace(|| format!("pmo_rotate({})", unsafe { show(name) }), r)
 }
 
+/// `int pmo_resize(const char *name, uint64_t size, int force, const char *key)`: see `pmo.h`.
+///
+/// # Safety
+/// As [`pmo_create`].
+#[no_mangle]
+pub unsafe extern "C" fn pmo_resize(
+    name: *const c_char,
+    size: u64,
+    force: c_int,
+    key: *const c_char,
+) -> c_int {
+    let r = entry(-1, || {
+        // SAFETY: the caller passes valid C strings (or NULL: rejected name, default key).
+        let (n, k) = unsafe { (c_str(name, "name")?, c_key(key)) };
+        let opts = pmo_store::ResizeOptions {
+            force: force != 0,
+            progress: None,
+        };
+        reg().pool()?.resize(n, size, k, opts)?;
+        Ok(0)
+    });
+    // SAFETY: `name` is NULL or a valid C string (the caller's contract).
+    trace(
+        || format!("pmo_resize({}, {size})", unsafe { show(name) }),
+        r,
+    )
+}
+
 /// `int pmo_export(const char *name, const char *key, const char *path)`: see `pmo.h`.
 ///
 /// # Safety

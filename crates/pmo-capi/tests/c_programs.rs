@@ -48,6 +48,7 @@ const HEADER_CALLS: &[&str] = &[
     "pmo_copy",
     "pmo_snapshot",
     "pmo_rotate",
+    "pmo_resize",
     "pmo_export",
     "pmo_import",
     "pmo_detach",

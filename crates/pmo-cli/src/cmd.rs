@@ -67,6 +67,9 @@ enum Cmd {
     /// A PMO's life after create: rename, rekey, export, import, copy, snapshot
     #[command(flatten)]
     Life(crate::life::LifeCmd),
+    /// Grow or shrink a PMO; grow the pool
+    #[command(flatten)]
+    Resize(crate::resize::ResizeCmd),
     /// Create a pool (a file, or format a /dev/daxX.Y device)
     Init {
         #[command(flatten)]
@@ -300,6 +303,7 @@ impl Cmd {
             | Cmd::Demo { pool, key }
             | Cmd::Lmdb { pool, key, .. } => (Some(pool), Some(key)),
             Cmd::Life(l) => l.pool_and_key(),
+            Cmd::Resize(r) => r.pool_and_key(),
             Cmd::Cxlsim(_) | Cmd::Bench { .. } => (None, None),
         }
     }
@@ -336,7 +340,7 @@ Studies:   breakdown (LOaPP Fig. 6), session (Figs. 7 and 8), predict, threads, 
 Output:    CSV (and --json) records in --out, SVG (and PNG) figures beside them;
            --from FILE.json redraws them from saved records";
 
-fn parse_bytes(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
     parse_size::Config::new()
         .with_binary()
         .parse_size(s)
@@ -692,6 +696,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Cmd::Life(l) => crate::life::run(l, open(&cli)?, &key(&cli)?)?,
+        Cmd::Resize(r) => {
+            let key = if r.needs_key() {
+                key(&cli)?
+            } else {
+                Default::default()
+            };
+            crate::resize::run(r, open(&cli)?, &pool_path(&cli), &key)?
+        }
         Cmd::Destroy { name, .. } => {
             let pool = open(&cli)?;
             let key = key(&cli)?;

@@ -207,7 +207,7 @@ pub(crate) fn run(cmd: &LifeCmd, pool: Pool, key: &[u8]) -> anyhow::Result<()> {
 }
 
 /// Progress on standard error for PMOs of 64 MiB and more, at most once per percent.
-fn progress(what: &'static str) -> impl FnMut(u64, u64) {
+pub(crate) fn progress(what: &'static str) -> impl FnMut(u64, u64) {
     let mut last = u64::MAX;
     move |done, total| {
         if total < 16384 {

@@ -12,6 +12,7 @@ mod envcheck;
 mod errtext;
 mod keysrc;
 mod life;
+mod resize;
 mod text;
 
 use std::process::ExitCode;

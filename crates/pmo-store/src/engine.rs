@@ -558,7 +558,13 @@ impl PmoCore {
 
     /// Steps 2 and 3 of a psync: journal `seq % 2` (entries, then the trailer of a protected
     /// PMO) and its fence, then the record and its fence (the commit point).
-    fn publish(&self, m: &dyn Medium, seq: u64, journal: &[u8], count: u64) -> Result<()> {
+    pub(crate) fn publish(
+        &self,
+        m: &dyn Medium,
+        seq: u64,
+        journal: &[u8],
+        count: u64,
+    ) -> Result<()> {
         let j = seq % 2;
         let joff = self.abs(self.layout.journal_off[j as usize]);
         m.write(joff, journal)?;

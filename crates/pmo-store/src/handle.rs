@@ -69,10 +69,17 @@ impl Pool {
         // The entry may have been destroyed or replaced while we waited (a rotation replaces
         // the data master it gives: check the key again).
         let checked_gen = entry.generation;
+        let first_extent = entry.extent_off;
         let entry = self.entry(name)?;
         if entry.uuid != checked_uuid {
             return Err(StoreError::NotFound(name.into()));
         }
+        if entry.extent_off != first_extent {
+            // Resized meanwhile: the lock taken is the old extent's; take the new one's.
+            drop(guard);
+            return self.open_pmo_as(name, perm, key, wait, run_as);
+        }
+        crate::resize::check_in_medium(&entry, &*inner.medium)?;
         let master = if entry.generation != checked_gen {
             keys::check_key(&entry, key)?
         } else {

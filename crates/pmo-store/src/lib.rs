@@ -12,6 +12,7 @@
 //! | [`export`]  | export to and import from a self-contained file; copy to a new PMO |
 //! | [`rotate`] | re-encrypt a PMO under a new data key, page by page, resumable |
 //! | [`snapshot`] | a consistent copy of a PMO while its writer keeps working (export and copy use it) |
+//! | [`resize`]  | grow and shrink a PMO (a crash-consistent move to a new extent); grow a pool file |
 //! | [`locks`]   | attach and metadata locks across threads and processes |
 //! | [`attach`]  | mapped attach at a stable address, dirty tracking, psync, detach |
 //! | [`pptr`]    | relocatable typed offset pointers |
@@ -45,6 +46,7 @@ pub mod predict;
 pub mod protect;
 mod redundancy;
 pub mod rotate;
+pub mod resize;
 pub mod scheme;
 pub mod snapshot;
 pub mod stats;
@@ -61,6 +63,7 @@ pub use pmo_os::view::{DirtyTracking, Mechanism};
 pub use pool::{AttachState, Perm, PmoInfo, Pool, PoolInfo, PoolOptions};
 pub use pptr::PPtr;
 pub use predict::{PredictConfig, PredictStats};
+pub use resize::{ResizeAttachedError, ResizeOptions, ResizeReport};
 pub use scheme::{Scheme, Shadow};
 pub use stats::SessionStats;
 

@@ -252,6 +252,16 @@ impl Namespace {
         free
     }
 
+    /// The first free extent of at least `len` bytes (its offset), or the largest free extent's
+    /// length when none is that long.
+    pub fn first_fit(&self, sb: &Superblock, len: u64) -> std::result::Result<u64, u64> {
+        let free = self.free_extents(sb);
+        match free.iter().find(|f| f.1 >= len) {
+            Some(f) => Ok(f.0),
+            None => Err(free.iter().map(|f| f.1).max().unwrap_or(0)),
+        }
+    }
+
     /// Overlapping or out-of-heap extents among live entries (problems for `check`).
     pub fn extent_problems(&self, sb: &Superblock) -> Vec<String> {
         let mut used: Vec<&Entry> = self.slots.iter().flatten().collect();

@@ -651,21 +651,20 @@ impl Pool {
                 inner.sb.ns_capacity
             ))
         })?;
-        let free = ns.free_extents(&inner.sb);
-        let Some(&(extent_off, _)) = free.iter().find(|(_, len)| *len >= layout.extent_len) else {
-            let largest = free.iter().map(|f| f.1).max().unwrap_or(0);
-            return Err(StoreError::NoSpace(format!(
+        let extent_off = ns.first_fit(&inner.sb, layout.extent_len).map_err(|largest| {
+            StoreError::NoSpace(format!(
                 "a {size}-byte PMO needs {} bytes of pool space; the largest free extent has {largest}",
                 layout.extent_len
-            )));
-        };
+            ))
+        })?;
         let mut entry = Entry {
             generation: 1,
             uuid,
             size,
             extent_off,
             extent_len: layout.extent_len,
-            base_addr: inner.sb.base_addr + (extent_off - inner.sb.heap_offset),
+            // With room to grow in place (`resize`).
+            base_addr: crate::resize::address_for(&ns, &inner.sb, size, None)?,
             scheme: scheme.code(),
             flags: 0,
             kdf: inner.sb.kdf,

@@ -774,6 +774,29 @@ impl Protection {
         Some((until, until - 1))
     }
 
+    /// The trailer of the one commit that vouches for a PMO's page map at a new extent (a
+    /// resize, `crate::resize`): the version-table MAC of `table` (the new map's raw entries,
+    /// `secure`), tagged under `epoch`, carrying `reservation` and, for `wedi`, the whole-PMO
+    /// checksum. The keys are this PMO's: a resized PMO keeps its uuid and data master.
+    pub(crate) fn seed_trailer(
+        &self,
+        table: &[u64],
+        epoch: u64,
+        reservation: u64,
+        whole_checksum: Option<[u8; 32]>,
+    ) -> Trailer {
+        let mac = match &self.protector {
+            PageProtector::Aead { keys } => Some(VersionTableMac::from_table(keys, table)),
+            _ => None,
+        };
+        self.trailer(&mac, epoch, reservation, whole_checksum)
+    }
+
+    /// Whether page versions are nonces (AES-GCM): then no version may repeat under the keys.
+    pub(crate) fn versions_are_nonces(&self) -> bool {
+        matches!(self.protector, PageProtector::Aead { .. })
+    }
+
     /// Whether this scheme keeps a whole-PMO checksum (`wedi`).
     pub fn keeps_whole_checksum(&self) -> bool {
         self.scheme.whole_checksum()

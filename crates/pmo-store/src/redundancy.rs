@@ -21,6 +21,12 @@ impl Pool {
         let inner = &*self.inner;
         let mut b = [0u8; SB_SIZE];
         inner.medium.read(SB_OFFSETS[0], &mut b)?;
+        if Superblock::decode(&b, u64::MAX).is_ok_and(|sb| sb.pool_size > inner.sb.pool_size) {
+            return Err(StoreError::Invalid(
+                "the pool was grown by another process since this one opened it; reopen the pool"
+                    .into(),
+            ));
+        }
         match Superblock::decode(&b, inner.medium.len()) {
             Ok(sb) if sb.version != inner.sb.version || sb.ns_mirror != inner.sb.ns_mirror => {
                 Err(StoreError::Invalid(

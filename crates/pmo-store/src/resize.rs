@@ -1,0 +1,650 @@
+//! Grow and shrink a PMO, and grow a pool file (`docs/lifecycle.md`, "Resize").
+//!
+//! A PMO's extent lays out its page map, journals, tags and both data slots by its page count
+//! (`docs/format.md` §4), so a PMO of another size has another layout: a resize builds the PMO
+//! anew in a free extent and switches the namespace entry to it in one crash-consistent change.
+//!
+//! 1. Under the metadata lock and the PMO's exclusive attach lock (the PMO recovered, its crash
+//!    handlers run, so every committed page is sealed at rest), the new extent is initialised
+//!    in free space: nothing refers to it yet.
+//! 2. Every committed page that survives is copied **as stored** (ciphertext and its tag, same
+//!    slot, same version) with its page-map entry; pages never written stay "zero". Nothing is
+//!    decrypted or re-encrypted: the page keys derive from the PMO's uuid and data master, which
+//!    a resize keeps. (`wedi` alone decrypts every page: its whole-PMO checksum covers the new
+//!    page count.)
+//! 3. One commit of no pages vouches for the new map: its trailer carries the version-table MAC
+//!    of the new map (`secure`), tagged under a fresh epoch above the old reservation, and a
+//!    reservation above every version used before (so no (page, version) nonce ever repeats).
+//! 4. The header page's entry copy, then the old extent's copy shredded; fence.
+//! 5. The new entry (same uuid, generation + 1, new size, extent, verifier) goes to a free slot:
+//!    from the moment its magic is durable it supersedes the old one (the generation rule of
+//!    [`crate::lifecycle`]); then the old slot is cleared and shredded.
+//!
+//! A crash before step 5's magic leaves the old PMO, whole; the new extent lay in free space.
+//! After it, the new PMO, whole; open clears the superseded slot. Free space is derived from
+//! the namespace, so neither case leaks. The cost is a copy of the committed pages (memory
+//! speed, no cryptography) plus O(page count) metadata; see the module docs of the figures.
+//!
+//! The stable address: a resize keeps the PMO's base address whenever the grown range overlaps
+//! no other PMO's range, and pcreate leaves each PMO [`ADDRESS_HEADROOM`] times its size of
+//! address space ([`address_for`]): so a PMO grows at least that far without its address
+//! moving, and pointers into a grown PMO stay valid after it is re-attached.
+
+use std::path::Path;
+
+use pmo_format::layout::{PageLoc, PageMapEntry};
+use pmo_format::{align_up, Entry, PmoLayout, Superblock, PAGE_SIZE};
+use pmo_medium::Medium;
+
+use crate::attach::{AttachOptions, Attachment};
+use crate::engine::{Page, PmoCore};
+use crate::error::{Result, StoreError};
+use crate::export::Progress;
+use crate::keys;
+use crate::namespace::{self, Namespace};
+use crate::pool::{Perm, PmoHandle, PmoInfo, Pool};
+use crate::protect::RESERVATION_CHUNK;
+use crate::redundancy::{clear_slot, not_found, write_entry, write_header_copy, write_superblocks};
+
+/// Pages copied between progress reports.
+const PROGRESS_PAGES: u64 = 1024;
+
+/// What [`Pool::resize`] did.
+#[derive(Clone, Debug)]
+pub struct ResizeReport {
+    /// The PMO as it is now.
+    pub info: PmoInfo,
+    /// Size before, in bytes.
+    pub old_size: u64,
+    /// Committed pages copied to the new extent.
+    pub pages_copied: u64,
+    /// Committed pages dropped by a forced shrink (0 without `force`).
+    pub pages_dropped: u64,
+    /// Whether the PMO kept its stable address.
+    pub address_kept: bool,
+}
+
+/// Options of [`Pool::resize`].
+#[derive(Default)]
+pub struct ResizeOptions<'a> {
+    /// Shrink even if pages past the new size hold data (they are dropped).
+    pub force: bool,
+    /// Called with (pages done, pages to copy) as the copy proceeds.
+    pub progress: Option<Progress<'a>>,
+}
+
+/// A PMO's stable address range can grow in place to this many times its size: pcreate (and a
+/// resize that moves the address) places a PMO where `ADDRESS_HEADROOM` times its size overlaps
+/// no live PMO's range or headroom (`docs/lifecycle.md`, "The stable address").
+pub const ADDRESS_HEADROOM: u64 = 4;
+
+/// Live PMOs' address ranges (`[base, base + size)`), but `except`'s (a uuid), and with
+/// `headroom` their headroom too, sorted.
+fn taken_ranges(ns: &Namespace, except: Option<[u8; 16]>, headroom: bool) -> Vec<(u64, u64)> {
+    let k = if headroom { ADDRESS_HEADROOM } else { 1 };
+    let mut v: Vec<(u64, u64)> = ns
+        .live()
+        .into_iter()
+        .filter(|(_, e)| Some(e.uuid) != except)
+        .map(|(_, e)| {
+            let hi = e.base_addr.saturating_add(e.size.saturating_mul(k));
+            (e.base_addr, align_up(hi, PAGE_SIZE).unwrap_or(u64::MAX))
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// The lowest address from the pool's base up where a PMO of `size` bytes and its headroom
+/// overlap no live PMO's range or headroom (`except`: a resized PMO's own uuid).
+pub(crate) fn address_for(
+    ns: &Namespace,
+    sb: &Superblock,
+    size: u64,
+    except: Option<[u8; 16]>,
+) -> Result<u64> {
+    let span = size
+        .checked_mul(ADDRESS_HEADROOM)
+        .and_then(|s| align_up(s, PAGE_SIZE));
+    let mut a = sb.base_addr;
+    if let Some(span) = span {
+        for (lo, hi) in taken_ranges(ns, except, true) {
+            if a.saturating_add(span) <= lo {
+                break;
+            }
+            a = a.max(hi);
+        }
+        if a.checked_add(span).is_some_and(|end| end <= 1 << 47) {
+            return Ok(a);
+        }
+    }
+    Err(StoreError::NoSpace(format!(
+        "no free address range of {size} bytes (and its growth headroom) below 128 TiB for the PMO's stable address"
+    )))
+}
+
+/// Whether a PMO at `base` can be `size` bytes long without overlapping another live PMO's
+/// range (`except`: its own uuid).
+fn address_free(ns: &Namespace, base: u64, size: u64, except: [u8; 16]) -> bool {
+    base.checked_add(size).is_some_and(|end| {
+        end <= 1 << 47
+            && taken_ranges(ns, Some(except), false)
+                .iter()
+                .all(|&(lo, hi)| end <= lo || hi <= base)
+    })
+}
+
+/// A shrink to `new_size` would drop page `p`, which holds data.
+fn shrink_over_data(name: &str, new_size: u64, p: u64) -> StoreError {
+    StoreError::Invalid(format!(
+        "cannot shrink PMO '{name}' to {new_size} bytes: page {p} (offset {}) holds data; \
+         shrink with force (`--force`) to drop it",
+        p * PAGE_SIZE
+    ))
+}
+
+/// No free extent of `need` bytes for PMO `name` resized to `new_size`.
+fn no_room(name: &str, new_size: u64, need: u64, largest: u64) -> StoreError {
+    StoreError::NoSpace(format!(
+        "resizing PMO '{name}' to {new_size} bytes needs a free extent of {need} bytes beside \
+         its current one (a resize copies it); the largest free extent has {largest} \
+         (`pmo pool grow` makes the pool larger)"
+    ))
+}
+
+/// The verifier of `e` (edited: size, extent, address) for `key`: the key's own Argon2id master
+/// binds the fields (for a rekeyed PMO that is the master that unwraps the data key).
+fn reverify(e: &mut Entry, key: &[u8]) -> Result<()> {
+    let user = keys::derive_master(&e.uuid, &e.salt, &e.kdf, key)?;
+    e.verifier = keys::verifier(&user, &e.uuid, &keys::binding(e));
+    Ok(())
+}
+
+impl Pool {
+    /// Grow or shrink PMO `name` to `new_size` bytes (rounded up to whole pages). New pages
+    /// read as zeros. A shrink that would drop a page holding anything but zeros fails unless
+    /// `opts.force`. Needs the key; fails with `Busy` while the PMO is attached (detach,
+    /// resize, attach again: the stable address is kept when it can be, see the module docs)
+    /// and with `NoSpace` when no free extent holds the new size (the old extent is given back
+    /// only once the new one is live, so a resize needs room for both).
+    pub fn resize(
+        &self,
+        name: &str,
+        new_size: u64,
+        key: &[u8],
+        mut opts: ResizeOptions<'_>,
+    ) -> Result<ResizeReport> {
+        let inner = &*self.inner;
+        if new_size == 0 {
+            return Err(StoreError::Invalid("a PMO's size must be positive".into()));
+        }
+        let new_size = align_up(new_size, PAGE_SIZE)
+            .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
+        let (_meta, ns) = self.begin_ns_change()?;
+        let m = &*inner.medium;
+        let old = ns
+            .find(name)
+            .map(|(_, e)| e.clone())
+            .ok_or_else(|| not_found(&ns, name))?;
+        keys::check_key(&old, key)?;
+        if let Some(damage) = ns.damage() {
+            return Err(StoreError::Corrupt(format!(
+                "cannot resize '{name}': {damage}; `pmo check --repair` repairs or drops it first"
+            )));
+        }
+        drop(ns);
+        // The PMO recovered and at rest, and nobody else attached until the switch is done.
+        let h = self.open_pmo(name, Perm::Write, key, None)?;
+        let old_core = h.core.clone();
+        let old_n = old_core.npages();
+        let new_n = new_size / PAGE_SIZE;
+        let mut report = ResizeReport {
+            info: self.info_of(&old),
+            old_size: old.size,
+            pages_copied: 0,
+            pages_dropped: 0,
+            address_kept: true,
+        };
+        if new_n == old_n {
+            return Ok(report);
+        }
+        // Pages past the new end: refuse to drop data unless forced.
+        let mut buf: Box<Page> = Box::new([0u8; PAGE_SIZE as usize]);
+        for p in new_n..old_n {
+            if old_core.map_entry(m, p)?.loc() == Some(PageLoc::Zero) {
+                continue;
+            }
+            h.read_page(p, &mut buf)?;
+            if buf.iter().any(|&b| b != 0) {
+                if !opts.force {
+                    return Err(shrink_over_data(name, new_size, p));
+                }
+                report.pages_dropped += 1;
+            }
+        }
+        let plain = old_core.layout.plain_off.is_some();
+        let layout = PmoLayout::with_plain(new_n, old_core.layout.tag_bytes, plain)
+            .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
+        let mut ns = inner.ns();
+        ns.refresh(m, &inner.sb)?;
+        let (slot, cur) = ns
+            .find(name)
+            .map(|(i, e)| (i, e.clone()))
+            .ok_or_else(|| not_found(&ns, name))?;
+        if cur != old {
+            return Err(StoreError::Invalid(format!(
+                "PMO '{name}' changed while it was being resized; try again"
+            )));
+        }
+        let new_slot = ns.free_slot().ok_or_else(|| {
+            StoreError::NoSpace(format!(
+                "the namespace is full ({} PMOs): a resized entry needs a free slot",
+                inner.sb.ns_capacity
+            ))
+        })?;
+        let extent_off = ns
+            .first_fit(&inner.sb, layout.extent_len)
+            .map_err(|largest| no_room(name, new_size, layout.extent_len, largest))?;
+        let base_addr = if address_free(&ns, old.base_addr, new_size, old.uuid) {
+            old.base_addr
+        } else {
+            address_for(&ns, &inner.sb, new_size, Some(old.uuid))?
+        };
+        report.address_kept = base_addr == old.base_addr;
+        let mut entry = old.clone();
+        entry.generation = old.generation + 1;
+        entry.size = new_size;
+        entry.extent_off = extent_off;
+        entry.extent_len = layout.extent_len;
+        entry.base_addr = base_addr;
+        if !keys::binding(&entry).is_empty() {
+            reverify(&mut entry, key)?;
+        }
+        let new_core = PmoCore::new(&entry)?;
+        let keep = old_n.min(new_n);
+        let r = (|| -> Result<()> {
+            namespace::bump_gen(m, &inner.sb)?;
+            new_core.init_on_medium(m)?;
+            // A plaintext area reads as zeros while detached (`check` holds it to that); the
+            // free space under it may hold anything (an old extent's ciphertext).
+            if let Some(off) = new_core.layout.plain_off {
+                let len = new_n * PAGE_SIZE;
+                m.zero(new_core.abs(off), len)?;
+                m.flush(new_core.abs(off), len)?;
+            }
+            let table = committed_map(m, &h, keep)?;
+            report.pages_copied = copy_pages(m, &old_core, &new_core, &table, &mut opts)?;
+            seed_commit(m, &h, &old_core, &new_core)?;
+            if inner.sb.ns_mirror != 0 {
+                write_header_copy(m, &entry, true)?;
+                // The old copy goes now: if the switch below is lost, open restores it.
+                crate::lifecycle::shred_header_copy(m, old.extent_off)?;
+            }
+            m.fence()?;
+            write_entry(m, &inner.sb, new_slot, &entry)?;
+            clear_slot(m, &inner.sb, slot)?;
+            m.fence()?;
+            crate::lifecycle::shred_slot(m, &inner.sb, slot)?;
+            m.fence()?;
+            namespace::bump_gen(m, &inner.sb)?;
+            Ok(())
+        })();
+        ns.invalidate();
+        drop(ns);
+        inner.poison(r)?;
+        // The handle's lock is on the old extent's word: released now, the waiters find the
+        // entry moved and retry on the new one (`Pool::open_pmo_as`).
+        drop(h);
+        report.info = self.info_of(&entry);
+        Ok(report)
+    }
+
+    /// Grow the pool file at `path` to `new_size` bytes (rounded down to whole pages) and
+    /// reopen it. The file is extended first, then the superblock is rewritten with the new
+    /// size (copy A, fence, copy B, fence): a crash before copy A is durable leaves the old
+    /// pool in a longer file (growing again finishes it), after it the grown pool. A pool on a
+    /// device DAX character device grows only up to the device's size (a pool formatted smaller
+    /// than its device; the device's own size is fixed), and a pool never shrinks. Other
+    /// processes that have the pool open keep its old size until they reopen it (their
+    /// namespace changes are refused until then).
+    pub fn grow_pool(path: &Path, new_size: u64) -> Result<Pool> {
+        use std::os::unix::fs::FileTypeExt;
+        let meta = std::fs::metadata(path).map_err(|source| StoreError::Io {
+            op: format!("open {}", path.display()),
+            source,
+        })?;
+        let pool = Pool::open(path)?;
+        let (meta_lock, ns) = pool.begin_ns_change()?;
+        drop(ns);
+        let sb = pool.grown_superblock(new_size)?;
+        if meta.file_type().is_char_device() {
+            // The device is mapped whole: nothing to extend, only the superblock to rewrite.
+            let len = pool.inner.medium.len();
+            if sb.pool_size > len {
+                return Err(StoreError::Unsupported(format!(
+                    "{} is a DAX device of {len} bytes: its size is fixed, so the pool on it \
+                     grows to {len} bytes at most (asked for {})",
+                    path.display(),
+                    sb.pool_size
+                )));
+            }
+            let r = write_superblocks(&*pool.inner.medium, &sb);
+            pool.inner.poison(r)?;
+            drop(meta_lock);
+            drop(pool);
+            return Pool::open(path);
+        }
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|source| StoreError::Io {
+                op: format!("open {}", path.display()),
+                source,
+            })?;
+        if meta.len() < sb.pool_size {
+            f.set_len(sb.pool_size).map_err(|source| StoreError::Io {
+                op: format!("extend {} to {} bytes", path.display(), sb.pool_size),
+                source,
+            })?;
+            // A pool allocated whole at init (`pmo init` without --sparse) stays so.
+            use std::os::unix::fs::MetadataExt;
+            if meta.blocks() * 512 >= meta.len() {
+                if let Err(e) = pmo_os::map::preallocate(&f, sb.pool_size) {
+                    // Nothing refers to the new bytes yet: give them back.
+                    let _ = f.set_len(meta.len());
+                    return Err(StoreError::Os(format!(
+                        "the filesystem has no room to grow the pool to {} bytes: {e}",
+                        sb.pool_size
+                    )));
+                }
+            }
+        }
+        f.sync_all().map_err(|source| StoreError::Io {
+            op: format!("sync {}", path.display()),
+            source,
+        })?;
+        let medium = pmo_medium::open_medium(path, Some(pool.inner.medium.kind()))?;
+        write_superblocks(&*medium, &sb)?;
+        drop(medium);
+        drop(meta_lock);
+        drop(pool);
+        Pool::open(path)
+    }
+
+    /// Grow this pool to `new_size` bytes on a medium that already has them (the crash tests'
+    /// entry point: [`Pool::grow_pool`] extends the file, then does this).
+    #[doc(hidden)]
+    pub fn grow_on(&self, new_size: u64) -> Result<()> {
+        let inner = &*self.inner;
+        let (_meta, ns) = self.begin_ns_change()?;
+        drop(ns);
+        let sb = self.grown_superblock(new_size)?;
+        if inner.medium.len() < sb.pool_size {
+            return Err(StoreError::Invalid(format!(
+                "the medium has {} bytes, fewer than {}",
+                inner.medium.len(),
+                sb.pool_size
+            )));
+        }
+        let r = write_superblocks(&*inner.medium, &sb);
+        inner.poison(r)
+    }
+
+    /// The superblock of this pool grown to `new_size` bytes, checked.
+    fn grown_superblock(&self, new_size: u64) -> Result<Superblock> {
+        let old = &self.inner.sb;
+        let size = new_size & !(PAGE_SIZE - 1);
+        if size <= old.pool_size {
+            return Err(StoreError::Invalid(format!(
+                "the pool already has {} bytes: a pool only grows (asked for {new_size})",
+                old.pool_size
+            )));
+        }
+        let mut sb = old.clone();
+        sb.pool_size = size;
+        sb.heap_len = size - sb.heap_offset;
+        Superblock::decode(&sb.encode(), size).map_err(|e| {
+            StoreError::Invalid(format!("a pool of {size} bytes is not possible here: {e}"))
+        })?;
+        Ok(sb)
+    }
+}
+
+/// The page-map entries of the first `keep` pages of the PMO `h` has open: the verified copy
+/// its protection keeps (the one the attach checked against the table MAC), else the medium's.
+fn committed_map(m: &dyn Medium, h: &PmoHandle, keep: u64) -> Result<Vec<PageMapEntry>> {
+    if let Some(p) = h.protection() {
+        return Ok((0..keep).map(|i| p.entry(i)).collect());
+    }
+    let mut raw = vec![0u8; (keep * 8) as usize];
+    m.read(h.core.abs(h.core.layout.map_off), &mut raw)?;
+    Ok(raw
+        .chunks_exact(8)
+        .map(|c| PageMapEntry(u64::from_le_bytes(c.try_into().expect("8 bytes"))))
+        .collect())
+}
+
+/// Copy the pages of `table` (the first pages of `old`) into `new` as stored (ciphertext, tag,
+/// map entry); flushed, not fenced. Returns how many committed pages were copied.
+fn copy_pages(
+    m: &dyn Medium,
+    old: &PmoCore,
+    new: &PmoCore,
+    table: &[PageMapEntry],
+    opts: &mut ResizeOptions<'_>,
+) -> Result<u64> {
+    let tag_bytes = old.layout.tag_bytes as usize;
+    let keep = table.len() as u64;
+    let mut page: Box<Page> = Box::new([0u8; PAGE_SIZE as usize]);
+    let mut tag = vec![0u8; tag_bytes];
+    let mut copied = 0;
+    for (p, &e) in table.iter().enumerate() {
+        let p = p as u64;
+        match e.loc() {
+            Some(PageLoc::Zero) => {}
+            Some(PageLoc::Slot(s)) => {
+                m.read(old.abs(old.layout.page(s, p)), &mut page[..])?;
+                let to = new.abs(new.layout.page(s, p));
+                m.write(to, &page[..])?;
+                m.flush(to, PAGE_SIZE)?;
+                if tag_bytes > 0 {
+                    m.read(old.abs(old.layout.tag(s, p)), &mut tag)?;
+                    let to = new.abs(new.layout.tag(s, p));
+                    m.write(to, &tag)?;
+                    m.flush(to, tag_bytes as u64)?;
+                }
+                let to = new.abs(new.layout.map_entry(p));
+                m.write(to, &e.0.to_le_bytes())?;
+                m.flush(to, 8)?;
+                copied += 1;
+            }
+            None => {
+                return Err(StoreError::Corrupt(format!(
+                    "PMO '{}' page {p}: invalid page-map entry {:#x}",
+                    old.name, e.0
+                )))
+            }
+        }
+        if let Some(progress) = opts.progress.as_mut() {
+            if (p + 1).is_multiple_of(PROGRESS_PAGES) || p + 1 == keep {
+                progress(p + 1, keep);
+            }
+        }
+    }
+    Ok(copied)
+}
+
+/// Step 3 of the module docs: the commit that vouches for the new extent's page map (none
+/// when the PMO never committed: its map is all "zero", as a fresh PMO's).
+fn seed_commit(m: &dyn Medium, h: &PmoHandle, old: &PmoCore, new: &PmoCore) -> Result<()> {
+    let seq = old.seq();
+    if seq == 0 {
+        return Ok(());
+    }
+    let mut raw = vec![0u8; (new.npages() * 8) as usize];
+    m.read(new.abs(new.layout.map_off), &mut raw)?;
+    let table: Vec<u64> = raw
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    let journal = match h.protection() {
+        // Without tags there is no trailer (and nothing it would carry).
+        Some(p) if old.layout.tag_bytes > 0 => {
+            let t = old.newest_trailer(m)?.ok_or_else(|| {
+                StoreError::Corrupt(format!("PMO '{}': a commit without its trailer", old.name))
+            })?;
+            let max_used = table
+                .iter()
+                .map(|&e| PageMapEntry(e).version())
+                .chain([t.epoch, t.reservation])
+                .max()
+                .unwrap_or(0);
+            // A fresh epoch above every version and epoch used, and a reservation above it:
+            // the next writer's versions start there.
+            let (epoch, reservation) = if p.versions_are_nonces() {
+                let until = max_used.saturating_add(RESERVATION_CHUNK);
+                (until - 1, until)
+            } else {
+                (max_used.saturating_add(1), t.reservation)
+            };
+            let whole = if p.keeps_whole_checksum() {
+                let mut sum = pmo_crypt::WholePmoChecksum::new();
+                let mut page: Box<Page> = Box::new([0u8; PAGE_SIZE as usize]);
+                for i in 0..new.npages() {
+                    if i < old.npages() {
+                        h.read_page(i, &mut page)?;
+                    } else {
+                        page.fill(0);
+                    }
+                    sum.update_page(&page);
+                }
+                Some(sum.finish().0)
+            } else {
+                None
+            };
+            p.seed_trailer(&table, epoch, reservation, whole)
+                .encode()
+                .to_vec()
+        }
+        _ => Vec::new(),
+    };
+    new.publish(m, seq + 1, &journal, 0)
+}
+
+/// Refuse an entry whose extent lies past the end of this process's view of the medium: the
+/// pool was grown by another process after this one opened it.
+pub(crate) fn check_in_medium(e: &Entry, m: &dyn Medium) -> Result<()> {
+    if e.extent_off.saturating_add(e.extent_len) > m.len() {
+        return Err(StoreError::Invalid(format!(
+            "PMO '{}' lies past the {} bytes this process mapped: the pool was grown since it was opened; reopen the pool",
+            e.name,
+            m.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A failed [`Attachment::resize`]: the error, and the attachment back when there is one (the
+/// PMO as it was: still attached when the failure came before the detach, else attached again
+/// at its old size; `None` if that attach failed too).
+pub struct ResizeAttachedError {
+    pub error: StoreError,
+    pub attachment: Option<Attachment>,
+}
+
+impl std::fmt::Debug for ResizeAttachedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (still attached: {})",
+            self.error,
+            self.attachment.is_some()
+        )
+    }
+}
+
+impl Attachment {
+    /// Grow or shrink the PMO this writer has attached, and go on at the same address: psync,
+    /// check (a shrink over data without `force`, a pool without room: refused while still
+    /// attached), detach, [`Pool::resize`], attach again with `attach`. The stable address is
+    /// kept whenever the grown range is free (always up to [`ADDRESS_HEADROOM`] times the size
+    /// the PMO was created with), so pointers into the PMO stay valid; check
+    /// [`ResizeReport::address_kept`] when growing further. No other thread may touch the
+    /// mapping during the call (as for a detach): the range is unmapped and mapped again, and
+    /// the pages fault back in from the medium. Another process may attach the PMO in the
+    /// moment between the detach and the resize: then the resize fails with `Busy`.
+    pub fn resize(
+        self,
+        new_size: u64,
+        key: &[u8],
+        attach: AttachOptions,
+        force: bool,
+    ) -> std::result::Result<(Attachment, ResizeReport), Box<ResizeAttachedError>> {
+        let keep = |a: Attachment, error: StoreError| {
+            Box::new(ResizeAttachedError {
+                error,
+                attachment: Some(a),
+            })
+        };
+        if self.perm() != Perm::Write {
+            let e = StoreError::ReadOnly(self.name().into());
+            return Err(keep(self, e));
+        }
+        if let Err(e) = self.psync() {
+            return Err(keep(self, e));
+        }
+        if let Err(e) = self.resize_precheck(new_size, force) {
+            return Err(keep(self, e));
+        }
+        let pool = self.handle().pool().clone();
+        let name = self.name().to_string();
+        drop(self);
+        let opts = ResizeOptions {
+            force,
+            progress: None,
+        };
+        match pool.resize(&name, new_size, key, opts) {
+            Ok(report) => match pool.attach_with(&name, Perm::Write, key, attach) {
+                Ok(a) => Ok((a, report)),
+                Err(error) => Err(Box::new(ResizeAttachedError {
+                    error,
+                    attachment: None,
+                })),
+            },
+            Err(error) => Err(Box::new(ResizeAttachedError {
+                error,
+                attachment: pool.attach_with(&name, Perm::Write, key, attach).ok(),
+            })),
+        }
+    }
+
+    /// What [`Attachment::resize`] can refuse before it detaches: a size of 0, a shrink over
+    /// data without `force` (read from the mapping, psynced), no free extent of the new size.
+    fn resize_precheck(&self, new_size: u64, force: bool) -> Result<()> {
+        let new_size = align_up(new_size, PAGE_SIZE)
+            .filter(|&s| s > 0)
+            .ok_or_else(|| StoreError::Invalid(format!("invalid PMO size {new_size}")))?;
+        let old_n = self.len() as u64 / PAGE_SIZE;
+        let new_n = new_size / PAGE_SIZE;
+        let mut page = vec![0u8; PAGE_SIZE as usize];
+        for p in new_n..old_n {
+            self.read_at((p * PAGE_SIZE) as usize, &mut page)?;
+            if !force && page.iter().any(|&b| b != 0) {
+                return Err(shrink_over_data(self.name(), new_size, p));
+            }
+        }
+        let h = self.handle();
+        let scheme = h.scheme();
+        let layout = PmoLayout::with_plain(
+            new_n,
+            scheme.tag_bytes() as u64,
+            scheme.shadow == crate::scheme::Shadow::Medium,
+        )
+        .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
+        let largest = h.pool().pool_info()?.largest_free;
+        if new_n != old_n && largest < layout.extent_len {
+            return Err(no_room(self.name(), new_size, layout.extent_len, largest));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,579 @@
+//! Grow and shrink a PMO, grow a pool (`docs/lifecycle.md`, "Resize"): every scheme and
+//! placement keeps its pages across a resize; power is cut at every persist point of a grow, a
+//! forced shrink and a pool grow, and the reopened pool holds the PMO as before or as after,
+//! never a mix, with nothing leaked and no plaintext on the medium; bad input loses nothing.
+
+use std::sync::Arc;
+
+use pmo_medium::crash::{explore, CrashMedium};
+use pmo_store::{KdfParams, Perm, Pool, PoolOptions, ResizeOptions, Scheme, StoreError};
+
+const KEY: &[u8] = b"resize-key";
+const PAGES: u64 = 4;
+
+fn opts(scheme: Scheme) -> PoolOptions {
+    PoolOptions {
+        kdf: KdfParams::INSECURE_FAST,
+        ns_capacity: Some(16),
+        base_addr: Some(0x2000_0000_0000),
+        medium: None,
+        preallocate: false,
+        scheme,
+    }
+}
+
+fn page(p: u64) -> [u8; 4096] {
+    let mut b = [0xC3u8; 4096];
+    b[0] = p as u8;
+    b
+}
+
+/// Every scheme and placement this build can create.
+fn every_scheme() -> Vec<Scheme> {
+    Scheme::all_placements()
+        .filter(|&s| {
+            let pool = Pool::create_on(Arc::new(CrashMedium::new(2 << 20)), &opts(s)).unwrap();
+            pool.pcreate("probe", 4096, KEY).is_ok()
+        })
+        .collect()
+}
+
+/// The schemes the crash simulation cuts power under (one per cipher, integrity timing and
+/// placement).
+fn crash_schemes() -> Vec<Scheme> {
+    [
+        "none",
+        "secure",
+        "sp-ip",
+        "sp-id",
+        "wedi",
+        "bp",
+        "secure:medium",
+        "bp-ip:medium",
+    ]
+    .iter()
+    .map(|n| Scheme::from_name(n).unwrap())
+    .collect()
+}
+
+/// A pool of `len` bytes with PMO "a" (PAGES pages, every one written and psynced) and "b".
+fn base_image(scheme: Scheme, len: u64) -> Vec<u8> {
+    let m = Arc::new(CrashMedium::new(len));
+    let pool = Pool::create_on(m.clone(), &opts(scheme)).unwrap();
+    pool.pcreate("a", PAGES * 4096, KEY).unwrap();
+    pool.pcreate("b", 2 * 4096, KEY).unwrap();
+    let h = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
+    let pages: Vec<[u8; 4096]> = (0..PAGES).map(page).collect();
+    let list: Vec<(u64, &[u8; 4096])> = (0..PAGES).zip(pages.iter()).collect();
+    h.commit_pages(&list).unwrap();
+    drop(h);
+    m.durable_image()
+}
+
+/// PMO "a" opens with KEY, is `pages` pages long, holds `page(p)` for p < `data` and zeros after.
+fn assert_pmo(pool: &Pool, pages: u64, data: u64, ctx: &str) {
+    let h = pool
+        .open_pmo("a", Perm::Read, KEY, None)
+        .unwrap_or_else(|e| panic!("{ctx}: open: {e}"));
+    assert_eq!(h.size(), pages * 4096, "{ctx}: size");
+    let mut buf = [0u8; 4096];
+    for p in 0..pages {
+        h.read_page(p, &mut buf)
+            .unwrap_or_else(|e| panic!("{ctx}: page {p}: {e}"));
+        if p < data {
+            assert!(buf == page(p), "{ctx}: page {p} changed");
+        } else {
+            assert!(buf.iter().all(|&b| b == 0), "{ctx}: page {p} is not zero");
+        }
+    }
+}
+
+/// No problems, no leak, every live PMO's header copy in step.
+fn assert_healthy(pool: &Pool, ctx: &str) {
+    let r = pool.check().unwrap();
+    assert!(r.problems.is_empty(), "{ctx}: {:?}", r.problems);
+    assert_eq!(
+        r.used_bytes + r.free_bytes,
+        r.heap_len,
+        "{ctx}: space leaked"
+    );
+    for info in pool.list().unwrap() {
+        let copy = pmo_store::lifecycle::header_copy(&**pool.medium(), info.extent_off)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{ctx}: no header copy for '{}'", info.name));
+        assert_eq!(copy.size, info.size, "{ctx}: header copy out of step");
+    }
+}
+
+fn assert_no_plaintext(image: &[u8], scheme: Scheme, ctx: &str) {
+    if scheme.is_protected() {
+        let marker = [0xC3u8; 64];
+        assert!(
+            !image.windows(64).any(|w| w == marker),
+            "{ctx}: plaintext on the medium"
+        );
+    }
+}
+
+fn resize(pool: &Pool, pages: u64, force: bool) -> pmo_store::Result<pmo_store::ResizeReport> {
+    pool.resize(
+        "a",
+        pages * 4096,
+        KEY,
+        ResizeOptions {
+            force,
+            progress: None,
+        },
+    )
+}
+
+/// Write page `p` = `page(p)` and check a later reopen sees it: the new extent commits.
+fn write_page(pool: &Pool, p: u64) {
+    let h = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
+    h.commit_pages(&[(p, &page(p))]).unwrap();
+}
+
+#[test]
+fn grow_and_shrink_keep_the_pages_under_every_scheme() {
+    let schemes = every_scheme();
+    assert!(schemes.len() >= 16, "only {} schemes", schemes.len());
+    for scheme in schemes {
+        let ctx = scheme.to_string();
+        let m = Arc::new(CrashMedium::from_image(base_image(scheme, 4 << 20)));
+        let pool = Pool::open_on(m.clone()).unwrap();
+        let before = pool.info("a").unwrap();
+        let r = resize(&pool, 3 * PAGES, false).unwrap();
+        assert_eq!(r.pages_copied, PAGES, "{ctx}");
+        assert!(r.address_kept, "{ctx}: a grow moved the stable address");
+        assert_eq!(r.info.base_addr, before.base_addr, "{ctx}");
+        assert_pmo(&pool, 3 * PAGES, PAGES, &ctx);
+        // The grown PMO commits (new pages and old), and survives a reopen.
+        write_page(&pool, PAGES);
+        write_page(&pool, 0);
+        let pool = Pool::open_on(Arc::new(CrashMedium::from_image(m.durable_image()))).unwrap();
+        assert_pmo(&pool, 3 * PAGES, PAGES + 1, &format!("{ctx} reopened"));
+        // Shrinking over data is refused and loses nothing; over zeros it is not.
+        let e = resize(&pool, PAGES, false).unwrap_err();
+        assert!(
+            matches!(&e, StoreError::Invalid(m) if m.contains("holds data") && m.contains("page 4")),
+            "{ctx}: {e}"
+        );
+        assert_pmo(&pool, 3 * PAGES, PAGES + 1, &ctx);
+        resize(&pool, PAGES + 1, false).unwrap();
+        assert_pmo(&pool, PAGES + 1, PAGES + 1, &ctx);
+        // A forced shrink drops the pages past the end; growing back shows zeros there.
+        let r = resize(&pool, 2, true).unwrap();
+        assert_eq!(r.pages_dropped, PAGES - 1, "{ctx}");
+        resize(&pool, PAGES, false).unwrap();
+        assert_pmo(&pool, PAGES, 2, &ctx);
+        // The other PMO is untouched; the key still works, a wrong one does not.
+        assert!(matches!(
+            pool.open_pmo("a", Perm::Read, b"wrong", None),
+            Err(StoreError::WrongKey(_))
+        ));
+        assert_eq!(pool.info("b").unwrap().size, 2 * 4096);
+        assert_healthy(&pool, &ctx);
+        assert_no_plaintext(&m.durable_image(), scheme, &ctx);
+    }
+}
+
+#[test]
+fn a_rekeyed_pmo_resizes_under_its_new_key() {
+    let m = Arc::new(CrashMedium::from_image(base_image(Scheme::SECURE, 4 << 20)));
+    let pool = Pool::open_on(m).unwrap();
+    pool.rekey("a", KEY, b"second").unwrap();
+    pool.resize("a", 8 * 4096, b"second", ResizeOptions::default())
+        .unwrap();
+    assert!(matches!(
+        pool.resize("a", 9 * 4096, KEY, ResizeOptions::default()),
+        Err(StoreError::WrongKey(_))
+    ));
+    let h = pool.open_pmo("a", Perm::Read, b"second", None).unwrap();
+    let mut buf = [0u8; 4096];
+    h.read_page(1, &mut buf).unwrap();
+    assert!(buf == page(1));
+}
+
+#[test]
+fn bad_input_is_refused_and_loses_nothing() {
+    let m = Arc::new(CrashMedium::from_image(base_image(Scheme::SECURE, 2 << 20)));
+    let pool = Pool::open_on(m).unwrap();
+    let free = pool.pool_info().unwrap().free_bytes;
+    // Size 0, unknown PMO, wrong key.
+    assert!(matches!(
+        resize(&pool, 0, false),
+        Err(StoreError::Invalid(_))
+    ));
+    assert!(matches!(
+        pool.resize("nope", 4096, KEY, ResizeOptions::default()),
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        pool.resize("a", 8192, b"wrong", ResizeOptions::default()),
+        Err(StoreError::WrongKey(_))
+    ));
+    // Grow past the pool's space: a clear error naming the sizes.
+    let e = resize(&pool, 1 << 20, false).unwrap_err();
+    assert!(
+        matches!(&e, StoreError::NoSpace(m) if m.contains("largest free extent")),
+        "{e}"
+    );
+    // Attached: busy.
+    let h = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+    assert!(matches!(
+        resize(&pool, 8, false),
+        Err(StoreError::Busy { .. })
+    ));
+    drop(h);
+    // Fill the pool, then grow: refused, nothing lost.
+    let mut n = 0;
+    while pool.pcreate(&format!("fill{n}"), 64 << 10, KEY).is_ok() {
+        n += 1;
+    }
+    assert!(n > 0);
+    assert!(matches!(
+        resize(&pool, 64, false),
+        Err(StoreError::NoSpace(_))
+    ));
+    assert_pmo(&pool, PAGES, PAGES, "full pool");
+    for i in 0..n {
+        pool.pdestroy(&format!("fill{i}"), KEY).unwrap();
+    }
+    assert_eq!(pool.pool_info().unwrap().free_bytes, free);
+    assert_healthy(&pool, "after bad input");
+}
+
+/// Power cut at every persist point of `op` (on PMO "a" of [`base_image`]): "a" reads as
+/// before (`PAGES` pages) or as after (`after` pages, holding `kept` of the old pages).
+fn crash_every_point(scheme: Scheme, what: &str, after: u64, kept: u64, op: fn(&Pool)) {
+    let base = base_image(scheme, 2 << 20);
+    let (mut old, mut new) = (0, 0);
+    explore(
+        &base,
+        2,
+        0x14a,
+        |m| {
+            if let Ok(pool) = Pool::open_on(m.clone()) {
+                op(&pool);
+            }
+        },
+        |cp| {
+            let ctx = format!("{scheme}: {what} point {} variant {}", cp.point, cp.variant);
+            assert_no_plaintext(&cp.image, scheme, &ctx);
+            let m = Arc::new(CrashMedium::from_image(cp.image.clone()));
+            let pool = Pool::open_on(m.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+            let size = pool.info("a").unwrap().size / 4096;
+            if cp.completed {
+                assert_eq!(size, after, "{ctx}: a completed {what} was lost");
+            }
+            if size == PAGES {
+                old += 1;
+                assert_pmo(&pool, PAGES, PAGES, &ctx);
+            } else {
+                assert_eq!(size, after, "{ctx}: size");
+                new += 1;
+                assert_pmo(&pool, after, kept, &ctx);
+            }
+            assert_healthy(&pool, &ctx);
+            // The PMO commits again after the crash, and no page version repeats: the
+            // committed page reads back after another reopen.
+            let p = size - 1;
+            write_page(&pool, p);
+            let pool = Pool::open_on(Arc::new(CrashMedium::from_image(m.durable_image())))
+                .unwrap_or_else(|e| panic!("{ctx}: second reopen: {e}"));
+            let h = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+            let mut buf = [0u8; 4096];
+            h.read_page(p, &mut buf).unwrap();
+            assert!(buf == page(p), "{ctx}: a commit after recovery was lost");
+        },
+    );
+    assert!(old > 0 && new > 0, "{scheme} {what}: old {old} new {new}");
+}
+
+#[test]
+fn grow_is_atomic_at_every_persist_point() {
+    for scheme in crash_schemes() {
+        crash_every_point(scheme, "grow", 2 * PAGES + 1, PAGES, |pool| {
+            let _ = resize(pool, 2 * PAGES + 1, false);
+        });
+    }
+}
+
+#[test]
+fn forced_shrink_is_atomic_at_every_persist_point() {
+    for scheme in crash_schemes() {
+        crash_every_point(scheme, "shrink", 2, 2, |pool| {
+            let _ = resize(pool, 2, true);
+        });
+    }
+}
+
+#[test]
+fn pool_grow_is_atomic_at_every_persist_point() {
+    for scheme in [Scheme::NONE, Scheme::SECURE] {
+        // A 2 MiB pool at the start of a 4 MiB medium (the file already extended).
+        let mut base = base_image(scheme, 2 << 20);
+        base.resize(4 << 20, 0);
+        let (mut old, mut new) = (0, 0);
+        explore(
+            &base,
+            2,
+            0x9001,
+            |m| {
+                if let Ok(pool) = Pool::open_on(m.clone()) {
+                    let _ = pool.grow_on(4 << 20);
+                }
+            },
+            |cp| {
+                let ctx = format!(
+                    "{scheme}: pool grow point {} variant {}",
+                    cp.point, cp.variant
+                );
+                let pool = Pool::open_on(Arc::new(CrashMedium::from_image(cp.image.clone())))
+                    .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+                let size = pool.superblock().pool_size;
+                if cp.completed {
+                    assert_eq!(size, 4 << 20, "{ctx}: a completed grow was lost");
+                }
+                assert_pmo(&pool, PAGES, PAGES, &ctx);
+                assert_healthy(&pool, &ctx);
+                if size == 4 << 20 {
+                    new += 1;
+                    // The new space is usable: a PMO that only fits there, and a resize into it.
+                    pool.pcreate("big", 1 << 20, KEY).unwrap();
+                    resize(&pool, 64, false).unwrap();
+                    assert_pmo(&pool, 64, PAGES, &ctx);
+                } else {
+                    assert_eq!(size, 2 << 20, "{ctx}");
+                    old += 1;
+                }
+            },
+        );
+        assert!(old > 0 && new > 0, "{scheme}: old {old} new {new}");
+    }
+}
+
+#[test]
+fn pool_file_grows_and_refuses_to_shrink() {
+    let path = std::env::temp_dir().join(format!("pmo-resize-{}.pool", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let pool = Pool::create(&path, 2 << 20, &opts(Scheme::SECURE)).unwrap();
+    pool.pcreate("a", PAGES * 4096, KEY).unwrap();
+    write_page(&pool, 1);
+    assert!(matches!(
+        resize(&pool, 256, false),
+        Err(StoreError::NoSpace(_))
+    ));
+    drop(pool);
+    assert!(matches!(
+        Pool::grow_pool(&path, 1 << 20),
+        Err(StoreError::Invalid(_))
+    ));
+    let pool = Pool::grow_pool(&path, 8 << 20).unwrap();
+    assert_eq!(pool.superblock().pool_size, 8 << 20);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 8 << 20);
+    resize(&pool, 256, false).unwrap();
+    let h = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+    let mut buf = [0u8; 4096];
+    h.read_page(1, &mut buf).unwrap();
+    assert!(buf == page(1));
+    drop(h);
+    assert_healthy(&pool, "grown pool");
+    drop(pool);
+    std::fs::remove_file(&path).unwrap();
+    // A pool allocated whole at creation is allocated whole after a grow.
+    let mut o = opts(Scheme::SECURE);
+    o.preallocate = true;
+    drop(Pool::create(&path, 2 << 20, &o).unwrap());
+    drop(Pool::grow_pool(&path, 4 << 20).unwrap());
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&path).unwrap();
+    assert!(meta.blocks() * 512 >= 4 << 20, "the grown part is sparse");
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn a_mapped_attach_after_a_grow_keeps_the_stable_address() {
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        std::path::PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    for scheme in ["secure", "sp-ip:medium"] {
+        let scheme = Scheme::from_name(scheme).unwrap();
+        let path = dir.join(format!("pmo-resize-map-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut o = opts(scheme);
+        o.base_addr = None;
+        let pool = Pool::create(&path, 8 << 20, &o).unwrap();
+        pool.pcreate("a", 4096, KEY).unwrap();
+        let a = pool.attach("a", Perm::Write, KEY).unwrap();
+        let base = a.addr() as usize;
+        a.write_at(100, b"before the grow").unwrap();
+        a.psync().unwrap();
+        drop(a);
+        let r = pool
+            .resize("a", 64 * 4096, KEY, ResizeOptions::default())
+            .unwrap();
+        assert!(r.address_kept);
+        let a = pool.attach("a", Perm::Write, KEY).unwrap();
+        assert_eq!(
+            a.addr() as usize,
+            base,
+            "{scheme}: the stable address moved"
+        );
+        assert_eq!(a.len(), 64 * 4096);
+        // SAFETY: inside the attached mapping of 64 pages.
+        let (old, new) = unsafe {
+            (
+                std::slice::from_raw_parts(a.addr().add(100), 15).to_vec(),
+                *a.addr().add(63 * 4096),
+            )
+        };
+        assert_eq!(&old, b"before the grow", "{scheme}");
+        assert_eq!(new, 0, "{scheme}");
+        a.write_at(63 * 4096, b"after").unwrap();
+        a.psync().unwrap();
+        drop(a);
+        // A PMO created in the space the old extent left has its own address range.
+        pool.pcreate("c", 4096, KEY).unwrap();
+        let c = pool.info("c").unwrap();
+        let a = pool.info("a").unwrap();
+        assert!(
+            c.base_addr >= a.base_addr + a.size || c.base_addr + c.size <= a.base_addr,
+            "{scheme}: address ranges overlap"
+        );
+        drop(pool);
+        pmo_store::wait_for_background_detaches();
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+/// The version of page `p` of PMO "a" as its page map on the medium holds it.
+fn version_of(pool: &Pool, scheme: Scheme, p: u64) -> u64 {
+    let info = pool.info("a").unwrap();
+    let layout = pmo_format::PmoLayout::with_plain(
+        info.size / 4096,
+        scheme.tag_bytes() as u64,
+        scheme.shadow == pmo_store::Shadow::Medium,
+    )
+    .unwrap();
+    let mut b = [0u8; 8];
+    pool.medium()
+        .read(info.extent_off + layout.map_entry(p), &mut b)
+        .unwrap();
+    pmo_format::layout::PageMapEntry(u64::from_le_bytes(b)).version()
+}
+
+#[test]
+fn no_page_version_repeats_after_a_resize() {
+    // `secure` seals with AES-GCM under (page, version) nonces: the commit after a resize must
+    // take versions above every one used before it, which the new reservation guarantees.
+    let m = Arc::new(CrashMedium::from_image(base_image(Scheme::SECURE, 4 << 20)));
+    let pool = Pool::open_on(m).unwrap();
+    for _ in 0..3 {
+        write_page(&pool, 0);
+    }
+    let before = version_of(&pool, Scheme::SECURE, 0);
+    resize(&pool, 2 * PAGES, false).unwrap();
+    assert_eq!(
+        version_of(&pool, Scheme::SECURE, 0),
+        before,
+        "copied as stored"
+    );
+    write_page(&pool, 0);
+    let after = version_of(&pool, Scheme::SECURE, 0);
+    assert!(
+        after > before + (1 << 16) - 8,
+        "version {after} after the resize, {before} before: not above the old reservation"
+    );
+}
+
+#[test]
+fn growth_keeps_the_address_within_the_headroom_and_moves_it_only_when_taken() {
+    let m = Arc::new(CrashMedium::from_image(base_image(Scheme::NONE, 4 << 20)));
+    let pool = Pool::open_on(m).unwrap();
+    let (a, b) = (pool.info("a").unwrap(), pool.info("b").unwrap());
+    let headroom = pmo_store::resize::ADDRESS_HEADROOM;
+    assert!(
+        b.base_addr >= a.base_addr + headroom * a.size,
+        "no headroom left after 'a'"
+    );
+    // Up to the headroom: the address stays.
+    let r = resize(&pool, headroom * PAGES, false).unwrap();
+    assert!(r.address_kept && r.info.base_addr == a.base_addr);
+    // Past it, into 'b''s range: it moves, to a range that overlaps nobody's.
+    let r = resize(&pool, 8 * PAGES, false).unwrap();
+    assert!(!r.address_kept);
+    let (a, b) = (r.info, pool.info("b").unwrap());
+    assert!(a.base_addr >= b.base_addr + b.size || a.base_addr + a.size <= b.base_addr);
+    assert_pmo(&pool, 8 * PAGES, PAGES, "moved");
+    // Once 'b' is gone, a grow over its old range keeps the (new) address.
+    pool.pdestroy("b", KEY).unwrap();
+    let r = resize(&pool, 9 * PAGES, false).unwrap();
+    assert!(r.address_kept);
+}
+
+#[test]
+fn a_writer_grows_its_attached_pmo_and_goes_on_at_the_same_address() {
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        std::path::PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    for scheme in ["secure", "none", "bp-ip:medium"] {
+        let scheme = Scheme::from_name(scheme).unwrap();
+        let path = dir.join(format!("pmo-resize-live-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let pool = Pool::create(&path, 8 << 20, &opts(scheme)).unwrap();
+        pool.pcreate("a", 4 * 4096, KEY).unwrap();
+        pool.pcreate("b", 4096, KEY).unwrap();
+        let a = pool.attach("a", Perm::Write, KEY).unwrap();
+        let base = a.addr();
+        a.write_at(3 * 4096, b"last page").unwrap();
+        // Not yet psynced: the resize psyncs first.
+        let opt = pmo_store::AttachOptions::default();
+        let (a, r) = match a.resize(16 * 4096, KEY, opt, false) {
+            Ok(x) => x,
+            Err(e) => panic!("{scheme}: {e:?}"),
+        };
+        assert!(r.address_kept, "{scheme}");
+        assert_eq!(a.addr(), base, "{scheme}: the address moved");
+        assert_eq!(a.len(), 16 * 4096);
+        // SAFETY: inside the attached mapping of 16 pages.
+        let (kept, added) = unsafe {
+            (
+                std::slice::from_raw_parts(base.add(3 * 4096), 9).to_vec(),
+                *base.add(15 * 4096),
+            )
+        };
+        assert_eq!(&kept, b"last page", "{scheme}");
+        assert_eq!(added, 0);
+        a.write_at(15 * 4096, b"new").unwrap();
+        // Refused while still attached: a shrink over data, a size the pool has no room for.
+        let Err(e) = a.resize(4096, KEY, opt, false) else {
+            panic!("{scheme}: a shrink over data went through")
+        };
+        assert!(matches!(e.error, StoreError::Invalid(_)), "{e:?}");
+        let a = e.attachment.expect("still attached");
+        let Err(e) = a.resize(4 << 20, KEY, opt, false) else {
+            panic!("{scheme}: a resize past the pool's room went through")
+        };
+        assert!(matches!(e.error, StoreError::NoSpace(_)), "{e:?}");
+        let a = e.attachment.expect("still attached");
+        drop(a);
+        let h = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+        let mut buf = [0u8; 4096];
+        h.read_page(15, &mut buf).unwrap();
+        assert_eq!(
+            &buf[..3],
+            b"new",
+            "{scheme}: the psync of the failed resize"
+        );
+        drop(h);
+        assert_healthy(&pool, &scheme.to_string());
+        drop(pool);
+        pmo_store::wait_for_background_detaches();
+        std::fs::remove_file(&path).unwrap();
+    }
+}
