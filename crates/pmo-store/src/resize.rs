@@ -42,7 +42,8 @@ use crate::error::{Result, StoreError};
 use crate::export::Progress;
 use crate::keys;
 use crate::namespace::{self, Namespace};
-use crate::pool::{Perm, PmoHandle, PmoInfo, Pool};
+use crate::handle::PmoHandle;
+use crate::pool::{Perm, PmoInfo, Pool};
 use crate::protect::RESERVATION_CHUNK;
 use crate::redundancy::{clear_slot, not_found, write_entry, write_header_copy, write_superblocks};
 

@@ -363,7 +363,8 @@ fn read_raw(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pool::{Perm, PmoHandle, PoolOptions};
+    use crate::handle::PmoHandle;
+    use crate::pool::{Perm, PoolOptions};
     use pmo_medium::crash::CrashMedium;
 
     const KEY: &[u8] = b"snap";
