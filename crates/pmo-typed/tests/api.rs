@@ -108,6 +108,45 @@ fn round_trip_across_detach_and_pool_reopen() {
     assert!(reader.check::<Root>().unwrap().unreachable.is_empty());
 }
 
+/// Under declared tracking the root is compared at psync, not declared when handed out: a
+/// write to a root field is committed (even when the root was handed out again meanwhile, or
+/// the psync goes through `heap()`), and a psync that changed only a container's contents does
+/// not commit the root's page.
+#[test]
+fn declared_tracking_commits_root_writes_and_skips_an_unchanged_root() {
+    let mut sp = ScratchPool::new("decl", 32 << 20);
+    let declared = pmo_typed::AttachOptions {
+        tracking: Some(pmo_typed::DirtyTracking::Declared),
+        ..Default::default()
+    };
+    let mut heap = TypedHeap::create_with(&sp.pool, "t", HEAP, KEY, declared.clone()).unwrap();
+    fill(&mut heap);
+    heap.psync().unwrap();
+    heap.detach().unwrap();
+    sp.reopen();
+    let mut heap = TypedHeap::open_with(&sp.pool, "t", KEY, declared.clone()).unwrap();
+    // Only a tree value changes: one page (the leaf's), not the root's too.
+    {
+        let (r, h) = heap.root::<Root>().unwrap();
+        *r.tree.get_mut(h, &30).unwrap().unwrap() = 1000;
+    }
+    assert_eq!(heap.psync().unwrap().pages, 1);
+    // A root field written in the first hand-out, the root handed out again, then psync.
+    heap.root::<Root>().unwrap().0.counter = 41;
+    let _ = heap.root::<Root>().unwrap();
+    assert_eq!(heap.psync().unwrap().pages, 1);
+    // Written, then committed through the underlying heap.
+    heap.root::<Root>().unwrap().0.counter = 42;
+    heap.heap().psync().unwrap();
+    heap.detach().unwrap();
+    sp.reopen();
+    let reader = TypedReader::open(&sp.pool, "t", KEY).unwrap();
+    let (r, h) = reader.root::<Root>().unwrap();
+    assert_eq!(r.counter, 42);
+    assert_eq!(r.tree.get(h, &30).unwrap(), Some(&1000));
+    assert_eq!(r.name.as_str(h).unwrap(), "hello");
+}
+
 #[test]
 fn detach_without_psync_discards_and_panic_too() {
     let sp = ScratchPool::new("discard", 32 << 20);
