@@ -248,6 +248,17 @@ impl Ctx {
     }
 }
 
+/// The dirty tracking of a read-write typed attach: the caller's choice, else `PMO_DIRTY`'s,
+/// else [`DirtyTracking::Declared`]. The containers declare every byte they write and every
+/// `&mut` they hand out, and the root is compared at psync, so a program using only this
+/// crate's API declares nothing itself, and psync costs no write-protect fault per page.
+fn typed_tracking(mut attach: AttachOptions) -> AttachOptions {
+    if attach.tracking.is_none() {
+        attach.tracking = Some(DirtyTracking::from_env().unwrap_or(DirtyTracking::Declared));
+    }
+    attach
+}
+
 /// A typed heap attached read-write: the root and every container in it are mutable.
 ///
 /// Nothing is durable until [`TypedHeap::psync`], which commits every change since the last
@@ -300,7 +311,14 @@ impl TypedHeap {
             protection: Protection::Off,
             ..HeapOptions::default()
         };
-        Self::from_heap(PmoHeap::create_with(pool, name, size, key, &opts, attach)?)
+        Self::from_heap(PmoHeap::create_with(
+            pool,
+            name,
+            size,
+            key,
+            &opts,
+            typed_tracking(attach),
+        )?)
     }
 
     /// Attach PMO `name` read-write.
@@ -317,7 +335,7 @@ impl TypedHeap {
     ) -> Result<TypedHeap> {
         let opts = OpenOptions {
             protection: Protection::Off,
-            attach,
+            attach: typed_tracking(attach),
         };
         Self::from_heap(PmoHeap::open_with(pool, name, key, &opts)?)
     }

@@ -278,13 +278,20 @@ fn seed() -> u64 {
         .unwrap_or(0x7479_7065_0001u64)
 }
 
+/// The store's default tracking (twin: faults, and pages compared with a twin), which finds
+/// every write by itself.
 #[test]
 fn insert_remove_grow_clear_are_atomic_at_every_persist_point() {
-    run(seed(), 0x2600_0000_0000, None);
+    run(
+        seed(),
+        0x2600_0000_0000,
+        Some(pmo_typed::DirtyTracking::Twin),
+    );
 }
 
-/// Declared dirty tracking: psync commits only what the containers declared (every byte they
-/// write and every `&mut` they hand out), so a missed declaration shows up here.
+/// Declared dirty tracking (pmo-typed's default): psync commits only what the containers
+/// declared (every byte they write and every `&mut` they hand out), so a missed declaration
+/// shows up here.
 #[test]
 fn declared_tracking_is_atomic_at_every_persist_point() {
     run(
