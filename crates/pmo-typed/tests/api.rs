@@ -119,12 +119,12 @@ fn declared_tracking_commits_root_writes_and_skips_an_unchanged_root() {
         tracking: Some(pmo_typed::DirtyTracking::Declared),
         ..Default::default()
     };
-    let mut heap = TypedHeap::create_with(&sp.pool, "t", HEAP, KEY, declared.clone()).unwrap();
+    let mut heap = TypedHeap::create_with(&sp.pool, "t", HEAP, KEY, declared).unwrap();
     fill(&mut heap);
     heap.psync().unwrap();
     heap.detach().unwrap();
     sp.reopen();
-    let mut heap = TypedHeap::open_with(&sp.pool, "t", KEY, declared.clone()).unwrap();
+    let mut heap = TypedHeap::open_with(&sp.pool, "t", KEY, declared).unwrap();
     // Only a tree value changes: one page (the leaf's), not the root's too.
     {
         let (r, h) = heap.root::<Root>().unwrap();
