@@ -45,6 +45,9 @@ struct Args {
     /// Unmeasured update + psync rounds per tracking and scheme before the psync figures.
     #[arg(long, default_value_t = 50)]
     warmup: usize,
+    /// Dirty trackings of the psync figures.
+    #[arg(long, value_delimiter = ',', default_value = "declared,twin,fault")]
+    tracking: Vec<String>,
     /// Only this part: `ops` (operation rates) or `psync` (N updates + psync, and PMDK).
     #[arg(long)]
     only: Option<String>,
@@ -381,11 +384,9 @@ fn psync(
         "scheme", "tracking", "N", "updates", "psync", "total", "pages", "total/N"
     );
     for scheme in [Scheme::NONE, Scheme::SECURE] {
-        for tracking in [
-            DirtyTracking::Declared,
-            DirtyTracking::Twin,
-            DirtyTracking::Fault,
-        ] {
+        for tracking in &a.tracking {
+            let tracking = DirtyTracking::from_name(tracking)
+                .ok_or_else(|| anyhow::anyhow!("unknown tracking {tracking:?}"))?;
             let p = pool(path, scheme);
             let attach = AttachOptions {
                 tracking: Some(tracking),
