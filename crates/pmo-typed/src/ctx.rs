@@ -106,10 +106,17 @@ impl Ctx {
         }
     }
 
-    /// Check that the handle at `handle` (of `size` bytes) lives in this mapping and that
-    /// `recorded` (its heap id, 0 while it never allocated) is this heap's.
+    /// Check that the handle at `handle` (of `size` bytes) lives in this mapping, that
+    /// `recorded` (its heap id, 0 while it never allocated) is this heap's, and that `home`
+    /// (where it was bound, 0 while unbound) is where it is.
     #[inline]
-    pub(crate) fn check_handle(&self, handle: *const u8, size: usize, recorded: u64) -> Result<()> {
+    pub(crate) fn check_handle(
+        &self,
+        handle: *const u8,
+        size: usize,
+        recorded: u64,
+        home: u64,
+    ) -> Result<()> {
         let a = handle as usize;
         let lo = self.base + self.data_start as usize;
         let hi = self.base + self.data_end as usize;
@@ -121,6 +128,51 @@ impl Ctx {
                 expected: self.id,
                 found: recorded,
             });
+        }
+        if home != 0 && home != (a - self.base) as u64 {
+            return Err(TypedError::Moved);
+        }
+        Ok(())
+    }
+
+    /// Where the handle at `handle` lives (its offset in the PMO): what it records as its home
+    /// when it binds (first allocation) or is moved by its container (`rebind`).
+    #[inline]
+    pub(crate) fn home_of<T>(&self, handle: &T) -> Result<u64> {
+        let a = handle as *const T as usize;
+        let lo = self.base + self.data_start as usize;
+        let hi = self.base + self.data_end as usize;
+        if a < lo || a.saturating_add(std::mem::size_of::<T>()) > hi {
+            return Err(TypedError::NotInPmo);
+        }
+        Ok((a - self.base) as u64)
+    }
+
+    /// Rebind the `n` values at `p`, just moved there by the container that owns them.
+    ///
+    /// # Safety
+    /// `p` points at `n` initialized values inside a block the caller's container owns, with
+    /// no other live reference to them.
+    pub(crate) unsafe fn rebind_moved<V: Persistent>(&self, p: *mut V, n: usize) -> Result<()> {
+        if V::OWNS_BLOCKS {
+            for j in 0..n {
+                // SAFETY: the caller's contract: `j < n` values, owned, unaliased.
+                unsafe { &mut *p.add(j) }.rebind(self)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A container header's `rebind`: record `handle`'s new place if it is bound.
+    pub(crate) fn rebind_handle<T>(
+        &self,
+        handle: &mut T,
+        home: impl Fn(&mut T) -> &mut u64,
+    ) -> Result<()> {
+        if *home(handle) != 0 {
+            let at = self.home_of(handle)?;
+            *home(handle) = at;
+            self.touch_val(handle)?;
         }
         Ok(())
     }

@@ -40,6 +40,8 @@ pub struct PBTreeMap<K: Persistent, V: Persistent> {
     /// Node blocks (for walk bounds).
     nodes: u64,
     heap: u64,
+    /// Where this header lives (its offset), recorded when it first allocates: 0 unbound.
+    home: u64,
     _kv: PhantomData<(K, V)>,
 }
 
@@ -51,6 +53,7 @@ impl<K: Persistent, V: Persistent> Default for PBTreeMap<K, V> {
             height: 0,
             nodes: 0,
             heap: 0,
+            home: 0,
             _kv: PhantomData,
         }
     }
@@ -207,7 +210,7 @@ const fn align_up_c(x: usize, a: usize) -> usize {
     x.div_ceil(a) * a
 }
 
-// SAFETY: keys plain `Copy` data, values as their impls; the header is five u64 with no padding;
+// SAFETY: keys plain `Copy` data, values as their impls; the header is six u64 with no padding;
 // nodes are checked when resolved. It owns every node and its values' blocks.
 unsafe impl<K, V> Persistent for PBTreeMap<K, V>
 where
@@ -216,7 +219,7 @@ where
 {
     const LAYOUT: u64 = crate::layout::mix(
         crate::layout::mix(
-            crate::layout::hash_str(crate::layout::SEED, "PBTreeMap/1"),
+            crate::layout::hash_str(crate::layout::SEED, "PBTreeMap/2"),
             K::LAYOUT,
         ),
         V::LAYOUT,
@@ -241,6 +244,9 @@ where
     fn release(&mut self, h: &Ctx) -> Result<()> {
         self.clear(h)
     }
+    fn rebind(&mut self, h: &Ctx) -> Result<()> {
+        h.rebind_handle(self, |s| &mut s.home)
+    }
 }
 
 impl<K, V> PBTreeMap<K, V>
@@ -263,6 +269,7 @@ where
             (self as *const Self).cast(),
             std::mem::size_of::<Self>(),
             self.heap,
+            self.home,
         )?;
         if self.height > MAX_HEIGHT || (self.root == 0) != (self.nodes == 0) {
             return Err(TypedError::Corrupt("B-tree header"));
@@ -387,6 +394,7 @@ where
                 let m = B - mid;
                 std::ptr::copy_nonoverlapping(child.keys().add(mid), right.keys(), m);
                 std::ptr::copy_nonoverlapping(child.vals().add(mid), right.vals(), m);
+                h.rebind_moved(right.vals(), m)?;
                 right.set_n(m);
                 child.set_n(mid);
                 right.set_next(child.next());
@@ -424,6 +432,7 @@ where
             self.height = 0;
             self.nodes = 1;
             self.heap = h.heap_id();
+            self.home = h.home_of(self)?;
         } else if Node::<K, V>::at(h, self.root, self.height == 0)?.n() == B {
             if self.height >= MAX_HEIGHT {
                 return Err(TypedError::CapacityOverflow);
@@ -474,6 +483,7 @@ where
             std::ptr::copy(node.vals().add(i), node.vals().add(i + 1), n - i);
             node.keys().add(i).write(k);
             node.vals().add(i).write(v);
+            h.rebind_moved(node.vals().add(i + 1), n - i)?;
             node.set_n(n + 1);
         }
         node.touch(h)?;
@@ -511,6 +521,7 @@ where
             std::ptr::copy(leaf.keys().add(i + 1), leaf.keys().add(i), n - i - 1);
             std::ptr::copy(leaf.vals().add(i + 1), leaf.vals().add(i), n - i - 1);
             leaf.set_n(n - 1);
+            h.rebind_moved(leaf.vals().add(i), n - i - 1)?;
         }
         leaf.touch(h)?;
         self.len -= 1;
@@ -549,13 +560,13 @@ where
                 let (ln, rn) = (left.n(), right.n());
                 let fits = if leaf { ln + rn <= B } else { ln + rn < B };
                 if fits {
-                    Self::merge(&parent, li, &left, &right, leaf)?;
+                    Self::merge(h, &parent, li, &left, &right, leaf)?;
                     h.free(right.off)?;
                     self.nodes -= 1;
                 } else if i == li {
-                    Self::take_first_of_right(&parent, li, &left, &right, leaf);
+                    Self::take_first_of_right(h, &parent, li, &left, &right, leaf)?;
                 } else {
-                    Self::take_last_of_left(&parent, li, &left, &right, leaf);
+                    Self::take_last_of_left(h, &parent, li, &left, &right, leaf)?;
                 }
                 left.touch(h)?;
                 if !fits {
@@ -589,6 +600,7 @@ where
     /// `li`; the caller checked that it fits) and drop separator `li` and child `li + 1` from
     /// `parent`. The caller frees `right`.
     fn merge(
+        h: &Ctx,
         parent: &Node<K, V>,
         li: usize,
         left: &Node<K, V>,
@@ -608,6 +620,7 @@ where
                 std::ptr::copy_nonoverlapping(right.vals(), left.vals().add(ln), rn);
                 left.set_n(ln + rn);
                 left.set_next(right.next());
+                h.rebind_moved(left.vals().add(ln), rn)?;
             } else {
                 left.keys().add(ln).write(parent.key(li));
                 std::ptr::copy_nonoverlapping(right.keys(), left.keys().add(ln + 1), rn);
@@ -632,12 +645,13 @@ where
     /// `left` (child `li`) takes the first entry of `right` (child `li + 1`, which has more
     /// than one) through separator `li`.
     fn take_first_of_right(
+        h: &Ctx,
         parent: &Node<K, V>,
         li: usize,
         left: &Node<K, V>,
         right: &Node<K, V>,
         leaf: bool,
-    ) {
+    ) -> Result<()> {
         let (ln, rn) = (left.n(), right.n());
         debug_assert!(ln < B && rn > 1);
         // SAFETY: `ln < B` (the pair did not fit in one node, so `left` is not full) and
@@ -649,6 +663,8 @@ where
                 std::ptr::copy(right.keys().add(1), right.keys(), rn - 1);
                 std::ptr::copy(right.vals().add(1), right.vals(), rn - 1);
                 parent.keys().add(li).write(right.key(0));
+                h.rebind_moved(left.vals().add(ln), 1)?;
+                h.rebind_moved(right.vals(), rn - 1)?;
             } else {
                 left.keys().add(ln).write(parent.key(li));
                 left.kids().add(ln + 1).write(right.kid(0));
@@ -659,17 +675,19 @@ where
             left.set_n(ln + 1);
             right.set_n(rn - 1);
         }
+        Ok(())
     }
 
     /// `right` (child `li + 1`) takes the last entry of `left` (child `li`, which has more
     /// than one) through separator `li`.
     fn take_last_of_left(
+        h: &Ctx,
         parent: &Node<K, V>,
         li: usize,
         left: &Node<K, V>,
         right: &Node<K, V>,
         leaf: bool,
-    ) {
+    ) -> Result<()> {
         let (ln, rn) = (left.n(), right.n());
         debug_assert!(rn < B && ln > 1);
         // SAFETY: `rn < B` (the pair did not fit in one node) and `ln >= 1`: slots inside
@@ -681,6 +699,7 @@ where
                 right.keys().write(left.key(ln - 1));
                 std::ptr::copy_nonoverlapping(left.vals().add(ln - 1), right.vals(), 1);
                 parent.keys().add(li).write(right.key(0));
+                h.rebind_moved(right.vals(), rn + 1)?;
             } else {
                 std::ptr::copy(right.keys(), right.keys().add(1), rn);
                 std::ptr::copy(right.kids(), right.kids().add(1), rn + 1);
@@ -691,6 +710,7 @@ where
             left.set_n(ln - 1);
             right.set_n(rn + 1);
         }
+        Ok(())
     }
 
     /// Free an empty leaf (not the root: the map is not empty): splice it out of the leaf

@@ -31,6 +31,8 @@ pub struct PHashMap<K: Persistent, V: Persistent> {
     /// Full + deleted slots.
     used: u64,
     heap: u64,
+    /// Where this header lives (its offset), recorded when it first allocates: 0 unbound.
+    home: u64,
     _kv: PhantomData<(K, V)>,
 }
 
@@ -42,6 +44,7 @@ impl<K: Persistent, V: Persistent> Default for PHashMap<K, V> {
             cap: 0,
             used: 0,
             heap: 0,
+            home: 0,
             _kv: PhantomData,
         }
     }
@@ -195,7 +198,7 @@ impl<K, V> Table<K, V> {
     }
 }
 
-// SAFETY: keys are plain data (`Copy`), values as their impls; the header is five u64 with no
+// SAFETY: keys are plain data (`Copy`), values as their impls; the header is six u64 with no
 // padding; an inconsistent header or table is refused as `Corrupt`. It owns its table and the
 // values' blocks.
 unsafe impl<K, V> Persistent for PHashMap<K, V>
@@ -205,7 +208,7 @@ where
 {
     const LAYOUT: u64 = crate::layout::mix(
         crate::layout::mix(
-            crate::layout::hash_str(crate::layout::SEED, "PHashMap/1"),
+            crate::layout::hash_str(crate::layout::SEED, "PHashMap/2"),
             K::LAYOUT,
         ),
         V::LAYOUT,
@@ -233,6 +236,9 @@ where
     fn release(&mut self, h: &Ctx) -> Result<()> {
         self.clear(h)
     }
+    fn rebind(&mut self, h: &Ctx) -> Result<()> {
+        h.rebind_handle(self, |s| &mut s.home)
+    }
 }
 
 impl<K, V> PHashMap<K, V>
@@ -256,6 +262,7 @@ where
             (self as *const Self).cast(),
             std::mem::size_of::<Self>(),
             self.heap,
+            self.home,
         )?;
         if self.table == 0 {
             if self.cap != 0 || self.len != 0 || self.used != 0 {
@@ -358,11 +365,13 @@ where
                     *new.ctrl.add(j) = tag(hash);
                     new.key(j).write(k);
                     std::ptr::copy_nonoverlapping(old.val(i), new.val(j), 1);
+                    h.rebind_moved(new.val(j), 1)?;
                 }
             }
             h.free(self.table)?;
         }
         h.touch(new.ctrl, new.bytes)?;
+        self.home = h.home_of(self)?;
         self.table = new_off;
         self.cap = cap as u64;
         self.used = self.len;

@@ -246,6 +246,68 @@ fn containers_moved_out_of_the_pmo_are_refused() {
     assert_eq!(r.list.as_slice(h).unwrap(), &[5]);
 }
 
+#[derive(Persistent, Default)]
+#[repr(C)]
+struct Two {
+    a: PVec<u64>,
+    b: PVec<u64>,
+    m: PBTreeMap<u64, PString>,
+}
+
+/// A container header copied out of the PMO (`mem::take`), kept across a detach without psync
+/// (which restores the original) and stored back elsewhere would make two owners of the same
+/// blocks. Every header records where it lives, so the copy is refused (`Moved`), and so is
+/// a container moved within the PMO by `mem::swap` until it is moved back.
+#[test]
+fn a_header_copied_across_a_discarding_detach_is_refused() {
+    let sp = ScratchPool::new("dup", 32 << 20);
+    let mut heap = TypedHeap::create(&sp.pool, "t", HEAP, KEY).unwrap();
+    {
+        let (r, h) = heap.root::<Two>().unwrap();
+        r.a.extend_from_slice(h, &[1, 2, 3]).unwrap();
+        r.m.insert(h, 1, PString::default()).unwrap();
+        r.m.get_mut(h, &1).unwrap().unwrap().set(h, "one").unwrap();
+    }
+    heap.psync().unwrap();
+    let stolen_vec;
+    let stolen_map;
+    {
+        let (r, _) = heap.root::<Two>().unwrap();
+        stolen_vec = std::mem::take(&mut r.a);
+        stolen_map = std::mem::take(&mut r.m);
+    }
+    heap.detach().unwrap(); // no psync: `a` and `m` are back in the PMO
+    let mut heap = TypedHeap::open(&sp.pool, "t", KEY).unwrap();
+    let (r, h) = heap.root::<Two>().unwrap();
+    assert_eq!(r.a.as_slice(h).unwrap(), &[1, 2, 3]);
+    r.b = stolen_vec;
+    assert!(matches!(r.b.as_slice(h), Err(TypedError::Moved)));
+    assert!(matches!(r.b.push(h, 4), Err(TypedError::Moved)));
+    assert!(matches!(r.b.clear(h), Err(TypedError::Moved)));
+    // Inside a map's value too (a copied map as a value of the original).
+    let mut holder = PBTreeMap::<u64, PString>::default();
+    std::mem::swap(&mut holder, &mut r.m);
+    assert!(matches!(holder.get(h, &1), Err(TypedError::NotInPmo)));
+    std::mem::swap(&mut holder, &mut r.m);
+    drop(stolen_map);
+    // The original still works, and the walk refuses the duplicate rather than accept it.
+    assert_eq!(r.a.as_slice(h).unwrap(), &[1, 2, 3]);
+    assert!(heap.check::<Two>().is_err());
+    let (r, h) = heap.root::<Two>().unwrap();
+    r.b = PVec::default();
+    // mem::swap inside the PMO: both refused until swapped back.
+    r.b.push(h, 9).unwrap();
+    std::mem::swap(&mut r.a, &mut r.b);
+    assert!(matches!(r.a.as_slice(h), Err(TypedError::Moved)));
+    assert!(matches!(r.b.as_slice(h), Err(TypedError::Moved)));
+    std::mem::swap(&mut r.a, &mut r.b);
+    assert_eq!(r.a.as_slice(h).unwrap(), &[1, 2, 3]);
+    assert_eq!(r.b.as_slice(h).unwrap(), &[9]);
+    assert_eq!(r.m.get(h, &1).unwrap().unwrap().as_str(h).unwrap(), "one");
+    let c = heap.check::<Two>().unwrap();
+    assert!(c.unreachable.is_empty());
+}
+
 #[test]
 fn pvec_and_pstring_operations() {
     let sp = ScratchPool::new("vec", 32 << 20);
