@@ -195,6 +195,10 @@ fn expand(mut input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
                 #( ::pmo_typed::Persistent::release(&mut self.#members, h)?; )*
                 Ok(())
             }
+            fn rebind(&mut self, h: &::pmo_typed::Ctx) -> ::pmo_typed::Result<()> {
+                #( ::pmo_typed::Persistent::rebind(&mut self.#members, h)?; )*
+                Ok(())
+            }
         }
         const _: () = {
             #( #assert_fields )*

@@ -5,18 +5,23 @@
 //!    steady state) against `std::collections::HashMap` (SipHash, std's default, and Fx, the
 //!    hash `PHashMap` uses) and `BTreeMap` in DRAM, the speed of light;
 //! 2. the cost of a psync after N updates (N random value updates in a 100k-entry PHashMap,
-//!    then psync), per dirty tracking (fault: the default; declared: the containers declare
-//!    what they write) and at-rest scheme (`none`, `secure`).
+//!    then psync), per dirty tracking (declared: pmo-typed's default, the containers declare
+//!    what they write; twin: the store's default; fault) and at-rest scheme (`none`,
+//!    `secure`), after `--warmup` rounds (the steady state of a long-running writer: the
+//!    medium's shadow pages have been written once).
 //!
 //! With `--features peers`, the same table has PMDK's transactional update of the same size
 //! (`pmemobj_tx_add_range` + 8-byte store at a random place of a large object, one transaction
 //! per update, through `pmo-peers`), as N transactions.
 //!
 //! Every figure is the median over `--repeats` runs. Keys are a random permutation of 0..n
-//! (u64 keys and values), looked up and updated in another random order.
+//! (u64 keys and values), looked up and updated in another random order. `--svg DIR` draws
+//! `typed_ops.svg` (operation rates) and `typed_psync.svg` (N updates + psync against N PMDK
+//! transactions) with `pmo_bench::plot`.
 //!
 //! ```text
-//! cargo run --release -p pmo-typed --features peers --example typed_bench -- --csv typed.csv --json typed.json
+//! cargo run --release -p pmo-typed --features peers --example typed_bench -- \
+//!     --csv typed.csv --json typed.json --svg DIR
 //! ```
 #![forbid(unsafe_code)]
 
@@ -35,8 +40,17 @@ struct Args {
     #[arg(long, default_value_t = 200_000)]
     n: u64,
     /// Repeats per figure (the median is reported).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 7)]
     repeats: usize,
+    /// Unmeasured update + psync rounds per tracking and scheme before the psync figures.
+    #[arg(long, default_value_t = 50)]
+    warmup: usize,
+    /// Dirty trackings of the psync figures.
+    #[arg(long, value_delimiter = ',', default_value = "declared,twin,fault")]
+    tracking: Vec<String>,
+    /// Only this part: `ops` (operation rates) or `psync` (N updates + psync, and PMDK).
+    #[arg(long)]
+    only: Option<String>,
     /// psync after N updates, for these N.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,256,1024,4096")]
     updates: Vec<usize>,
@@ -46,6 +60,9 @@ struct Args {
     /// Write the figures as JSON here.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Draw typed_ops.svg and typed_psync.svg into this directory.
+    #[arg(long)]
+    svg: Option<std::path::PathBuf>,
 }
 
 #[derive(Persistent, Default)]
@@ -189,50 +206,103 @@ fn main() -> anyhow::Result<()> {
         "/dev/shm/pmo-typed-bench-{}.pool",
         std::process::id()
     ));
-    let key = b"bench";
 
-    // 1. Operation rates.
-    let p = pool(&path, Scheme::NONE);
-    let mut heap = TypedHeap::create(&p, "b", 256 << 20, key)?;
+    let part = |name: &str| a.only.as_deref().is_none_or(|o| o == name);
+    if let Some(o) = &a.only {
+        anyhow::ensure!(
+            o == "ops" || o == "psync",
+            "--only takes ops or psync, not {o:?}"
+        );
+    }
+    if part("ops") {
+        ops(&a, &keys, &order, &path, &mut rows)?;
+    }
+    if part("psync") {
+        psync(&a, &keys, &path, &mut rows)?;
+    }
+    let _ = std::fs::remove_file(&path);
+    if let Some(dir) = &a.svg {
+        std::fs::create_dir_all(dir)?;
+        figures(dir, &rows)?;
+    }
+
+    if let Some(csv) = &a.csv {
+        let mut s = String::from("table,structure,op,n,value,unit\n");
+        for r in &rows {
+            s += &format!(
+                "{},{},{},{},{},{}\n",
+                r.table, r.structure, r.op, r.n, r.value, r.unit
+            );
+        }
+        std::fs::write(csv, s)?;
+    }
+    if let Some(json) = &a.json {
+        let v: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({"table": r.table, "structure": r.structure, "op": r.op,
+                                   "n": r.n, "value": r.value, "unit": r.unit})
+            })
+            .collect();
+        std::fs::write(json, serde_json::to_string_pretty(&v)?)?;
+    }
+    Ok(())
+}
+
+const KEY: &[u8] = b"bench";
+const NAMES: [&str; 5] = [
+    "std HashMap (SipHash)",
+    "std HashMap (Fx)",
+    "PHashMap",
+    "std BTreeMap",
+    "PBTreeMap",
+];
+const OPS: [&str; 4] = ["insert", "lookup", "update", "remove"];
+
+/// 1. Operation rates, the structures interleaved within each repeat.
+fn ops(
+    a: &Args,
+    keys: &[u64],
+    order: &[u64],
+    path: &std::path::Path,
+    rows: &mut Vec<Row>,
+) -> anyhow::Result<()> {
+    let p = pool(path, Scheme::NONE);
+    let mut heap = TypedHeap::create(&p, "b", 256 << 20, KEY)?;
     heap.root::<Root>()?;
-    let names = [
-        "std HashMap (SipHash)",
-        "std HashMap (Fx)",
-        "PHashMap",
-        "std BTreeMap",
-        "PBTreeMap",
-    ];
-    let mut samples: Vec<Vec<[(f64, f64); 4]>> = vec![Vec::new(); names.len()];
+    let mut samples: Vec<Vec<[(f64, f64); 4]>> = vec![Vec::new(); NAMES.len()];
     for _ in 0..a.repeats {
         // Interleave the structures within a repeat so load changes hit all of them.
-        samples[0].push(phases(&mut HashMap::<u64, u64>::new(), &keys, &order));
+        samples[0].push(phases(&mut HashMap::<u64, u64>::new(), keys, order));
         samples[1].push(phases(
             &mut HashMap::<u64, u64, rustc_hash::FxBuildHasher>::default(),
-            &keys,
-            &order,
+            keys,
+            order,
         ));
-        samples[2].push(phases(&mut PHash(&mut heap), &keys, &order));
-        samples[3].push(phases(&mut BTreeMap::<u64, u64>::new(), &keys, &order));
-        samples[4].push(phases(&mut PTree(&mut heap), &keys, &order));
+        samples[2].push(phases(&mut PHash(&mut heap), keys, order));
+        samples[3].push(phases(&mut BTreeMap::<u64, u64>::new(), keys, order));
+        samples[4].push(phases(&mut PTree(&mut heap), keys, order));
         heap.psync()?;
     }
     println!(
         "# operations per second (M/s), n = {}, {} repeats: median by this thread's CPU time \
-         [best by wall time]; machine shared with other builds",
+         [median by wall time]; machine shared with other builds",
         a.n, a.repeats
     );
     println!(
         "{:<24} {:>16} {:>16} {:>16} {:>16}",
         "structure", "insert", "lookup", "update", "remove"
     );
-    for (i, name) in names.iter().enumerate() {
-        let cpu: Vec<f64> = (0..4)
-            .map(|j| median(samples[i].iter().map(|s| s[j].0).collect()))
-            .collect();
-        let wall: Vec<f64> = (0..4)
-            .map(|j| samples[i].iter().map(|s| s[j].1).fold(0.0, f64::max))
-            .collect();
-        let cell = |j: usize| format!("{:.2} [{:.2}]", cpu[j] / 1e6, wall[j] / 1e6);
+    for (i, name) in NAMES.iter().enumerate() {
+        let med = |j: usize, wall: bool| {
+            median(
+                samples[i]
+                    .iter()
+                    .map(|s| if wall { s[j].1 } else { s[j].0 })
+                    .collect(),
+            )
+        };
+        let cell = |j: usize| format!("{:.2} [{:.2}]", med(j, false) / 1e6, med(j, true) / 1e6);
         println!(
             "{:<24} {:>16} {:>16} {:>16} {:>16}",
             name,
@@ -241,8 +311,8 @@ fn main() -> anyhow::Result<()> {
             cell(2),
             cell(3)
         );
-        for (j, op) in ["insert", "lookup", "update", "remove"].iter().enumerate() {
-            for (clock, v) in [("cpu-median", cpu[j]), ("wall-best", wall[j])] {
+        for (j, op) in OPS.iter().enumerate() {
+            for (clock, v) in [("cpu-median", med(j, false)), ("wall-median", med(j, true))] {
                 rows.push(Row {
                     table: "ops",
                     structure: name.to_string(),
@@ -254,82 +324,113 @@ fn main() -> anyhow::Result<()> {
             }
         }
     }
-    let ratio = |s: &str, b: &str, op: &str| {
-        let f = |n: &str| {
-            rows.iter()
-                .find(|r| r.structure == n && r.op == op)
-                .unwrap()
-                .value
-        };
-        f(b) / f(s)
+    // Lookup time ratios per repeat (the structures of one repeat ran back to back), median.
+    let ratio = |s: usize, b: usize, wall: bool| {
+        median(
+            (0..a.repeats)
+                .map(|r| {
+                    let (x, y) = (samples[s][r][1], samples[b][r][1]);
+                    if wall {
+                        y.1 / x.1
+                    } else {
+                        y.0 / x.0
+                    }
+                })
+                .collect(),
+        )
     };
-    for clock in ["cpu-median", "wall-best"] {
-        let op = format!("lookup {clock}");
+    for (clock, wall) in [("cpu", false), ("wall", true)] {
+        let (sip, fx, tree) = (ratio(2, 0, wall), ratio(2, 1, wall), ratio(4, 3, wall));
         println!(
-            "lookup time vs std ({clock}): PHashMap {:.2}x SipHash HashMap, {:.2}x Fx HashMap; \
-             PBTreeMap {:.2}x BTreeMap",
-            ratio("PHashMap", "std HashMap (SipHash)", &op),
-            ratio("PHashMap", "std HashMap (Fx)", &op),
-            ratio("PBTreeMap", "std BTreeMap", &op),
+            "lookup time vs std ({clock}, median of per-repeat ratios): PHashMap {sip:.2}x \
+             SipHash HashMap, {fx:.2}x Fx HashMap; PBTreeMap {tree:.2}x BTreeMap"
         );
+        for (what, v) in [
+            ("PHashMap / std HashMap (SipHash)", sip),
+            ("PHashMap / std HashMap (Fx)", fx),
+            ("PBTreeMap / std BTreeMap", tree),
+        ] {
+            rows.push(Row {
+                table: "lookup-ratio",
+                structure: what.into(),
+                op: format!("lookup time {clock}"),
+                n: a.n,
+                value: v,
+                unit: "x",
+            });
+        }
     }
     heap.detach()?;
-    drop(p);
+    Ok(())
+}
 
-    // 2. psync after N updates.
+/// 2. N updates + psync per scheme and tracking, then PMDK's transaction (with `peers`).
+fn psync(
+    a: &Args,
+    keys: &[u64],
+    path: &std::path::Path,
+    rows: &mut Vec<Row>,
+) -> anyhow::Result<()> {
+    let n = a.n.min(100_000) as usize;
+    let keys = &keys[..n];
     println!(
-        "\n# N random updates + psync in a PHashMap of {} entries, µs, median of {}",
-        a.n.min(100_000),
-        a.repeats * 4
+        "\n# N random updates + psync in a PHashMap of {n} entries, µs, median of {} after {} \
+         unmeasured rounds",
+        a.repeats * 4,
+        a.warmup
     );
     println!(
         "{:<8} {:<9} {:>6} {:>10} {:>10} {:>10} {:>8} {:>10}",
         "scheme", "tracking", "N", "updates", "psync", "total", "pages", "total/N"
     );
-    let n = a.n.min(100_000);
     for scheme in [Scheme::NONE, Scheme::SECURE] {
-        for tracking in [DirtyTracking::Fault, DirtyTracking::Declared] {
-            let p = pool(&path, scheme);
+        for tracking in &a.tracking {
+            let tracking = DirtyTracking::from_name(tracking)
+                .ok_or_else(|| anyhow::anyhow!("unknown tracking {tracking:?}"))?;
+            let p = pool(path, scheme);
             let attach = AttachOptions {
                 tracking: Some(tracking),
                 ..Default::default()
             };
-            let mut heap = TypedHeap::create_with(&p, "u", 64 << 20, key, attach)?;
+            let mut heap = TypedHeap::create_with(&p, "u", 64 << 20, KEY, attach)?;
             {
                 let (r, h) = heap.root::<Root>()?;
-                for &k in &keys[..n as usize] {
+                for &k in keys {
                     r.hash.insert(h, k, k)?;
                 }
             }
             heap.psync()?;
             let mut urng = rand::rngs::StdRng::seed_from_u64(7);
-            for &u in &a.updates {
-                let (mut up, mut ps, mut tot, mut pages) =
-                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                for _ in 0..a.repeats * 4 {
-                    let ks: Vec<u64> = (0..u)
-                        .map(|_| *keys[..n as usize].choose(&mut urng).unwrap())
-                        .collect();
-                    let t0 = Instant::now();
-                    {
-                        let (r, h) = heap.root::<Root>()?;
-                        for &k in &ks {
-                            *r.hash.get_mut(h, &k)?.unwrap() += 1;
-                        }
+            let mut round = |heap: &mut TypedHeap, u: usize| -> anyhow::Result<[f64; 4]> {
+                let ks: Vec<u64> = (0..u).map(|_| *keys.choose(&mut urng).unwrap()).collect();
+                let t0 = Instant::now();
+                {
+                    let (r, h) = heap.root::<Root>()?;
+                    for &k in &ks {
+                        *r.hash.get_mut(h, &k)?.unwrap() += 1;
                     }
-                    let t1 = Instant::now();
-                    let st = heap.psync()?;
-                    let t2 = Instant::now();
-                    up.push((t1 - t0).as_secs_f64() * 1e6);
-                    ps.push((t2 - t1).as_secs_f64() * 1e6);
-                    tot.push((t2 - t0).as_secs_f64() * 1e6);
-                    pages.push(st.pages as f64);
                 }
-                let (up, ps, tot, pages) = (median(up), median(ps), median(tot), median(pages));
-                let tr = match tracking {
-                    DirtyTracking::Declared => "declared",
-                    _ => "fault",
-                };
+                let t1 = Instant::now();
+                let st = heap.psync()?;
+                let t2 = Instant::now();
+                Ok([
+                    (t1 - t0).as_secs_f64() * 1e6,
+                    (t2 - t1).as_secs_f64() * 1e6,
+                    (t2 - t0).as_secs_f64() * 1e6,
+                    st.pages as f64,
+                ])
+            };
+            for &u in &a.updates {
+                for _ in 0..a.warmup {
+                    round(&mut heap, u)?;
+                }
+                let mut samples = Vec::new();
+                for _ in 0..a.repeats * 4 {
+                    samples.push(round(&mut heap, u)?);
+                }
+                let m = |j: usize| median(samples.iter().map(|s| s[j]).collect());
+                let (up, ps, tot, pages) = (m(0), m(1), m(2), m(3));
+                let tr = tracking.name();
                 println!(
                     "{:<8} {:<9} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>8} {:>10.2}",
                     scheme.name(),
@@ -361,7 +462,6 @@ fn main() -> anyhow::Result<()> {
             drop(p);
         }
     }
-    let _ = std::fs::remove_file(&path);
 
     #[cfg(feature = "peers")]
     {
@@ -388,26 +488,94 @@ fn main() -> anyhow::Result<()> {
             });
         }
     }
+    Ok(())
+}
 
-    if let Some(csv) = &a.csv {
-        let mut s = String::from("table,structure,op,n,value,unit\n");
-        for r in &rows {
-            s += &format!(
-                "{},{},{},{},{},{}\n",
-                r.table, r.structure, r.op, r.n, r.value, r.unit
-            );
-        }
-        std::fs::write(csv, s)?;
-    }
-    if let Some(json) = &a.json {
-        let v: Vec<serde_json::Value> = rows
+/// The SVG figures, from the rows of this run.
+fn figures(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
+    use pmo_bench::plot;
+    let ops: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.table == "ops" && r.op.ends_with("cpu-median"))
+        .collect();
+    if !ops.is_empty() {
+        // One bar per (operation, structure), coloured by structure; PMDK's transactional
+        // 8-byte update (one transaction per update) next to the updates.
+        let short = ["Sip", "Fx", "PHash", "BTree", "PBTree"];
+        let pmdk = rows
             .iter()
-            .map(|r| {
-                serde_json::json!({"table": r.table, "structure": r.structure, "op": r.op,
-                                   "n": r.n, "value": r.value, "unit": r.unit})
+            .find(|r| r.structure == "PMDK tx update 8 B" && r.n == 1)
+            .map(|r| 1.0 / r.value);
+        let mut cats: Vec<&str> = NAMES.to_vec();
+        if pmdk.is_some() {
+            cats.push("PMDK tx update 8 B");
+        }
+        let mut bars = Vec::new();
+        let mut bar = |label: String, cat: &str, v: f64| {
+            bars.push(plot::Bar {
+                label,
+                parts: cats
+                    .iter()
+                    .map(|c| (*c, if *c == cat { v } else { 0.0 }))
+                    .collect(),
+                uncertain: false,
             })
-            .collect();
-        std::fs::write(json, serde_json::to_string_pretty(&v)?)?;
+        };
+        for (op, o) in OPS.iter().zip(["ins", "get", "upd", "rem"]) {
+            for (name, sh) in NAMES.iter().zip(short) {
+                if let Some(r) = ops
+                    .iter()
+                    .find(|r| r.structure == *name && r.op == format!("{op} cpu-median"))
+                {
+                    bar(format!("{o} {sh}"), name, r.value / 1e6);
+                }
+            }
+            if let (Some(v), &"update") = (pmdk, op) {
+                bar("upd PMDK".into(), "PMDK tx update 8 B", v);
+            }
+        }
+        let f = dir.join("typed_ops.svg");
+        plot::stacked_bars(
+            &f,
+            "pmo-typed maps in a PMO against std in DRAM (thread CPU time, median)",
+            "M operations/s",
+            &bars,
+            None,
+        )?;
+        println!("wrote {}", f.display());
+    }
+    let mut series: Vec<plot::Series> = Vec::new();
+    for r in rows
+        .iter()
+        .filter(|r| r.table == "psync" && r.op == "total")
+    {
+        match series.iter_mut().find(|s| s.name == r.structure) {
+            Some(s) => s.points.push(plot::Point {
+                x: r.n as f64,
+                y: r.value,
+                uncertain: false,
+            }),
+            None => series.push(plot::Series::plain(
+                r.structure.clone(),
+                &[(r.n as f64, r.value)],
+            )),
+        }
+    }
+    if !series.is_empty() {
+        let f = dir.join("typed_psync.svg");
+        plot::lines(
+            &f,
+            &plot::LineChart {
+                title: "N random 8-byte updates + psync (PHashMap) vs N PMDK transactions",
+                x_desc: "N updates",
+                y_desc: "µs (median)",
+                log: true,
+                integer_x: true,
+                ..Default::default()
+            },
+            &mut series,
+        )?;
+        println!("wrote {}", f.display());
     }
     Ok(())
 }

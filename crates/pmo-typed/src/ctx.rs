@@ -106,10 +106,17 @@ impl Ctx {
         }
     }
 
-    /// Check that the handle at `handle` (of `size` bytes) lives in this mapping and that
-    /// `recorded` (its heap id, 0 while it never allocated) is this heap's.
+    /// Check that the handle at `handle` (of `size` bytes) lives in this mapping, that
+    /// `recorded` (its heap id, 0 while it never allocated) is this heap's, and that `home`
+    /// (where it was bound, 0 while unbound) is where it is.
     #[inline]
-    pub(crate) fn check_handle(&self, handle: *const u8, size: usize, recorded: u64) -> Result<()> {
+    pub(crate) fn check_handle(
+        &self,
+        handle: *const u8,
+        size: usize,
+        recorded: u64,
+        home: u64,
+    ) -> Result<()> {
         let a = handle as usize;
         let lo = self.base + self.data_start as usize;
         let hi = self.base + self.data_end as usize;
@@ -121,6 +128,51 @@ impl Ctx {
                 expected: self.id,
                 found: recorded,
             });
+        }
+        if home != 0 && home != (a - self.base) as u64 {
+            return Err(TypedError::Moved);
+        }
+        Ok(())
+    }
+
+    /// Where the handle at `handle` lives (its offset in the PMO): what it records as its home
+    /// when it binds (first allocation) or is moved by its container (`rebind`).
+    #[inline]
+    pub(crate) fn home_of<T>(&self, handle: &T) -> Result<u64> {
+        let a = handle as *const T as usize;
+        let lo = self.base + self.data_start as usize;
+        let hi = self.base + self.data_end as usize;
+        if a < lo || a.saturating_add(std::mem::size_of::<T>()) > hi {
+            return Err(TypedError::NotInPmo);
+        }
+        Ok((a - self.base) as u64)
+    }
+
+    /// Rebind the `n` values at `p`, just moved there by the container that owns them.
+    ///
+    /// # Safety
+    /// `p` points at `n` initialized values inside a block the caller's container owns, with
+    /// no other live reference to them.
+    pub(crate) unsafe fn rebind_moved<V: Persistent>(&self, p: *mut V, n: usize) -> Result<()> {
+        if V::OWNS_BLOCKS {
+            for j in 0..n {
+                // SAFETY: the caller's contract: `j < n` values, owned, unaliased.
+                unsafe { &mut *p.add(j) }.rebind(self)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A container header's `rebind`: record `handle`'s new place if it is bound.
+    pub(crate) fn rebind_handle<T>(
+        &self,
+        handle: &mut T,
+        home: impl Fn(&mut T) -> &mut u64,
+    ) -> Result<()> {
+        if *home(handle) != 0 {
+            let at = self.home_of(handle)?;
+            *home(handle) = at;
+            self.touch_val(handle)?;
         }
         Ok(())
     }
@@ -248,6 +300,17 @@ impl Ctx {
     }
 }
 
+/// The dirty tracking of a read-write typed attach: the caller's choice, else `PMO_DIRTY`'s,
+/// else [`DirtyTracking::Declared`]. The containers declare every byte they write and every
+/// `&mut` they hand out, and the root is compared at psync, so a program using only this
+/// crate's API declares nothing itself, and psync costs no write-protect fault per page.
+fn typed_tracking(mut attach: AttachOptions) -> AttachOptions {
+    if attach.tracking.is_none() {
+        attach.tracking = Some(DirtyTracking::from_env().unwrap_or(DirtyTracking::Declared));
+    }
+    attach
+}
+
 /// A typed heap attached read-write: the root and every container in it are mutable.
 ///
 /// Nothing is durable until [`TypedHeap::psync`], which commits every change since the last
@@ -255,7 +318,15 @@ impl Ctx {
 /// or a crash discard the changes since the last psync.
 pub struct TypedHeap {
     ctx: Ctx,
+    /// Under declared tracking: the root value's bytes when [`TypedHeap::root`] first handed
+    /// it out since the last psync (address, bytes). The root is declared at psync only if
+    /// it changed, so a psync of container updates that leave the root's headers alone does
+    /// not commit the root's page too.
+    root_snap: Option<(usize, Vec<u8>)>,
 }
+
+/// Roots up to this size are compared at psync instead of declared when handed out.
+const ROOT_SNAP_MAX: usize = 4096;
 
 impl std::fmt::Debug for TypedHeap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -292,7 +363,14 @@ impl TypedHeap {
             protection: Protection::Off,
             ..HeapOptions::default()
         };
-        Self::from_heap(PmoHeap::create_with(pool, name, size, key, &opts, attach)?)
+        Self::from_heap(PmoHeap::create_with(
+            pool,
+            name,
+            size,
+            key,
+            &opts,
+            typed_tracking(attach),
+        )?)
     }
 
     /// Attach PMO `name` read-write.
@@ -309,7 +387,7 @@ impl TypedHeap {
     ) -> Result<TypedHeap> {
         let opts = OpenOptions {
             protection: Protection::Off,
-            attach,
+            attach: typed_tracking(attach),
         };
         Self::from_heap(PmoHeap::open_with(pool, name, key, &opts)?)
     }
@@ -333,6 +411,7 @@ impl TypedHeap {
         // declared gets them through `Ctx::touch`.
         Ok(TypedHeap {
             ctx: Ctx::new(Backing::Write(heap)),
+            root_snap: None,
         })
     }
 
@@ -342,30 +421,68 @@ impl TypedHeap {
         #[allow(clippy::let_unit_value)]
         let () = T::LAYOUT_OK;
         let ctx = &self.ctx;
+        let size = std::mem::size_of::<T>();
         let val = match ctx.root_block::<T>()? {
             Some((_, v)) => v,
             None => {
-                let total = root_data_offset::<T>() + std::mem::size_of::<T>();
+                let total = root_data_offset::<T>() + size;
                 let off = ctx.alloc(total, root_data_offset::<T>().max(8))?;
                 let hdr = ctx.ptr::<u64>(off, ROOT_HDR / 8)?;
                 // SAFETY: a fresh block of `total` bytes, aligned, only we know of it.
                 unsafe {
                     hdr.write(ROOT_MAGIC);
                     hdr.add(1).write(T::LAYOUT);
-                    hdr.add(2).write(std::mem::size_of::<T>() as u64);
+                    hdr.add(2).write(size as u64);
                     hdr.add(3).write(std::mem::align_of::<T>() as u64);
                 }
                 ctx.touch(hdr.cast(), ROOT_HDR)?;
                 let h = ctx.writable()?;
                 h.set_root(NonNull::new(hdr.cast::<u8>()))?;
-                ctx.ptr::<T>(off + root_data_offset::<T>() as u64, 1)?
+                let v = ctx.ptr::<T>(off + root_data_offset::<T>() as u64, 1)?;
+                ctx.touch(v.cast(), size)?;
+                v
             }
         };
-        ctx.touch(val.cast(), std::mem::size_of::<T>())?;
+        if ctx.declared && size <= ROOT_SNAP_MAX {
+            // The user may write the root through the `&mut T` below: keep its bytes as they
+            // are now (unless a copy from an earlier hand-out since the last psync is kept
+            // already) and declare it at psync if they differ (`declare_root`).
+            if self.root_snap.as_ref().map(|s| s.0) != Some(val as usize) {
+                self.declare_root()?;
+                // SAFETY: `size` bytes of the live root value (checked by `root_block`), no
+                // `&mut` into the PMO is live (`&mut self`); every byte is initialized
+                // (`Persistent`: no padding).
+                let now = unsafe { std::slice::from_raw_parts(val as *const u8, size) };
+                self.root_snap = Some((val as usize, now.to_vec()));
+            }
+        } else {
+            ctx.touch(val.cast(), size)?;
+        }
         // SAFETY: `val` is the root value inside the live root block (checked); every bit
         // pattern is a valid `T`; `&mut self` is borrowed for the result's lifetime, so no
         // other reference into the PMO exists meanwhile; the attach is read-write.
-        Ok((unsafe { &mut *val }, ctx))
+        Ok((unsafe { &mut *val }, &self.ctx))
+    }
+
+    /// Declare the root value if it differs from the copy kept by [`TypedHeap::root`] (declared
+    /// tracking), the bytes from the first to the last that differ.
+    fn declare_root(&self) -> Result<()> {
+        let Some((addr, old)) = &self.root_snap else {
+            return Ok(());
+        };
+        // SAFETY: the root value handed out by `root` (the root block is never freed while
+        // attached); no `&mut` into the PMO is live (every caller holds `&self` or `&mut self`
+        // of the heap, which `root`'s result borrows).
+        let now = unsafe { std::slice::from_raw_parts(*addr as *const u8, old.len()) };
+        if let Some(first) = now.iter().zip(old).position(|(a, b)| a != b) {
+            let last = now
+                .iter()
+                .zip(old)
+                .rposition(|(a, b)| a != b)
+                .unwrap_or(first);
+            self.ctx.touch(now[first..].as_ptr(), last + 1 - first)?;
+        }
+        Ok(())
     }
 
     /// The root, read-only (`NoRoot` if it was never created).
@@ -375,7 +492,10 @@ impl TypedHeap {
 
     /// Commit every change since the last psync, atomically.
     pub fn psync(&mut self) -> Result<CommitStats> {
-        Ok(self.ctx.writable()?.psync()?)
+        self.declare_root()?;
+        let st = self.ctx.writable()?.psync()?;
+        self.root_snap = None;
+        Ok(st)
     }
 
     /// Detach, discarding changes since the last psync.
@@ -386,8 +506,12 @@ impl TypedHeap {
         }
     }
 
-    /// The underlying heap (allocator statistics, checker).
+    /// The underlying heap (allocator statistics, checker). Changes made to the root so far
+    /// are declared first, so a psync through it commits them too.
     pub fn heap(&self) -> &PmoHeap {
+        // A failed declaration is reported by the next psync (`TypedHeap::psync` declares
+        // again), so it can be ignored here.
+        let _ = self.declare_root();
         match &self.ctx.backing {
             Backing::Write(h) => h,
             Backing::Read { .. } => unreachable!("a TypedHeap is always read-write"),

@@ -21,6 +21,11 @@ pub enum TypedError {
         "this container does not live in the attached PMO (was it moved out with mem::replace?)"
     )]
     NotInPmo,
+    /// A container header found elsewhere than where it was bound: moved by other means than
+    /// its container's methods (`mem::swap`, `mem::take`, an assignment), e.g. a copy kept in
+    /// DRAM across a detach without psync and stored back next to the original.
+    #[error("this container was moved from where it lives in the PMO (by mem::swap, mem::take or an assignment): only its containers' own methods may move it")]
+    Moved,
     /// A container that points into another heap (moved between two attached PMOs).
     #[error(
         "this container belongs to another heap (heap id {found:#x}, this heap is {expected:#x})"

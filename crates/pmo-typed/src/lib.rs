@@ -36,7 +36,11 @@
 //! - [`TypedHeap`] (read-write attach) gives `&mut` to the root; [`TypedReader`] (read-only
 //!   attach) gives `&T`. Every container method takes the [`Ctx`] handed out with the root.
 //! - Containers hold heap offsets, never addresses: [`PBox`], [`PVec`], [`PString`],
-//!   [`PHashMap`], [`PBTreeMap`] (with range scans). Their zero value is empty.
+//!   [`PHashMap`], [`PBTreeMap`] (with range scans). Their zero value is empty. A header
+//!   records where it lives: one moved by `mem::swap`/`mem::take`/assignment instead of by its
+//!   containers is refused ([`TypedError::Moved`]), so no block ever has two owners.
+//! - A read-write attach tracks writes by declaration: the containers declare what they write
+//!   and the root is compared at psync, so the program declares nothing.
 //! - `psync` commits every change since the last psync atomically (shadow paging, no log);
 //!   detach, drop, an unwinding panic or a crash discard them.
 //!

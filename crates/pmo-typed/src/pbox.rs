@@ -13,6 +13,8 @@ use std::marker::PhantomData;
 pub struct PBox<T: Persistent> {
     off: u64,
     heap: u64,
+    /// Where this header lives (its offset), recorded when it first allocates: 0 unbound.
+    home: u64,
     _t: PhantomData<T>,
 }
 
@@ -21,6 +23,7 @@ impl<T: Persistent> Default for PBox<T> {
         PBox {
             off: 0,
             heap: 0,
+            home: 0,
             _t: PhantomData,
         }
     }
@@ -32,11 +35,11 @@ impl<T: Persistent> std::fmt::Debug for PBox<T> {
     }
 }
 
-// SAFETY: two u64 (no padding, any bit pattern: an out-of-range offset is refused by `Ctx::ptr`),
+// SAFETY: three u64 (no padding, any bit pattern: an out-of-range offset is refused by `Ctx::ptr`),
 // no drop glue, an offset not an address; it owns exactly its block and the value's blocks.
 unsafe impl<T: Persistent> Persistent for PBox<T> {
     const LAYOUT: u64 = crate::layout::mix(
-        crate::layout::hash_str(crate::layout::SEED, "PBox/1"),
+        crate::layout::hash_str(crate::layout::SEED, "PBox/2"),
         T::LAYOUT,
     );
     const OWNS_BLOCKS: bool = true;
@@ -51,6 +54,9 @@ unsafe impl<T: Persistent> Persistent for PBox<T> {
     fn release(&mut self, h: &Ctx) -> Result<()> {
         self.clear(h)
     }
+    fn rebind(&mut self, h: &Ctx) -> Result<()> {
+        h.rebind_handle(self, |s| &mut s.home)
+    }
 }
 
 impl<T: Persistent> PBox<T> {
@@ -64,6 +70,7 @@ impl<T: Persistent> PBox<T> {
             (self as *const Self).cast(),
             std::mem::size_of::<Self>(),
             self.heap,
+            self.home,
         )
     }
 
@@ -99,6 +106,7 @@ impl<T: Persistent> PBox<T> {
         h.writable()?;
         if self.off == 0 {
             let off = h.alloc(std::mem::size_of::<T>(), std::mem::align_of::<T>())?;
+            self.home = h.home_of(self)?;
             self.off = off;
             self.heap = h.heap_id();
             h.touch_val(self)?;

@@ -3,12 +3,16 @@
 //! Nodes hold up to `B` keys. A node block: a 16-byte header (`n: u32`, `leaf: u32`,
 //! `next: u64`, the next leaf for scans), then `B` keys, then `B` values (leaf) or `B + 1`
 //! child offsets (inner node). Inserts split full nodes on the way down (top-down), so one
-//! pass suffices. Removal takes the entry out of its leaf without merging half-empty nodes;
-//! a leaf that runs empty is unlinked from the leaf chain and freed, and so is every inner
-//! node that loses its last child, and a root left with one child gives way to it (so the
-//! tree never keeps an empty node and deletes return their space). Inner nodes may thus hold
-//! a single child and no key. The tree's height is bounded by `MAX_HEIGHT`, and every walk by
-//! the node count, so a corrupted PMO yields `Corrupt`, never a loop.
+//! pass suffices. Removal rebalances bottom-up: a node left with fewer than `MIN` keys (not
+//! the root) takes one entry from a sibling through their parent, or, when both fit in one
+//! node, is merged with it (the right one is freed, and the parent loses a key, which may
+//! underflow in turn); a root inner node left without a key gives way to its only child. So
+//! every node but the root is at least about half full, and deletes return their space.
+//! Trees written before merging existed (format unchanged) may hold inner nodes with a single
+//! child and no key: they are read as usual, rebalanced as they are met, and an empty leaf
+//! under such a node is unlinked and freed as before. The tree's height is bounded by
+//! `MAX_HEIGHT`, and every walk by the node count, so a corrupted PMO yields `Corrupt`, never a
+//! loop.
 //!
 //! Why unsafe is allowed here: nodes are read and written through raw pointers into the
 //! map's own node blocks (resolved by `Ctx`, owned by this map only).
@@ -20,6 +24,8 @@ use std::ops::{Bound, RangeBounds};
 
 /// Keys per node.
 pub const B: usize = 32;
+/// Fewest keys a node other than the root keeps after a removal (splits leave 15 or more).
+const MIN: usize = B / 2 - 1;
 const HDR: usize = 16;
 const MAX_HEIGHT: u64 = 40;
 
@@ -34,6 +40,8 @@ pub struct PBTreeMap<K: Persistent, V: Persistent> {
     /// Node blocks (for walk bounds).
     nodes: u64,
     heap: u64,
+    /// Where this header lives (its offset), recorded when it first allocates: 0 unbound.
+    home: u64,
     _kv: PhantomData<(K, V)>,
 }
 
@@ -45,6 +53,7 @@ impl<K: Persistent, V: Persistent> Default for PBTreeMap<K, V> {
             height: 0,
             nodes: 0,
             heap: 0,
+            home: 0,
             _kv: PhantomData,
         }
     }
@@ -201,7 +210,7 @@ const fn align_up_c(x: usize, a: usize) -> usize {
     x.div_ceil(a) * a
 }
 
-// SAFETY: keys plain `Copy` data, values as their impls; the header is five u64 with no padding;
+// SAFETY: keys plain `Copy` data, values as their impls; the header is six u64 with no padding;
 // nodes are checked when resolved. It owns every node and its values' blocks.
 unsafe impl<K, V> Persistent for PBTreeMap<K, V>
 where
@@ -210,7 +219,7 @@ where
 {
     const LAYOUT: u64 = crate::layout::mix(
         crate::layout::mix(
-            crate::layout::hash_str(crate::layout::SEED, "PBTreeMap/1"),
+            crate::layout::hash_str(crate::layout::SEED, "PBTreeMap/2"),
             K::LAYOUT,
         ),
         V::LAYOUT,
@@ -235,6 +244,9 @@ where
     fn release(&mut self, h: &Ctx) -> Result<()> {
         self.clear(h)
     }
+    fn rebind(&mut self, h: &Ctx) -> Result<()> {
+        h.rebind_handle(self, |s| &mut s.home)
+    }
 }
 
 impl<K, V> PBTreeMap<K, V>
@@ -257,6 +269,7 @@ where
             (self as *const Self).cast(),
             std::mem::size_of::<Self>(),
             self.heap,
+            self.home,
         )?;
         if self.height > MAX_HEIGHT || (self.root == 0) != (self.nodes == 0) {
             return Err(TypedError::Corrupt("B-tree header"));
@@ -381,6 +394,7 @@ where
                 let m = B - mid;
                 std::ptr::copy_nonoverlapping(child.keys().add(mid), right.keys(), m);
                 std::ptr::copy_nonoverlapping(child.vals().add(mid), right.vals(), m);
+                h.rebind_moved(right.vals(), m)?;
                 right.set_n(m);
                 child.set_n(mid);
                 right.set_next(child.next());
@@ -418,6 +432,7 @@ where
             self.height = 0;
             self.nodes = 1;
             self.heap = h.heap_id();
+            self.home = h.home_of(self)?;
         } else if Node::<K, V>::at(h, self.root, self.height == 0)?.n() == B {
             if self.height >= MAX_HEIGHT {
                 return Err(TypedError::CapacityOverflow);
@@ -468,6 +483,7 @@ where
             std::ptr::copy(node.vals().add(i), node.vals().add(i + 1), n - i);
             node.keys().add(i).write(k);
             node.vals().add(i).write(v);
+            h.rebind_moved(node.vals().add(i + 1), n - i)?;
             node.set_n(n + 1);
         }
         node.touch(h)?;
@@ -505,6 +521,7 @@ where
             std::ptr::copy(leaf.keys().add(i + 1), leaf.keys().add(i), n - i - 1);
             std::ptr::copy(leaf.vals().add(i + 1), leaf.vals().add(i), n - i - 1);
             leaf.set_n(n - 1);
+            h.rebind_moved(leaf.vals().add(i), n - i - 1)?;
         }
         leaf.touch(h)?;
         self.len -= 1;
@@ -512,9 +529,188 @@ where
         if self.len == 0 {
             self.clear(h)?;
         } else if n == 1 {
+            // Only a tree written before merging existed has an empty leaf besides the root.
             self.unlink_empty_leaf(h, leaf, path)?;
+        } else {
+            self.rebalance(h, leaf, path)?;
         }
         Ok(true)
+    }
+
+    /// After a removal from `node` (a leaf; `path` leads to it): while a node other than the
+    /// root has fewer than `MIN` keys, refill it from a sibling or merge the two; then let a
+    /// root without a key give way to its only child.
+    fn rebalance(
+        &mut self,
+        h: &Ctx,
+        mut node: Node<K, V>,
+        mut path: Vec<(Node<K, V>, usize)>,
+    ) -> Result<()> {
+        let mut leaf = true;
+        while let Some((parent, i)) = path.pop() {
+            if node.n() >= MIN {
+                break;
+            }
+            let pn = parent.n();
+            if pn > 0 {
+                // The node and its left sibling, or its right one for the first child.
+                let li = if i > 0 { i - 1 } else { 0 };
+                let left = Node::<K, V>::at(h, parent.kid(li), leaf)?;
+                let right = Node::<K, V>::at(h, parent.kid(li + 1), leaf)?;
+                let (ln, rn) = (left.n(), right.n());
+                let fits = if leaf { ln + rn <= B } else { ln + rn < B };
+                if fits {
+                    Self::merge(h, &parent, li, &left, &right, leaf)?;
+                    h.free(right.off)?;
+                    self.nodes -= 1;
+                } else if i == li {
+                    Self::take_first_of_right(h, &parent, li, &left, &right, leaf)?;
+                } else {
+                    Self::take_last_of_left(h, &parent, li, &left, &right, leaf)?;
+                }
+                left.touch(h)?;
+                if !fits {
+                    right.touch(h)?;
+                }
+                parent.touch(h)?;
+                if !fits {
+                    break; // the parent keeps its number of keys
+                }
+            }
+            // (A parent without a key, from a tree written before merging: no sibling here;
+            // the parent is rebalanced at the level above.)
+            node = parent;
+            leaf = false;
+        }
+        while self.height > 0 {
+            let root = Node::<K, V>::at(h, self.root, false)?;
+            if root.n() > 0 {
+                break;
+            }
+            let child = root.kid(0);
+            h.free(root.off)?;
+            self.nodes -= 1;
+            self.root = child;
+            self.height -= 1;
+        }
+        h.touch_val(self)
+    }
+
+    /// Move everything of `right` (child `li + 1` of `parent`) to the end of `left` (child
+    /// `li`; the caller checked that it fits) and drop separator `li` and child `li + 1` from
+    /// `parent`. The caller frees `right`.
+    fn merge(
+        h: &Ctx,
+        parent: &Node<K, V>,
+        li: usize,
+        left: &Node<K, V>,
+        right: &Node<K, V>,
+        leaf: bool,
+    ) -> Result<()> {
+        let (ln, rn, pn) = (left.n(), right.n(), parent.n());
+        if li >= pn || ln + rn + usize::from(!leaf) > B {
+            return Err(TypedError::Corrupt("B-tree merge does not fit"));
+        }
+        // SAFETY: indices below B (keys, values) or B + 1 (children) of three distinct nodes
+        // this map owns (checked when resolved; `ln + rn (+ 1) <= B`, `li < pn <= B`); bitwise
+        // moves, each value ends up in exactly one live slot (`right` is freed unread).
+        unsafe {
+            if leaf {
+                std::ptr::copy_nonoverlapping(right.keys(), left.keys().add(ln), rn);
+                std::ptr::copy_nonoverlapping(right.vals(), left.vals().add(ln), rn);
+                left.set_n(ln + rn);
+                left.set_next(right.next());
+                h.rebind_moved(left.vals().add(ln), rn)?;
+            } else {
+                left.keys().add(ln).write(parent.key(li));
+                std::ptr::copy_nonoverlapping(right.keys(), left.keys().add(ln + 1), rn);
+                std::ptr::copy_nonoverlapping(right.kids(), left.kids().add(ln + 1), rn + 1);
+                left.set_n(ln + rn + 1);
+            }
+            std::ptr::copy(
+                parent.keys().add(li + 1),
+                parent.keys().add(li),
+                pn - li - 1,
+            );
+            std::ptr::copy(
+                parent.kids().add(li + 2),
+                parent.kids().add(li + 1),
+                pn - li - 1,
+            );
+            parent.set_n(pn - 1);
+        }
+        Ok(())
+    }
+
+    /// `left` (child `li`) takes the first entry of `right` (child `li + 1`, which has more
+    /// than one) through separator `li`.
+    fn take_first_of_right(
+        h: &Ctx,
+        parent: &Node<K, V>,
+        li: usize,
+        left: &Node<K, V>,
+        right: &Node<K, V>,
+        leaf: bool,
+    ) -> Result<()> {
+        let (ln, rn) = (left.n(), right.n());
+        debug_assert!(ln < B && rn > 1);
+        // SAFETY: `ln < B` (the pair did not fit in one node, so `left` is not full) and
+        // `rn >= 1`: slots inside nodes this map owns; the moved value leaves `right`.
+        unsafe {
+            if leaf {
+                left.keys().add(ln).write(right.key(0));
+                std::ptr::copy_nonoverlapping(right.vals(), left.vals().add(ln), 1);
+                std::ptr::copy(right.keys().add(1), right.keys(), rn - 1);
+                std::ptr::copy(right.vals().add(1), right.vals(), rn - 1);
+                parent.keys().add(li).write(right.key(0));
+                h.rebind_moved(left.vals().add(ln), 1)?;
+                h.rebind_moved(right.vals(), rn - 1)?;
+            } else {
+                left.keys().add(ln).write(parent.key(li));
+                left.kids().add(ln + 1).write(right.kid(0));
+                parent.keys().add(li).write(right.key(0));
+                std::ptr::copy(right.keys().add(1), right.keys(), rn - 1);
+                std::ptr::copy(right.kids().add(1), right.kids(), rn);
+            }
+            left.set_n(ln + 1);
+            right.set_n(rn - 1);
+        }
+        Ok(())
+    }
+
+    /// `right` (child `li + 1`) takes the last entry of `left` (child `li`, which has more
+    /// than one) through separator `li`.
+    fn take_last_of_left(
+        h: &Ctx,
+        parent: &Node<K, V>,
+        li: usize,
+        left: &Node<K, V>,
+        right: &Node<K, V>,
+        leaf: bool,
+    ) -> Result<()> {
+        let (ln, rn) = (left.n(), right.n());
+        debug_assert!(rn < B && ln > 1);
+        // SAFETY: `rn < B` (the pair did not fit in one node) and `ln >= 1`: slots inside
+        // nodes this map owns; the moved value leaves `left`.
+        unsafe {
+            if leaf {
+                std::ptr::copy(right.keys(), right.keys().add(1), rn);
+                std::ptr::copy(right.vals(), right.vals().add(1), rn);
+                right.keys().write(left.key(ln - 1));
+                std::ptr::copy_nonoverlapping(left.vals().add(ln - 1), right.vals(), 1);
+                parent.keys().add(li).write(right.key(0));
+                h.rebind_moved(right.vals(), rn + 1)?;
+            } else {
+                std::ptr::copy(right.keys(), right.keys().add(1), rn);
+                std::ptr::copy(right.kids(), right.kids().add(1), rn + 1);
+                right.keys().write(parent.key(li));
+                right.kids().write(left.kid(ln));
+                parent.keys().add(li).write(left.key(ln - 1));
+            }
+            left.set_n(ln - 1);
+            right.set_n(rn + 1);
+        }
+        Ok(())
     }
 
     /// Free an empty leaf (not the root: the map is not empty): splice it out of the leaf
@@ -688,5 +884,157 @@ impl<'a, K: Persistent + Copy + Ord, V: Persistent> Iterator for Range<'a, K, V>
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TypedHeap;
+    use pmo_store::{KdfParams, Pool, PoolOptions};
+    use rand::{Rng, SeedableRng};
+
+    type Map = PBTreeMap<u64, u64>;
+
+    /// Walk the tree checking its invariants: keys in order and inside their separators'
+    /// bounds, every node but the root holding at least `MIN` keys, the recorded entry and
+    /// node counts, and the leaf chain visiting every leaf left to right.
+    fn validate(m: &Map, h: &Ctx) -> Vec<(u64, u64)> {
+        fn node(
+            h: &Ctx,
+            off: u64,
+            level: u64,
+            root: bool,
+            (lo, hi): (Option<u64>, Option<u64>),
+            leaves: &mut Vec<u64>,
+            entries: &mut Vec<(u64, u64)>,
+        ) -> u64 {
+            let n = Node::<u64, u64>::at(h, off, level == 0).unwrap();
+            let keys = n.keys_slice();
+            assert!(
+                root || keys.len() >= MIN,
+                "underfull node: {} keys",
+                keys.len()
+            );
+            assert!(keys.windows(2).all(|w| w[0] < w[1]), "keys out of order");
+            assert!(keys.iter().all(|k| lo.is_none_or(|lo| *k >= lo)));
+            assert!(keys.iter().all(|k| hi.is_none_or(|hi| *k < hi)));
+            if level == 0 {
+                leaves.push(off);
+                for (i, k) in keys.iter().enumerate() {
+                    // SAFETY (test): a value of a leaf of the map, shared borrow.
+                    entries.push((*k, unsafe { *n.vals().add(i) }));
+                }
+                return 1;
+            }
+            let mut count = 1;
+            for i in 0..=keys.len() {
+                let l = if i == 0 { lo } else { Some(keys[i - 1]) };
+                let r = if i == keys.len() { hi } else { Some(keys[i]) };
+                count += node(h, n.kid(i), level - 1, false, (l, r), leaves, entries);
+            }
+            count
+        }
+        let (mut leaves, mut entries) = (Vec::new(), Vec::new());
+        if m.root != 0 {
+            let count = node(
+                h,
+                m.root,
+                m.height,
+                true,
+                (None, None),
+                &mut leaves,
+                &mut entries,
+            );
+            assert_eq!(count, m.nodes, "recorded node count");
+            let mut chain = Vec::new();
+            let mut off = leaves[0];
+            while off != 0 {
+                chain.push(off);
+                off = Node::<u64, u64>::at(h, off, true).unwrap().next();
+            }
+            assert_eq!(chain, leaves, "leaf chain");
+        }
+        assert_eq!(entries.len() as u64, m.len, "recorded length");
+        entries
+    }
+
+    fn heap(tag: &str) -> (std::path::PathBuf, Pool) {
+        let path = std::env::temp_dir().join(format!(
+            "pmo-typed-pbtree-{tag}-{}.pool",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let opts = PoolOptions {
+            kdf: KdfParams::INSECURE_FAST,
+            ..Default::default()
+        };
+        let pool = Pool::create(&path, 48 << 20, &opts).unwrap();
+        (path, pool)
+    }
+
+    #[test]
+    fn removals_merge_and_refill_nodes_and_keep_the_tree_valid() {
+        let (path, pool) = heap("rebalance");
+        let mut th = TypedHeap::create(&pool, "t", 4 << 20, b"k").unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+        let (m, h) = th.root::<Map>().unwrap();
+        let mut model = std::collections::BTreeMap::new();
+        // Random inserts and removes over a small key space (many splits, merges, refills).
+        for step in 0..30_000u64 {
+            let k = rng.gen_range(0..3000u64);
+            if rng.gen_bool(0.55) {
+                assert_eq!(
+                    m.insert(h, k, step).unwrap(),
+                    model.insert(k, step).is_some()
+                );
+            } else {
+                assert_eq!(m.remove(h, &k).unwrap(), model.remove(&k).is_some());
+            }
+            if step % 1000 == 999 {
+                assert_eq!(
+                    validate(m, h),
+                    model.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>()
+                );
+            }
+        }
+        // Down to empty in three orders, checking as it shrinks: a sparse pattern (3 of 4
+        // keys), then from the top, then the rest at random.
+        let keys: Vec<u64> = model.keys().copied().collect();
+        let mut rest: Vec<u64> = keys.iter().copied().filter(|k| k % 4 == 0).collect();
+        for (i, k) in keys.iter().filter(|k| *k % 4 != 0).enumerate() {
+            assert!(m.remove(h, k).unwrap());
+            model.remove(k);
+            if i % 97 == 0 {
+                validate(m, h);
+            }
+        }
+        assert_eq!(validate(m, h).len(), model.len());
+        // Nodes at least MIN full: at most len / MIN leaves (+ the inner levels).
+        assert!(
+            m.nodes as usize <= model.len() / MIN + 1 + model.len() / (MIN * MIN) + 2,
+            "{} nodes for {} keys",
+            m.nodes,
+            model.len()
+        );
+        use rand::seq::SliceRandom;
+        let half = rest.len() / 2;
+        rest[half..].shuffle(&mut rng);
+        for (i, k) in rest.iter().rev().enumerate() {
+            assert!(m.remove(h, k).unwrap());
+            model.remove(k);
+            if i % 31 == 0 {
+                assert_eq!(
+                    validate(m, h),
+                    model.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>()
+                );
+            }
+        }
+        assert_eq!((m.len, m.nodes, m.root), (0, 0, 0));
+        let c = th.check::<Map>().unwrap();
+        assert!(c.unreachable.is_empty());
+        th.detach().unwrap();
+        drop(pool);
+        let _ = std::fs::remove_file(path);
     }
 }

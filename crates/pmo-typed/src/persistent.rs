@@ -23,7 +23,8 @@ use crate::{Ctx, Result};
 /// 2. `Self` has no drop glue;
 /// 3. `Self` holds no address: only offsets into the heap it lives in, owned uniquely;
 /// 4. the layout is stable (`#[repr(C)]`, `#[repr(transparent)]` or a primitive);
-/// 5. `for_each_block` reports exactly the heap blocks the value owns and `release` frees them.
+/// 5. `for_each_block` reports exactly the heap blocks the value owns and `release` frees them;
+/// 6. `rebind` calls `rebind` on every field (containers record where they live).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot live in a PMO: it is not `Persistent`",
     label = "not `Persistent`",
@@ -43,6 +44,13 @@ pub unsafe trait Persistent: Sized + 'static {
     }
     /// Free every block this value owns, leaving it empty (its containers empty).
     fn release(&mut self, h: &Ctx) -> Result<()> {
+        let _ = h;
+        Ok(())
+    }
+    /// The value was just moved by the container holding it: every container header in it
+    /// records its new place. (A header found elsewhere than its record was moved by other
+    /// means and is refused: `TypedError::Moved`.)
+    fn rebind(&mut self, h: &Ctx) -> Result<()> {
         let _ = h;
         Ok(())
     }
@@ -110,6 +118,14 @@ unsafe impl<T: Persistent, const N: usize> Persistent for [T; N] {
         if T::OWNS_BLOCKS {
             for x in self {
                 x.release(h)?;
+            }
+        }
+        Ok(())
+    }
+    fn rebind(&mut self, h: &Ctx) -> Result<()> {
+        if T::OWNS_BLOCKS {
+            for x in self {
+                x.rebind(h)?;
             }
         }
         Ok(())

@@ -31,6 +31,8 @@ pub struct PHashMap<K: Persistent, V: Persistent> {
     /// Full + deleted slots.
     used: u64,
     heap: u64,
+    /// Where this header lives (its offset), recorded when it first allocates: 0 unbound.
+    home: u64,
     _kv: PhantomData<(K, V)>,
 }
 
@@ -42,6 +44,7 @@ impl<K: Persistent, V: Persistent> Default for PHashMap<K, V> {
             cap: 0,
             used: 0,
             heap: 0,
+            home: 0,
             _kv: PhantomData,
         }
     }
@@ -63,17 +66,59 @@ fn align_up(x: usize, a: usize) -> usize {
 
 /// A table of `cap` slots: (offset of the slot array, slot stride, offset of the value in a
 /// slot, total bytes, alignment).
-#[inline]
+#[inline(always)]
 fn layout<K, V>(cap: usize) -> Option<(usize, usize, usize, usize, usize)> {
-    let align = std::mem::align_of::<K>().max(std::mem::align_of::<V>());
-    let voff = align_up(std::mem::size_of::<K>(), std::mem::align_of::<V>());
-    let stride = align_up(voff.checked_add(std::mem::size_of::<V>())?, align);
+    let (stride, voff, align) = (
+        Slot::<K, V>::STRIDE,
+        Slot::<K, V>::VOFF,
+        Slot::<K, V>::ALIGN,
+    );
     let slots = align_up(cap, align);
     let end = slots.checked_add(cap.checked_mul(stride)?)?;
     Some((slots, stride, voff, end, align))
 }
 
+/// A slot's shape, known at compile time: the key, then the value at its alignment.
+struct Slot<K, V>(PhantomData<(K, V)>);
+
+impl<K, V> Slot<K, V> {
+    const ALIGN: usize = max(std::mem::align_of::<K>(), std::mem::align_of::<V>());
+    const VOFF: usize = align_up_c(std::mem::size_of::<K>(), std::mem::align_of::<V>());
+    const STRIDE: usize = align_up_c(Self::VOFF + std::mem::size_of::<V>(), Self::ALIGN);
+}
+
+const fn max(a: usize, b: usize) -> usize {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+const fn align_up_c(x: usize, a: usize) -> usize {
+    x.div_ceil(a) * a
+}
+
+/// Control bytes are examined eight at a time (a `u64`, SWAR): the lookup's branches then
+/// depend on whole groups, not on each byte, which keeps them predictable and lets the
+/// processor overlap the cache misses of successive lookups.
+const GROUP: usize = 8;
+const LO7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+const HI: u64 = 0x8080_8080_8080_8080;
+
+/// Bit 7 of every byte of `x` that is zero (exact: no carry crosses a byte).
+#[inline(always)]
+fn zero_bytes(x: u64) -> u64 {
+    !(((x & LO7).wrapping_add(LO7)) | x) & HI
+}
+
+/// `b` in every byte.
 #[inline]
+fn repeat(b: u8) -> u64 {
+    u64::from_ne_bytes([b; 8])
+}
+
+#[inline(always)]
 fn hash_of<K: Hash>(k: &K) -> u64 {
     let mut s = rustc_hash::FxHasher::default();
     k.hash(&mut s);
@@ -91,8 +136,6 @@ fn tag(hash: u64) -> u8 {
 struct Table<K, V> {
     ctrl: *mut u8,
     slots: *mut u8,
-    stride: usize,
-    voff: usize,
     cap: usize,
     bytes: usize,
     _kv: PhantomData<(K, V)>,
@@ -100,42 +143,62 @@ struct Table<K, V> {
 
 impl<K, V> Table<K, V> {
     /// Resolve the table of `cap` slots at `off` (range and alignment checked by `Ctx`).
-    #[inline]
+    #[inline(always)]
     fn at(h: &Ctx, off: u64, cap: usize) -> Result<Self> {
-        let (slots, stride, voff, end, _) =
+        let (slots, _, _, end, align) =
             layout::<K, V>(cap).ok_or(TypedError::Corrupt("hash map too large"))?;
         let ctrl = h.ptr::<u8>(off, end)?;
-        // Slot 0's key and value aligned => every slot's (the stride is a multiple of both).
-        h.ptr::<K>(off + slots as u64, 1)?;
-        h.ptr::<V>(off + (slots + voff) as u64, 1)?;
+        // Slot 0 aligned => every slot's key and value (the stride and the value's offset are
+        // multiples of their alignments, which divide `align`).
+        if !(ctrl as usize + slots).is_multiple_of(align) {
+            return Err(TypedError::Corrupt("misaligned offset"));
+        }
         Ok(Table {
             ctrl,
             // SAFETY: `slots < end`: inside the block just checked.
             slots: unsafe { ctrl.add(slots) },
-            stride,
-            voff,
             cap,
             bytes: end,
             _kv: PhantomData,
         })
     }
+    /// Control bytes `pos..pos + 8` (wrapping around the table), byte `j` in bits `8j..8j+8`.
+    #[inline(always)]
+    fn group(&self, pos: usize) -> u64 {
+        if pos + GROUP <= self.cap {
+            // SAFETY: `pos + 8 <= cap`: eight control bytes of the table.
+            let b = unsafe { self.ctrl.add(pos).cast::<[u8; GROUP]>().read_unaligned() };
+            u64::from_le_bytes(b)
+        } else {
+            let mut g = 0u64;
+            for j in 0..GROUP {
+                // SAFETY: masked by `cap - 1`: a control byte of the table.
+                let c = unsafe { *self.ctrl.add((pos + j) & (self.cap - 1)) };
+                g |= (c as u64) << (8 * j);
+            }
+            g
+        }
+    }
     /// Key of slot `i` (`i < cap`).
-    #[inline]
+    #[inline(always)]
     fn key(&self, i: usize) -> *mut K {
         debug_assert!(i < self.cap);
         // SAFETY: `i < cap`: inside the slot array (checked by `at`).
-        unsafe { self.slots.add(i * self.stride) as *mut K }
+        unsafe { self.slots.add(i * Slot::<K, V>::STRIDE) as *mut K }
     }
     /// Value of slot `i` (`i < cap`).
-    #[inline]
+    #[inline(always)]
     fn val(&self, i: usize) -> *mut V {
         debug_assert!(i < self.cap);
         // SAFETY: as in `key`.
-        unsafe { self.slots.add(i * self.stride + self.voff) as *mut V }
+        unsafe {
+            self.slots
+                .add(i * Slot::<K, V>::STRIDE + Slot::<K, V>::VOFF) as *mut V
+        }
     }
 }
 
-// SAFETY: keys are plain data (`Copy`), values as their impls; the header is five u64 with no
+// SAFETY: keys are plain data (`Copy`), values as their impls; the header is six u64 with no
 // padding; an inconsistent header or table is refused as `Corrupt`. It owns its table and the
 // values' blocks.
 unsafe impl<K, V> Persistent for PHashMap<K, V>
@@ -145,7 +208,7 @@ where
 {
     const LAYOUT: u64 = crate::layout::mix(
         crate::layout::mix(
-            crate::layout::hash_str(crate::layout::SEED, "PHashMap/1"),
+            crate::layout::hash_str(crate::layout::SEED, "PHashMap/2"),
             K::LAYOUT,
         ),
         V::LAYOUT,
@@ -173,6 +236,9 @@ where
     fn release(&mut self, h: &Ctx) -> Result<()> {
         self.clear(h)
     }
+    fn rebind(&mut self, h: &Ctx) -> Result<()> {
+        h.rebind_handle(self, |s| &mut s.home)
+    }
 }
 
 impl<K, V> PHashMap<K, V>
@@ -190,12 +256,13 @@ where
     }
 
     /// Check the handle and resolve the table (`None` when unallocated).
-    #[inline]
+    #[inline(always)]
     fn table(&self, h: &Ctx) -> Result<Option<Table<K, V>>> {
         h.check_handle(
             (self as *const Self).cast(),
             std::mem::size_of::<Self>(),
             self.heap,
+            self.home,
         )?;
         if self.table == 0 {
             if self.cap != 0 || self.len != 0 || self.used != 0 {
@@ -210,30 +277,42 @@ where
         Ok(Some(Table::at(h, self.table, cap)?))
     }
 
-    /// The slot holding `k`, if any.
-    #[inline]
+    /// The slot holding `k`, if any. The probe sequence is the byte-by-byte linear probe of
+    /// `insert` (the first empty slot ends it), examined a group of eight at a time.
+    #[inline(always)]
     fn find(t: &Table<K, V>, k: &K) -> Option<usize> {
         let hash = hash_of(k);
-        let want = tag(hash);
+        let want = repeat(tag(hash));
         let mask = t.cap - 1;
-        let mut i = hash as usize & mask;
-        for _ in 0..t.cap {
-            // SAFETY: `i <= mask < cap`: inside the table.
-            let c = unsafe { *t.ctrl.add(i) };
-            if c == EMPTY {
+        let mut pos = hash as usize & mask;
+        let mut probed = 0;
+        while probed < t.cap {
+            let g = t.group(pos);
+            let empty = zero_bytes(g);
+            let mut hits = zero_bytes(g ^ want);
+            if empty != 0 {
+                // Only the slots before the first empty one are on the probe sequence.
+                hits &= (empty & empty.wrapping_neg()) - 1;
+            }
+            while hits != 0 {
+                let i = (pos + (hits.trailing_zeros() / 8) as usize) & mask;
+                // SAFETY: `i <= mask < cap`: a slot of the table.
+                if unsafe { *t.key(i) } == *k {
+                    return Some(i);
+                }
+                hits &= hits - 1;
+            }
+            if empty != 0 {
                 return None;
             }
-            // SAFETY: as above.
-            if c == want && unsafe { *t.key(i) } == *k {
-                return Some(i);
-            }
-            i = (i + 1) & mask;
+            pos = (pos + GROUP) & mask;
+            probed += GROUP;
         }
         None
     }
 
     /// The value for `k`.
-    #[inline]
+    #[inline(always)]
     pub fn get<'a>(&'a self, h: &'a Ctx, k: &K) -> Result<Option<&'a V>> {
         let Some(t) = self.table(h)? else {
             return Ok(None);
@@ -248,7 +327,7 @@ where
     }
 
     /// The value for `k`, mutably.
-    #[inline]
+    #[inline(always)]
     pub fn get_mut<'a>(&'a mut self, h: &'a Ctx, k: &K) -> Result<Option<&'a mut V>> {
         h.writable()?;
         let Some(t) = self.table(h)? else {
@@ -286,11 +365,13 @@ where
                     *new.ctrl.add(j) = tag(hash);
                     new.key(j).write(k);
                     std::ptr::copy_nonoverlapping(old.val(i), new.val(j), 1);
+                    h.rebind_moved(new.val(j), 1)?;
                 }
             }
             h.free(self.table)?;
         }
         h.touch(new.ctrl, new.bytes)?;
+        self.home = h.home_of(self)?;
         self.table = new_off;
         self.cap = cap as u64;
         self.used = self.len;
@@ -447,6 +528,30 @@ mod tests {
             layout::<u64, u64>(usize::MAX / 4).is_none(),
             "overflow is refused"
         );
+    }
+
+    #[test]
+    fn zero_bytes_is_exact() {
+        for (x, want) in [
+            (0u64, HI),
+            (u64::MAX, 0),
+            (0x0100_8000_0001_ff00, 0x0080_0080_8000_0080),
+            (0x8080_8080_8080_8080, 0),
+            (0x0101_0101_0101_0100, 0x80),
+        ] {
+            assert_eq!(zero_bytes(x), want, "{x:#x}");
+        }
+        // Every single byte value, in every position.
+        for b in 0..=255u8 {
+            for j in 0..8 {
+                let x = repeat(0x55) & !(0xff << (8 * j)) | (b as u64) << (8 * j);
+                let hit = zero_bytes(x) == 0x80 << (8 * j);
+                assert_eq!(hit, b == 0, "byte {b:#x} at {j}");
+                if b != 0 {
+                    assert_eq!(zero_bytes(x), 0);
+                }
+            }
+        }
     }
 
     #[test]

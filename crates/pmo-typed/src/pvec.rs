@@ -15,6 +15,8 @@ pub struct PVec<T: Persistent> {
     len: u64,
     cap: u64,
     heap: u64,
+    /// Where this header lives (its offset), recorded when it first allocates: 0 unbound.
+    home: u64,
     _t: PhantomData<T>,
 }
 
@@ -25,6 +27,7 @@ impl<T: Persistent> Default for PVec<T> {
             len: 0,
             cap: 0,
             heap: 0,
+            home: 0,
             _t: PhantomData,
         }
     }
@@ -40,11 +43,11 @@ impl<T: Persistent> std::fmt::Debug for PVec<T> {
     }
 }
 
-// SAFETY: four u64 (no padding; any bit pattern: an inconsistent one is refused as `Corrupt`),
+// SAFETY: five u64 (no padding; any bit pattern: an inconsistent one is refused as `Corrupt`),
 // no drop glue, offsets only; it owns its buffer and its elements' blocks.
 unsafe impl<T: Persistent> Persistent for PVec<T> {
     const LAYOUT: u64 = crate::layout::mix(
-        crate::layout::hash_str(crate::layout::SEED, "PVec/1"),
+        crate::layout::hash_str(crate::layout::SEED, "PVec/2"),
         T::LAYOUT,
     );
     const OWNS_BLOCKS: bool = true;
@@ -63,6 +66,9 @@ unsafe impl<T: Persistent> Persistent for PVec<T> {
     }
     fn release(&mut self, h: &Ctx) -> Result<()> {
         self.clear(h)
+    }
+    fn rebind(&mut self, h: &Ctx) -> Result<()> {
+        h.rebind_handle(self, |s| &mut s.home)
     }
 }
 
@@ -87,6 +93,7 @@ impl<T: Persistent> PVec<T> {
             (self as *const Self).cast(),
             std::mem::size_of::<Self>(),
             self.heap,
+            self.home,
         )?;
         if self.len > self.cap || (self.off == 0) != (self.cap == 0) {
             return Err(TypedError::Corrupt(
@@ -161,15 +168,24 @@ impl<T: Persistent> PVec<T> {
             .checked_mul(std::mem::size_of::<T>())
             .ok_or(TypedError::CapacityOverflow)?;
         let align = std::mem::align_of::<T>();
+        let home = h.home_of(self)?;
         let off = if self.off == 0 {
             h.alloc(bytes, align)?
         } else {
             h.realloc(self.off, bytes, align)?
         };
+        let moved = off != self.off && self.len > 0;
         self.off = off;
         self.cap = cap as u64;
         self.heap = h.heap_id();
-        h.touch_val(self)
+        self.home = home;
+        h.touch_val(self)?;
+        if moved {
+            let p = h.ptr::<T>(self.off, self.cap as usize)?;
+            // SAFETY: the `len` elements realloc just moved into the owned buffer.
+            unsafe { h.rebind_moved(p, self.len as usize) }?;
+        }
+        Ok(())
     }
 
     /// Append `v`.
@@ -202,6 +218,7 @@ impl<T: Persistent> PVec<T> {
             std::ptr::copy(p.add(i), p.add(i + 1), n - i);
             p.add(i).write(v);
             h.touch(p.add(i).cast(), (n + 1 - i) * std::mem::size_of::<T>())?;
+            h.rebind_moved(p.add(i + 1), n - i)?;
         }
         self.len += 1;
         h.touch_val(self)
@@ -237,6 +254,7 @@ impl<T: Persistent> PVec<T> {
         unsafe {
             std::ptr::copy(p.add(i + 1), p.add(i), n - i - 1);
             h.touch(p.add(i).cast(), (n - i) * std::mem::size_of::<T>())?;
+            h.rebind_moved(p.add(i), n - i - 1)?;
         }
         self.len -= 1;
         h.touch_val(self)
@@ -329,13 +347,16 @@ pub struct PString {
 // SAFETY: a PVec<u8> (transparent): see PVec's impl; UTF-8 validity is checked on every read,
 // never assumed.
 unsafe impl Persistent for PString {
-    const LAYOUT: u64 = crate::layout::hash_str(crate::layout::SEED, "PString/1");
+    const LAYOUT: u64 = crate::layout::hash_str(crate::layout::SEED, "PString/2");
     const OWNS_BLOCKS: bool = true;
     fn for_each_block(&self, h: &Ctx, f: &mut dyn FnMut(u64)) -> Result<()> {
         self.bytes.for_each_block(h, f)
     }
     fn release(&mut self, h: &Ctx) -> Result<()> {
         self.bytes.clear(h)
+    }
+    fn rebind(&mut self, h: &Ctx) -> Result<()> {
+        self.bytes.rebind(h)
     }
 }
 

@@ -108,6 +108,45 @@ fn round_trip_across_detach_and_pool_reopen() {
     assert!(reader.check::<Root>().unwrap().unreachable.is_empty());
 }
 
+/// Under declared tracking the root is compared at psync, not declared when handed out: a
+/// write to a root field is committed (even when the root was handed out again meanwhile, or
+/// the psync goes through `heap()`), and a psync that changed only a container's contents does
+/// not commit the root's page.
+#[test]
+fn declared_tracking_commits_root_writes_and_skips_an_unchanged_root() {
+    let mut sp = ScratchPool::new("decl", 32 << 20);
+    let declared = pmo_typed::AttachOptions {
+        tracking: Some(pmo_typed::DirtyTracking::Declared),
+        ..Default::default()
+    };
+    let mut heap = TypedHeap::create_with(&sp.pool, "t", HEAP, KEY, declared).unwrap();
+    fill(&mut heap);
+    heap.psync().unwrap();
+    heap.detach().unwrap();
+    sp.reopen();
+    let mut heap = TypedHeap::open_with(&sp.pool, "t", KEY, declared).unwrap();
+    // Only a tree value changes: one page (the leaf's), not the root's too.
+    {
+        let (r, h) = heap.root::<Root>().unwrap();
+        *r.tree.get_mut(h, &30).unwrap().unwrap() = 1000;
+    }
+    assert_eq!(heap.psync().unwrap().pages, 1);
+    // A root field written in the first hand-out, the root handed out again, then psync.
+    heap.root::<Root>().unwrap().0.counter = 41;
+    let _ = heap.root::<Root>().unwrap();
+    assert_eq!(heap.psync().unwrap().pages, 1);
+    // Written, then committed through the underlying heap.
+    heap.root::<Root>().unwrap().0.counter = 42;
+    heap.heap().psync().unwrap();
+    heap.detach().unwrap();
+    sp.reopen();
+    let reader = TypedReader::open(&sp.pool, "t", KEY).unwrap();
+    let (r, h) = reader.root::<Root>().unwrap();
+    assert_eq!(r.counter, 42);
+    assert_eq!(r.tree.get(h, &30).unwrap(), Some(&1000));
+    assert_eq!(r.name.as_str(h).unwrap(), "hello");
+}
+
 #[test]
 fn detach_without_psync_discards_and_panic_too() {
     let sp = ScratchPool::new("discard", 32 << 20);
@@ -207,6 +246,68 @@ fn containers_moved_out_of_the_pmo_are_refused() {
     assert_eq!(r.list.as_slice(h).unwrap(), &[5]);
 }
 
+#[derive(Persistent, Default)]
+#[repr(C)]
+struct Two {
+    a: PVec<u64>,
+    b: PVec<u64>,
+    m: PBTreeMap<u64, PString>,
+}
+
+/// A container header copied out of the PMO (`mem::take`), kept across a detach without psync
+/// (which restores the original) and stored back elsewhere would make two owners of the same
+/// blocks. Every header records where it lives, so the copy is refused (`Moved`), and so is
+/// a container moved within the PMO by `mem::swap` until it is moved back.
+#[test]
+fn a_header_copied_across_a_discarding_detach_is_refused() {
+    let sp = ScratchPool::new("dup", 32 << 20);
+    let mut heap = TypedHeap::create(&sp.pool, "t", HEAP, KEY).unwrap();
+    {
+        let (r, h) = heap.root::<Two>().unwrap();
+        r.a.extend_from_slice(h, &[1, 2, 3]).unwrap();
+        r.m.insert(h, 1, PString::default()).unwrap();
+        r.m.get_mut(h, &1).unwrap().unwrap().set(h, "one").unwrap();
+    }
+    heap.psync().unwrap();
+    let stolen_vec;
+    let stolen_map;
+    {
+        let (r, _) = heap.root::<Two>().unwrap();
+        stolen_vec = std::mem::take(&mut r.a);
+        stolen_map = std::mem::take(&mut r.m);
+    }
+    heap.detach().unwrap(); // no psync: `a` and `m` are back in the PMO
+    let mut heap = TypedHeap::open(&sp.pool, "t", KEY).unwrap();
+    let (r, h) = heap.root::<Two>().unwrap();
+    assert_eq!(r.a.as_slice(h).unwrap(), &[1, 2, 3]);
+    r.b = stolen_vec;
+    assert!(matches!(r.b.as_slice(h), Err(TypedError::Moved)));
+    assert!(matches!(r.b.push(h, 4), Err(TypedError::Moved)));
+    assert!(matches!(r.b.clear(h), Err(TypedError::Moved)));
+    // Inside a map's value too (a copied map as a value of the original).
+    let mut holder = PBTreeMap::<u64, PString>::default();
+    std::mem::swap(&mut holder, &mut r.m);
+    assert!(matches!(holder.get(h, &1), Err(TypedError::NotInPmo)));
+    std::mem::swap(&mut holder, &mut r.m);
+    assert_eq!(stolen_map.len(), 1); // a stale copy in DRAM: never used again
+                                     // The original still works, and the walk refuses the duplicate rather than accept it.
+    assert_eq!(r.a.as_slice(h).unwrap(), &[1, 2, 3]);
+    assert!(heap.check::<Two>().is_err());
+    let (r, h) = heap.root::<Two>().unwrap();
+    r.b = PVec::default();
+    // mem::swap inside the PMO: both refused until swapped back.
+    r.b.push(h, 9).unwrap();
+    std::mem::swap(&mut r.a, &mut r.b);
+    assert!(matches!(r.a.as_slice(h), Err(TypedError::Moved)));
+    assert!(matches!(r.b.as_slice(h), Err(TypedError::Moved)));
+    std::mem::swap(&mut r.a, &mut r.b);
+    assert_eq!(r.a.as_slice(h).unwrap(), &[1, 2, 3]);
+    assert_eq!(r.b.as_slice(h).unwrap(), &[9]);
+    assert_eq!(r.m.get(h, &1).unwrap().unwrap().as_str(h).unwrap(), "one");
+    let c = heap.check::<Two>().unwrap();
+    assert!(c.unreachable.is_empty());
+}
+
 #[test]
 fn pvec_and_pstring_operations() {
     let sp = ScratchPool::new("vec", 32 << 20);
@@ -263,7 +364,7 @@ struct Trees {
 /// Deletes that empty leaves (ascending, descending, random, and ranges in the middle) free
 /// them: the tree stays consistent with a std BTreeMap, scans agree, and nothing leaks.
 #[test]
-fn btree_deletes_free_empty_nodes() {
+fn btree_deletes_merge_nodes_and_return_their_space() {
     use rand::seq::SliceRandom;
     use rand::SeedableRng;
     let sp = ScratchPool::new("bt", 48 << 20);
@@ -314,17 +415,17 @@ fn btree_deletes_free_empty_nodes() {
         }
         let c = heap.check::<Trees>().unwrap();
         assert!(c.unreachable.is_empty(), "order {order}: leak");
-        // Live blocks = the values' strings + the nodes. No merging of half-empty nodes, but no
-        // empty node either: 10 keys left keep at most 10 leaves and their ancestors (at most
-        // 2 inner levels here), not the ~250 leaves 4000 keys needed.
+        // Live blocks = the values' strings + the nodes. Removal merges and refills nodes, so
+        // every node but the root keeps at least 15 of its 32 keys: 10 keys left fit in one
+        // leaf, 1000 (order 3) in at most 66 leaves and their few inner nodes, not the ~250
+        // leaves 4000 keys needed.
         let blocks = c.heap.live_allocations - empty_live - model.len() as u64;
-        if order < 3 {
-            assert!(
-                blocks <= 21,
-                "order {order}: {blocks} node blocks for {} keys",
-                model.len()
-            );
-        }
+        let bound = if order < 3 { 1 } else { 1000 / 15 + 6 };
+        assert!(
+            blocks <= bound,
+            "order {order}: {blocks} node blocks for {} keys",
+            model.len()
+        );
         let (r, h) = heap.root::<Trees>().unwrap();
         r.t.clear(h).unwrap();
         assert_eq!(

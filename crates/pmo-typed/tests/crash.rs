@@ -135,6 +135,11 @@ fn gen(rng: &mut StdRng, m: &mut Model, batch: usize) -> Vec<Step> {
         steps.push(Step::TreeInsert(rng.gen_range(0..1000), rng.gen()));
         steps.push(Step::VecPush(rng.gen()));
     }
+    if batch == 0 {
+        // A run that makes the tree three levels deep (leaves split half full), for batch 2
+        // to shrink.
+        steps.extend((1000..1700).map(|k| Step::TreeInsert(k, k)));
+    }
     for _ in 0..15 {
         if let Some(&k) = m.hash.keys().nth(rng.gen_range(0..m.hash.len().max(1))) {
             steps.push(Step::HashRemove(k));
@@ -145,9 +150,15 @@ fn gen(rng: &mut StdRng, m: &mut Model, batch: usize) -> Vec<Step> {
         steps.push(Step::VecPop);
     }
     if batch == 1 {
-        // Remove a long run of tree keys, so leaves run empty and are freed (and inner nodes
-        // with them), then clear the hash map.
-        let run: Vec<u64> = m.tree.range(100..700).map(|(k, _)| *k).collect();
+        // Remove long runs of tree keys, so leaves and inner nodes underflow, are refilled
+        // from a sibling or merged with it (the merged node freed), and the root gives way;
+        // then clear the hash map.
+        let run: Vec<u64> = m
+            .tree
+            .range(100..700)
+            .chain(m.tree.range(1000..1600))
+            .map(|(k, _)| *k)
+            .collect();
         steps.extend(run.into_iter().map(Step::TreeRemove));
         steps.push(Step::HashClear);
         steps.push(Step::HashInsert(7, "after clear".into()));
@@ -278,13 +289,20 @@ fn seed() -> u64 {
         .unwrap_or(0x7479_7065_0001u64)
 }
 
+/// The store's default tracking (twin: faults, and pages compared with a twin), which finds
+/// every write by itself.
 #[test]
 fn insert_remove_grow_clear_are_atomic_at_every_persist_point() {
-    run(seed(), 0x2600_0000_0000, None);
+    run(
+        seed(),
+        0x2600_0000_0000,
+        Some(pmo_typed::DirtyTracking::Twin),
+    );
 }
 
-/// Declared dirty tracking: psync commits only what the containers declared (every byte they
-/// write and every `&mut` they hand out), so a missed declaration shows up here.
+/// Declared dirty tracking (pmo-typed's default): psync commits only what the containers
+/// declared (every byte they write and every `&mut` they hand out), so a missed declaration
+/// shows up here.
 #[test]
 fn declared_tracking_is_atomic_at_every_persist_point() {
     run(

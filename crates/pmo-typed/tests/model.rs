@@ -170,3 +170,96 @@ proptest! {
         heap.detach().unwrap();
     }
 }
+
+/// Bulk operations that grow a tree to three levels and shrink it again, so removals merge
+/// and refill leaves and inner nodes and the root gives way (B = 32 keys a node).
+#[derive(Clone, Debug)]
+enum TreeOp {
+    InsertRun(u16, u16),
+    RemoveRun(u16, u16),
+    Insert(u16, u64),
+    Remove(u16),
+    Psync,
+    Crash,
+}
+
+fn tree_op() -> impl Strategy<Value = TreeOp> {
+    prop_oneof![
+        3 => (0..3000u16, 1..600u16).prop_map(|(a, n)| TreeOp::InsertRun(a, n)),
+        3 => (0..3000u16, 1..600u16).prop_map(|(a, n)| TreeOp::RemoveRun(a, n)),
+        2 => (0..3000u16, any::<u64>()).prop_map(|(k, v)| TreeOp::Insert(k, v)),
+        2 => (0..3000u16).prop_map(TreeOp::Remove),
+        1 => Just(TreeOp::Psync),
+        1 => Just(TreeOp::Crash),
+    ]
+}
+
+fn tree_entries(heap: &TypedHeap) -> Vec<(u16, u64)> {
+    let (t, h) = heap.root_ref::<PBTreeMap<u16, u64>>().unwrap();
+    t.iter(h)
+        .unwrap()
+        .map(|e| e.map(|(k, v)| (*k, *v)))
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(16),
+        ..ProptestConfig::default()
+    })]
+    #[test]
+    fn btree_rebalancing_matches_std(ops in proptest::collection::vec(tree_op(), 1..40)) {
+        let sp = ScratchPool::new("model-tree", 24 << 20);
+        let mut heap = TypedHeap::create(&sp.pool, "t", 8 << 20, KEY).unwrap();
+        heap.root::<PBTreeMap<u16, u64>>().unwrap();
+        heap.psync().unwrap();
+        let mut now = BTreeMap::new();
+        let mut durable = now.clone();
+        for o in &ops {
+            match o {
+                TreeOp::Psync => {
+                    heap.psync().unwrap();
+                    durable = now.clone();
+                }
+                TreeOp::Crash => {
+                    heap.detach().unwrap();
+                    heap = TypedHeap::open(&sp.pool, "t", KEY).unwrap();
+                    now = durable.clone();
+                }
+                _ => {
+                    let (t, h) = heap.root::<PBTreeMap<u16, u64>>().unwrap();
+                    match *o {
+                        TreeOp::InsertRun(a, n) => {
+                            for k in a..a.saturating_add(n) {
+                                let v = u64::from(k) * 3;
+                                prop_assert_eq!(t.insert(h, k, v).unwrap(), now.insert(k, v).is_some());
+                            }
+                        }
+                        TreeOp::RemoveRun(a, n) => {
+                            for k in a..a.saturating_add(n) {
+                                prop_assert_eq!(t.remove(h, &k).unwrap(), now.remove(&k).is_some());
+                            }
+                        }
+                        TreeOp::Insert(k, v) => {
+                            prop_assert_eq!(t.insert(h, k, v).unwrap(), now.insert(k, v).is_some());
+                        }
+                        TreeOp::Remove(k) => {
+                            prop_assert_eq!(t.remove(h, &k).unwrap(), now.remove(&k).is_some());
+                        }
+                        TreeOp::Psync | TreeOp::Crash => unreachable!(),
+                    }
+                }
+            }
+            prop_assert_eq!(tree_entries(&heap), now.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>());
+            let c = heap.check::<PBTreeMap<u16, u64>>().unwrap();
+            prop_assert!(c.unreachable.is_empty(), "leak {:?}", c.unreachable);
+            // Nodes at least about half full: live node blocks (all but the root block) stay
+            // within what half-full nodes need.
+            let nodes = c.reachable - 1;
+            prop_assert!(nodes as usize <= now.len() / 15 + now.len() / 225 + 3,
+                "{} nodes for {} keys", nodes, now.len());
+        }
+        heap.detach().unwrap();
+    }
+}
