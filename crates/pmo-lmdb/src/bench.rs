@@ -104,12 +104,27 @@ pub enum Target {
         dir: PathBuf,
         writemap: bool,
     },
+    /// A store of `pmo-ycsb-stores` (YCSB only).
+    Other { label: String, kind: OtherKind },
+}
+
+/// The stores of `pmo-ycsb-stores`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OtherKind {
+    /// A hash map over PMDK libpmemobj transactions, pool file in `dir` (`/dev/shm`).
+    PmdkHash,
+    /// `pmo_typed::kv::PKv` (a `PBTreeMap`) in a `secure` PMO.
+    TypedBTree,
+    /// A `pmo_typed::PHashMap` in a `secure` PMO.
+    TypedHash,
 }
 
 impl Target {
     pub fn label(&self) -> &str {
         match self {
-            Target::Pmo { label, .. } | Target::File { label, .. } => label,
+            Target::Pmo { label, .. }
+            | Target::File { label, .. }
+            | Target::Other { label, .. } => label,
         }
     }
 
@@ -135,6 +150,98 @@ impl Opened {
     fn stats(&self) -> Option<pmo_store::SessionStats> {
         self.pmo.as_deref().and_then(glue::session_stats)
     }
+}
+
+impl KvStore for Opened {
+    fn name(&self) -> String {
+        self.kv.name()
+    }
+    fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<(), pmo_ycsb::StoreError> {
+        self.kv.insert(key, value)
+    }
+    fn update(&mut self, key: &[u8], value: &[u8]) -> Result<(), pmo_ycsb::StoreError> {
+        self.kv.update(key, value)
+    }
+    fn read(&mut self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, pmo_ycsb::StoreError> {
+        self.kv.read(key, out)
+    }
+    fn scan(&mut self, start: &[u8], count: usize) -> Result<usize, pmo_ycsb::StoreError> {
+        self.kv.scan(start, count)
+    }
+}
+
+/// A store YCSB drives, and the pool it lives in (dropped after it: fields drop in order).
+pub struct YcsbStore {
+    pub kv: Box<dyn KvStore>,
+    _pool: Option<TempPool>,
+}
+
+/// Open `target` fresh for YCSB with room for `bytes` of records, `records` of them.
+pub fn open_ycsb(
+    target: &Target,
+    dir: &Path,
+    bytes: u64,
+    records: u64,
+) -> Result<YcsbStore, BenchError> {
+    let Target::Other { label, kind } = target else {
+        return Ok(YcsbStore {
+            kv: Box::new(open(target, dir, bytes)?),
+            _pool: None,
+        });
+    };
+    let size = (bytes * 3).max(32 << 20).next_multiple_of(1 << 20);
+    if *kind == OtherKind::PmdkHash {
+        let path = dir.join(format!("pmo-lmdb-bench-pmdk-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let kv = pmo_ycsb_stores::pmdk::PmdkKv::create(&path, size, records).map_err(err)?;
+        return Ok(YcsbStore {
+            kv: Box::new(kv),
+            _pool: None,
+        });
+    }
+    let pool = TempPool::new(
+        dir,
+        &format!("ycsb-{label}"),
+        size * 2 + (64 << 20),
+        Scheme::SECURE,
+    )?;
+    let heap = pmo_typed::TypedHeap::create(&pool.pool, "ycsb", size, KEY).map_err(err)?;
+    let kv: Box<dyn KvStore> = match kind {
+        OtherKind::TypedBTree => {
+            Box::new(pmo_ycsb_stores::typed::TypedBTreeKv::new(heap, label).map_err(err)?)
+        }
+        _ => Box::new(pmo_ycsb_stores::typed::TypedHashKv::new(heap, label).map_err(err)?),
+    };
+    Ok(YcsbStore {
+        kv,
+        _pool: Some(pool),
+    })
+}
+
+/// The stores of `pmo-ycsb-stores` that this build has (PMDK only with libpmemobj).
+fn other_targets() -> Vec<Target> {
+    let mut v = Vec::new();
+    if pmo_ycsb_stores::pmdk::available() {
+        v.push(Target::Other {
+            label: "pmdk-hash".into(),
+            kind: OtherKind::PmdkHash,
+        });
+    } else {
+        eprintln!(
+            "[lmdb] ycsb: pmdk-hash left out: {}",
+            pmo_ycsb_stores::StoresError::Unavailable
+        );
+    }
+    for (label, kind) in [
+        ("typed-btree", OtherKind::TypedBTree),
+        ("typed-hash", OtherKind::TypedHash),
+    ] {
+        v.push(Target::Other {
+            label: label.into(),
+            kind,
+        });
+    }
+    v
 }
 
 fn err(e: impl std::fmt::Display) -> BenchError {
@@ -215,6 +322,7 @@ pub fn open(target: &Target, dir: &Path, bytes: u64) -> Result<Opened, BenchErro
                 pmo: None,
             })
         }
+        Target::Other { label, .. } => Err(err(format!("{label} is not an LMDB store"))),
     }
 }
 
@@ -367,8 +475,8 @@ fn ycsb_bench(
         .map(|w| (w.operation_count as f64 * w.insert) as u64 + 1)
         .sum();
     let bytes = (first.record_count + inserts) * (first.record_len() as u64 + 200);
-    let mut s = open(t, &o.dir, bytes)?;
-    let store: &mut dyn KvStore = &mut s.kv;
+    let mut s = open_ycsb(t, &o.dir, bytes, first.record_count + inserts)?;
+    let store: &mut dyn KvStore = s.kv.as_mut();
     let push = |r: &pmo_ycsb::Report, rec: &mut Records| {
         let base = [
             ("store", r.store.clone()),
@@ -407,6 +515,14 @@ fn ycsb_bench(
     // next phase starts from grows: run each on the count its predecessors left.
     let mut count = first.record_count;
     for w in ws {
+        if w.scan > 0.0 && !store.scans() {
+            eprintln!(
+                "[lmdb] ycsb: {} has no key order: YCSB {} (scans) skipped",
+                t.label(),
+                w.name.to_uppercase()
+            );
+            continue;
+        }
         let w = Workload {
             record_count: count,
             ..w.clone()
@@ -517,6 +633,9 @@ fn cold_scan(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<(), 
             },
         )
         .map_err(err)?,
+        Target::Other { label, .. } => {
+            return Err(err(format!("{label}: no cold scan (not an LMDB store)")))
+        }
     };
     let t0 = Instant::now();
     let txn = env.begin(true).map_err(err)?;
@@ -624,6 +743,7 @@ pub fn run(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(), B
         }
         let mut all = pmo.clone();
         all.extend(file_targets(o, !o.quick || which == "ycsb"));
+        all.extend(other_targets());
         for t in &all {
             progress("ycsb", t);
             ycsb_bench(t, o, &ws, rec)?;
@@ -737,16 +857,15 @@ pub fn print_tables(rec: &Records) {
                 .unwrap_or(0.0)
             );
             for w in ["a", "b", "c", "d", "e", "f"] {
-                print!(
-                    " {:>9.0}",
-                    find(
-                        rec,
-                        "ycsb",
-                        "throughput_ops",
-                        &[("store", s), ("workload", w), ("phase", "run")]
-                    )
-                    .unwrap_or(0.0)
-                );
+                // "-": not run (a hash map has no scans for E).
+                let v = find(
+                    rec,
+                    "ycsb",
+                    "throughput_ops",
+                    &[("store", s), ("workload", w), ("phase", "run")],
+                )
+                .map_or("-".to_string(), |v| format!("{v:.0}"));
+                print!(" {v:>9}");
             }
             println!();
         }
