@@ -99,6 +99,8 @@ pub enum Target {
         tracking: Option<DirtyTracking>,
         predict: Option<PredictConfig>,
         latency: Option<&'static str>,
+        /// `MDB_WRITEMAP` (the default) or LMDB's pages copied in through the write hook.
+        writemap: bool,
     },
     /// LMDB on a file environment in `dir` (synchronous commits).
     File {
@@ -137,6 +139,7 @@ impl Target {
             tracking: None,
             predict: None,
             latency: None,
+            writemap: true,
         }
     }
 }
@@ -268,6 +271,7 @@ pub fn open(target: &Target, dir: &Path, bytes: u64) -> Result<Opened, BenchErro
             tracking,
             predict,
             latency,
+            writemap,
         } => {
             let scheme = Scheme::from_name(scheme).map_err(err)?;
             if let Some(l) = latency {
@@ -285,6 +289,7 @@ pub fn open(target: &Target, dir: &Path, bytes: u64) -> Result<Opened, BenchErro
                 ..Default::default()
             };
             b.lock_dir = Some(dir.join(format!("pmo-lmdb-bench-locks-{}", std::process::id())));
+            b.writemap = Some(*writemap);
             glue::install(b);
             let env = Env::open(
                 "pmo:bench",
@@ -743,14 +748,25 @@ pub fn run(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(), B
                     tracking: Some(tracking),
                     predict: None,
                     latency: None,
+                    writemap: true,
                 });
             }
+            // The mode choice on a PMO: LMDB's pages copied in through the write hook.
+            all.push(Target::Pmo {
+                label: "pmo-secure-nowritemap".into(),
+                scheme: "secure".into(),
+                tracking: None,
+                predict: None,
+                latency: None,
+                writemap: false,
+            });
             all.push(Target::Pmo {
                 label: "pmo-secure-cxl-far".into(),
                 scheme: "secure".into(),
                 tracking: None,
                 predict: None,
                 latency: Some("cxl-far"),
+                writemap: true,
             });
             if !o.quick {
                 all.push(Target::pmo("bp-ip:medium"));
@@ -771,6 +787,7 @@ pub fn run(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(), B
                 tracking: None,
                 predict: None,
                 latency: Some("cxl-far"),
+                writemap: true,
             });
         }
         let mut all = pmo.clone();
@@ -806,6 +823,7 @@ fn lpmo_cold(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(),
                 tracking: None,
                 predict: Some(PredictConfig::adaptive()),
                 latency: None,
+                writemap: true,
             },
             files[0].clone(),
         ];
