@@ -47,6 +47,8 @@ pub struct LmdbBenchOptions {
     pub schemes: Vec<String>,
     /// Which parts: `commit`, `ycsb`, `lpmo` (the analogues).
     pub parts: Vec<String>,
+    /// YCSB stores beside LMDB's (`pmo_ycsb_stores::bench::stores()` in `pmo bench`).
+    pub others: Vec<OtherStore>,
 }
 
 impl LmdbBenchOptions {
@@ -71,6 +73,7 @@ impl LmdbBenchOptions {
                     .to_vec()
             },
             parts: vec!["commit".into(), "ycsb".into(), "lpmo".into()],
+            others: Vec::new(),
         }
     }
 }
@@ -108,19 +111,20 @@ pub enum Target {
         dir: PathBuf,
         writemap: bool,
     },
-    /// A store of `pmo-ycsb-stores` (YCSB only).
-    Other { label: String, kind: OtherKind },
+    /// A store from outside this crate ([`LmdbBenchOptions::others`]; YCSB only).
+    Other(OtherStore),
 }
 
-/// The stores of `pmo-ycsb-stores`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OtherKind {
-    /// A hash map over PMDK libpmemobj transactions, pool file in `dir` (`/dev/shm`).
-    PmdkHash,
-    /// `pmo_typed::kv::PKv` (a `PBTreeMap`) in a `secure` PMO.
-    TypedBTree,
-    /// A `pmo_typed::PHashMap` in a `secure` PMO.
-    TypedHash,
+/// A YCSB store from outside this crate, run beside LMDB: `pmo-ycsb-stores` hands `pmo bench`
+/// its PMDK and pmo-typed stores this way (pmo-lmdb does not link them: `libpmo_lmdb.a`, LMDB
+/// for C programs, must not need PMDK).
+#[derive(Clone, Debug)]
+pub struct OtherStore {
+    pub label: String,
+    /// Open the store labelled `label` fresh, its files in `dir`, for `records` records of
+    /// about `bytes` in all.
+    pub open:
+        fn(label: &str, dir: &Path, bytes: u64, records: u64) -> Result<YcsbStore, BenchError>,
 }
 
 impl Target {
@@ -128,7 +132,7 @@ impl Target {
         match self {
             Target::Pmo { label, .. }
             | Target::File { label, .. }
-            | Target::Other { label, .. } => label,
+            | Target::Other(OtherStore { label, .. }) => label,
         }
     }
 
@@ -181,6 +185,13 @@ pub struct YcsbStore {
     _pool: Option<TempPool>,
 }
 
+impl YcsbStore {
+    /// `kv`, living in `pool` (if any), which is removed after `kv` is dropped.
+    pub fn new(kv: Box<dyn KvStore>, pool: Option<TempPool>) -> YcsbStore {
+        YcsbStore { kv, _pool: pool }
+    }
+}
+
 /// Open `target` fresh for YCSB with room for `bytes` of records, `records` of them.
 pub fn open_ycsb(
     target: &Target,
@@ -188,65 +199,10 @@ pub fn open_ycsb(
     bytes: u64,
     records: u64,
 ) -> Result<YcsbStore, BenchError> {
-    let Target::Other { label, kind } = target else {
-        return Ok(YcsbStore {
-            kv: Box::new(open(target, dir, bytes)?),
-            _pool: None,
-        });
-    };
-    let size = (bytes * 3).max(32 << 20).next_multiple_of(1 << 20);
-    if *kind == OtherKind::PmdkHash {
-        let path = dir.join(format!("pmo-lmdb-bench-pmdk-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        let kv = pmo_ycsb_stores::pmdk::PmdkKv::create(&path, size, records).map_err(err)?;
-        return Ok(YcsbStore {
-            kv: Box::new(kv),
-            _pool: None,
-        });
+    match target {
+        Target::Other(o) => (o.open)(&o.label, dir, bytes, records),
+        _ => Ok(YcsbStore::new(Box::new(open(target, dir, bytes)?), None)),
     }
-    let pool = TempPool::new(
-        dir,
-        &format!("ycsb-{label}"),
-        size * 2 + (64 << 20),
-        Scheme::SECURE,
-    )?;
-    let heap = pmo_typed::TypedHeap::create(&pool.pool, "ycsb", size, KEY).map_err(err)?;
-    let kv: Box<dyn KvStore> = match kind {
-        OtherKind::TypedBTree => {
-            Box::new(pmo_ycsb_stores::typed::TypedBTreeKv::new(heap, label).map_err(err)?)
-        }
-        _ => Box::new(pmo_ycsb_stores::typed::TypedHashKv::new(heap, label).map_err(err)?),
-    };
-    Ok(YcsbStore {
-        kv,
-        _pool: Some(pool),
-    })
-}
-
-/// The stores of `pmo-ycsb-stores` that this build has (PMDK only with libpmemobj).
-fn other_targets() -> Vec<Target> {
-    let mut v = Vec::new();
-    if pmo_ycsb_stores::pmdk::available() {
-        v.push(Target::Other {
-            label: "pmdk-hash".into(),
-            kind: OtherKind::PmdkHash,
-        });
-    } else {
-        eprintln!(
-            "[lmdb] ycsb: pmdk-hash left out: {}",
-            pmo_ycsb_stores::StoresError::Unavailable
-        );
-    }
-    for (label, kind) in [
-        ("typed-btree", OtherKind::TypedBTree),
-        ("typed-hash", OtherKind::TypedHash),
-    ] {
-        v.push(Target::Other {
-            label: label.into(),
-            kind,
-        });
-    }
-    v
 }
 
 /// True for a PMO store under a whole-PMO scheme (`wed`, `wedi`): every psync re-seals the
@@ -337,7 +293,7 @@ pub fn open(target: &Target, dir: &Path, bytes: u64) -> Result<Opened, BenchErro
                 pmo: None,
             })
         }
-        Target::Other { label, .. } => Err(err(format!("{label} is not an LMDB store"))),
+        Target::Other(o) => Err(err(format!("{} is not an LMDB store", o.label))),
     }
 }
 
@@ -669,8 +625,11 @@ fn cold_scan(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<(), 
             },
         )
         .map_err(err)?,
-        Target::Other { label, .. } => {
-            return Err(err(format!("{label}: no cold scan (not an LMDB store)")))
+        Target::Other(o) => {
+            return Err(err(format!(
+                "{}: no cold scan (not an LMDB store)",
+                o.label
+            )))
         }
     };
     let t0 = Instant::now();
@@ -792,7 +751,7 @@ pub fn run(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(), B
         }
         let mut all = pmo.clone();
         all.extend(file_targets(o, !o.quick || which == "ycsb"));
-        all.extend(other_targets());
+        all.extend(o.others.iter().cloned().map(Target::Other));
         for t in &all {
             progress("ycsb", t);
             ycsb_bench(t, o, if whole_pmo(t) { &ws_small } else { &ws }, rec)?;
@@ -1212,8 +1171,13 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
     let commit: Vec<String> = stores(rec, "lmdb-commit")
         .into_iter()
         .filter(|s| {
-            find(rec, "lmdb-commit", "commit_us_p50", &[("store", s.as_str())])
-                .is_some_and(|v| v < 1000.0)
+            find(
+                rec,
+                "lmdb-commit",
+                "commit_us_p50",
+                &[("store", s.as_str())],
+            )
+            .is_some_and(|v| v < 1000.0)
         })
         .collect();
     if !commit.is_empty() {

@@ -7,10 +7,13 @@
 //! - [`typed::TypedBTreeKv`] (`pmo_typed::kv::PKv`, a `PBTreeMap`) and [`typed::TypedHashKv`]
 //!   (a `PHashMap`): the typed persistent maps of pmo-typed in a PMO, through its public API.
 //!
+//! [`bench::stores`] hands them to `pmo bench lmdb|ycsb` (`pmo_lmdb::bench::OtherStore`).
+//!
 //! Every write is durable when it returns (one PMDK transaction; one psync). The hash maps are
 //! unordered: their `scan` is [`StoresError::NoScan`] and [`pmo_ycsb::KvStore::scans`] is false,
 //! so a driver skips YCSB E for them.
 
+pub mod bench;
 pub mod pmdk;
 pub mod typed;
 
