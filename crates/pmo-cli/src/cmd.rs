@@ -1156,6 +1156,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 "lmdb" | "ycsb" => {
                     let mut opts = pmo_lmdb::bench::LmdbBenchOptions::new(*quick);
+                    opts.others = pmo_ycsb_stores::bench::stores();
                     if let Some(d) = dir {
                         opts.dir = d.clone();
                     }

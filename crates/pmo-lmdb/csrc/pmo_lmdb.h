@@ -15,6 +15,8 @@ typedef struct pmo_lmdb_map {
 	const char *lock_path;  /**< where LMDB keeps its lock file (a directory, or
 	                             with MDB_NOSUBDIR the prefix of "-lock") */
 	void *handle;           /**< the glue's state */
+	int writemap;           /**< 1: a writer runs with MDB_WRITEMAP (the default); 0: it
+	                         * copies its pages in with pmo_lmdb_pwrite (PMO_LMDB_WRITEMAP=0) */
 } pmo_lmdb_map;
 
 /** If `path` names a PMO ("pmo:NAME", or any path while PMO_LMDB=1), attach it (read-only

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use pmo_bench::plot::{Bar, LineChart, Series};
-use pmo_bench::{median, BenchError, Records, TempPool};
+use pmo_bench::{median, BenchError, Record, Records, TempPool};
+use pmo_store::scheme::Granularity;
 use pmo_store::{AttachOptions, DirtyTracking, PredictConfig, Scheme};
 use pmo_ycsb::{KvStore, Workload};
 
@@ -39,12 +40,15 @@ pub struct LmdbBenchOptions {
     /// scaled up outside `--quick`).
     pub records: Option<u64>,
     pub operations: Option<u64>,
-    /// Schemes of the PMO stores (default: secure, none, and outside `--quick` sp-ip and bp-ip;
-    /// the whole-PMO designs wed and wedi re-seal the whole PMO at every psync, so one commit
-    /// costs milliseconds: ask for them with `--scheme`).
+    /// Schemes of the PMO stores (default: secure, none, and outside `--quick` sp-ip, bp-ip,
+    /// wed and wedi). The whole-PMO designs wed and wedi re-seal the whole PMO at every psync,
+    /// so their runs are smaller ([`whole_pmo`]): a 4 MiB map, 1,000 records preloaded and 200
+    /// commits, YCSB at its files' own counts (1,000 records, 1,000 operations).
     pub schemes: Vec<String>,
     /// Which parts: `commit`, `ycsb`, `lpmo` (the analogues).
     pub parts: Vec<String>,
+    /// YCSB stores beside LMDB's (`pmo_ycsb_stores::bench::stores()` in `pmo bench`).
+    pub others: Vec<OtherStore>,
 }
 
 impl LmdbBenchOptions {
@@ -64,11 +68,12 @@ impl LmdbBenchOptions {
             schemes: if quick {
                 vec!["secure".into(), "none".into()]
             } else {
-                ["secure", "none", "sp-ip", "bp-ip"]
+                ["secure", "none", "sp-ip", "bp-ip", "wed", "wedi"]
                     .map(String::from)
                     .to_vec()
             },
             parts: vec!["commit".into(), "ycsb".into(), "lpmo".into()],
+            others: Vec::new(),
         }
     }
 }
@@ -97,6 +102,8 @@ pub enum Target {
         tracking: Option<DirtyTracking>,
         predict: Option<PredictConfig>,
         latency: Option<&'static str>,
+        /// `MDB_WRITEMAP` (the default) or LMDB's pages copied in through the write hook.
+        writemap: bool,
     },
     /// LMDB on a file environment in `dir` (synchronous commits).
     File {
@@ -104,12 +111,28 @@ pub enum Target {
         dir: PathBuf,
         writemap: bool,
     },
+    /// A store from outside this crate ([`LmdbBenchOptions::others`]; YCSB only).
+    Other(OtherStore),
+}
+
+/// A YCSB store from outside this crate, run beside LMDB: `pmo-ycsb-stores` hands `pmo bench`
+/// its PMDK and pmo-typed stores this way (pmo-lmdb does not link them: `libpmo_lmdb.a`, LMDB
+/// for C programs, must not need PMDK).
+#[derive(Clone, Debug)]
+pub struct OtherStore {
+    pub label: String,
+    /// Open the store labelled `label` fresh, its files in `dir`, for `records` records of
+    /// about `bytes` in all.
+    pub open:
+        fn(label: &str, dir: &Path, bytes: u64, records: u64) -> Result<YcsbStore, BenchError>,
 }
 
 impl Target {
     pub fn label(&self) -> &str {
         match self {
-            Target::Pmo { label, .. } | Target::File { label, .. } => label,
+            Target::Pmo { label, .. }
+            | Target::File { label, .. }
+            | Target::Other(OtherStore { label, .. }) => label,
         }
     }
 
@@ -120,6 +143,7 @@ impl Target {
             tracking: None,
             predict: None,
             latency: None,
+            writemap: true,
         }
     }
 }
@@ -137,13 +161,65 @@ impl Opened {
     }
 }
 
+impl KvStore for Opened {
+    fn name(&self) -> String {
+        self.kv.name()
+    }
+    fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<(), pmo_ycsb::StoreError> {
+        self.kv.insert(key, value)
+    }
+    fn update(&mut self, key: &[u8], value: &[u8]) -> Result<(), pmo_ycsb::StoreError> {
+        self.kv.update(key, value)
+    }
+    fn read(&mut self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, pmo_ycsb::StoreError> {
+        self.kv.read(key, out)
+    }
+    fn scan(&mut self, start: &[u8], count: usize) -> Result<usize, pmo_ycsb::StoreError> {
+        self.kv.scan(start, count)
+    }
+}
+
+/// A store YCSB drives, and the pool it lives in (dropped after it: fields drop in order).
+pub struct YcsbStore {
+    pub kv: Box<dyn KvStore>,
+    _pool: Option<TempPool>,
+}
+
+impl YcsbStore {
+    /// `kv`, living in `pool` (if any), which is removed after `kv` is dropped.
+    pub fn new(kv: Box<dyn KvStore>, pool: Option<TempPool>) -> YcsbStore {
+        YcsbStore { kv, _pool: pool }
+    }
+}
+
+/// Open `target` fresh for YCSB with room for `bytes` of records, `records` of them.
+pub fn open_ycsb(
+    target: &Target,
+    dir: &Path,
+    bytes: u64,
+    records: u64,
+) -> Result<YcsbStore, BenchError> {
+    match target {
+        Target::Other(o) => (o.open)(&o.label, dir, bytes, records),
+        _ => Ok(YcsbStore::new(Box::new(open(target, dir, bytes)?), None)),
+    }
+}
+
+/// True for a PMO store under a whole-PMO scheme (`wed`, `wedi`): every psync re-seals the
+/// whole map, so its runs use the smaller sizes of [`LmdbBenchOptions::schemes`].
+pub fn whole_pmo(t: &Target) -> bool {
+    matches!(t, Target::Pmo { scheme, .. }
+        if Scheme::from_name(scheme).is_ok_and(|s| s.granularity() == Granularity::Whole))
+}
+
 fn err(e: impl std::fmt::Display) -> BenchError {
     BenchError::Other(e.to_string())
 }
 
 /// Open `target` fresh with room for `bytes` of records.
 pub fn open(target: &Target, dir: &Path, bytes: u64) -> Result<Opened, BenchError> {
-    let map = (bytes * 3).max(32 << 20).next_multiple_of(1 << 20);
+    let floor = if whole_pmo(target) { 4 << 20 } else { 32 << 20 };
+    let map = (bytes * 3).max(floor).next_multiple_of(1 << 20);
     match target {
         Target::Pmo {
             label,
@@ -151,6 +227,7 @@ pub fn open(target: &Target, dir: &Path, bytes: u64) -> Result<Opened, BenchErro
             tracking,
             predict,
             latency,
+            writemap,
         } => {
             let scheme = Scheme::from_name(scheme).map_err(err)?;
             if let Some(l) = latency {
@@ -168,6 +245,7 @@ pub fn open(target: &Target, dir: &Path, bytes: u64) -> Result<Opened, BenchErro
                 ..Default::default()
             };
             b.lock_dir = Some(dir.join(format!("pmo-lmdb-bench-locks-{}", std::process::id())));
+            b.writemap = Some(*writemap);
             glue::install(b);
             let env = Env::open(
                 "pmo:bench",
@@ -215,6 +293,7 @@ pub fn open(target: &Target, dir: &Path, bytes: u64) -> Result<Opened, BenchErro
                 pmo: None,
             })
         }
+        Target::Other(o) => Err(err(format!("{} is not an LMDB store", o.label))),
     }
 }
 
@@ -259,6 +338,11 @@ fn commit_bench(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<f
     } else {
         n
     };
+    let (preload, n) = if whole_pmo(t) {
+        (preload.min(1000), n.min(200))
+    } else {
+        (preload, n)
+    };
     let s = open(t, &o.dir, preload * 1100)?;
     let mut tx = s.kv.env.begin(false).map_err(err)?;
     for i in 0..preload {
@@ -266,74 +350,89 @@ fn commit_bench(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<f
             .map_err(err)?;
     }
     tx.commit().map_err(err)?;
-    let before = s.stats();
+    // Per commit: its wall time and, on a PMO, the session counters around it, so each
+    // category is a median over commits (a mean would be one stall of this shared machine).
     let mut ns = Vec::with_capacity(n as usize);
+    let mut cats: [Vec<f64>; 5] = Default::default(); // crypt, psync rest, faults, lmdb, pages
+    let mut faults = 0u64;
     let mut x: u64 = 0x9e37_79b9;
     for i in 0..n {
         x = x
             .wrapping_mul(6_364_136_223_846_793_005)
             .wrapping_add(1_442_695_040_888_963_407);
         let key = format!("user{:010}", (x >> 33) % preload);
+        let before = s.stats();
         let t0 = Instant::now();
         s.kv.env.put1(key.as_bytes(), &record_1k(i)).map_err(err)?;
-        ns.push(t0.elapsed().as_nanos() as f64);
+        let dt = t0.elapsed().as_nanos() as f64;
+        ns.push(dt);
+        if let (Some(b), Some(a)) = (before, s.stats()) {
+            let d = |x: u64, y: u64| y.saturating_sub(x) as f64;
+            let crypt = d(b.psync_crypt_ns, a.psync_crypt_ns);
+            let persist = d(b.psync_persist_ns, a.psync_persist_ns);
+            let pf = d(b.pf_ns, a.pf_ns);
+            cats[0].push(crypt / 1e3);
+            cats[1].push(persist / 1e3);
+            cats[2].push(pf / 1e3);
+            cats[3].push((dt - crypt - persist - pf).max(0.0) / 1e3);
+            cats[4].push(d(b.pages_encrypted, a.pages_encrypted));
+            faults += a.faults - b.faults;
+        }
     }
-    let after = s.stats();
     let label = t.label().to_string();
     let p = [("store", label.clone())];
-    let med = median(&ns) / 1e3;
-    ns.sort_by(|a, b| a.total_cmp(b));
-    rec.push("lmdb-commit", &p, "commit_us_p50", med, "us", ns.len());
+    // The median commit, with the spread of the medians of 5 consecutive batches (so a ratio
+    // of two stores is marked uncertain when the batches overlap: pmo_bench::record::ratio).
+    let us: Vec<f64> = ns.iter().map(|v| v / 1e3).collect();
+    let med = median(&us);
+    let batches: Vec<f64> = us.chunks(us.len().div_ceil(5)).map(median).collect();
+    rec.push_samples("lmdb-commit", &p, "commit_us_p50", &batches, "us");
+    if let Some(r) = rec.records.last_mut() {
+        r.value = med;
+        r.samples = us.len();
+    }
+    let mut sorted = us.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
     rec.push(
         "lmdb-commit",
         &p,
         "commit_us_p99",
-        ns[(ns.len() * 99 / 100).min(ns.len() - 1)] / 1e3,
+        sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)],
         "us",
-        ns.len(),
+        sorted.len(),
     );
-    let mean = ns.iter().sum::<f64>() / n as f64 / 1e3;
-    if before.is_none() {
-        rec.push("lmdb-commit", &p, "commit_us_mean", mean, "us", n as usize);
-    }
-    if let (Some(b), Some(a)) = (before, after) {
-        let per = |x: u64, y: u64| (y.saturating_sub(x)) as f64 / n as f64 / 1e3;
-        let crypt = per(b.psync_crypt_ns, a.psync_crypt_ns);
-        let persist = per(b.psync_persist_ns, a.psync_persist_ns);
-        let pf = per(b.pf_ns, a.pf_ns);
-        rec.push("lmdb-commit", &p, "psync_crypt_us", crypt, "us", n as usize);
-        rec.push(
-            "lmdb-commit",
-            &p,
+    rec.push(
+        "lmdb-commit",
+        &p,
+        "commit_us_mean",
+        us.iter().sum::<f64>() / us.len() as f64,
+        "us",
+        us.len(),
+    );
+    if !cats[0].is_empty() {
+        for (metric, v) in [
+            "psync_crypt_us",
             "psync_persist_us",
-            persist,
-            "us",
-            n as usize,
-        );
-        rec.push("lmdb-commit", &p, "fault_us", pf, "us", n as usize);
-        rec.push(
-            "lmdb-commit",
-            &p,
+            "fault_us",
             "lmdb_other_us",
-            (mean - crypt - persist - pf).max(0.0),
-            "us",
-            n as usize,
-        );
-        rec.push("lmdb-commit", &p, "commit_us_mean", mean, "us", n as usize);
+            "pages_per_commit",
+        ]
+        .iter()
+        .zip(&cats)
+        {
+            let unit = if *metric == "pages_per_commit" {
+                "pages"
+            } else {
+                "us"
+            };
+            rec.push("lmdb-commit", &p, metric, median(v), unit, v.len());
+        }
         rec.push(
             "lmdb-commit",
             &p,
             "faults_per_commit",
-            (a.faults - b.faults) as f64 / n as f64,
+            faults as f64 / n as f64,
             "faults",
-            n as usize,
-        );
-        rec.push(
-            "lmdb-commit",
-            &p,
-            "pages_per_commit",
-            (a.pages_encrypted - b.pages_encrypted) as f64 / n as f64,
-            "pages",
             n as usize,
         );
     }
@@ -342,11 +441,13 @@ fn commit_bench(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<f
     Ok(med)
 }
 
-fn workloads(o: &LmdbBenchOptions) -> Result<Vec<Workload>, BenchError> {
+/// YCSB A-F at the files' counts (`small`, or `--quick`), else ten times them; `--records` and
+/// `--operations` override both.
+fn workloads(o: &LmdbBenchOptions, small: bool) -> Result<Vec<Workload>, BenchError> {
     let mut v = Vec::new();
     for l in ['a', 'b', 'c', 'd', 'e', 'f'] {
         let mut w = Workload::find(l, o.ycsb_dir.as_deref()).map_err(err)?;
-        let scale = if o.quick { 1 } else { 10 };
+        let scale = if o.quick || small { 1 } else { 10 };
         w.record_count = o.records.unwrap_or(w.record_count * scale);
         w.operation_count = o.operations.unwrap_or(w.operation_count * scale);
         v.push(w);
@@ -367,8 +468,8 @@ fn ycsb_bench(
         .map(|w| (w.operation_count as f64 * w.insert) as u64 + 1)
         .sum();
     let bytes = (first.record_count + inserts) * (first.record_len() as u64 + 200);
-    let mut s = open(t, &o.dir, bytes)?;
-    let store: &mut dyn KvStore = &mut s.kv;
+    let mut s = open_ycsb(t, &o.dir, bytes, first.record_count + inserts)?;
+    let store: &mut dyn KvStore = s.kv.as_mut();
     let push = |r: &pmo_ycsb::Report, rec: &mut Records| {
         let base = [
             ("store", r.store.clone()),
@@ -407,6 +508,14 @@ fn ycsb_bench(
     // next phase starts from grows: run each on the count its predecessors left.
     let mut count = first.record_count;
     for w in ws {
+        if w.scan > 0.0 && !store.scans() {
+            eprintln!(
+                "[lmdb] ycsb: {} has no key order: YCSB {} (scans) skipped",
+                t.label(),
+                w.name.to_uppercase()
+            );
+            continue;
+        }
         let w = Workload {
             record_count: count,
             ..w.clone()
@@ -437,7 +546,7 @@ fn ycsb_bench(
                 .throughput(),
         );
     }
-    rec.push(
+    rec.push_samples(
         "ycsb",
         &[
             ("store", t.label().to_string()),
@@ -445,9 +554,8 @@ fn ycsb_bench(
             ("phase", "repeat".into()),
         ],
         "throughput_ops_median",
-        median(&tput),
+        &tput,
         "ops/s",
-        tput.len(),
     );
     // The CDF of YCSB C's reads: 50 points.
     for i in 1..=50 {
@@ -517,6 +625,12 @@ fn cold_scan(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<(), 
             },
         )
         .map_err(err)?,
+        Target::Other(o) => {
+            return Err(err(format!(
+                "{}: no cold scan (not an LMDB store)",
+                o.label
+            )))
+        }
     };
     let t0 = Instant::now();
     let txn = env.begin(true).map_err(err)?;
@@ -593,14 +707,25 @@ pub fn run(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(), B
                     tracking: Some(tracking),
                     predict: None,
                     latency: None,
+                    writemap: true,
                 });
             }
+            // The mode choice on a PMO: LMDB's pages copied in through the write hook.
+            all.push(Target::Pmo {
+                label: "pmo-secure-nowritemap".into(),
+                scheme: "secure".into(),
+                tracking: None,
+                predict: None,
+                latency: None,
+                writemap: false,
+            });
             all.push(Target::Pmo {
                 label: "pmo-secure-cxl-far".into(),
                 scheme: "secure".into(),
                 tracking: None,
                 predict: None,
                 latency: Some("cxl-far"),
+                writemap: true,
             });
             if !o.quick {
                 all.push(Target::pmo("bp-ip:medium"));
@@ -612,7 +737,8 @@ pub fn run(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(), B
         }
     }
     if wants("ycsb") {
-        let ws = workloads(o)?;
+        let ws = workloads(o, false)?;
+        let ws_small = workloads(o, true)?;
         if which == "lmdb" && wants("lpmo") {
             pmo.push(Target::Pmo {
                 label: "pmo-secure-cxl-far".into(),
@@ -620,13 +746,15 @@ pub fn run(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(), B
                 tracking: None,
                 predict: None,
                 latency: Some("cxl-far"),
+                writemap: true,
             });
         }
         let mut all = pmo.clone();
         all.extend(file_targets(o, !o.quick || which == "ycsb"));
+        all.extend(o.others.iter().cloned().map(Target::Other));
         for t in &all {
             progress("ycsb", t);
-            ycsb_bench(t, o, &ws, rec)?;
+            ycsb_bench(t, o, if whole_pmo(t) { &ws_small } else { &ws }, rec)?;
         }
     }
     let mut r = lpmo_cold(o, which, rec);
@@ -654,6 +782,7 @@ fn lpmo_cold(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(),
                 tracking: None,
                 predict: Some(PredictConfig::adaptive()),
                 latency: None,
+                writemap: true,
             },
             files[0].clone(),
         ];
@@ -665,17 +794,65 @@ fn lpmo_cold(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(),
     Ok(())
 }
 
+fn find_rec<'a>(
+    rec: &'a Records,
+    bench: &str,
+    metric: &str,
+    params: &[(&str, &str)],
+) -> Option<&'a Record> {
+    rec.records.iter().find(|r| {
+        r.bench == bench
+            && r.metric == metric
+            && params
+                .iter()
+                .all(|(k, v)| r.params.iter().any(|(a, b)| a == k && b == v))
+    })
+}
+
 fn find(rec: &Records, bench: &str, metric: &str, params: &[(&str, &str)]) -> Option<f64> {
-    rec.records
-        .iter()
-        .find(|r| {
-            r.bench == bench
-                && r.metric == metric
-                && params
-                    .iter()
-                    .all(|(k, v)| r.params.iter().any(|(a, b)| a == k && b == v))
-        })
-        .map(|r| r.value)
+    find_rec(rec, bench, metric, params).map(|r| r.value)
+}
+
+/// `store`'s `metric` over `shm`'s (the peer), and whether the ratio is uncertain (its samples'
+/// range includes 1: `pmo_bench::record::ratio`, the suite's rule).
+fn vs_shm(
+    rec: &Records,
+    bench: &str,
+    metric: &str,
+    store: &str,
+    extra: &[(&str, &str)],
+) -> Option<(f64, bool)> {
+    let with = |s: &str| {
+        let mut p = vec![("store", s)];
+        p.extend_from_slice(extra);
+        find_rec(rec, bench, metric, &p)
+    };
+    Some(pmo_bench::record::ratio(with(store)?, with("shm")?))
+}
+
+/// YCSB C's time on `store` over shm's (the inverse of the repeats' median throughputs).
+fn c_time_vs_shm(rec: &Records, store: &str) -> Option<(f64, bool)> {
+    let p = |s| {
+        find_rec(
+            rec,
+            "ycsb",
+            "throughput_ops_median",
+            &[("store", s), ("workload", "c"), ("phase", "repeat")],
+        )
+    };
+    Some(pmo_bench::record::ratio(p("shm")?, p(store)?))
+}
+
+/// A ratio cell: `1.10x`, with `?` when uncertain.
+fn ratio_cell(r: Option<(f64, bool)>) -> String {
+    r.map_or("-".into(), |(v, u)| {
+        format!("{v:.2}x{}", if u { "?" } else { "" })
+    })
+}
+
+/// A ratio record of per-round ratios is uncertain when their range includes 1.
+fn spans_one(r: &Record) -> bool {
+    matches!((r.min, r.max), (Some(lo), Some(hi)) if lo <= 1.0 && hi >= 1.0)
 }
 
 fn stores(rec: &Records, bench: &str) -> Vec<String> {
@@ -694,10 +871,10 @@ fn stores(rec: &Records, bench: &str) -> Vec<String> {
 pub fn print_tables(rec: &Records) {
     let commit = stores(rec, "lmdb-commit");
     if !commit.is_empty() {
-        println!("Durable commit of one 1 KiB record (us; PMO time split by category, means):");
+        println!("Durable commit of one 1 KiB record (us, medians over commits; PMO time split by category):");
         println!(
-            "{:<22} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7}",
-            "store", "p50", "p99", "crypt", "persist", "faults", "lmdb", "pages"
+            "{:<22} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8}",
+            "store", "p50", "p99", "crypt", "psync", "faults", "lmdb", "pages", "vs shm"
         );
         for s in &commit {
             let g = |m: &str| {
@@ -705,7 +882,7 @@ pub fn print_tables(rec: &Records) {
                     .map_or("-".to_string(), |v| format!("{v:.1}"))
             };
             println!(
-                "{:<22} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7}",
+                "{:<22} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8}",
                 s,
                 g("commit_us_p50"),
                 g("commit_us_p99"),
@@ -713,7 +890,8 @@ pub fn print_tables(rec: &Records) {
                 g("psync_persist_us"),
                 g("fault_us"),
                 g("lmdb_other_us"),
-                g("pages_per_commit")
+                g("pages_per_commit"),
+                ratio_cell(vs_shm(rec, "lmdb-commit", "commit_us_p50", s, &[]))
             );
         }
     }
@@ -724,7 +902,8 @@ pub fn print_tables(rec: &Records) {
         for w in ["a", "b", "c", "d", "e", "f"] {
             print!(" {:>9}", w.to_uppercase());
         }
-        println!();
+        // YCSB C repeated 5 times: its time over shm's, `?` where the repeats' range includes 1.
+        println!(" {:>10}", "C vs shm");
         for s in &ycsb {
             print!(
                 "{s:<22} {:>9.0}",
@@ -737,18 +916,17 @@ pub fn print_tables(rec: &Records) {
                 .unwrap_or(0.0)
             );
             for w in ["a", "b", "c", "d", "e", "f"] {
-                print!(
-                    " {:>9.0}",
-                    find(
-                        rec,
-                        "ycsb",
-                        "throughput_ops",
-                        &[("store", s), ("workload", w), ("phase", "run")]
-                    )
-                    .unwrap_or(0.0)
-                );
+                // "-": not run (a hash map has no scans for E).
+                let v = find(
+                    rec,
+                    "ycsb",
+                    "throughput_ops",
+                    &[("store", s), ("workload", w), ("phase", "run")],
+                )
+                .map_or("-".to_string(), |v| format!("{v:.0}"));
+                print!(" {v:>9}");
             }
-            println!();
+            println!(" {:>10}", ratio_cell(c_time_vs_shm(rec, s)));
         }
         println!("YCSB C reads (us): p50 / p99 / p99.9");
         for s in &ycsb {
@@ -781,16 +959,29 @@ pub fn print_tables(rec: &Records) {
         }
     }
     let g = |m: &str| find(rec, "lmdb-targets", m, &[]);
+    // `?`: the rounds' ratios range over 1 (the spread is wider than the effect).
+    let range = |m: &str| {
+        find_rec(rec, "lmdb-targets", m, &[]).map_or(String::new(), |r| {
+            format!(
+                ", rounds {:.2}..{:.2}{}",
+                r.min.unwrap_or(r.value),
+                r.max.unwrap_or(r.value),
+                if spans_one(r) { " ?" } else { "" }
+            )
+        })
+    };
     if let (Some(r), Some(a), Some(b)) = (g("read_ratio"), g("read_ops_pmo"), g("read_ops_shm")) {
         println!(
-            "target 1: YCSB C, pmo-secure vs shm interleaved: {a:.0} vs {b:.0} ops/s, {r:.2}x the time (median of rounds) (target <= 1.2x): {}",
+            "target 1: YCSB C, pmo-secure vs shm interleaved: {a:.0} vs {b:.0} ops/s, {r:.2}x the time (median of rounds{}) (target <= 1.2x): {}",
+            range("read_ratio"),
             if r <= 1.2 { "met" } else { "MISSED" }
         );
     }
     if let (Some(r), Some(a), Some(b)) = (g("commit_ratio"), g("commit_us_pmo"), g("commit_us_shm"))
     {
         println!(
-            "target 2: 1 KiB durable commit, pmo-secure vs shm interleaved: {a:.1} vs {b:.1} us, {r:.2}x (median of rounds) (target <= 1x): {}",
+            "target 2: 1 KiB durable commit, pmo-secure vs shm interleaved: {a:.1} vs {b:.1} us, {r:.2}x (median of rounds{}) (target <= 1x): {}",
+            range("commit_ratio"),
             if r <= 1.0 { "met" } else { "MISSED" }
         );
     }
@@ -851,7 +1042,7 @@ fn targets(o: &LmdbBenchOptions, rec: &mut Records) -> Result<(), BenchError> {
         cb.push(cs);
     }
     let p: [(&str, String); 0] = [];
-    rec.push("lmdb-targets", &p, "read_ratio", median(&rr), "x", rounds);
+    rec.push_samples("lmdb-targets", &p, "read_ratio", &rr, "x");
     rec.push(
         "lmdb-targets",
         &p,
@@ -868,7 +1059,7 @@ fn targets(o: &LmdbBenchOptions, rec: &mut Records) -> Result<(), BenchError> {
         "ops/s",
         rounds,
     );
-    rec.push("lmdb-targets", &p, "commit_ratio", median(&cr), "x", rounds);
+    rec.push_samples("lmdb-targets", &p, "commit_ratio", &cr, "x");
     rec.push(
         "lmdb-targets",
         &p,
@@ -912,7 +1103,13 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
                         )
                         .map(|v| (i as f64 + 1.0, v))
                     });
-                Series::plain(s.clone(), &pts.collect::<Vec<_>>())
+                let mut series = Series::plain(s.clone(), &pts.collect::<Vec<_>>());
+                // C's point is hollow when its repeats cannot tell it from shm's.
+                let unsure = c_time_vs_shm(rec, s).is_some_and(|r| r.1);
+                for pt in series.points.iter_mut().filter(|pt| pt.x == 3.0) {
+                    pt.uncertain = unsure;
+                }
+                series
             })
             .collect();
         let p = out.join("ycsb-throughput.svg");
@@ -969,18 +1166,27 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
         )?;
         files.push(p);
     }
-    // The disk's milliseconds would flatten every other bar: it is in the table.
+    // Milliseconds (the disk's fsync, wedi's whole-PMO checksum) would flatten every other
+    // bar: those stores are in the table only.
     let commit: Vec<String> = stores(rec, "lmdb-commit")
         .into_iter()
-        .filter(|s| s != "disk")
+        .filter(|s| {
+            find(
+                rec,
+                "lmdb-commit",
+                "commit_us_p50",
+                &[("store", s.as_str())],
+            )
+            .is_some_and(|v| v < 1000.0)
+        })
         .collect();
     if !commit.is_empty() {
         let bars: Vec<Bar> = commit
             .iter()
             .map(|s| {
                 let g = |m: &str| find(rec, "lmdb-commit", m, &[("store", s.as_str())]);
-                // The median commit, split by each category's share of the mean (the session
-                // counters give means only; on a shared machine a few stalls inflate the means).
+                // The median commit, split by each category's share of the sum of the
+                // categories' medians (per-commit medians do not add up to the median commit).
                 let p50 = g("commit_us_p50").unwrap_or(0.0);
                 let parts = match g("psync_crypt_us") {
                     Some(c) => {
@@ -1003,7 +1209,9 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
                 Bar {
                     label: s.clone(),
                     parts,
-                    uncertain: false,
+                    // Hollow: the batches' range of its ratio to shm includes 1.
+                    uncertain: vs_shm(rec, "lmdb-commit", "commit_us_p50", s, &[])
+                        .is_some_and(|r| r.1),
                 }
             })
             .collect();

@@ -124,6 +124,16 @@ impl Env {
         check("mdb_env_sync", unsafe { ffi::mdb_env_sync(self.raw, 1) })
     }
 
+    /// `mdb_env_get_flags`: the flags the environment runs with (`MDB_WRITEMAP`...).
+    pub fn flags(&self) -> Result<u32, LmdbError> {
+        let mut f: c_uint = 0;
+        // SAFETY: live env, out-pointer to a local.
+        check("mdb_env_get_flags", unsafe {
+            ffi::mdb_env_get_flags(self.raw, &mut f)
+        })?;
+        Ok(f)
+    }
+
     /// `mdb_env_stat` of the environment.
     pub fn stat(&self) -> Result<ffi::MDB_stat, LmdbError> {
         let mut st = ffi::MDB_stat::default();

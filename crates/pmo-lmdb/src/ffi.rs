@@ -67,6 +67,7 @@ extern "C" {
     pub fn mdb_env_create(env: *mut *mut MDB_env) -> c_int;
     pub fn mdb_env_open(env: *mut MDB_env, path: *const c_char, flags: c_uint, mode: u32) -> c_int;
     pub fn mdb_env_close(env: *mut MDB_env);
+    pub fn mdb_env_get_flags(env: *mut MDB_env, flags: *mut c_uint) -> c_int;
     pub fn mdb_env_set_mapsize(env: *mut MDB_env, size: mdb_size_t) -> c_int;
     pub fn mdb_env_set_maxdbs(env: *mut MDB_env, dbs: MDB_dbi) -> c_int;
     pub fn mdb_env_sync(env: *mut MDB_env, force: c_int) -> c_int;

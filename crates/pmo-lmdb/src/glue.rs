@@ -30,6 +30,10 @@ pub struct Backend {
     /// Directory of the lock files (`None`: `PMO_LMDB_LOCKDIR`, else `/dev/shm`, else the
     /// temporary directory).
     pub lock_dir: Option<PathBuf>,
+    /// Whether a writer runs with `MDB_WRITEMAP` (`None`: `PMO_LMDB_WRITEMAP`, `0` for no, else
+    /// yes). Without it LMDB copies each dirty page into the attachment (`pmo_lmdb_pwrite`):
+    /// one more copy per page, measured in `pmo bench lmdb` (`pmo-secure-nowritemap`).
+    pub writemap: Option<bool>,
 }
 
 impl Backend {
@@ -41,6 +45,7 @@ impl Backend {
             attach: AttachOptions::default(),
             scheme: None,
             lock_dir: None,
+            writemap: None,
         }
     }
 
@@ -166,6 +171,7 @@ pub struct PmoLmdbMap {
     size: usize,
     lock_path: *const c_char,
     handle: *mut c_void,
+    writemap: c_int,
 }
 
 struct MapState {
@@ -263,11 +269,16 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
         fresh,
     });
     let att = state.att.as_ref().expect("just set");
+    let writemap = match backend.writemap {
+        Some(w) => w,
+        None => std::env::var("PMO_LMDB_WRITEMAP").map_or(true, |v| v.trim() != "0"),
+    };
     Ok(Some(Box::new(PmoLmdbMap {
         base: att.addr().cast(),
         size: att.len(),
         lock_path: state._lock_path.as_ptr(),
         handle: Box::into_raw(state).cast(),
+        writemap: c_int::from(writemap),
     })))
 }
 
@@ -381,7 +392,8 @@ pub unsafe extern "C" fn pmo_lmdb_pwrite(
         return 0;
     }
     // SAFETY: [off, off+len) lies inside the writable attachment (checked above); `buf` is
-    // LMDB's calloc'ed meta pages of `len` bytes, not inside the map.
+    // LMDB's calloc'ed meta pages, its meta record, or (without MDB_WRITEMAP) a dirty page it
+    // malloc'ed, of `len` bytes, not inside the map.
     unsafe { std::ptr::copy_nonoverlapping(buf.cast::<u8>(), att.addr().add(off), len) };
     if att.declare(off, len).is_err() {
         errno::set_errno(errno::Errno(libc::EIO));

@@ -128,14 +128,15 @@ fn crash_lock_dir() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("pmo-lmdb-crash-locks-{}", std::process::id()))
 }
 
-fn crash_backend(pool: Pool) {
+fn crash_backend(pool: Pool, writemap: bool) {
     let mut b = pmo_lmdb::Backend::new(pool, KEY.as_bytes());
     b.lock_dir = Some(crash_lock_dir());
+    b.writemap = Some(writemap);
     pmo_lmdb::install(b);
 }
 
 /// A pool image whose PMO `db` holds transactions 0..3.
-fn base_image(scheme: Scheme) -> Vec<u8> {
+fn base_image(scheme: Scheme, writemap: bool) -> Vec<u8> {
     let m = Arc::new(CrashMedium::new(POOL_BYTES));
     let pool = Pool::create_on(
         m.clone(),
@@ -148,8 +149,13 @@ fn base_image(scheme: Scheme) -> Vec<u8> {
     )
     .unwrap();
     pool.pcreate("db", 256 << 10, KEY.as_bytes()).unwrap();
-    crash_backend(pool);
+    crash_backend(pool, writemap);
     let env = Env::open("pmo:db", EnvOptions::default()).unwrap();
+    assert_eq!(
+        env.flags().unwrap() & pmo_lmdb::ffi::MDB_WRITEMAP != 0,
+        writemap,
+        "the mode asked for"
+    );
     for i in 0..3 {
         crashcheck::commit_one(&env, i).unwrap();
     }
@@ -161,9 +167,11 @@ fn base_image(scheme: Scheme) -> Vec<u8> {
 #[test]
 fn power_cut_at_every_persist_point_of_a_commit() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    for scheme in ["secure", "none"] {
+    // MDB_WRITEMAP (the default) under two schemes, and without it (pages through
+    // pmo_lmdb_pwrite).
+    for (scheme, writemap) in [("secure", true), ("none", true), ("secure", false)] {
         let scheme = Scheme::from_name(scheme).unwrap();
-        let base = base_image(scheme);
+        let base = base_image(scheme, writemap);
         let (mut old, mut new) = (0, 0);
         let points = explore(
             &base,
@@ -171,7 +179,7 @@ fn power_cut_at_every_persist_point_of_a_commit() {
             0x11db,
             |m| {
                 let pool = Pool::open_on(m.clone())?;
-                crash_backend(pool);
+                crash_backend(pool, writemap);
                 let env = Env::open("pmo:db", EnvOptions::default());
                 let r = env.and_then(|env| crashcheck::commit_one(&env, 3));
                 pmo_lmdb::uninstall();
@@ -179,12 +187,12 @@ fn power_cut_at_every_persist_point_of_a_commit() {
             },
             |cp| {
                 let ctx = format!(
-                    "{scheme}: persist point {} variant {}",
+                    "{scheme} writemap {writemap}: persist point {} variant {}",
                     cp.point, cp.variant
                 );
                 let pool = Pool::open_on(Arc::new(CrashMedium::from_image(cp.image.clone())))
                     .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
-                crash_backend(pool);
+                crash_backend(pool, writemap);
                 let env = Env::open("pmo:db", EnvOptions::default())
                     .unwrap_or_else(|e| panic!("{ctx}: open: {e}"));
                 let n = crashcheck::verify(&env).unwrap_or_else(|e| panic!("{ctx}: {e}"));
@@ -205,7 +213,7 @@ fn power_cut_at_every_persist_point_of_a_commit() {
                 pmo_lmdb::uninstall();
             },
         );
-        eprintln!("{scheme}: {points} persist points; {old} images before the commit, {new} after");
+        eprintln!("{scheme} writemap {writemap}: {points} persist points; {old} images before the commit, {new} after");
         assert!(
             points > 0 && old > 0 && new > 0,
             "{scheme}: both outcomes must be reachable"

@@ -45,6 +45,29 @@ fn mtests_pass_on_pmos_and_mdb_stat_reads_their_environments() {
     }
 }
 
+/// Without MDB_WRITEMAP (`PMO_LMDB_WRITEMAP=0`): LMDB copies its dirty pages into the
+/// attachment through the patch's write hook; its tests pass and mdb_stat reads the result.
+#[test]
+fn mtests_pass_on_a_pmo_without_writemap() {
+    let tp = TestPool::new("nowritemap", "secure", 1 << 30);
+    for prog in ["mtest", "mtest2", "mtest3", "mtest5"] {
+        let _ = tp.pool.pdestroy("testdb", common::KEY.as_bytes());
+        let out = tp.program_env(prog, &[], true, &[("PMO_LMDB_WRITEMAP", "0")]);
+        assert!(
+            out.status.success(),
+            "{prog} without MDB_WRITEMAP: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stat = tp.ok("mdb_stat", &["-e", "-a", "testdb"], true);
+        assert!(
+            stat_field(&stat, "Last transaction ID") >= 1,
+            "{prog}:\n{stat}"
+        );
+        // No data file appeared beside the PMO (the pages went into the attachment).
+        assert!(!tp.dir.join("testdb").join("data.mdb").exists());
+    }
+}
+
 fn make_env(tp: &TestPool, name: &str, n: u32) {
     tp.install();
     let env = pmo_lmdb::Env::open(&format!("pmo:{name}"), Default::default()).unwrap();

@@ -49,4 +49,8 @@ pub trait KvStore {
     fn read(&mut self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError>;
     /// Read up to `count` records in key order from the first key >= `start`; returns how many.
     fn scan(&mut self, start: &[u8], count: usize) -> Result<usize, StoreError>;
+    /// False for a store without key order (a hash map): a driver skips YCSB E for it.
+    fn scans(&self) -> bool {
+        true
+    }
 }

@@ -48,7 +48,20 @@ impl TestPool {
 
     /// `pmo-lmdb-run PROGRAM ARGS` in the scratch directory, on this pool.
     pub fn program(&self, prog: &str, args: &[&str], all_paths_are_pmos: bool) -> Output {
+        self.program_env(prog, args, all_paths_are_pmos, &[])
+    }
+
+    /// As [`TestPool::program`], with more environment variables.
+    #[allow(dead_code)] // not every test file uses it
+    pub fn program_env(
+        &self,
+        prog: &str,
+        args: &[&str],
+        all_paths_are_pmos: bool,
+        vars: &[(&str, &str)],
+    ) -> Output {
         let mut c = Command::new(env!("CARGO_BIN_EXE_pmo-lmdb-run"));
+        c.envs(vars.iter().copied());
         c.arg(prog)
             .args(args)
             .current_dir(&self.dir)
