@@ -186,9 +186,13 @@ fn phases(m: &mut dyn Map, keys: &[u64], order: &[u64]) -> [(f64, f64); 4] {
 
 fn pool(path: &std::path::Path, scheme: Scheme) -> Pool {
     let _ = std::fs::remove_file(path);
+    // Allocated whole, as `pmo init` does by default and as PMDK's `pmemobj_create` does
+    // (posix_fallocate): a sparse pool would charge the first write of each shadow slot with
+    // tmpfs allocating and zeroing its page, a cost persistent memory does not have.
     let opts = PoolOptions {
         kdf: KdfParams::INSECURE_FAST,
         scheme,
+        preallocate: true,
         ..Default::default()
     };
     Pool::create(path, 1 << 30, &opts).expect("pool")
