@@ -115,6 +115,8 @@ struct Inner {
     open: Mutex<HashMap<FsPath, (Arc<OpenFile>, usize)>>,
     /// The store's share of the Fig. 6 time categories, summed over closed attach sessions.
     stats: Mutex<SessionStats>,
+    /// What `open` repaired (leftovers of a crash), one line each.
+    repairs: Mutex<Vec<String>>,
 }
 
 /// The file store over one pool. Cheap to clone; shareable between threads.
@@ -151,10 +153,17 @@ impl FileStore {
                 opts,
                 open: Mutex::new(HashMap::new()),
                 stats: Mutex::new(SessionStats::default()),
+                repairs: Mutex::new(Vec::new()),
             }),
         };
         fs.repair()?;
         Ok(fs)
+    }
+
+    /// What [`FileStore::open`] repaired: the leftovers of a crash in the middle of an unlink
+    /// or a growth, one line each (empty after a clean shutdown).
+    pub fn repairs(&self) -> Vec<String> {
+        lock(&self.inner.repairs).clone()
     }
 
     /// The pool underneath.
@@ -212,6 +221,11 @@ impl FileStore {
                 self.inner
                     .pool
                     .pdestroy(&path.pmo_name(Kind::Segment(i)), self.key())?;
+                lock(&self.inner.repairs).push(if is_file {
+                    format!("{path}: removed segment {i}, which its size does not need (a growth or shrink cut short)")
+                } else {
+                    format!("{path}: removed segment {i} of a file that is gone (an unlink cut short)")
+                });
             }
         }
         Ok(())
@@ -669,6 +683,29 @@ impl FileStore {
                     "{path}: size {} needs segments {want:?}, found {have:?}",
                     h.size
                 ));
+            }
+        }
+        Ok(r)
+    }
+}
+
+impl FileStore {
+    /// [`FileStore::check`], and then read every file whole: a file whose PMOs fail to decrypt
+    /// or verify (under a scheme that verifies), or whose segments are missing, is a problem.
+    /// Files open in another process are listed in `busy`.
+    pub fn check_data(&self) -> Result<FsCheck> {
+        let mut r = self.check()?;
+        for (path, (_, is_file, _)) in self.scan()? {
+            if !is_file || r.busy.iter().any(|b| *b == path.as_str()) {
+                continue;
+            }
+            match self.read_file(path.as_str()) {
+                Ok(_) => {}
+                Err(FsError::Busy(_)) => r.busy.push(path.to_string()),
+                // A corruption error names its file already.
+                Err(e @ FsError::Corrupt(_)) => r.problems.push(e.to_string()),
+                Err(e) if e.is_integrity() => r.problems.push(format!("file {path}: {e}")),
+                Err(e) => return Err(e),
             }
         }
         Ok(r)
