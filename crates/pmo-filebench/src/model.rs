@@ -68,9 +68,10 @@ pub enum FlowopKind {
     Fsync,
     OpsLimit,
     FinishOnCount,
+    FinishOnBytes,
 }
 
-const FLOWOPS: [(&str, FlowopKind); 14] = [
+const FLOWOPS: [(&str, FlowopKind); 15] = [
     ("createfile", FlowopKind::CreateFile),
     ("openfile", FlowopKind::OpenFile),
     ("closefile", FlowopKind::CloseFile),
@@ -85,13 +86,17 @@ const FLOWOPS: [(&str, FlowopKind); 14] = [
     ("fsync", FlowopKind::Fsync),
     ("opslimit", FlowopKind::OpsLimit),
     ("finishoncount", FlowopKind::FinishOnCount),
+    ("finishonbytes", FlowopKind::FinishOnBytes),
 ];
 
 impl FlowopKind {
     /// An I/O flowop (Filebench's `FLOW_TYPE_IO`): counted by `opslimit` and
     /// `finishoncount` when they have no target.
     pub fn is_io(self) -> bool {
-        !matches!(self, FlowopKind::OpsLimit | FlowopKind::FinishOnCount)
+        !matches!(
+            self,
+            FlowopKind::OpsLimit | FlowopKind::FinishOnCount | FlowopKind::FinishOnBytes
+        )
     }
 
     /// Writes file data (the `paper` sync mode psyncs after it).
@@ -137,8 +142,11 @@ pub struct Flowop {
     pub iters: u64,
     pub workingset: u64,
     pub value: u64,
-    /// `target=NAME`: index of the flowop of the same thread whose count `opslimit` and
-    /// `finishoncount` watch (`None`: every I/O flowop of the workload).
+    /// `dsync`: every write of this flowop is durable before it returns (Filebench opens
+    /// the file `O_SYNC`): a psync (fsync) after it.
+    pub dsync: bool,
+    /// `target=NAME`: index of the flowop of the same thread whose count `opslimit`,
+    /// `finishoncount` and `finishonbytes` watch (`None`: every I/O flowop of the workload).
     pub target: Option<usize>,
     pub pos: Pos,
 }
@@ -598,6 +606,7 @@ fn flowop(e: &Eval<'_>, w: &Workload, f: &crate::lang::FlowopDef) -> Result<Flow
             "workingset",
             "value",
             "target",
+            "dsync",
         ],
         &format!("flowop {}", f.kind),
     )?;
@@ -639,6 +648,7 @@ fn flowop(e: &Eval<'_>, w: &Workload, f: &crate::lang::FlowopDef) -> Result<Flow
         iters: e.num(&f.attrs, "iters", 1)?.max(1),
         workingset: e.num(&f.attrs, "workingset", 0)?,
         value: e.num(&f.attrs, "value", 0)?,
+        dsync: e.flag(&f.attrs, "dsync")?,
         target: None,
         pos: f.pos,
     })

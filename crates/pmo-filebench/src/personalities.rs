@@ -69,6 +69,7 @@ fn op(kind: FlowopKind, name: &str, set: Option<usize>, fd: u32, iosize: Dist) -
         iters: 1,
         workingset: 0,
         value: 0,
+        dsync: false,
         target: None,
         pos: Pos::default(),
     }

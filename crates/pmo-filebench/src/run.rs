@@ -362,6 +362,8 @@ struct Shared<'a> {
     /// Operations of every I/O flowop so far (Filebench's `controlstats.fs_count`, what
     /// `opslimit` and `finishoncount` watch without a target).
     io_ops: AtomicU64,
+    /// Bytes of every I/O flowop so far (`controlstats.fs_bytes`, for `finishonbytes`).
+    io_bytes: AtomicU64,
     events: Option<EventGen>,
 }
 
@@ -635,7 +637,9 @@ impl Worker<'_, '_> {
                 None => none,
             },
             // Run by `thread_main`, which has the counts they watch.
-            FlowopKind::OpsLimit | FlowopKind::FinishOnCount => done(0, 0),
+            FlowopKind::OpsLimit | FlowopKind::FinishOnCount | FlowopKind::FinishOnBytes => {
+                done(0, 0)
+            }
         }
     }
 }
@@ -685,8 +689,16 @@ fn thread_main(
                     Some(i) => tallies[i].ops,
                     None => sh.io_ops.load(Ordering::Relaxed),
                 };
+                let watched_bytes = || match f.target {
+                    Some(i) => tallies[i].bytes,
+                    None => sh.io_bytes.load(Ordering::Relaxed),
+                };
                 let r = match f.kind {
                     FlowopKind::FinishOnCount if watched() >= f.value => Ok(Outcome::NoResource),
+                    // Filebench: strictly more bytes than the value.
+                    FlowopKind::FinishOnBytes if watched_bytes() > f.value => {
+                        Ok(Outcome::NoResource)
+                    }
                     FlowopKind::OpsLimit => {
                         let ops = watched();
                         limits[k].run(ops, sh.events.as_ref(), &sh.stop, deadline);
@@ -698,6 +710,20 @@ fn thread_main(
                     _ => wk.exec(f),
                 };
                 let paper_sync = sh.sync == SyncMode::Paper && f.kind.writes();
+                // `dsync`: the write is durable before the flowop returns.
+                let r = match r {
+                    Ok(Outcome::Done { written, .. }) if f.dsync && written > 0 && !paper_sync => {
+                        match wk.fds.get(&f.fd).map(|o| o.file.fsync()) {
+                            Some(Err(e)) => Err(e),
+                            Some(Ok(())) => {
+                                wk.syncs += 1;
+                                r
+                            }
+                            None => r,
+                        }
+                    }
+                    r => r,
+                };
                 if paper_sync {
                     sh.phaser.wait(&sh.stop);
                 }
@@ -738,12 +764,16 @@ fn thread_main(
                         written += wr;
                         if f.kind.is_io() {
                             sh.io_ops.fetch_add(1, Ordering::Relaxed);
+                            sh.io_bytes.fetch_add(rd + wr, Ordering::Relaxed);
                         }
                     }
                     Ok(Outcome::NoResource) => {
                         tl.norsc += 1;
                         // The thread has no more work (Filebench's FILEBENCH_NORSC).
-                        let finished = f.kind == FlowopKind::FinishOnCount;
+                        let finished = matches!(
+                            f.kind,
+                            FlowopKind::FinishOnCount | FlowopKind::FinishOnBytes
+                        );
                         match sh.w.quit {
                             QuitMode::FirstDone => {
                                 sh.stop.store(true, Ordering::Relaxed);
@@ -850,6 +880,7 @@ pub fn run(w: &Workload, backend: &dyn Backend, opts: &RunOptions) -> Result<Run
         phaser: Phaser::new(writers),
         sync: opts.sync,
         io_ops: AtomicU64::new(0),
+        io_bytes: AtomicU64::new(0),
         // The generator's queue starts empty as the threads start (Filebench's
         // eventgen_reset).
         events: EventGen::new(w.eventgen_rate),
@@ -906,7 +937,7 @@ pub fn run(w: &Workload, backend: &dyn Backend, opts: &RunOptions) -> Result<Run
             e.bytes += t.bytes;
             e.busy_ns += t.busy_ns;
             e.norsc += t.norsc;
-            if !matches!(f.kind, FlowopKind::OpsLimit | FlowopKind::FinishOnCount) {
+            if f.kind.is_io() {
                 out.ops += t.ops;
             }
         }

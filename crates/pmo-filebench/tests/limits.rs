@@ -138,3 +138,32 @@ fn a_missing_target_is_a_file_line_error() {
     assert!(e.starts_with("w.f:10: "), "{e}");
     assert!(e.contains("target 'nosuch'"), "{e}");
 }
+
+#[test]
+fn finishonbytes_stops_past_the_byte_count() {
+    // Filebench stops once strictly more than `value` bytes went through: 11 appends of 1000.
+    let text = format!(
+        "set $dir=/t\nset mode quit firstdone\n{FILE}\
+         define process name=p,instances=1\n{{\n  thread name=t,memsize=1m,instances=1\n  {{\n\
+         flowop appendfile name=app,filename=f,iosize=1000\n\
+         flowop finishonbytes name=finish,value=10000,target=app\n  }}\n}}\nrun 60\n"
+    );
+    let (r, _) = go("bytes", &text, 30.0);
+    assert_eq!(r.write_bytes, 11_000, "{r:?}");
+}
+
+#[test]
+fn dsync_makes_every_write_durable() {
+    let text = |dsync: &str| {
+        format!(
+            "set $dir=/t\nset mode quit firstdone\n{FILE}\
+             define process name=p,instances=1\n{{\n  thread name=t,memsize=1m,instances=1\n  {{\n\
+             flowop appendfile name=app,filename=f,iosize=100{dsync}\n\
+             flowop finishoncount name=finish,value=12\n  }}\n}}\nrun 60\n"
+        )
+    };
+    let (r, _) = go("dsync", &text(",dsync"), 30.0);
+    assert_eq!((ops(&r, "app"), r.syncs), (12, 12), "{r:?}");
+    let (r, _) = go("nodsync", &text(",dsync=false"), 30.0);
+    assert_eq!((ops(&r, "app"), r.syncs), (12, 0), "{r:?}");
+}
