@@ -145,7 +145,7 @@ fn sigkill_of_put_and_rm_leaves_a_store_that_checks() {
     let d = tmpdir("kill");
     let pool = init(&d.0, "64MiB");
     ok(&pmo(&pool, &["fs", "mkdir", "/k"]));
-    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_f5);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x005e_edf5);
     let mut interrupted = 0;
     for k in 0..kills as u32 {
         let src = d.0.join(format!("src{k}"));
