@@ -233,6 +233,19 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// The file store in PMOs that `pmo bench filebench` uses: check, ls, cat, put, rm, mkdir
+    /// (docs/filebench.md)
+    #[command(
+        after_help = "Without --key-file or PMO_KEY the store's default key (\"pmo-fs\", the one `pmo bench filebench` uses) opens its PMOs."
+    )]
+    Fs {
+        #[command(flatten)]
+        pool: PoolArg,
+        #[command(flatten)]
+        key: KeyArg,
+        #[command(subcommand)]
+        action: crate::fs::FsAction,
+    },
     /// Run benchmarks; write tidy CSV/JSON records, tables and figures
     #[command(after_help = BENCH_HELP)]
     Bench {
@@ -301,7 +314,8 @@ impl Cmd {
             | Cmd::Read { pool, key, .. }
             | Cmd::Check { pool, key, .. }
             | Cmd::Demo { pool, key }
-            | Cmd::Lmdb { pool, key, .. } => (Some(pool), Some(key)),
+            | Cmd::Lmdb { pool, key, .. }
+            | Cmd::Fs { pool, key, .. } => (Some(pool), Some(key)),
             Cmd::Life(l) => l.pool_and_key(),
             Cmd::Resize(r) => r.pool_and_key(),
             Cmd::Cxlsim(_) | Cmd::Bench { .. } => (None, None),
@@ -385,7 +399,7 @@ fn one_line(e: &anyhow::Error) -> String {
 
 /// `check` found problems.
 #[derive(Debug)]
-struct IntegrityProblem(String);
+pub(crate) struct IntegrityProblem(pub(crate) String);
 impl std::fmt::Display for IntegrityProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
@@ -1032,6 +1046,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if code != 0 {
                 std::process::exit(code);
             }
+        }
+        Cmd::Fs { action, .. } => {
+            let key = crate::keysrc::given(cli.key.key_file.as_deref()).map_err(|e| anyhow!(e))?;
+            crate::fs::run(action, open(&cli)?, key)?;
         }
         Cmd::Bench {
             which,

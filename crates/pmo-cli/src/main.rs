@@ -10,6 +10,7 @@ mod cmd;
 mod demo;
 mod envcheck;
 mod errtext;
+mod fs;
 mod keysrc;
 mod life;
 mod resize;

@@ -484,8 +484,23 @@ pub fn run_bench(opts: &FbOptions, records: &mut Records) -> Result<(), BenchErr
             };
         let ops = med(&|s| s.r.ops_per_s());
         let mbs = med(&|s| s.r.mb_per_s());
-        push(records, &[], "ops_per_s", ops, "ops/s");
-        push(records, &[], "mb_per_s", mbs, "MB/s");
+        // The throughputs keep their samples' min and max: a ratio whose range includes 1 is
+        // marked in the tables and figures (as the suite's are).
+        let each = |f: &dyn Fn(&Sample) -> f64| samples.iter().map(f).collect::<Vec<_>>();
+        records.push_samples(
+            "filebench",
+            &params,
+            "ops_per_s",
+            &each(&|s| s.r.ops_per_s()),
+            "ops/s",
+        );
+        records.push_samples(
+            "filebench",
+            &params,
+            "mb_per_s",
+            &each(&|s| s.r.mb_per_s()),
+            "MB/s",
+        );
         push(records, &[], "ops", med(&|s| s.r.ops as f64), "ops");
         push(
             records,
@@ -562,28 +577,59 @@ fn param<'a>(r: &'a pmo_bench::Record, k: &str) -> &'a str {
     r.params.get(k).map(|s| s.as_str()).unwrap_or("")
 }
 
-fn value(records: &Records, study: &str, metric: &str, keys: &[(&str, &str)]) -> Option<f64> {
-    records
-        .records
-        .iter()
-        .find(|r| {
-            r.bench == "filebench"
-                && r.metric == metric
-                && param(r, "study") == study
-                && keys.iter().all(|(k, v)| param(r, k) == *v)
-        })
-        .map(|r| r.value)
+fn record<'r>(
+    records: &'r Records,
+    study: &str,
+    metric: &str,
+    keys: &[(&str, &str)],
+) -> Option<&'r pmo_bench::Record> {
+    records.records.iter().find(|r| {
+        r.bench == "filebench"
+            && r.metric == metric
+            && param(r, "study") == study
+            && keys.iter().all(|(k, v)| param(r, k) == *v)
+    })
 }
 
-/// MB/s of a cell of the `threads` study.
-fn thread_mbs(records: &Records, w: &str, sync: &str, scheme: &str, threads: &str) -> Option<f64> {
+fn value(records: &Records, study: &str, metric: &str, keys: &[(&str, &str)]) -> Option<f64> {
+    record(records, study, metric, keys).map(|r| r.value)
+}
+
+/// `num / den` of two MB/s records and whether it is uncertain (its samples' range of ratios
+/// includes 1: `pmo_bench::record::ratio`, the suite's rule).
+fn mb_ratio(
+    num: Option<&pmo_bench::Record>,
+    den: Option<&pmo_bench::Record>,
+) -> Option<(f64, bool)> {
+    match (num, den) {
+        (Some(n), Some(d)) if d.value > 0.0 => Some(pmo_bench::record::ratio(n, d)),
+        _ => None,
+    }
+}
+
+/// "1.23x" or "1.23x?" for a table.
+fn ratio_cell((v, uncertain): (f64, bool)) -> String {
+    format!("{v:.2}x{}", if uncertain { "?" } else { "" })
+}
+
+const MARK_NOTE: &str =
+    "?: the samples' spread is wider than the effect (the ratio's min..max range includes 1)";
+
+/// The MB/s record of a cell of the `threads` study.
+fn thread_mbs<'r>(
+    records: &'r Records,
+    w: &str,
+    sync: &str,
+    scheme: &str,
+    threads: &str,
+) -> Option<&'r pmo_bench::Record> {
     let keys = [
         ("workload", w),
         ("sync", sync),
         ("scheme", scheme),
         ("threads", threads),
     ];
-    value(records, "threads", "mb_per_s", &keys)
+    record(records, "threads", "mb_per_s", &keys)
 }
 
 fn distinct(records: &Records, study: &str, key: &str) -> Vec<String> {
@@ -599,19 +645,34 @@ fn distinct(records: &Records, study: &str, key: &str) -> Vec<String> {
     out
 }
 
-/// Print the tables: MB/s per design normalised to wedi, thread scaling, the LPMO bars.
+/// Print [`tables`].
 pub fn print_tables(records: &Records) {
+    print!("{}", tables(records));
+}
+
+/// The tables: MB/s per design normalised to wedi, thread scaling, the LPMO bars; a ratio
+/// whose samples' range includes 1 is marked `?`.
+pub fn tables(records: &Records) -> String {
+    use std::fmt::Write;
+    let mut text = String::new();
+    let o = &mut text;
+    macro_rules! say {
+        ($($t:tt)*) => {{ let _ = write!(o, $($t)*); }};
+    }
+    macro_rules! sayln {
+        ($($t:tt)*) => {{ let _ = writeln!(o, $($t)*); }};
+    }
     for sync in distinct(records, "fig10", "sync") {
-        println!("\nFilebench, LOaPP Fig. 10: MB/s per design, normalised to wedi (sync {sync}; median of repeats; machine shared with other builds)");
+        sayln!("\nFilebench, LOaPP Fig. 10: MB/s per design, normalised to wedi (sync {sync}; median of repeats; machine shared with other builds)");
         let schemes = distinct(records, "fig10", "scheme");
-        print!("{:<11}", "workload");
+        say!("{:<11}", "workload");
         for s in &schemes {
-            print!(" {s:>9}");
+            say!(" {s:>9}");
         }
-        println!();
+        sayln!();
         for w in distinct(records, "fig10", "workload") {
             let get = |s: &str| {
-                value(
+                record(
                     records,
                     "fig10",
                     "mb_per_s",
@@ -619,16 +680,17 @@ pub fn print_tables(records: &Records) {
                 )
             };
             let base = get("wedi");
-            print!("{w:<11}");
+            say!("{w:<11}");
             for s in &schemes {
-                match (get(s), base) {
-                    (Some(v), Some(b)) if b > 0.0 => print!(" {:>8.2}x", v / b),
-                    (Some(v), _) => print!(" {v:>7.1}MB"),
-                    _ => print!(" {:>9}", "-"),
+                match (mb_ratio(get(s), base), get(s)) {
+                    (Some(r), _) => say!(" {:>9}", ratio_cell(r)),
+                    (None, Some(v)) => say!(" {:>7.1}MB", v.value),
+                    _ => say!(" {:>9}", "-"),
                 }
             }
-            println!();
+            sayln!();
         }
+        sayln!("{MARK_NOTE}");
         let sizes = records
             .records
             .iter()
@@ -642,10 +704,10 @@ pub fn print_tables(records: &Records) {
                 )
             })
             .unwrap_or_default();
-        println!("{sizes}");
+        sayln!("{sizes}");
     }
     if !distinct(records, "design", "scheme").is_empty() {
-        println!("\nFile layout (docs/filebench.md): us per fsync-heavy file operation (median; machine shared with other builds)");
+        sayln!("\nFile layout (docs/filebench.md): us per fsync-heavy file operation (median; machine shared with other builds)");
         for s in distinct(records, "design", "scheme") {
             let get = |l: &str| {
                 value(
@@ -656,7 +718,7 @@ pub fn print_tables(records: &Records) {
                 )
                 .unwrap_or(f64::NAN)
             };
-            println!(
+            sayln!(
                 "{s:<8} one PMO per file (create+write 16K+fsync+close+unlink): {:>9.1} us   one PMO for the store (write 16K+psync): {:>9.1} us",
                 get("pmo-per-file"),
                 get("one-pmo")
@@ -664,38 +726,46 @@ pub fn print_tables(records: &Records) {
         }
     }
     for sync in distinct(records, "threads", "sync") {
-        println!("\nFilebench, LOaPP Fig. 11b: MB/s by threads (sync {sync})");
+        sayln!("\nFilebench, LOaPP Fig. 11b: MB/s by threads (sync {sync}; ? marks a point its samples cannot tell from the first thread count's)");
         let threads = distinct(records, "threads", "threads");
         for w in distinct(records, "threads", "workload") {
             for s in distinct(records, "threads", "scheme") {
-                print!("{w:<11} {s:<8}");
+                say!("{w:<11} {s:<8}");
+                let first = threads
+                    .first()
+                    .and_then(|t| thread_mbs(records, &w, &sync, &s, t));
                 for t in &threads {
                     let v = thread_mbs(records, &w, &sync, &s, t);
-                    print!(" {t}:{:>8.1}", v.unwrap_or(f64::NAN));
+                    let mark = match mb_ratio(v, first) {
+                        Some((_, true)) => "?",
+                        _ => " ",
+                    };
+                    say!(" {t}:{:>8.1}{mark}", v.map_or(f64::NAN, |r| r.value));
                 }
-                println!();
+                sayln!();
             }
         }
     }
     for sync in distinct(records, "lpmo", "sync") {
-        println!("\nFilebench, LPMO bars: MB/s normalised to sp:medium (plaintext on the medium, the LOaPP kernel design) (sync {sync})");
+        sayln!("\nFilebench, LPMO bars: MB/s normalised to sp:medium (plaintext on the medium, the LOaPP kernel design) (sync {sync})");
         for w in distinct(records, "lpmo", "workload") {
-            print!("{w:<11}");
-            let base = value(
+            say!("{w:<11}");
+            let base = record(
                 records,
                 "lpmo",
                 "mb_per_s",
                 &[("workload", &w), ("sync", &sync), ("scheme", "sp:medium")],
             );
             for (label, ..) in lpmo_bars(records, &w, &sync) {
-                print!(
-                    "  {label}: {:.2}x",
-                    label_ratio(records, &w, &sync, &label, base)
-                );
+                let cell = label_ratio(records, &w, &sync, &label, base)
+                    .map_or_else(|| "-".to_string(), ratio_cell);
+                say!("  {label}: {cell}");
             }
-            println!();
+            sayln!();
         }
+        sayln!("{MARK_NOTE}");
     }
+    text
 }
 
 /// The LPMO bars of a workload: (label, scheme, predict, latency).
@@ -724,12 +794,17 @@ fn lpmo_bars(records: &Records, w: &str, sync: &str) -> Vec<(String, String, Str
         .collect()
 }
 
-fn label_ratio(records: &Records, w: &str, sync: &str, label: &str, base: Option<f64>) -> f64 {
+/// A bar of the LPMO study over `base`, marked when uncertain.
+fn label_ratio(
+    records: &Records,
+    w: &str,
+    sync: &str,
+    label: &str,
+    base: Option<&pmo_bench::Record>,
+) -> Option<(f64, bool)> {
     let bars = lpmo_bars(records, w, sync);
-    let Some((_, s, p, l)) = bars.iter().find(|b| b.0 == label) else {
-        return f64::NAN;
-    };
-    let v = value(
+    let (_, s, p, l) = bars.iter().find(|b| b.0 == label)?;
+    let v = record(
         records,
         "lpmo",
         "mb_per_s",
@@ -741,10 +816,7 @@ fn label_ratio(records: &Records, w: &str, sync: &str, label: &str, base: Option
             ("latency", l),
         ],
     );
-    match (v, base) {
-        (Some(v), Some(b)) if b > 0.0 => v / b,
-        _ => f64::NAN,
-    }
+    mb_ratio(v, base)
 }
 
 /// Draw the figures (SVG, and PNG when `rsvg-convert` exists); their paths.
@@ -761,14 +833,14 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         let mut cats = vec![];
         for w in distinct(records, "fig10", "workload") {
             let get = |s: &str| {
-                value(
+                record(
                     records,
                     "fig10",
                     "mb_per_s",
                     &[("workload", &w), ("sync", &sync), ("scheme", s)],
                 )
             };
-            let Some(base) = get("wedi").filter(|b| *b > 0.0) else {
+            let Some(base) = get("wedi").filter(|b| b.value > 0.0) else {
                 continue;
             };
             // The POSIX peer (10-25x) is in the table; drawn, it would flatten the designs.
@@ -776,11 +848,12 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
                 .into_iter()
                 .filter(|s| s != "posix")
             {
-                if let Some(v) = get(&s) {
-                    bars.push((
-                        format!("{}:{s}", &w[..w.len().min(5)]),
-                        vec![("MB/s vs wedi", v / base)],
-                    ));
+                if let Some((v, uncertain)) = mb_ratio(get(&s), Some(base)) {
+                    bars.push(plot::Bar {
+                        label: format!("{}:{s}", &w[..w.len().min(5)]),
+                        parts: vec![("MB/s vs wedi", v)],
+                        uncertain,
+                    });
                 }
                 let parts: Vec<(&str, f64)> = pmo_store::SessionStats::default()
                     .categories()
@@ -811,7 +884,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
                 &p,
                 &format!("Filebench (LOaPP Fig. 10): bandwidth per design / wedi, sync {sync}"),
                 "MB/s over wedi (medians)",
-                &to_bars(bars),
+                &bars,
                 Some(1.0),
             )?;
             emit(p, &mut out);
@@ -832,13 +905,27 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         let mut series = vec![];
         for w in distinct(records, "threads", "workload") {
             for s in distinct(records, "threads", "scheme") {
-                let pts: Vec<(f64, f64)> = distinct(records, "threads", "threads")
+                // A point is hollow when its samples cannot tell it from the first thread
+                // count's (as the suite's threads figure).
+                let ts = distinct(records, "threads", "threads");
+                let first = ts
+                    .first()
+                    .and_then(|t| thread_mbs(records, &w, &sync, &s, t));
+                let points: Vec<plot::Point> = ts
                     .iter()
                     .filter_map(|t| {
-                        thread_mbs(records, &w, &sync, &s, t).map(|v| (t.parse().unwrap_or(0.0), v))
+                        let r = thread_mbs(records, &w, &sync, &s, t)?;
+                        Some(plot::Point {
+                            x: t.parse().unwrap_or(0.0),
+                            y: r.value,
+                            uncertain: mb_ratio(Some(r), first).is_some_and(|x| x.1),
+                        })
                     })
                     .collect();
-                series.push(plot::Series::plain(format!("{w}:{s}"), &pts));
+                series.push(plot::Series {
+                    name: format!("{w}:{s}"),
+                    points,
+                });
             }
         }
         let p = dir.join(format!("filebench-fig11b-{sync}.svg"));
@@ -859,20 +946,20 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     for sync in distinct(records, "lpmo", "sync") {
         let mut bars = vec![];
         for w in distinct(records, "lpmo", "workload") {
-            let base = value(
+            let base = record(
                 records,
                 "lpmo",
                 "mb_per_s",
                 &[("workload", &w), ("sync", &sync), ("scheme", "sp:medium")],
             );
             for (label, ..) in lpmo_bars(records, &w, &sync) {
-                bars.push((
-                    format!("{}:{label}", &w[..w.len().min(5)]),
-                    vec![(
-                        "MB/s vs sp:medium",
-                        label_ratio(records, &w, &sync, &label, base),
-                    )],
-                ));
+                let (v, uncertain) =
+                    label_ratio(records, &w, &sync, &label, base).unwrap_or((f64::NAN, false));
+                bars.push(plot::Bar {
+                    label: format!("{}:{label}", &w[..w.len().min(5)]),
+                    parts: vec![("MB/s vs sp:medium", v)],
+                    uncertain,
+                });
             }
         }
         if !bars.is_empty() {
@@ -883,7 +970,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
                     "Filebench (LPMO): DRAM cache, prediction, integrity, cxl-far, sync {sync}"
                 ),
                 "MB/s over sp:medium (medians)",
-                &to_bars(bars),
+                &bars,
                 Some(1.0),
             )?;
             emit(p, &mut out);
@@ -940,4 +1027,57 @@ fn to_bars(v: Vec<(String, Vec<(&str, f64)>)>) -> Vec<plot::Bar<'_>> {
             uncertain: false,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(r: &mut Records, study: &str, scheme: &str, threads: &str, mbs: &[f64]) {
+        let p = [
+            ("study", study.to_string()),
+            ("workload", "varmail".into()),
+            ("sync", "paper".into()),
+            ("scheme", scheme.into()),
+            ("threads", threads.into()),
+            ("predict", "off".into()),
+            ("latency", "dram".into()),
+        ];
+        r.push_samples("filebench", &p, "mb_per_s", mbs, "MB/s");
+    }
+
+    #[test]
+    fn ratios_whose_spread_includes_1_are_marked() {
+        let mut r = Records::default();
+        cell(&mut r, "fig10", "wedi", "2", &[10.0, 11.0, 12.0]);
+        cell(&mut r, "fig10", "sp-id", "2", &[30.0, 31.0, 32.0]);
+        // 9..14 over 10..12: the ratio's range 0.75..1.4 includes 1.
+        cell(&mut r, "fig10", "none", "2", &[9.0, 12.0, 14.0]);
+        cell(&mut r, "threads", "wedi", "1", &[10.0, 11.0, 12.0]);
+        cell(&mut r, "threads", "wedi", "2", &[11.5, 12.0, 13.0]);
+        cell(&mut r, "threads", "wedi", "4", &[20.0, 21.0, 22.0]);
+        let t = tables(&r);
+        let row = t.lines().find(|l| l.starts_with("varmail ")).unwrap();
+        assert!(row.contains("2.82x ") || row.ends_with("2.82x"), "{row}");
+        assert!(row.contains("1.09x?"), "{row}");
+        assert!(row.contains("1.00x ") || row.ends_with("1.00x"), "{row}");
+        let threads = t
+            .lines()
+            .find(|l| l.starts_with("varmail     wedi"))
+            .unwrap();
+        assert!(threads.contains("2:    12.0?"), "{threads}");
+        assert!(threads.contains("4:    21.0 "), "{threads}");
+        assert!(t.contains(MARK_NOTE));
+
+        let dir = std::env::temp_dir().join(format!("pmo-fb-marks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let figs = draw(&r, &dir).unwrap();
+        // The uncertain bar (fig10) and point (fig11b) are marked, with the legend's note.
+        for name in ["filebench-fig10-paper.svg", "filebench-fig11b-paper.svg"] {
+            let svg = std::fs::read_to_string(dir.join(name)).unwrap();
+            assert!(svg.contains("hollow / ?"), "{name}");
+        }
+        assert!(!figs.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

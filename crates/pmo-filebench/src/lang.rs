@@ -10,6 +10,7 @@
 //! define fileset name=N,path=P,size=S,entries=E,dirwidth=W,prealloc[=PCT],readonly,reuse,paralloc
 //! define file name=N,path=P,size=S,prealloc[=PCT],readonly,reuse,paralloc
 //! define process name=N,instances=I { thread name=T,memsize=M,instances=J { flowop TYPE attrs... } }
+//! eventgen rate=N                    the event generator `opslimit` waits on (N events/s)
 //! run [SECONDS]
 //! echo "text"
 //! ```
@@ -114,6 +115,8 @@ pub enum Stmt {
     },
     Run(Option<RawValue>),
     Echo(String),
+    /// `eventgen rate=N`.
+    Eventgen(Attrs),
 }
 
 /// A parsed workload file.
@@ -447,6 +450,11 @@ impl Parser<'_> {
                 self.end_of_stmt()?;
                 Ok(Stmt::Run(v))
             }
+            "eventgen" => {
+                let a = self.attrs()?;
+                self.end_of_stmt()?;
+                Ok(Stmt::Eventgen(a))
+            }
             "echo" => {
                 let v = match self.next() {
                     Some((Tok::Str(s), _)) | Some((Tok::Word(s), _)) => s,
@@ -465,7 +473,9 @@ impl Parser<'_> {
                 file: self.file.into(),
                 pos,
                 with_col: false,
-                msg: format!("unknown statement '{other}' (supported: set, define, run, echo)"),
+                msg: format!(
+                    "unknown statement '{other}' (supported: set, define, eventgen, run, echo)"
+                ),
             }),
         }
     }
@@ -554,7 +564,7 @@ mod tests {
         let e = parse("w.f", "frobnicate now\n").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "w.f:1: unknown statement 'frobnicate' (supported: set, define, run, echo)"
+            "w.f:1: unknown statement 'frobnicate' (supported: set, define, eventgen, run, echo)"
         );
         let e = parse("w.f", "set $a=1 @\n").unwrap_err();
         assert_eq!(e.to_string(), "w.f:1:10: unexpected character '@'");

@@ -10,10 +10,12 @@
 //! | [`backend`] | where files live: the pmo file store, or a directory through POSIX calls |
 //! | [`bench`] | `pmo bench filebench`: the design-space matrix, records, tables, figures |
 //! | [`run`] | the interpreter: fileset setup, threads, flowops, sync modes, per-flowop figures |
+//! | [`events`] | `eventgen`, and what `opslimit` and `finishoncount` count (Filebench's semantics) |
 #![deny(unsafe_code)]
 
 pub mod backend;
 pub mod bench;
+pub mod events;
 pub mod lang;
 pub mod model;
 pub mod personalities;

@@ -68,9 +68,10 @@ pub enum FlowopKind {
     Fsync,
     OpsLimit,
     FinishOnCount,
+    FinishOnBytes,
 }
 
-const FLOWOPS: [(&str, FlowopKind); 14] = [
+const FLOWOPS: [(&str, FlowopKind); 15] = [
     ("createfile", FlowopKind::CreateFile),
     ("openfile", FlowopKind::OpenFile),
     ("closefile", FlowopKind::CloseFile),
@@ -85,9 +86,19 @@ const FLOWOPS: [(&str, FlowopKind); 14] = [
     ("fsync", FlowopKind::Fsync),
     ("opslimit", FlowopKind::OpsLimit),
     ("finishoncount", FlowopKind::FinishOnCount),
+    ("finishonbytes", FlowopKind::FinishOnBytes),
 ];
 
 impl FlowopKind {
+    /// An I/O flowop (Filebench's `FLOW_TYPE_IO`): counted by `opslimit` and
+    /// `finishoncount` when they have no target.
+    pub fn is_io(self) -> bool {
+        !matches!(
+            self,
+            FlowopKind::OpsLimit | FlowopKind::FinishOnCount | FlowopKind::FinishOnBytes
+        )
+    }
+
     /// Writes file data (the `paper` sync mode psyncs after it).
     pub fn writes(self) -> bool {
         matches!(
@@ -131,6 +142,12 @@ pub struct Flowop {
     pub iters: u64,
     pub workingset: u64,
     pub value: u64,
+    /// `dsync`: every write of this flowop is durable before it returns (Filebench opens
+    /// the file `O_SYNC`): a psync (fsync) after it.
+    pub dsync: bool,
+    /// `target=NAME`: index of the flowop of the same thread whose count `opslimit`,
+    /// `finishoncount` and `finishonbytes` watch (`None`: every I/O flowop of the workload).
+    pub target: Option<usize>,
     pub pos: Pos,
 }
 
@@ -153,10 +170,28 @@ pub struct Workload {
     pub threads: Vec<ThreadSpec>,
     /// `run N` (seconds; `None`: `run` without a time, or no `run`).
     pub run_seconds: Option<f64>,
-    pub quit_firstdone: bool,
+    /// `set mode quit ...`: what a thread that runs out of work (a `finishoncount` reached,
+    /// no file to pick) does to the run.
+    pub quit: QuitMode,
+    /// `eventgen rate=N` (events per second; `None` or 0: off, `opslimit` does nothing).
+    pub eventgen_rate: Option<f64>,
     pub echoes: Vec<String>,
     /// Every variable's final value as text (for the records).
     pub vars: Vec<(String, String)>,
+}
+
+/// `set mode quit ...` (Filebench's run modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum QuitMode {
+    /// The run lasts its time. Filebench aborts a time-based run whose thread reached a
+    /// `finishoncount` (or found no file); here that thread's `finishoncount` ends the run
+    /// early, and a thread that finds no file counts it and goes on.
+    #[default]
+    TimeBased,
+    /// The first thread done ends the run.
+    FirstDone,
+    /// A thread done stops; the run ends when every thread is done (or its time is up).
+    AllDone,
 }
 
 /// Most threads of one workload.
@@ -368,7 +403,8 @@ impl Workload {
             filesets: vec![],
             threads: vec![],
             run_seconds: None,
-            quit_firstdone: false,
+            quit: QuitMode::TimeBased,
+            eventgen_rate: None,
             echoes: vec![],
             vars: vec![],
         };
@@ -386,8 +422,9 @@ impl Workload {
                     e.vars.insert(var.clone(), v);
                 }
                 Stmt::SetMode(words) => match words.iter().map(|s| s.as_str()).collect::<Vec<_>>()[..] {
-                    ["quit", "firstdone"] => w.quit_firstdone = true,
-                    ["quit", "alldone" | "timebased"] => {}
+                    ["quit", "firstdone"] => w.quit = QuitMode::FirstDone,
+                    ["quit", "alldone"] => w.quit = QuitMode::AllDone,
+                    ["quit", "timebased"] => w.quit = QuitMode::TimeBased,
                     _ => return Err(e.err(*pos, format!("unsupported 'set mode {}' (supported: quit firstdone|alldone|timebased)", words.join(" ")))),
                 },
                 Stmt::DefineFileset(a) | Stmt::DefineFile(a) => {
@@ -443,6 +480,14 @@ impl Workload {
                     }
                 }
                 Stmt::Echo(s) => w.echoes.push(s.clone()),
+                Stmt::Eventgen(a) => {
+                    e.only(a, &["rate"], "eventgen")?;
+                    w.eventgen_rate = match e.attr_value(a, "rate")? {
+                        Some((Value::Num(n), _)) => Some(n),
+                        Some((_, p)) => return Err(e.err(p, "eventgen rate must be a number (events per second)")),
+                        None => return Err(e.err(*pos, "eventgen needs rate=N")),
+                    };
+                }
             }
         }
         // Threads are resolved after every fileset is defined (a thread may name a fileset
@@ -458,8 +503,25 @@ impl Workload {
                 let tinst = e.num(&t.attrs, "instances", 1)?;
                 let memsize = e.num(&t.attrs, "memsize", 1 << 20)?;
                 let mut flowops = vec![];
+                let mut targets = vec![];
                 for f in &t.flowops {
                     flowops.push(flowop(&e, &w, f)?);
+                    targets.push(e.text(&f.attrs, "target")?);
+                }
+                // `target=NAME` names a flowop of the same thread (Filebench looks it up in
+                // the thread's own list).
+                for (k, t) in targets.into_iter().enumerate() {
+                    let Some(name) = t else { continue };
+                    let i = flowops.iter().position(|f| f.name == name).ok_or_else(|| {
+                        e.err(
+                            flowops[k].pos,
+                            format!(
+                                "flowop {}: target '{name}' is no flowop of its thread",
+                                flowops[k].name
+                            ),
+                        )
+                    })?;
+                    flowops[k].target = Some(i);
                 }
                 let n = pinst.saturating_mul(tinst);
                 if (w.threads.len() as u64).saturating_add(n) > MAX_THREADS {
@@ -544,6 +606,7 @@ fn flowop(e: &Eval<'_>, w: &Workload, f: &crate::lang::FlowopDef) -> Result<Flow
             "workingset",
             "value",
             "target",
+            "dsync",
         ],
         &format!("flowop {}", f.kind),
     )?;
@@ -585,6 +648,8 @@ fn flowop(e: &Eval<'_>, w: &Workload, f: &crate::lang::FlowopDef) -> Result<Flow
         iters: e.num(&f.attrs, "iters", 1)?.max(1),
         workingset: e.num(&f.attrs, "workingset", 0)?,
         value: e.num(&f.attrs, "value", 0)?,
+        dsync: e.flag(&f.attrs, "dsync")?,
+        target: None,
         pos: f.pos,
     })
 }

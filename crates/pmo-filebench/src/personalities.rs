@@ -69,6 +69,8 @@ fn op(kind: FlowopKind, name: &str, set: Option<usize>, fd: u32, iosize: Dist) -
         iters: 1,
         workingset: 0,
         value: 0,
+        dsync: false,
+        target: None,
         pos: Pos::default(),
     }
 }
@@ -254,7 +256,8 @@ pub fn personality(name: &str, overrides: &[(String, String)]) -> Result<Workloa
         filesets,
         threads: vec![thread; nthreads as usize],
         run_seconds: runtime,
-        quit_firstdone: false,
+        quit: crate::model::QuitMode::TimeBased,
+        eventgen_rate: None,
         echoes: vec![],
         vars,
     })

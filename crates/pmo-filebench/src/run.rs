@@ -1,5 +1,7 @@
 //! The interpreter: set up a workload's filesets on a backend, run its threads' flowops until
-//! the run time is up (or a `finishoncount` fires), and count every flowop.
+//! the run time is up (or, as `set mode quit` says, a thread runs out of work: a
+//! `finishoncount` reached, no file to pick), and count every flowop. `opslimit` and the event
+//! generator: [`crate::events`].
 //!
 //! Filesets: entry `i` of fileset `name` at `path` is `path/name/D1/.../Dk/0000000(i+1)`, with
 //! directory levels so that no directory holds more than `dirwidth` entries (Filebench's
@@ -22,7 +24,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::backend::{Backend, BackendError, BackendFile};
-use crate::model::{Flowop, FlowopKind, Workload};
+use crate::events::{EventGen, OpsLimit};
+use crate::model::{Flowop, FlowopKind, QuitMode, Workload};
 
 /// When psync (fsync) happens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -356,7 +359,12 @@ struct Shared<'a> {
     error: Mutex<Option<RunError>>,
     phaser: Phaser,
     sync: SyncMode,
-    counts: Vec<AtomicU64>,
+    /// Operations of every I/O flowop so far (Filebench's `controlstats.fs_count`, what
+    /// `opslimit` and `finishoncount` watch without a target).
+    io_ops: AtomicU64,
+    /// Bytes of every I/O flowop so far (`controlstats.fs_bytes`, for `finishonbytes`).
+    io_bytes: AtomicU64,
+    events: Option<EventGen>,
 }
 
 struct OpenFd {
@@ -628,7 +636,10 @@ impl Worker<'_, '_> {
                 }
                 None => none,
             },
-            FlowopKind::OpsLimit | FlowopKind::FinishOnCount => done(0, 0),
+            // Run by `thread_main`, which has the counts they watch.
+            FlowopKind::OpsLimit | FlowopKind::FinishOnCount | FlowopKind::FinishOnBytes => {
+                done(0, 0)
+            }
         }
     }
 }
@@ -649,6 +660,7 @@ fn thread_main(
         syncs: 0,
     };
     let mut tallies = vec![Tally::default(); spec.flowops.len()];
+    let mut limits = vec![OpsLimit::default(); spec.flowops.len()];
     let (mut read, mut written) = (0u64, 0u64);
     let fail = |f: &Flowop, e: BackendError, id: usize| {
         let mut g = lock(&sh.error);
@@ -673,8 +685,45 @@ fn thread_main(
                     break 'run;
                 }
                 let t = Instant::now();
-                let r = wk.exec(f);
+                let watched = || match f.target {
+                    Some(i) => tallies[i].ops,
+                    None => sh.io_ops.load(Ordering::Relaxed),
+                };
+                let watched_bytes = || match f.target {
+                    Some(i) => tallies[i].bytes,
+                    None => sh.io_bytes.load(Ordering::Relaxed),
+                };
+                let r = match f.kind {
+                    FlowopKind::FinishOnCount if watched() >= f.value => Ok(Outcome::NoResource),
+                    // Filebench: strictly more bytes than the value.
+                    FlowopKind::FinishOnBytes if watched_bytes() > f.value => {
+                        Ok(Outcome::NoResource)
+                    }
+                    FlowopKind::OpsLimit => {
+                        let ops = watched();
+                        limits[k].run(ops, sh.events.as_ref(), &sh.stop, deadline);
+                        Ok(Outcome::Done {
+                            read: 0,
+                            written: 0,
+                        })
+                    }
+                    _ => wk.exec(f),
+                };
                 let paper_sync = sh.sync == SyncMode::Paper && f.kind.writes();
+                // `dsync`: the write is durable before the flowop returns.
+                let r = match r {
+                    Ok(Outcome::Done { written, .. }) if f.dsync && written > 0 && !paper_sync => {
+                        match wk.fds.get(&f.fd).map(|o| o.file.fsync()) {
+                            Some(Err(e)) => Err(e),
+                            Some(Ok(())) => {
+                                wk.syncs += 1;
+                                r
+                            }
+                            None => r,
+                        }
+                    }
+                    r => r,
+                };
                 if paper_sync {
                     sh.phaser.wait(&sh.stop);
                 }
@@ -713,14 +762,31 @@ fn thread_main(
                         tl.busy_ns += ns;
                         read += rd;
                         written += wr;
-                        if f.kind == FlowopKind::FinishOnCount {
-                            let c = sh.counts[k].fetch_add(1, Ordering::Relaxed) + 1;
-                            if c >= f.value {
-                                sh.stop.store(true, Ordering::Relaxed);
-                            }
+                        if f.kind.is_io() {
+                            sh.io_ops.fetch_add(1, Ordering::Relaxed);
+                            sh.io_bytes.fetch_add(rd + wr, Ordering::Relaxed);
                         }
                     }
-                    Ok(Outcome::NoResource) => tl.norsc += 1,
+                    Ok(Outcome::NoResource) => {
+                        tl.norsc += 1;
+                        // The thread has no more work (Filebench's FILEBENCH_NORSC).
+                        let finished = matches!(
+                            f.kind,
+                            FlowopKind::FinishOnCount | FlowopKind::FinishOnBytes
+                        );
+                        match sh.w.quit {
+                            QuitMode::FirstDone => {
+                                sh.stop.store(true, Ordering::Relaxed);
+                                break 'run;
+                            }
+                            QuitMode::AllDone => break 'run,
+                            QuitMode::TimeBased if finished => {
+                                sh.stop.store(true, Ordering::Relaxed);
+                                break 'run;
+                            }
+                            QuitMode::TimeBased => {}
+                        }
+                    }
                     Err(e) => {
                         fail(f, e, id);
                         break 'run;
@@ -728,7 +794,7 @@ fn thread_main(
                 }
             }
         }
-        if sh.w.quit_firstdone && spec.flowops.is_empty() {
+        if spec.flowops.is_empty() {
             break;
         }
     }
@@ -805,7 +871,6 @@ pub fn run(w: &Workload, backend: &dyn Backend, opts: &RunOptions) -> Result<Run
         .iter()
         .filter(|t| t.flowops.iter().any(|f| f.kind.writes()))
         .count();
-    let max_flowops = w.threads.iter().map(|t| t.flowops.len()).max().unwrap_or(0);
     let sh = Shared {
         w,
         backend,
@@ -814,7 +879,11 @@ pub fn run(w: &Workload, backend: &dyn Backend, opts: &RunOptions) -> Result<Run
         error: Mutex::new(None),
         phaser: Phaser::new(writers),
         sync: opts.sync,
-        counts: (0..max_flowops).map(|_| AtomicU64::new(0)).collect(),
+        io_ops: AtomicU64::new(0),
+        io_bytes: AtomicU64::new(0),
+        // The generator's queue starts empty as the threads start (Filebench's
+        // eventgen_reset).
+        events: EventGen::new(w.eventgen_rate),
     };
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(seconds.max(0.0));
@@ -868,7 +937,7 @@ pub fn run(w: &Workload, backend: &dyn Backend, opts: &RunOptions) -> Result<Run
             e.bytes += t.bytes;
             e.busy_ns += t.busy_ns;
             e.norsc += t.norsc;
-            if !matches!(f.kind, FlowopKind::OpsLimit | FlowopKind::FinishOnCount) {
+            if f.kind.is_io() {
                 out.ops += t.ops;
             }
         }

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | [`path`] | checked paths and the PMO names they map to |
 //! | [`header`] | a file's header (size, first segment's size) in its first PMO |
-//! | [`store`] | [`FileStore`]: create, open, close, pread, pwrite, append, fsync (= psync), stat, unlink, mkdir, readdir, check |
+//! | [`store`] | [`FileStore`]: create, open, close, pread, pwrite, append, fsync (= psync), stat, unlink, mkdir, readdir, check, check_data (`pmo fs check`) |
 //!
 //! Design (measured and argued in `docs/filebench.md`): one chain of PMOs per file, as the
 //! seeds' PMO port of Filebench does, so that opening a file is an attach, closing it a
@@ -19,7 +19,9 @@
 //!   which holds its size, after its other PMOs);
 //! - a file or directory exists only if its parent directory does;
 //! - a segment PMO exists only while its file does and its size needs it (open repairs the
-//!   leftovers of a crash in the middle of an unlink or a growth).
+//!   leftovers of a crash in the middle of an unlink or a growth, and reports each);
+//! - segments are created lowest first and destroyed highest first, so whatever a crash
+//!   leaves of a path's segments is a run 1..k.
 #![deny(unsafe_code)]
 
 pub mod error;

@@ -115,6 +115,8 @@ struct Inner {
     open: Mutex<HashMap<FsPath, (Arc<OpenFile>, usize)>>,
     /// The store's share of the Fig. 6 time categories, summed over closed attach sessions.
     stats: Mutex<SessionStats>,
+    /// What `open` repaired (leftovers of a crash), one line each.
+    repairs: Mutex<Vec<String>>,
 }
 
 /// The file store over one pool. Cheap to clone; shareable between threads.
@@ -151,10 +153,17 @@ impl FileStore {
                 opts,
                 open: Mutex::new(HashMap::new()),
                 stats: Mutex::new(SessionStats::default()),
+                repairs: Mutex::new(Vec::new()),
             }),
         };
         fs.repair()?;
         Ok(fs)
+    }
+
+    /// What [`FileStore::open`] repaired: the leftovers of a crash in the middle of an unlink
+    /// or a growth, one line each (empty after a clean shutdown).
+    pub fn repairs(&self) -> Vec<String> {
+        lock(&self.inner.repairs).clone()
     }
 
     /// The pool underneath.
@@ -208,10 +217,18 @@ impl FileStore {
             } else {
                 0
             };
-            for i in segs.into_iter().filter(|&i| i >= needed) {
+            let mut extra: Vec<u32> = segs.into_iter().filter(|&i| i >= needed).collect();
+            // Highest first, as everywhere (what a crash leaves stays a run 1..k).
+            extra.sort_unstable_by(|a, b| b.cmp(a));
+            for i in extra {
                 self.inner
                     .pool
                     .pdestroy(&path.pmo_name(Kind::Segment(i)), self.key())?;
+                lock(&self.inner.repairs).push(if is_file {
+                    format!("{path}: removed segment {i}, which its size does not need (a growth or shrink cut short)")
+                } else {
+                    format!("{path}: removed segment {i} of a file that is gone (an unlink cut short)")
+                });
             }
         }
         Ok(())
@@ -356,13 +373,9 @@ impl FileStore {
         let first = first_pmo_bytes(size_hint);
         let name = path.pmo_name(Kind::File);
         // Leftover segments of an earlier file of this name (a failed unlink) go first, so the
-        // new file never sees them.
-        for i in 1..=MAX_SEGMENTS {
-            let seg = path.pmo_name(Kind::Segment(i));
-            if self.inner.pool.exists(&seg)? {
-                self.inner.pool.pdestroy(&seg, self.key())?;
-            }
-        }
+        // new file never sees them. Segments are created in ascending and destroyed in
+        // descending order, so leftovers always include segment 1: one lookup when none.
+        self.destroy_segments(&path, 1)?;
         self.pcreate(&name, first)?;
         let hdr = Header {
             size: 0,
@@ -468,20 +481,24 @@ impl FileStore {
         let r = if st.dirty { sync(&mut st) } else { Ok(()) };
         let needed = header::segments_for(st.header.first_pmo_bytes, st.header.size) as usize;
         let mut total = SessionStats::default();
-        for (i, seg) in st.segs.drain(..).enumerate() {
+        let had = st.segs.len();
+        for seg in st.segs.drain(..) {
             let s = seg.att.session_stats();
             let t = Instant::now();
             seg.att.detach()?;
             let mut s = s;
             s.detach_ns = t.elapsed().as_nanos() as u64;
             total.accumulate(&s.with_compute());
-            if i >= needed && r.is_ok() {
-                // The file shrank and its size is durable: this segment is no longer needed.
+        }
+        lock(&self.inner.stats).accumulate(&total);
+        if had > needed.max(1) && r.is_ok() {
+            // The file shrank and its size is durable: the segments past it are no longer
+            // needed (highest first).
+            for i in (needed.max(1)..had).rev() {
                 let name = file.path.pmo_name(Kind::Segment(i as u32));
                 self.inner.pool.pdestroy(&name, self.key())?;
             }
         }
-        lock(&self.inner.stats).accumulate(&total);
         r
     }
 
@@ -543,14 +560,23 @@ impl FileStore {
         }
         // The file is gone (atomically) with its first PMO; its segments follow. A crash
         // here leaves segments without a file, which `open` removes.
-        for i in 1..=MAX_SEGMENTS {
+        self.destroy_segments(&path, 1)
+    }
+
+    /// Destroy segments `from..` of `path`, highest first (so that what a crash leaves is
+    /// still a run 1..k, found by looking up segment 1 alone).
+    fn destroy_segments(&self, path: &FsPath, from: u32) -> Result<()> {
+        let mut top = from;
+        while top <= MAX_SEGMENTS && self.exists(path, Kind::Segment(top))? {
+            top += 1;
+        }
+        for i in (from..top).rev() {
             match self
                 .inner
                 .pool
                 .pdestroy(&path.pmo_name(Kind::Segment(i)), self.key())
             {
-                Ok(()) => {}
-                Err(StoreError::NotFound(_)) => break,
+                Ok(()) | Err(StoreError::NotFound(_)) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -669,6 +695,29 @@ impl FileStore {
                     "{path}: size {} needs segments {want:?}, found {have:?}",
                     h.size
                 ));
+            }
+        }
+        Ok(r)
+    }
+}
+
+impl FileStore {
+    /// [`FileStore::check`], and then read every file whole: a file whose PMOs fail to decrypt
+    /// or verify (under a scheme that verifies), or whose segments are missing, is a problem.
+    /// Files open in another process are listed in `busy`.
+    pub fn check_data(&self) -> Result<FsCheck> {
+        let mut r = self.check()?;
+        for (path, (_, is_file, _)) in self.scan()? {
+            if !is_file || r.busy.iter().any(|b| *b == path.as_str()) {
+                continue;
+            }
+            match self.read_file(path.as_str()) {
+                Ok(_) => {}
+                Err(FsError::Busy(_)) => r.busy.push(path.to_string()),
+                // A corruption error names its file already.
+                Err(e @ FsError::Corrupt(_)) => r.problems.push(e.to_string()),
+                Err(e) if e.is_integrity() => r.problems.push(format!("file {path}: {e}")),
+                Err(e) => return Err(e),
             }
         }
         Ok(r)

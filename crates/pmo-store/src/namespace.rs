@@ -294,3 +294,27 @@ impl Namespace {
         problems
     }
 }
+
+impl Namespace {
+    /// After this process changed `slot` under the metadata lock, with this copy current when
+    /// the change began: `ok`, the slot now holds `new` on the medium (both copies), so record
+    /// it and the generation word the change left instead of reloading every slot at the next
+    /// refresh (which costs O(capacity) per pcreate or pdestroy). A failed change, or a
+    /// generation word that cannot be read, leaves the copy to be reloaded.
+    pub fn after_own_change(
+        &mut self,
+        m: &dyn Medium,
+        sb: &Superblock,
+        ok: bool,
+        slot: usize,
+        new: Option<Entry>,
+    ) {
+        let gen = match read_gen(m, sb) {
+            Ok(g) if ok && self.gen.is_some() && slot < self.slots.len() => g,
+            _ => return self.invalidate(),
+        };
+        self.slots[slot] = new;
+        self.fixes.retain(|f| f.slot != slot);
+        self.gen = Some(gen);
+    }
+}

@@ -687,7 +687,7 @@ impl Pool {
             namespace::bump_gen(m, &inner.sb)?;
             Ok(())
         })();
-        ns.invalidate();
+        ns.after_own_change(m, &inner.sb, r.is_ok(), slot, Some(entry.clone()));
         inner.poison(r)?;
         Ok(self.info_of(&entry))
     }
@@ -737,7 +737,7 @@ impl Pool {
             namespace::bump_gen(m, &inner.sb)?;
             Ok(())
         })();
-        ns.invalidate();
+        ns.after_own_change(m, &inner.sb, r.is_ok(), slot, None);
         inner.poison(r)
     }
 

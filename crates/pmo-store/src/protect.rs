@@ -786,7 +786,11 @@ impl Protection {
         whole_checksum: Option<[u8; 32]>,
     ) -> Trailer {
         let mac = match &self.protector {
-            PageProtector::Aead { keys } => Some(VersionTableMac::from_table(keys, table)),
+            PageProtector::Aead { keys } => {
+                // What the MAC covers: each entry without its wide check (as at attach).
+                let words: Vec<u64> = table.iter().map(|&e| PageMapEntry(e).mac_word()).collect();
+                Some(VersionTableMac::from_table(keys, &words))
+            }
             _ => None,
         };
         self.trailer(&mac, epoch, reservation, whole_checksum)

@@ -1,0 +1,169 @@
+//! `finishoncount`, `opslimit` and `eventgen` with Filebench's semantics, and `set mode quit`,
+//! on a plain directory (the counting does not depend on the backend).
+
+use std::time::Instant;
+
+use pmo_filebench::backend::PosixBackend;
+use pmo_filebench::run::{run, RunOptions, RunResult, SyncMode};
+use pmo_filebench::Workload;
+
+fn go(tag: &str, text: &str, cap: f64) -> (RunResult, f64) {
+    let dir = std::env::temp_dir().join(format!("pmo-fb-limits-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let w = Workload::from_text(&format!("{tag}.f"), text, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let b = PosixBackend { root: dir.clone() };
+    let t = Instant::now();
+    let r = run(
+        &w,
+        &b,
+        &RunOptions {
+            seconds_cap: Some(cap),
+            sync: SyncMode::Fsync,
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{tag}: {e}"));
+    let secs = t.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&dir);
+    (r, secs)
+}
+
+fn ops(r: &RunResult, name: &str) -> u64 {
+    r.flowops
+        .iter()
+        .find(|f| f.name == name)
+        .unwrap_or_else(|| panic!("no flowop {name}: {r:?}"))
+        .ops
+}
+
+const FILE: &str = "define file name=f,path=$dir,size=0,prealloc\n";
+
+fn writer(mode: &str, finish: &str, threads: u32) -> String {
+    format!(
+        "set $dir=/t\nset mode quit {mode}\n{FILE}\
+         define process name=p,instances=1\n{{\n  thread name=t,memsize=1m,instances={threads}\n  {{\n\
+         flowop appendfile name=app,filename=f,iosize=512\n\
+         flowop fsync name=sync\n\
+         flowop finishoncount name=finish,{finish}\n  }}\n}}\nrun 60\n"
+    )
+}
+
+#[test]
+fn finishoncount_with_a_target_counts_that_flowop_of_its_thread() {
+    // Filebench's filemicro_writefsync shape: stop after 25 fsyncs.
+    let (r, secs) = go(
+        "target",
+        &writer("firstdone", "value=25,target=sync", 1),
+        30.0,
+    );
+    assert_eq!(ops(&r, "sync"), 25, "{r:?}");
+    assert_eq!(ops(&r, "app"), 25, "{r:?}");
+    assert!(secs < 20.0, "the run ended at the count, not at its time");
+}
+
+#[test]
+fn finishoncount_without_a_target_counts_every_io_flowop() {
+    // appendfile + fsync per loop: 40 I/O operations are 20 loops.
+    let (r, _) = go("all", &writer("firstdone", "value=40", 1), 30.0);
+    assert_eq!(ops(&r, "app") + ops(&r, "sync"), 40, "{r:?}");
+}
+
+#[test]
+fn alldone_waits_for_every_thread_firstdone_for_one() {
+    // Per-thread targets: under alldone each of 3 threads does its own 10 fsyncs.
+    let (r, _) = go(
+        "alldone",
+        &writer("alldone", "value=10,target=sync", 3),
+        30.0,
+    );
+    assert_eq!(ops(&r, "sync"), 30, "{r:?}");
+    // Under firstdone the first thread to reach 10 ends the run (the others stop at their
+    // next flowop, at most at their own 10th fsync).
+    let (r, secs) = go(
+        "firstdone",
+        &writer("firstdone", "value=10,target=sync", 3),
+        30.0,
+    );
+    let n = ops(&r, "sync");
+    assert!((10..=30).contains(&n), "{n}: {r:?}");
+    assert!(secs < 20.0);
+}
+
+#[test]
+fn a_thread_without_files_ends_a_firstdone_run() {
+    // filemicro_delete's shape: delete until nothing is left.
+    let text = "set $dir=/t\nset mode quit firstdone\n\
+        define fileset name=s,path=$dir,size=1k,entries=30,dirwidth=10,prealloc=100\n\
+        define process name=p,instances=1\n{\n  thread name=t,memsize=1m,instances=2\n  {\n\
+        flowop deletefile name=del,filesetname=s\n  }\n}\nrun 60\n";
+    let (r, secs) = go("delete", text, 30.0);
+    assert_eq!(ops(&r, "del"), 30, "{r:?}");
+    assert!(secs < 20.0);
+}
+
+#[test]
+fn opslimit_holds_operations_to_the_event_rate() {
+    let text = |rate: u32| {
+        format!(
+            "set $dir=/t\neventgen rate={rate}\n{FILE}\
+             define process name=p,instances=1\n{{\n  thread name=t,memsize=1m,instances=2\n  {{\n\
+             flowop statfile name=stat,filename=f\n\
+             flowop opslimit name=limit\n  }}\n}}\nrun 1\n"
+        )
+    };
+    // 100 events/s for 0.6 s: at most ~60 stats (+ the two threads' first, which only note
+    // the count, and rounding).
+    let (r, secs) = go("limited", &text(100), 0.6);
+    let limited = ops(&r, "stat");
+    assert!(
+        limited as f64 <= 100.0 * secs + 4.0,
+        "{limited} in {secs} s"
+    );
+    assert!(limited >= 2, "{r:?}");
+    // Without a generator (rate 0) opslimit does nothing: far more stats in the same time.
+    let (r, _) = go("unlimited", &text(0), 0.6);
+    assert!(
+        ops(&r, "stat") > limited * 5,
+        "{} vs {limited}",
+        ops(&r, "stat")
+    );
+}
+
+#[test]
+fn a_missing_target_is_a_file_line_error() {
+    let text = writer("firstdone", "value=5,target=nosuch", 1);
+    let e = Workload::from_text("w.f", &text, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("w.f:10: "), "{e}");
+    assert!(e.contains("target 'nosuch'"), "{e}");
+}
+
+#[test]
+fn finishonbytes_stops_past_the_byte_count() {
+    // Filebench stops once strictly more than `value` bytes went through: 11 appends of 1000.
+    let text = format!(
+        "set $dir=/t\nset mode quit firstdone\n{FILE}\
+         define process name=p,instances=1\n{{\n  thread name=t,memsize=1m,instances=1\n  {{\n\
+         flowop appendfile name=app,filename=f,iosize=1000\n\
+         flowop finishonbytes name=finish,value=10000,target=app\n  }}\n}}\nrun 60\n"
+    );
+    let (r, _) = go("bytes", &text, 30.0);
+    assert_eq!(r.write_bytes, 11_000, "{r:?}");
+}
+
+#[test]
+fn dsync_makes_every_write_durable() {
+    let text = |dsync: &str| {
+        format!(
+            "set $dir=/t\nset mode quit firstdone\n{FILE}\
+             define process name=p,instances=1\n{{\n  thread name=t,memsize=1m,instances=1\n  {{\n\
+             flowop appendfile name=app,filename=f,iosize=100{dsync}\n\
+             flowop finishoncount name=finish,value=12\n  }}\n}}\nrun 60\n"
+        )
+    };
+    let (r, _) = go("dsync", &text(",dsync"), 30.0);
+    assert_eq!((ops(&r, "app"), r.syncs), (12, 12), "{r:?}");
+    let (r, _) = go("nodsync", &text(",dsync=false"), 30.0);
+    assert_eq!((ops(&r, "app"), r.syncs), (12, 0), "{r:?}");
+}
