@@ -12,6 +12,7 @@
 //! | [`attach`]  | mapped attach at a stable address, dirty tracking, psync, detach |
 //! | [`pptr`]    | relocatable typed offset pointers |
 //! | [`predict`] | predictive decryption: stream detection at faults, workers that install the next pages |
+//! | [`tracking`] | the default dirty tracking of an attach, chosen from the PMO's size |
 //!
 //! Invariants:
 //! - The store writes the medium only through [`pmo_medium::Medium`] (its writes, or a store
@@ -39,6 +40,7 @@ pub mod protect;
 mod redundancy;
 pub mod scheme;
 pub mod stats;
+pub mod tracking;
 
 pub use attach::{AttachOptions, Attachment, DEFAULT_TRACKING};
 pub use detach::wait_for_background_detaches;
