@@ -574,8 +574,11 @@ fn dirty_tracking_is_exact_on_large_resident_views() {
             let got: Vec<u64> = dirty(&v);
             // Exact, except that the discarded page may be reported (its contents are the
             // medium's again).
-            let got_set: std::collections::BTreeSet<u64> =
-                got.iter().copied().filter(|&p| !(round == 3 && p == 1234)).collect();
+            let got_set: std::collections::BTreeSet<u64> = got
+                .iter()
+                .copied()
+                .filter(|&p| !(round == 3 && p == 1234))
+                .collect();
             assert_eq!(got_set, want, "{m} round {round}");
             assert!(got.windows(2).all(|w| w[0] < w[1]), "{m}: not ascending");
             for &p in &want {

@@ -1217,7 +1217,10 @@ mod tests {
     #[test]
     fn scan_ranges_use_the_fast_path_only_over_long_fully_present_runs() {
         // Nothing present: one slow range over the view.
-        assert_eq!(scan_ranges(&present(1000, []), 1000), vec![(0, 1000, false)]);
+        assert_eq!(
+            scan_ranges(&present(1000, []), 1000),
+            vec![(0, 1000, false)]
+        );
         // Everything present, the last word partial: one fast range.
         assert_eq!(
             scan_ranges(&present(1000, 0..1000), 1000),
@@ -1230,7 +1233,10 @@ mod tests {
             vec![(0, 576, true), (576, 1024, false)]
         );
         // A small view, fully present: fast.
-        assert_eq!(scan_ranges(&present(100, 0..100), 100), vec![(0, 100, true)]);
+        assert_eq!(
+            scan_ranges(&present(100, 0..100), 100),
+            vec![(0, 100, true)]
+        );
         // Short full runs never take the fast path.
         let b = present(4096, (0..4096).filter(|p| p % 256 != 0));
         assert_eq!(scan_ranges(&b, 4096), vec![(0, 4096, false)]);
@@ -1243,7 +1249,10 @@ mod tests {
         for &(first, end, fast) in &r {
             if fast {
                 assert!(end - first >= SCAN_FAST_MIN_PAGES);
-                assert!((first..end).all(|p| b.get(p)), "a fast range with an empty entry");
+                assert!(
+                    (first..end).all(|p| b.get(p)),
+                    "a fast range with an empty entry"
+                );
             }
         }
     }
