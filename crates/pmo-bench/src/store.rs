@@ -276,7 +276,7 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
     // One dirty 4 KiB page: write + psync, on emulated PM (and on a regular file).
     pb.set_message("1-page psync");
     // Every dirty tracking on emulated PM (the default one first), the default on a file.
-    let default_tracking = DirtyTracking::from_env().unwrap_or(pmo_store::DEFAULT_TRACKING);
+    let default_tracking = pmo_store::tracking::resolve(None, 16 * MIB);
     // (directory, tracking, PMO bytes): the 16 MiB PMO is the headline (next to PMDK); a 1 MiB
     // PMO shows how the tracking choice moves with the resident size a psync must cover.
     let mut runs = vec![(opts.dir.clone(), default_tracking, 16 * MIB)];
