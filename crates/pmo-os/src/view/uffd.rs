@@ -1147,13 +1147,27 @@ fn scan_ranges(present: &PageBits, pages: u64) -> Vec<(u64, u64, bool)> {
     out
 }
 
+/// Whether `PAGEMAP_SCAN`'s fast path reads swap entries right: before Linux 6.10 it tested
+/// the present-entry write-protect bit on swap entries too, which could hide a written page
+/// that was swapped out (fixed by "fs/proc/task_mmu: fix uffd-wp confusion in
+/// pagemap_scan_pmd_entry()"). Older kernels always take the any-of walk.
+fn scan_fast_path_sound() -> bool {
+    static SOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SOUND.get_or_init(|| sys::kernel_version().is_some_and(|v| v >= (6, 10)))
+}
+
 /// [`DirtyTracking::Scan`]: report and re-protect the written pages with `PAGEMAP_SCAN`.
 fn collect_scan(shared: &Shared, st: &UffdState, out: &mut Vec<u64>) -> Result<(), ViewError> {
     let Some(pagemap) = &st.pagemap else {
         return Ok(());
     };
     let mut regions = [PageRegion::default(); SCAN_REGIONS];
-    for (first, last, fast) in scan_ranges(&st.present, shared.pages) {
+    let ranges = if scan_fast_path_sound() {
+        scan_ranges(&st.present, shared.pages)
+    } else {
+        vec![(0, shared.pages, false)]
+    };
+    for (first, last, fast) in ranges {
         let end = (shared.base as u64) + last * PAGE_SIZE as u64;
         let mut start = shared.base as u64 + first * PAGE_SIZE as u64;
         // Each call either finishes the walk or fills the region vector; bound the loop by the
@@ -1212,6 +1226,12 @@ mod tests {
             b.set(p);
         }
         b
+    }
+
+    #[test]
+    fn kernel_version_parses() {
+        let v = sys::kernel_version().expect("uname release");
+        assert!(v.0 >= 3, "{v:?}");
     }
 
     #[test]
