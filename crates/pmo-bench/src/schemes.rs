@@ -329,15 +329,15 @@ fn per_page_psync(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(
     let k = 256usize;
     let tp = TempPool::new(&opts.dir, "psync", 3 * size, Scheme::SECURE)?;
     tp.pool.pcreate("obj", size, KEY)?;
-    // The default tracking first (its figures are the headline), then fault and twin.
-    let default_tracking =
-        pmo_store::DirtyTracking::from_env().unwrap_or(pmo_store::DEFAULT_TRACKING);
+    // The default tracking for this size first (its figures are the headline), then the others.
+    let default_tracking = pmo_store::tracking::resolve(None, size);
     let mut trackings = vec![default_tracking];
     for t in [
         pmo_store::DirtyTracking::Fault,
         pmo_store::DirtyTracking::Twin,
+        pmo_store::DirtyTracking::Scan,
     ] {
-        if !trackings.contains(&t) {
+        if !trackings.contains(&t) && t.is_available() {
             trackings.push(t);
         }
     }

@@ -276,8 +276,10 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
     // One dirty 4 KiB page: write + psync, on emulated PM (and on a regular file).
     pb.set_message("1-page psync");
     // Every dirty tracking on emulated PM (the default one first), the default on a file.
-    let default_tracking = DirtyTracking::from_env().unwrap_or(pmo_store::DEFAULT_TRACKING);
-    let mut runs = vec![(opts.dir.clone(), default_tracking)];
+    let default_tracking = pmo_store::tracking::resolve(None, 16 * MIB);
+    // (directory, tracking, PMO bytes): the 16 MiB PMO is the headline (next to PMDK); a 1 MiB
+    // PMO shows how the tracking choice moves with the resident size a psync must cover.
+    let mut runs = vec![(opts.dir.clone(), default_tracking, 16 * MIB)];
     for t in [
         DirtyTracking::Fault,
         DirtyTracking::Twin,
@@ -285,14 +287,27 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
         DirtyTracking::Declared,
     ] {
         if t != default_tracking && t.is_available() {
-            runs.push((opts.dir.clone(), t));
+            runs.push((opts.dir.clone(), t, 16 * MIB));
         }
     }
-    runs.extend(opts.file_dir.clone().map(|d| (d, default_tracking)));
-    for (dir, tracking) in runs {
+    for t in [
+        DirtyTracking::Fault,
+        DirtyTracking::Twin,
+        DirtyTracking::Scan,
+    ] {
+        if t.is_available() {
+            runs.push((opts.dir.clone(), t, MIB));
+        }
+    }
+    runs.extend(
+        opts.file_dir
+            .clone()
+            .map(|d| (d, default_tracking, 16 * MIB)),
+    );
+    for (dir, tracking, pmo_bytes) in runs {
         let tp = TempPool::new(&dir, "one", 64 * MIB, store_scheme()?)?;
         let medium = medium_name(&tp.pool);
-        tp.pool.pcreate("one", 16 * MIB, KEY)?;
+        tp.pool.pcreate("one", pmo_bytes, KEY)?;
         let a = tp.pool.attach_with(
             "one",
             Perm::Write,
@@ -309,7 +324,7 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
         // of an update, not of the first touch of a medium page after the pool was created.
         // Different bytes each round: twin tracking commits only pages that changed.
         for round in 0..2u8 {
-            let warm = vec![0x55u8 + round; 16 * MIB as usize];
+            let warm = vec![0x55u8 + round; pmo_bytes as usize];
             a.write_at(0, &warm)?;
             a.psync()?;
         }
@@ -321,7 +336,7 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let p = (x % (16 * MIB / PAGE as u64)) as usize;
+            let p = (x % (pmo_bytes / PAGE as u64)) as usize;
             // A new value every round: each update changes its page.
             page[..8].copy_from_slice(&(r as u64 + 1).to_le_bytes());
             let t = Instant::now();
@@ -339,6 +354,7 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
             ("medium", medium.clone()),
             ("tracking", tracking.name().to_string()),
             ("update_bytes", "4096".to_string()),
+            ("pmo_bytes", pmo_bytes.to_string()),
         ];
         records.push(
             "store",
@@ -446,13 +462,19 @@ pub fn table(records: &Records) -> String {
     {
         let medium = r.params.get("medium").cloned().unwrap_or_default();
         let tracking = r.params.get("tracking").cloned().unwrap_or_default();
-        let key = [("medium", medium.as_str()), ("tracking", tracking.as_str())];
+        let bytes = r.params.get("pmo_bytes").cloned().unwrap_or_default();
+        let key = [
+            ("medium", medium.as_str()),
+            ("tracking", tracking.as_str()),
+            ("pmo_bytes", bytes.as_str()),
+        ];
         let ps = records.find("psync_1page_us", &key).unwrap_or(f64::NAN);
         let commit = records
             .find("psync_1page_commit_us", &key)
             .unwrap_or(f64::NAN);
+        let mib = bytes.parse::<u64>().map_or(0, |b| b / MIB);
         _ = writeln!(out,
-            "  {medium:>10} {tracking:>8}: write 4 KiB + psync {:.2} (psync alone {ps:.2}, of which commit {commit:.2})",
+            "  {medium:>10} {tracking:>8} {mib:>3} MiB PMO: write 4 KiB + psync {:.2} (psync alone {ps:.2}, of which commit {commit:.2})",
             r.value
         );
     }
@@ -466,14 +488,20 @@ pub fn table(records: &Records) -> String {
                 .filter(|r| r.params.get("medium").map(String::as_str) == Some("pmem-emul"))
             {
                 let tracking = r.params.get("tracking").cloned().unwrap_or_default();
+                let bytes = r.params.get("pmo_bytes").cloned().unwrap_or_default();
                 let ps = records
                     .find(
                         "psync_1page_us",
-                        &[("medium", "pmem-emul"), ("tracking", tracking.as_str())],
+                        &[
+                            ("medium", "pmem-emul"),
+                            ("tracking", tracking.as_str()),
+                            ("pmo_bytes", bytes.as_str()),
+                        ],
                     )
                     .unwrap_or(f64::NAN);
+                let mib = bytes.parse::<u64>().map_or(0, |b| b / MIB);
                 _ = writeln!(out,
-                    "    pmo/PMDK, {tracking:>8} tracking: write + psync {:.2}x, psync alone {:.2}x",
+                    "    pmo/PMDK, {tracking:>8} tracking, {mib:>3} MiB PMO: write + psync {:.2}x, psync alone {:.2}x",
                     r.value / p,
                     ps / p
                 );

@@ -53,11 +53,12 @@ pub const STUDIES: [&str; 7] = [
 
 /// The tracking study's variants: (`PMO_DIRTY`, `PMO_FAULT_AROUND`), the issue-16 levers alone
 /// and together, run next to each other for every workload and scheme.
-pub const TRACKING_VARIANTS: [(&str, &str); 4] = [
+pub const TRACKING_VARIANTS: [(&str, &str); 5] = [
     ("fault", "1"),
     ("fault", "16"),
     ("twin", "1"),
     ("twin", "16"),
+    ("scan", "16"),
 ];
 
 /// Options of the suite.

@@ -801,7 +801,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 i.kdf.p
             )?;
             outln!("default scheme:  {}", scheme_name(i.config.scheme))?;
-            print_fault_defaults()?;
+            print_fault_defaults(None)?;
             outln!("cache flush:     {}", pmo_os::persist::flush_kind().name())?;
             damaged_error(&pool)?;
         }
@@ -838,7 +838,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 )?;
                 outln!("dirty tracking:  fault")?;
             } else {
-                print_fault_defaults()?;
+                print_fault_defaults(Some(p.size))?;
             }
             match pool.last_session(name)? {
                 None => outln!("last session:    none recorded")?,
@@ -1432,16 +1432,24 @@ fn show_suite(records: &pmo_bench::Records, out: &std::path::Path) -> anyhow::Re
     Ok(())
 }
 
-/// The fault mechanism and dirty tracking attaches use by default in this process.
-fn print_fault_defaults() -> anyhow::Result<()> {
+/// The fault mechanism and dirty tracking attaches use by default in this process (for a PMO
+/// of `size` bytes; `None`: the rule by size).
+fn print_fault_defaults(size: Option<u64>) -> anyhow::Result<()> {
+    use pmo_store::tracking::{default_tracking, SCAN_MAX_BYTES};
     outln!(
         "fault mechanism: {}",
         pmo_store::attach::fault_mechanism_name()
     )?;
-    outln!(
-        "dirty tracking:  {}",
-        pmo_store::DirtyTracking::from_env().unwrap_or(pmo_store::DEFAULT_TRACKING)
-    )?;
+    match (pmo_store::DirtyTracking::from_env(), size) {
+        (Some(t), _) => outln!("dirty tracking:  {t} (PMO_DIRTY)")?,
+        (None, Some(size)) => outln!("dirty tracking:  {}", default_tracking(size))?,
+        (None, None) => outln!(
+            "dirty tracking:  {} for PMOs up to {} MiB, {} above",
+            default_tracking(SCAN_MAX_BYTES),
+            SCAN_MAX_BYTES >> 20,
+            pmo_store::DEFAULT_TRACKING
+        )?,
+    }
     Ok(())
 }
 

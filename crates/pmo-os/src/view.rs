@@ -873,6 +873,10 @@ impl PageBits {
             }
         }
     }
+    /// Word `w` (pages `64 * w ..`): one bit per page.
+    pub(crate) fn word(&self, w: usize) -> u64 {
+        self.words[w].load(Ordering::Acquire)
+    }
     #[cfg(test)]
     pub(crate) fn words(&self) -> &[AtomicU64] {
         &self.words

@@ -34,7 +34,8 @@ pub struct AttachOptions {
     pub mechanism: Option<Mechanism>,
     /// Fill every page at attach instead of on first touch.
     pub populate: bool,
-    /// How writes are found for psync (`None`: `PMO_DIRTY`, else [`DEFAULT_TRACKING`]).
+    /// How writes are found for psync (`None`: `PMO_DIRTY`, else chosen from the PMO's size by
+    /// [`crate::tracking::default_tracking`]).
     /// [`DirtyTracking::Declared`] commits only what [`Attachment::write_at`] and
     /// [`Attachment::declare`] name (PMDK's `tx_add_range` contract): writes through raw
     /// pointers that are not declared are then not made durable.
@@ -65,7 +66,8 @@ fn numa_node_from_env() -> Result<Option<u32>> {
     }
 }
 
-/// The store's dirty tracking when neither the caller nor `PMO_DIRTY` chooses:
+/// The store's dirty tracking for PMOs larger than [`crate::tracking::SCAN_MAX_BYTES`] when
+/// neither the caller nor `PMO_DIRTY` chooses (smaller ones get `Scan`, see [`crate::tracking`]):
 /// [`DirtyTracking::Twin`]: fault tracking (psync O(dirty pages) whatever the PMO's size, where a
 /// `PAGEMAP_SCAN` walks every resident page), with pages filled or written in consecutive
 /// intervals kept writable and compared with a twin at psync instead of taking a write-protect
@@ -250,10 +252,7 @@ impl Pool {
             mechanism: opts.mechanism,
         };
         let mut relocated = false;
-        let tracking = opts
-            .tracking
-            .or_else(DirtyTracking::from_env)
-            .unwrap_or(DEFAULT_TRACKING);
+        let tracking = crate::tracking::resolve(opts.tracking, handle.size());
         let make_view = |vopts: ViewOptions, source: Arc<dyn PageSource>| match plain_area {
             None => View::with_tracking(vopts, source, Some(tracking)),
             Some((file, off)) => View::over_file(vopts, source, file, off),

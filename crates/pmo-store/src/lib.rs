@@ -18,6 +18,7 @@
 //! | [`pptr`]    | relocatable typed offset pointers |
 //! | `upgrade`   | the upgrade of older pools on open (namespace mirror, page-map checks) |
 //! | [`predict`] | predictive decryption: stream detection at faults, workers that install the next pages |
+//! | [`tracking`] | the default dirty tracking of an attach, chosen from the PMO's size |
 //!
 //! Invariants:
 //! - The store writes the medium only through [`pmo_medium::Medium`] (its writes, or a store
@@ -51,6 +52,7 @@ pub mod scheme;
 pub mod snapshot;
 pub mod stats;
 mod upgrade;
+pub mod tracking;
 
 pub use attach::{AttachOptions, Attachment, DEFAULT_TRACKING};
 pub use check::CheckReport;

@@ -455,3 +455,21 @@ pub fn yield_cpu() {
     // SAFETY: plain system call without arguments.
     unsafe { libc::sched_yield() };
 }
+
+/// The running kernel's `(major, minor)` version from `uname(2)`, if it parses.
+pub fn kernel_version() -> Option<(u32, u32)> {
+    // SAFETY: `utsname` is plain data; uname fills it (NUL-terminated fields) or fails.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid, writable utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
+    }
+    // SAFETY: the kernel NUL-terminates `release` inside its array.
+    let release = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }
+        .to_str()
+        .ok()?;
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    let major = it.next()?.parse().ok()?;
+    let minor = it.next()?.parse().ok()?;
+    Some((major, minor))
+}

@@ -1,0 +1,71 @@
+//! The store's choice of dirty tracking for an attach when neither the caller nor `PMO_DIRTY`
+//! chooses (issue 16, figures in `docs/results.md` and `docs/faults.md`).
+//!
+//! The choice is made per attach from the PMO's size, because the asynchronous write-protect
+//! mode of a userfaultfd is fixed when it is opened (it cannot change per psync), and because
+//! the two candidates' costs scale differently:
+//! - [`DirtyTracking::Scan`] takes no user-space fault on a write (the kernel clears the
+//!   protection itself, about 1 µs) and its collect is one `PAGEMAP_SCAN` whose walk costs about
+//!   1.5 ns per resident page (3 ns where the view is partly resident): cheap when the PMO is
+//!   small, whatever is written;
+//! - [`DirtyTracking::Twin`] takes a user-space fault (about 4-5 µs) per cold page written, keeps
+//!   written and freshly filled pages writable with a twin, and its collect costs O(hot + dirty
+//!   pages), independent of the PMO's size: the choice for large PMOs.
+//!
+//! Owns: [`SCAN_MAX_BYTES`] and [`default_tracking`]. Callers: `attach.rs` (every attach),
+//! the CLI and the benchmarks (to print or label the default).
+
+use pmo_os::view::DirtyTracking;
+
+use crate::attach::DEFAULT_TRACKING;
+
+/// PMOs of at most this many bytes are tracked with [`DirtyTracking::Scan`] by default (where
+/// the kernel has it): a collect then walks at most 16384 page-table entries, about 25 µs when
+/// every page is resident (1.5 ns each on the kernel's fast path), the price of about five
+/// user-space write-protect faults; a psync that writes more cold pages than that is cheaper
+/// with scan whatever the size, one that writes a single page of a large resident PMO is not.
+/// The suite's kernels (12-38 MiB at default sizes) and Filebench's files fall below it.
+/// Larger PMOs get [`DEFAULT_TRACKING`], whose psync does not grow with the PMO.
+pub const SCAN_MAX_BYTES: u64 = 64 << 20;
+
+/// The default dirty tracking for a PMO of `bytes` bytes: [`DirtyTracking::Scan`] up to
+/// [`SCAN_MAX_BYTES`] where available, else [`DEFAULT_TRACKING`].
+pub fn default_tracking(bytes: u64) -> DirtyTracking {
+    if bytes <= SCAN_MAX_BYTES && DirtyTracking::Scan.is_available() {
+        DirtyTracking::Scan
+    } else {
+        DEFAULT_TRACKING
+    }
+}
+
+/// The tracking an attach of a PMO of `bytes` bytes uses: the caller's, else `PMO_DIRTY`'s,
+/// else [`default_tracking`].
+pub fn resolve(requested: Option<DirtyTracking>, bytes: u64) -> DirtyTracking {
+    requested
+        .or_else(DirtyTracking::from_env)
+        .unwrap_or_else(|| default_tracking(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_pmos_get_the_default_and_requests_win() {
+        assert_eq!(default_tracking(SCAN_MAX_BYTES + 4096), DEFAULT_TRACKING);
+        assert_eq!(default_tracking(1 << 30), DEFAULT_TRACKING);
+        let small = default_tracking(64 << 10);
+        if DirtyTracking::Scan.is_available() {
+            assert_eq!(small, DirtyTracking::Scan);
+        } else {
+            assert_eq!(small, DEFAULT_TRACKING);
+        }
+        if std::env::var_os("PMO_DIRTY").is_none() {
+            assert_eq!(
+                resolve(Some(DirtyTracking::Fault), 4096),
+                DirtyTracking::Fault
+            );
+            assert_eq!(resolve(None, 1 << 30), DEFAULT_TRACKING);
+        }
+    }
+}
