@@ -46,13 +46,13 @@ pub mod pptr;
 pub mod predict;
 pub mod protect;
 mod redundancy;
-pub mod rotate;
 pub mod resize;
+pub mod rotate;
 pub mod scheme;
 pub mod snapshot;
 pub mod stats;
-mod upgrade;
 pub mod tracking;
+mod upgrade;
 
 pub use attach::{AttachOptions, Attachment, DEFAULT_TRACKING};
 pub use check::CheckReport;
