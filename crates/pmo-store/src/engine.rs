@@ -247,6 +247,13 @@ impl PmoCore {
             at += n;
         }
         m.flush(self.abs(self.layout.map_off), map_len)?;
+        // A plaintext area reads as zeros while detached (`check` holds it to that); the free
+        // space under a new extent may hold anything (an old extent's ciphertext).
+        if let Some(off) = self.layout.plain_off {
+            let len = self.layout.npages * PAGE_SIZE;
+            m.zero(self.abs(off), len)?;
+            m.flush(self.abs(off), len)?;
+        }
         Ok(())
     }
 

@@ -265,14 +265,8 @@ impl Pool {
         let keep = old_n.min(new_n);
         let r = (|| -> Result<()> {
             namespace::bump_gen(m, &inner.sb)?;
+            // Zeroes the plaintext area too (the space under it may hold anything).
             new_core.init_on_medium(m)?;
-            // A plaintext area reads as zeros while detached (`check` holds it to that); the
-            // free space under it may hold anything (an old extent's ciphertext).
-            if let Some(off) = new_core.layout.plain_off {
-                let len = new_n * PAGE_SIZE;
-                m.zero(new_core.abs(off), len)?;
-                m.flush(new_core.abs(off), len)?;
-            }
             let table = committed_map(m, &h, keep)?;
             report.pages_copied = copy_pages(m, &old_core, &new_core, &table, &mut opts)?;
             seed_commit(m, &h, &old_core, &new_core)?;
