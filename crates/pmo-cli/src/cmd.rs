@@ -124,6 +124,7 @@ enum Cmd {
         shadow: Option<String>,
     },
     /// Show or set the pool's default protection scheme for new PMOs
+    #[command(mut_arg("pool", |a| a.global(true)))]
     Scheme {
         #[command(flatten)]
         pool: PoolArg,
@@ -236,7 +237,9 @@ enum Cmd {
     /// The file store in PMOs that `pmo bench filebench` uses: check, ls, cat, put, rm, mkdir
     /// (docs/filebench.md)
     #[command(
-        after_help = "Without --key-file or PMO_KEY the store's default key (\"pmo-fs\", the one `pmo bench filebench` uses) opens its PMOs."
+        after_help = "Without --key-file or PMO_KEY the store's default key (\"pmo-fs\", the one `pmo bench filebench` uses) opens its PMOs.",
+        mut_arg("pool", |a| a.global(true)),
+        mut_arg("key_file", |a| a.global(true))
     )]
     Fs {
         #[command(flatten)]

@@ -33,6 +33,12 @@ pub fn pad(name: &str, width: usize) -> String {
 pub fn count(n: u64, noun: &str) -> String {
     if n == 1 {
         format!("1 {noun}")
+    } else if let Some(stem) = noun
+        .strip_suffix('y')
+        .filter(|s| !s.ends_with(['a', 'e', 'o', 'u']))
+    {
+        // "directory" -> "directories", but "day" -> "days".
+        format!("{n} {stem}ies")
     } else {
         format!("{n} {noun}s")
     }
@@ -51,5 +57,8 @@ mod tests {
         assert_eq!(shown("a\nb\tc"), "a\\nb\\tc");
         assert_eq!(count(1, "page"), "1 page");
         assert_eq!(count(0, "PMO"), "0 PMOs");
+        assert_eq!(count(2, "directory"), "2 directories");
+        assert_eq!(count(1, "directory"), "1 directory");
+        assert_eq!(count(3, "key"), "3 keys");
     }
 }

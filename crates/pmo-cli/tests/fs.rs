@@ -101,6 +101,46 @@ fn put_ls_cat_rm_and_clear_errors() {
     assert_eq!(ok(&pmo(&pool, &["fs", "ls", "/a"])), "");
 }
 
+/// `--pool` and `--key-file` work before and after the action, as a user types them, for `pmo
+/// fs` and `pmo scheme`; the option after the action wins over PMO_POOL.
+#[test]
+fn pool_and_key_options_go_before_or_after_the_action() {
+    let d = tmpdir("order");
+    let pool = init(&d.0, "16MiB");
+    let p = pool.to_str().unwrap();
+    let elsewhere = d.0.join("absent.pool");
+    let key = d.0.join("key");
+    std::fs::write(&key, "pmo-fs").unwrap();
+    let k = key.to_str().unwrap();
+    ok(&pmo(&elsewhere, &["fs", "mkdir", "--pool", p, "/x"]));
+    for args in [
+        &["fs", "--pool", p, "check"][..],
+        &["fs", "check", "--pool", p],
+        &["fs", "ls", "--pool", p, "--key-file", k, "/"],
+        &["fs", "--key-file", k, "ls", "/", "--pool", p],
+    ] {
+        let out = ok(&pmo(&elsewhere, args));
+        assert!(
+            out.contains("1 directory") || out == "x/\n",
+            "{args:?}: {out:?}"
+        );
+    }
+    for args in [
+        &["scheme", "--pool", p, "show"][..],
+        &["scheme", "show", "--pool", p],
+    ] {
+        let out = ok(&pmo(&elsewhere, args));
+        assert!(
+            out.starts_with("default scheme of new PMOs: secure"),
+            "{args:?}: {out}"
+        );
+    }
+    assert!(
+        !elsewhere.exists(),
+        "PMO_POOL was used although --pool was given"
+    );
+}
+
 #[test]
 fn check_reports_each_inconsistency_and_exits_2() {
     let d = tmpdir("bad");
