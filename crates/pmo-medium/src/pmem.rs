@@ -60,6 +60,21 @@ impl Medium for PmemMedium {
         self.map.flush_lines(offset, len as usize)?;
         Ok(())
     }
+    /// Whole cache lines, 256 bytes or more (pages): non-temporal stores, which skip reading
+    /// the destination lines into the cache and need no write-back; the fence that follows
+    /// makes them durable as it does flushed lines. Anything else: store, then flush.
+    fn write_flush(&self, offset: u64, data: &[u8]) -> Result<(), MediumError> {
+        let line = persist::CACHE_LINE as u64;
+        if offset.is_multiple_of(line)
+            && (data.len() as u64).is_multiple_of(line)
+            && data.len() >= 256
+            && self.map.write_stream_at(offset, data)?
+        {
+            return Ok(());
+        }
+        self.write(offset, data)?;
+        self.flush(offset, data.len() as u64)
+    }
     fn fence(&self) -> Result<(), MediumError> {
         persist::fence();
         Ok(())
