@@ -376,12 +376,13 @@ impl PmoCore {
                 // Per batch: seal, write and flush (`Medium::write_flush`: non-temporal stores on
                 // persistent memory). Pages a sealer reads once are sealed out of place from the
                 // view, one at a time, into one scratch page that stays in this core's cache,
-                // then streamed to their free slots: the slot's lines are never read into the
-                // cache nor written back one by one (sealing straight into the slot did both:
-                // 0.9-1.0 µs a page against 0.5-0.6 µs, `docs/results.md` issue 11). Other
-                // pages are sealed in place in buffers (a snapshot, or a fill), on the crypto
-                // workers for large batches: in-place sealing never runs on the medium, where
-                // it would store plaintext first.
+                // then streamed to their free slots (the same cost within noise as sealing
+                // straight into the slot, which read each line in and wrote it back with
+                // `clwb`; one write path for every scheme: `docs/commit.md`). The crypt time
+                // of these pages includes their streaming store. Other pages are sealed in
+                // place in buffers (a snapshot, or a fill), on the crypto workers for large
+                // batches: in-place sealing never runs on the medium, where it would store
+                // plaintext first.
                 let view = match &src {
                     CommitSource::Mapped(v) if pr.seals_in_one_pass(defer) => Some(*v),
                     _ => None,
@@ -430,21 +431,18 @@ impl PmoCore {
                         crypt_ns += tc.elapsed().as_nanos() as u64;
                     } else {
                         let mut jobs = Vec::with_capacity(batch.len());
-                        for (&p, out) in batch.iter().zip(scratch.iter_mut()) {
+                        for ((&p, out), cn) in batch.iter().zip(scratch.iter_mut()).zip(&cur_next) {
                             match &mut src {
                                 CommitSource::Mapped(v) => out.copy_from_slice(v.page(p)),
                                 CommitSource::Fill(fill) => fill(p, out)?,
                             }
                             jobs.push(crate::protect::SealJob {
                                 page_index: p,
-                                version: 0,
+                                version: cn.1.version(),
                                 input: None,
                                 out,
                                 meta: [0u8; PAGE_META_LEN],
                             });
-                        }
-                        for (j, cn) in jobs.iter_mut().zip(&cur_next) {
-                            j.version = cn.1.version();
                         }
                         pr.seal_batch(&mut jobs, true, defer)?;
                         crypt_ns += tc.elapsed().as_nanos() as u64;
