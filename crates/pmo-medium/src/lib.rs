@@ -92,7 +92,8 @@ pub trait Medium: Send + Sync {
         let _ = (offset, len);
         None
     }
-    /// `write` then `flush` of the same range.
+    /// `write` then `flush` of the same range: durable once a later `fence` returns. A medium
+    /// may do both in one step (non-temporal stores on persistent memory).
     fn write_flush(&self, offset: u64, data: &[u8]) -> Result<(), MediumError> {
         self.write(offset, data)?;
         self.flush(offset, data.len() as u64)

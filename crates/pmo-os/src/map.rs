@@ -163,6 +163,16 @@ impl FileMapping {
         Ok(())
     }
 
+    /// Copy `data` into the mapping at `offset` with non-temporal stores, which need no flush
+    /// (see [`crate::persist::stream_copy`]: durable after the next fence). Returns false, and
+    /// copies nothing, when the range is not 16-byte aligned (the caller writes and flushes).
+    pub fn write_stream_at(&self, offset: u64, data: &[u8]) -> Result<bool, MapError> {
+        let start = self.check(offset, data.len())?;
+        // SAFETY: the destination range is inside the writable mapping (checked); `data` is a
+        // shared slice elsewhere in memory, so the ranges do not overlap.
+        Ok(unsafe { crate::persist::stream_copy(self.ptr.add(start), data) })
+    }
+
     /// Set `len` bytes at `offset` to `byte`.
     pub fn fill_at(&self, offset: u64, len: usize, byte: u8) -> Result<(), MapError> {
         let start = self.check(offset, len)?;

@@ -104,6 +104,37 @@ fn flush_line(kind: FlushKind, line: *const u8) {
 #[cfg(not(target_arch = "x86_64"))]
 fn flush_line(_kind: FlushKind, _line: *const u8) {}
 
+/// Copy `src` to `dst` with non-temporal (streaming) stores: the bytes go to memory without
+/// being read into the cache first and leave no dirty line behind, so no flush is needed
+/// (PMDK's `pmem_memcpy` does the same for large copies). Like a flush, the copy is durable
+/// once a later [`fence`] (`sfence`) returns, which also orders it before later stores.
+///
+/// Returns false, and copies nothing, unless `dst` is 16-byte aligned, `src.len()` is a
+/// multiple of 16 and the CPU is x86-64 (the caller then stores and flushes as usual).
+///
+/// # Safety
+/// `dst` must be valid for writes of `src.len()` bytes that do not overlap `src`, and nothing
+/// else may read or write them meanwhile.
+pub unsafe fn stream_copy(dst: *mut u8, src: &[u8]) -> bool {
+    if !(dst as usize).is_multiple_of(16) || !src.len().is_multiple_of(16) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let n = src.len() / 16;
+        let (s, d) = (src.as_ptr().cast::<__m128i>(), dst.cast::<__m128i>());
+        for i in 0..n {
+            // SAFETY: SSE2 is baseline on x86-64; `s.add(i)` is inside `src` (unaligned load);
+            // `d.add(i)` is inside the caller's range and 16-byte aligned (checked above).
+            unsafe { _mm_stream_si128(d.add(i), _mm_loadu_si128(s.add(i))) };
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Order all earlier flushes and stores before later stores (`sfence`).
 pub fn fence() {
     #[cfg(target_arch = "x86_64")]
@@ -123,6 +154,27 @@ mod tests {
     fn detects_a_flush_instruction_on_x86() {
         #[cfg(target_arch = "x86_64")]
         assert_ne!(flush_kind(), FlushKind::None);
+    }
+
+    #[test]
+    fn stream_copy_copies_aligned_ranges_and_refuses_others() {
+        let src: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+        let mut dst = vec![0u8; 4096 + 64];
+        let at = dst.as_ptr().align_offset(64);
+        // SAFETY: `dst[at..at + 4096]` is a private buffer that does not overlap `src`.
+        let done = unsafe { stream_copy(dst.as_mut_ptr().add(at), &src) };
+        fence();
+        if cfg!(target_arch = "x86_64") {
+            assert!(done);
+            assert_eq!(&dst[at..at + 4096], &src[..]);
+        }
+        // Unaligned destination or a length that is not a multiple of 16: nothing is copied.
+        let before = dst.clone();
+        // SAFETY: as above, inside `dst`.
+        assert!(!unsafe { stream_copy(dst.as_mut_ptr().add(at + 1), &src[..64]) });
+        // SAFETY: as above, inside `dst`.
+        assert!(!unsafe { stream_copy(dst.as_mut_ptr().add(at), &src[..40]) });
+        assert_eq!(dst, before);
     }
 
     #[test]

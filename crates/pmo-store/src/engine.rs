@@ -19,13 +19,15 @@
 //! Invariant: the page-map entries on the medium reflect every committed psync except possibly
 //! the newest one (whose journal recovery re-applies).
 //!
-//! Step 1 of a protected psync seals each page from the attached view straight into its other
-//! slot when the medium is memory ([`Medium::store_ptr`]) and the sealer reads the plaintext
-//! once: no snapshot copy and no second copy into the medium; only ciphertext is ever stored
-//! there. Otherwise the page is sealed into a buffer (in place, from a snapshot, if the sealer
-//! reads the plaintext twice), then written. Either way the slot's bytes are then flushed
-//! before the fence of step 2, exactly as a `write`.
-#![allow(unsafe_code)] // reading the attached view's pages and storing into free slots in place.
+//! Step 1 writes each page with [`Medium::write_flush`]: on persistent memory (DAX or
+//! `/dev/shm`) non-temporal stores, which need no line-by-line write-back and never read the
+//! free slot's lines into the cache; the fence of step 2 makes them durable as it does flushed
+//! lines. A protected psync seals each page from the attached view (when the sealer reads the
+//! plaintext once) into one scratch page that stays in this core's cache, then streams it to
+//! its free slot: no snapshot copy, and only ciphertext is ever stored on the medium.
+//! Otherwise the pages are copied (or filled) into buffers and sealed there in place, then
+//! written.
+#![allow(unsafe_code)] // reading the attached view's pages in place.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -371,11 +373,16 @@ impl PmoCore {
         };
         match (prot, pending.as_mut()) {
             (Some(pr), Some(ws)) => {
-                // Per batch: seal, write (unless sealed in place on the medium), flush. Pages
-                // are sealed out of place from the view (when the sealer reads them once)
-                // straight into their free slots on a medium that is memory; otherwise into a
-                // buffer (a snapshot sealed in place), then written: in-place sealing never runs
-                // on the medium, where it would store plaintext first.
+                // Per batch: seal, write and flush (`Medium::write_flush`: non-temporal stores on
+                // persistent memory). Pages a sealer reads once are sealed out of place from the
+                // view, one at a time, into one scratch page that stays in this core's cache,
+                // then streamed to their free slots (the same cost within noise as sealing
+                // straight into the slot, which read each line in and wrote it back with
+                // `clwb`; one write path for every scheme: `docs/commit.md`). The crypt time
+                // of these pages includes their streaming store. Other pages are sealed in
+                // place in buffers (a snapshot, or a fill), on the crypto workers for large
+                // batches: in-place sealing never runs on the medium, where it would store
+                // plaintext first.
                 let view = match &src {
                     CommitSource::Mapped(v) if pr.seals_in_one_pass(defer) => Some(*v),
                     _ => None,
@@ -383,8 +390,11 @@ impl PmoCore {
                 let mut scratch = pr.scratch.lock().unwrap_or_else(|e| e.into_inner());
                 // BP on the medium: this psync commits plaintext, flagged in the page map.
                 let plain = pr.commits_plaintext();
+                let mut cur_next = Vec::with_capacity(pages.len().min(SEAL_BATCH_PAGES));
+                let mut metas = Vec::with_capacity(pages.len().min(SEAL_BATCH_PAGES));
                 for batch in pages.chunks(SEAL_BATCH_PAGES) {
-                    let mut cur_next = Vec::with_capacity(batch.len());
+                    cur_next.clear();
+                    metas.clear();
                     for &p in batch {
                         let cur = pr.entry(p);
                         let slot = match cur.loc() {
@@ -399,69 +409,51 @@ impl PmoCore {
                         cur_next.push((cur, next, slot));
                     }
                     let off = |i: usize| self.abs(self.layout.page(cur_next[i].2, batch[i]));
-                    // Each page's destination: its free slot, when the medium is memory and the
-                    // seal is out of place; else a buffer. Distinct pages, so no two alias.
-                    let direct: Option<Vec<&mut Page>> = match view {
-                        Some(_) => (0..batch.len())
-                            .map(|i| {
-                                let ptr = m.store_ptr(off(i), PAGE_SIZE)?;
-                                // SAFETY: `store_ptr` checked that a page of bytes follows
-                                // `ptr`, mapped while `m` lives (the references die with this
-                                // batch); `Page` has alignment 1. Nothing else reads or writes
-                                // them meanwhile: each is a page's free slot (no committed entry
-                                // names it, so no fill reads it), taken once (pages are
-                                // unique), stored into only under the psync mutex we hold.
-                                Some(unsafe { &mut *ptr.cast::<Page>() })
-                            })
-                            .collect(),
-                        None => None,
-                    };
-                    let is_direct = direct.is_some();
-                    let outs: Vec<&mut Page> = match direct {
-                        Some(outs) => outs,
-                        None => {
-                            if scratch.len() < batch.len() {
-                                scratch.resize(batch.len(), [0u8; PAGE_SIZE as usize]);
-                            }
-                            scratch.iter_mut().take(batch.len()).collect()
-                        }
-                    };
-                    let tc = Instant::now();
-                    let mut jobs = Vec::with_capacity(batch.len());
-                    for ((i, &p), out) in batch.iter().enumerate().zip(outs) {
-                        let input = match (view.as_ref(), &mut src) {
-                            (Some(view), _) => Some(view.page(p)),
-                            (None, CommitSource::Mapped(v)) => {
-                                out.copy_from_slice(v.page(p));
-                                None
-                            }
-                            (None, CommitSource::Fill(fill)) => {
-                                fill(p, out)?;
-                                None
-                            }
-                        };
-                        jobs.push(crate::protect::SealJob {
-                            page_index: p,
-                            version: cur_next[i].1.version(),
-                            input,
-                            out,
-                            meta: [0u8; PAGE_META_LEN],
-                        });
+                    let want = if view.is_some() { 1 } else { batch.len() };
+                    if scratch.len() < want {
+                        scratch.resize(want, [0u8; PAGE_SIZE as usize]);
                     }
-                    // Sealed straight into the medium, a page is flushed fastest by the core
-                    // that wrote it, and the view's pages are warm in this core's cache: on
-                    // the crypto workers, a psync of 256 pages took ~1.3 µs per page instead
-                    // of ~1.0 (2 vCPUs; no gain at 512 to 4096 pages either). So only sealing
-                    // into buffers goes to the workers.
-                    pr.seal_batch(&mut jobs, !is_direct, defer)?;
-                    crypt_ns += tc.elapsed().as_nanos() as u64;
-                    for (i, j) in jobs.iter().enumerate() {
-                        if !is_direct {
-                            m.write(off(i), &j.out[..])?;
+                    let tc = Instant::now();
+                    if let Some(view) = view.as_ref() {
+                        for (i, &p) in batch.iter().enumerate() {
+                            let out = &mut scratch[0];
+                            let mut job = [crate::protect::SealJob {
+                                page_index: p,
+                                version: cur_next[i].1.version(),
+                                input: Some(view.page(p)),
+                                out,
+                                meta: [0u8; PAGE_META_LEN],
+                            }];
+                            pr.seal_batch(&mut job, false, defer)?;
+                            metas.push(job[0].meta);
+                            m.write_flush(off(i), &scratch[0][..])?;
                         }
-                        m.flush(off(i), PAGE_SIZE)?;
+                        crypt_ns += tc.elapsed().as_nanos() as u64;
+                    } else {
+                        let mut jobs = Vec::with_capacity(batch.len());
+                        for ((&p, out), cn) in batch.iter().zip(scratch.iter_mut()).zip(&cur_next) {
+                            match &mut src {
+                                CommitSource::Mapped(v) => out.copy_from_slice(v.page(p)),
+                                CommitSource::Fill(fill) => fill(p, out)?,
+                            }
+                            jobs.push(crate::protect::SealJob {
+                                page_index: p,
+                                version: cn.1.version(),
+                                input: None,
+                                out,
+                                meta: [0u8; PAGE_META_LEN],
+                            });
+                        }
+                        pr.seal_batch(&mut jobs, true, defer)?;
+                        crypt_ns += tc.elapsed().as_nanos() as u64;
+                        for (i, j) in jobs.iter().enumerate() {
+                            m.write_flush(off(i), &j.out[..])?;
+                            metas.push(j.meta);
+                        }
+                    }
+                    for (i, meta) in metas.iter().enumerate() {
                         let toff = self.abs(self.layout.tag(cur_next[i].2, batch[i]));
-                        m.write(toff, &j.meta)?;
+                        m.write(toff, meta)?;
                     }
                     flush_runs(
                         m,
@@ -477,7 +469,8 @@ impl PmoCore {
                 }
             }
             _ => {
-                let mut buf: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
+                // Only a fill needs a buffer (a view's pages are written from where they are).
+                let mut buf: Option<Box<Page>> = None;
                 for &p in pages {
                     let cur = self.map_entry(m, p)?;
                     let next = cur.next().ok_or_else(|| {
@@ -496,14 +489,13 @@ impl PmoCore {
                     let data: &Page = match &mut src {
                         CommitSource::Mapped(view) => view.page(p),
                         CommitSource::Fill(fill) => {
-                            fill(p, &mut buf)?;
-                            &buf
+                            let b = buf.get_or_insert_with(|| Box::new([0; PAGE_SIZE as usize]));
+                            fill(p, b)?;
+                            b
                         }
                     };
                     crypt_ns += tc.elapsed().as_nanos() as u64;
-                    let off = self.abs(self.layout.page(slot, p));
-                    m.write(off, &data[..])?;
-                    m.flush(off, PAGE_SIZE)?;
+                    m.write_flush(self.abs(self.layout.page(slot, p)), &data[..])?;
                     push(p, next);
                 }
             }
