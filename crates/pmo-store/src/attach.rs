@@ -502,11 +502,11 @@ impl Attachment {
             }
             _ => None,
         };
-        // SAFETY: the view maps `npages` pages at `base` until it is dropped, after `self`'s
+        // SAFETY: the view maps the PMO's size pages at `base` until it is dropped, after `self`'s
         // borrow here ends; dirty pages are present, and reading any page of the view may at
         // worst fault it in. Writers racing with the commit are allowed by `MappedPages`' contract:
         // their page is dirty again and the next psync commits it.
-        let mut src = unsafe { MappedPages::new(base, self.handle.core.npages()) };
+        let mut src = unsafe { MappedPages::new(base, self.handle.core.size_pages()) };
         if let Some(twins) = self.view.twin_addr(0).filter(|_| !from_twin.is_empty()) {
             // SAFETY: the view keeps the twins of `from_twin` mapped and unchanged until its
             // next collect or discard, which `psync_lock` (held) and this module exclude until

@@ -192,9 +192,11 @@ pub struct PmoCore {
 }
 
 impl PmoCore {
-    /// Engine for a namespace entry. Fails if the entry's layout does not fit its extent.
+    /// Engine for a namespace entry. Fails if the entry's layout does not fit its extent. The
+    /// engine works on the layout capacity's pages (`docs/format.md` §3, "Capacity"): pages
+    /// from the size to the capacity read as zeros, and the view maps only the size.
     pub fn new(entry: &Entry) -> Result<PmoCore> {
-        let npages = entry.size / PAGE_SIZE;
+        let npages = entry.capacity_bytes() / PAGE_SIZE;
         let plain = entry.scheme & crate::scheme::SHADOW_MEDIUM_BIT != 0;
         let layout = PmoLayout::with_plain(npages, entry.tag_bytes as u64, plain)
             .filter(|l| l.extent_len <= entry.extent_len)
@@ -222,9 +224,14 @@ impl PmoCore {
         self.extent_off + rel
     }
 
-    /// Pages in the PMO.
+    /// Pages the PMO's layout holds (its capacity; at least its size).
     pub fn npages(&self) -> u64 {
         self.layout.npages
+    }
+
+    /// Pages of the PMO's size (what an attach maps).
+    pub fn size_pages(&self) -> u64 {
+        self.size / PAGE_SIZE
     }
 
     /// Newest committed sequence number known to this process.

@@ -46,6 +46,7 @@ use crate::namespace::{self, Namespace};
 use crate::pool::{Perm, PmoInfo, Pool};
 use crate::protect::RESERVATION_CHUNK;
 use crate::redundancy::{clear_slot, not_found, write_entry, write_header_copy, write_superblocks};
+use crate::scheme::Scheme;
 
 /// Pages copied between progress reports.
 const PROGRESS_PAGES: u64 = 1024;
@@ -63,6 +64,9 @@ pub struct ResizeReport {
     pub pages_dropped: u64,
     /// Whether the PMO kept its stable address.
     pub address_kept: bool,
+    /// Whether the PMO stayed in its extent (within its layout capacity: only metadata
+    /// changed) rather than moving to a new one.
+    pub in_place: bool,
 }
 
 /// Options of [`Pool::resize`].
@@ -197,7 +201,7 @@ impl Pool {
         // The PMO recovered and at rest, and nobody else attached until the switch is done.
         let h = self.open_pmo(name, Perm::Write, key, None)?;
         let old_core = h.core.clone();
-        let old_n = old_core.npages();
+        let old_n = old_core.size_pages();
         let new_n = new_size / PAGE_SIZE;
         let mut report = ResizeReport {
             info: self.info_of(&old),
@@ -205,12 +209,14 @@ impl Pool {
             pages_copied: 0,
             pages_dropped: 0,
             address_kept: true,
+            in_place: true,
         };
         if new_n == old_n {
             return Ok(report);
         }
         // Pages past the new end: refuse to drop data unless forced.
         let mut buf: Box<Page> = Box::new([0u8; PAGE_SIZE as usize]);
+        let mut dropped = Vec::new();
         for p in new_n..old_n {
             if old_core.map_entry(m, p)?.loc() == Some(PageLoc::Zero) {
                 continue;
@@ -220,9 +226,20 @@ impl Pool {
                 if !opts.force {
                     return Err(shrink_over_data(name, new_size, p));
                 }
-                report.pages_dropped += 1;
+                dropped.push(p);
             }
         }
+        report.pages_dropped = dropped.len() as u64;
+        // Within the layout capacity (and not `wedi`, whose whole-PMO checksum covers the
+        // size): only metadata changes.
+        if new_n <= old_core.npages() && !h.protection().is_some_and(|p| p.keeps_whole_checksum()) {
+            self.resize_in_place(&h, &old, new_size, key)?;
+            drop(h);
+            report.info = self.info(name)?;
+            report.address_kept = report.info.base_addr == old.base_addr;
+            return Ok(report);
+        }
+        report.in_place = false;
         let plain = old_core.layout.plain_off.is_some();
         let layout = PmoLayout::with_plain(new_n, old_core.layout.tag_bytes, plain)
             .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
@@ -255,6 +272,8 @@ impl Pool {
         let mut entry = old.clone();
         entry.generation = old.generation + 1;
         entry.size = new_size;
+        // The moved PMO is laid out for its new size.
+        entry.capacity = 0;
         entry.extent_off = extent_off;
         entry.extent_len = layout.extent_len;
         entry.base_addr = base_addr;
@@ -506,7 +525,7 @@ fn seed_commit(m: &dyn Medium, h: &PmoHandle, old: &PmoCore, new: &PmoCore) -> R
                 let mut sum = pmo_crypt::WholePmoChecksum::new();
                 let mut page: Box<Page> = Box::new([0u8; PAGE_SIZE as usize]);
                 for i in 0..new.npages() {
-                    if i < old.npages() {
+                    if i < old.size_pages() {
                         h.read_page(i, &mut page)?;
                     } else {
                         page.fill(0);
@@ -524,6 +543,173 @@ fn seed_commit(m: &dyn Medium, h: &PmoHandle, old: &PmoCore, new: &PmoCore) -> R
         _ => Vec::new(),
     };
     new.publish(m, seq + 1, &journal, 0)
+}
+
+/// The layout capacity `pcreate` gives a PMO of `size` bytes asked for `capacity` bytes (0:
+/// none, the layout follows the size): page aligned, at least the size, and refused where it
+/// cannot work (a pool older than format version 5, `wedi`).
+pub(crate) fn checked_capacity(
+    pool: &Pool,
+    scheme: Scheme,
+    size: u64,
+    capacity: u64,
+) -> Result<u64> {
+    if capacity == 0 {
+        return Ok(0);
+    }
+    let capacity = align_up(capacity, PAGE_SIZE)
+        .ok_or_else(|| StoreError::Invalid("PMO capacity too large".into()))?;
+    if capacity < size {
+        return Err(StoreError::Invalid(format!(
+            "the maximum size ({capacity} bytes) is below the size ({size} bytes)"
+        )));
+    }
+    if capacity == size {
+        return Ok(0);
+    }
+    if pool.inner.sb.version < pmo_format::FORMAT_VERSION_CAPACITY {
+        return Err(StoreError::Unsupported(format!(
+            "this pool is format version {} (its upgrade was postponed): a maximum size needs version {}",
+            pool.inner.sb.version,
+            pmo_format::FORMAT_VERSION_CAPACITY
+        )));
+    }
+    if scheme.whole_checksum() {
+        return Err(StoreError::Unsupported(format!(
+            "scheme {} keeps a checksum of the whole PMO, which covers its size: it has no \
+             layout capacity (a resize moves it)",
+            scheme.name()
+        )));
+    }
+    Ok(capacity)
+}
+
+impl Pool {
+    /// `pcreate` of a PMO of `size` bytes laid out for `max_size` bytes (its *layout
+    /// capacity*, `docs/lifecycle.md`): a later [`Pool::resize`] up to `max_size`, and any
+    /// shrink, changes only metadata. `max_size` 0 or equal to the size: an ordinary PMO.
+    /// The unwritten capacity costs extent space (the two data slots and the page map of
+    /// `max_size`) but no memory on tmpfs or a sparse file until pages are written.
+    pub fn pcreate_max(
+        &self,
+        name: &str,
+        size: u64,
+        max_size: u64,
+        key: &[u8],
+        scheme: Option<Scheme>,
+    ) -> Result<PmoInfo> {
+        self.pcreate_in(name, size, max_size, key, scheme)
+    }
+
+    /// The in-place resize of the module docs ("Within the layout capacity"): `h` holds the
+    /// PMO open for writing (its exclusive attach lock) under the metadata lock.
+    fn resize_in_place(&self, h: &PmoHandle, old: &Entry, new_size: u64, key: &[u8]) -> Result<()> {
+        let inner = &*self.inner;
+        let m = &*inner.medium;
+        let (old_n, new_n) = (old.size / PAGE_SIZE, new_size / PAGE_SIZE);
+        // A grow first makes sure every page it adds reads as zero: a crash may have cut off
+        // the clearing of an earlier shrink (step 2 below).
+        if new_n > old_n {
+            let r = clear_pages(h, old_n..new_n);
+            inner.poison(r)?;
+        }
+        // 1. The new entry: same extent, the new size (and a verifier over it). The commit
+        //    point: from here on the PMO has its new size.
+        let mut ns = inner.ns();
+        ns.refresh(m, &inner.sb)?;
+        let (slot, cur) = ns
+            .find(&old.name)
+            .map(|(i, e)| (i, e.clone()))
+            .ok_or_else(|| not_found(&ns, &old.name))?;
+        if cur != *old {
+            return Err(StoreError::Invalid(format!(
+                "PMO '{}' changed while it was being resized; try again",
+                old.name
+            )));
+        }
+        let new_slot = ns.free_slot().ok_or_else(|| {
+            StoreError::NoSpace(format!(
+                "the namespace is full ({} PMOs): a resized entry needs a free slot",
+                inner.sb.ns_capacity
+            ))
+        })?;
+        let mut entry = old.clone();
+        entry.generation = old.generation + 1;
+        entry.size = new_size;
+        entry.capacity = old.capacity_bytes();
+        if !address_free(&ns, old.base_addr, new_size, old.uuid) {
+            entry.base_addr = address_for(&ns, &inner.sb, entry.capacity, Some(old.uuid))?;
+        }
+        if !keys::binding(&entry).is_empty() {
+            reverify(&mut entry, key)?;
+        }
+        let r = crate::lifecycle::switch_entry(m, &inner.sb, slot, new_slot, &entry);
+        ns.invalidate();
+        drop(ns);
+        inner.poison(r)?;
+        // 2. A shrink clears the pages it dropped.
+        if new_n < old_n {
+            let r = clear_pages(h, new_n..old_n);
+            inner.poison(r)?;
+        }
+        Ok(())
+    }
+}
+
+/// Make every page of `pages` (at or past the PMO's size) read as zero and leave nothing of
+/// what it held on the medium: the pages holding data get zeros in one psync, then the slot
+/// each map entry does not name (and its tag) and the page's plaintext-area page are zeroed;
+/// fenced. Costs a map read per page plus the pages that held something.
+fn clear_pages(h: &PmoHandle, pages: std::ops::Range<u64>) -> Result<()> {
+    let m = h.medium();
+    let core = &h.core;
+    let mut buf: Box<Page> = Box::new([0u8; PAGE_SIZE as usize]);
+    let mut data = Vec::new();
+    let mut stored = Vec::new();
+    for p in pages {
+        match core.map_entry(m, p)?.loc() {
+            Some(PageLoc::Zero) => {}
+            Some(PageLoc::Slot(_)) => {
+                stored.push(p);
+                h.read_page(p, &mut buf)?;
+                if buf.iter().any(|&b| b != 0) {
+                    data.push(p);
+                }
+            }
+            None => {
+                return Err(StoreError::Corrupt(format!(
+                    "PMO '{}' page {p}: invalid page-map entry",
+                    core.name
+                )))
+            }
+        }
+    }
+    if !data.is_empty() {
+        h.commit_with(&data, &mut |_, dst| {
+            dst.fill(0);
+            Ok(())
+        })?;
+    }
+    let l = &core.layout;
+    for &p in &stored {
+        let Some(PageLoc::Slot(named)) = core.map_entry(m, p)?.loc() else {
+            continue;
+        };
+        let s = 1 - named;
+        m.zero(core.abs(l.page(s, p)), PAGE_SIZE)?;
+        m.flush(core.abs(l.page(s, p)), PAGE_SIZE)?;
+        if l.tag_bytes > 0 {
+            m.zero(core.abs(l.tag(s, p)), l.tag_bytes)?;
+            m.flush(core.abs(l.tag(s, p)), l.tag_bytes)?;
+        }
+        if let Some(off) = l.plain_off {
+            let at = core.abs(off + p * PAGE_SIZE);
+            m.zero(at, PAGE_SIZE)?;
+            m.flush(at, PAGE_SIZE)?;
+        }
+    }
+    m.fence()?;
+    Ok(())
 }
 
 /// Refuse an entry whose extent lies past the end of this process's view of the medium: the
