@@ -58,9 +58,15 @@ fn crash_schemes() -> Vec<Scheme> {
 
 /// A pool of `len` bytes with PMO "a" (PAGES pages, every one written and psynced) and "b".
 fn base_image(scheme: Scheme, len: u64) -> Vec<u8> {
+    base_image_max(scheme, len, 0)
+}
+
+/// [`base_image`] with "a" laid out for `max` pages (0: its size).
+fn base_image_max(scheme: Scheme, len: u64, max: u64) -> Vec<u8> {
     let m = Arc::new(CrashMedium::new(len));
     let pool = Pool::create_on(m.clone(), &opts(scheme)).unwrap();
-    pool.pcreate("a", PAGES * 4096, KEY).unwrap();
+    pool.pcreate_max("a", PAGES * 4096, max * 4096, KEY, None)
+        .unwrap();
     pool.pcreate("b", 2 * 4096, KEY).unwrap();
     let h = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
     let pages: Vec<[u8; 4096]> = (0..PAGES).map(page).collect();
@@ -246,7 +252,20 @@ fn bad_input_is_refused_and_loses_nothing() {
 /// Power cut at every persist point of `op` (on PMO "a" of [`base_image`]): "a" reads as
 /// before (`PAGES` pages) or as after (`after` pages, holding `kept` of the old pages).
 fn crash_every_point(scheme: Scheme, what: &str, after: u64, kept: u64, op: fn(&Pool)) {
-    let base = base_image(scheme, 2 << 20);
+    crash_every_point_max(scheme, what, after, kept, 0, op)
+}
+
+/// [`crash_every_point`] with "a" laid out for `max` pages; after a shrink cut off at any
+/// point, growing "a" back to `PAGES` shows zeros past the pages kept.
+fn crash_every_point_max(
+    scheme: Scheme,
+    what: &str,
+    after: u64,
+    kept: u64,
+    max: u64,
+    op: fn(&Pool),
+) {
+    let base = base_image_max(scheme, 2 << 20, max);
     let (mut old, mut new) = (0, 0);
     explore(
         &base,
@@ -275,6 +294,13 @@ fn crash_every_point(scheme: Scheme, what: &str, after: u64, kept: u64, op: fn(&
                 assert_pmo(&pool, after, kept, &ctx);
             }
             assert_healthy(&pool, &ctx);
+            if size < PAGES {
+                let m2 = Arc::new(CrashMedium::from_image(m.durable_image()));
+                let grown = Pool::open_on(m2).unwrap();
+                resize(&grown, PAGES, false).unwrap_or_else(|e| panic!("{ctx}: grow back: {e}"));
+                assert_pmo(&grown, PAGES, kept, &format!("{ctx}, grown back"));
+                assert_healthy(&grown, &ctx);
+            }
             // The PMO commits again after the crash, and no page version repeats: the
             // committed page reads back after another reopen.
             let p = size - 1;
@@ -575,5 +601,158 @@ fn a_writer_grows_its_attached_pmo_and_goes_on_at_the_same_address() {
         drop(pool);
         pmo_store::wait_for_background_detaches();
         std::fs::remove_file(&path).unwrap();
+    }
+}
+
+/// Pages "a" is laid out for in the layout-capacity tests.
+const MAX: u64 = 4 * PAGES;
+
+/// Every scheme but `wedi` (whose whole-PMO checksum covers the size: no capacity).
+fn capacity_schemes(all: Vec<Scheme>) -> Vec<Scheme> {
+    all.into_iter().filter(|s| !s.whole_checksum()).collect()
+}
+
+/// The bytes of both data slots of page `p` of "a" on the medium.
+fn slots_of(pool: &Pool, scheme: Scheme, p: u64) -> Vec<Vec<u8>> {
+    let info = pool.info("a").unwrap();
+    let layout = pmo_format::PmoLayout::with_plain(
+        info.capacity / 4096,
+        scheme.tag_bytes() as u64,
+        scheme.shadow == pmo_store::Shadow::Medium,
+    )
+    .unwrap();
+    (0..2)
+        .map(|s| {
+            let mut b = vec![0u8; 4096];
+            pool.medium()
+                .read(info.extent_off + layout.page(s, p), &mut b)
+                .unwrap();
+            b
+        })
+        .collect()
+}
+
+#[test]
+fn within_the_capacity_a_resize_changes_only_metadata_under_every_scheme() {
+    for scheme in capacity_schemes(every_scheme()) {
+        let ctx = scheme.to_string();
+        let m = Arc::new(CrashMedium::from_image(base_image_max(
+            scheme,
+            4 << 20,
+            MAX,
+        )));
+        let pool = Pool::open_on(m.clone()).unwrap();
+        let before = pool.info("a").unwrap();
+        assert_eq!(before.capacity, MAX * 4096, "{ctx}");
+        // Grow to the capacity: same extent, same address, no page copied.
+        let r = resize(&pool, MAX, false).unwrap();
+        assert!(r.in_place && r.address_kept, "{ctx}: {r:?}");
+        assert_eq!(r.pages_copied, 0, "{ctx}");
+        assert_eq!(
+            (r.info.extent_off, r.info.extent_len, r.info.base_addr),
+            (before.extent_off, before.extent_len, before.base_addr),
+            "{ctx}"
+        );
+        assert_pmo(&pool, MAX, PAGES, &ctx);
+        write_page(&pool, MAX - 1);
+        // A shrink over data is refused; forced, it drops the pages and what they held.
+        let e = resize(&pool, 2, false).unwrap_err();
+        assert!(
+            matches!(&e, StoreError::Invalid(m) if m.contains("holds data")),
+            "{ctx}: {e}"
+        );
+        let held = slots_of(&pool, scheme, 3);
+        let r = resize(&pool, 2, true).unwrap();
+        assert!(r.in_place, "{ctx}");
+        assert_eq!(r.pages_dropped, PAGES - 2 + 1, "{ctx}");
+        for (s, (was, now)) in held.iter().zip(slots_of(&pool, scheme, 3)).enumerate() {
+            if was.iter().any(|&b| b != 0) {
+                assert!(
+                    *was != now,
+                    "{ctx}: slot {s} of a dropped page still holds its bytes"
+                );
+            }
+        }
+        assert_pmo(&pool, 2, 2, &ctx);
+        // Growing back shows zeros; the PMO commits and survives a reopen.
+        let r = resize(&pool, MAX, false).unwrap();
+        assert!(r.in_place, "{ctx}");
+        assert_pmo(&pool, MAX, 2, &ctx);
+        write_page(&pool, 2);
+        let pool = Pool::open_on(Arc::new(CrashMedium::from_image(m.durable_image()))).unwrap();
+        assert_pmo(&pool, MAX, 3, &format!("{ctx} reopened"));
+        // Past the capacity it is the move, which lays the PMO out for its new size.
+        let r = resize(&pool, MAX + 1, false).unwrap();
+        assert!(!r.in_place, "{ctx}");
+        assert_eq!(r.info.capacity, (MAX + 1) * 4096, "{ctx}");
+        assert_pmo(&pool, MAX + 1, 3, &ctx);
+        assert_healthy(&pool, &ctx);
+        assert_no_plaintext(&m.durable_image(), scheme, &ctx);
+    }
+}
+
+#[test]
+fn a_capacity_is_refused_where_it_cannot_work() {
+    let m = Arc::new(CrashMedium::new(4 << 20));
+    let pool = Pool::create_on(m, &opts(Scheme::SECURE)).unwrap();
+    let wedi = Scheme::from_name("wedi").unwrap();
+    let e = pool
+        .pcreate_max("w", 4096, 8 * 4096, KEY, Some(wedi))
+        .unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Unsupported(m) if m.contains("wedi")),
+        "{e}"
+    );
+    let e = pool
+        .pcreate_max("s", 8 * 4096, 4096, KEY, None)
+        .unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Invalid(m) if m.contains("below the size")),
+        "{e}"
+    );
+    // A maximum equal to the size is an ordinary PMO.
+    let i = pool.pcreate_max("e", 4096, 4096, KEY, None).unwrap();
+    assert_eq!(i.capacity, 4096);
+    assert_eq!(pool.list().unwrap().len(), 1);
+}
+
+#[test]
+fn a_version_4_pool_is_upgraded_to_5_and_takes_a_capacity() {
+    let m = Arc::new(CrashMedium::new(4 << 20));
+    let pool = Pool::create_legacy_on(m.clone(), &opts(Scheme::SECURE), 4).unwrap();
+    assert_eq!(pool.superblock().version, 4);
+    pool.pcreate("a", PAGES * 4096, KEY).unwrap();
+    write_page(&pool, 1);
+    drop(pool);
+    let pool = Pool::open_on(Arc::new(CrashMedium::from_image(m.durable_image()))).unwrap();
+    assert_eq!(
+        pool.superblock().version,
+        pmo_format::FORMAT_VERSION_CAPACITY
+    );
+    assert_eq!(pool.info("a").unwrap().capacity, PAGES * 4096);
+    let h = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+    let mut buf = [0u8; 4096];
+    h.read_page(1, &mut buf).unwrap();
+    assert!(buf == page(1));
+    drop(h);
+    pool.pcreate_max("c", 4096, 16 * 4096, KEY, None).unwrap();
+    assert_healthy(&pool, "upgraded");
+}
+
+#[test]
+fn grow_within_the_capacity_is_atomic_at_every_persist_point() {
+    for scheme in capacity_schemes(crash_schemes()) {
+        crash_every_point_max(scheme, "grow in place", MAX, PAGES, MAX, |pool| {
+            let _ = resize(pool, MAX, false);
+        });
+    }
+}
+
+#[test]
+fn shrink_within_the_capacity_is_atomic_at_every_persist_point() {
+    for scheme in capacity_schemes(crash_schemes()) {
+        crash_every_point_max(scheme, "shrink in place", 2, 2, MAX, |pool| {
+            let _ = resize(pool, 2, true);
+        });
     }
 }
