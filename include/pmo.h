@@ -325,6 +325,13 @@ int64_t pmo_psync_ex(void *addr, pmo_psync_stats *stats);
  *         too old for protection), PMO_E_IO. */
 int pmo_create_ex(const char *name, uint64_t size, const char *key, const char *scheme);
 
+/** pmo_create_ex laid out for `max_size` bytes (the PMO's layout capacity, 0: `size`): a later
+ * pmo_resize up to `max_size`, and any shrink, changes only metadata (no page is copied).
+ * @return as pmo_create_ex; PMO_E_INVALID when `max_size` is below `size`,
+ *         PMO_E_UNSUPPORTED for "wedi" (its whole-PMO checksum covers the size). */
+int pmo_create_max(const char *name, uint64_t size, uint64_t max_size, const char *key,
+                   const char *scheme);
+
 /** Where the time of one attach session went (the LOaPP paper's Fig. 6 categories), in
  * nanoseconds, and what it did. The categories add up to wall_ns. */
 typedef struct pmo_session_stats {

@@ -794,9 +794,22 @@ impl Registry {
 
     /// pcreate with a scheme name (`None`: the pool's default).
     pub fn create_ex(&self, name: &str, size: u64, key: &[u8], scheme: Option<&str>) -> Result<()> {
+        self.create_max(name, size, 0, key, scheme)
+    }
+
+    /// pcreate laid out for `max_size` bytes (0: the size) in the open pool.
+    pub fn create_max(
+        &self,
+        name: &str,
+        size: u64,
+        max_size: u64,
+        key: &[u8],
+        scheme: Option<&str>,
+    ) -> Result<()> {
         pmo_format::Entry::validate_name(name).map_err(|e| CapiError::Invalid(e.to_string()))?;
         let scheme = scheme.map(pmo_store::Scheme::from_name).transpose()?;
-        self.pool()?.pcreate_with(name, size, key, scheme)?;
+        self.pool()?
+            .pcreate_max(name, size, max_size, key, scheme)?;
         Ok(())
     }
 
