@@ -177,7 +177,8 @@ pub struct PmoCore {
     pub name: String,
     pub uuid: [u8; 16],
     pub extent_off: u64,
-    pub size: u64,
+    /// Size in bytes (grows in place while attached: [`crate::resize`]).
+    size: std::sync::atomic::AtomicU64,
     pub base_addr: u64,
     pub layout: PmoLayout,
     /// First 8 bytes of the uuid, stamped into commit records.
@@ -210,7 +211,7 @@ impl PmoCore {
             name: entry.name.clone(),
             uuid: entry.uuid,
             extent_off: entry.extent_off,
-            size: entry.size,
+            size: entry.size.into(),
             base_addr: entry.base_addr,
             layout,
             tag: u64::from_le_bytes(entry.uuid[..8].try_into().expect("8 bytes")),
@@ -229,9 +230,19 @@ impl PmoCore {
         self.layout.npages
     }
 
-    /// Pages of the PMO's size (what an attach maps).
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Pages of the PMO's size (what an attach exposes).
     pub fn size_pages(&self) -> u64 {
-        self.size / PAGE_SIZE
+        self.size() / PAGE_SIZE
+    }
+
+    /// The size after an in-place resize of the attached PMO ([`crate::resize`]).
+    pub(crate) fn set_size(&self, bytes: u64) {
+        self.size.store(bytes, std::sync::atomic::Ordering::Release)
     }
 
     /// Newest committed sequence number known to this process.

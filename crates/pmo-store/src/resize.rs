@@ -83,7 +83,7 @@ pub struct ResizeOptions<'a> {
 /// no live PMO's range or headroom (`docs/lifecycle.md`, "The stable address").
 pub const ADDRESS_HEADROOM: u64 = 4;
 
-/// Live PMOs' address ranges (`[base, base + size)`), but `except`'s (a uuid), and with
+/// Live PMOs' address ranges (`[base, base + capacity)`), but `except`'s (a uuid), and with
 /// `headroom` their headroom too, sorted.
 fn taken_ranges(ns: &Namespace, except: Option<[u8; 16]>, headroom: bool) -> Vec<(u64, u64)> {
     let k = if headroom { ADDRESS_HEADROOM } else { 1 };
@@ -92,7 +92,9 @@ fn taken_ranges(ns: &Namespace, except: Option<[u8; 16]>, headroom: bool) -> Vec
         .into_iter()
         .filter(|(_, e)| Some(e.uuid) != except)
         .map(|(_, e)| {
-            let hi = e.base_addr.saturating_add(e.size.saturating_mul(k));
+            // A PMO's range covers its layout capacity (a writer's view maps it all).
+            let span = e.size.saturating_mul(k).max(e.capacity_bytes());
+            let hi = e.base_addr.saturating_add(span);
             (e.base_addr, align_up(hi, PAGE_SIZE).unwrap_or(u64::MAX))
         })
         .collect();
@@ -233,7 +235,7 @@ impl Pool {
         // Within the layout capacity (and not `wedi`, whose whole-PMO checksum covers the
         // size): only metadata changes.
         if new_n <= old_core.npages() && !h.protection().is_some_and(|p| p.keeps_whole_checksum()) {
-            self.resize_in_place(&h, &old, new_size, key)?;
+            self.resize_in_place(&h, &old, new_size, key, false)?;
             drop(h);
             report.info = self.info(name)?;
             report.address_kept = report.info.base_addr == old.base_addr;
@@ -603,7 +605,16 @@ impl Pool {
 
     /// The in-place resize of the module docs ("Within the layout capacity"): `h` holds the
     /// PMO open for writing (its exclusive attach lock) under the metadata lock.
-    fn resize_in_place(&self, h: &PmoHandle, old: &Entry, new_size: u64, key: &[u8]) -> Result<()> {
+    /// `keep_address`: refuse (before any change) rather than move the stable address when
+    /// the grown range is taken (an attached view cannot move).
+    fn resize_in_place(
+        &self,
+        h: &PmoHandle,
+        old: &Entry,
+        new_size: u64,
+        key: &[u8],
+        keep_address: bool,
+    ) -> Result<()> {
         let inner = &*self.inner;
         let m = &*inner.medium;
         let (old_n, new_n) = (old.size / PAGE_SIZE, new_size / PAGE_SIZE);
@@ -638,6 +649,13 @@ impl Pool {
         entry.size = new_size;
         entry.capacity = old.capacity_bytes();
         if !address_free(&ns, old.base_addr, new_size, old.uuid) {
+            if keep_address {
+                return Err(StoreError::AddressInUse {
+                    name: old.name.clone(),
+                    addr: old.base_addr,
+                    len: new_size,
+                });
+            }
             entry.base_addr = address_for(&ns, &inner.sb, entry.capacity, Some(old.uuid))?;
         }
         if !keys::binding(&entry).is_empty() {
@@ -745,7 +763,76 @@ impl std::fmt::Debug for ResizeAttachedError {
 }
 
 impl Attachment {
-    /// Grow or shrink the PMO this writer has attached, and go on at the same address: psync,
+    /// Grow the PMO this writer has attached to `new_size` bytes (rounded up to pages) in
+    /// place, without detaching: within the PMO's layout capacity ([`Attachment::mapped_len`],
+    /// which the writer's view maps whole), only metadata changes. The address stays, the
+    /// changes not yet psynced stay (they are committed by the next psync as usual), and the
+    /// new pages read as zeros (any stale page of the mapping past the old size is dropped).
+    /// Other threads may go on using the bytes below the old size meanwhile; a psync waits.
+    /// Refused (nothing changed): a size below the current one or past the capacity
+    /// (`Invalid`; [`Attachment::resize`] moves the PMO), a wrong key, a relocated view or
+    /// a taken address range (`AddressInUse`).
+    pub fn grow(&self, new_size: u64, key: &[u8]) -> Result<ResizeReport> {
+        if self.perm() != Perm::Write {
+            return Err(StoreError::ReadOnly(self.name().into()));
+        }
+        let new_size = align_up(new_size, PAGE_SIZE)
+            .ok_or_else(|| StoreError::Invalid(format!("invalid PMO size {new_size}")))?;
+        let old_size = self.len() as u64;
+        if new_size < old_size || new_size > self.mapped_len() as u64 {
+            return Err(StoreError::Invalid(format!(
+                "PMO '{}' grows in place from {old_size} bytes up to its capacity of {} bytes, \
+                 not to {new_size} (a resize that moves it detaches: `Attachment::resize`)",
+                self.name(),
+                self.mapped_len()
+            )));
+        }
+        let pool = self.handle().pool().clone();
+        let _serial = self.psync_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let (_meta, ns) = pool.begin_ns_change()?;
+        let old = ns
+            .find(self.name())
+            .map(|(_, e)| e.clone())
+            .filter(|e| e.uuid == self.handle().core.uuid)
+            .ok_or_else(|| not_found(&ns, self.name()))?;
+        drop(ns);
+        keys::check_key(&old, key)?;
+        if self.relocated() {
+            return Err(StoreError::AddressInUse {
+                name: old.name.clone(),
+                addr: old.base_addr,
+                len: new_size,
+            });
+        }
+        let mut report = ResizeReport {
+            info: pool.info_of(&old),
+            old_size,
+            pages_copied: 0,
+            pages_dropped: 0,
+            address_kept: true,
+            in_place: true,
+        };
+        if new_size == old_size {
+            return Ok(report);
+        }
+        // Stores past the old size (outside the PMO) must not show up as its new pages.
+        for p in old_size / PAGE_SIZE..new_size / PAGE_SIZE {
+            if self.view().is_present(p) {
+                self.view()
+                    .discard(p)
+                    .map_err(|e| StoreError::Os(e.to_string()))?;
+            }
+        }
+        pool.resize_in_place(self.handle(), &old, new_size, key, true)?;
+        self.handle().core.set_size(new_size);
+        self.len
+            .store(new_size as usize, std::sync::atomic::Ordering::Release);
+        report.info = pool.info(self.name())?;
+        Ok(report)
+    }
+
+    /// Grow or shrink the PMO this writer has attached, and go on at the same address: a grow
+    /// within the capacity is [`Attachment::grow`] (nothing detached); otherwise psync,
     /// check (a shrink over data without `force`, a pool without room: refused while still
     /// attached), detach, [`Pool::resize`], attach again with `attach`. The stable address is
     /// kept whenever the grown range is free (always up to [`ADDRESS_HEADROOM`] times the size
@@ -770,6 +857,15 @@ impl Attachment {
         if self.perm() != Perm::Write {
             let e = StoreError::ReadOnly(self.name().into());
             return Err(keep(self, e));
+        }
+        let grows_in_place = align_up(new_size, PAGE_SIZE).is_some_and(|s| {
+            s >= self.len() as u64 && s <= self.mapped_len() as u64 && !self.relocated()
+        });
+        if grows_in_place {
+            return match self.grow(new_size, key) {
+                Ok(r) => Ok((self, r)),
+                Err(e) => Err(keep(self, e)),
+            };
         }
         if let Err(e) = self.psync() {
             return Err(keep(self, e));

@@ -756,3 +756,97 @@ fn shrink_within_the_capacity_is_atomic_at_every_persist_point() {
         });
     }
 }
+
+#[test]
+fn a_writer_grows_in_place_keeping_its_unsynced_changes_under_every_scheme() {
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        std::path::PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    for scheme in capacity_schemes(every_scheme()) {
+        let ctx = scheme.to_string();
+        let path = dir.join(format!("pmo-grow-live-{}.pool", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        // Another address than the other attaching test's (tests run in parallel threads).
+        let o = PoolOptions {
+            base_addr: Some(0x3000_0000_0000),
+            ..opts(scheme)
+        };
+        let pool = Pool::create(&path, 8 << 20, &o).unwrap();
+        pool.pcreate_max("a", 4 * 4096, 64 * 4096, KEY, None)
+            .unwrap();
+        pool.pcreate("b", 4096, KEY).unwrap();
+        let a = pool.attach("a", Perm::Write, KEY).unwrap();
+        if scheme.granularity() == pmo_store::scheme::Granularity::Whole {
+            // `wed` decrypts the whole PMO at attach: its view maps the size only, and a live
+            // grow is refused (`Attachment::resize` detaches for it).
+            assert_eq!((a.len(), a.mapped_len()), (4 * 4096, 4 * 4096), "{ctx}");
+            assert!(
+                matches!(a.grow(8 * 4096, KEY), Err(StoreError::Invalid(_))),
+                "{ctx}"
+            );
+            drop(a);
+            drop(pool);
+            pmo_store::wait_for_background_detaches();
+            std::fs::remove_file(&path).unwrap();
+            continue;
+        }
+        assert_eq!((a.len(), a.mapped_len()), (4 * 4096, 64 * 4096), "{ctx}");
+        let base = a.addr();
+        a.write_at(0, b"synced").unwrap();
+        a.psync().unwrap();
+        a.write_at(3 * 4096, b"unsynced").unwrap();
+        assert!(
+            a.write_at(4 * 4096, b"x").is_err(),
+            "{ctx}: a write past the size"
+        );
+        // SAFETY: inside the mapping (its capacity), past the PMO's size: a store there is
+        // not part of the PMO.
+        unsafe { *base.add(10 * 4096) = 0x77 };
+        let r = a.grow(32 * 4096, KEY).unwrap();
+        assert!(
+            r.in_place && r.address_kept && r.pages_copied == 0,
+            "{ctx}: {r:?}"
+        );
+        assert_eq!((a.addr(), a.len()), (base, 32 * 4096), "{ctx}");
+        assert_eq!(pool.info("a").unwrap().size, 32 * 4096, "{ctx}");
+        let mut buf = [0u8; 8];
+        a.read_at(3 * 4096, &mut buf).unwrap();
+        assert_eq!(&buf, b"unsynced", "{ctx}: the unsynced change was lost");
+        for p in [4, 10, 31] {
+            a.read_at(p * 4096, &mut buf).unwrap();
+            assert_eq!(buf, [0; 8], "{ctx}: grown page {p} is not zero");
+        }
+        a.write_at(31 * 4096, b"grown").unwrap();
+        // Refused, nothing changed: not a grow, past the capacity, a wrong key.
+        for (size, key) in [(4096, KEY), (65 * 4096, KEY), (40 * 4096, &b"wrong"[..])] {
+            let e = a.grow(size, key).unwrap_err();
+            assert!(
+                matches!(e, StoreError::Invalid(_) | StoreError::WrongKey(_)),
+                "{ctx}: {e}"
+            );
+        }
+        assert_eq!(a.len(), 32 * 4096);
+        a.psync().unwrap();
+        drop(a);
+        pmo_store::wait_for_background_detaches();
+        let h = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+        assert_eq!(h.size(), 32 * 4096);
+        let mut page = [0u8; 4096];
+        for (p, want) in [
+            (0, &b"synced"[..]),
+            (3, b"unsynced"),
+            (31, b"grown"),
+            (10, &[0; 8]),
+        ] {
+            h.read_page(p, &mut page).unwrap();
+            assert_eq!(&page[..want.len()], want, "{ctx}: page {p} after reopen");
+        }
+        drop(h);
+        assert_healthy(&pool, &ctx);
+        drop(pool);
+        pmo_store::wait_for_background_detaches();
+        std::fs::remove_file(&path).unwrap();
+    }
+}
