@@ -335,15 +335,7 @@ impl Pool {
         let sb = pool.grown_superblock(new_size)?;
         if meta.file_type().is_char_device() {
             // The device is mapped whole: nothing to extend, only the superblock to rewrite.
-            let len = pool.inner.medium.len();
-            if sb.pool_size > len {
-                return Err(StoreError::Unsupported(format!(
-                    "{} is a DAX device of {len} bytes: its size is fixed, so the pool on it \
-                     grows to {len} bytes at most (asked for {})",
-                    path.display(),
-                    sb.pool_size
-                )));
-            }
+            device_room(path, pool.inner.medium.len(), sb.pool_size)?;
             let r = write_superblocks(&*pool.inner.medium, &sb);
             pool.inner.poison(r)?;
             drop(meta_lock);
@@ -730,6 +722,21 @@ fn clear_pages(h: &PmoHandle, pages: std::ops::Range<u64>) -> Result<()> {
     Ok(())
 }
 
+/// A pool on the DAX character device `path` of `device_len` bytes grows to `want` bytes
+/// only inside the device (a pool formatted smaller than it): a device's size is fixed.
+fn device_room(path: &Path, device_len: u64, want: u64) -> Result<()> {
+    if want <= device_len {
+        return Ok(());
+    }
+    Err(StoreError::Unsupported(format!(
+        "{} is a DAX device of {device_len} bytes, and a device's size is fixed: the pool on \
+         it grows to {device_len} bytes at most (asked for {want}); for more, make a larger \
+         namespace (`ndctl create-namespace`) and move the PMOs with `pmo export` and \
+         `pmo import`",
+        path.display()
+    )))
+}
+
 /// Refuse an entry whose extent lies past the end of this process's view of the medium: the
 /// pool was grown by another process after this one opened it.
 pub(crate) fn check_in_medium(e: &Entry, m: &dyn Medium) -> Result<()> {
@@ -923,5 +930,25 @@ impl Attachment {
             return Err(no_room(self.name(), new_size, layout.extent_len, largest));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_on_a_dax_device_grows_only_inside_the_device() {
+        let dev = Path::new("/dev/dax0.0");
+        assert!(device_room(dev, 64 << 20, 32 << 20).is_ok());
+        assert!(device_room(dev, 64 << 20, 64 << 20).is_ok());
+        let e = device_room(dev, 64 << 20, (64 << 20) + 4096).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, StoreError::Unsupported(_)), "{msg}");
+        assert!(
+            msg.contains("/dev/dax0.0") && msg.contains("size is fixed"),
+            "{msg}"
+        );
+        assert!(!e.is_integrity(), "{msg}");
     }
 }

@@ -850,3 +850,45 @@ fn a_writer_grows_in_place_keeping_its_unsynced_changes_under_every_scheme() {
         std::fs::remove_file(&path).unwrap();
     }
 }
+
+/// The mapped-memory medium (`PmemMedium`, the DAX code path without `MAP_SYNC`, as on
+/// /dev/shm): the pool file grows, a PMO grows in place and by a move in it, and a writer
+/// attaches after the grow at the PMO's stable address.
+#[test]
+fn a_pool_on_mapped_memory_grows() {
+    let shm = std::path::Path::new("/dev/shm");
+    if !shm.is_dir() {
+        eprintln!("note: no /dev/shm: skipping");
+        return;
+    }
+    let path = shm.join(format!("pmo-resize-pmem-{}.pool", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let o = PoolOptions {
+        base_addr: Some(0x3800_0000_0000),
+        ..opts(Scheme::SECURE)
+    };
+    let pool = Pool::create(&path, 2 << 20, &o).unwrap();
+    assert_eq!(
+        pool.pool_info().unwrap().medium,
+        pmo_medium::MediumKind::EmulatedPmem
+    );
+    pool.pcreate_max("a", PAGES * 4096, MAX * 4096, KEY, None)
+        .unwrap();
+    write_page(&pool, 1);
+    drop(pool);
+    let pool = Pool::grow_pool(&path, 8 << 20).unwrap();
+    assert_eq!(pool.superblock().pool_size, 8 << 20);
+    assert!(resize(&pool, MAX, false).unwrap().in_place);
+    assert!(!resize(&pool, 4 * MAX, false).unwrap().in_place);
+    let base = pool.info("a").unwrap().base_addr;
+    let a = pool.attach("a", Perm::Write, KEY).unwrap();
+    assert_eq!(a.addr() as u64, base);
+    let mut buf = [0u8; 4096];
+    a.read_at(4096, &mut buf).unwrap();
+    assert!(buf == page(1));
+    drop(a);
+    assert_healthy(&pool, "pmem");
+    drop(pool);
+    pmo_store::wait_for_background_detaches();
+    std::fs::remove_file(&path).unwrap();
+}
