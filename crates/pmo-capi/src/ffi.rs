@@ -741,11 +741,7 @@ pub unsafe extern "C" fn pmo_resize(
     let r = entry(-1, || {
         // SAFETY: the caller passes valid C strings (or NULL: rejected name, default key).
         let (n, k) = unsafe { (c_str(name, "name")?, c_key(key)) };
-        let opts = pmo_store::ResizeOptions {
-            force: force != 0,
-            progress: None,
-        };
-        reg().pool()?.resize(n, size, k, opts)?;
+        reg().resize(n, size, force != 0, k)?;
         Ok(0)
     });
     // SAFETY: `name` is NULL or a valid C string (the caller's contract).

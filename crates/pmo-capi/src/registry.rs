@@ -836,6 +836,32 @@ impl Registry {
     pub fn size_of(&self, name: &str) -> Result<u64> {
         Ok(self.pool()?.info(name)?.size)
     }
+
+    /// `pmo_resize`: a grow of a PMO this process has attached read-write (`attach`,
+    /// `pmo_attach_ex`), within the PMO's layout capacity, grows that attachment in place
+    /// (`Attachment::grow`: address and unsynced changes kept); anything else is the store's
+    /// resize (`Busy` while attached).
+    pub fn resize(&self, name: &str, size: u64, force: bool, key: &[u8]) -> Result<()> {
+        let held = {
+            let st = self.lock();
+            st.attachments.values().find_map(|r| match &r.mapped {
+                Mapped::Plain(a) if a.name() == name && a.perm() == Perm::Write => Some(a.clone()),
+                _ => None,
+            })
+        };
+        if let Some(a) = held {
+            if size >= a.len() as u64 && size <= a.mapped_len() as u64 {
+                a.grow(size, key)?;
+                return Ok(());
+            }
+        }
+        let opts = pmo_store::ResizeOptions {
+            force,
+            progress: None,
+        };
+        self.pool()?.resize(name, size, key, opts)?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
