@@ -1,15 +1,17 @@
 //! Figures for `docs/lifecycle.md` ("Resize"): the time of a grow (by 1 MiB) and of a shrink
 //! (back by 1 MiB) against the PMO's size, for a PMO never written and for one whose every page
 //! is committed, in two layouts:
-//! - `moved`: the PMO laid out for its size, so a resize moves it to a new extent (committed
+//! - `moved`: the PMO laid out for its size, so a grow moves it to a new extent (committed
 //!   pages copied as stored under `secure`; `wedi`'s whole-PMO checksum makes it decrypt every
-//!   page);
+//!   page); repeat `k` grows by `k` MiB, past the capacity the move before left. A shrink is in
+//!   place whatever the layout (but under `wedi`, which has no capacity); column `how` says
+//!   what each op did;
 //! - `in-place`: the PMO created with a maximum size (`pcreate_max`, the grown size), so a
 //!   resize within it changes only metadata.
 //!
 //! Medians over `REPEATS` runs of each, pools on /dev/shm.
 //!
-//! Prints CSV (`op,scheme,fill,layout,pmo_mib,median_ms,min_ms,max_ms,data_mib_per_s`) and
+//! Prints CSV (`op,scheme,fill,layout,how,pmo_mib,median_ms,min_ms,max_ms,data_mib_per_s`) and
 //! writes it with the figure (`resize.csv`, `resize.svg`) to `--out DIR` (default
 //! `bench-out/resize`).
 //!
@@ -30,6 +32,7 @@ struct Row {
     scheme: &'static str,
     fill: &'static str,
     layout: &'static str,
+    how: &'static str,
     mib: u64,
     ms: Vec<f64>,
 }
@@ -113,6 +116,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 scheme,
                 fill,
                 layout,
+                how: "",
                 mib,
                 ms: Vec::new(),
             };
@@ -121,16 +125,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ms: Vec::new(),
                 ..grow
             };
-            for _ in 0..REPEATS {
-                for (row, to) in [(&mut grow, size + STEP), (&mut shrink, size)] {
+            for k in 1..=REPEATS as u64 {
+                // In place: by 1 MiB, to the capacity; moved: past the last move's capacity.
+                let grown = if layout == "in-place" { 1 } else { k };
+                for (row, to) in [(&mut grow, size + grown * STEP), (&mut shrink, size)] {
                     let t = Instant::now();
                     let r = pool.resize("p", to, KEY, ResizeOptions::default())?;
                     row.ms.push(t.elapsed().as_secs_f64() * 1e3);
-                    if r.in_place != (layout == "in-place") {
-                        return Err(
-                            format!("{scheme} {fill} {layout}: in_place {}", r.in_place).into()
-                        );
+                    let how = if r.in_place { "in-place" } else { "moved" };
+                    if !row.how.is_empty() && row.how != how {
+                        return Err(format!("{scheme} {fill} {layout} {}: {how}", row.op).into());
                     }
+                    row.how = how;
+                }
+                if grow.how != layout {
+                    return Err(format!("{scheme} {fill} {layout}: grow {}", grow.how).into());
                 }
             }
             rows.push(grow);
@@ -142,15 +151,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let _ = std::fs::remove_dir(&dir);
     let mut csv =
-        String::from("op,scheme,fill,layout,pmo_mib,median_ms,min_ms,max_ms,data_mib_per_s\n");
+        String::from("op,scheme,fill,layout,how,pmo_mib,median_ms,min_ms,max_ms,data_mib_per_s\n");
     for r in &rows {
         let data = if r.fill == "full" { r.mib as f64 } else { 0.0 };
         csv.push_str(&format!(
-            "{},{},{},{},{},{:.3},{:.3},{:.3},{:.0}\n",
+            "{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.0}\n",
             r.op,
             r.scheme,
             r.fill,
             r.layout,
+            r.how,
             r.mib,
             r.median(),
             r.min(),
@@ -170,8 +180,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 })
                 .map(|r| (r.mib as f64, r.median()))
                 .collect();
+            let how = rows
+                .iter()
+                .find(|r| r.op == op && r.scheme == scheme && r.fill == fill && r.layout == layout)
+                .map_or("", |r| r.how);
             series.push(Series::plain(
-                format!("{op} by 1 MiB, {scheme}, {fill}, {layout}"),
+                format!("{op}, {scheme}, {fill}, {how}"),
                 &pts,
             ));
         }
