@@ -98,14 +98,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let size = mib << 20;
             let path = dir.join(format!("p{mib}-{scheme}-{fill}-{layout}.pool"));
             let _ = std::fs::remove_file(&path);
-            // Room for the PMO and its grown copy side by side (two data slots each).
+            // Room for the PMO and its grown copy side by side (two data slots each), with
+            // the holes the moves leave.
             let opts = PoolOptions {
                 kdf: KdfParams::INSECURE_FAST,
                 ns_capacity: Some(64),
                 scheme: Scheme::from_name(scheme)?,
                 ..Default::default()
             };
-            let pool = Pool::create(&path, 5 * size + (64 << 20), &opts)?;
+            let pool = Pool::create(&path, 8 * size + (128 << 20), &opts)?;
             let max = if layout == "in-place" { size + STEP } else { 0 };
             pool.pcreate_max("p", size, max, KEY, None)?;
             if fill == "full" {
