@@ -135,8 +135,7 @@ fn resize(pool: &Pool, pages: u64, force: bool) -> pmo_store::Result<pmo_store::
 
 /// Write page `p` = `page(p)` and check a later reopen sees it: the new extent commits.
 fn write_page(pool: &Pool, p: u64) {
-    let h = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
-    h.commit_pages(&[(p, &page(p))]).unwrap();
+    write_page_of(pool, "a", p)
 }
 
 #[test]
@@ -891,4 +890,36 @@ fn a_pool_on_mapped_memory_grows() {
     drop(pool);
     pmo_store::wait_for_background_detaches();
     std::fs::remove_file(&path).unwrap();
+}
+
+/// Unwritten capacity costs no storage in a sparse pool file: a PMO of one page laid out for
+/// 24 MiB allocates the file blocks of its header page and page map, not of its data slots.
+#[test]
+fn unwritten_capacity_takes_no_blocks_of_a_sparse_pool() {
+    use std::os::unix::fs::MetadataExt;
+    let path = std::env::temp_dir().join(format!("pmo-resize-sparse-{}.pool", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let pool = Pool::create(&path, 64 << 20, &opts(Scheme::SECURE)).unwrap();
+    drop(pool);
+    let before = std::fs::metadata(&path).unwrap().blocks() * 512;
+    let pool = Pool::open(&path).unwrap();
+    let info = pool.pcreate_max("big", 4096, 24 << 20, KEY, None).unwrap();
+    assert!(info.extent_len > 48 << 20, "{}", info.extent_len);
+    write_page_of(&pool, "big", 0);
+    drop(pool);
+    pmo_store::wait_for_background_detaches();
+    let after = std::fs::metadata(&path).unwrap().blocks() * 512;
+    // The map of 6144 pages is 48 KiB; allow the header page, a journal page or two, tags.
+    assert!(
+        after - before < 1 << 20,
+        "{} bytes allocated for a 48 MiB extent",
+        after - before
+    );
+    std::fs::remove_file(&path).unwrap();
+}
+
+/// Write page `p` of PMO `name` = `page(p)`.
+fn write_page_of(pool: &Pool, name: &str, p: u64) {
+    let h = pool.open_pmo(name, Perm::Write, KEY, None).unwrap();
+    h.commit_pages(&[(p, &page(p))]).unwrap();
 }
