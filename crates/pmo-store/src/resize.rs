@@ -200,6 +200,17 @@ impl Pool {
             )));
         }
         drop(ns);
+        if new_size != old.size && self.resize_entry_only(&old, new_size, key)? {
+            let info = self.info(name)?;
+            return Ok(ResizeReport {
+                address_kept: info.base_addr == old.base_addr,
+                info,
+                old_size: old.size,
+                pages_copied: 0,
+                pages_dropped: 0,
+                in_place: true,
+            });
+        }
         // The PMO recovered and at rest, and nobody else attached until the switch is done.
         let h = self.open_pmo(name, Perm::Write, key, None)?;
         let old_core = h.core.clone();
@@ -608,7 +619,6 @@ impl Pool {
         keep_address: bool,
     ) -> Result<()> {
         let inner = &*self.inner;
-        let m = &*inner.medium;
         let (old_n, new_n) = (old.size / PAGE_SIZE, new_size / PAGE_SIZE);
         // A grow first makes sure every page it adds reads as zero: a crash may have cut off
         // the clearing of an earlier shrink (step 2 below).
@@ -616,8 +626,60 @@ impl Pool {
             let r = clear_pages(h, old_n..new_n);
             inner.poison(r)?;
         }
-        // 1. The new entry: same extent, the new size (and a verifier over it). The commit
-        //    point: from here on the PMO has its new size.
+        // 1. The new entry (the commit point: from here on the PMO has its new size).
+        self.switch_size(old, new_size, key, keep_address)?;
+        // 2. A shrink clears the pages it dropped.
+        if new_n < old_n {
+            let r = clear_pages(h, new_n..old_n);
+            inner.poison(r)?;
+        }
+        Ok(())
+    }
+
+    /// A resize within the capacity that touches nothing but the entry, when every page it
+    /// adds or drops has never been written (its map entry "zero"): under the metadata lock
+    /// (held by the caller) and the PMO's exclusive attach lock, the journal replayed, no page
+    /// read and no key-derived state but the new verifier, so its cost does not follow the
+    /// PMO's size. `Ok(false)`: another path is needed (a page in the range was written, a
+    /// rotation is under way, `wedi`, past the capacity); nothing was changed.
+    fn resize_entry_only(&self, old: &Entry, new_size: u64, key: &[u8]) -> Result<bool> {
+        let inner = &*self.inner;
+        let m = &*inner.medium;
+        let scheme = Scheme::from_code(old.scheme)?;
+        let (old_n, new_n) = (old.size / PAGE_SIZE, new_size / PAGE_SIZE);
+        if new_size > old.capacity_bytes() || scheme.whole_checksum() {
+            return Ok(false);
+        }
+        let Some(_attach) = self.lock_attach_exclusive(old, None)? else {
+            return Err(self.busy(old));
+        };
+        let core = PmoCore::new(old)?;
+        crate::resize::check_in_medium(old, m)?;
+        let r = core.recover(m).map(drop);
+        inner.poison(r)?;
+        if crate::rotate::read_record(m, &core)?.is_some() {
+            return Ok(false);
+        }
+        for p in old_n.min(new_n)..old_n.max(new_n) {
+            if core.map_entry(m, p)?.loc() != Some(PageLoc::Zero) {
+                return Ok(false);
+            }
+        }
+        self.switch_size(old, new_size, key, false)?;
+        Ok(true)
+    }
+
+    /// Step 1 of [`Pool::resize_in_place`]: replace `old` (unchanged since the caller read it)
+    /// by the entry of the same extent with size `new_size` and a verifier over it.
+    fn switch_size(
+        &self,
+        old: &Entry,
+        new_size: u64,
+        key: &[u8],
+        keep_address: bool,
+    ) -> Result<()> {
+        let inner = &*self.inner;
+        let m = &*inner.medium;
         let mut ns = inner.ns();
         ns.refresh(m, &inner.sb)?;
         let (slot, cur) = ns
@@ -656,13 +718,7 @@ impl Pool {
         let r = crate::lifecycle::switch_entry(m, &inner.sb, slot, new_slot, &entry);
         ns.invalidate();
         drop(ns);
-        inner.poison(r)?;
-        // 2. A shrink clears the pages it dropped.
-        if new_n < old_n {
-            let r = clear_pages(h, new_n..old_n);
-            inner.poison(r)?;
-        }
-        Ok(())
+        inner.poison(r)
     }
 }
 
