@@ -312,6 +312,14 @@ impl Pool {
             clear_slot(m, &inner.sb, slot)?;
             m.fence()?;
             crate::lifecycle::shred_slot(m, &inner.sb, slot)?;
+            // The pages a shrink dropped stay nowhere readable: their slots in the old
+            // extent (now free space, which nothing can take while the metadata lock is held)
+            // are zeroed with their tags. The other pages' old copies are what the new extent
+            // holds.
+            for p in new_n..old_n {
+                zero_slot(m, &old_core, 0, p)?;
+                zero_slot(m, &old_core, 1, p)?;
+            }
             m.fence()?;
             namespace::bump_gen(m, &inner.sb)?;
             Ok(())
@@ -655,7 +663,9 @@ impl Pool {
         };
         let core = PmoCore::new(old)?;
         crate::resize::check_in_medium(old, m)?;
-        let r = core.recover(m).map(drop);
+        let r = core
+            .recover(m)
+            .map(|r| r.note.into_iter().for_each(|n| inner.note_repair(n)));
         inner.poison(r)?;
         if crate::rotate::read_record(m, &core)?.is_some() {
             return Ok(false);
@@ -722,6 +732,18 @@ impl Pool {
     }
 }
 
+/// Zero page `p`'s copy in data slot `s` of `core` and its tag; flushed, not fenced.
+fn zero_slot(m: &dyn Medium, core: &PmoCore, s: u8, p: u64) -> Result<()> {
+    let l = &core.layout;
+    m.zero(core.abs(l.page(s, p)), PAGE_SIZE)?;
+    m.flush(core.abs(l.page(s, p)), PAGE_SIZE)?;
+    if l.tag_bytes > 0 {
+        m.zero(core.abs(l.tag(s, p)), l.tag_bytes)?;
+        m.flush(core.abs(l.tag(s, p)), l.tag_bytes)?;
+    }
+    Ok(())
+}
+
 /// Make every page of `pages` (at or past the PMO's size) read as zero and leave nothing of
 /// what it held on the medium: the pages holding data get zeros in one psync, then the slot
 /// each map entry does not name (and its tag) and the page's plaintext-area page are zeroed;
@@ -761,13 +783,7 @@ fn clear_pages(h: &PmoHandle, pages: std::ops::Range<u64>) -> Result<()> {
         let Some(PageLoc::Slot(named)) = core.map_entry(m, p)?.loc() else {
             continue;
         };
-        let s = 1 - named;
-        m.zero(core.abs(l.page(s, p)), PAGE_SIZE)?;
-        m.flush(core.abs(l.page(s, p)), PAGE_SIZE)?;
-        if l.tag_bytes > 0 {
-            m.zero(core.abs(l.tag(s, p)), l.tag_bytes)?;
-            m.flush(core.abs(l.tag(s, p)), l.tag_bytes)?;
-        }
+        zero_slot(m, core, 1 - named, p)?;
         if let Some(off) = l.plain_off {
             let at = core.abs(off + p * PAGE_SIZE);
             m.zero(at, PAGE_SIZE)?;

@@ -166,9 +166,14 @@ fn grow_and_shrink_keep_the_pages_under_every_scheme() {
         assert_pmo(&pool, 3 * PAGES, PAGES + 1, &ctx);
         resize(&pool, PAGES + 1, false).unwrap();
         assert_pmo(&pool, PAGES + 1, PAGES + 1, &ctx);
-        // A forced shrink drops the pages past the end; growing back shows zeros there.
+        // A forced shrink drops the pages past the end, and what they held (in place, or in
+        // the extent a move leaves, `wedi`); growing back shows zeros there.
+        let at = slot_offsets(&pool, scheme, 3);
+        let held = bytes_at(&pool, at);
         let r = resize(&pool, 2, true).unwrap();
         assert_eq!(r.pages_dropped, PAGES - 1, "{ctx}");
+        assert_eq!(r.in_place, !scheme.whole_checksum(), "{ctx}");
+        assert_overwritten(&held, &bytes_at(&pool, at), &ctx);
         resize(&pool, PAGES, false).unwrap();
         assert_pmo(&pool, PAGES, 2, &ctx);
         // The other PMO is untouched; the key still works, a wrong one does not.
@@ -611,8 +616,8 @@ fn capacity_schemes(all: Vec<Scheme>) -> Vec<Scheme> {
     all.into_iter().filter(|s| !s.whole_checksum()).collect()
 }
 
-/// The bytes of both data slots of page `p` of "a" on the medium.
-fn slots_of(pool: &Pool, scheme: Scheme, p: u64) -> Vec<Vec<u8>> {
+/// Where both data slots of page `p` of "a" are on the medium now.
+fn slot_offsets(pool: &Pool, scheme: Scheme, p: u64) -> [u64; 2] {
     let info = pool.info("a").unwrap();
     let layout = pmo_format::PmoLayout::with_plain(
         info.capacity / 4096,
@@ -620,15 +625,36 @@ fn slots_of(pool: &Pool, scheme: Scheme, p: u64) -> Vec<Vec<u8>> {
         scheme.shadow == pmo_store::Shadow::Medium,
     )
     .unwrap();
-    (0..2)
-        .map(|s| {
+    [0, 1].map(|s| info.extent_off + layout.page(s, p))
+}
+
+/// The 4096 bytes at each of `offsets`.
+fn bytes_at(pool: &Pool, offsets: [u64; 2]) -> Vec<Vec<u8>> {
+    offsets
+        .iter()
+        .map(|&off| {
             let mut b = vec![0u8; 4096];
-            pool.medium()
-                .read(info.extent_off + layout.page(s, p), &mut b)
-                .unwrap();
+            pool.medium().read(off, &mut b).unwrap();
             b
         })
         .collect()
+}
+
+/// The bytes of both data slots of page `p` of "a" on the medium.
+fn slots_of(pool: &Pool, scheme: Scheme, p: u64) -> Vec<Vec<u8>> {
+    bytes_at(pool, slot_offsets(pool, scheme, p))
+}
+
+/// Neither slot that held bytes before (`was`) still holds them (`now`).
+fn assert_overwritten(was: &[Vec<u8>], now: &[Vec<u8>], ctx: &str) {
+    for (s, (was, now)) in was.iter().zip(now).enumerate() {
+        if was.iter().any(|&b| b != 0) {
+            assert!(
+                was != now,
+                "{ctx}: slot {s} of a dropped page still holds its bytes"
+            );
+        }
+    }
 }
 
 #[test]
@@ -664,14 +690,7 @@ fn within_the_capacity_a_resize_changes_only_metadata_under_every_scheme() {
         let r = resize(&pool, 2, true).unwrap();
         assert!(r.in_place, "{ctx}");
         assert_eq!(r.pages_dropped, PAGES - 2 + 1, "{ctx}");
-        for (s, (was, now)) in held.iter().zip(slots_of(&pool, scheme, 3)).enumerate() {
-            if was.iter().any(|&b| b != 0) {
-                assert!(
-                    *was != now,
-                    "{ctx}: slot {s} of a dropped page still holds its bytes"
-                );
-            }
-        }
+        assert_overwritten(&held, &slots_of(&pool, scheme, 3), &ctx);
         assert_pmo(&pool, 2, 2, &ctx);
         // Growing back shows zeros; the PMO commits and survives a reopen.
         let r = resize(&pool, MAX, false).unwrap();
