@@ -190,11 +190,15 @@ int pmo_copy(const char *name, const char *new_name, const char *key, const char
  * with a NULL new key. @return 0, or -1 with errno as pmo_copy. */
 int pmo_snapshot(const char *name, const char *new_name, const char *key);
 /** Grow or shrink PMO `name` to `size` bytes (rounded up to 4 KiB pages; new pages read as
- * zeros), crash-consistently: the PMO is moved to a new extent in one step (docs/lifecycle.md).
- * A shrink that would drop a page holding data fails unless `force` is non-zero. The PMO keeps
- * its stable address when the grown range is free (always up to 4 times its size at creation).
- * `key` NULL: "DEFAULT". @return 0, or -1 with errno: ENOENT, EACCES (wrong key), EBUSY
- * (attached, by this process too), ENOSPC (no free extent of the new size beside the old one),
+ * zeros), crash-consistently (docs/lifecycle.md): within the PMO's layout capacity
+ * (pmo_create_max) only its metadata changes; beyond it the PMO is moved to a new extent in
+ * one step. A shrink that would drop a page holding data fails unless `force` is non-zero.
+ * The PMO keeps its stable address when the grown range is free (always up to 4 times its
+ * size at creation, and up to its capacity). A grow within the capacity of a PMO this process
+ * has attached read-write grows that attachment in place: the same pointer, its changes not
+ * yet psynced kept, the new bytes zero. `key` NULL: "DEFAULT". @return 0, or -1 with errno:
+ * ENOENT, EACCES (wrong key), EBUSY (attached, by another process, or by this one for
+ * anything but such a grow), ENOSPC (no free extent of the new size beside the old one),
  * EINVAL (size 0, or a shrink over data without `force`), EIO. */
 int pmo_resize(const char *name, uint64_t size, int force, const char *key);
 
@@ -324,6 +328,13 @@ int64_t pmo_psync_ex(void *addr, pmo_psync_stats *stats);
  *         scheme), PMO_E_UNSUPPORTED (a scheme this build does not implement yet, or a pool
  *         too old for protection), PMO_E_IO. */
 int pmo_create_ex(const char *name, uint64_t size, const char *key, const char *scheme);
+
+/** pmo_create_ex laid out for `max_size` bytes (the PMO's layout capacity, 0: `size`): a later
+ * pmo_resize up to `max_size`, and any shrink, changes only metadata (no page is copied).
+ * @return as pmo_create_ex; PMO_E_INVALID when `max_size` is below `size`,
+ *         PMO_E_UNSUPPORTED for "wedi" (its whole-PMO checksum covers the size). */
+int pmo_create_max(const char *name, uint64_t size, uint64_t max_size, const char *key,
+                   const char *scheme);
 
 /** Where the time of one attach session went (the LOaPP paper's Fig. 6 categories), in
  * nanoseconds, and what it did. The categories add up to wall_ns. */

@@ -202,6 +202,26 @@ static void test_namespace(void) {
     CHECK_FAIL(pmo_resize("missing", 8192, 0, KEY) == 0, ENOENT, PMO_E_NOT_FOUND);
     CHECK(pmo_resize("ns", 4096, 1, KEY) == 0 && pmo_get_size("ns") == 4096);
     CHECK(pmo_resize("ns", 8192, 0, KEY) == 0);
+    /* A layout capacity: resizes up to it are metadata only; wedi has none. */
+    CHECK(pmo_create_max("cap", 8192, 1 << 20, KEY, NULL) == 0);
+    /* Attached read-write by this process: the attachment grows in place. */
+    char *c = attach("cap", 'w', KEY);
+    CHECK(c != NULL);
+    memcpy(c + 4096, "unsynced", 9);
+    CHECK(pmo_resize("cap", 65536, 0, KEY) == 0 && pmo_get_size("cap") == 65536);
+    CHECK(memcmp(c + 4096, "unsynced", 9) == 0 && c[65535] == 0);
+    memcpy(c + 65530, "end", 3);
+    CHECK(psync(c) == 0);
+    CHECK_FAIL(pmo_resize("cap", 4096, 1, KEY) == 0, EBUSY, PMO_E_BUSY);
+    CHECK(detach(c) == 0);
+    c = attach("cap", 'r', KEY);
+    CHECK(c != NULL && memcmp(c + 4096, "unsynced", 9) == 0 && memcmp(c + 65530, "end", 3) == 0);
+    CHECK(detach(c) == 0);
+    CHECK(pmo_resize("cap", 1 << 20, 0, KEY) == 0 && pmo_get_size("cap") == 1 << 20);
+    CHECK(pmo_resize("cap", 4096, 1, KEY) == 0 && pmo_get_size("cap") == 4096);
+    CHECK_FAIL(pmo_create_max("cap2", 8192, 4096, KEY, NULL) == 0, EINVAL, PMO_E_INVALID);
+    CHECK_FAIL(pmo_create_max("cap2", 4096, 8192, KEY, "wedi") == 0, ENOTSUP, PMO_E_UNSUPPORTED);
+    CHECK(pmo_destroy("cap", KEY) == 0);
     char xp[64];
     snprintf(xp, sizeof xp, "/tmp/pmo_test_%d.pmox", (int)getpid());
     unlink(xp);

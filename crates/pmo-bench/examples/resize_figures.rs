@@ -1,11 +1,19 @@
 //! Figures for `docs/lifecycle.md` ("Resize"): the time of a grow (by 1 MiB) and of a shrink
-//! (back by 1 MiB) against the PMO's size, for a PMO never written (only metadata moves) and for
-//! one whose every page is committed (its ciphertext is copied to the new extent), under
-//! `secure` (pages copied as stored) and `wedi` (its whole-PMO checksum makes a resize decrypt
-//! every page). Medians over `REPEATS` runs of each, pools on /dev/shm.
+//! (back by 1 MiB) against the PMO's size, for a PMO never written and for one whose every page
+//! is committed, in two layouts:
+//! - `moved`: the PMO laid out for its size, so a grow moves it to a new extent (committed
+//!   pages copied as stored under `secure`; `wedi`'s whole-PMO checksum makes it decrypt every
+//!   page); repeat `k` grows by `k` MiB, past the capacity the move before left. A shrink is in
+//!   place whatever the layout (but under `wedi`, which has no capacity); column `how` says
+//!   what each op did;
+//! - `in-place`: the PMO created with a maximum size (`pcreate_max`, the grown size), so a
+//!   resize within it changes only metadata.
 //!
-//! Prints CSV (`op,scheme,fill,pmo_mib,median_ms,min_ms,max_ms,data_mib_per_s`) and writes it with
-//! the figure (`resize.csv`, `resize.svg`) to `--out DIR` (default `bench-out/resize`).
+//! Medians over `REPEATS` runs of each, pools on /dev/shm.
+//!
+//! Prints CSV (`op,scheme,fill,layout,how,pmo_mib,median_ms,min_ms,max_ms,data_mib_per_s`) and
+//! writes it with the figure (`resize.csv`, `resize.svg`) to `--out DIR` (default
+//! `bench-out/resize`).
 //!
 //! `cargo run --release -p pmo-bench --example resize_figures -- [--out DIR] [MIB...]`
 
@@ -15,7 +23,7 @@ use std::time::Instant;
 use pmo_bench::plot::{self, LineChart, Series};
 use pmo_store::{KdfParams, Perm, Pool, PoolOptions, ResizeOptions, Scheme};
 
-const REPEATS: usize = 3;
+const REPEATS: usize = 5;
 const KEY: &[u8] = b"resize-figures";
 const STEP: u64 = 1 << 20;
 
@@ -23,6 +31,8 @@ struct Row {
     op: &'static str,
     scheme: &'static str,
     fill: &'static str,
+    layout: &'static str,
+    how: &'static str,
     mib: u64,
     ms: Vec<f64>,
 }
@@ -75,21 +85,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::path::Path::new("/dev/shm").join(format!("pmo-resize-fig-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut rows: Vec<Row> = Vec::new();
-    let cases = [("secure", "empty"), ("secure", "full"), ("wedi", "full")];
+    let cases = [
+        ("secure", "empty", "moved"),
+        ("secure", "full", "moved"),
+        ("wedi", "full", "moved"),
+        ("secure", "empty", "in-place"),
+        ("secure", "full", "in-place"),
+        ("none", "full", "in-place"),
+    ];
     for &mib in &sizes {
-        for (scheme, fill) in cases {
+        for (scheme, fill, layout) in cases {
             let size = mib << 20;
-            let path = dir.join(format!("p{mib}-{scheme}-{fill}.pool"));
+            let path = dir.join(format!("p{mib}-{scheme}-{fill}-{layout}.pool"));
             let _ = std::fs::remove_file(&path);
-            // Room for the PMO and its grown copy side by side (two data slots each).
+            // Room for the PMO and its grown copy side by side (two data slots each), with
+            // the holes the moves leave.
             let opts = PoolOptions {
                 kdf: KdfParams::INSECURE_FAST,
                 ns_capacity: Some(64),
                 scheme: Scheme::from_name(scheme)?,
                 ..Default::default()
             };
-            let pool = Pool::create(&path, 5 * size + (64 << 20), &opts)?;
-            pool.pcreate("p", size, KEY)?;
+            let pool = Pool::create(&path, 8 * size + (128 << 20), &opts)?;
+            let max = if layout == "in-place" { size + STEP } else { 0 };
+            pool.pcreate_max("p", size, max, KEY, None)?;
             if fill == "full" {
                 fill_all(&pool, size / 4096)?;
             }
@@ -97,6 +116,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 op: "grow",
                 scheme,
                 fill,
+                layout,
+                how: "",
                 mib,
                 ms: Vec::new(),
             };
@@ -105,11 +126,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ms: Vec::new(),
                 ..grow
             };
-            for _ in 0..REPEATS {
-                for (row, to) in [(&mut grow, size + STEP), (&mut shrink, size)] {
+            for k in 1..=REPEATS as u64 {
+                // In place: by 1 MiB, to the capacity; moved: past the last move's capacity.
+                let grown = if layout == "in-place" { 1 } else { k };
+                for (row, to) in [(&mut grow, size + grown * STEP), (&mut shrink, size)] {
                     let t = Instant::now();
-                    pool.resize("p", to, KEY, ResizeOptions::default())?;
+                    let r = pool.resize("p", to, KEY, ResizeOptions::default())?;
                     row.ms.push(t.elapsed().as_secs_f64() * 1e3);
+                    let how = if r.in_place { "in-place" } else { "moved" };
+                    if !row.how.is_empty() && row.how != how {
+                        return Err(format!("{scheme} {fill} {layout} {}: {how}", row.op).into());
+                    }
+                    row.how = how;
+                }
+                if grow.how != layout {
+                    return Err(format!("{scheme} {fill} {layout}: grow {}", grow.how).into());
                 }
             }
             rows.push(grow);
@@ -120,14 +151,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let _ = std::fs::remove_dir(&dir);
-    let mut csv = String::from("op,scheme,fill,pmo_mib,median_ms,min_ms,max_ms,data_mib_per_s\n");
+    let mut csv =
+        String::from("op,scheme,fill,layout,how,pmo_mib,median_ms,min_ms,max_ms,data_mib_per_s\n");
     for r in &rows {
         let data = if r.fill == "full" { r.mib as f64 } else { 0.0 };
         csv.push_str(&format!(
-            "{},{},{},{},{:.3},{:.3},{:.3},{:.0}\n",
+            "{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.0}\n",
             r.op,
             r.scheme,
             r.fill,
+            r.layout,
+            r.how,
             r.mib,
             r.median(),
             r.min(),
@@ -138,15 +172,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     print!("{csv}");
     std::fs::write(out.join("resize.csv"), &csv)?;
     let mut series: Vec<Series> = Vec::new();
-    for (scheme, fill) in cases {
+    for (scheme, fill, layout) in cases {
         for op in ["grow", "shrink"] {
             let pts: Vec<(f64, f64)> = rows
                 .iter()
-                .filter(|r| r.op == op && r.scheme == scheme && r.fill == fill)
+                .filter(|r| {
+                    r.op == op && r.scheme == scheme && r.fill == fill && r.layout == layout
+                })
                 .map(|r| (r.mib as f64, r.median()))
                 .collect();
+            let how = rows
+                .iter()
+                .find(|r| r.op == op && r.scheme == scheme && r.fill == fill && r.layout == layout)
+                .map_or("", |r| r.how);
             series.push(Series::plain(
-                format!("{op} by 1 MiB, {scheme}, {fill}"),
+                format!("{op}, {scheme}, {fill}, {how}"),
                 &pts,
             ));
         }
@@ -155,7 +195,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     plot::lines(
         &svg,
         &LineChart {
-            title: "Resize time against PMO size (median of 3; pools on /dev/shm)",
+            title: "Resize time against PMO size (median of 5; pools on /dev/shm)",
             x_desc: "PMO size (MiB)",
             y_desc: "time (ms)",
             log: true,

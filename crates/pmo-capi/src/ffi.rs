@@ -561,6 +561,33 @@ pub unsafe extern "C" fn pmo_create_ex(
     })
 }
 
+/// `int pmo_create_max(const char *name, uint64_t size, uint64_t max_size, const char *key,
+/// const char *scheme)`: see `pmo.h`.
+///
+/// # Safety
+/// As [`pmo_create_ex`].
+#[no_mangle]
+pub unsafe extern "C" fn pmo_create_max(
+    name: *const c_char,
+    size: u64,
+    max_size: u64,
+    key: *const c_char,
+    scheme: *const c_char,
+) -> c_int {
+    entry_code(|| {
+        // SAFETY: the caller passes valid C strings (or NULL: rejected, or the default scheme).
+        let (n, k) = unsafe { (c_str(name, "name")?, c_key(key)) };
+        let s = if scheme.is_null() {
+            None
+        } else {
+            // SAFETY: non-null, a valid C string by the caller's contract.
+            Some(unsafe { c_str(scheme, "scheme")? })
+        };
+        reg().create_max(n, size, max_size, k, s)?;
+        Ok(0)
+    })
+}
+
 /// `pmo_session_stats` in `pmo.h` is `pmo_store::SessionStats` (`repr(C)`, 14 u64 fields).
 pub type PmoSessionStats = pmo_store::SessionStats;
 
@@ -714,11 +741,7 @@ pub unsafe extern "C" fn pmo_resize(
     let r = entry(-1, || {
         // SAFETY: the caller passes valid C strings (or NULL: rejected name, default key).
         let (n, k) = unsafe { (c_str(name, "name")?, c_key(key)) };
-        let opts = pmo_store::ResizeOptions {
-            force: force != 0,
-            progress: None,
-        };
-        reg().pool()?.resize(n, size, k, opts)?;
+        reg().resize(n, size, force != 0, k)?;
         Ok(0)
     });
     // SAFETY: `name` is NULL or a valid C string (the caller's contract).

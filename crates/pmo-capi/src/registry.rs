@@ -794,9 +794,22 @@ impl Registry {
 
     /// pcreate with a scheme name (`None`: the pool's default).
     pub fn create_ex(&self, name: &str, size: u64, key: &[u8], scheme: Option<&str>) -> Result<()> {
+        self.create_max(name, size, 0, key, scheme)
+    }
+
+    /// pcreate laid out for `max_size` bytes (0: the size) in the open pool.
+    pub fn create_max(
+        &self,
+        name: &str,
+        size: u64,
+        max_size: u64,
+        key: &[u8],
+        scheme: Option<&str>,
+    ) -> Result<()> {
         pmo_format::Entry::validate_name(name).map_err(|e| CapiError::Invalid(e.to_string()))?;
         let scheme = scheme.map(pmo_store::Scheme::from_name).transpose()?;
-        self.pool()?.pcreate_with(name, size, key, scheme)?;
+        self.pool()?
+            .pcreate_max(name, size, max_size, key, scheme)?;
         Ok(())
     }
 
@@ -822,6 +835,32 @@ impl Registry {
     /// Size in bytes of PMO `name`.
     pub fn size_of(&self, name: &str) -> Result<u64> {
         Ok(self.pool()?.info(name)?.size)
+    }
+
+    /// `pmo_resize`: a grow of a PMO this process has attached read-write (`attach`,
+    /// `pmo_attach_ex`), within the PMO's layout capacity, grows that attachment in place
+    /// (`Attachment::grow`: address and unsynced changes kept); anything else is the store's
+    /// resize (`Busy` while attached).
+    pub fn resize(&self, name: &str, size: u64, force: bool, key: &[u8]) -> Result<()> {
+        let held = {
+            let st = self.lock();
+            st.attachments.values().find_map(|r| match &r.mapped {
+                Mapped::Plain(a) if a.name() == name && a.perm() == Perm::Write => Some(a.clone()),
+                _ => None,
+            })
+        };
+        if let Some(a) = held {
+            if size >= a.len() as u64 && size <= a.mapped_len() as u64 {
+                a.grow(size, key)?;
+                return Ok(());
+            }
+        }
+        let opts = pmo_store::ResizeOptions {
+            force,
+            progress: None,
+        };
+        self.pool()?.resize(name, size, key, opts)?;
+        Ok(())
     }
 }
 

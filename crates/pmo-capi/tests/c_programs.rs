@@ -41,6 +41,7 @@ const HEADER_CALLS: &[&str] = &[
     "pmo_attach_ex",
     "pmo_create",
     "pmo_create_ex",
+    "pmo_create_max",
     "pmo_get_session_stats",
     "pmo_destroy",
     "pmo_rename",

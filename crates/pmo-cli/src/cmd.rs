@@ -122,6 +122,10 @@ enum Cmd {
         /// Where the plaintext copy lives when attached: dram or medium (default: the scheme's)
         #[arg(long)]
         shadow: Option<String>,
+        /// Lay the PMO out for this size (its layout capacity): `pmo resize` up to it, and
+        /// any shrink, changes only metadata (default: the size; not with `wedi`)
+        #[arg(long, value_parser = parse_bytes)]
+        max_size: Option<u64>,
     },
     /// Show or set the pool's default protection scheme for new PMOs
     #[command(mut_arg("pool", |a| a.global(true)))]
@@ -639,6 +643,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             size,
             scheme,
             shadow,
+            max_size,
             ..
         } => {
             let pool = open(&cli)?;
@@ -654,7 +659,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             };
             let key = key(&cli)?;
-            let info = pool.pcreate_with(name, *size, &key, scheme)?;
+            let info = pool.pcreate_max(name, *size, max_size.unwrap_or(0), &key, scheme)?;
             outln!(
                 "created PMO '{}' ({}, scheme {}) at {:#x}",
                 info.name,
@@ -823,6 +828,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             outln!("state:           {}", state_text(&p))?;
             outln!("scheme:          {}", scheme_name(p.scheme))?;
             outln!("stable address:  {:#x}", p.base_addr)?;
+            if p.capacity > p.size {
+                outln!(
+                    "capacity:        {} (resizes up to it change only metadata)",
+                    human(p.capacity)
+                )?;
+            }
             let on_medium = pmo_store::Scheme::from_code(p.scheme)
                 .is_ok_and(|s| s.shadow == pmo_store::Shadow::Medium);
             outln!(

@@ -84,11 +84,18 @@ pub(crate) fn run(cmd: &ResizeCmd, pool: Pool, path: &Path, key: &[u8]) -> anyho
                 std::cmp::Ordering::Less => "shrank",
                 std::cmp::Ordering::Equal => "kept",
             };
+            let how = if r.in_place {
+                format!("in place, capacity {} bytes", r.info.capacity)
+            } else {
+                format!(
+                    "moved, {} copied",
+                    crate::text::count(r.pages_copied, "committed page")
+                )
+            };
             outln!(
-                "{what} PMO '{name}' from {} to {} bytes in {ms:.1} ms ({} copied{})",
+                "{what} PMO '{name}' from {} to {} bytes in {ms:.1} ms ({how}{})",
                 r.old_size,
                 r.info.size,
-                crate::text::count(r.pages_copied, "committed page"),
                 if r.pages_dropped > 0 {
                     format!(", {} dropped", r.pages_dropped)
                 } else {

@@ -1,5 +1,6 @@
 //! `pmo resize` and `pmo pool grow` as a user meets them: exit 0 with the data kept, 1 with one
-//! clear line for a shrink over data, a pool without room, a pool asked to shrink.
+//! clear line for a shrink over data, a pool without room, a pool asked to shrink; `pmo create
+//! --max-size` and in-place resizes.
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
@@ -85,6 +86,45 @@ fn resize_and_pool_grow_from_the_command_line() {
         1,
         "only grows",
     );
+    expect(&run(&pool, &["check"], b""), 0, "");
+    // A PMO laid out for a maximum size: resizes up to it are in place, metadata only.
+    let create = ["create", "m", "--size", "8KiB", "--max-size", "1MiB"];
+    expect(&run(&pool, &create, b""), 0, "created");
+    expect(
+        &run(&pool, &["info", "m"], b""),
+        0,
+        "capacity:        1 MiB",
+    );
+    let out = expect(
+        &run(&pool, &["resize", "m", "--size", "1MiB"], b""),
+        0,
+        "in place, capacity 1048576 bytes",
+    );
+    assert!(out.contains("from 8192 to 1048576"), "{out}");
+    expect(
+        &run(&pool, &["resize", "m", "--size", "4KiB"], b""),
+        0,
+        "shrank PMO 'm' from 1048576 to 4096 bytes",
+    );
+    let out = expect(
+        &run(&pool, &["resize", "m", "--size", "2MiB"], b""),
+        0,
+        "moved",
+    );
+    assert!(out.contains("0 committed pages copied"), "{out}");
+    let bad = ["create", "n", "--size", "8KiB", "--max-size", "4KiB"];
+    expect(&run(&pool, &bad, b""), 1, "below the size");
+    let wedi = [
+        "create",
+        "n",
+        "--size",
+        "4KiB",
+        "--max-size",
+        "8KiB",
+        "--scheme",
+        "wedi",
+    ];
+    expect(&run(&pool, &wedi, b""), 1, "wedi");
     expect(&run(&pool, &["check"], b""), 0, "");
     let _ = std::fs::remove_dir_all(&dir);
 }

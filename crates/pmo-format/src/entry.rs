@@ -31,8 +31,13 @@ const E_NAME: usize = 160; // 256 bytes
 const E_CREATED: usize = 416;
 const E_TAG_BYTES: usize = 424;
 const E_WRAPPED: usize = 428; // WRAPPED_LEN bytes
+const E_CAPACITY: usize = 468;
 const E_CRC: usize = ENTRY_SIZE - 4;
-const _: () = assert!(E_NAME + NAME_MAX < E_CREATED && E_WRAPPED + WRAPPED_LEN <= E_CRC);
+const _: () = assert!(
+    E_NAME + NAME_MAX < E_CREATED
+        && E_WRAPPED + WRAPPED_LEN <= E_CAPACITY
+        && E_CAPACITY + 8 <= E_CRC
+);
 
 /// Entry flag: the PMO's data master key is wrapped (AES-KW) in [`Entry::wrapped`] under a
 /// key-encryption key derived from the user key (set by a rekey).
@@ -67,6 +72,10 @@ pub struct Entry {
     pub tag_bytes: u32,
     /// The wrapped data master key when `flags` has [`FLAG_WRAPPED`] (zero otherwise).
     pub wrapped: [u8; WRAPPED_LEN],
+    /// Layout capacity in bytes (format version 5): the extent is laid out for this many
+    /// bytes, so the PMO grows to it and shrinks in place. 0 (every entry written before
+    /// version 5): the capacity is the size.
+    pub capacity: u64,
 }
 
 impl Entry {
@@ -88,6 +97,15 @@ impl Entry {
             return bad("contains NUL or '/'");
         }
         Ok(())
+    }
+
+    /// The layout capacity in bytes: [`Entry::capacity`], or the size when that is 0.
+    pub fn capacity_bytes(&self) -> u64 {
+        if self.capacity == 0 {
+            self.size
+        } else {
+            self.capacity
+        }
     }
 
     /// Encode into one slot.
@@ -116,6 +134,7 @@ impl Entry {
         put_u64(&mut b, E_CREATED, self.created_unix_s);
         put_u32(&mut b, E_TAG_BYTES, self.tag_bytes);
         b[E_WRAPPED..E_WRAPPED + WRAPPED_LEN].copy_from_slice(&self.wrapped);
+        put_u64(&mut b, E_CAPACITY, self.capacity);
         let c = crc(&b[..E_CRC]);
         put_u32(&mut b, E_CRC, c);
         b
@@ -183,6 +202,7 @@ impl Entry {
             created_unix_s: get_u64(b, E_CREATED),
             tag_bytes: get_u32(b, E_TAG_BYTES),
             wrapped: get_array(b, E_WRAPPED),
+            capacity: get_u64(b, E_CAPACITY),
         };
         if e.flags & !FLAGS_KNOWN != 0 {
             return Err(invalid(format!("unknown flags {:#x}", e.flags)));
@@ -193,6 +213,12 @@ impl Entry {
             || !e.base_addr.is_multiple_of(PAGE_SIZE)
         {
             return Err(invalid("unaligned size, extent or address".into()));
+        }
+        if e.capacity != 0 && (e.capacity < e.size || !e.capacity.is_multiple_of(PAGE_SIZE)) {
+            return Err(invalid(format!(
+                "capacity {} below the size {} or unaligned",
+                e.capacity, e.size
+            )));
         }
         if e.tag_bytes > 64 {
             return Err(invalid(format!("tag size {}", e.tag_bytes)));
@@ -223,13 +249,29 @@ pub(crate) mod tests {
             created_unix_s: 5,
             tag_bytes: 0,
             wrapped: [0; WRAPPED_LEN],
+            capacity: 0,
         }
     }
 
     #[test]
     fn round_trip() {
         let e = sample();
-        assert_eq!(Entry::decode(&e.encode()).unwrap(), Some(e));
+        assert_eq!(Entry::decode(&e.encode()).unwrap(), Some(e.clone()));
+        assert_eq!(e.capacity_bytes(), e.size);
+        let grown = Entry {
+            capacity: 64 * PAGE_SIZE,
+            ..e.clone()
+        };
+        assert_eq!(Entry::decode(&grown.encode()).unwrap(), Some(grown.clone()));
+        assert_eq!(grown.capacity_bytes(), 64 * PAGE_SIZE);
+        for bad in [PAGE_SIZE, 64 * PAGE_SIZE + 1] {
+            let b = Entry {
+                capacity: bad,
+                ..e.clone()
+            }
+            .encode();
+            assert!(Entry::decode(&b).is_err(), "capacity {bad}");
+        }
         assert_eq!(Entry::decode(&[0u8; ENTRY_SIZE]).unwrap(), None);
     }
 

@@ -1,4 +1,6 @@
-//! `pmo._pmo.Pool`: a pool of PMOs (open, init, create, destroy, list, info, check, attach).
+//! `pmo._pmo.Pool`: a pool of PMOs (open, init, create, destroy, list, info, check, attach,
+//! and a PMO's life after pcreate: resize, rename, copy, rekey, rotate, snapshot, export,
+//! import; `docs/lifecycle.md`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -48,6 +50,7 @@ fn pmo_dict<'py>(py: Python<'py>, p: &PmoInfo) -> PyResult<Bound<'py, PyDict>> {
     d.set_item("base_addr", p.base_addr)?;
     d.set_item("extent_off", p.extent_off)?;
     d.set_item("extent_len", p.extent_len)?;
+    d.set_item("capacity", p.capacity)?;
     d.set_item("created_unix_s", p.created_unix_s)?;
     Ok(d)
 }
@@ -123,8 +126,9 @@ impl Pool {
         self.path.clone()
     }
 
-    /// Create a PMO of `size` bytes protected by `key`; returns its description.
-    #[pyo3(signature = (name, size, key, scheme=None))]
+    /// Create a PMO of `size` bytes protected by `key`, laid out for `max_size` bytes when
+    /// given (resizes up to it change only metadata); returns its description.
+    #[pyo3(signature = (name, size, key, scheme=None, max_size=None))]
     fn create<'py>(
         &self,
         py: Python<'py>,
@@ -132,11 +136,176 @@ impl Pool {
         size: u64,
         key: &Bound<'py, PyAny>,
         scheme: Option<&str>,
+        max_size: Option<u64>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let key = key_bytes(key)?;
         let scheme = scheme.map(parse_scheme).transpose()?;
+        let max = max_size.unwrap_or(0);
         let info = py
-            .allow_threads(|| self.pool.pcreate_with(name, size, &key, scheme))
+            .allow_threads(|| self.pool.pcreate_max(name, size, max, &key, scheme))
+            .py()?;
+        pmo_dict(py, &info)
+    }
+
+    /// Grow or shrink PMO `name` to `size` bytes (`force`: drop pages holding data).
+    #[pyo3(signature = (name, size, key, *, force=false))]
+    fn resize<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        size: u64,
+        key: &Bound<'py, PyAny>,
+        force: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let key = key_bytes(key)?;
+        let r = py
+            .allow_threads(|| {
+                let opts = pmo_store::ResizeOptions {
+                    force,
+                    progress: None,
+                };
+                self.pool.resize(name, size, &key, opts)
+            })
+            .py()?;
+        let d = pmo_dict(py, &r.info)?;
+        d.set_item("old_size", r.old_size)?;
+        d.set_item("pages_copied", r.pages_copied)?;
+        d.set_item("pages_dropped", r.pages_dropped)?;
+        d.set_item("address_kept", r.address_kept)?;
+        d.set_item("in_place", r.in_place)?;
+        Ok(d)
+    }
+
+    /// Rename PMO `name` to `new`.
+    fn rename<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        new: &str,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let key = key_bytes(key)?;
+        let info = py
+            .allow_threads(|| self.pool.rename(name, new, &key))
+            .py()?;
+        pmo_dict(py, &info)
+    }
+
+    /// Change PMO `name`'s key to `new_key` (a re-wrap: no page is re-encrypted).
+    fn rekey<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        key: &Bound<'py, PyAny>,
+        new_key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let (key, new_key) = (key_bytes(key)?, key_bytes(new_key)?);
+        let info = py
+            .allow_threads(|| self.pool.rekey(name, &key, &new_key))
+            .py()?;
+        pmo_dict(py, &info)
+    }
+
+    /// Re-encrypt every page of PMO `name` under a new data key (the user key stays).
+    fn rotate<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let key = key_bytes(key)?;
+        let info = py
+            .allow_threads(|| self.pool.rotate(name, &key, &mut |_, _| {}))
+            .py()?;
+        pmo_dict(py, &info)
+    }
+
+    /// Copy PMO `name` to a new PMO `new` (its own uuid and nonces; `new_key`, else `key`).
+    #[pyo3(signature = (name, new, key, new_key=None))]
+    fn copy<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        new: &str,
+        key: &Bound<'py, PyAny>,
+        new_key: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let key = key_bytes(key)?;
+        let new_key = new_key.map(key_bytes).transpose()?;
+        let info = py
+            .allow_threads(|| {
+                self.pool.copy(
+                    name,
+                    new,
+                    &key,
+                    new_key.as_deref().map(|k| &k[..]),
+                    &mut |_, _| {},
+                )
+            })
+            .py()?;
+        pmo_dict(py, &info)
+    }
+
+    /// A consistent copy of PMO `name` as of one psync, as a new PMO `new`, while its writer
+    /// keeps working. Returns the new PMO's description with the snapshot's `seq`, `passes`,
+    /// `pages_copied` and `gated`.
+    #[pyo3(signature = (name, new, key, new_key=None))]
+    fn snapshot<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        new: &str,
+        key: &Bound<'py, PyAny>,
+        new_key: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let key = key_bytes(key)?;
+        let new_key = new_key.map(key_bytes).transpose()?;
+        let (info, r) = py
+            .allow_threads(|| {
+                self.pool.snapshot(
+                    name,
+                    new,
+                    &key,
+                    new_key.as_deref().map(|k| &k[..]),
+                    &mut |_, _| {},
+                )
+            })
+            .py()?;
+        let d = pmo_dict(py, &info)?;
+        d.set_item("seq", r.seq)?;
+        d.set_item("passes", r.passes)?;
+        d.set_item("pages_copied", r.pages_copied)?;
+        d.set_item("gated", r.gated)?;
+        Ok(d)
+    }
+
+    /// Write PMO `name`'s last psynced state to the export file `path` (encrypted and
+    /// integrity-protected); returns the pages written.
+    fn export(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        key: &Bound<'_, PyAny>,
+        path: PathBuf,
+    ) -> PyResult<u64> {
+        let key = key_bytes(key)?;
+        py.allow_threads(|| self.pool.export(name, &key, &path, &mut |_, _| {}))
+            .py()
+    }
+
+    /// Import the export file `path` as PMO `name` (default: its exported name), verified
+    /// whole before anything is created.
+    #[pyo3(signature = (path, key, name=None))]
+    fn import_file<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        key: &Bound<'py, PyAny>,
+        name: Option<&str>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let key = key_bytes(key)?;
+        let info = py
+            .allow_threads(|| self.pool.import(&path, name, &key, &mut |_, _| {}))
             .py()?;
         pmo_dict(py, &info)
     }

@@ -150,8 +150,12 @@ pub struct Attachment {
     attach_ns: u64,
     /// When attach began (the session's wall clock).
     started: Instant,
-    /// Held by `psync` from collect to commit (twin tracking's snapshots).
-    psync_lock: std::sync::Mutex<()>,
+    /// Held by `psync` from collect to commit (twin tracking's snapshots), and by an
+    /// in-place grow.
+    pub(crate) psync_lock: std::sync::Mutex<()>,
+    /// The PMO's size in bytes: the view may map more (a writer's view spans the layout
+    /// capacity, so that the PMO grows in place: `crate::resize`).
+    pub(crate) len: std::sync::atomic::AtomicUsize,
 }
 
 impl Drop for Attachment {
@@ -245,8 +249,16 @@ impl Pool {
         let source = make_source(hook.clone());
         let size = usize::try_from(handle.size())
             .map_err(|_| StoreError::Invalid("PMO larger than the address space".into()))?;
+        // A writer maps the PMO's whole layout capacity (address space only; the pages past
+        // the size are never touched through `len`): it grows in place (`crate::resize`).
+        let span = if perm == Perm::Write && !opts.populate && !whole {
+            usize::try_from(handle.core.npages() * PAGE_SIZE as u64)
+                .map_err(|_| StoreError::Invalid("PMO larger than the address space".into()))?
+        } else {
+            size
+        };
         let mut vopts = ViewOptions {
-            len_bytes: size,
+            len_bytes: span,
             placement: Placement::Fixed(handle.base_addr() as usize),
             writable: perm == Perm::Write,
             mechanism: opts.mechanism,
@@ -324,6 +336,7 @@ impl Pool {
             attach_ns,
             started: t0,
             psync_lock: std::sync::Mutex::new(()),
+            len: size.into(),
         })
     }
 }
@@ -368,7 +381,16 @@ impl Attachment {
     }
     /// Size in bytes.
     pub fn len(&self) -> usize {
+        self.len.load(std::sync::atomic::Ordering::Acquire)
+    }
+    /// The bytes mapped at [`Attachment::addr`]: the size, or for a writer the PMO's layout
+    /// capacity, up to which [`Attachment::grow`] grows it without moving it.
+    pub fn mapped_len(&self) -> usize {
         self.view.len_bytes()
+    }
+    /// The mapping (an in-place grow discards stale pages past the old size).
+    pub(crate) fn view(&self) -> &View {
+        &self.view
     }
     /// Never true: a PMO has at least one page.
     pub fn is_empty(&self) -> bool {
@@ -491,6 +513,16 @@ impl Attachment {
         self.view
             .collect_dirty_with_twins(&mut pages, &mut from_twin)
             .map_err(view_err)?;
+        // Pages past the size (stores past `len()` into a view that spans the capacity) are
+        // not the PMO's: dropped, so a later grow shows zeros there.
+        let n = (self.len() / PAGE_SIZE) as u64;
+        if pages.last().is_some_and(|&p| p >= n) {
+            for &p in pages.iter().filter(|&&p| p >= n) {
+                self.view.discard(p).map_err(view_err)?;
+            }
+            pages.retain(|&p| p < n);
+            from_twin.retain(|&p| p < n);
+        }
         crate::stats::SessionCounters::add(
             &self.handle.core.stats.psync_persist_ns,
             tc.elapsed().as_nanos() as u64,
@@ -502,11 +534,11 @@ impl Attachment {
             }
             _ => None,
         };
-        // SAFETY: the view maps `npages` pages at `base` until it is dropped, after `self`'s
+        // SAFETY: the view maps the PMO's size pages at `base` until it is dropped, after `self`'s
         // borrow here ends; dirty pages are present, and reading any page of the view may at
         // worst fault it in. Writers racing with the commit are allowed by `MappedPages`' contract:
         // their page is dirty again and the next psync commits it.
-        let mut src = unsafe { MappedPages::new(base, self.handle.core.npages()) };
+        let mut src = unsafe { MappedPages::new(base, self.handle.core.size_pages()) };
         if let Some(twins) = self.view.twin_addr(0).filter(|_| !from_twin.is_empty()) {
             // SAFETY: the view keeps the twins of `from_twin` mapped and unchanged until its
             // next collect or discard, which `psync_lock` (held) and this module exclude until

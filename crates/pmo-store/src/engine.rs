@@ -179,7 +179,8 @@ pub struct PmoCore {
     pub name: String,
     pub uuid: [u8; 16],
     pub extent_off: u64,
-    pub size: u64,
+    /// Size in bytes (grows in place while attached: [`crate::resize`]).
+    size: std::sync::atomic::AtomicU64,
     pub base_addr: u64,
     pub layout: PmoLayout,
     /// First 8 bytes of the uuid, stamped into commit records.
@@ -194,9 +195,11 @@ pub struct PmoCore {
 }
 
 impl PmoCore {
-    /// Engine for a namespace entry. Fails if the entry's layout does not fit its extent.
+    /// Engine for a namespace entry. Fails if the entry's layout does not fit its extent. The
+    /// engine works on the layout capacity's pages (`docs/format.md` §3, "Capacity"): pages
+    /// from the size to the capacity read as zeros, and the view maps only the size.
     pub fn new(entry: &Entry) -> Result<PmoCore> {
-        let npages = entry.size / PAGE_SIZE;
+        let npages = entry.capacity_bytes() / PAGE_SIZE;
         let plain = entry.scheme & crate::scheme::SHADOW_MEDIUM_BIT != 0;
         let layout = PmoLayout::with_plain(npages, entry.tag_bytes as u64, plain)
             .filter(|l| l.extent_len <= entry.extent_len)
@@ -210,7 +213,7 @@ impl PmoCore {
             name: entry.name.clone(),
             uuid: entry.uuid,
             extent_off: entry.extent_off,
-            size: entry.size,
+            size: entry.size.into(),
             base_addr: entry.base_addr,
             layout,
             tag: u64::from_le_bytes(entry.uuid[..8].try_into().expect("8 bytes")),
@@ -224,9 +227,24 @@ impl PmoCore {
         self.extent_off + rel
     }
 
-    /// Pages in the PMO.
+    /// Pages the PMO's layout holds (its capacity; at least its size).
     pub fn npages(&self) -> u64 {
         self.layout.npages
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Pages of the PMO's size (what an attach exposes).
+    pub fn size_pages(&self) -> u64 {
+        self.size() / PAGE_SIZE
+    }
+
+    /// The size after an in-place resize of the attached PMO ([`crate::resize`]).
+    pub(crate) fn set_size(&self, bytes: u64) {
+        self.size.store(bytes, std::sync::atomic::Ordering::Release)
     }
 
     /// Newest committed sequence number known to this process.

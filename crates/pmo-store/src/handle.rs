@@ -332,7 +332,7 @@ impl PmoHandle {
     }
     /// Size in bytes.
     pub fn size(&self) -> u64 {
-        self.core.size
+        self.core.size()
     }
     /// Stable virtual address recorded for the PMO.
     pub fn base_addr(&self) -> u64 {

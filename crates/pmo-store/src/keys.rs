@@ -92,7 +92,8 @@ pub fn verifier(master: &MasterKey, uuid: &[u8; 16], binding: &[u8]) -> [u8; 32]
 }
 
 /// The entry fields a protected PMO's verifier authenticates: scheme code, metadata bytes per
-/// page, size, extent offset and length, base address (empty for an unprotected PMO).
+/// page, size, extent offset and length, base address, then the flags and the layout capacity
+/// when non-zero (empty for an unprotected PMO).
 pub fn binding(e: &pmo_format::Entry) -> Vec<u8> {
     if e.scheme == 0 {
         return Vec::new();
@@ -106,6 +107,10 @@ pub fn binding(e: &pmo_format::Entry) -> Vec<u8> {
     // A rekeyed entry also binds its flags (so clearing the wrapped flag fails the key check).
     if e.flags != 0 {
         b.extend_from_slice(&e.flags.to_le_bytes());
+    }
+    // An entry with a layout capacity (format version 5) binds it (the layout follows it).
+    if e.capacity != 0 {
+        b.extend_from_slice(&e.capacity.to_le_bytes());
     }
     b
 }
@@ -216,6 +221,7 @@ mod tests {
             created_unix_s: 0,
             tag_bytes: 0,
             wrapped: [0; 40],
+            capacity: 0,
         };
         assert!(check_key(&e, b"secret").is_ok());
         assert!(matches!(

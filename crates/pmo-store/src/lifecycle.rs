@@ -89,26 +89,37 @@ impl Pool {
         let mut entry = old.clone();
         edit(&mut entry, &master)?;
         entry.generation = old.generation + 1;
-        let r = (|| {
-            namespace::bump_gen(m, &inner.sb)?;
-            write_entry(m, &inner.sb, new_slot, &entry)?;
-            if inner.sb.ns_mirror != 0 {
-                write_header_copy(m, &entry, true)?;
-                m.fence()?;
-            }
-            clear_slot(m, &inner.sb, slot)?;
-            m.fence()?;
-            // The old salt and verifier go too: after a rekey the old key must not re-derive
-            // the data master from what is left on the medium.
-            shred_slot(m, &inner.sb, slot)?;
-            m.fence()?;
-            namespace::bump_gen(m, &inner.sb)?;
-            Ok(())
-        })();
+        let r = switch_entry(m, &inner.sb, slot, new_slot, &entry);
         ns.invalidate();
         inner.poison(r)?;
         Ok(self.info_of(&entry))
     }
+}
+
+/// Replace the entry in `slot` by `entry` (same uuid, a higher generation, same extent) in
+/// the free slot `new_slot`, crash-consistently (the module docs); the caller holds the
+/// metadata lock and the PMO's exclusive attach lock.
+pub(crate) fn switch_entry(
+    m: &dyn Medium,
+    sb: &pmo_format::Superblock,
+    slot: usize,
+    new_slot: usize,
+    entry: &Entry,
+) -> Result<()> {
+    namespace::bump_gen(m, sb)?;
+    write_entry(m, sb, new_slot, entry)?;
+    if sb.ns_mirror != 0 {
+        write_header_copy(m, entry, true)?;
+        m.fence()?;
+    }
+    clear_slot(m, sb, slot)?;
+    m.fence()?;
+    // The old salt and verifier go too: after a rekey the old key must not re-derive
+    // the data master from what is left on the medium.
+    shred_slot(m, sb, slot)?;
+    m.fence()?;
+    namespace::bump_gen(m, sb)?;
+    Ok(())
 }
 
 /// Zero the body (bytes 8..) of both copies of a slot already freed (its first word zero and

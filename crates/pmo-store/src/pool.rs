@@ -99,6 +99,8 @@ pub struct PmoInfo {
     pub base_addr: u64,
     pub extent_off: u64,
     pub extent_len: u64,
+    /// Layout capacity in bytes (the size it grows to in place; at least `size`).
+    pub capacity: u64,
     pub scheme: u32,
     pub state: AttachState,
     /// Pid of the read-write holder, when `state` is `Writer` (as it recorded at attach).
@@ -605,6 +607,19 @@ impl Pool {
         key: &[u8],
         scheme: Option<Scheme>,
     ) -> Result<PmoInfo> {
+        self.pcreate_in(name, size, 0, key, scheme)
+    }
+
+    /// `pcreate` laid out for `capacity` bytes (0: the size; checked by the caller,
+    /// [`Pool::pcreate_max`]).
+    pub(crate) fn pcreate_in(
+        &self,
+        name: &str,
+        size: u64,
+        capacity: u64,
+        key: &[u8],
+        scheme: Option<Scheme>,
+    ) -> Result<PmoInfo> {
         let inner = &*self.inner;
         inner.alive()?;
         Entry::validate_name(name).map_err(|e| StoreError::Invalid(e.to_string()))?;
@@ -625,8 +640,9 @@ impl Pool {
         self.check_can_protect(scheme)?;
         let size = align_up(size, PAGE_SIZE)
             .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
+        let capacity = crate::resize::checked_capacity(self, scheme, size, capacity)?;
         let layout = PmoLayout::with_plain(
-            size / PAGE_SIZE,
+            capacity.max(size) / PAGE_SIZE,
             scheme.tag_bytes() as u64,
             scheme.shadow == crate::scheme::Shadow::Medium,
         )
@@ -664,7 +680,7 @@ impl Pool {
             extent_off,
             extent_len: layout.extent_len,
             // With room to grow in place (`resize`).
-            base_addr: crate::resize::address_for(&ns, &inner.sb, size, None)?,
+            base_addr: crate::resize::address_for(&ns, &inner.sb, size.max(capacity), None)?,
             scheme: scheme.code(),
             flags: 0,
             kdf: inner.sb.kdf,
@@ -674,6 +690,7 @@ impl Pool {
             created_unix_s: now_unix_s(),
             tag_bytes: scheme.tag_bytes(),
             wrapped: [0; pmo_format::entry::WRAPPED_LEN],
+            capacity,
         };
         entry.verifier = keys::verifier(&master, &uuid, &keys::binding(&entry));
         let r = (|| {
@@ -769,6 +786,7 @@ impl Pool {
             base_addr: e.base_addr,
             extent_off: e.extent_off,
             extent_len: e.extent_len,
+            capacity: e.capacity_bytes(),
             scheme: e.scheme,
             state,
             created_unix_s: e.created_unix_s,

@@ -46,6 +46,7 @@ use crate::namespace::{self, Namespace};
 use crate::pool::{Perm, PmoInfo, Pool};
 use crate::protect::RESERVATION_CHUNK;
 use crate::redundancy::{clear_slot, not_found, write_entry, write_header_copy, write_superblocks};
+use crate::scheme::Scheme;
 
 /// Pages copied between progress reports.
 const PROGRESS_PAGES: u64 = 1024;
@@ -63,6 +64,9 @@ pub struct ResizeReport {
     pub pages_dropped: u64,
     /// Whether the PMO kept its stable address.
     pub address_kept: bool,
+    /// Whether the PMO stayed in its extent (within its layout capacity: only metadata
+    /// changed) rather than moving to a new one.
+    pub in_place: bool,
 }
 
 /// Options of [`Pool::resize`].
@@ -79,7 +83,7 @@ pub struct ResizeOptions<'a> {
 /// no live PMO's range or headroom (`docs/lifecycle.md`, "The stable address").
 pub const ADDRESS_HEADROOM: u64 = 4;
 
-/// Live PMOs' address ranges (`[base, base + size)`), but `except`'s (a uuid), and with
+/// Live PMOs' address ranges (`[base, base + capacity)`), but `except`'s (a uuid), and with
 /// `headroom` their headroom too, sorted.
 fn taken_ranges(ns: &Namespace, except: Option<[u8; 16]>, headroom: bool) -> Vec<(u64, u64)> {
     let k = if headroom { ADDRESS_HEADROOM } else { 1 };
@@ -88,7 +92,9 @@ fn taken_ranges(ns: &Namespace, except: Option<[u8; 16]>, headroom: bool) -> Vec
         .into_iter()
         .filter(|(_, e)| Some(e.uuid) != except)
         .map(|(_, e)| {
-            let hi = e.base_addr.saturating_add(e.size.saturating_mul(k));
+            // A PMO's range covers its layout capacity (a writer's view maps it all).
+            let span = e.size.saturating_mul(k).max(e.capacity_bytes());
+            let hi = e.base_addr.saturating_add(span);
             (e.base_addr, align_up(hi, PAGE_SIZE).unwrap_or(u64::MAX))
         })
         .collect();
@@ -194,10 +200,21 @@ impl Pool {
             )));
         }
         drop(ns);
+        if new_size != old.size && self.resize_entry_only(&old, new_size, key)? {
+            let info = self.info(name)?;
+            return Ok(ResizeReport {
+                address_kept: info.base_addr == old.base_addr,
+                info,
+                old_size: old.size,
+                pages_copied: 0,
+                pages_dropped: 0,
+                in_place: true,
+            });
+        }
         // The PMO recovered and at rest, and nobody else attached until the switch is done.
         let h = self.open_pmo(name, Perm::Write, key, None)?;
         let old_core = h.core.clone();
-        let old_n = old_core.npages();
+        let old_n = old_core.size_pages();
         let new_n = new_size / PAGE_SIZE;
         let mut report = ResizeReport {
             info: self.info_of(&old),
@@ -205,12 +222,14 @@ impl Pool {
             pages_copied: 0,
             pages_dropped: 0,
             address_kept: true,
+            in_place: true,
         };
         if new_n == old_n {
             return Ok(report);
         }
         // Pages past the new end: refuse to drop data unless forced.
         let mut buf: Box<Page> = Box::new([0u8; PAGE_SIZE as usize]);
+        let mut dropped = Vec::new();
         for p in new_n..old_n {
             if old_core.map_entry(m, p)?.loc() == Some(PageLoc::Zero) {
                 continue;
@@ -220,9 +239,20 @@ impl Pool {
                 if !opts.force {
                     return Err(shrink_over_data(name, new_size, p));
                 }
-                report.pages_dropped += 1;
+                dropped.push(p);
             }
         }
+        report.pages_dropped = dropped.len() as u64;
+        // Within the layout capacity (and not `wedi`, whose whole-PMO checksum covers the
+        // size): only metadata changes.
+        if new_n <= old_core.npages() && !h.protection().is_some_and(|p| p.keeps_whole_checksum()) {
+            self.resize_in_place(&h, &old, new_size, key, false)?;
+            drop(h);
+            report.info = self.info(name)?;
+            report.address_kept = report.info.base_addr == old.base_addr;
+            return Ok(report);
+        }
+        report.in_place = false;
         let plain = old_core.layout.plain_off.is_some();
         let layout = PmoLayout::with_plain(new_n, old_core.layout.tag_bytes, plain)
             .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
@@ -255,6 +285,8 @@ impl Pool {
         let mut entry = old.clone();
         entry.generation = old.generation + 1;
         entry.size = new_size;
+        // The moved PMO is laid out for its new size.
+        entry.capacity = 0;
         entry.extent_off = extent_off;
         entry.extent_len = layout.extent_len;
         entry.base_addr = base_addr;
@@ -280,6 +312,14 @@ impl Pool {
             clear_slot(m, &inner.sb, slot)?;
             m.fence()?;
             crate::lifecycle::shred_slot(m, &inner.sb, slot)?;
+            // The pages a shrink dropped stay nowhere readable: their slots in the old
+            // extent (now free space, which nothing can take while the metadata lock is held)
+            // are zeroed with their tags. The other pages' old copies are what the new extent
+            // holds.
+            for p in new_n..old_n {
+                zero_slot(m, &old_core, 0, p)?;
+                zero_slot(m, &old_core, 1, p)?;
+            }
             m.fence()?;
             namespace::bump_gen(m, &inner.sb)?;
             Ok(())
@@ -314,15 +354,7 @@ impl Pool {
         let sb = pool.grown_superblock(new_size)?;
         if meta.file_type().is_char_device() {
             // The device is mapped whole: nothing to extend, only the superblock to rewrite.
-            let len = pool.inner.medium.len();
-            if sb.pool_size > len {
-                return Err(StoreError::Unsupported(format!(
-                    "{} is a DAX device of {len} bytes: its size is fixed, so the pool on it \
-                     grows to {len} bytes at most (asked for {})",
-                    path.display(),
-                    sb.pool_size
-                )));
-            }
+            device_room(path, pool.inner.medium.len(), sb.pool_size)?;
             let r = write_superblocks(&*pool.inner.medium, &sb);
             pool.inner.poison(r)?;
             drop(meta_lock);
@@ -506,7 +538,7 @@ fn seed_commit(m: &dyn Medium, h: &PmoHandle, old: &PmoCore, new: &PmoCore) -> R
                 let mut sum = pmo_crypt::WholePmoChecksum::new();
                 let mut page: Box<Page> = Box::new([0u8; PAGE_SIZE as usize]);
                 for i in 0..new.npages() {
-                    if i < old.npages() {
+                    if i < old.size_pages() {
                         h.read_page(i, &mut page)?;
                     } else {
                         page.fill(0);
@@ -524,6 +556,257 @@ fn seed_commit(m: &dyn Medium, h: &PmoHandle, old: &PmoCore, new: &PmoCore) -> R
         _ => Vec::new(),
     };
     new.publish(m, seq + 1, &journal, 0)
+}
+
+/// The layout capacity `pcreate` gives a PMO of `size` bytes asked for `capacity` bytes (0:
+/// none, the layout follows the size): page aligned, at least the size, and refused where it
+/// cannot work (a pool older than format version 5, `wedi`).
+pub(crate) fn checked_capacity(
+    pool: &Pool,
+    scheme: Scheme,
+    size: u64,
+    capacity: u64,
+) -> Result<u64> {
+    if capacity == 0 {
+        return Ok(0);
+    }
+    let capacity = align_up(capacity, PAGE_SIZE)
+        .ok_or_else(|| StoreError::Invalid("PMO capacity too large".into()))?;
+    if capacity < size {
+        return Err(StoreError::Invalid(format!(
+            "the maximum size ({capacity} bytes) is below the size ({size} bytes)"
+        )));
+    }
+    if capacity == size {
+        return Ok(0);
+    }
+    if pool.inner.sb.version < pmo_format::FORMAT_VERSION_CAPACITY {
+        return Err(StoreError::Unsupported(format!(
+            "this pool is format version {} (its upgrade was postponed): a maximum size needs version {}",
+            pool.inner.sb.version,
+            pmo_format::FORMAT_VERSION_CAPACITY
+        )));
+    }
+    if scheme.whole_checksum() {
+        return Err(StoreError::Unsupported(format!(
+            "scheme {} keeps a checksum of the whole PMO, which covers its size: it has no \
+             layout capacity (a resize moves it)",
+            scheme.name()
+        )));
+    }
+    Ok(capacity)
+}
+
+impl Pool {
+    /// `pcreate` of a PMO of `size` bytes laid out for `max_size` bytes (its *layout
+    /// capacity*, `docs/lifecycle.md`): a later [`Pool::resize`] up to `max_size`, and any
+    /// shrink, changes only metadata. `max_size` 0 or equal to the size: an ordinary PMO.
+    /// The unwritten capacity costs extent space (the two data slots and the page map of
+    /// `max_size`) but no memory on tmpfs or a sparse file until pages are written.
+    pub fn pcreate_max(
+        &self,
+        name: &str,
+        size: u64,
+        max_size: u64,
+        key: &[u8],
+        scheme: Option<Scheme>,
+    ) -> Result<PmoInfo> {
+        self.pcreate_in(name, size, max_size, key, scheme)
+    }
+
+    /// The in-place resize of the module docs ("Within the layout capacity"): `h` holds the
+    /// PMO open for writing (its exclusive attach lock) under the metadata lock.
+    /// `keep_address`: refuse (before any change) rather than move the stable address when
+    /// the grown range is taken (an attached view cannot move).
+    fn resize_in_place(
+        &self,
+        h: &PmoHandle,
+        old: &Entry,
+        new_size: u64,
+        key: &[u8],
+        keep_address: bool,
+    ) -> Result<()> {
+        let inner = &*self.inner;
+        let (old_n, new_n) = (old.size / PAGE_SIZE, new_size / PAGE_SIZE);
+        // A grow first makes sure every page it adds reads as zero: a crash may have cut off
+        // the clearing of an earlier shrink (step 2 below).
+        if new_n > old_n {
+            let r = clear_pages(h, old_n..new_n);
+            inner.poison(r)?;
+        }
+        // 1. The new entry (the commit point: from here on the PMO has its new size).
+        self.switch_size(old, new_size, key, keep_address)?;
+        // 2. A shrink clears the pages it dropped.
+        if new_n < old_n {
+            let r = clear_pages(h, new_n..old_n);
+            inner.poison(r)?;
+        }
+        Ok(())
+    }
+
+    /// A resize within the capacity that touches nothing but the entry, when every page it
+    /// adds or drops has never been written (its map entry "zero"): under the metadata lock
+    /// (held by the caller) and the PMO's exclusive attach lock, the journal replayed, no page
+    /// read and no key-derived state but the new verifier, so its cost does not follow the
+    /// PMO's size. `Ok(false)`: another path is needed (a page in the range was written, a
+    /// rotation is under way, `wedi`, past the capacity); nothing was changed.
+    fn resize_entry_only(&self, old: &Entry, new_size: u64, key: &[u8]) -> Result<bool> {
+        let inner = &*self.inner;
+        let m = &*inner.medium;
+        let scheme = Scheme::from_code(old.scheme)?;
+        let (old_n, new_n) = (old.size / PAGE_SIZE, new_size / PAGE_SIZE);
+        if new_size > old.capacity_bytes() || scheme.whole_checksum() {
+            return Ok(false);
+        }
+        let Some(_attach) = self.lock_attach_exclusive(old, None)? else {
+            return Err(self.busy(old));
+        };
+        let core = PmoCore::new(old)?;
+        crate::resize::check_in_medium(old, m)?;
+        let r = core
+            .recover(m)
+            .map(|r| r.note.into_iter().for_each(|n| inner.note_repair(n)));
+        inner.poison(r)?;
+        if crate::rotate::read_record(m, &core)?.is_some() {
+            return Ok(false);
+        }
+        for p in old_n.min(new_n)..old_n.max(new_n) {
+            if core.map_entry(m, p)?.loc() != Some(PageLoc::Zero) {
+                return Ok(false);
+            }
+        }
+        self.switch_size(old, new_size, key, false)?;
+        Ok(true)
+    }
+
+    /// Step 1 of [`Pool::resize_in_place`]: replace `old` (unchanged since the caller read it)
+    /// by the entry of the same extent with size `new_size` and a verifier over it.
+    fn switch_size(
+        &self,
+        old: &Entry,
+        new_size: u64,
+        key: &[u8],
+        keep_address: bool,
+    ) -> Result<()> {
+        let inner = &*self.inner;
+        let m = &*inner.medium;
+        let mut ns = inner.ns();
+        ns.refresh(m, &inner.sb)?;
+        let (slot, cur) = ns
+            .find(&old.name)
+            .map(|(i, e)| (i, e.clone()))
+            .ok_or_else(|| not_found(&ns, &old.name))?;
+        if cur != *old {
+            return Err(StoreError::Invalid(format!(
+                "PMO '{}' changed while it was being resized; try again",
+                old.name
+            )));
+        }
+        let new_slot = ns.free_slot().ok_or_else(|| {
+            StoreError::NoSpace(format!(
+                "the namespace is full ({} PMOs): a resized entry needs a free slot",
+                inner.sb.ns_capacity
+            ))
+        })?;
+        let mut entry = old.clone();
+        entry.generation = old.generation + 1;
+        entry.size = new_size;
+        entry.capacity = old.capacity_bytes();
+        if !address_free(&ns, old.base_addr, new_size, old.uuid) {
+            if keep_address {
+                return Err(StoreError::AddressInUse {
+                    name: old.name.clone(),
+                    addr: old.base_addr,
+                    len: new_size,
+                });
+            }
+            entry.base_addr = address_for(&ns, &inner.sb, entry.capacity, Some(old.uuid))?;
+        }
+        if !keys::binding(&entry).is_empty() {
+            reverify(&mut entry, key)?;
+        }
+        let r = crate::lifecycle::switch_entry(m, &inner.sb, slot, new_slot, &entry);
+        ns.invalidate();
+        drop(ns);
+        inner.poison(r)
+    }
+}
+
+/// Zero page `p`'s copy in data slot `s` of `core` and its tag; flushed, not fenced.
+fn zero_slot(m: &dyn Medium, core: &PmoCore, s: u8, p: u64) -> Result<()> {
+    let l = &core.layout;
+    m.zero(core.abs(l.page(s, p)), PAGE_SIZE)?;
+    m.flush(core.abs(l.page(s, p)), PAGE_SIZE)?;
+    if l.tag_bytes > 0 {
+        m.zero(core.abs(l.tag(s, p)), l.tag_bytes)?;
+        m.flush(core.abs(l.tag(s, p)), l.tag_bytes)?;
+    }
+    Ok(())
+}
+
+/// Make every page of `pages` (at or past the PMO's size) read as zero and leave nothing of
+/// what it held on the medium: the pages holding data get zeros in one psync, then the slot
+/// each map entry does not name (and its tag) and the page's plaintext-area page are zeroed;
+/// fenced. Costs a map read per page plus the pages that held something.
+fn clear_pages(h: &PmoHandle, pages: std::ops::Range<u64>) -> Result<()> {
+    let m = h.medium();
+    let core = &h.core;
+    let mut buf: Box<Page> = Box::new([0u8; PAGE_SIZE as usize]);
+    let mut data = Vec::new();
+    let mut stored = Vec::new();
+    for p in pages {
+        match core.map_entry(m, p)?.loc() {
+            Some(PageLoc::Zero) => {}
+            Some(PageLoc::Slot(_)) => {
+                stored.push(p);
+                h.read_page(p, &mut buf)?;
+                if buf.iter().any(|&b| b != 0) {
+                    data.push(p);
+                }
+            }
+            None => {
+                return Err(StoreError::Corrupt(format!(
+                    "PMO '{}' page {p}: invalid page-map entry",
+                    core.name
+                )))
+            }
+        }
+    }
+    if !data.is_empty() {
+        h.commit_with(&data, &mut |_, dst| {
+            dst.fill(0);
+            Ok(())
+        })?;
+    }
+    let l = &core.layout;
+    for &p in &stored {
+        let Some(PageLoc::Slot(named)) = core.map_entry(m, p)?.loc() else {
+            continue;
+        };
+        zero_slot(m, core, 1 - named, p)?;
+        if let Some(off) = l.plain_off {
+            let at = core.abs(off + p * PAGE_SIZE);
+            m.zero(at, PAGE_SIZE)?;
+            m.flush(at, PAGE_SIZE)?;
+        }
+    }
+    m.fence()?;
+    Ok(())
+}
+
+/// A pool on the DAX character device `path` of `device_len` bytes grows to `want` bytes
+/// only inside the device (a pool formatted smaller than it): a device's size is fixed.
+fn device_room(path: &Path, device_len: u64, want: u64) -> Result<()> {
+    if want <= device_len {
+        return Ok(());
+    }
+    Err(StoreError::Unsupported(format!(
+        "{} is a DAX device of {device_len} bytes, and a device's size is fixed: the pool on \
+         it grows to {device_len} bytes at most (asked for {want}); for more, make a larger \
+         namespace (`ndctl create-namespace`) and move the PMOs with `pmo export` and \
+         `pmo import`",
+        path.display()
+    )))
 }
 
 /// Refuse an entry whose extent lies past the end of this process's view of the medium: the
@@ -559,7 +842,76 @@ impl std::fmt::Debug for ResizeAttachedError {
 }
 
 impl Attachment {
-    /// Grow or shrink the PMO this writer has attached, and go on at the same address: psync,
+    /// Grow the PMO this writer has attached to `new_size` bytes (rounded up to pages) in
+    /// place, without detaching: within the PMO's layout capacity ([`Attachment::mapped_len`],
+    /// which the writer's view maps whole), only metadata changes. The address stays, the
+    /// changes not yet psynced stay (they are committed by the next psync as usual), and the
+    /// new pages read as zeros (any stale page of the mapping past the old size is dropped).
+    /// Other threads may go on using the bytes below the old size meanwhile; a psync waits.
+    /// Refused (nothing changed): a size below the current one or past the capacity
+    /// (`Invalid`; [`Attachment::resize`] moves the PMO), a wrong key, a relocated view or
+    /// a taken address range (`AddressInUse`).
+    pub fn grow(&self, new_size: u64, key: &[u8]) -> Result<ResizeReport> {
+        if self.perm() != Perm::Write {
+            return Err(StoreError::ReadOnly(self.name().into()));
+        }
+        let new_size = align_up(new_size, PAGE_SIZE)
+            .ok_or_else(|| StoreError::Invalid(format!("invalid PMO size {new_size}")))?;
+        let old_size = self.len() as u64;
+        if new_size < old_size || new_size > self.mapped_len() as u64 {
+            return Err(StoreError::Invalid(format!(
+                "PMO '{}' grows in place from {old_size} bytes up to its capacity of {} bytes, \
+                 not to {new_size} (a resize that moves it detaches: `Attachment::resize`)",
+                self.name(),
+                self.mapped_len()
+            )));
+        }
+        let pool = self.handle().pool().clone();
+        let _serial = self.psync_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let (_meta, ns) = pool.begin_ns_change()?;
+        let old = ns
+            .find(self.name())
+            .map(|(_, e)| e.clone())
+            .filter(|e| e.uuid == self.handle().core.uuid)
+            .ok_or_else(|| not_found(&ns, self.name()))?;
+        drop(ns);
+        keys::check_key(&old, key)?;
+        if self.relocated() {
+            return Err(StoreError::AddressInUse {
+                name: old.name.clone(),
+                addr: old.base_addr,
+                len: new_size,
+            });
+        }
+        let mut report = ResizeReport {
+            info: pool.info_of(&old),
+            old_size,
+            pages_copied: 0,
+            pages_dropped: 0,
+            address_kept: true,
+            in_place: true,
+        };
+        if new_size == old_size {
+            return Ok(report);
+        }
+        // Stores past the old size (outside the PMO) must not show up as its new pages.
+        for p in old_size / PAGE_SIZE..new_size / PAGE_SIZE {
+            if self.view().is_present(p) {
+                self.view()
+                    .discard(p)
+                    .map_err(|e| StoreError::Os(e.to_string()))?;
+            }
+        }
+        pool.resize_in_place(self.handle(), &old, new_size, key, true)?;
+        self.handle().core.set_size(new_size);
+        self.len
+            .store(new_size as usize, std::sync::atomic::Ordering::Release);
+        report.info = pool.info(self.name())?;
+        Ok(report)
+    }
+
+    /// Grow or shrink the PMO this writer has attached, and go on at the same address: a grow
+    /// within the capacity is [`Attachment::grow`] (nothing detached); otherwise psync,
     /// check (a shrink over data without `force`, a pool without room: refused while still
     /// attached), detach, [`Pool::resize`], attach again with `attach`. The stable address is
     /// kept whenever the grown range is free (always up to [`ADDRESS_HEADROOM`] times the size
@@ -584,6 +936,15 @@ impl Attachment {
         if self.perm() != Perm::Write {
             let e = StoreError::ReadOnly(self.name().into());
             return Err(keep(self, e));
+        }
+        let grows_in_place = align_up(new_size, PAGE_SIZE).is_some_and(|s| {
+            s >= self.len() as u64 && s <= self.mapped_len() as u64 && !self.relocated()
+        });
+        if grows_in_place {
+            return match self.grow(new_size, key) {
+                Ok(r) => Ok((self, r)),
+                Err(e) => Err(keep(self, e)),
+            };
         }
         if let Err(e) = self.psync() {
             return Err(keep(self, e));
@@ -641,5 +1002,25 @@ impl Attachment {
             return Err(no_room(self.name(), new_size, layout.extent_len, largest));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_on_a_dax_device_grows_only_inside_the_device() {
+        let dev = Path::new("/dev/dax0.0");
+        assert!(device_room(dev, 64 << 20, 32 << 20).is_ok());
+        assert!(device_room(dev, 64 << 20, 64 << 20).is_ok());
+        let e = device_room(dev, 64 << 20, (64 << 20) + 4096).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, StoreError::Unsupported(_)), "{msg}");
+        assert!(
+            msg.contains("/dev/dax0.0") && msg.contains("size is fixed"),
+            "{msg}"
+        );
+        assert!(!e.is_integrity(), "{msg}");
     }
 }

@@ -232,6 +232,14 @@ pub(crate) fn on_open(
         return Ok(master);
     };
     let cursor = resume_cursor(m, core, &r)?;
+    if cursor >= core.npages() && r.cursor < cursor && exclusive {
+        // The last batch committed but a crash cut off its cursor: record it now, before
+        // anything else commits (a later psync would pass for a batch and move the resume
+        // point back over pages already under the new key).
+        r.cursor = cursor;
+        r.cursor_seq = core.seq();
+        inner.poison(write_record(m, core, &mut r))?;
+    }
     if cursor < core.npages() {
         if !exclusive {
             return Err(StoreError::Busy {

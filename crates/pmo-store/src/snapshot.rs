@@ -172,7 +172,8 @@ impl Pool {
         let scheme = Scheme::from_code(entry.scheme)?;
         let core = Arc::new(PmoCore::new(&entry)?);
         let m = &*inner.medium;
-        let n = core.npages();
+        // Pages past the size (up to the layout capacity) read as zeros: not copied.
+        let n = core.size_pages();
         // Pages are under one key only outside a rotation.
         let _rotation = inner.locker.lock_blocking(
             crate::locks::rotate_word(core.extent_off),

@@ -1,6 +1,7 @@
 //! The upgrade of older pools on open (`docs/format.md`, Versioning), under the metadata lock:
 //! - to version 3: the namespace mirror;
-//! - to version 4: every page-map entry of every live PMO gets its wide check.
+//! - to version 4: every page-map entry of every live PMO gets its wide check;
+//! - to version 5: the superblock alone (entries gain a layout capacity field, 0 = the size).
 //!
 //! Each step ends with the new superblock (copy A, then copy B, each fenced); a crash before
 //! copy A is durable leaves the older pool, which the next open upgrades again. Every write
@@ -11,7 +12,8 @@ use std::sync::Arc;
 use pmo_format::layout::PageMapEntry;
 use pmo_format::superblock::{SB_OFFSETS, SB_SIZE};
 use pmo_format::{
-    Superblock, ENTRY_SIZE, FORMAT_VERSION, FORMAT_VERSION_MAP_CHECK, FORMAT_VERSION_MIRROR,
+    Superblock, ENTRY_SIZE, FORMAT_VERSION, FORMAT_VERSION_CAPACITY, FORMAT_VERSION_MAP_CHECK,
+    FORMAT_VERSION_MIRROR,
 };
 use pmo_medium::Medium;
 use pmo_os::lock::LockKind;
@@ -57,6 +59,24 @@ pub(crate) fn upgrade(
     if sb.version < FORMAT_VERSION_MAP_CHECK {
         let (new, note) = map_checks(m, locker, sb)?;
         notes.push(note);
+        if new.version < FORMAT_VERSION_MAP_CHECK {
+            return Ok((new, notes));
+        }
+        sb = new;
+    }
+    if sb.version < FORMAT_VERSION_CAPACITY {
+        // Every existing entry has capacity 0 (= its size): nothing on the medium changes but
+        // the version, which keeps older builds (which ignore bytes 468..476 of an entry and
+        // would lay the extent out by the size) away from PMOs with a larger capacity.
+        let new = Superblock {
+            version: FORMAT_VERSION_CAPACITY,
+            ..sb
+        };
+        write_superblocks(m, &new)?;
+        notes.push(format!(
+            "format version {} upgraded to {FORMAT_VERSION_CAPACITY}: PMOs may now have a layout capacity above their size",
+            sb.version
+        ));
         sb = new;
     }
     Ok((sb, notes))

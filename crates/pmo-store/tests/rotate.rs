@@ -37,7 +37,8 @@ fn pool_with_a(scheme: Scheme, pages: u64, medium: u64) -> Pool {
     let data: Vec<[u8; 4096]> = (0..pages).map(page).collect();
     let list: Vec<(u64, &[u8; 4096])> = (0..pages)
         .zip(data.iter())
-        .filter(|(p, _)| p % 3 != 2)
+        // Every third page never written, but the last (a rotation's last batch ends on it).
+        .filter(|(p, _)| p % 3 != 2 || *p == pages - 1)
         .collect();
     h.commit_pages(&list).unwrap();
     drop(h);
@@ -154,6 +155,15 @@ fn rotate_at_every_persist_point_reads_exactly_and_the_next_open_finishes_it() {
                 }
                 // The open finishes the pages; reads are exact either way.
                 assert_pages(&pool, PAGES, &ctx);
+                // A writer commits after that open (page 0, same contents), and the next
+                // open still reads every page: a psync after the finishing open is not
+                // taken for a rotation batch.
+                {
+                    let h = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
+                    h.commit_pages(&[(0, &page(0))])
+                        .unwrap_or_else(|e| panic!("{ctx}: commit after the open: {e}"));
+                }
+                assert_pages(&pool, PAGES, &format!("{ctx}, after a commit"));
                 pool.rotate("a", KEY, &mut |_, _| {})
                     .unwrap_or_else(|e| panic!("{ctx}: rotate again: {e}"));
                 assert!(!pool.rotation_unfinished("a").unwrap(), "{ctx}");

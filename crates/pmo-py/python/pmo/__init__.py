@@ -253,13 +253,71 @@ class Pool:
         """The pool's path."""
         return str(self._native.path)
 
-    def create(self, name: str, size: int, key: Key, scheme: Optional[str] = None) -> Dict[str, Any]:
+    def create(
+        self,
+        name: str,
+        size: int,
+        key: Key,
+        scheme: Optional[str] = None,
+        max_size: Optional[int] = None,
+    ) -> Dict[str, Any]:
         """Create PMO ``name`` of ``size`` bytes (rounded up to pages) protected by ``key``.
 
         ``scheme``: one of ``pmo.SCHEMES`` (default: ``PMO_SCHEME``, else the pool's).
+        ``max_size``: lay the PMO out for that many bytes (its ``capacity``), so that
+        ``resize`` up to it, and any shrink, changes only metadata (not with ``wedi``).
         Returns its description (as ``info``).
         """
-        return self._native.create(name, size, key, scheme)
+        return self._native.create(name, size, key, scheme, max_size)
+
+    def resize(self, name: str, size: int, key: Key, *, force: bool = False) -> Dict[str, Any]:
+        """Grow or shrink PMO ``name`` to ``size`` bytes; new pages read as zeros.
+
+        A shrink over pages holding data raises ``InvalidArgument`` unless ``force`` (then
+        they are dropped). Within the PMO's ``capacity`` only metadata changes
+        (``in_place``); beyond it the PMO moves to a new extent (``pages_copied``). Raises
+        ``Busy`` while attached, ``PoolFull`` when no extent fits. Returns its description
+        with ``old_size``, ``pages_copied``, ``pages_dropped``, ``address_kept``, ``in_place``.
+        """
+        return self._native.resize(name, size, key, force=force)
+
+    def rename(self, name: str, new: str, key: Key) -> Dict[str, Any]:
+        """Rename PMO ``name`` to ``new`` (raises ``Exists`` if taken, ``Busy`` if attached)."""
+        return self._native.rename(name, new, key)
+
+    def rekey(self, name: str, key: Key, new_key: Key) -> Dict[str, Any]:
+        """Change PMO ``name``'s key to ``new_key`` without re-encrypting a page."""
+        return self._native.rekey(name, key, new_key)
+
+    def rotate(self, name: str, key: Key) -> Dict[str, Any]:
+        """Re-encrypt every page of PMO ``name`` under a new data key (the key stays);
+        resumable after a crash. Raises ``InvalidArgument`` for an unencrypted PMO."""
+        return self._native.rotate(name, key)
+
+    def copy(self, name: str, new: str, key: Key, new_key: Optional[Key] = None) -> Dict[str, Any]:
+        """Copy PMO ``name`` (its last psynced state) to a new PMO ``new`` with its own uuid
+        and nonces, under ``new_key`` (default: ``key``). Works while it is attached."""
+        return self._native.copy(name, new, key, new_key)
+
+    def snapshot(
+        self, name: str, new: str, key: Key, new_key: Optional[Key] = None
+    ) -> Dict[str, Any]:
+        """A copy of PMO ``name`` exactly as of one psync, as PMO ``new``, while its writer
+        keeps working. The description has the snapshot's ``seq``, ``passes``,
+        ``pages_copied`` and ``gated`` too."""
+        return self._native.snapshot(name, new, key, new_key)
+
+    def export(self, name: str, key: Key, path: str) -> int:
+        """Write PMO ``name``'s last psynced state to the export file ``path`` (encrypted and
+        integrity-protected; a live snapshot). Returns the pages written."""
+        return self._native.export(name, key, path)
+
+    def import_file(self, path: str, key: Key, name: Optional[str] = None) -> Dict[str, Any]:
+        """Import the export file ``path`` as PMO ``name`` (default: its exported name).
+
+        The whole file is verified first: a tampered or truncated file raises
+        ``IntegrityError`` and creates nothing; a wrong key raises ``WrongKey``."""
+        return self._native.import_file(path, key, name)
 
     def destroy(self, name: str, key: Key) -> None:
         """Destroy PMO ``name`` (needs its key; raises ``Busy`` while it is attached)."""
