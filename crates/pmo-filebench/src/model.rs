@@ -69,9 +69,19 @@ pub enum FlowopKind {
     OpsLimit,
     FinishOnCount,
     FinishOnBytes,
+    /// `iopslimit [target=F]`: like `opslimit`, watching read and write operations.
+    IopsLimit,
+    /// `bwlimit [target=F]`: like `opslimit`, watching bytes (one event per MiB).
+    BwLimit,
+    /// `eventlimit`: takes one event of the generator.
+    EventLimit,
+    /// `delay value=N`: sleeps N seconds.
+    Delay,
+    /// `hog value=N`: N stores to the thread's memory (CPU work).
+    Hog,
 }
 
-const FLOWOPS: [(&str, FlowopKind); 15] = [
+const FLOWOPS: [(&str, FlowopKind); 20] = [
     ("createfile", FlowopKind::CreateFile),
     ("openfile", FlowopKind::OpenFile),
     ("closefile", FlowopKind::CloseFile),
@@ -87,16 +97,38 @@ const FLOWOPS: [(&str, FlowopKind); 15] = [
     ("opslimit", FlowopKind::OpsLimit),
     ("finishoncount", FlowopKind::FinishOnCount),
     ("finishonbytes", FlowopKind::FinishOnBytes),
+    ("iopslimit", FlowopKind::IopsLimit),
+    ("bwlimit", FlowopKind::BwLimit),
+    ("eventlimit", FlowopKind::EventLimit),
+    ("delay", FlowopKind::Delay),
+    ("hog", FlowopKind::Hog),
 ];
 
 impl FlowopKind {
     /// An I/O flowop (Filebench's `FLOW_TYPE_IO`): counted by `opslimit` and
     /// `finishoncount` when they have no target.
     pub fn is_io(self) -> bool {
-        !matches!(
+        !self.is_control()
+    }
+
+    /// A flowop that does no file operation: the limits, `finishon*`, `delay` and `hog`.
+    pub fn is_control(self) -> bool {
+        matches!(
             self,
-            FlowopKind::OpsLimit | FlowopKind::FinishOnCount | FlowopKind::FinishOnBytes
+            FlowopKind::OpsLimit
+                | FlowopKind::FinishOnCount
+                | FlowopKind::FinishOnBytes
+                | FlowopKind::IopsLimit
+                | FlowopKind::BwLimit
+                | FlowopKind::EventLimit
+                | FlowopKind::Delay
+                | FlowopKind::Hog
         )
+    }
+
+    /// Reads file data (what `iopslimit` counts with `write`s, Filebench's `FLOW_ATTR_READ`).
+    pub fn reads(self) -> bool {
+        matches!(self, FlowopKind::ReadWholeFile | FlowopKind::Read)
     }
 
     /// Writes file data (the `paper` sync mode psyncs after it).
@@ -521,6 +553,19 @@ impl Workload {
                             ),
                         )
                     })?;
+                    // Filebench refuses an iopslimit or bwlimit watching a flowop that does no
+                    // I/O (it would wait forever).
+                    let limit =
+                        matches!(flowops[k].kind, FlowopKind::IopsLimit | FlowopKind::BwLimit);
+                    if limit && !(flowops[i].kind.reads() || flowops[i].kind.writes()) {
+                        return Err(e.err(
+                            flowops[k].pos,
+                            format!(
+                                "flowop {}: target '{name}' does no reads or writes",
+                                flowops[k].name
+                            ),
+                        ));
+                    }
                     flowops[k].target = Some(i);
                 }
                 let n = pinst.saturating_mul(tinst);

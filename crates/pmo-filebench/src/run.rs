@@ -309,6 +309,26 @@ impl Fileset {
     }
 }
 
+/// Sleep until `until`, or until `stop` is set or `deadline` passes (`delay`).
+fn sleep_until(until: Instant, stop: &AtomicBool, deadline: Instant) {
+    let end = until.min(deadline);
+    while !stop.load(Ordering::Relaxed) {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(10)));
+    }
+}
+
+/// `hog value=N`: N stores to one byte of the thread's memory, each kept by `black_box`
+/// (Filebench's `*(threadflow->tf_mem) = 1` loop: CPU time, no I/O).
+fn hog(mem: &mut u8, n: u64) {
+    for _ in 0..n {
+        *std::hint::black_box(&mut *mem) = 1;
+    }
+}
+
 /// A barrier whose party count shrinks as threads leave.
 struct Phaser {
     m: Mutex<(usize, usize, u64)>,
@@ -364,6 +384,9 @@ struct Shared<'a> {
     io_ops: AtomicU64,
     /// Bytes of every I/O flowop so far (`controlstats.fs_bytes`, for `finishonbytes`).
     io_bytes: AtomicU64,
+    /// Read and write operations so far (`fs_rcount + fs_wcount`, what `iopslimit` watches
+    /// without a target).
+    rw_ops: AtomicU64,
     events: Option<EventGen>,
 }
 
@@ -393,6 +416,8 @@ struct Worker<'a, 'b> {
     fds: HashMap<u32, OpenFd>,
     buf: Vec<u8>,
     syncs: u64,
+    /// The byte `hog` stores to (Filebench's `tf_mem`).
+    hog: u8,
 }
 
 impl Worker<'_, '_> {
@@ -637,9 +662,14 @@ impl Worker<'_, '_> {
                 None => none,
             },
             // Run by `thread_main`, which has the counts they watch.
-            FlowopKind::OpsLimit | FlowopKind::FinishOnCount | FlowopKind::FinishOnBytes => {
-                done(0, 0)
-            }
+            FlowopKind::OpsLimit
+            | FlowopKind::FinishOnCount
+            | FlowopKind::FinishOnBytes
+            | FlowopKind::IopsLimit
+            | FlowopKind::BwLimit
+            | FlowopKind::EventLimit
+            | FlowopKind::Delay
+            | FlowopKind::Hog => done(0, 0),
         }
     }
 }
@@ -658,6 +688,7 @@ fn thread_main(
         fds: HashMap::new(),
         buf: Vec::new(),
         syncs: 0,
+        hog: 0,
     };
     let mut tallies = vec![Tally::default(); spec.flowops.len()];
     let mut limits = vec![OpsLimit::default(); spec.flowops.len()];
@@ -702,6 +733,52 @@ fn thread_main(
                     FlowopKind::OpsLimit => {
                         let ops = watched();
                         limits[k].run(ops, sh.events.as_ref(), &sh.stop, deadline);
+                        Ok(Outcome::Done {
+                            read: 0,
+                            written: 0,
+                        })
+                    }
+                    FlowopKind::IopsLimit => {
+                        let ops = match f.target {
+                            Some(i) => tallies[i].ops,
+                            None => sh.rw_ops.load(Ordering::Relaxed),
+                        };
+                        limits[k].run(ops, sh.events.as_ref(), &sh.stop, deadline);
+                        Ok(Outcome::Done {
+                            read: 0,
+                            written: 0,
+                        })
+                    }
+                    FlowopKind::BwLimit => {
+                        let bytes = watched_bytes();
+                        limits[k].run_in(bytes, 1 << 20, sh.events.as_ref(), &sh.stop, deadline);
+                        Ok(Outcome::Done {
+                            read: 0,
+                            written: 0,
+                        })
+                    }
+                    FlowopKind::EventLimit => {
+                        if let Some(g) = sh.events.as_ref() {
+                            g.take(1, &sh.stop, deadline);
+                        }
+                        Ok(Outcome::Done {
+                            read: 0,
+                            written: 0,
+                        })
+                    }
+                    FlowopKind::Delay => {
+                        sleep_until(
+                            Instant::now() + Duration::from_secs(f.value),
+                            &sh.stop,
+                            deadline,
+                        );
+                        Ok(Outcome::Done {
+                            read: 0,
+                            written: 0,
+                        })
+                    }
+                    FlowopKind::Hog => {
+                        hog(&mut wk.hog, f.value);
                         Ok(Outcome::Done {
                             read: 0,
                             written: 0,
@@ -765,6 +842,9 @@ fn thread_main(
                         if f.kind.is_io() {
                             sh.io_ops.fetch_add(1, Ordering::Relaxed);
                             sh.io_bytes.fetch_add(rd + wr, Ordering::Relaxed);
+                        }
+                        if f.kind.reads() || f.kind.writes() {
+                            sh.rw_ops.fetch_add(1, Ordering::Relaxed);
                         }
                     }
                     Ok(Outcome::NoResource) => {
@@ -881,6 +961,7 @@ pub fn run(w: &Workload, backend: &dyn Backend, opts: &RunOptions) -> Result<Run
         sync: opts.sync,
         io_ops: AtomicU64::new(0),
         io_bytes: AtomicU64::new(0),
+        rw_ops: AtomicU64::new(0),
         // The generator's queue starts empty as the threads start (Filebench's
         // eventgen_reset).
         events: EventGen::new(w.eventgen_rate),

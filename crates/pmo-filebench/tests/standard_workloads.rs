@@ -35,9 +35,11 @@ const RUNS: &[&str] = &[
     "fivestreamwrite.f",
     "mongo.f",
     "openfiles.f",
+    "ratelimcopyfiles.f",
     "singlestreamread.f",
     "singlestreamwrite.f",
     "varmail.f",
+    "videoserver.f",
     "webproxy.f",
     "webserver.f",
 ];
