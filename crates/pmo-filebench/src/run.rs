@@ -309,6 +309,9 @@ impl Fileset {
     }
 }
 
+/// `sizeof(struct dirent)` on Linux x86-64, what Filebench's `listdir` counts per entry.
+const DIRENT_BYTES: u64 = 280;
+
 /// Sleep until `until`, or until `stop` is set or `deadline` passes (`delay`).
 fn sleep_until(until: Instant, stop: &AtomicBool, deadline: Instant) {
     let end = until.min(deadline);
@@ -653,6 +656,47 @@ impl Worker<'_, '_> {
                 r?;
                 done(0, 0)
             }
+            FlowopKind::MakeDir => {
+                let Some(set) = f.fileset else { return none };
+                let fs = &self.sh.sets[set];
+                let Some(i) = fs.pick_absent(&mut self.rng) else {
+                    return none;
+                };
+                let r = self.sh.backend.mkdir(&fs.paths[i]);
+                fs.created(i, r.is_ok());
+                fs.release(i);
+                r?;
+                done(0, 0)
+            }
+            FlowopKind::RemoveDir => {
+                let Some(set) = f.fileset else { return none };
+                let fs = &self.sh.sets[set];
+                let Some(i) = fs.pick_present(&mut self.rng, true) else {
+                    return none;
+                };
+                let r = self.sh.backend.rmdir(&fs.paths[i]);
+                fs.deleted(i, r.is_ok());
+                r?;
+                done(0, 0)
+            }
+            FlowopKind::ListDir => {
+                let Some(set) = f.fileset else { return none };
+                let dirs = &self.sh.sets[set].dirs;
+                if dirs.is_empty() {
+                    return none;
+                }
+                let d = &dirs[self.rng.gen_range(0..dirs.len())];
+                // Filebench counts each entry's name plus a `struct dirent` (280 bytes on
+                // Linux x86-64) less its one-byte name field as bytes read.
+                let bytes: u64 = self
+                    .sh
+                    .backend
+                    .readdir(d)?
+                    .iter()
+                    .map(|n| n.len() as u64 + DIRENT_BYTES - 1)
+                    .sum();
+                done(bytes, 0)
+            }
             FlowopKind::Fsync => match self.fds.get(&f.fd) {
                 Some(o) => {
                     o.file.fsync()?;
@@ -926,6 +970,11 @@ pub fn run(w: &Workload, backend: &dyn Backend, opts: &RunOptions) -> Result<Run
         for (k, &i) in order.iter().enumerate() {
             if k >= pre {
                 st.absent.insert(i);
+                continue;
+            }
+            if spec.leaf_dirs {
+                backend.mkdir(&fs.paths[i]).map_err(setup_err)?;
+                st.present.insert(i);
                 continue;
             }
             let size = st.sizes[i];

@@ -221,3 +221,44 @@ fn a_rate_limit_watching_no_io_is_an_error() {
         "{e}"
     );
 }
+
+#[test]
+fn makedir_removedir_and_listdir_on_leaf_directories() {
+    let leaf = |prealloc: &str, flowop: &str| {
+        format!(
+            "set $dir=/t\nset mode quit firstdone\n\
+             define fileset name=d,path=$dir,size=0,leafdirs=12,dirwidth=5{prealloc}\n\
+             define process name=p,instances=1\n{{\n  thread name=t,memsize=1m,instances=2\n  {{\n\
+             flowop {flowop} name=op,filesetname=d\n  }}\n}}\nrun 60\n"
+        )
+    };
+    // Every absent leaf directory is made once, then nothing is left to make.
+    let (r, _) = go("makedir", &leaf("", "makedir"), 30.0);
+    assert_eq!(ops(&r, "op"), 12, "{r:?}");
+    // Preallocated, each is removed once.
+    let (r, _) = go("removedir", &leaf(",prealloc", "removedir"), 30.0);
+    assert_eq!(ops(&r, "op"), 12, "{r:?}");
+    // listdir reads a directory of 5 (or 2) files named 000000NN: 8 + 279 bytes an entry.
+    let text = "set $dir=/t\n\
+        define fileset name=f,path=$dir,size=1k,entries=12,dirwidth=5,prealloc\n\
+        define process name=p,instances=1\n{\n  thread name=t,memsize=1m,instances=1\n  {\n\
+        flowop listdir name=ls,filesetname=f\n  }\n}\nrun 1\n";
+    let (r, _) = go("listdir", text, 0.3);
+    let n = ops(&r, "ls");
+    assert!(n > 0, "{r:?}");
+    let per_entry = 8 + 279;
+    assert_eq!(r.read_bytes % per_entry, 0, "{r:?}");
+    let entries = r.read_bytes / per_entry;
+    assert!(
+        (2 * n..=5 * n).contains(&entries),
+        "{entries} entries in {n} listings"
+    );
+    // A file flowop on a leafdirs fileset is refused at load.
+    let e = Workload::from_text("w.f", &leaf("", "statfile"), &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("w.f:") && e.contains("leafdirs fileset"),
+        "{e}"
+    );
+}
