@@ -22,6 +22,56 @@ pub struct Namespace {
     pub corrupt: Vec<(usize, String)>,
     /// Copies to rewrite from the surviving one (found by the last load; written by recovery).
     pub fixes: Vec<Fix>,
+    /// Slots by name and by uuid, built at the first lookup after a load and kept up to date
+    /// by [`Namespace::after_own_change`] (`slots` changes nowhere else): a lookup reads the
+    /// few slots of one name instead of scanning all of them, which at Filebench's own sizes
+    /// (tens of thousands of slots) was most of an open's or a create's time.
+    index: std::sync::OnceLock<Index>,
+}
+
+/// See [`Namespace`]'s `index`. Each list holds slot numbers in ascending order.
+#[derive(Default)]
+struct Index {
+    by_name: std::collections::HashMap<String, Vec<usize>>,
+    by_uuid: std::collections::HashMap<[u8; 16], Vec<usize>>,
+}
+
+impl Index {
+    fn build(slots: &[Option<Entry>]) -> Index {
+        let mut ix = Index::default();
+        for (i, e) in slots.iter().enumerate() {
+            if let Some(e) = e {
+                ix.add(i, e);
+            }
+        }
+        ix
+    }
+
+    fn add(&mut self, slot: usize, e: &Entry) {
+        for v in [
+            self.by_name.entry(e.name.clone()).or_default(),
+            self.by_uuid.entry(e.uuid).or_default(),
+        ] {
+            if let Err(at) = v.binary_search(&slot) {
+                v.insert(at, slot);
+            }
+        }
+    }
+
+    fn remove(&mut self, slot: usize, e: &Entry) {
+        if let Some(v) = self.by_name.get_mut(&e.name) {
+            v.retain(|&i| i != slot);
+            if v.is_empty() {
+                self.by_name.remove(&e.name);
+            }
+        }
+        if let Some(v) = self.by_uuid.get_mut(&e.uuid) {
+            v.retain(|&i| i != slot);
+            if v.is_empty() {
+                self.by_uuid.remove(&e.uuid);
+            }
+        }
+    }
 }
 
 /// One namespace copy to rewrite from the other.
@@ -96,6 +146,7 @@ impl Namespace {
         self.slots.clear();
         self.corrupt.clear();
         self.fixes.clear();
+        self.index = std::sync::OnceLock::new();
         for (i, a) in raw.chunks_exact(ENTRY_SIZE).enumerate() {
             let a = Entry::decode(a);
             let Some(mirror) = &mirror else {
@@ -178,21 +229,45 @@ impl Namespace {
     /// PMO (uuid) has a newer generation under another name is not live: a rename the crash
     /// cut off before it cleared the old slot (`lifecycle`).
     pub fn find(&self, name: &str) -> Option<(usize, &Entry)> {
-        self.slots
+        let ix = self.index.get_or_init(|| Index::build(&self.slots));
+        self.newest(ix, name, ix.by_name.get(name)?)
+    }
+
+    /// Among `slots` (ascending), the live entry called `name`: not superseded, highest
+    /// generation, the last slot on a tie.
+    fn newest(&self, ix: &Index, name: &str, slots: &[usize]) -> Option<(usize, &Entry)> {
+        slots
             .iter()
-            .enumerate()
-            .filter_map(|(i, e)| e.as_ref().map(|e| (i, e)))
-            .filter(|(i, e)| e.name == name && !self.superseded(*i, e))
+            .filter_map(|&i| self.slots.get(i)?.as_ref().map(|e| (i, e)))
+            .filter(|(i, e)| e.name == name && !self.superseded(ix, *i, e))
             .max_by_key(|(_, e)| e.generation)
     }
 
     /// Another slot holds the same PMO (uuid) with a higher generation.
-    fn superseded(&self, i: usize, e: &Entry) -> bool {
-        self.slots.iter().enumerate().any(|(j, o)| {
-            j != i
-                && o.as_ref()
-                    .is_some_and(|o| o.uuid == e.uuid && o.generation > e.generation)
+    fn superseded(&self, ix: &Index, i: usize, e: &Entry) -> bool {
+        ix.by_uuid.get(&e.uuid).is_some_and(|v| {
+            v.iter().any(|&j| {
+                j != i
+                    && self
+                        .slots
+                        .get(j)
+                        .and_then(|o| o.as_ref())
+                        .is_some_and(|o| o.uuid == e.uuid && o.generation > e.generation)
+            })
         })
+    }
+
+    /// Slot `slot` now holds `new` (the index follows).
+    fn set_slot(&mut self, slot: usize, new: Option<Entry>) {
+        if let Some(ix) = self.index.get_mut() {
+            if let Some(old) = &self.slots[slot] {
+                ix.remove(slot, old);
+            }
+            if let Some(e) = &new {
+                ix.add(slot, e);
+            }
+        }
+        self.slots[slot] = new;
     }
 
     /// Live entries, one per name (highest generation), in slot order: the slot [`find`]
@@ -217,33 +292,17 @@ impl Namespace {
             .collect()
     }
 
-    /// For each slot, whether [`Namespace::find`] of its entry's name returns it, computed in
-    /// one pass over the slots rather than one `find` per slot (which was quadratic in the
-    /// capacity: at 656 slots, most of a pcreate's time went here, through the address
-    /// search's list of live ranges). Same rules as `find`: an entry whose uuid has a higher
-    /// generation elsewhere is out; among the rest, the highest generation of a name wins,
-    /// the last slot on a tie (`max_by_key`).
+    /// For each slot, whether [`Namespace::find`] of its entry's name returns it: one `find`
+    /// per name of the index rather than one scanning `find` per slot (which was quadratic in
+    /// the capacity: at 656 slots, most of a pcreate's time went here, through the address
+    /// search's list of live ranges).
     fn winners(&self) -> Vec<bool> {
-        use std::collections::HashMap;
-        let mut newest: HashMap<&[u8; 16], u64> = HashMap::new();
-        for e in self.slots.iter().flatten() {
-            let g = newest.entry(&e.uuid).or_insert(e.generation);
-            *g = (*g).max(e.generation);
-        }
-        let mut best: HashMap<&str, (usize, u64)> = HashMap::new();
-        for (i, e) in self.slots.iter().enumerate() {
-            let Some(e) = e else { continue };
-            if newest.get(&e.uuid).is_some_and(|&g| g > e.generation) {
-                continue;
-            }
-            let b = best.entry(e.name.as_str()).or_insert((i, e.generation));
-            if e.generation >= b.1 {
-                *b = (i, e.generation);
-            }
-        }
+        let ix = self.index.get_or_init(|| Index::build(&self.slots));
         let mut winner = vec![false; self.slots.len()];
-        for (i, _) in best.into_values() {
-            winner[i] = true;
+        for (name, slots) in &ix.by_name {
+            if let Some((i, _)) = self.newest(ix, name, slots) {
+                winner[i] = true;
+            }
         }
         winner
     }
@@ -343,7 +402,7 @@ impl Namespace {
             Ok(g) if ok && self.gen.is_some() && slot < self.slots.len() => g,
             _ => return self.invalidate(),
         };
-        self.slots[slot] = new;
+        self.set_slot(slot, new);
         self.fixes.retain(|f| f.slot != slot);
         self.gen = Some(gen);
     }
@@ -374,15 +433,58 @@ mod tests {
         }
     }
 
-    /// `live` and `stale` as they were: one `find` per slot.
+    /// `find` as it was: a scan of every slot.
+    fn find_by_scan(ns: &Namespace, name: &str) -> Option<usize> {
+        let superseded = |i: usize, e: &Entry| {
+            ns.slots.iter().enumerate().any(|(j, o)| {
+                j != i
+                    && o.as_ref()
+                        .is_some_and(|o| o.uuid == e.uuid && o.generation > e.generation)
+            })
+        };
+        ns.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.as_ref().map(|e| (i, e)))
+            .filter(|(i, e)| e.name == name && !superseded(*i, e))
+            .max_by_key(|(_, e)| e.generation)
+            .map(|(i, _)| i)
+    }
+
+    /// `live` and `stale` as they were: one scanning `find` per slot.
     fn live_by_find(ns: &Namespace) -> Vec<usize> {
         (0..ns.slots.len())
             .filter(|&i| {
                 ns.slots[i]
                     .as_ref()
-                    .is_some_and(|e| ns.find(&e.name).map(|(j, _)| j) == Some(i))
+                    .is_some_and(|e| find_by_scan(ns, &e.name) == Some(i))
             })
             .collect()
+    }
+
+    #[test]
+    fn the_index_follows_changes_of_slots() {
+        // Random changes through `set_slot` (what `after_own_change` records), each followed
+        // by a lookup of every name, against a scan of the slots.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for _ in 0..50 {
+            let mut ns = Namespace {
+                slots: vec![None; 16],
+                ..Default::default()
+            };
+            for _ in 0..60 {
+                let slot = rng.gen_range(0..16);
+                let new = rng.gen_bool(0.6).then(|| {
+                    let name = format!("p{}", rng.gen_range(0..5));
+                    entry(&name, rng.gen_range(0..5), rng.gen_range(0..3))
+                });
+                ns.set_slot(slot, new);
+                for k in 0..6 {
+                    let name = format!("p{k}");
+                    assert_eq!(ns.find(&name).map(|(i, _)| i), find_by_scan(&ns, &name));
+                }
+            }
+        }
     }
 
     #[test]
@@ -404,6 +506,10 @@ mod tests {
                 slots,
                 ..Default::default()
             };
+            for k in 0..7 {
+                let name = format!("p{k}");
+                assert_eq!(ns.find(&name).map(|(i, _)| i), find_by_scan(&ns, &name));
+            }
             let want = live_by_find(&ns);
             let got: Vec<usize> = ns.live().into_iter().map(|(i, _)| i).collect();
             assert_eq!(got, want);
