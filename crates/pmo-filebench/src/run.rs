@@ -634,13 +634,17 @@ impl Worker<'_, '_> {
                     None => none,
                 }
             }
-            FlowopKind::DeleteFile => {
+            FlowopKind::DeleteFile | FlowopKind::RemoveDir => {
                 let Some(set) = f.fileset else { return none };
                 let fs = &self.sh.sets[set];
                 let Some(i) = fs.pick_present(&mut self.rng, true) else {
                     return none;
                 };
-                let r = self.sh.backend.unlink(&fs.paths[i]);
+                let r = if f.kind == FlowopKind::RemoveDir {
+                    self.sh.backend.rmdir(&fs.paths[i])
+                } else {
+                    self.sh.backend.unlink(&fs.paths[i])
+                };
                 fs.deleted(i, r.is_ok());
                 r?;
                 done(0, 0)
@@ -665,17 +669,6 @@ impl Worker<'_, '_> {
                 let r = self.sh.backend.mkdir(&fs.paths[i]);
                 fs.created(i, r.is_ok());
                 fs.release(i);
-                r?;
-                done(0, 0)
-            }
-            FlowopKind::RemoveDir => {
-                let Some(set) = f.fileset else { return none };
-                let fs = &self.sh.sets[set];
-                let Some(i) = fs.pick_present(&mut self.rng, true) else {
-                    return none;
-                };
-                let r = self.sh.backend.rmdir(&fs.paths[i]);
-                fs.deleted(i, r.is_ok());
                 r?;
                 done(0, 0)
             }
@@ -705,15 +698,9 @@ impl Worker<'_, '_> {
                 }
                 None => none,
             },
-            // Run by `thread_main`, which has the counts they watch.
-            FlowopKind::OpsLimit
-            | FlowopKind::FinishOnCount
-            | FlowopKind::FinishOnBytes
-            | FlowopKind::IopsLimit
-            | FlowopKind::BwLimit
-            | FlowopKind::EventLimit
-            | FlowopKind::Delay
-            | FlowopKind::Hog => done(0, 0),
+            // The control flowops (`FlowopKind::is_control`) are run by `thread_main`, which
+            // has the counts they watch.
+            _ => done(0, 0),
         }
     }
 }
