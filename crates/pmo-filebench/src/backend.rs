@@ -54,6 +54,12 @@ pub trait Backend: Send + Sync {
     fn open(&self, path: &str) -> BResult<Box<dyn BackendFile>>;
     fn stat(&self, path: &str) -> BResult<u64>;
     fn unlink(&self, path: &str) -> BResult<()>;
+    /// Create directory `path` (its parent exists).
+    fn mkdir(&self, path: &str) -> BResult<()>;
+    /// Remove the empty directory `path`.
+    fn rmdir(&self, path: &str) -> BResult<()>;
+    /// The names of directory `path`'s entries.
+    fn readdir(&self, path: &str) -> BResult<Vec<String>>;
 }
 
 /// The pmo file store.
@@ -103,6 +109,15 @@ impl Backend for PmoBackend {
     }
     fn unlink(&self, path: &str) -> BResult<()> {
         Ok(self.fs.unlink(path)?)
+    }
+    fn mkdir(&self, path: &str) -> BResult<()> {
+        Ok(self.fs.mkdir(path)?)
+    }
+    fn rmdir(&self, path: &str) -> BResult<()> {
+        Ok(self.fs.rmdir(path)?)
+    }
+    fn readdir(&self, path: &str) -> BResult<Vec<String>> {
+        Ok(self.fs.readdir(path)?.into_iter().map(|e| e.name).collect())
     }
 }
 
@@ -201,5 +216,21 @@ impl Backend for PosixBackend {
     }
     fn unlink(&self, path: &str) -> BResult<()> {
         std::fs::remove_file(self.at(path)).map_err(|e| BackendError::io("unlink", path, e))
+    }
+    fn mkdir(&self, path: &str) -> BResult<()> {
+        std::fs::create_dir(self.at(path)).map_err(|e| BackendError::io("mkdir", path, e))
+    }
+    fn rmdir(&self, path: &str) -> BResult<()> {
+        std::fs::remove_dir(self.at(path)).map_err(|e| BackendError::io("rmdir", path, e))
+    }
+    fn readdir(&self, path: &str) -> BResult<Vec<String>> {
+        let err = |e| BackendError::io("readdir", path, e);
+        std::fs::read_dir(self.at(path))
+            .map_err(err)?
+            .map(|d| {
+                d.map(|d| d.file_name().to_string_lossy().into_owned())
+                    .map_err(err)
+            })
+            .collect()
     }
 }

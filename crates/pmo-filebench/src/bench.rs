@@ -8,7 +8,7 @@
 //! | `fig10` | every workload x the designs (none, wedi, wed, bp, bp-ip, bp-id, sp, sp-ip, sp-id, secure) + the POSIX peer | LOaPP Fig. 10: MB/s per design normalised to wedi; the Fig. 6 time categories per op |
 //! | `threads` | every workload x {wedi, sp-id, secure} x thread counts | LOaPP Fig. 11b: thread scaling |
 //! | `design` | {none, secure, wedi} x {one PMO per file, one PMO for the whole store} | the choice of `docs/filebench.md`: a file's create + 16 KiB write + fsync + close + unlink as PMO operations, against a 16 KiB write + psync in one PMO as large as the fileset |
-//! | `lpmo` | every workload x {sp:medium (the LOaPP kernel's plaintext on the medium), sp (DRAM cache), sp + prediction, sp-ip + prediction, sp-ip + prediction on cxl-far} | the LPMO Filebench bars, normalised to sp:medium |
+//! | `lpmo` | every workload x {sp:medium (the LOaPP kernel's plaintext on the medium), sp (DRAM cache), sp + prediction, sp-ip + prediction, sp-ip + prediction on cxl-far, sp and sp-ip + prediction with its history kept across attaches} | the LPMO Filebench bars, normalised to sp:medium |
 //!
 //! Records (`bench=filebench`): per cell `ops_per_s`, `mb_per_s`, `ops`, `read_bytes`,
 //! `write_bytes`, `syncs`, per flowop `flowop_us` (param `flowop`), and for PMO cells the
@@ -106,10 +106,15 @@ impl FbOptions {
             o.threads = vec![1, 2];
         }
         if paper {
+            // The seeds' method: Filebench's own sizes, 5 runs of 30 s, 8 threads, psync at
+            // every write between barriers; the designs (fig10) and the LPMO bars. The thread
+            // scaling study stays available with `--study threads --threads ...`.
             o.preset = vec![];
             o.seconds = 30.0;
             o.repeats = 5;
-            o.threads = vec![1, 2, 4, 8];
+            o.threads = vec![8];
+            o.sync = vec![SyncMode::Paper];
+            o.studies = vec!["fig10".into(), "lpmo".into()];
         }
         o
     }
@@ -227,10 +232,20 @@ fn cells(opts: &FbOptions, n_workloads: usize) -> Vec<Cell> {
                     ..base("lpmo", w, "sp-ip", sync)
                 });
                 out.push(Cell {
-                    predict: p,
+                    predict: p.clone(),
                     latency: "cxl-far".into(),
                     ..base("lpmo", w, "sp-ip", sync)
                 });
+                // The same predictors keeping their history across a file's open/close
+                // cycles (`PredictConfig::history`).
+                if p != "off" && !p.ends_with("+history") {
+                    for s in ["sp", "sp-ip"] {
+                        out.push(Cell {
+                            predict: format!("{p}+history"),
+                            ..base("lpmo", w, s, sync)
+                        });
+                    }
+                }
             }
         }
     }
@@ -782,12 +797,17 @@ fn lpmo_bars(records: &Records, w: &str, sync: &str) -> Vec<(String, String, Str
         })
         .map(|r| {
             let (s, p, l) = (param(r, "scheme"), param(r, "predict"), param(r, "latency"));
+            let hist = if p.ends_with("+history") {
+                "+history"
+            } else {
+                ""
+            };
             let label = match (s, p == "off", l) {
                 ("sp:medium", _, _) => "medium".to_string(),
                 ("sp", true, _) => "dram-cache".into(),
-                ("sp", false, _) => "predict".into(),
-                (_, false, "dram") => "predict+integrity".into(),
-                (_, _, l) => format!("predict+integrity@{l}"),
+                ("sp", false, _) => format!("predict{hist}"),
+                (_, false, "dram") => format!("predict+integrity{hist}"),
+                (_, _, l) => format!("predict+integrity{hist}@{l}"),
             };
             (label, s.to_string(), p.to_string(), l.to_string())
         })

@@ -8,6 +8,10 @@
 //!   workload): the first time it notes the count; later it takes from the queue as many events
 //!   as operations happened since, waiting until the queue has them. So the watched operations
 //!   run at most at the generator's rate;
+//! - `iopslimit [target=F]` is `opslimit` watching read and write operations only (without a
+//!   target, the workload's `fs_rcount + fs_wcount`); `bwlimit [target=F]` watches bytes and
+//!   takes one event per MiB owed (`bytes / MiB + 1`, crediting whole MiBs), so the watched
+//!   bytes flow at most at `rate` MiB per second; `eventlimit` takes one event per run;
 //! - `finishoncount value=N [target=F]`: once the watched count reaches `N`, the thread has no
 //!   more work, which `set mode quit` turns into the end of the run (firstdone), of the thread
 //!   (alldone), or, time-based, the end of the run.
@@ -85,19 +89,39 @@ pub struct OpsLimit {
 
 impl OpsLimit {
     /// Run once with the watched count at `ops`: wait for the events the operations since the
-    /// last time owe.
+    /// last time owe (`opslimit`, `iopslimit`: one event per operation).
     pub fn run(&mut self, ops: u64, gen: Option<&EventGen>, stop: &AtomicBool, deadline: Instant) {
+        self.run_in(ops, 1, gen, stop, deadline);
+    }
+
+    /// Run once with the watched count at `count`, one event paying for `unit` of it
+    /// (`bwlimit`: a MiB of bytes). Filebench's rounding: `owed / unit + 1` events when the
+    /// unit is larger than one, crediting `events * unit`.
+    pub fn run_in(
+        &mut self,
+        count: u64,
+        unit: u64,
+        gen: Option<&EventGen>,
+        stop: &AtomicBool,
+        deadline: Instant,
+    ) {
         let Some(gen) = gen else { return };
-        let Some(last) = self.last.replace(ops) else {
+        let Some(last) = self.last.replace(count) else {
             return;
         };
-        self.bucket -= ops.saturating_sub(last) as i64;
+        self.bucket = self
+            .bucket
+            .saturating_sub(count.saturating_sub(last).min(i64::MAX as u64) as i64);
         if self.bucket >= 0 {
             return;
         }
         let owed = self.bucket.unsigned_abs();
-        if gen.take(owed, stop, deadline) {
-            self.bucket += owed as i64;
+        let unit = unit.max(1);
+        let events = if unit == 1 { owed } else { owed / unit + 1 };
+        if gen.take(events, stop, deadline) {
+            self.bucket = self
+                .bucket
+                .saturating_add(events.saturating_mul(unit).min(i64::MAX as u64) as i64);
         }
     }
 }
@@ -148,6 +172,30 @@ mod tests {
             "{:?}",
             t.elapsed()
         );
+        assert_eq!(l.bucket, 0);
+    }
+
+    #[test]
+    fn bytes_are_held_to_a_mib_per_event() {
+        // 20 events/s = 20 MiB/s; 3 MiB after the first run owe 4 events (3 + 1): >= 190 ms,
+        // and the extra MiB is credited, so the next 1 MiB costs nothing.
+        const MIB: u64 = 1 << 20;
+        let gen = EventGen::new(Some(20.0)).unwrap();
+        let stop = AtomicBool::new(false);
+        let mut l = OpsLimit::default();
+        let t = Instant::now();
+        let deadline = t + Duration::from_secs(10);
+        l.run_in(0, MIB, Some(&gen), &stop, deadline);
+        l.run_in(3 * MIB, MIB, Some(&gen), &stop, deadline);
+        assert!(
+            t.elapsed() >= Duration::from_millis(190),
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!(l.bucket, MIB as i64);
+        let t2 = Instant::now();
+        l.run_in(4 * MIB, MIB, Some(&gen), &stop, deadline);
+        assert!(t2.elapsed() < Duration::from_secs(1), "{:?}", t2.elapsed());
         assert_eq!(l.bucket, 0);
     }
 

@@ -69,9 +69,25 @@ pub enum FlowopKind {
     OpsLimit,
     FinishOnCount,
     FinishOnBytes,
+    /// `iopslimit [target=F]`: like `opslimit`, watching read and write operations.
+    IopsLimit,
+    /// `bwlimit [target=F]`: like `opslimit`, watching bytes (one event per MiB).
+    BwLimit,
+    /// `eventlimit`: takes one event of the generator.
+    EventLimit,
+    /// `delay value=N`: sleeps N seconds.
+    Delay,
+    /// `hog value=N`: N stores to the thread's memory (CPU work).
+    Hog,
+    /// `listdir`: read a directory of the fileset.
+    ListDir,
+    /// `makedir`: create an absent leaf directory of a `leafdirs` fileset.
+    MakeDir,
+    /// `removedir`: remove an existing leaf directory of a `leafdirs` fileset.
+    RemoveDir,
 }
 
-const FLOWOPS: [(&str, FlowopKind); 15] = [
+const FLOWOPS: [(&str, FlowopKind); 23] = [
     ("createfile", FlowopKind::CreateFile),
     ("openfile", FlowopKind::OpenFile),
     ("closefile", FlowopKind::CloseFile),
@@ -87,16 +103,41 @@ const FLOWOPS: [(&str, FlowopKind); 15] = [
     ("opslimit", FlowopKind::OpsLimit),
     ("finishoncount", FlowopKind::FinishOnCount),
     ("finishonbytes", FlowopKind::FinishOnBytes),
+    ("iopslimit", FlowopKind::IopsLimit),
+    ("bwlimit", FlowopKind::BwLimit),
+    ("eventlimit", FlowopKind::EventLimit),
+    ("delay", FlowopKind::Delay),
+    ("hog", FlowopKind::Hog),
+    ("listdir", FlowopKind::ListDir),
+    ("makedir", FlowopKind::MakeDir),
+    ("removedir", FlowopKind::RemoveDir),
 ];
 
 impl FlowopKind {
     /// An I/O flowop (Filebench's `FLOW_TYPE_IO`): counted by `opslimit` and
     /// `finishoncount` when they have no target.
     pub fn is_io(self) -> bool {
-        !matches!(
+        !self.is_control()
+    }
+
+    /// A flowop that does no file operation: the limits, `finishon*`, `delay` and `hog`.
+    pub fn is_control(self) -> bool {
+        matches!(
             self,
-            FlowopKind::OpsLimit | FlowopKind::FinishOnCount | FlowopKind::FinishOnBytes
+            FlowopKind::OpsLimit
+                | FlowopKind::FinishOnCount
+                | FlowopKind::FinishOnBytes
+                | FlowopKind::IopsLimit
+                | FlowopKind::BwLimit
+                | FlowopKind::EventLimit
+                | FlowopKind::Delay
+                | FlowopKind::Hog
         )
+    }
+
+    /// Reads file data (what `iopslimit` counts with `write`s, Filebench's `FLOW_ATTR_READ`).
+    pub fn reads(self) -> bool {
+        matches!(self, FlowopKind::ReadWholeFile | FlowopKind::Read)
     }
 
     /// Writes file data (the `paper` sync mode psyncs after it).
@@ -126,6 +167,9 @@ pub struct FilesetSpec {
     pub paralloc: bool,
     /// From `define file`: the one entry is `path/name` itself.
     pub single_file: bool,
+    /// `leafdirs=N`: the entries are N leaf directories (made by `makedir`, removed by
+    /// `removedir`), not files.
+    pub leaf_dirs: bool,
 }
 
 /// One flowop of a thread.
@@ -431,7 +475,7 @@ impl Workload {
                     let single = matches!(stmt, Stmt::DefineFile(_));
                     let mut allowed = vec!["name", "path", "size", "prealloc", "readonly", "reuse", "paralloc"];
                     if !single {
-                        allowed.extend(["entries", "dirwidth"]);
+                        allowed.extend(["entries", "dirwidth", "leafdirs"]);
                     }
                     e.only(a, &allowed, if single { "define file" } else { "define fileset" })?;
                     let name = e
@@ -447,7 +491,17 @@ impl Workload {
                         Some((Value::Num(n), _)) if n <= 100.0 => n as u64,
                         Some((_, p)) => return Err(e.err(p, "prealloc must be a percentage (0-100)")),
                     };
-                    let entries = if single { 1 } else { e.num(a, "entries", 1)? };
+                    let leafdirs = if single { 0 } else { e.num(a, "leafdirs", 0)? };
+                    if leafdirs > 0 && e.attr_value(a, "entries")?.is_some() {
+                        return Err(e.err(*pos, format!("fileset '{name}': entries and leafdirs together are not supported")));
+                    }
+                    let entries = if single {
+                        1
+                    } else if leafdirs > 0 {
+                        leafdirs
+                    } else {
+                        e.num(a, "entries", 1)?
+                    };
                     if entries == 0 {
                         return Err(e.err(*pos, format!("fileset '{name}' has no entries")));
                     }
@@ -462,6 +516,7 @@ impl Workload {
                         reuse: e.flag(a, "reuse")?,
                         paralloc: e.flag(a, "paralloc")?,
                         single_file: single,
+                        leaf_dirs: leafdirs > 0,
                     });
                 }
                 Stmt::DefineProcess { attrs, threads } => {
@@ -521,6 +576,19 @@ impl Workload {
                             ),
                         )
                     })?;
+                    // Filebench refuses an iopslimit or bwlimit watching a flowop that does no
+                    // I/O (it would wait forever).
+                    let limit =
+                        matches!(flowops[k].kind, FlowopKind::IopsLimit | FlowopKind::BwLimit);
+                    if limit && !(flowops[i].kind.reads() || flowops[i].kind.writes()) {
+                        return Err(e.err(
+                            flowops[k].pos,
+                            format!(
+                                "flowop {}: target '{name}' does no reads or writes",
+                                flowops[k].name
+                            ),
+                        ));
+                    }
                     flowops[k].target = Some(i);
                 }
                 let n = pinst.saturating_mul(tinst);
@@ -626,13 +694,33 @@ fn flowop(e: &Eval<'_>, w: &Workload, f: &crate::lang::FlowopDef) -> Result<Flow
     };
     let needs_set = matches!(
         kind,
-        FlowopKind::CreateFile | FlowopKind::DeleteFile | FlowopKind::StatFile
+        FlowopKind::CreateFile
+            | FlowopKind::DeleteFile
+            | FlowopKind::StatFile
+            | FlowopKind::ListDir
+            | FlowopKind::MakeDir
+            | FlowopKind::RemoveDir
     );
     if needs_set && set.is_none() {
         return Err(e.err(
             f.pos,
             format!("flowop {} needs filesetname= or filename=", f.kind),
         ));
+    }
+    // makedir and removedir work on leaf directories, the file flowops on files.
+    if let Some(i) = set {
+        let dirs = w.filesets[i].leaf_dirs;
+        let wants_dirs = matches!(kind, FlowopKind::MakeDir | FlowopKind::RemoveDir);
+        if dirs != wants_dirs && !kind.is_control() && kind != FlowopKind::ListDir {
+            let what = if dirs { "leafdirs" } else { "file" };
+            return Err(e.err(
+                f.pos,
+                format!(
+                    "flowop {}: fileset '{}' is a {what} fileset",
+                    f.kind, w.filesets[i].name
+                ),
+            ));
+        }
     }
     Ok(Flowop {
         kind,

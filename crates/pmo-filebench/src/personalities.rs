@@ -94,6 +94,7 @@ fn fileset(
         reuse: false,
         paralloc: false,
         single_file: false,
+        leaf_dirs: false,
     }
 }
 

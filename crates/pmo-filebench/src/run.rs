@@ -309,6 +309,29 @@ impl Fileset {
     }
 }
 
+/// `sizeof(struct dirent)` on Linux x86-64, what Filebench's `listdir` counts per entry.
+const DIRENT_BYTES: u64 = 280;
+
+/// Sleep until `until`, or until `stop` is set or `deadline` passes (`delay`).
+fn sleep_until(until: Instant, stop: &AtomicBool, deadline: Instant) {
+    let end = until.min(deadline);
+    while !stop.load(Ordering::Relaxed) {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(10)));
+    }
+}
+
+/// `hog value=N`: N stores to one byte of the thread's memory, each kept by `black_box`
+/// (Filebench's `*(threadflow->tf_mem) = 1` loop: CPU time, no I/O).
+fn hog(mem: &mut u8, n: u64) {
+    for _ in 0..n {
+        *std::hint::black_box(&mut *mem) = 1;
+    }
+}
+
 /// A barrier whose party count shrinks as threads leave.
 struct Phaser {
     m: Mutex<(usize, usize, u64)>,
@@ -364,6 +387,9 @@ struct Shared<'a> {
     io_ops: AtomicU64,
     /// Bytes of every I/O flowop so far (`controlstats.fs_bytes`, for `finishonbytes`).
     io_bytes: AtomicU64,
+    /// Read and write operations so far (`fs_rcount + fs_wcount`, what `iopslimit` watches
+    /// without a target).
+    rw_ops: AtomicU64,
     events: Option<EventGen>,
 }
 
@@ -393,6 +419,8 @@ struct Worker<'a, 'b> {
     fds: HashMap<u32, OpenFd>,
     buf: Vec<u8>,
     syncs: u64,
+    /// The byte `hog` stores to (Filebench's `tf_mem`).
+    hog: u8,
 }
 
 impl Worker<'_, '_> {
@@ -606,13 +634,17 @@ impl Worker<'_, '_> {
                     None => none,
                 }
             }
-            FlowopKind::DeleteFile => {
+            FlowopKind::DeleteFile | FlowopKind::RemoveDir => {
                 let Some(set) = f.fileset else { return none };
                 let fs = &self.sh.sets[set];
                 let Some(i) = fs.pick_present(&mut self.rng, true) else {
                     return none;
                 };
-                let r = self.sh.backend.unlink(&fs.paths[i]);
+                let r = if f.kind == FlowopKind::RemoveDir {
+                    self.sh.backend.rmdir(&fs.paths[i])
+                } else {
+                    self.sh.backend.unlink(&fs.paths[i])
+                };
                 fs.deleted(i, r.is_ok());
                 r?;
                 done(0, 0)
@@ -628,6 +660,36 @@ impl Worker<'_, '_> {
                 r?;
                 done(0, 0)
             }
+            FlowopKind::MakeDir => {
+                let Some(set) = f.fileset else { return none };
+                let fs = &self.sh.sets[set];
+                let Some(i) = fs.pick_absent(&mut self.rng) else {
+                    return none;
+                };
+                let r = self.sh.backend.mkdir(&fs.paths[i]);
+                fs.created(i, r.is_ok());
+                fs.release(i);
+                r?;
+                done(0, 0)
+            }
+            FlowopKind::ListDir => {
+                let Some(set) = f.fileset else { return none };
+                let dirs = &self.sh.sets[set].dirs;
+                if dirs.is_empty() {
+                    return none;
+                }
+                let d = &dirs[self.rng.gen_range(0..dirs.len())];
+                // Filebench counts each entry's name plus a `struct dirent` (280 bytes on
+                // Linux x86-64) less its one-byte name field as bytes read.
+                let bytes: u64 = self
+                    .sh
+                    .backend
+                    .readdir(d)?
+                    .iter()
+                    .map(|n| n.len() as u64 + DIRENT_BYTES - 1)
+                    .sum();
+                done(bytes, 0)
+            }
             FlowopKind::Fsync => match self.fds.get(&f.fd) {
                 Some(o) => {
                     o.file.fsync()?;
@@ -636,10 +698,9 @@ impl Worker<'_, '_> {
                 }
                 None => none,
             },
-            // Run by `thread_main`, which has the counts they watch.
-            FlowopKind::OpsLimit | FlowopKind::FinishOnCount | FlowopKind::FinishOnBytes => {
-                done(0, 0)
-            }
+            // The control flowops (`FlowopKind::is_control`) are run by `thread_main`, which
+            // has the counts they watch.
+            _ => done(0, 0),
         }
     }
 }
@@ -658,6 +719,7 @@ fn thread_main(
         fds: HashMap::new(),
         buf: Vec::new(),
         syncs: 0,
+        hog: 0,
     };
     let mut tallies = vec![Tally::default(); spec.flowops.len()];
     let mut limits = vec![OpsLimit::default(); spec.flowops.len()];
@@ -702,6 +764,52 @@ fn thread_main(
                     FlowopKind::OpsLimit => {
                         let ops = watched();
                         limits[k].run(ops, sh.events.as_ref(), &sh.stop, deadline);
+                        Ok(Outcome::Done {
+                            read: 0,
+                            written: 0,
+                        })
+                    }
+                    FlowopKind::IopsLimit => {
+                        let ops = match f.target {
+                            Some(i) => tallies[i].ops,
+                            None => sh.rw_ops.load(Ordering::Relaxed),
+                        };
+                        limits[k].run(ops, sh.events.as_ref(), &sh.stop, deadline);
+                        Ok(Outcome::Done {
+                            read: 0,
+                            written: 0,
+                        })
+                    }
+                    FlowopKind::BwLimit => {
+                        let bytes = watched_bytes();
+                        limits[k].run_in(bytes, 1 << 20, sh.events.as_ref(), &sh.stop, deadline);
+                        Ok(Outcome::Done {
+                            read: 0,
+                            written: 0,
+                        })
+                    }
+                    FlowopKind::EventLimit => {
+                        if let Some(g) = sh.events.as_ref() {
+                            g.take(1, &sh.stop, deadline);
+                        }
+                        Ok(Outcome::Done {
+                            read: 0,
+                            written: 0,
+                        })
+                    }
+                    FlowopKind::Delay => {
+                        sleep_until(
+                            Instant::now() + Duration::from_secs(f.value),
+                            &sh.stop,
+                            deadline,
+                        );
+                        Ok(Outcome::Done {
+                            read: 0,
+                            written: 0,
+                        })
+                    }
+                    FlowopKind::Hog => {
+                        hog(&mut wk.hog, f.value);
                         Ok(Outcome::Done {
                             read: 0,
                             written: 0,
@@ -765,6 +873,9 @@ fn thread_main(
                         if f.kind.is_io() {
                             sh.io_ops.fetch_add(1, Ordering::Relaxed);
                             sh.io_bytes.fetch_add(rd + wr, Ordering::Relaxed);
+                        }
+                        if f.kind.reads() || f.kind.writes() {
+                            sh.rw_ops.fetch_add(1, Ordering::Relaxed);
                         }
                     }
                     Ok(Outcome::NoResource) => {
@@ -848,6 +959,11 @@ pub fn run(w: &Workload, backend: &dyn Backend, opts: &RunOptions) -> Result<Run
                 st.absent.insert(i);
                 continue;
             }
+            if spec.leaf_dirs {
+                backend.mkdir(&fs.paths[i]).map_err(setup_err)?;
+                st.present.insert(i);
+                continue;
+            }
             let size = st.sizes[i];
             let f = backend.create(&fs.paths[i], size).map_err(setup_err)?;
             let mut off = 0;
@@ -881,6 +997,7 @@ pub fn run(w: &Workload, backend: &dyn Backend, opts: &RunOptions) -> Result<Run
         sync: opts.sync,
         io_ops: AtomicU64::new(0),
         io_bytes: AtomicU64::new(0),
+        rw_ops: AtomicU64::new(0),
         // The generator's queue starts empty as the threads start (Filebench's
         // eventgen_reset).
         events: EventGen::new(w.eventgen_rate),

@@ -167,3 +167,98 @@ fn dsync_makes_every_write_durable() {
     let (r, _) = go("nodsync", &text(",dsync=false"), 30.0);
     assert_eq!((ops(&r, "app"), r.syncs), (12, 0), "{r:?}");
 }
+
+/// A thread of `flowops` on the one-file fileset `f`, under `eventgen rate=RATE`.
+fn limited(rate: u32, flowops: &str) -> String {
+    format!(
+        "set $dir=/t\neventgen rate={rate}\n{FILE}\
+         define process name=p,instances=1\n{{\n  thread name=t,memsize=1m,instances=1\n  {{\n\
+         {flowops}  }}\n}}\nrun 1\n"
+    )
+}
+
+#[test]
+fn iopslimit_counts_reads_and_writes_only() {
+    // Statfiles are not reads or writes: iopslimit without a target lets them run freely...
+    let stats = "flowop statfile name=stat,filename=f\nflowop iopslimit name=limit\n";
+    let (r, _) = go("iops-stat", &limited(50, stats), 0.5);
+    let free = ops(&r, "stat");
+    // ...and holds appends to the rate (50/s for 0.5 s: ~25, plus the first and rounding).
+    let appends = "flowop appendfile name=app,filename=f,iosize=64\nflowop iopslimit name=limit\n";
+    let (r, secs) = go("iops-app", &limited(50, appends), 0.5);
+    let held = ops(&r, "app");
+    assert!(held as f64 <= 50.0 * secs + 3.0, "{held} in {secs} s");
+    assert!(held >= 1, "{r:?}");
+    assert!(free > held * 5, "{free} stats vs {held} appends");
+}
+
+#[test]
+fn eventlimit_takes_one_event_per_run_and_delay_sleeps() {
+    let text = "flowop statfile name=stat,filename=f\nflowop eventlimit name=ev\n";
+    let (r, secs) = go("eventlimit", &limited(40, text), 0.5);
+    let n = ops(&r, "stat");
+    assert!(n as f64 <= 40.0 * secs + 2.0, "{n} in {secs} s");
+    assert!(n >= 1, "{r:?}");
+    // delay value=1 in a 0.4 s run: one stat, then the delay runs out the clock.
+    let text = "flowop statfile name=stat,filename=f\nflowop delay name=d,value=1\n\
+                flowop hog name=h,value=1000\n";
+    let (r, secs) = go("delay", &limited(0, text), 0.4);
+    assert_eq!(ops(&r, "stat"), 1, "{r:?}");
+    assert!(secs < 5.0, "the delay ends with the run: {secs} s");
+}
+
+#[test]
+fn a_rate_limit_watching_no_io_is_an_error() {
+    let text = limited(
+        10,
+        "flowop statfile name=stat,filename=f\nflowop bwlimit name=bw,target=stat\n",
+    );
+    let e = Workload::from_text("w.f", &text, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("w.f:") && e.contains("does no reads or writes"),
+        "{e}"
+    );
+}
+
+#[test]
+fn makedir_removedir_and_listdir_on_leaf_directories() {
+    let leaf = |prealloc: &str, flowop: &str| {
+        format!(
+            "set $dir=/t\nset mode quit firstdone\n\
+             define fileset name=d,path=$dir,size=0,leafdirs=12,dirwidth=5{prealloc}\n\
+             define process name=p,instances=1\n{{\n  thread name=t,memsize=1m,instances=2\n  {{\n\
+             flowop {flowop} name=op,filesetname=d\n  }}\n}}\nrun 60\n"
+        )
+    };
+    // Every absent leaf directory is made once, then nothing is left to make.
+    let (r, _) = go("makedir", &leaf("", "makedir"), 30.0);
+    assert_eq!(ops(&r, "op"), 12, "{r:?}");
+    // Preallocated, each is removed once.
+    let (r, _) = go("removedir", &leaf(",prealloc", "removedir"), 30.0);
+    assert_eq!(ops(&r, "op"), 12, "{r:?}");
+    // listdir reads a directory of 5 (or 2) files named 000000NN: 8 + 279 bytes an entry.
+    let text = "set $dir=/t\n\
+        define fileset name=f,path=$dir,size=1k,entries=12,dirwidth=5,prealloc\n\
+        define process name=p,instances=1\n{\n  thread name=t,memsize=1m,instances=1\n  {\n\
+        flowop listdir name=ls,filesetname=f\n  }\n}\nrun 1\n";
+    let (r, _) = go("listdir", text, 0.3);
+    let n = ops(&r, "ls");
+    assert!(n > 0, "{r:?}");
+    let per_entry = 8 + 279;
+    assert_eq!(r.read_bytes % per_entry, 0, "{r:?}");
+    let entries = r.read_bytes / per_entry;
+    assert!(
+        (2 * n..=5 * n).contains(&entries),
+        "{entries} entries in {n} listings"
+    );
+    // A file flowop on a leafdirs fileset is refused at load.
+    let e = Workload::from_text("w.f", &leaf("", "statfile"), &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("w.f:") && e.contains("leafdirs fileset"),
+        "{e}"
+    );
+}

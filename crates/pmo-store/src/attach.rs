@@ -232,6 +232,9 @@ impl Pool {
         } else {
             crate::predict::PredictHook::new(predict_cfg, handle.size() / PAGE_SIZE as u64)?
         };
+        if let Some(h) = &hook {
+            h.resume(handle.core.uuid);
+        }
         let make_source = |predict| -> Arc<dyn PageSource> {
             match handle.protection() {
                 Some(prot) => Arc::new(ProtectedSource {

@@ -7,6 +7,8 @@
 //!
 //! Argon2id is deliberately slow (tens of milliseconds), so a process caches masters it has
 //! derived, keyed by a SHA-256 of (uuid, salt, params, key); entries are zeroized on eviction.
+//! A full cache evicts its least recently used entry (it used to empty itself: a file store
+//! that creates files then re-derived every open file's master, up to 40% of its opens).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -25,7 +27,10 @@ pub type MasterKey = Zeroizing<[u8; 32]>;
 /// Most cached derivations kept per process.
 const CACHE_MAX: usize = 256;
 
-static CACHE: Mutex<Option<HashMap<[u8; 32], MasterKey>>> = Mutex::new(None);
+/// The cache: cache key -> (master, last use), and the use clock.
+type Cache = (HashMap<[u8; 32], (MasterKey, u64)>, u64);
+
+static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
 fn cache_key(uuid: &[u8; 16], salt: &[u8; 32], params: &KdfParams, key: &[u8]) -> [u8; 32] {
     let mut h = Sha256::new();
@@ -48,13 +53,12 @@ pub fn derive_master(
 ) -> Result<MasterKey> {
     params.validate()?;
     let ck = cache_key(uuid, salt, params, key);
-    if let Some(m) = CACHE
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|c| c.get(&ck))
-    {
-        return Ok(m.clone());
+    if let Some((map, clock)) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        if let Some((m, used)) = map.get_mut(&ck) {
+            *clock += 1;
+            *used = *clock;
+            return Ok(m.clone());
+        }
     }
     let argon = argon2::Argon2::new(
         argon2::Algorithm::Argon2id,
@@ -67,11 +71,15 @@ pub fn derive_master(
         .hash_password_into(key, salt, out.as_mut())
         .map_err(|e| StoreError::Invalid(format!("key derivation: {e}")))?;
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    let map = cache.get_or_insert_with(HashMap::new);
-    if map.len() >= CACHE_MAX {
-        map.clear(); // values are Zeroizing: cleared masters are wiped
+    let (map, clock) = cache.get_or_insert_with(|| (HashMap::new(), 0));
+    if map.len() >= CACHE_MAX && !map.contains_key(&ck) {
+        // Values are Zeroizing: an evicted master is wiped.
+        if let Some(lru) = map.iter().min_by_key(|(_, (_, u))| *u).map(|(k, _)| *k) {
+            map.remove(&lru);
+        }
     }
-    map.insert(ck, out.clone());
+    *clock += 1;
+    map.insert(ck, (out.clone(), *clock));
     Ok(out)
 }
 
@@ -199,6 +207,35 @@ pub fn random_bytes<const N: usize>() -> [u8; N] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cached(uuid: &[u8; 16], salt: &[u8; 32], key: &[u8]) -> bool {
+        let ck = cache_key(uuid, salt, &KdfParams::INSECURE_FAST, key);
+        CACHE
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|(m, _)| m.contains_key(&ck))
+    }
+
+    #[test]
+    fn a_full_cache_evicts_the_least_recently_used_master() {
+        let p = KdfParams::INSECURE_FAST;
+        let hot = ([7u8; 16], [7u8; 32]);
+        let first = ([8u8; 16], [8u8; 32]);
+        let a = derive_master(&hot.0, &hot.1, &p, b"lru").unwrap();
+        derive_master(&first.0, &first.1, &p, b"lru").unwrap();
+        // Twice the capacity of other PMOs, the hot one used between each.
+        for i in 0..2 * CACHE_MAX as u32 {
+            let mut salt = [0u8; 32];
+            salt[..4].copy_from_slice(&i.to_le_bytes());
+            derive_master(&[3; 16], &salt, &p, b"lru").unwrap();
+            assert_eq!(derive_master(&hot.0, &hot.1, &p, b"lru").unwrap(), a);
+        }
+        assert!(cached(&hot.0, &hot.1, b"lru"), "the hot master was evicted");
+        assert!(!cached(&first.0, &first.1, b"lru"), "nothing was evicted");
+        let len = CACHE.lock().unwrap().as_ref().map_or(0, |(m, _)| m.len());
+        assert!(len <= CACHE_MAX, "{len}");
+    }
 
     #[test]
     fn right_key_verifies_wrong_key_does_not() {

@@ -44,6 +44,7 @@ pub mod namespace;
 pub mod pool;
 pub mod pptr;
 pub mod predict;
+pub mod predict_history;
 pub mod protect;
 mod redundancy;
 pub mod resize;

@@ -22,6 +22,56 @@ pub struct Namespace {
     pub corrupt: Vec<(usize, String)>,
     /// Copies to rewrite from the surviving one (found by the last load; written by recovery).
     pub fixes: Vec<Fix>,
+    /// Slots by name and by uuid, built at the first lookup after a load and kept up to date
+    /// by [`Namespace::after_own_change`] (`slots` changes nowhere else): a lookup reads the
+    /// few slots of one name instead of scanning all of them, which at Filebench's own sizes
+    /// (tens of thousands of slots) was most of an open's or a create's time.
+    index: std::sync::OnceLock<Index>,
+}
+
+/// See [`Namespace`]'s `index`. Each list holds slot numbers in ascending order.
+#[derive(Default)]
+struct Index {
+    by_name: std::collections::HashMap<String, Vec<usize>>,
+    by_uuid: std::collections::HashMap<[u8; 16], Vec<usize>>,
+}
+
+impl Index {
+    fn build(slots: &[Option<Entry>]) -> Index {
+        let mut ix = Index::default();
+        for (i, e) in slots.iter().enumerate() {
+            if let Some(e) = e {
+                ix.add(i, e);
+            }
+        }
+        ix
+    }
+
+    fn add(&mut self, slot: usize, e: &Entry) {
+        for v in [
+            self.by_name.entry(e.name.clone()).or_default(),
+            self.by_uuid.entry(e.uuid).or_default(),
+        ] {
+            if let Err(at) = v.binary_search(&slot) {
+                v.insert(at, slot);
+            }
+        }
+    }
+
+    fn remove(&mut self, slot: usize, e: &Entry) {
+        if let Some(v) = self.by_name.get_mut(&e.name) {
+            v.retain(|&i| i != slot);
+            if v.is_empty() {
+                self.by_name.remove(&e.name);
+            }
+        }
+        if let Some(v) = self.by_uuid.get_mut(&e.uuid) {
+            v.retain(|&i| i != slot);
+            if v.is_empty() {
+                self.by_uuid.remove(&e.uuid);
+            }
+        }
+    }
 }
 
 /// One namespace copy to rewrite from the other.
@@ -96,6 +146,7 @@ impl Namespace {
         self.slots.clear();
         self.corrupt.clear();
         self.fixes.clear();
+        self.index = std::sync::OnceLock::new();
         for (i, a) in raw.chunks_exact(ENTRY_SIZE).enumerate() {
             let a = Entry::decode(a);
             let Some(mirror) = &mirror else {
@@ -178,44 +229,82 @@ impl Namespace {
     /// PMO (uuid) has a newer generation under another name is not live: a rename the crash
     /// cut off before it cleared the old slot (`lifecycle`).
     pub fn find(&self, name: &str) -> Option<(usize, &Entry)> {
-        self.slots
+        let ix = self.index.get_or_init(|| Index::build(&self.slots));
+        self.newest(ix, name, ix.by_name.get(name)?)
+    }
+
+    /// Among `slots` (ascending), the live entry called `name`: not superseded, highest
+    /// generation, the last slot on a tie.
+    fn newest(&self, ix: &Index, name: &str, slots: &[usize]) -> Option<(usize, &Entry)> {
+        slots
             .iter()
-            .enumerate()
-            .filter_map(|(i, e)| e.as_ref().map(|e| (i, e)))
-            .filter(|(i, e)| e.name == name && !self.superseded(*i, e))
+            .filter_map(|&i| self.slots.get(i)?.as_ref().map(|e| (i, e)))
+            .filter(|(i, e)| e.name == name && !self.superseded(ix, *i, e))
             .max_by_key(|(_, e)| e.generation)
     }
 
     /// Another slot holds the same PMO (uuid) with a higher generation.
-    fn superseded(&self, i: usize, e: &Entry) -> bool {
-        self.slots.iter().enumerate().any(|(j, o)| {
-            j != i
-                && o.as_ref()
-                    .is_some_and(|o| o.uuid == e.uuid && o.generation > e.generation)
+    fn superseded(&self, ix: &Index, i: usize, e: &Entry) -> bool {
+        ix.by_uuid.get(&e.uuid).is_some_and(|v| {
+            v.iter().any(|&j| {
+                j != i
+                    && self
+                        .slots
+                        .get(j)
+                        .and_then(|o| o.as_ref())
+                        .is_some_and(|o| o.uuid == e.uuid && o.generation > e.generation)
+            })
         })
     }
 
-    /// Live entries, one per name (highest generation), in slot order.
-    pub fn live(&self) -> Vec<(usize, &Entry)> {
-        let mut v: Vec<(usize, &Entry)> = Vec::new();
-        for (i, e) in self.slots.iter().enumerate() {
-            let Some(e) = e else { continue };
-            if self.find(&e.name).map(|(j, _)| j) == Some(i) {
-                v.push((i, e));
+    /// Slot `slot` now holds `new` (the index follows).
+    fn set_slot(&mut self, slot: usize, new: Option<Entry>) {
+        if let Some(ix) = self.index.get_mut() {
+            if let Some(old) = &self.slots[slot] {
+                ix.remove(slot, old);
+            }
+            if let Some(e) = &new {
+                ix.add(slot, e);
             }
         }
-        v
+        self.slots[slot] = new;
     }
 
-    /// Slots holding an older generation of a name that also has a newer entry.
-    pub fn stale(&self) -> Vec<usize> {
+    /// Live entries, one per name (highest generation), in slot order: the slot [`find`]
+    /// returns for each name.
+    ///
+    /// [`find`]: Namespace::find
+    pub fn live(&self) -> Vec<(usize, &Entry)> {
+        let winner = self.winners();
         self.slots
             .iter()
             .enumerate()
             .filter_map(|(i, e)| e.as_ref().map(|e| (i, e)))
-            .filter(|(i, e)| self.find(&e.name).map(|(j, _)| j) != Some(*i))
-            .map(|(i, _)| i)
+            .filter(|(i, _)| winner[*i])
             .collect()
+    }
+
+    /// Slots holding an older generation of a name that also has a newer entry.
+    pub fn stale(&self) -> Vec<usize> {
+        let winner = self.winners();
+        (0..self.slots.len())
+            .filter(|&i| self.slots[i].is_some() && !winner[i])
+            .collect()
+    }
+
+    /// For each slot, whether [`Namespace::find`] of its entry's name returns it: one `find`
+    /// per name of the index rather than one scanning `find` per slot (which was quadratic in
+    /// the capacity: at 656 slots, most of a pcreate's time went here, through the address
+    /// search's list of live ranges).
+    fn winners(&self) -> Vec<bool> {
+        let ix = self.index.get_or_init(|| Index::build(&self.slots));
+        let mut winner = vec![false; self.slots.len()];
+        for (name, slots) in &ix.by_name {
+            if let Some((i, _)) = self.newest(ix, name, slots) {
+                winner[i] = true;
+            }
+        }
+        winner
     }
 
     /// A slot that holds nothing (not even a corrupt entry).
@@ -313,8 +402,121 @@ impl Namespace {
             Ok(g) if ok && self.gen.is_some() && slot < self.slots.len() => g,
             _ => return self.invalidate(),
         };
-        self.slots[slot] = new;
+        self.set_slot(slot, new);
         self.fixes.retain(|f| f.slot != slot);
         self.gen = Some(gen);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn entry(name: &str, uuid: u8, generation: u64) -> Entry {
+        Entry {
+            generation,
+            uuid: [uuid; 16],
+            size: 4096,
+            extent_off: 0,
+            extent_len: 4096,
+            base_addr: 0,
+            scheme: 0,
+            flags: 0,
+            kdf: pmo_format::KdfParams::INSECURE_FAST,
+            salt: [0; 32],
+            verifier: [0; 32],
+            name: name.into(),
+            created_unix_s: 0,
+            tag_bytes: 0,
+            wrapped: [0; pmo_format::entry::WRAPPED_LEN],
+        }
+    }
+
+    /// `find` as it was: a scan of every slot.
+    fn find_by_scan(ns: &Namespace, name: &str) -> Option<usize> {
+        let superseded = |i: usize, e: &Entry| {
+            ns.slots.iter().enumerate().any(|(j, o)| {
+                j != i
+                    && o.as_ref()
+                        .is_some_and(|o| o.uuid == e.uuid && o.generation > e.generation)
+            })
+        };
+        ns.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.as_ref().map(|e| (i, e)))
+            .filter(|(i, e)| e.name == name && !superseded(*i, e))
+            .max_by_key(|(_, e)| e.generation)
+            .map(|(i, _)| i)
+    }
+
+    /// `live` and `stale` as they were: one scanning `find` per slot.
+    fn live_by_find(ns: &Namespace) -> Vec<usize> {
+        (0..ns.slots.len())
+            .filter(|&i| {
+                ns.slots[i]
+                    .as_ref()
+                    .is_some_and(|e| find_by_scan(ns, &e.name) == Some(i))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_index_follows_changes_of_slots() {
+        // Random changes through `set_slot` (what `after_own_change` records), each followed
+        // by a lookup of every name, against a scan of the slots.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for _ in 0..50 {
+            let mut ns = Namespace {
+                slots: vec![None; 16],
+                ..Default::default()
+            };
+            for _ in 0..60 {
+                let slot = rng.gen_range(0..16);
+                let new = rng.gen_bool(0.6).then(|| {
+                    let name = format!("p{}", rng.gen_range(0..5));
+                    entry(&name, rng.gen_range(0..5), rng.gen_range(0..3))
+                });
+                ns.set_slot(slot, new);
+                for k in 0..6 {
+                    let name = format!("p{k}");
+                    assert_eq!(ns.find(&name).map(|(i, _)| i), find_by_scan(&ns, &name));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn live_and_stale_agree_with_find() {
+        // Crash leftovers of every kind: a name twice (generations equal or not), a uuid
+        // under two names (a cut-off rename), empty slots.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(10);
+        for _ in 0..300 {
+            let n = rng.gen_range(0..24);
+            let slots = (0..n)
+                .map(|_| {
+                    rng.gen_bool(0.7).then(|| {
+                        let name = format!("p{}", rng.gen_range(0..6));
+                        entry(&name, rng.gen_range(0..6), rng.gen_range(0..4))
+                    })
+                })
+                .collect();
+            let ns = Namespace {
+                slots,
+                ..Default::default()
+            };
+            for k in 0..7 {
+                let name = format!("p{k}");
+                assert_eq!(ns.find(&name).map(|(i, _)| i), find_by_scan(&ns, &name));
+            }
+            let want = live_by_find(&ns);
+            let got: Vec<usize> = ns.live().into_iter().map(|(i, _)| i).collect();
+            assert_eq!(got, want);
+            let stale: Vec<usize> = (0..ns.slots.len())
+                .filter(|i| ns.slots[*i].is_some() && !want.contains(i))
+                .collect();
+            assert_eq!(ns.stale(), stale);
+        }
     }
 }

@@ -121,6 +121,10 @@ pub struct PredictConfig {
     /// idle vCPU takes tens of microseconds to wake in a VM (`measured.md`); a worker that
     /// spins costs CPU time the scheduler then charges against it when the machine is busy.
     pub idle_spin_us: u32,
+    /// Keep what the predictor learnt across attaches of the same PMO (in this process) and
+    /// start the next attach's predictor from it (`crate::predict_history`). Parsed as a
+    /// `+history` suffix (`8+history`, `adaptive+history`).
+    pub history: bool,
 }
 
 impl PredictConfig {
@@ -133,6 +137,7 @@ impl PredictConfig {
             max_stride_pages: 64,
             queue_requests: 64,
             idle_spin_us: 0,
+            history: false,
         }
     }
 
@@ -154,9 +159,22 @@ impl PredictConfig {
         !matches!(self.depth, Depth::Fixed(0))
     }
 
-    /// Parse `off` | `0` | `N` (fixed depth) | `adaptive` | `adaptive:MAX`.
+    /// Parse `off` | `0` | `N` (fixed depth) | `adaptive` | `adaptive:MAX`, each but `off`
+    /// optionally followed by `+history` ([`PredictConfig::history`]).
     pub fn parse(text: &str) -> Result<PredictConfig> {
         let t = text.trim();
+        if let Some(base) = t.strip_suffix("+history") {
+            let cfg = PredictConfig::parse(base)?;
+            if !cfg.is_on() {
+                return Err(StoreError::Invalid(format!(
+                    "{ENV_VAR}={t:?}: +history needs a predictor that is on"
+                )));
+            }
+            return Ok(PredictConfig {
+                history: true,
+                ..cfg
+            });
+        }
         let bad = || {
             StoreError::Invalid(format!(
                 "{ENV_VAR}={t:?}: expected off, a depth 0..={MAX_DEPTH}, adaptive or adaptive:MAX"
@@ -217,11 +235,16 @@ impl PredictConfig {
 
     /// Short name for tables: `off`, the depth, or `adaptive`.
     pub fn label(&self) -> String {
-        match self.depth {
+        let base = match self.depth {
             Depth::Fixed(0) => "off".into(),
             Depth::Fixed(d) => d.to_string(),
             Depth::Adaptive { max } if max == MAX_DEPTH => "adaptive".into(),
             Depth::Adaptive { max } => format!("adaptive:{max}"),
+        };
+        if self.history && self.is_on() {
+            format!("{base}+history")
+        } else {
+            base
         }
     }
 }
@@ -491,6 +514,11 @@ pub struct PredictHook {
     review_right: AtomicU64,
     review_unused: AtomicU64,
     counters: Counters,
+    /// With [`PredictConfig::history`]: the PMO whose history this predictor resumed and
+    /// records at its stop.
+    history_of: OnceLock<[u8; 16]>,
+    /// Learnt strides not yet used to start a stream (0: none); see [`PredictHook::resume`].
+    seeds: [AtomicU64; crate::predict_history::MAX_STRIDES],
 }
 
 impl std::fmt::Debug for PredictHook {
@@ -533,6 +561,8 @@ impl PredictHook {
             review_right: AtomicU64::new(0),
             review_unused: AtomicU64::new(0),
             counters: Counters::default(),
+            history_of: OnceLock::new(),
+            seeds: Default::default(),
         })))
     }
 
@@ -646,21 +676,124 @@ impl PredictHook {
         let (i, _) = victim;
         let slot = &self.entries[i];
         let word = slot.load(Ordering::Acquire);
-        let next = Entry {
-            last: page,
-            stride: 0,
-            confidence: 0,
-            level: 0,
-            window: 0,
+        // A stride this PMO's streams had in an earlier attach starts the stream confirmed.
+        let seed = self.take_seed();
+        let next = match seed {
+            Some(stride) => {
+                let (level, depth) = self.start_depth();
+                Entry {
+                    last: page,
+                    stride,
+                    confidence: CONFIRMED,
+                    level,
+                    window: depth.min(WINDOW_MAX),
+                }
+            }
+            None => Entry {
+                last: page,
+                stride: 0,
+                confidence: 0,
+                level: 0,
+                window: 0,
+            },
         };
-        slot.compare_exchange(word, next.encode(), Ordering::AcqRel, Ordering::Acquire)
-            .ok()?;
+        if slot
+            .compare_exchange(word, next.encode(), Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            if let Some(stride) = seed {
+                self.put_seed(stride);
+            }
+            return None;
+        }
         self.stamps[i].store(now, Ordering::Relaxed);
         if let Some(old) = Entry::decode(word) {
             bump(&self.counters.unused, old.window);
             self.review(0, old.window);
         }
-        Some(None)
+        if seed.is_none() || next.window == 0 {
+            return Some(None);
+        }
+        Some(Some(Request {
+            page,
+            stride: next.stride,
+            pages: next.window as u32,
+        }))
+    }
+
+    /// Depth level and window of a stream that is confirmed now (as `continue_stream` starts
+    /// one).
+    fn start_depth(&self) -> (u32, u64) {
+        match self.cfg.depth {
+            Depth::Fixed(d) => (0, u64::from(d)),
+            Depth::Adaptive { .. } => {
+                let cap = self.cap_level.load(Ordering::Relaxed);
+                let level = cap
+                    .saturating_sub(1)
+                    .max(level_of(ADAPTIVE_START_DEPTH))
+                    .min(cap);
+                (level, 1u64 << level)
+            }
+        }
+    }
+
+    /// Take one learnt stride (allocation-free, lock-free: a swap per seed slot at most).
+    fn take_seed(&self) -> Option<i64> {
+        self.seeds.iter().find_map(|s| {
+            if s.load(Ordering::Relaxed) == 0 {
+                return None;
+            }
+            match s.swap(0, Ordering::AcqRel) {
+                0 => None,
+                v => Some(v as i64),
+            }
+        })
+    }
+
+    fn put_seed(&self, stride: i64) {
+        for s in &self.seeds {
+            if s.compare_exchange(0, stride as u64, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+
+    /// With [`PredictConfig::history`] on: this predictor serves PMO `uuid`; start it from what
+    /// an earlier attach of that PMO learnt (each learnt stride starts the next new stream
+    /// confirmed; adaptive: the depth cap is restored) and record what it learns at its stop.
+    /// Called by attach before the view takes faults. Does nothing with `history` off.
+    pub fn resume(&self, uuid: [u8; 16]) {
+        if !self.cfg.history || self.history_of.set(uuid).is_err() {
+            return;
+        }
+        let Some(l) = crate::predict_history::recall(&uuid) else {
+            return;
+        };
+        for (slot, &stride) in self.seeds.iter().zip(l.strides()) {
+            slot.store(stride as u64, Ordering::Release);
+        }
+        if let Depth::Adaptive { max } = self.cfg.depth {
+            self.cap_level
+                .store(l.cap_level.min(level_of(max)), Ordering::Relaxed);
+        }
+    }
+
+    /// The strides of the confirmed streams in the table, and the depth cap.
+    fn learned(&self) -> crate::predict_history::Learned {
+        let mut l = crate::predict_history::Learned {
+            cap_level: self.cap_level.load(Ordering::Relaxed),
+            ..Default::default()
+        };
+        for slot in self.entries.iter() {
+            if let Some(e) = Entry::decode(slot.load(Ordering::Acquire)) {
+                if e.confidence >= CONFIRMED {
+                    l.add(e.stride);
+                }
+            }
+        }
+        l
     }
 
     /// The fault at `page` is `k` strides past entry `i`'s last fault: move the stream on,
@@ -917,6 +1050,10 @@ impl Predictor {
         for t in self.threads.drain(..) {
             // A worker that panicked has already dropped its view reference; nothing to do.
             let _ = t.join();
+        }
+        // Before `close_all` empties the table (a second call finds it empty: no record).
+        if let Some(uuid) = self.hook.history_of.get() {
+            crate::predict_history::store(*uuid, self.hook.learned());
         }
         self.hook.close_all();
     }
