@@ -51,6 +51,21 @@ pub enum Value {
     Flag,
 }
 
+/// As an error message shows a value: the way a workload file writes it.
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Num(n) => write!(f, "{n}"),
+            Value::Text(t) => write!(f, "\"{t}\""),
+            Value::Dist(Dist::Const(v)) => write!(f, "{v}"),
+            Value::Dist(Dist::Gamma { mean, gamma }) => {
+                write!(f, "cvar-gamma (mean {mean}, gamma {gamma})")
+            }
+            Value::Flag => write!(f, "a flag without a value"),
+        }
+    }
+}
+
 /// The flowops this interpreter runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FlowopKind {
@@ -347,10 +362,9 @@ impl Eval<'_> {
             None => Ok(default),
             Some((Value::Num(n), _)) => Ok(n.round() as u64),
             Some((Value::Dist(d), _)) => Ok(d.mean().round() as u64),
-            Some((v, pos)) => Err(self.err(
-                pos,
-                format!("attribute '{name}' must be a number, not {v:?}"),
-            )),
+            Some((v, pos)) => {
+                Err(self.err(pos, format!("attribute '{name}' must be a number, not {v}")))
+            }
         }
     }
 
@@ -774,6 +788,18 @@ mod tests {
         assert_eq!(w.threads[0].flowops[1].iosize, Dist::Const(1 << 20));
         assert_eq!(w.run_seconds, Some(60.0));
         assert!(w.vars.contains(&("extra".into(), "1024".into())));
+    }
+
+    #[test]
+    fn a_wrong_value_is_named_as_the_file_writes_it() {
+        let bad = W.replace("entries=$n", "entries=abc");
+        let e = Workload::from_text("x.f", &bad, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("attribute 'entries' must be a number, not \"abc\""),
+            "{e}"
+        );
     }
 
     #[test]

@@ -38,7 +38,7 @@ impl Vars {
         match self.map.get(k) {
             None => Ok(default),
             Some(Value::Num(n)) => Ok(n.round() as u64),
-            Some(v) => Err(self.err(format!("${k} must be a number, not {v:?}"))),
+            Some(v) => Err(self.err(format!("${k} must be a number, not {v}"))),
         }
     }
     fn dist(&self, k: &str, default: Dist) -> Result<Dist, LangError> {
