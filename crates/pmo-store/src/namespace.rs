@@ -430,6 +430,7 @@ mod tests {
             created_unix_s: 0,
             tag_bytes: 0,
             wrapped: [0; pmo_format::entry::WRAPPED_LEN],
+            capacity: 0,
         }
     }
 
