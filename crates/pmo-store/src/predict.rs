@@ -490,6 +490,8 @@ pub struct PredictHook {
     stop: AtomicBool,
     /// Adaptive: current cap on a stream's depth level.
     cap_level: AtomicU32,
+    /// Pool workers serving this hook right now (see `pool.rs`).
+    busy: AtomicU32,
     /// Adaptive: closed window pages since the last review (right, unused).
     review_right: AtomicU64,
     review_unused: AtomicU64,
@@ -534,6 +536,7 @@ impl PredictHook {
             next_worker: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             cap_level: AtomicU32::new(cap),
+            busy: AtomicU32::new(0),
             review_right: AtomicU64::new(0),
             review_unused: AtomicU64::new(0),
             counters: Counters::default(),
@@ -907,8 +910,8 @@ impl Predictor {
         let Some(job) = self.job.take() else {
             return;
         };
-        // Faults stop notifying, workers stop mid-request; then the job leaves the pool (which
-        // waits for a worker inside it to finish its request).
+        // Faults stop notifying, workers stop within a page; then the job leaves the pool (which
+        // waits for a worker inside it to let go).
         self.hook.stop.store(true, Ordering::SeqCst);
         pool::unregister(job);
         self.hook.close_all();

@@ -12,14 +12,16 @@
 //! Owns: the job list and the worker threads. Callers: [`super::Predictor`] only.
 //!
 //! Invariants:
-//! - A worker touches a job's view and source only while it holds the job list's read lock;
-//!   [`unregister`] takes the write lock to remove the job, so once it returns no worker is
-//!   installing into that view and no worker holds a reference to it (the attachment then
-//!   unmaps the view: no install reaches an unmapped range, and the plaintext's only mapping
-//!   goes with the detach, as before).
+//! - A worker takes a job only under the job list's read lock, and marks it busy (the hook's
+//!   `busy` count) before releasing the lock; it unmarks it after dropping its reference to the
+//!   job. [`unregister`] sets the hook's stop flag, removes the job under the write lock, then
+//!   waits for the job to be idle: when it returns no worker is installing into that view and
+//!   the pool holds no reference to it (the attachment then unmaps the view: no install reaches
+//!   an unmapped range, and the plaintext's only mapping goes with the detach, as before).
+//! - A detach waits only for its own job: a worker that sees the stop flag stops within one
+//!   page (see `install_pages`); the list's locks are held for a lookup, never for an install.
 //! - A worker serves at most [`REQUESTS_PER_TURN`] requests of one job before it looks at the
-//!   next, and each request is bounded (see `install_pages`), so a detach waits at most for one
-//!   request of another attachment.
+//!   next, so several attachments' streams share the workers.
 //! - The fault path never takes the lock: it pushes into the hook's ring and unparks a worker,
 //!   as before.
 
@@ -46,7 +48,7 @@ struct Job {
 }
 
 struct WorkerPool {
-    jobs: RwLock<Vec<Job>>,
+    jobs: RwLock<Vec<Arc<Job>>>,
     /// Handles of the workers spawned so far (index = worker index).
     threads: Mutex<Vec<Thread>>,
     next_id: AtomicU64,
@@ -87,17 +89,20 @@ pub(super) fn register(
         threads[..workers].iter().cloned().collect()
     };
     let id = p.next_id.fetch_add(1, Ordering::Relaxed);
-    p.jobs.write().unwrap_or_else(|e| e.into_inner()).push(Job {
-        id,
-        hook,
-        view,
-        source,
-    });
+    p.jobs
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Arc::new(Job {
+            id,
+            hook,
+            view,
+            source,
+        }));
     Ok((id, handles))
 }
 
-/// Remove job `id`. When this returns, no worker uses the job's view or source any more and
-/// the pool holds no reference to them.
+/// Remove job `id`, whose hook's stop flag the caller has set. When this returns, no worker
+/// uses the job's view or source any more and the pool holds no reference to them.
 pub(super) fn unregister(id: u64) {
     let removed = {
         let mut jobs = pool().jobs.write().unwrap_or_else(|e| e.into_inner());
@@ -105,48 +110,70 @@ pub(super) fn unregister(id: u64) {
             .position(|j| j.id == id)
             .map(|i| jobs.swap_remove(i))
     };
-    // The job's references (view, source, hook) are released here, outside the lock.
-    drop(removed);
+    if let Some(job) = removed {
+        // A worker that took the job before it left the list finishes within one page (the
+        // stop flag) and drops its reference before it unmarks the job.
+        while job.hook.busy.load(Ordering::SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+    }
 }
 
-/// Worker `index`: serve every job's requests in turn; park when none has any.
+/// Worker `index`: serve the jobs' requests in turn; park when none has any.
 fn worker(index: usize) {
     let mut buf = Box::new([0u8; PAGE_SIZE]);
     let mut idle_since: Option<Instant> = None;
+    let mut next = 0usize;
     loop {
-        let mut served = false;
         let mut spin_us = 0u32;
-        {
+        let picked = {
             let jobs = pool().jobs.read().unwrap_or_else(|e| e.into_inner());
-            for job in jobs.iter() {
+            let n = jobs.len();
+            let mut picked = None;
+            for i in 0..n {
+                let job = &jobs[(next + i) % n];
                 let hook = &job.hook;
                 if hook.stop.load(Ordering::SeqCst) {
                     continue;
                 }
                 spin_us = spin_us.max(hook.cfg.idle_spin_us);
-                let Some(mine) = hook.in_flight.get(index) else {
-                    continue;
-                };
-                for _ in 0..REQUESTS_PER_TURN {
-                    let Some(req) = hook.ring.pop() else {
-                        break;
-                    };
-                    install_pages(hook, &job.view, &*job.source, &req, mine, &mut buf);
-                    served = true;
+                if let Some(req) = hook.ring.pop() {
+                    // Marked before the lock is released (see `unregister`).
+                    hook.busy.fetch_add(1, Ordering::SeqCst);
+                    picked = Some((job.clone(), req));
+                    next = (next + i + 1) % n;
+                    break;
                 }
             }
-        }
-        if served {
-            idle_since = None;
+            picked
+        };
+        let Some((job, first)) = picked else {
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < Duration::from_micros(u64::from(spin_us)) {
+                std::thread::yield_now();
+            } else {
+                // A wake-up sent since the sweep makes this return at once (the park token).
+                std::thread::park_timeout(IDLE_PARK);
+                idle_since = None;
+            }
             continue;
+        };
+        idle_since = None;
+        let hook = job.hook.clone();
+        if let Some(mine) = hook.in_flight.get(index) {
+            let mut req = Some(first);
+            let mut served = 0;
+            while let Some(r) = req {
+                install_pages(&hook, &job.view, &*job.source, &r, mine, &mut buf);
+                served += 1;
+                req = if served < REQUESTS_PER_TURN && !hook.stop.load(Ordering::SeqCst) {
+                    hook.ring.pop()
+                } else {
+                    None
+                };
+            }
         }
-        let since = *idle_since.get_or_insert_with(Instant::now);
-        if since.elapsed() < Duration::from_micros(u64::from(spin_us)) {
-            std::thread::yield_now();
-        } else {
-            // A wake-up sent since the sweep makes this return at once (the park token).
-            std::thread::park_timeout(IDLE_PARK);
-            idle_since = None;
-        }
+        drop(job);
+        hook.busy.fetch_sub(1, Ordering::SeqCst);
     }
 }
