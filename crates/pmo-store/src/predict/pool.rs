@@ -140,14 +140,14 @@ fn worker(index: usize) {
                 if let Some(req) = hook.ring.pop() {
                     // Marked before the lock is released (see `unregister`).
                     hook.busy.fetch_add(1, Ordering::SeqCst);
-                    picked = Some((job.clone(), req));
+                    picked = Some((Taken::new(job.clone()), req));
                     next = (next + i + 1) % n;
                     break;
                 }
             }
             picked
         };
-        let Some((job, first)) = picked else {
+        let Some((taken, first)) = picked else {
             let since = *idle_since.get_or_insert_with(Instant::now);
             if since.elapsed() < Duration::from_micros(u64::from(spin_us)) {
                 std::thread::yield_now();
@@ -159,12 +159,14 @@ fn worker(index: usize) {
             continue;
         };
         idle_since = None;
-        let hook = job.hook.clone();
-        if let Some(mine) = hook.in_flight.get(index) {
+        if let Some((job, hook, mine)) = taken
+            .parts()
+            .and_then(|(job, hook)| Some((job, hook, hook.in_flight.get(index)?)))
+        {
             let mut req = Some(first);
             let mut served = 0;
             while let Some(r) = req {
-                install_pages(&hook, &job.view, &*job.source, &r, mine, &mut buf);
+                install_pages(hook, &job.view, &*job.source, &r, mine, &mut buf);
                 served += 1;
                 req = if served < REQUESTS_PER_TURN && !hook.stop.load(Ordering::SeqCst) {
                     hook.ring.pop()
@@ -173,7 +175,36 @@ fn worker(index: usize) {
                 };
             }
         }
-        drop(job);
-        hook.busy.fetch_sub(1, Ordering::SeqCst);
+        // `taken` drops here: the job's reference first, then the busy mark.
+    }
+}
+
+/// A job a worker took: unmarks it when dropped (also if an install panicked), after
+/// releasing the worker's reference to it, so that [`unregister`] never waits for a worker
+/// that is gone and finds no reference left once the job is idle.
+struct Taken {
+    job: Option<Arc<Job>>,
+    hook: Arc<PredictHook>,
+}
+
+impl Taken {
+    /// `job`, which the caller has just marked busy.
+    fn new(job: Arc<Job>) -> Taken {
+        Taken {
+            hook: job.hook.clone(),
+            job: Some(job),
+        }
+    }
+
+    /// The job and its hook (always `Some` until dropped: `job` is only taken in `drop`).
+    fn parts(&self) -> Option<(&Job, &PredictHook)> {
+        self.job.as_deref().map(|job| (job, &*self.hook))
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        drop(self.job.take());
+        self.hook.busy.fetch_sub(1, Ordering::SeqCst);
     }
 }
