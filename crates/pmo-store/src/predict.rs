@@ -45,12 +45,14 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::thread::{JoinHandle, Thread};
+use std::thread::Thread;
 use std::time::Duration;
 
 use pmo_os::view::{PageSource, View, PAGE_SIZE};
 
 use crate::error::{Result, StoreError};
+
+mod pool;
 
 /// Deepest window a stream may ask for, pages (fixed or adaptive).
 pub const MAX_DEPTH: u32 = 64;
@@ -459,6 +461,7 @@ impl Ring {
         }
     }
 
+    #[cfg(test)]
     fn is_empty(&self) -> bool {
         self.head.load(Ordering::SeqCst) == self.tail.load(Ordering::SeqCst)
     }
@@ -510,6 +513,8 @@ pub struct PredictHook {
     stop: AtomicBool,
     /// Adaptive: current cap on a stream's depth level.
     cap_level: AtomicU32,
+    /// Pool workers serving this hook right now (see `pool.rs`).
+    busy: AtomicU32,
     /// Adaptive: closed window pages since the last review (right, unused).
     review_right: AtomicU64,
     review_unused: AtomicU64,
@@ -552,12 +557,14 @@ impl PredictHook {
             entries: (0..cfg.streams).map(|_| AtomicU64::new(0)).collect(),
             stamps: (0..cfg.streams).map(|_| AtomicU64::new(0)).collect(),
             ring: Ring::new(cfg.queue_requests),
-            in_flight: (0..cfg.workers).map(|_| AtomicU64::new(0)).collect(),
+            // One slot per pool worker (any of them may serve this hook).
+            in_flight: (0..MAX_WORKERS).map(|_| AtomicU64::new(0)).collect(),
             recent_faults: (0..RECENT_FAULTS).map(|_| AtomicU64::new(0)).collect(),
             workers: OnceLock::new(),
             next_worker: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             cap_level: AtomicU32::new(cap),
+            busy: AtomicU32::new(0),
             review_right: AtomicU64::new(0),
             review_unused: AtomicU64::new(0),
             counters: Counters::default(),
@@ -970,57 +977,47 @@ impl PredictHook {
     }
 }
 
-/// The worker half: threads that take requests, decrypt and install pages. Dropping it stops
-/// and joins them (the attachment drops it before its view).
+/// The worker half: this attachment's job in the process-wide pool of workers
+/// ([`pool`]), which decrypt and install its predicted pages. Dropping it (or [`Predictor::finish`])
+/// removes the job; when that returns no worker uses the view any more (the attachment drops
+/// it before its view).
 pub struct Predictor {
     hook: Arc<PredictHook>,
-    threads: Vec<JoinHandle<()>>,
+    /// The pool's id of this job (`None` once removed).
+    job: Option<u64>,
 }
 
 impl std::fmt::Debug for Predictor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Predictor")
             .field("hook", &self.hook)
-            .field("workers", &self.threads.len())
+            .field("job", &self.job)
             .finish()
     }
 }
 
 impl Predictor {
-    /// Start the workers of `hook` for `view`. `source` fills pages for them: the view's own
-    /// source *without* the hook (a worker's fill must not count as a fault).
+    /// Have the pool's workers serve `hook` for `view` (spawning workers the first time, up to
+    /// the configured number). `source` fills pages for them: the view's own source *without*
+    /// the hook (a worker's fill must not count as a fault).
     pub fn start(
         hook: Arc<PredictHook>,
         view: Arc<View>,
         source: Arc<dyn PageSource>,
     ) -> Result<Predictor> {
-        let mut threads = Vec::with_capacity(hook.cfg.workers);
-        for index in 0..hook.cfg.workers {
-            let (h, v, s) = (hook.clone(), view.clone(), source.clone());
-            let spawned = std::thread::Builder::new()
-                .name(format!("pmo-predict-{index}"))
-                .spawn(move || worker(&h, &v, &*s, index));
-            match spawned {
-                Ok(t) => threads.push(t),
-                Err(e) => {
-                    // Stop and join the ones already running before reporting.
-                    let partial = Predictor {
-                        hook: hook.clone(),
-                        threads,
-                    };
-                    drop(partial);
-                    return Err(StoreError::Os(format!("spawn prediction worker: {e}")));
-                }
-            }
-        }
-        let handles: Box<[Thread]> = threads.iter().map(|t| t.thread().clone()).collect();
+        let (job, handles) = pool::register(hook.clone(), view, source, hook.cfg.workers)?;
         // Only `start` sets it, once per hook.
         let _ = hook.workers.set(handles);
         // Requests queued before the handles were published get a worker now.
-        for t in &threads {
-            t.thread().unpark();
+        if let Some(workers) = hook.workers.get() {
+            for t in workers.iter() {
+                t.unpark();
+            }
         }
-        Ok(Predictor { hook, threads })
+        Ok(Predictor {
+            hook,
+            job: Some(job),
+        })
     }
 
     /// Counters so far.
@@ -1035,22 +1032,21 @@ impl Predictor {
 }
 
 impl Predictor {
-    /// Stop and join the workers, close every stream's window (as unused), and return the
+    /// Stop serving this attachment, close every stream's window (as unused), and return the
     /// final counters: nothing changes them after this (what a detach should record).
     pub fn finish(mut self) -> PredictStats {
-        self.stop_and_join();
+        self.stop();
         self.hook.stats()
     }
 
-    fn stop_and_join(&mut self) {
+    fn stop(&mut self) {
+        let Some(job) = self.job.take() else {
+            return;
+        };
+        // Faults stop notifying, workers stop within a page; then the job leaves the pool (which
+        // waits for a worker inside it to let go).
         self.hook.stop.store(true, Ordering::SeqCst);
-        for t in &self.threads {
-            t.thread().unpark();
-        }
-        for t in self.threads.drain(..) {
-            // A worker that panicked has already dropped its view reference; nothing to do.
-            let _ = t.join();
-        }
+        pool::unregister(job);
         // Before `close_all` empties the table (a second call finds it empty: no record).
         if let Some(uuid) = self.hook.history_of.get() {
             crate::predict_history::store(*uuid, self.hook.learned());
@@ -1061,31 +1057,8 @@ impl Predictor {
 
 impl Drop for Predictor {
     fn drop(&mut self) {
-        // Idempotent: after `finish` there is no thread left and no window open.
-        self.stop_and_join();
-    }
-}
-
-fn worker(hook: &PredictHook, view: &View, source: &dyn PageSource, index: usize) {
-    let mut buf = Box::new([0u8; PAGE_SIZE]);
-    let Some(mine) = hook.in_flight.get(index) else {
-        return;
-    };
-    let idle_spin = Duration::from_micros(u64::from(hook.cfg.idle_spin_us));
-    let mut idle_since: Option<std::time::Instant> = None;
-    while !hook.stop.load(Ordering::SeqCst) {
-        let Some(req) = hook.ring.pop() else {
-            let since = *idle_since.get_or_insert_with(std::time::Instant::now);
-            if since.elapsed() < idle_spin {
-                std::thread::yield_now();
-            } else if hook.ring.is_empty() && !hook.stop.load(Ordering::SeqCst) {
-                std::thread::park_timeout(IDLE_PARK);
-                idle_since = None;
-            }
-            continue;
-        };
-        idle_since = None;
-        install_pages(hook, view, source, &req, mine, &mut buf);
+        // Idempotent: after `finish` the job is gone and no window is open.
+        self.stop();
     }
 }
 

@@ -574,3 +574,83 @@ fn prediction_only_where_it_can_help() {
     let a = tp.pool.attach(NAME, Perm::Write, KEY).unwrap();
     a.detach().unwrap();
 }
+
+fn predict_workers() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+                .filter(|c| c.trim_end().starts_with("pmo-predict-"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The workers are one process-wide pool: two views predicted at once are both served, the
+/// pool keeps no reference to a view once its predictor finished, and attaching again spawns
+/// no new worker.
+#[test]
+fn one_pool_of_workers_serves_every_view() {
+    let _serial = serial();
+    let pages = 128u64;
+    let make = |fill_byte: u8| {
+        let hook = PredictHook::new(PredictConfig::fixed(8), pages)
+            .unwrap()
+            .unwrap();
+        let fault_source = Arc::new(TestSource {
+            fill_byte,
+            delay: Duration::ZERO,
+            hook: Some(hook.clone()),
+            started: AtomicU64::new(0),
+            fills: AtomicU64::new(0),
+        });
+        let worker_source = Arc::new(TestSource {
+            fill_byte: fill_byte + 1,
+            delay: Duration::ZERO,
+            hook: None,
+            started: AtomicU64::new(0),
+            fills: AtomicU64::new(0),
+        });
+        let vopts = ViewOptions {
+            writable: false,
+            ..ViewOptions::new(pages as usize * PAGE_SIZE)
+        };
+        let view = Arc::new(View::new(vopts, fault_source).unwrap());
+        let predictor = Predictor::start(hook, view.clone(), worker_source).unwrap();
+        (view, predictor)
+    };
+    let (va, pa) = make(0x40);
+    let workers = predict_workers();
+    assert!(workers >= 1, "a worker serves the first predictor");
+    let (vb, pb) = make(0x50);
+    assert_eq!(
+        predict_workers(),
+        workers,
+        "the second predictor spawned a worker"
+    );
+    for (view, byte) in [(&va, 0x40u8), (&vb, 0x50)] {
+        for p in 0..3 {
+            // SAFETY: inside the live view.
+            let v = unsafe { std::ptr::read_volatile(view.addr().add(p * PAGE_SIZE)) };
+            assert_eq!(v, byte);
+        }
+    }
+    let t0 = Instant::now();
+    while !(3..11).all(|p| va.is_present(p) && vb.is_present(p))
+        && t0.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (sa, sb) = (pa.finish(), pb.finish());
+    assert_eq!((sa.installed, sb.installed), (8, 8), "{sa:?} {sb:?}");
+    assert_eq!(Arc::strong_count(&va), 1, "the pool still holds view a");
+    assert_eq!(Arc::strong_count(&vb), 1, "the pool still holds view b");
+    drop((va, vb));
+    let (vc, pc) = make(0x60);
+    assert_eq!(
+        predict_workers(),
+        workers,
+        "a later predictor spawned a worker"
+    );
+    drop(pc);
+    assert_eq!(Arc::strong_count(&vc), 1);
+}
