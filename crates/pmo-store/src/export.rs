@@ -372,7 +372,8 @@ impl Pool {
             pt.fill(0);
             Ok(())
         };
-        self.create_filled(&name, hd.entry.size, key, scheme, fill)
+        // Laid out for its size: the export file does not carry a layout capacity.
+        self.create_filled(&name, hd.entry.size, 0, key, scheme, fill)
     }
 
     /// Copy PMO `name` to a new PMO `new` (new uuid, salt and nonces; the key `new_key`, or
@@ -389,11 +390,13 @@ impl Pool {
         Ok(self.snapshot(name, new, key, new_key, progress)?.0)
     }
 
-    /// Create `name` under the temporary name `name.partial`, fill it, rename it to `name`.
+    /// Create `name` (laid out for `capacity` bytes, 0: its size) under the temporary name
+    /// `name.partial`, fill it, rename it to `name`.
     pub(crate) fn create_filled(
         &self,
         name: &str,
         size: u64,
+        capacity: u64,
         key: &[u8],
         scheme: Scheme,
         fill: impl FnOnce(&PmoHandle) -> Result<()>,
@@ -403,7 +406,7 @@ impl Pool {
         }
         let tmp = format!("{name}.partial");
         crate::lifecycle::validate_new_name(&tmp)?;
-        self.pcreate_with(&tmp, size, key, Some(scheme))?;
+        self.pcreate_in(&tmp, size, capacity, key, Some(scheme))?;
         let r = self
             .open_pmo(&tmp, Perm::Write, key, None)
             .and_then(|h| fill(&h));

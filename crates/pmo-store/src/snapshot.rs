@@ -291,7 +291,7 @@ impl Pool {
         })
     }
 
-    /// Snapshot PMO `name` into a new PMO `new` of the same scheme and size (its own uuid,
+    /// Snapshot PMO `name` into a new PMO `new` of the same scheme, size and layout capacity (its own uuid,
     /// salt and nonces; the key `new_key`, or the same key) while a writer may keep working:
     /// the copy is exactly `name` as of one psync. A crash leaves no `new`, or the whole one
     /// (and possibly `new.partial` to destroy).
@@ -311,11 +311,19 @@ impl Pool {
         keys::check_key(&entry, key)?;
         let scheme = Scheme::from_code(entry.scheme)?;
         let mut report = SnapshotReport::default();
-        let info = self.create_filled(new, entry.size, new_key.unwrap_or(key), scheme, |h| {
-            let mut sink = crate::export::PmoSink::new(h, entry.size / PAGE_SIZE);
-            report = self.live_copy(name, key, &mut sink, progress)?;
-            Ok(())
-        })?;
+        let capacity = entry.capacity;
+        let info = self.create_filled(
+            new,
+            entry.size,
+            capacity,
+            new_key.unwrap_or(key),
+            scheme,
+            |h| {
+                let mut sink = crate::export::PmoSink::new(h, entry.size / PAGE_SIZE);
+                report = self.live_copy(name, key, &mut sink, progress)?;
+                Ok(())
+            },
+        )?;
         Ok((info, report))
     }
 

@@ -709,6 +709,37 @@ fn within_the_capacity_a_resize_changes_only_metadata_under_every_scheme() {
     }
 }
 
+/// A copy (a snapshot into a new PMO) is laid out for the source's capacity, so it too grows
+/// in place; an export file carries no capacity, so an import is laid out for its size.
+#[test]
+fn a_copy_keeps_the_layout_capacity() {
+    let scheme = Scheme::SECURE;
+    let m = Arc::new(CrashMedium::from_image(base_image_max(
+        scheme,
+        4 << 20,
+        MAX,
+    )));
+    let pool = Pool::open_on(m).unwrap();
+    pool.copy("a", "c", KEY, None, &mut |_, _| {}).unwrap();
+    assert_eq!(pool.info("c").unwrap().capacity, MAX * 4096);
+    let r = pool
+        .resize(
+            "c",
+            MAX * 4096,
+            KEY,
+            ResizeOptions {
+                force: false,
+                progress: None,
+            },
+        )
+        .unwrap();
+    assert!(r.in_place && r.pages_copied == 0, "{r:?}");
+    let before = pool.info("a").unwrap();
+    assert_eq!(r.info.size, MAX * 4096);
+    assert_eq!(before.size, PAGES * 4096);
+    assert_healthy(&pool, "copy");
+}
+
 #[test]
 fn a_capacity_is_refused_where_it_cannot_work() {
     let m = Arc::new(CrashMedium::new(4 << 20));
