@@ -79,6 +79,21 @@ pub(crate) fn finish(h: PmoHandle) {
     }
 }
 
+/// Mark the PMO `pmo` as having a background detach queued (tests replaying interleavings).
+#[cfg(test)]
+pub(crate) fn track_for_test(pmo: [u8; 16]) {
+    IN_FLIGHT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(pmo);
+}
+
+/// As the worker does when a detach is finished (tests replaying interleavings).
+#[cfg(test)]
+pub(crate) fn done_for_test(pmo: [u8; 16]) {
+    done(pmo);
+}
+
 /// Whether this process has a background detach of the PMO `pmo` (its uuid) queued or running
 /// (it holds the attach lock until it is done, even after it cleared the holder word).
 pub(crate) fn in_flight(pmo: [u8; 16]) -> bool {
