@@ -2,7 +2,10 @@
 //! integrity-at-detach schemes) runs on a background worker, which holds the PMO's attach lock
 //! until it is done. `detach` returns as soon as the mapping is gone. A later attach of the
 //! same PMO, from this or another process, finds the lock taken and the holder word marked
-//! "detaching", and waits for it (the paper's *attach stall*, counted as such).
+//! "detaching", and waits for it (the paper's *attach stall*, counted as such). An attach
+//! asks whether a background detach holds the lock both before and after its first try, so an
+//! attach that follows a detach in this process never fails with `Busy`, however the worker's
+//! release falls between the two (`handle::Pool::lock_attach_exclusive`).
 //!
 //! Bounded: at most [`QUEUE_MAX`] detaches wait for the worker; beyond that a detach does its
 //! work itself. If the process exits with work queued, nothing is lost: the integrity-pending
@@ -77,6 +80,21 @@ pub(crate) fn finish(h: PmoHandle) {
             done(pmo);
         }
     }
+}
+
+/// Mark the PMO `pmo` as having a background detach queued (tests replaying interleavings).
+#[cfg(test)]
+pub(crate) fn track_for_test(pmo: [u8; 16]) {
+    IN_FLIGHT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(pmo);
+}
+
+/// As the worker does when a detach is finished (tests replaying interleavings).
+#[cfg(test)]
+pub(crate) fn done_for_test(pmo: [u8; 16]) {
+    done(pmo);
 }
 
 /// Whether this process has a background detach of the PMO `pmo` (its uuid) queued or running

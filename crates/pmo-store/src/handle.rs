@@ -172,8 +172,17 @@ impl Pool {
                 .is_ok()
                 && u32::from_le_bytes(b) & DETACHING != 0
         };
-        match inner.locker.lock(word, LockKind::Exclusive, wait)? {
-            None if detaching() || crate::detach::in_flight(e.uuid) => {
+        // Whether a background detach holds the lock is asked both before and after the try:
+        // asked only after, a detach that releases the lock and finishes between the failed
+        // try and the question looks like a live user, and an attach that follows a detach
+        // fails with `Busy` at random (seen under load). A detach that returned before this
+        // call is in flight or marked detaching here, or its lock is already free.
+        let before = detaching() || crate::detach::in_flight(e.uuid);
+        let first = inner.locker.lock(word, LockKind::Exclusive, wait)?;
+        #[cfg(test)]
+        tests::after_first_try();
+        match first {
+            None if before || detaching() || crate::detach::in_flight(e.uuid) => {
                 let stall = wait
                     .unwrap_or_default()
                     .max(crate::detach::DETACH_STALL_MAX);
@@ -517,5 +526,55 @@ impl PmoHandle {
             defer_checksums,
         );
         inner.poison(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::pool::PoolOptions;
+    use pmo_medium::crash::CrashMedium;
+
+    thread_local! {
+        /// Run once between `lock_attach_exclusive`'s first try and its check for a
+        /// background detach (to replay an interleaving deterministically).
+        static AFTER_FIRST_TRY: RefCell<Option<Box<dyn FnOnce()>>> = RefCell::new(None);
+    }
+
+    pub(super) fn after_first_try() {
+        if let Some(f) = AFTER_FIRST_TRY.with(|h| h.borrow_mut().take()) {
+            f();
+        }
+    }
+
+    /// A background detach that releases the lock and finishes right after an attach's
+    /// first try failed: the attach takes the lock, never `Busy` (the flaky `schemes` test).
+    #[test]
+    fn a_detach_finishing_between_the_try_and_the_check_is_waited_for() {
+        let pool = Pool::create_on(
+            Arc::new(CrashMedium::new(1 << 20)),
+            &PoolOptions {
+                kdf: pmo_format::KdfParams::INSECURE_FAST,
+                ns_capacity: Some(4),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        pool.pcreate("p", 4 * PAGE_SIZE, b"k").unwrap();
+        let h = pool.open_pmo("p", Perm::Write, b"k", None).unwrap();
+        let uuid = h.core.uuid;
+        // As `detach::finish` does before its detach returns: queued, lock still held.
+        crate::detach::track_for_test(uuid);
+        AFTER_FIRST_TRY.with(|f| {
+            *f.borrow_mut() = Some(Box::new(move || {
+                drop(h); // the worker's drop: releases the lock ...
+                crate::detach::done_for_test(uuid); // ... then it is no longer in flight
+            }))
+        });
+        let again = pool.open_pmo("p", Perm::Write, b"k", None);
+        assert!(AFTER_FIRST_TRY.with(|f| f.borrow().is_none()), "hook ran");
+        assert!(again.is_ok(), "{:?}", again.err());
     }
 }
