@@ -227,10 +227,19 @@ impl Pool {
             Some(cfg) => cfg,
             None => crate::predict::PredictConfig::from_env()?,
         };
-        let hook = if whole || opts.populate {
+        predict_cfg.validate()?;
+        let fault_around = fault_around_from_env()?;
+        // The window the view will take (the predictor skips a PMO of a few windows).
+        let around = opts
+            .mechanism
+            .or_else(Mechanism::from_env)
+            .unwrap_or_else(Mechanism::best)
+            .fault_around_window(fault_around);
+        let pages = handle.size() / PAGE_SIZE as u64;
+        let hook = if whole || opts.populate || !predict_cfg.engages(pages, around) {
             None
         } else {
-            crate::predict::PredictHook::new(predict_cfg, handle.size() / PAGE_SIZE as u64)?
+            crate::predict::PredictHook::new(predict_cfg, pages)?
         };
         if let Some(h) = &hook {
             h.resume(handle.core.uuid);
@@ -288,7 +297,7 @@ impl Pool {
             }
             Err(e) => return Err(view_err(e)),
         };
-        view.set_fault_around(fault_around_from_env()?);
+        view.set_fault_around(fault_around);
         let view = Arc::new(view);
         let node = match opts.numa_node {
             Some(n) => Some(n),
