@@ -229,14 +229,17 @@ impl Pool {
         };
         predict_cfg.validate()?;
         let fault_around = fault_around_from_env()?;
-        // The window the view will take (the predictor skips a PMO of a few windows).
-        let around = opts
-            .mechanism
-            .or_else(Mechanism::from_env)
-            .unwrap_or_else(Mechanism::best)
-            .fault_around_window(fault_around);
         let pages = handle.size() / PAGE_SIZE as u64;
-        let hook = if whole || opts.populate || !predict_cfg.engages(pages, around) {
+        // The predictor skips a PMO of a few of the windows the view will take.
+        let engages = predict_cfg.is_on() && {
+            let around = opts
+                .mechanism
+                .or_else(Mechanism::from_env)
+                .unwrap_or_else(Mechanism::best)
+                .fault_around_window(fault_around);
+            predict_cfg.engages(pages, around)
+        };
+        let hook = if whole || opts.populate || !engages {
             None
         } else {
             crate::predict::PredictHook::new(predict_cfg, pages)?
