@@ -590,7 +590,7 @@ fn small_pmos_attach_without_a_predictor() {
     let window = mech.fault_around_window(asked) as u64;
     let cfg = PredictConfig::fixed(8);
     let small = u64::from(cfg.min_windows) * window;
-    assert!(small >= 2 && small < PAGES, "threshold {small} pages");
+    assert!((2..PAGES).contains(&small), "threshold {small} pages");
     for (name, pages, min_windows, predicts) in [
         ("at-threshold", small, cfg.min_windows, false),
         ("above", small + 1, cfg.min_windows, true),
