@@ -117,6 +117,15 @@ impl Mechanism {
         }
     }
 
+    /// The fault-around window a view of this mechanism takes when asked for `pages` (what
+    /// [`View::set_fault_around`] returns): 1..=16 with userfaultfd, 1 (none) with sigsegv.
+    pub fn fault_around_window(self, pages: usize) -> usize {
+        match self {
+            Mechanism::Userfaultfd => pages.clamp(1, uffd::AROUND_MAX),
+            Mechanism::Sigsegv => 1,
+        }
+    }
+
     /// The mechanism named by the environment variable `PMO_FAULT` (`userfaultfd` | `sigsegv`).
     pub fn from_env() -> Option<Mechanism> {
         std::env::var("PMO_FAULT")

@@ -227,10 +227,22 @@ impl Pool {
             Some(cfg) => cfg,
             None => crate::predict::PredictConfig::from_env()?,
         };
-        let hook = if whole || opts.populate {
+        predict_cfg.validate()?;
+        let fault_around = fault_around_from_env()?;
+        let pages = handle.size() / PAGE_SIZE as u64;
+        // The predictor skips a PMO of a few of the windows the view will take.
+        let engages = predict_cfg.is_on() && {
+            let around = opts
+                .mechanism
+                .or_else(Mechanism::from_env)
+                .unwrap_or_else(Mechanism::best)
+                .fault_around_window(fault_around);
+            predict_cfg.engages(pages, around)
+        };
+        let hook = if whole || opts.populate || !engages {
             None
         } else {
-            crate::predict::PredictHook::new(predict_cfg, handle.size() / PAGE_SIZE as u64)?
+            crate::predict::PredictHook::new(predict_cfg, pages)?
         };
         if let Some(h) = &hook {
             h.resume(handle.core.uuid);
@@ -288,7 +300,7 @@ impl Pool {
             }
             Err(e) => return Err(view_err(e)),
         };
-        view.set_fault_around(fault_around_from_env()?);
+        view.set_fault_around(fault_around);
         let view = Arc::new(view);
         let node = match opts.numa_node {
             Some(n) => Some(n),

@@ -127,7 +127,17 @@ pub struct PredictConfig {
     /// start the next attach's predictor from it (`crate::predict_history`). Parsed as a
     /// `+history` suffix (`8+history`, `adaptive+history`).
     pub history: bool,
+    /// A PMO of at most this many fault-around windows attaches without a predictor (no hook,
+    /// no job in the pool, no wake-up): fault-around already fills such a PMO in a few faults,
+    /// so a predictor could only add its per-attach and per-request costs (issue 16, fourth
+    /// pass; docs/predict.md, "Small PMOs"). The window is the attachment's fault-around
+    /// window (`PMO_FAULT_AROUND`, default 16 pages; 1 with fault-around off or the sigsegv
+    /// mechanism). 0: predict whatever the size.
+    pub min_windows: u32,
 }
+
+/// Default of [`PredictConfig::min_windows`].
+pub const DEFAULT_MIN_WINDOWS: u32 = 4;
 
 impl PredictConfig {
     /// A fixed depth with the default table, ring and one worker.
@@ -140,6 +150,7 @@ impl PredictConfig {
             queue_requests: 64,
             idle_spin_us: 0,
             history: false,
+            min_windows: DEFAULT_MIN_WINDOWS,
         }
     }
 
@@ -159,6 +170,13 @@ impl PredictConfig {
     /// Whether this configuration predicts anything.
     pub fn is_on(&self) -> bool {
         !matches!(self.depth, Depth::Fixed(0))
+    }
+
+    /// Whether a PMO of `pages` pages, attached with a fault-around window of `around` pages,
+    /// gets a predictor: not when it is at most [`PredictConfig::min_windows`] windows.
+    pub fn engages(&self, pages: u64, around: usize) -> bool {
+        let small = u64::from(self.min_windows).saturating_mul(around.max(1) as u64);
+        self.is_on() && pages > small
     }
 
     /// Parse `off` | `0` | `N` (fixed depth) | `adaptive` | `adaptive:MAX`, each but `off`
@@ -425,6 +443,12 @@ impl Ring {
                 pos = self.tail.load(Ordering::Relaxed);
             }
         }
+    }
+
+    /// Whether a request may be waiting (exact once pushes and pops have settled; see
+    /// [`Predictor::start`]).
+    fn may_have_requests(&self) -> bool {
+        self.tail.load(Ordering::SeqCst) != self.head.load(Ordering::SeqCst)
     }
 
     fn pop(&self) -> Option<Request> {
@@ -913,6 +937,9 @@ impl PredictHook {
             }
         }
         bump(&c.requests, 1);
+        // Pairs with the fence in `Predictor::start`: either this sees the workers, or start
+        // sees the request (and wakes them).
+        std::sync::atomic::fence(Ordering::SeqCst);
         if let Some(workers) = self.workers.get() {
             let n = workers.len() as u64;
             if n > 0 {
@@ -1008,10 +1035,15 @@ impl Predictor {
         let (job, handles) = pool::register(hook.clone(), view, source, hook.cfg.workers)?;
         // Only `start` sets it, once per hook.
         let _ = hook.workers.set(handles);
-        // Requests queued before the handles were published get a worker now.
-        if let Some(workers) = hook.workers.get() {
-            for t in workers.iter() {
-                t.unpark();
+        // Requests queued before the handles were published get a worker now. Only then: a
+        // wake-up at every attach cost a futex wake and a worker's trip round the job list per
+        // short session (issue 16, fourth pass). The fence pairs with the one in `submit`.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if hook.ring.may_have_requests() {
+            if let Some(workers) = hook.workers.get() {
+                for t in workers.iter() {
+                    t.unpark();
+                }
             }
         }
         Ok(Predictor {

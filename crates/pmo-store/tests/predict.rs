@@ -575,6 +575,75 @@ fn prediction_only_where_it_can_help() {
     a.detach().unwrap();
 }
 
+/// A PMO of at most `min_windows` fault-around windows attaches without a predictor (issue 16,
+/// fourth pass: fault-around fills it in a few faults, a predictor only adds its costs); one
+/// page more gets one, and `min_windows: 0` predicts whatever the size. Contents stay exact.
+#[test]
+fn small_pmos_attach_without_a_predictor() {
+    let _serial = serial();
+    let tp = make_pool("small", "secure");
+    let mech = Mechanism::best();
+    let asked = std::env::var("PMO_FAULT_AROUND")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(pmo_store::attach::DEFAULT_FAULT_AROUND);
+    let window = mech.fault_around_window(asked) as u64;
+    let cfg = PredictConfig::fixed(8);
+    let small = u64::from(cfg.min_windows) * window;
+    assert!((2..PAGES).contains(&small), "threshold {small} pages");
+    for (name, pages, min_windows, predicts) in [
+        ("at-threshold", small, cfg.min_windows, false),
+        ("above", small + 1, cfg.min_windows, true),
+        ("forced", small, 0, true),
+    ] {
+        tp.pool
+            .pcreate(name, pages * PAGE_SIZE as u64, KEY)
+            .unwrap();
+        let w = tp.pool.attach(name, Perm::Write, KEY).unwrap();
+        for p in 0..pages {
+            w.write_at(p as usize * PAGE_SIZE, &[p as u8 ^ 0x5a])
+                .unwrap();
+        }
+        w.psync().unwrap();
+        w.detach().unwrap();
+        let a = tp
+            .pool
+            .attach_with(
+                name,
+                Perm::Read,
+                KEY,
+                opts(PredictConfig { min_windows, ..cfg }, mech),
+            )
+            .unwrap();
+        assert_eq!(
+            a.predict_stats().is_some(),
+            predicts,
+            "{name}: {pages} pages"
+        );
+        for p in 0..pages {
+            let mut b = [0u8; 1];
+            a.read_at(p as usize * PAGE_SIZE, &mut b).unwrap();
+            assert_eq!(b[0], p as u8 ^ 0x5a, "{name}: page {p}");
+        }
+        if predicts {
+            assert!(a.predict_stats().unwrap().faults_seen > 0, "{name}");
+        }
+        a.detach().unwrap();
+    }
+    // An invalid configuration is an error even where it would not engage.
+    let bad = AttachOptions {
+        predict: Some(PredictConfig {
+            queue_requests: 3,
+            ..cfg
+        }),
+        ..Default::default()
+    };
+    assert!(tp
+        .pool
+        .attach_with("at-threshold", Perm::Read, KEY, bad)
+        .is_err());
+}
+
 fn predict_workers() -> usize {
     std::fs::read_dir("/proc/self/task")
         .map(|d| {

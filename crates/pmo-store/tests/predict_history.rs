@@ -21,7 +21,11 @@ fn read(a: &Attachment, p: u64) {
 
 fn attach(pool: &Pool, name: &str, cfg: PredictConfig) -> Attachment {
     let opts = AttachOptions {
-        predict: Some(cfg),
+        // 64 pages is four fault-around windows: predict it all the same (`min_windows`).
+        predict: Some(PredictConfig {
+            min_windows: 0,
+            ..cfg
+        }),
         ..Default::default()
     };
     pool.attach_with(name, Perm::Read, KEY, opts).unwrap()
