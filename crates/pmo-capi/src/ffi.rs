@@ -547,18 +547,9 @@ pub unsafe extern "C" fn pmo_create_ex(
     key: *const c_char,
     scheme: *const c_char,
 ) -> c_int {
-    entry_code(|| {
-        // SAFETY: the caller passes valid C strings (or NULL: rejected, or the default scheme).
-        let (n, k) = unsafe { (c_str(name, "name")?, c_key(key)) };
-        let s = if scheme.is_null() {
-            None
-        } else {
-            // SAFETY: non-null, a valid C string by the caller's contract.
-            Some(unsafe { c_str(scheme, "scheme")? })
-        };
-        reg().create_ex(n, size, k, s)?;
-        Ok(0)
-    })
+    // SAFETY: the same contract as `pmo_create_max`'s, which a capacity of 0 (the size) makes
+    // this call.
+    unsafe { pmo_create_max(name, size, 0, key, scheme) }
 }
 
 /// `int pmo_create_max(const char *name, uint64_t size, uint64_t max_size, const char *key,

@@ -792,12 +792,8 @@ impl Registry {
         }
     }
 
-    /// pcreate with a scheme name (`None`: the pool's default).
-    pub fn create_ex(&self, name: &str, size: u64, key: &[u8], scheme: Option<&str>) -> Result<()> {
-        self.create_max(name, size, 0, key, scheme)
-    }
-
-    /// pcreate laid out for `max_size` bytes (0: the size) in the open pool.
+    /// pcreate with a scheme name (`None`: the pool's default), laid out for `max_size` bytes
+    /// (0: the size) in the open pool.
     pub fn create_max(
         &self,
         name: &str,
