@@ -111,6 +111,16 @@ fn lib_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// Put this build's shared library in `libdir` as an install does: `libpmo.so`, which `-lpmo`
+/// finds, and the SONAME `libpmo.so.0` the program records and the loader looks up (through
+/// the program's rpath: never another build's library on the loader's path).
+fn install_shared(so: &Path, libdir: &Path) {
+    std::fs::copy(so, libdir.join("libpmo.so")).unwrap();
+    let soname = libdir.join("libpmo.so.0");
+    let _ = std::fs::remove_file(&soname);
+    std::os::unix::fs::symlink("libpmo.so", soname).unwrap();
+}
+
 /// The newest build of `libpmo.<ext>`: `cargo test` writes it to `target/<profile>/deps/`,
 /// `cargo build` to `target/<profile>/` (and `cargo rustc` may leave hashed copies in `deps/`);
 /// take whichever cargo wrote last.
@@ -198,7 +208,11 @@ fn build_c_static(src: &str, out: &Path, extra_libs: &[&str]) {
 /// A command for a test program: a pool of its own, fast (insecure) KDF.
 fn program(exe: &Path, pool: &Path) -> Command {
     let mut cmd = Command::new(exe);
-    cmd.env("PMO_POOL", pool).env("PMO_KDF", "fast");
+    // The program's rpath names the library it was linked against; cargo's LD_LIBRARY_PATH
+    // (target/<profile>, which may hold an older `cargo build`'s libpmo) would come first.
+    cmd.env("PMO_POOL", pool)
+        .env("PMO_KDF", "fast")
+        .env_remove("LD_LIBRARY_PATH");
     cmd
 }
 
@@ -399,7 +413,7 @@ fn cxx_program_against_the_shared_library_on_the_default_pool() {
     // The shared library under its link name, so -lpmo finds this build and nothing else.
     let libdir = dir.join("lib");
     std::fs::create_dir_all(&libdir).unwrap();
-    std::fs::copy(&so, libdir.join("libpmo.so")).unwrap();
+    install_shared(&so, &libdir);
     let mut cmd = Command::new("c++");
     cmd.args(["-std=c++11", "-Wall", "-Wextra", "-Werror"])
         .arg("-I")
@@ -416,6 +430,7 @@ fn cxx_program_against_the_shared_library_on_the_default_pool() {
     let data = dir.join("data");
     let out = run_ok(
         Command::new(&exe)
+            .env_remove("LD_LIBRARY_PATH")
             .env_remove("PMO_POOL")
             .env("XDG_DATA_HOME", &data)
             .env("PMO_KDF", "fast"),
@@ -745,7 +760,7 @@ fn reference_programs_build_unchanged_and_run_in_every_dialect_static_and_shared
     let dir = scratch("ref-compat");
     let libdir = dir.join("lib");
     std::fs::create_dir_all(&libdir).unwrap();
-    std::fs::copy(library("so"), libdir.join("libpmo.so")).unwrap();
+    install_shared(&library("so"), &libdir);
     for d in DIALECTS {
         for shared in [false, true] {
             let tag = format!(
