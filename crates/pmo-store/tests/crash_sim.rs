@@ -10,6 +10,11 @@ use pmo_medium::crash::{explore, CrashMedium, CrashPoint};
 use pmo_medium::Medium;
 use pmo_store::{KdfParams, Perm, Pool, PoolOptions, Scheme, StoreError};
 
+mod common;
+/// Plaintext a protected image must not hold: the filler bytes of the test pages' versions.
+const FILLERS: &[u8] = &[1, 2, 3];
+use common::assert_healthy;
+
 const KEY: &[u8] = b"crash-key";
 const POOL_BYTES: u64 = 2 << 20;
 const PMO_PAGES: u64 = 8;
@@ -36,20 +41,6 @@ fn schemes() -> Vec<Scheme> {
         .collect()
 }
 
-/// A protected pool image holds no plaintext page: no 64-byte run of a test page's filler.
-fn assert_no_plaintext(image: &[u8], scheme: Scheme, ctx: &str) {
-    if !scheme.is_protected() {
-        return;
-    }
-    for v in 1..=3u8 {
-        let marker = [v; 64];
-        assert!(
-            !image.windows(64).any(|w| w == marker),
-            "{ctx}: plaintext of version {v} found on the medium"
-        );
-    }
-}
-
 /// Page `p` of version `v`: every byte says (v, p), so a torn or mixed page is visible.
 fn page(v: u8, p: u64) -> [u8; 4096] {
     let mut b = [v; 4096];
@@ -60,17 +51,6 @@ fn page(v: u8, p: u64) -> [u8; 4096] {
 
 fn open(image: Vec<u8>) -> Result<Pool, StoreError> {
     Pool::open_on(Arc::new(CrashMedium::from_image(image)))
-}
-
-/// The pool is healthy: no problems, used + free == heap.
-fn assert_healthy(pool: &Pool, ctx: &str) {
-    let r = pool.check().unwrap();
-    assert!(r.problems.is_empty(), "{ctx}: {:?}", r.problems);
-    assert_eq!(
-        r.used_bytes + r.free_bytes,
-        r.heap_len,
-        "{ctx}: space leaked"
-    );
 }
 
 /// Which version every page of PMO "a" holds; panics on a mix.
@@ -150,7 +130,7 @@ fn psync_is_atomic_at_every_persist_point() {
                 "{scheme}: psync crash point {} variant {}",
                 cp.point, cp.variant
             );
-            assert_no_plaintext(&cp.image, scheme, &ctx);
+            common::assert_no_plaintext(&cp.image, scheme, FILLERS, &ctx);
             let pool = open(cp.image.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
             let v = version_of(&pool, &ctx);
             if cp.completed {
@@ -200,7 +180,7 @@ fn repeated_psyncs_survive_crashes_in_the_second() {
                     "{scheme}: double psync crash point {} variant {}",
                     cp.point, cp.variant
                 );
-                assert_no_plaintext(&cp.image, scheme, &ctx);
+                common::assert_no_plaintext(&cp.image, scheme, FILLERS, &ctx);
                 let pool = open(cp.image.clone()).unwrap();
                 let v = version_of(&pool, &ctx);
                 assert!((1..=3).contains(&v), "{ctx}: {v}");
@@ -385,7 +365,12 @@ fn bp_on_the_medium_psync_and_detach_at_every_persist_point() {
     for name in ["bp-ip:medium", "bp-id:medium", "bp:medium"] {
         let scheme = Scheme::from_name(name).unwrap();
         let base = base_image(scheme);
-        assert_no_plaintext(&base, scheme, &format!("{name}: base (encrypted at drop)"));
+        common::assert_no_plaintext(
+            &base,
+            scheme,
+            FILLERS,
+            &format!("{name}: base (encrypted at drop)"),
+        );
         let points = explore(&base, 1, SEED, commit_v2_and_detach, |cp: &CrashPoint| {
             let ctx = format!("{name}: crash at {}", cp.point);
             let m2 = Arc::new(CrashMedium::from_image(cp.image.clone()));
@@ -396,7 +381,7 @@ fn bp_on_the_medium_psync_and_detach_at_every_persist_point() {
             if cp.completed {
                 assert_eq!(v, 2, "{ctx}: a completed psync was lost");
             }
-            assert_no_plaintext(&m2.current_image(), scheme, &ctx);
+            common::assert_no_plaintext(&m2.current_image(), scheme, FILLERS, &ctx);
             assert_healthy(&pool, &ctx);
         });
         assert!(points >= 6, "{name}: {points} persist points");
@@ -432,7 +417,7 @@ fn psync_nochecksum_and_detach_at_every_persist_point() {
             "psync_nochecksum crash point {} variant {}",
             cp.point, cp.variant
         );
-        assert_no_plaintext(&cp.image, scheme, &ctx);
+        common::assert_no_plaintext(&cp.image, scheme, FILLERS, &ctx);
         let pool = open(cp.image.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
         let v = version_of(&pool, &ctx);
         if cp.completed {

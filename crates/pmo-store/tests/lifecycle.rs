@@ -7,6 +7,11 @@ use std::sync::Arc;
 use pmo_medium::crash::{explore, CrashMedium};
 use pmo_store::{KdfParams, Perm, Pool, PoolOptions, Scheme, StoreError};
 
+mod common;
+/// Plaintext a protected image must not hold: the filler byte of the test pages.
+const FILLERS: &[u8] = &[0xC3];
+use common::assert_healthy_with_header_copies as assert_healthy;
+
 const KEY: &[u8] = b"life-key";
 const NEW_KEY: &[u8] = b"life-key-2";
 const PAGES: u64 = 4;
@@ -58,33 +63,6 @@ fn assert_pages(pool: &Pool, name: &str, key: &[u8], ctx: &str) {
     for p in 0..PAGES {
         h.read_page(p, &mut buf).unwrap();
         assert!(buf == page(p), "{ctx}: page {p} changed");
-    }
-}
-
-/// Healthy: no problems, no leak, every live PMO's header copy equal to its entry.
-fn assert_healthy(pool: &Pool, ctx: &str) {
-    let r = pool.check().unwrap();
-    assert!(r.problems.is_empty(), "{ctx}: {:?}", r.problems);
-    assert_eq!(
-        r.used_bytes + r.free_bytes,
-        r.heap_len,
-        "{ctx}: space leaked"
-    );
-    for info in pool.list().unwrap() {
-        let copy = pmo_store::lifecycle::header_copy(&**pool.medium(), info.extent_off)
-            .unwrap()
-            .unwrap_or_else(|| panic!("{ctx}: no header copy for '{}'", info.name));
-        assert_eq!(copy.name, info.name, "{ctx}: header copy out of step");
-    }
-}
-
-fn assert_no_plaintext(image: &[u8], scheme: Scheme, ctx: &str) {
-    if scheme.is_protected() {
-        let marker = [0xC3u8; 64];
-        assert!(
-            !image.windows(64).any(|w| w == marker),
-            "{ctx}: plaintext on the medium"
-        );
     }
 }
 
@@ -193,7 +171,7 @@ fn rename_is_atomic_at_every_persist_point() {
             |m| Pool::open_on(m.clone())?.rename("a", "renamed", KEY),
             |cp| {
                 let ctx = format!("{scheme}: rename point {} variant {}", cp.point, cp.variant);
-                assert_no_plaintext(&cp.image, scheme, &ctx);
+                common::assert_no_plaintext(&cp.image, scheme, FILLERS, &ctx);
                 let pool = Pool::open_on(Arc::new(CrashMedium::from_image(cp.image.clone())))
                     .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
                 let (a, r) = (pool.exists("a").unwrap(), pool.exists("renamed").unwrap());
@@ -275,7 +253,7 @@ fn rekey_is_atomic_at_every_persist_point() {
             |m| Pool::open_on(m.clone())?.rekey("a", KEY, NEW_KEY),
             |cp| {
                 let ctx = format!("{scheme}: rekey point {} variant {}", cp.point, cp.variant);
-                assert_no_plaintext(&cp.image, scheme, &ctx);
+                common::assert_no_plaintext(&cp.image, scheme, FILLERS, &ctx);
                 let pool = Pool::open_on(Arc::new(CrashMedium::from_image(cp.image.clone())))
                     .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
                 let o = pool.check_key("a", KEY).is_ok();

@@ -8,6 +8,11 @@ use std::sync::Arc;
 use pmo_medium::crash::{explore, CrashMedium};
 use pmo_store::{KdfParams, Perm, Pool, PoolOptions, ResizeOptions, Scheme, StoreError};
 
+mod common;
+/// Plaintext a protected image must not hold: the filler byte of the test pages.
+const FILLERS: &[u8] = &[0xC3];
+use common::assert_healthy_with_header_copies as assert_healthy;
+
 const KEY: &[u8] = b"resize-key";
 const PAGES: u64 = 4;
 
@@ -94,33 +99,6 @@ fn assert_pmo(pool: &Pool, pages: u64, data: u64, ctx: &str) {
     }
 }
 
-/// No problems, no leak, every live PMO's header copy in step.
-fn assert_healthy(pool: &Pool, ctx: &str) {
-    let r = pool.check().unwrap();
-    assert!(r.problems.is_empty(), "{ctx}: {:?}", r.problems);
-    assert_eq!(
-        r.used_bytes + r.free_bytes,
-        r.heap_len,
-        "{ctx}: space leaked"
-    );
-    for info in pool.list().unwrap() {
-        let copy = pmo_store::lifecycle::header_copy(&**pool.medium(), info.extent_off)
-            .unwrap()
-            .unwrap_or_else(|| panic!("{ctx}: no header copy for '{}'", info.name));
-        assert_eq!(copy.size, info.size, "{ctx}: header copy out of step");
-    }
-}
-
-fn assert_no_plaintext(image: &[u8], scheme: Scheme, ctx: &str) {
-    if scheme.is_protected() {
-        let marker = [0xC3u8; 64];
-        assert!(
-            !image.windows(64).any(|w| w == marker),
-            "{ctx}: plaintext on the medium"
-        );
-    }
-}
-
 fn resize(pool: &Pool, pages: u64, force: bool) -> pmo_store::Result<pmo_store::ResizeReport> {
     pool.resize(
         "a",
@@ -183,7 +161,7 @@ fn grow_and_shrink_keep_the_pages_under_every_scheme() {
         ));
         assert_eq!(pool.info("b").unwrap().size, 2 * 4096);
         assert_healthy(&pool, &ctx);
-        assert_no_plaintext(&m.durable_image(), scheme, &ctx);
+        common::assert_no_plaintext(&m.durable_image(), scheme, FILLERS, &ctx);
     }
 }
 
@@ -282,7 +260,7 @@ fn crash_every_point_max(
         },
         |cp| {
             let ctx = format!("{scheme}: {what} point {} variant {}", cp.point, cp.variant);
-            assert_no_plaintext(&cp.image, scheme, &ctx);
+            common::assert_no_plaintext(&cp.image, scheme, FILLERS, &ctx);
             let m = Arc::new(CrashMedium::from_image(cp.image.clone()));
             let pool = Pool::open_on(m.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
             let size = pool.info("a").unwrap().size / 4096;
@@ -705,7 +683,7 @@ fn within_the_capacity_a_resize_changes_only_metadata_under_every_scheme() {
         assert_eq!(r.info.capacity, (MAX + 1) * 4096, "{ctx}");
         assert_pmo(&pool, MAX + 1, 3, &ctx);
         assert_healthy(&pool, &ctx);
-        assert_no_plaintext(&m.durable_image(), scheme, &ctx);
+        common::assert_no_plaintext(&m.durable_image(), scheme, FILLERS, &ctx);
     }
 }
 

@@ -7,6 +7,9 @@ use std::sync::Arc;
 use pmo_medium::crash::{explore, CrashMedium};
 use pmo_store::{KdfParams, Perm, Pool, PoolOptions, Scheme, StoreError};
 
+mod common;
+use common::assert_healthy;
+
 const KEY: &[u8] = b"rot-key";
 
 fn opts(scheme: Scheme) -> PoolOptions {
@@ -70,16 +73,6 @@ fn page_heads(img: &[u8]) -> std::collections::HashSet<&[u8]> {
         .map(|c| &c[..64])
         .filter(|h| h.iter().any(|&b| b != 0))
         .collect()
-}
-
-fn assert_healthy(pool: &Pool, ctx: &str) {
-    let r = pool.check().unwrap();
-    assert!(r.problems.is_empty(), "{ctx}: {:?}", r.problems);
-    assert_eq!(
-        r.used_bytes + r.free_bytes,
-        r.heap_len,
-        "{ctx}: space leaked"
-    );
 }
 
 #[test]
