@@ -64,12 +64,6 @@ enum SchemeAction {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// A PMO's life after create: rename, rekey, export, import, copy, snapshot
-    #[command(flatten)]
-    Life(crate::life::LifeCmd),
-    /// Grow or shrink a PMO; grow the pool
-    #[command(flatten)]
-    Resize(crate::resize::ResizeCmd),
     /// Create a pool (a file, or format a /dev/daxX.Y device)
     Init {
         #[command(flatten)]
@@ -185,9 +179,9 @@ enum Cmd {
         /// Byte offset in the PMO to read from
         #[arg(long, default_value_t = 0, value_parser = parse_bytes)]
         offset: u64,
-        /// Number of bytes to read, e.g. 16 or 4KiB
+        /// Number of bytes to read, e.g. 16 or 4KiB [default: from the offset to the end]
         #[arg(long, value_parser = parse_bytes)]
-        len: u64,
+        len: Option<u64>,
     },
     /// Verify checksums, the namespace and the space accounting (exit 2 on any problem)
     ///
@@ -212,6 +206,12 @@ enum Cmd {
         #[arg(long, requires = "repair")]
         drop_damaged: bool,
     },
+    /// A PMO's life after create: rename, rekey, export, import, copy, snapshot
+    #[command(flatten)]
+    Life(crate::life::LifeCmd),
+    /// Grow or shrink a PMO; grow the pool
+    #[command(flatten)]
+    Resize(crate::resize::ResizeCmd),
     /// Persistent CXL switch simulator: run traces, check correctness, reproduce the paper's study
     #[command(subcommand)]
     Cxlsim(Box<pmo_cxlsim::cli::Command>),
@@ -942,6 +942,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let pool = open(&cli)?;
             let key = key(&cli)?;
             let h = pool.open_pmo(name, Perm::Read, &key, None)?;
+            // Without --len: everything from the offset to the end (nothing at the end).
+            if len.is_none() && *offset > h.size() {
+                bail!(
+                    "offset {offset} is past the end of the {}-byte PMO '{name}'",
+                    h.size()
+                );
+            }
+            let len = &len.unwrap_or(h.size() - *offset);
             let mut done = 0u64;
             let mut buf = vec![0u8; 1 << 20];
             while done < *len {

@@ -101,6 +101,17 @@ fn every_command_works_end_to_end() {
     // The data survives a new process and the key is checked on read.
     let o = ok(&["read", "a", "--offset", "4096", "--len", "4"], None);
     assert_eq!(o.stdout, b" pmo");
+    // Without --len a read goes to the end of the PMO; at the end it reads nothing, past it
+    // it is a user error.
+    let o = ok(&["read", "a", "--offset", "4090"], None);
+    assert_eq!(o.stdout.len(), (1 << 20) - 4090);
+    assert_eq!(&o.stdout[..10], b"hello, pmo");
+    assert!(o.stdout[10..].iter().all(|&b| b == 0));
+    assert!(ok(&["read", "a", "--offset", "1MiB"], None)
+        .stdout
+        .is_empty());
+    let o = pmo(&pool, Some("k1"), &["read", "a", "--offset", "2MiB"], None);
+    one_line_error(&o, 1, "past the end");
 }
 
 #[test]
