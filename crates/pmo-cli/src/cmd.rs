@@ -256,14 +256,15 @@ enum Cmd {
     /// Run benchmarks; write tidy CSV/JSON records, tables and figures
     #[command(after_help = BENCH_HELP)]
     Bench {
-        /// Which benchmark: suite (the papers' workloads over the scheme/prediction/latency/
-        /// thread matrix), store (psync, attach, faults, PMDK peer), schemes (protection costs),
-        /// filebench (Filebench's personalities on the file store in PMOs; `--quick` suite runs include a short one)
-        /// lmdb (LMDB on PMOs vs /dev/shm and disk), ycsb (YCSB A-F on those stores),
+        /// Which benchmark: suite (the papers' workloads over the scheme, prediction, latency
+        /// and thread matrix), store (psync, attach, faults, PMDK peer), schemes (protection costs),
+        /// filebench (Filebench's personalities on the file store in PMOs; `--quick` suite runs
+        /// include a short one), lmdb (LMDB on PMOs vs /dev/shm and disk), ycsb (YCSB A-F on those stores),
         /// lifecycle (rekey, snapshot, export and import vs cp and mdb_copy)
         #[arg(default_value = "suite")]
         which: String,
-        /// suite: only these workloads (repeatable)
+        /// suite: only these workloads; filebench: these workload files (FILE.f) instead of
+        /// the four default personalities (repeatable)
         #[arg(long = "workload")]
         workloads: Vec<String>,
         /// suite: only these schemes in the breakdown study (repeatable)
