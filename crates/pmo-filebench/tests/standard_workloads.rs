@@ -63,6 +63,9 @@ fn small() -> Vec<(String, String)> {
         ("dirwidth", "8"),
         ("ndirs", "8"),
         ("workingset", "0"),
+        ("logfilesize", "64k"),
+        ("nshadows", "4"),
+        ("ndbwriters", "2"),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
