@@ -426,16 +426,17 @@ impl Eval<'_> {
                         for row in rows {
                             let mut t = [0.0; 3];
                             for (k, v) in row.iter().enumerate() {
-                                t[k] =
-                                    match self.value(v, def.pos)? {
-                                        Value::Num(n) => n,
-                                        other => return Err(self.err(
+                                t[k] = match self.value(v, def.pos)? {
+                                    Value::Num(n) => n,
+                                    other => {
+                                        return Err(self.err(
                                             def.pos,
                                             format!(
                                                 "randtable entries must be numbers, not {other}"
                                             ),
-                                        )),
-                                    };
+                                        ))
+                                    }
+                                };
                             }
                             out.push((t[0], t[1], t[2]));
                         }
@@ -962,7 +963,9 @@ fn flowop(e: &Eval<'_>, w: &Workload, f: &crate::lang::FlowopDef) -> Result<Flow
             | FlowopKind::MakeDir
             | FlowopKind::RemoveDir
     );
-    if needs_set && set.is_none() {
+    // `deletefile fd=N` deletes the file descriptor slot N last held.
+    let by_fd = kind == FlowopKind::DeleteFile && e.num(&f.attrs, "fd", 0)? > 0;
+    if needs_set && set.is_none() && !by_fd {
         return Err(e.err(
             f.pos,
             format!("flowop {} needs filesetname= or filename=", f.kind),

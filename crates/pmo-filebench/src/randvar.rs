@@ -196,7 +196,7 @@ mod tests {
         let m = mean_of(&g);
         assert!((m - 16384.0).abs() < 1500.0, "{m}");
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
-        assert!((0..200).all(|_| g.sample(&mut rng) % 512 == 0));
+        assert!((0..200).all(|_| g.sample(&mut rng).is_multiple_of(512)));
         let u = RandVar::new("uniform", 100.0, Some(200.0), 1500.0, 0.0, None).unwrap();
         assert!((mean_of(&u) - 200.0).abs() < 5.0);
         // Filebench's default gamma mean is the shape: gamma=100 -> mean 0.1.

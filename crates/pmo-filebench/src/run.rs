@@ -454,6 +454,9 @@ struct Worker<'a, 'b> {
     cur_fd: u32,
     /// `opennext`'s rotor (Filebench's `tf_fdrotor`, counting down from 128).
     fd_rotor: u32,
+    /// The file last opened or created in each descriptor slot, kept after its close
+    /// (Filebench's `tf_fse`: what `deletefile fd=N` deletes).
+    fse: HashMap<u32, (usize, usize)>,
 }
 
 /// Filebench's `THREADFLOW_MAXFD`: the descriptor slots `opennext` rotates over.
@@ -497,6 +500,11 @@ impl Worker<'_, '_> {
         }
     }
 
+    fn put_fd(&mut self, fd: u32, o: OpenFd) {
+        self.fse.insert(fd, (o.set, o.entry));
+        self.fds.insert(fd, o);
+    }
+
     fn close_fd(&mut self, fd: u32) -> Result<(), BackendError> {
         if let Some(o) = self.fds.remove(&fd) {
             let r = o.file.close();
@@ -523,7 +531,7 @@ impl Worker<'_, '_> {
             let Some(o) = self.open_from(set, f.indexed.as_ref())? else {
                 return Ok(None);
             };
-            self.fds.insert(fd, o);
+            self.put_fd(fd, o);
         }
         Ok(self.fds.get_mut(&fd))
     }
@@ -558,7 +566,7 @@ impl Worker<'_, '_> {
                 match self.sh.backend.create(&fs.paths[i], fs.size(i)) {
                     Ok(file) => {
                         fs.created(i, true);
-                        self.fds.insert(
+                        self.put_fd(
                             f.fd,
                             OpenFd {
                                 file,
@@ -580,7 +588,7 @@ impl Worker<'_, '_> {
                 let Some(set) = f.fileset else { return none };
                 match self.open_from(set, f.indexed.as_ref())? {
                     Some(o) => {
-                        self.fds.insert(f.fd, o);
+                        self.put_fd(f.fd, o);
                         done(0, 0)
                     }
                     None => none,
@@ -705,8 +713,19 @@ impl Worker<'_, '_> {
                 }
             }
             FlowopKind::DeleteFile | FlowopKind::RemoveDir => {
-                let Some(set) = f.fileset else { return none };
-                let Some(i) = self.pick_present(set, f.indexed.as_ref(), true) else {
+                // `deletefile fd=N`: the file slot N last held (if nobody has it open).
+                let by_fd = match (f.kind, f.fd) {
+                    (FlowopKind::DeleteFile, 1..) => self.fse.remove(&f.fd),
+                    _ => None,
+                };
+                let (set, picked) = match by_fd {
+                    Some((set, i)) => (set, self.sh.sets[set].pick_index(i as u64, true, true)),
+                    None => {
+                        let Some(set) = f.fileset else { return none };
+                        (set, self.pick_present(set, f.indexed.as_ref(), true))
+                    }
+                };
+                let Some(i) = picked else {
                     return none;
                 };
                 let fs = &self.sh.sets[set];
@@ -792,6 +811,7 @@ fn thread_main(
         hog: 0,
         cur_fd: 0,
         fd_rotor: 0,
+        fse: HashMap::new(),
     };
     let mut tallies = vec![Tally::default(); spec.flowops.len()];
     let mut limits = vec![OpsLimit::default(); spec.flowops.len()];
@@ -887,12 +907,16 @@ fn thread_main(
                             written: 0,
                         })
                     }
+                    // A wait the run's end cut short is not an operation.
                     FlowopKind::Block | FlowopKind::SemBlock => {
                         if let Some(p) = &sh.points[id][k] {
-                            if f.kind == FlowopKind::Block {
-                                p.block(&sh.stop, deadline);
+                            let completed = if f.kind == FlowopKind::Block {
+                                p.block(&sh.stop, deadline)
                             } else {
-                                p.sem_block(f.value, &sh.stop, deadline);
+                                p.sem_block(f.value, &sh.stop, deadline)
+                            };
+                            if !completed {
+                                break 'run;
                             }
                         }
                         Ok(Outcome::Done {
@@ -905,8 +929,8 @@ fn thread_main(
                         for p in targets.into_iter().flatten() {
                             if f.kind == FlowopKind::Wakeup {
                                 p.wake();
-                            } else {
-                                p.sem_post(f.value, f.blocking, &sh.stop, deadline);
+                            } else if !p.sem_post(f.value, f.blocking, &sh.stop, deadline) {
+                                break 'run;
                             }
                         }
                         Ok(Outcome::Done {

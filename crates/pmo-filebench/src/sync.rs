@@ -72,11 +72,12 @@ impl SyncPoint {
         Some(g)
     }
 
-    /// `block`: wait for the next `wakeup`.
-    pub fn block(&self, stop: &AtomicBool, deadline: Instant) {
+    /// `block`: wait for the next `wakeup`; `false` if the run ended first.
+    pub fn block(&self, stop: &AtomicBool, deadline: Instant) -> bool {
         let g = self.lock();
         let gen = g.gen;
-        let _ = self.wait_while(g, |s| s.gen == gen, stop, deadline);
+        self.wait_while(g, |s| s.gen == gen, stop, deadline)
+            .is_some()
     }
 
     /// `wakeup`: release every thread blocked here now.
@@ -85,27 +86,32 @@ impl SyncPoint {
         self.cv.notify_all();
     }
 
-    /// `semblock value=V`.
-    pub fn sem_block(&self, v: u64, stop: &AtomicBool, deadline: Instant) {
+    /// `semblock value=V`; `false` if the run ended first.
+    pub fn sem_block(&self, v: u64, stop: &AtomicBool, deadline: Instant) -> bool {
         let mut g = self.lock();
         g.high += v;
         self.cv.notify_all();
-        if let Some(mut g) = self.wait_while(g, |s| s.low < v, stop, deadline) {
-            g.low -= v;
+        match self.wait_while(g, |s| s.low < v, stop, deadline) {
+            Some(mut g) => {
+                g.low -= v;
+                true
+            }
+            None => false,
         }
     }
 
-    /// `sempost value=V[,blocking]` to this point.
-    pub fn sem_post(&self, v: u64, blocking: bool, stop: &AtomicBool, deadline: Instant) {
+    /// `sempost value=V[,blocking]` to this point; `false` if the run ended first.
+    pub fn sem_post(&self, v: u64, blocking: bool, stop: &AtomicBool, deadline: Instant) -> bool {
         let g = self.lock();
         let Some(mut g) = self.wait_while(g, |s| blocking && s.high < v, stop, deadline) else {
-            return;
+            return false;
         };
         if blocking {
             g.high -= v;
         }
         g.low += v;
         self.cv.notify_all();
+        true
     }
 
     /// The semaphore's (low, high) counters.
@@ -133,7 +139,7 @@ mod tests {
         let t = std::thread::spawn(move || {
             let stop = AtomicBool::new(false);
             let t0 = Instant::now();
-            q.block(&stop, far());
+            assert!(q.block(&stop, far()));
             t0.elapsed()
         });
         std::thread::sleep(Duration::from_millis(150));
@@ -142,7 +148,7 @@ mod tests {
         assert!(waited >= Duration::from_millis(100), "{waited:?}");
         // The run's end releases a block nobody wakes.
         let t0 = Instant::now();
-        p.block(&stop, Instant::now() + Duration::from_millis(50));
+        assert!(!p.block(&stop, Instant::now() + Duration::from_millis(50)));
         assert!(t0.elapsed() < Duration::from_secs(2));
     }
 
@@ -152,20 +158,20 @@ mod tests {
         let p = SyncPoint::new(2);
         // Two blocking posts of 1 fit under highwater 2; a third waits (here: until the
         // deadline, since nobody blocks).
-        p.sem_post(1, true, &stop, far());
-        p.sem_post(1, true, &stop, far());
+        assert!(p.sem_post(1, true, &stop, far()));
+        assert!(p.sem_post(1, true, &stop, far()));
         assert_eq!(p.counters(), (2, 0));
-        p.sem_post(1, true, &stop, Instant::now() + Duration::from_millis(30));
+        assert!(!p.sem_post(1, true, &stop, Instant::now() + Duration::from_millis(30)));
         assert_eq!(
             p.counters(),
             (2, 0),
             "a blocking post past highwater must wait"
         );
         // semblock 2 returns 2 to high and takes the 2 posted.
-        p.sem_block(2, &stop, far());
+        assert!(p.sem_block(2, &stop, far()));
         assert_eq!(p.counters(), (0, 2));
         // A non-blocking post ignores highwater.
-        p.sem_post(5, false, &stop, far());
+        assert!(p.sem_post(5, false, &stop, far()));
         assert_eq!(p.counters(), (5, 2));
     }
 }
