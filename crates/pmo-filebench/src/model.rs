@@ -856,7 +856,7 @@ impl Workload {
         };
         w.directio = any(&w, &|f| f.directio);
         if w.directio {
-            note(&mut w, "directio: a PMO has no page cache to bypass (every PMO read and write goes to the medium already); the POSIX peer does not open O_DIRECT and runs through its page cache".into());
+            note(&mut w, "directio: a PMO has no page cache to bypass (every PMO read and write goes to the medium already); the POSIX peer opens such files O_DIRECT where its file system allows (its own note says how it went)".into());
         }
         if any(&w, &|f| f.kind == FlowopKind::AioWrite) {
             note(&mut w, "aiowrite: done synchronously in the calling thread (a PMO store has no asynchronous I/O), so aiowait finds every aiowrite complete".into());

@@ -477,16 +477,18 @@ impl Worker<'_, '_> {
         }
     }
 
-    fn open_from(
-        &mut self,
-        set: usize,
-        indexed: Option<&Dist>,
-    ) -> Result<Option<OpenFd>, BackendError> {
+    fn open_from(&mut self, set: usize, f: &Flowop) -> Result<Option<OpenFd>, BackendError> {
+        let indexed = f.indexed.as_ref();
         let Some(i) = self.pick_present(set, indexed, false) else {
             return Ok(None);
         };
         let fs = &self.sh.sets[set];
-        match self.sh.backend.open(&fs.paths[i]) {
+        let opened = if f.directio {
+            self.sh.backend.open_direct(&fs.paths[i])
+        } else {
+            self.sh.backend.open(&fs.paths[i])
+        };
+        match opened {
             Ok(file) => Ok(Some(OpenFd {
                 file,
                 set,
@@ -528,7 +530,7 @@ impl Worker<'_, '_> {
             let Some(set) = f.fileset else {
                 return Ok(None);
             };
-            let Some(o) = self.open_from(set, f.indexed.as_ref())? else {
+            let Some(o) = self.open_from(set, f)? else {
                 return Ok(None);
             };
             self.put_fd(fd, o);
@@ -563,7 +565,12 @@ impl Worker<'_, '_> {
                 let Some(i) = picked else {
                     return none;
                 };
-                match self.sh.backend.create(&fs.paths[i], fs.size(i)) {
+                let created = if f.directio {
+                    self.sh.backend.create_direct(&fs.paths[i], fs.size(i))
+                } else {
+                    self.sh.backend.create(&fs.paths[i], fs.size(i))
+                };
+                match created {
                     Ok(file) => {
                         fs.created(i, true);
                         self.put_fd(
@@ -586,7 +593,7 @@ impl Worker<'_, '_> {
             FlowopKind::OpenFile => {
                 self.close_fd(f.fd)?;
                 let Some(set) = f.fileset else { return none };
-                match self.open_from(set, f.indexed.as_ref())? {
+                match self.open_from(set, f)? {
                     Some(o) => {
                         self.put_fd(f.fd, o);
                         done(0, 0)
@@ -687,8 +694,10 @@ impl Worker<'_, '_> {
                     let size = o.file.size()?;
                     let span = if f.workingset > 0 { f.workingset } else { size };
                     let off = if f.random {
+                        // Filebench's fb_random64(.., wss, iosize, ..): uniform in
+                        // [0, span - iosize], rounded down to a multiple of iosize.
                         let max = span.saturating_sub(io);
-                        rng.gen_range(0..=max)
+                        rng.gen_range(0..=max) / io * io
                     } else {
                         if o.offset.saturating_add(io) > span.max(io) {
                             o.offset = 0;
@@ -1204,5 +1213,10 @@ pub fn run(w: &Workload, backend: &dyn Backend, opts: &RunOptions) -> Result<Run
         }
     }
     out.flowops = by_name;
+    for n in backend.notes() {
+        if !out.notes.contains(&n) {
+            out.notes.push(n);
+        }
+    }
     Ok(out)
 }

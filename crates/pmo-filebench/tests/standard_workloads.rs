@@ -162,7 +162,7 @@ fn one(path: &Path) -> Result<(), String> {
         path.file_stem().unwrap().to_string_lossy()
     ));
     let _ = std::fs::remove_dir_all(&dir);
-    let b = PosixBackend { root: dir.clone() };
+    let b = PosixBackend::new(dir.clone());
     let r = run(&w, &b, &opts()).unwrap_or_else(|e| panic!("{label} on a directory: {e}"));
     assert!(r.ops > 0, "{label} posix: {r:?}");
     let _ = std::fs::remove_dir_all(&dir);
