@@ -809,6 +809,18 @@ impl Workload {
                 if (w.threads.len() as u64).saturating_add(n) > MAX_THREADS {
                     return Err(e.err(t.pos, format!("more than {MAX_THREADS} threads")));
                 }
+                let total: u64 = w.threads.iter().map(|t| t.flowops.len() as u64).sum();
+                if total.saturating_add(n.saturating_mul(flowops.len() as u64))
+                    > MAX_UNROLLED as u64 * 4
+                {
+                    return Err(e.err(
+                        t.pos,
+                        format!(
+                            "more than {} flowops over all threads once composite flowops are unrolled",
+                            MAX_UNROLLED * 4
+                        ),
+                    ));
+                }
                 for _ in 0..n {
                     w.threads.push(ThreadSpec {
                         process: pname.clone(),

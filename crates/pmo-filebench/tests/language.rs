@@ -205,3 +205,64 @@ fn malformed_constructs_name_file_line_and_column() {
         assert!(e.contains(want), "{text:?}: {e}");
     }
 }
+
+/// A workload using every construct, mutated at random (bytes deleted, duplicated, or
+/// replaced by the language's punctuation): loading never panics, and every refusal names
+/// the file and a line.
+#[test]
+fn mutated_workloads_load_or_fail_with_file_and_line() {
+    use rand::{Rng, SeedableRng};
+    let base = "set $n = 2 * 3\nset $dir=/t\n\
+        define randvar name=$io, type=tabular, min=1k, round=1k, randtable =\n\
+        {{ 60, 1k, 4k},\n { 40, 4k, 8k}}\n\
+        set $idx = randvar(type=gamma, min=0, gamma=100)\n\
+        set $u = randvar(type=uniform, min=1, mean=10, seed=7, randsrc=rand48)\n\
+        debug 1\neventgen rate = 10\n\
+        define fileset name=f,path=$dir,size=cvar(type=cvar-gamma,parameters=mean:4096;gamma:1.5),\n\
+           entries=$n,dirwidth=4,prealloc=50,cached=false,dirgamma=0\n\
+        define flowop name=c, $s\n{\n  flowop openfile name=o,filesetname=$s,indexed=$idx,fd=1\n\
+          flowop read name=r,fd=1,iosize=$io,random,directio\n  flowop closefile name=cl,fd=1\n}\n\
+        define process name=p,instances=1 {\n thread name=t,memsize=1m,useism {\n\
+          flowop c name=cc, iters=2, $s=f\n\
+          flowop aiowrite name=aw,filesetname=f,iosize=$u,random,opennext\n\
+          flowop aiowait name=aw2\n\
+          flowop semblock name=sb,value=1,highwater=4\n\
+          flowop block name=bl\n } }\n\
+        define process name=q {\n thread name=u {\n\
+          flowop sempost name=sp,value=1,target=sb,blocking\n\
+          flowop wakeup name=wk,target=bl\n\
+          flowop deletefile name=d,fd=1\n } }\nrun 1\n";
+    Workload::from_text("f.f", base, &[]).unwrap();
+    let noise = b"{}(),=$*+-/\n 019kx\"#";
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0xf00d);
+    for _ in 0..3000 {
+        let mut t = base.as_bytes().to_vec();
+        for _ in 0..rng.gen_range(1..4) {
+            let i = rng.gen_range(0..t.len());
+            match rng.gen_range(0..3) {
+                0 => {
+                    let j = (i + rng.gen_range(1..12)).min(t.len());
+                    t.drain(i..j);
+                }
+                1 => {
+                    let j = (i + rng.gen_range(1..12)).min(t.len());
+                    let dup = t[i..j].to_vec();
+                    t.splice(i..i, dup);
+                }
+                _ => t[i] = noise[rng.gen_range(0..noise.len())],
+            }
+            if t.is_empty() {
+                break;
+            }
+        }
+        let text = String::from_utf8_lossy(&t);
+        if let Err(e) = Workload::from_text("f.f", &text, &[]) {
+            let e = e.to_string();
+            let rest = e.strip_prefix("f.f:").unwrap_or_else(|| panic!("{e}"));
+            assert!(
+                rest.chars().next().is_some_and(|c| c.is_ascii_digit()),
+                "{e}\n{text}"
+            );
+        }
+    }
+}
