@@ -151,6 +151,17 @@ fn one(path: &Path) -> Result<(), String> {
     let b = PmoBackend { fs: fs.clone() };
     let r = run(&w, &b, &opts()).unwrap_or_else(|e| panic!("{label} on pmo: {e}"));
     assert!(r.ops > 0, "{label}: no operation ran: {r:?}");
+    // Which flowops ran (and which never did in this short run), for the log.
+    let idle: Vec<&str> = r
+        .flowops
+        .iter()
+        .filter(|f| f.ops == 0)
+        .map(|f| f.name.as_str())
+        .collect();
+    eprintln!(
+        "  pmo: {} ops in {:.2} s; flowops that never ran: {idle:?}",
+        r.ops, r.seconds
+    );
     let c = fs.check_data().unwrap();
     assert!(c.problems.is_empty(), "{label}: {:?}", c.problems);
     assert_eq!(c.used_bytes + c.free_bytes, c.heap_bytes, "{label}: leak");
