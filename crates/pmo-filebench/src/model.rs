@@ -411,7 +411,8 @@ impl Eval<'_> {
                     }
                 };
                 let kind = text("type")?.unwrap_or_else(|| "gamma".into());
-                if let Some(src) = text("randsrc")? {
+                let randsrc = text("randsrc")?;
+                if let Some(src) = &randsrc {
                     if !matches!(src.as_str(), "urandom" | "rand48") {
                         return Err(self.err(
                             def.pos,
@@ -453,6 +454,7 @@ impl Eval<'_> {
                 )
                 .map_err(|m| self.err(def.pos, m))?;
                 r.seed = num("seed")?.map(|s| s as u64);
+                r.randsrc = randsrc;
                 Value::Dist(Dist::Rand(Arc::new(r)))
             }
             RawValue::Cvar(pairs) => {
@@ -632,6 +634,11 @@ impl Workload {
                         Some(v) => v.clone(),
                         None => e.value(value, *pos)?,
                     };
+                    if let Value::Dist(Dist::Rand(r)) = &v {
+                        if r.seed.is_some() || r.randsrc.is_some() {
+                            note(&mut w, format!("randvar ${var}: seed/randsrc accepted, but draws come from each thread's generator seeded from the run's seed, not Filebench's rand48 stream"));
+                        }
+                    }
                     if !e.order.contains(var) {
                         e.order.push(var.clone());
                     }

@@ -40,6 +40,8 @@ pub struct RandVar {
     pub round: f64,
     /// `seed=` as given (recorded; see the module comment).
     pub seed: Option<u64>,
+    /// `randsrc=` as given (recorded).
+    pub randsrc: Option<String>,
 }
 
 /// What is wrong with a random variable's parameters.
@@ -99,6 +101,7 @@ impl RandVar {
                     gamma,
                     round,
                     seed: None,
+                    randsrc: None,
                 });
             }
             ("tabular", None) => return Err("type=tabular needs a randtable".into()),
@@ -134,6 +137,7 @@ impl RandVar {
             gamma,
             round,
             seed: None,
+            randsrc: None,
         })
     }
 
