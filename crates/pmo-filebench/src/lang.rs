@@ -11,11 +11,18 @@
 //! define file name=N,path=P,size=S,prealloc[=PCT],readonly,reuse,paralloc
 //! define process name=N,instances=I { thread name=T,memsize=M,instances=J { flowop TYPE attrs... } }
 //! eventgen rate=N                    the event generator `opslimit` waits on (N events/s)
+//! set $v = randvar(type=gamma|uniform|tabular, min=N, round=N, mean=N, gamma=N, seed=N,
+//!                  randsrc=urandom|rand48, randtable = {{PCT, MIN, MAX}, ...})
+//! define randvar name=$v, ...         the same, Filebench 1.4's spelling
+//! set $v = $a * 2 + $b / 4            arithmetic in any value
+//! define flowop name=N, $p... { flowop ... }   a composite flowop, used as `flowop N ..., $p=V`
+//! debug N
 //! run [SECONDS]
 //! echo "text"
 //! ```
 //!
-//! Errors name the file and line, and for syntax errors the column.
+//! A statement continues on the next line after a `,` or `=` (and inside `randvar(...)` and a
+//! `randtable`). Errors name the file and line, and for syntax errors the column.
 
 use std::fmt;
 
