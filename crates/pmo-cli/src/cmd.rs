@@ -349,6 +349,9 @@ struct FilebenchArgs {
     /// filebench: the papers' 5 runs x 30 s at Filebench's own sizes
     #[arg(long)]
     paper: bool,
+    /// filebench: runs per cell (medians), instead of the preset's (3; 1 with --quick, 5 with --paper)
+    #[arg(long)]
+    repeats: Option<usize>,
 }
 
 const BENCH_HELP: &str = "\
@@ -1379,6 +1382,7 @@ fn filebench_options(
         syncs,
         latencies,
         paper,
+        repeats,
     } = fb;
     let (seconds, paper) = (*seconds, *paper);
     let mut o = bench::FbOptions::new(quick, paper);
@@ -1416,6 +1420,11 @@ fn filebench_options(
             bail!("--seconds must be positive");
         }
         o.seconds = s;
+    }
+    match *repeats {
+        Some(0) => bail!("--repeats must be at least 1"),
+        Some(n) => o.repeats = n,
+        None => {}
     }
     if threads.contains(&0) {
         bail!("--threads must be at least 1");

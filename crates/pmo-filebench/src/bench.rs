@@ -284,7 +284,7 @@ fn run_once(opts: &FbOptions, w: &Workload, c: &Cell, rep: usize) -> Result<Samp
             .unwrap_or_else(|| opts.pool_dir.clone())
             .join(format!("pmo-filebench-{}-{}", std::process::id(), w.name));
         let _ = std::fs::remove_dir_all(&root);
-        let b = PosixBackend { root: root.clone() };
+        let b = PosixBackend::new(root.clone());
         let r = run(w, &b, &ro);
         let _ = std::fs::remove_dir_all(&root);
         return Ok(Sample {
@@ -468,7 +468,7 @@ pub fn run_bench(opts: &FbOptions, records: &mut Records) -> Result<(), BenchErr
             continue;
         }
         let med = |f: &dyn Fn(&Sample) -> f64| median(&samples.iter().map(f).collect::<Vec<_>>());
-        let params: Vec<(&str, String)> = vec![
+        let mut params: Vec<(&str, String)> = vec![
             ("study", c.study.into()),
             ("workload", w.name.clone()),
             (
@@ -490,6 +490,11 @@ pub fn run_bench(opts: &FbOptions, records: &mut Records) -> Result<(), BenchErr
             ),
             ("seconds", format!("{}", opts.seconds)),
         ];
+        // What ran differently from Filebench (directio, aiowrite, cached, ...): in every
+        // record of the cell and in the printed notes.
+        if !samples[0].r.notes.is_empty() {
+            params.push(("notes", samples[0].r.notes.join(" | ")));
+        }
         let n = samples.len();
         let push =
             |records: &mut Records, extra: &[(&str, String)], metric: &str, v: f64, unit: &str| {
@@ -779,6 +784,26 @@ pub fn tables(records: &Records) -> String {
             sayln!();
         }
         sayln!("{MARK_NOTE}");
+    }
+    let mut notes: Vec<(String, String, String)> = vec![];
+    for r in records.records.iter().filter(|r| r.bench == "filebench") {
+        let n = param(r, "notes");
+        let key = (
+            param(r, "workload").to_string(),
+            param(r, "backend").to_string(),
+            n.to_string(),
+        );
+        if !n.is_empty() && !notes.contains(&key) {
+            notes.push(key);
+        }
+    }
+    if !notes.is_empty() {
+        sayln!("\nNotes (what ran differently from Filebench on a kernel file system):");
+        for (w, b, n) in notes {
+            for line in n.split(" | ") {
+                sayln!("  {w} on {b}: {line}");
+            }
+        }
     }
     text
 }

@@ -11,11 +11,18 @@
 //! define file name=N,path=P,size=S,prealloc[=PCT],readonly,reuse,paralloc
 //! define process name=N,instances=I { thread name=T,memsize=M,instances=J { flowop TYPE attrs... } }
 //! eventgen rate=N                    the event generator `opslimit` waits on (N events/s)
+//! set $v = randvar(type=gamma|uniform|tabular, min=N, round=N, mean=N, gamma=N, seed=N,
+//!                  randsrc=urandom|rand48, randtable = {{PCT, MIN, MAX}, ...})
+//! define randvar name=$v, ...         the same, Filebench 1.4's spelling
+//! set $v = $a * 2 + $b / 4            arithmetic in any value
+//! define flowop name=N, $p... { flowop ... }   a composite flowop, used as `flowop N ..., $p=V`
+//! debug N
 //! run [SECONDS]
 //! echo "text"
 //! ```
 //!
-//! Errors name the file and line, and for syntax errors the column.
+//! A statement continues on the next line after a `,` or `=` (and inside `randvar(...)` and a
+//! `randtable`). Errors name the file and line, and for syntax errors the column.
 
 use std::fmt;
 
@@ -65,6 +72,19 @@ pub enum RawValue {
     Cvar(Vec<(String, String)>),
     /// An attribute given without `=value` (`prealloc`, `readonly`).
     Flag,
+    /// `A op B` with `op` one of `+ - * /` (`$nfiles * $eventrate`).
+    Arith(Box<RawValue>, char, Box<RawValue>),
+    /// A random variable: `randvar(type=...,min=...,...)` or `define randvar name=$v, ...`.
+    Randvar(RandvarDef),
+}
+
+/// A random variable as written: its `key=value` attributes and its `randtable`, if any.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RandvarDef {
+    pub attrs: Vec<(String, RawValue, Pos)>,
+    /// `randtable = {{percent, min, max}, ...}` rows.
+    pub table: Option<Vec<[RawValue; 3]>>,
+    pub pos: Pos,
 }
 
 /// `name=value` attributes in order.
@@ -117,6 +137,13 @@ pub enum Stmt {
     Echo(String),
     /// `eventgen rate=N`.
     Eventgen(Attrs),
+    /// `debug N`: Filebench's log verbosity.
+    Debug(RawValue),
+    /// `define flowop name=N, $param... { flowop ... }`: a composite flowop.
+    DefineFlowop {
+        attrs: Attrs,
+        flowops: Vec<FlowopDef>,
+    },
 }
 
 /// A parsed workload file.
@@ -186,7 +213,7 @@ fn lex(file: &str, text: &str) -> Result<Vec<(Tok, Pos)>, LangError> {
                     i += 1;
                 }
                 out.push((Tok::Word(chars[start..i].iter().collect()), pos));
-            } else if matches!(c, '=' | ',' | '{' | '}' | '(' | ')' | ';' | ':') {
+            } else if matches!(c, '=' | ',' | '{' | '}' | '(' | ')' | ';' | ':' | '*') {
                 out.push((Tok::Punct(c), pos));
                 i += 1;
             } else {
@@ -259,12 +286,51 @@ impl Parser<'_> {
         }
     }
 
+    /// The arithmetic operator at the cursor, if any (`*` is punctuation; `+`, `-` and `/`
+    /// lex as one-character words since they also occur inside words and paths).
+    fn operator(&self) -> Option<char> {
+        match self.peek() {
+            Some((Tok::Punct('*'), _)) => Some('*'),
+            Some((Tok::Word(w), _)) if matches!(w.as_str(), "+" | "-" | "/") => w.chars().next(),
+            _ => None,
+        }
+    }
+
+    /// A value, possibly an arithmetic expression of values (`*` and `/` bind tighter than
+    /// `+` and `-`; left to right otherwise).
     fn value(&mut self) -> Result<RawValue, LangError> {
+        let mut v = self.term()?;
+        while let Some(op @ ('+' | '-')) = self.operator() {
+            self.at += 1;
+            let r = self.term()?;
+            v = RawValue::Arith(Box::new(v), op, Box::new(r));
+        }
+        Ok(v)
+    }
+
+    fn term(&mut self) -> Result<RawValue, LangError> {
+        let mut v = self.primary()?;
+        while let Some(op @ ('*' | '/')) = self.operator() {
+            self.at += 1;
+            let r = self.primary()?;
+            v = RawValue::Arith(Box::new(v), op, Box::new(r));
+        }
+        Ok(v)
+    }
+
+    fn primary(&mut self) -> Result<RawValue, LangError> {
         match self.next() {
             Some((Tok::Word(w), _)) if w == "cvar" => {
                 if matches!(self.peek(), Some((Tok::Punct('('), _))) {
                     self.at += 1;
                     return self.cvar();
+                }
+                Ok(RawValue::Word(w))
+            }
+            Some((Tok::Word(w), pos)) if w == "randvar" => {
+                if matches!(self.peek(), Some((Tok::Punct('('), _))) {
+                    self.at += 1;
+                    return self.randvar(pos, true).map(RawValue::Randvar);
                 }
                 Ok(RawValue::Word(w))
             }
@@ -305,7 +371,81 @@ impl Parser<'_> {
         }
     }
 
-    /// `name=value,flag,name=value` up to the end of the line or a `{`.
+    /// The attributes of a random variable up to `)` (`paren`) or the end of the statement,
+    /// `randtable = {{P, MIN, MAX}, ...}` included; newlines inside are spaces.
+    fn randvar(&mut self, pos: Pos, paren: bool) -> Result<RandvarDef, LangError> {
+        let mut def = RandvarDef {
+            attrs: vec![],
+            table: None,
+            pos,
+        };
+        loop {
+            self.skip_newlines();
+            let (name, apos) = self.word("a randvar attribute")?;
+            self.skip_newlines();
+            self.expect_punct('=')?;
+            self.skip_newlines();
+            if name == "randtable" {
+                if def.table.is_some() {
+                    return Err(self.err(apos, "randtable given twice"));
+                }
+                def.table = Some(self.randtable()?);
+            } else {
+                let v = self.value()?;
+                def.attrs.push((name, v, apos));
+            }
+            if paren {
+                self.skip_newlines();
+            }
+            match self.peek() {
+                Some((Tok::Punct(','), _)) => self.at += 1,
+                Some((Tok::Punct(')'), _)) if paren => {
+                    self.at += 1;
+                    return Ok(def);
+                }
+                None | Some((Tok::Newline, _)) if !paren => return Ok(def),
+                Some((t, p)) => {
+                    let want = if paren { "',' or ')'" } else { "','" };
+                    return Err(self.err(
+                        *p,
+                        format!("expected {want} in a randvar, found {}", show(t)),
+                    ));
+                }
+                None => return Err(self.err(self.end_pos(), "unterminated randvar(")),
+            }
+        }
+    }
+
+    /// `{{P, MIN, MAX}, {P, MIN, MAX} ...}` (commas between rows optional, newlines free).
+    fn randtable(&mut self) -> Result<Vec<[RawValue; 3]>, LangError> {
+        self.expect_punct('{')?;
+        let mut rows = vec![];
+        loop {
+            self.skip_newlines();
+            if matches!(self.peek(), Some((Tok::Punct('}'), _))) {
+                self.at += 1;
+                return Ok(rows);
+            }
+            if !rows.is_empty() && matches!(self.peek(), Some((Tok::Punct(','), _))) {
+                self.at += 1;
+                self.skip_newlines();
+            }
+            self.expect_punct('{')?;
+            let mut row = vec![];
+            for k in 0..3 {
+                self.skip_newlines();
+                row.push(self.value()?);
+                self.skip_newlines();
+                self.expect_punct(if k < 2 { ',' } else { '}' })?;
+            }
+            let [a, b, c]: [RawValue; 3] = row.try_into().expect("three values");
+            rows.push([a, b, c]);
+        }
+    }
+
+    /// `name=value,flag,name=value` up to the end of the line or a `{`; a line ending in `,`
+    /// or `=` continues on the next. A name may be a `$variable` (a composite flowop's
+    /// local variables).
     fn attrs(&mut self) -> Result<Attrs, LangError> {
         let mut a = Attrs::default();
         loop {
@@ -313,16 +453,26 @@ impl Parser<'_> {
                 None | Some((Tok::Newline, _)) | Some((Tok::Punct('{'), _)) => return Ok(a),
                 _ => {}
             }
-            let (name, pos) = self.word("an attribute name")?;
+            let (name, pos) = match self.peek().cloned() {
+                Some((Tok::Var(v), pos)) => {
+                    self.at += 1;
+                    (format!("${v}"), pos)
+                }
+                _ => self.word("an attribute name")?,
+            };
             let v = if matches!(self.peek(), Some((Tok::Punct('='), _))) {
                 self.at += 1;
+                self.skip_newlines();
                 self.value()?
             } else {
                 RawValue::Flag
             };
             a.items.push((name, v, pos));
             match self.peek() {
-                Some((Tok::Punct(','), _)) => self.at += 1,
+                Some((Tok::Punct(','), _)) => {
+                    self.at += 1;
+                    self.skip_newlines();
+                }
                 None | Some((Tok::Newline, _)) | Some((Tok::Punct('{'), _)) => return Ok(a),
                 Some((t, pos)) => {
                     return Err(self.err(
@@ -339,6 +489,33 @@ impl Parser<'_> {
         self.expect_punct('{').map(|_| ())
     }
 
+    /// `{ flowop TYPE attrs ... }` (the body of a thread or a composite flowop).
+    fn flowops(&mut self, what: &str) -> Result<Vec<FlowopDef>, LangError> {
+        self.open_brace()?;
+        let mut flowops = Vec::new();
+        loop {
+            self.skip_newlines();
+            match self.next() {
+                Some((Tok::Punct('}'), _)) => return Ok(flowops),
+                Some((Tok::Word(w), pos)) if w == "flowop" => {
+                    let (kind, _) = self.word("a flowop type")?;
+                    let attrs = self.attrs()?;
+                    self.end_of_stmt()?;
+                    flowops.push(FlowopDef { kind, attrs, pos });
+                }
+                Some((t, pos)) => {
+                    return Err(self.err(
+                        pos,
+                        format!("expected 'flowop' or '}}' in {what}, found {}", show(&t)),
+                    ))
+                }
+                None => {
+                    return Err(self.err(self.end_pos(), format!("missing '}}' closing {what}")))
+                }
+            }
+        }
+    }
+
     fn process(&mut self) -> Result<Stmt, LangError> {
         let attrs = self.attrs()?;
         self.open_brace()?;
@@ -349,32 +526,7 @@ impl Parser<'_> {
                 Some((Tok::Punct('}'), _)) => break,
                 Some((Tok::Word(w), pos)) if w == "thread" => {
                     let attrs = self.attrs()?;
-                    self.open_brace()?;
-                    let mut flowops = Vec::new();
-                    loop {
-                        self.skip_newlines();
-                        match self.next() {
-                            Some((Tok::Punct('}'), _)) => break,
-                            Some((Tok::Word(w), pos)) if w == "flowop" => {
-                                let (kind, _) = self.word("a flowop type")?;
-                                let attrs = self.attrs()?;
-                                self.end_of_stmt()?;
-                                flowops.push(FlowopDef { kind, attrs, pos });
-                            }
-                            Some((t, pos)) => {
-                                return Err(self.err(
-                                    pos,
-                                    format!(
-                                        "expected 'flowop' or '}}' in a thread, found {}",
-                                        show(&t)
-                                    ),
-                                ))
-                            }
-                            None => {
-                                return Err(self.err(self.end_pos(), "missing '}' closing a thread"))
-                            }
-                        }
-                    }
+                    let flowops = self.flowops("a thread")?;
                     threads.push(ThreadDef {
                         attrs,
                         flowops,
@@ -421,7 +573,7 @@ impl Parser<'_> {
                 None => Err(self.err(pos, "'set' needs a variable")),
             },
             "define" => {
-                let (what, wpos) = self.word("fileset, file or process")?;
+                let (what, wpos) = self.word("fileset, file, process, flowop or randvar")?;
                 match what.as_str() {
                     "fileset" => {
                         let a = self.attrs()?;
@@ -434,11 +586,33 @@ impl Parser<'_> {
                         Ok(Stmt::DefineFile(a))
                     }
                     "process" => self.process(),
+                    "flowop" => {
+                        let attrs = self.attrs()?;
+                        let flowops = self.flowops("a composite flowop")?;
+                        Ok(Stmt::DefineFlowop { attrs, flowops })
+                    }
+                    // `define randvar name=$v, ...` is `set $v = randvar(...)`.
+                    "randvar" => {
+                        let mut def = self.randvar(wpos, false)?;
+                        let k = def.attrs.iter().position(|(n, _, _)| n == "name");
+                        let var = match k.map(|k| def.attrs.remove(k)) {
+                            Some((_, RawValue::Var(v), _)) => v,
+                            Some((_, _, p)) => {
+                                return Err(self.err(p, "a randvar's name must be a $variable"))
+                            }
+                            None => return Err(self.err(wpos, "define randvar needs name=$variable")),
+                        };
+                        self.end_of_stmt()?;
+                        Ok(Stmt::Set {
+                            var,
+                            value: RawValue::Randvar(def),
+                        })
+                    }
                     other => Err(LangError {
                         file: self.file.into(),
                         pos: wpos,
                         with_col: false,
-                        msg: format!("unknown definition 'define {other}' (supported: fileset, file, process)"),
+                        msg: format!("unknown definition 'define {other}' (supported: fileset, file, process, flowop, randvar)"),
                     }),
                 }
             }
@@ -454,6 +628,11 @@ impl Parser<'_> {
                 let a = self.attrs()?;
                 self.end_of_stmt()?;
                 Ok(Stmt::Eventgen(a))
+            }
+            "debug" => {
+                let v = self.value()?;
+                self.end_of_stmt()?;
+                Ok(Stmt::Debug(v))
             }
             "echo" => {
                 let v = match self.next() {
@@ -474,7 +653,7 @@ impl Parser<'_> {
                 pos,
                 with_col: false,
                 msg: format!(
-                    "unknown statement '{other}' (supported: set, define, eventgen, run, echo)"
+                    "unknown statement '{other}' (supported: set, define, eventgen, run, echo, debug)"
                 ),
             }),
         }
@@ -564,7 +743,7 @@ mod tests {
         let e = parse("w.f", "frobnicate now\n").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "w.f:1: unknown statement 'frobnicate' (supported: set, define, eventgen, run, echo)"
+            "w.f:1: unknown statement 'frobnicate' (supported: set, define, eventgen, run, echo, debug)"
         );
         let e = parse("w.f", "set $a=1 @\n").unwrap_err();
         assert_eq!(e.to_string(), "w.f:1:10: unexpected character '@'");

@@ -19,7 +19,9 @@ pub mod events;
 pub mod lang;
 pub mod model;
 pub mod personalities;
+pub mod randvar;
 pub mod run;
+pub mod sync;
 
 pub use lang::LangError;
 pub use model::Workload;

@@ -2,14 +2,17 @@
 //! overrides. Unknown flowops and attributes are errors naming the file, the line and the name.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use rand::Rng;
 use rand_distr::Distribution;
 
-use crate::lang::{parse, Attrs, LangError, Pos, RawValue, Script, Stmt};
+use crate::lang::{parse, Attrs, FlowopDef, LangError, Pos, RawValue, Script, Stmt};
+use crate::randvar::RandVar;
 
-/// A size or count: fixed, or drawn from a gamma distribution (`cvar-gamma`).
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// A size or count: fixed, drawn from a gamma distribution (`cvar-gamma`), or drawn from a
+/// random variable (`randvar`, [`crate::randvar`]).
+#[derive(Clone, Debug, PartialEq)]
 pub enum Dist {
     Const(u64),
     /// Filebench's `cvar-gamma`: `mean` and shape `gamma`.
@@ -17,6 +20,7 @@ pub enum Dist {
         mean: f64,
         gamma: f64,
     },
+    Rand(Arc<RandVar>),
 }
 
 impl Dist {
@@ -31,6 +35,7 @@ impl Dist {
                     Err(_) => mean as u64,
                 }
             }
+            Dist::Rand(ref r) => r.sample(rng),
         }
     }
     /// The mean.
@@ -38,6 +43,7 @@ impl Dist {
         match *self {
             Dist::Const(v) => v as f64,
             Dist::Gamma { mean, .. } => mean,
+            Dist::Rand(ref r) => r.mean,
         }
     }
 }
@@ -61,6 +67,7 @@ impl std::fmt::Display for Value {
             Value::Dist(Dist::Gamma { mean, gamma }) => {
                 write!(f, "cvar-gamma (mean {mean}, gamma {gamma})")
             }
+            Value::Dist(Dist::Rand(r)) => write!(f, "a randvar (mean {})", r.mean),
             Value::Flag => write!(f, "a flag without a value"),
         }
     }
@@ -100,9 +107,24 @@ pub enum FlowopKind {
     MakeDir,
     /// `removedir`: remove an existing leaf directory of a `leafdirs` fileset.
     RemoveDir,
+    /// `block`: wait until a `wakeup` names this flowop (a wakeup nobody waits for is lost,
+    /// as with Filebench's condition variable).
+    Block,
+    /// `wakeup target=B`: wake every thread blocked in flowop `B`.
+    Wakeup,
+    /// `semblock value=V,highwater=H`: take V from this flowop's semaphore (waiting for it),
+    /// after returning V to its high-water count.
+    SemBlock,
+    /// `sempost value=V,target=S[,blocking]`: give V to every instance of semblock `S`;
+    /// `blocking` first waits until S's high-water count has V to take.
+    SemPost,
+    /// `aiowrite`: a `write`, done synchronously (a PMO store has no asynchronous I/O).
+    AioWrite,
+    /// `aiowait`: wait for the thread's outstanding `aiowrite`s (already complete).
+    AioWait,
 }
 
-const FLOWOPS: [(&str, FlowopKind); 23] = [
+const FLOWOPS: [(&str, FlowopKind); 29] = [
     ("createfile", FlowopKind::CreateFile),
     ("openfile", FlowopKind::OpenFile),
     ("closefile", FlowopKind::CloseFile),
@@ -126,6 +148,12 @@ const FLOWOPS: [(&str, FlowopKind); 23] = [
     ("listdir", FlowopKind::ListDir),
     ("makedir", FlowopKind::MakeDir),
     ("removedir", FlowopKind::RemoveDir),
+    ("block", FlowopKind::Block),
+    ("wakeup", FlowopKind::Wakeup),
+    ("semblock", FlowopKind::SemBlock),
+    ("sempost", FlowopKind::SemPost),
+    ("aiowrite", FlowopKind::AioWrite),
+    ("aiowait", FlowopKind::AioWait),
 ];
 
 impl FlowopKind {
@@ -147,6 +175,11 @@ impl FlowopKind {
                 | FlowopKind::EventLimit
                 | FlowopKind::Delay
                 | FlowopKind::Hog
+                | FlowopKind::Block
+                | FlowopKind::Wakeup
+                | FlowopKind::SemBlock
+                | FlowopKind::SemPost
+                | FlowopKind::AioWait
         )
     }
 
@@ -163,6 +196,7 @@ impl FlowopKind {
                 | FlowopKind::AppendFile
                 | FlowopKind::AppendFileRand
                 | FlowopKind::Write
+                | FlowopKind::AioWrite
         )
     }
 }
@@ -207,6 +241,22 @@ pub struct Flowop {
     /// `target=NAME`: index of the flowop of the same thread whose count `opslimit`,
     /// `finishoncount` and `finishonbytes` watch (`None`: every I/O flowop of the workload).
     pub target: Option<usize>,
+    /// `target=NAME` of `wakeup` and `sempost`: the `block` / `semblock` flowops of that
+    /// name in every thread.
+    pub target_name: Option<String>,
+    /// `indexed=$randvar`: the file is entry `draw % entries` of the fileset, not a random
+    /// one (Filebench's `FILESET_PICKBYINDEX`).
+    pub indexed: Option<Dist>,
+    /// `highwater=` of a `semblock` (its semaphore's initial high-water count).
+    pub highwater: u64,
+    /// `blocking` of a `sempost`.
+    pub blocking: bool,
+    /// `directio`: bypass the page cache (see `Workload::notes`: a PMO has none; the POSIX
+    /// peer runs cached).
+    pub directio: bool,
+    /// `opennext` (Filebench's `rotatefd`): without an `fd=`, each run uses the next of the
+    /// thread's 128 descriptor slots, opening a file of the fileset into it when empty.
+    pub opennext: bool,
     pub pos: Pos,
 }
 
@@ -237,6 +287,12 @@ pub struct Workload {
     pub echoes: Vec<String>,
     /// Every variable's final value as text (for the records).
     pub vars: Vec<(String, String)>,
+    /// What the workload asked for that this interpreter does differently from Filebench on
+    /// a kernel file system (`debug`, `useism`, `cached`, `directio`, asynchronous I/O):
+    /// printed with the results and kept in the records, never silently dropped.
+    pub notes: Vec<String>,
+    /// Some flowop asks for `directio` (the POSIX peer reports that it ran cached).
+    pub directio: bool,
 }
 
 /// `set mode quit ...` (Filebench's run modes).
@@ -300,6 +356,107 @@ impl Eval<'_> {
                 .get(name)
                 .cloned()
                 .ok_or_else(|| self.err(pos, format!("variable '${name}' is not set")))?,
+            RawValue::Arith(a, op, b) => {
+                let (x, y) = match (self.value(a, pos)?, self.value(b, pos)?) {
+                    (Value::Num(x), Value::Num(y)) => (x, y),
+                    (x, y) => {
+                        return Err(
+                            self.err(pos, format!("arithmetic needs numbers, not {x} {op} {y}"))
+                        )
+                    }
+                };
+                let r = match op {
+                    '+' => x + y,
+                    '-' => x - y,
+                    '*' => x * y,
+                    _ if y == 0.0 => {
+                        return Err(self.err(pos, format!("division by zero ({x} / 0)")))
+                    }
+                    _ => x / y,
+                };
+                if !r.is_finite() || r < 0.0 {
+                    return Err(self.err(pos, format!("{x} {op} {y} = {r}: not a size or count")));
+                }
+                Value::Num(r)
+            }
+            RawValue::Randvar(def) => {
+                let num = |k: &str| -> Result<Option<f64>, LangError> {
+                    match def.attrs.iter().find(|(n, _, _)| n == k) {
+                        None => Ok(None),
+                        Some((_, v, p)) => match self.value(v, *p)? {
+                            Value::Num(n) => Ok(Some(n)),
+                            other => Err(self.err(
+                                *p,
+                                format!("randvar attribute '{k}' must be a number, not {other}"),
+                            )),
+                        },
+                    }
+                };
+                for (k, _, p) in &def.attrs {
+                    if !matches!(
+                        k.as_str(),
+                        "type" | "min" | "round" | "mean" | "gamma" | "seed" | "randsrc"
+                    ) {
+                        return Err(self.err(
+                            *p,
+                            format!("unknown randvar attribute '{k}' (known: type, min, round, mean, gamma, seed, randsrc, randtable)"),
+                        ));
+                    }
+                }
+                let text = |k: &str| -> Result<Option<String>, LangError> {
+                    match def.attrs.iter().find(|(n, _, _)| n == k) {
+                        None => Ok(None),
+                        Some((_, RawValue::Word(w), _)) => Ok(Some(w.clone())),
+                        Some((_, _, p)) => Err(self.err(*p, format!("randvar {k} must be a word"))),
+                    }
+                };
+                let kind = text("type")?.unwrap_or_else(|| "gamma".into());
+                let randsrc = text("randsrc")?;
+                if let Some(src) = &randsrc {
+                    if !matches!(src.as_str(), "urandom" | "rand48") {
+                        return Err(self.err(
+                            def.pos,
+                            format!("unknown randsrc '{src}' (known: urandom, rand48)"),
+                        ));
+                    }
+                }
+                let table = match &def.table {
+                    None => None,
+                    Some(rows) => {
+                        let mut out = vec![];
+                        for row in rows {
+                            let mut t = [0.0; 3];
+                            for (k, v) in row.iter().enumerate() {
+                                t[k] = match self.value(v, def.pos)? {
+                                    Value::Num(n) => n,
+                                    other => {
+                                        return Err(self.err(
+                                            def.pos,
+                                            format!(
+                                                "randtable entries must be numbers, not {other}"
+                                            ),
+                                        ))
+                                    }
+                                };
+                            }
+                            out.push((t[0], t[1], t[2]));
+                        }
+                        Some(out)
+                    }
+                };
+                let mut r = RandVar::new(
+                    &kind,
+                    num("min")?.unwrap_or(0.0),
+                    num("mean")?,
+                    num("gamma")?.unwrap_or(1500.0),
+                    num("round")?.unwrap_or(0.0),
+                    table.as_deref(),
+                )
+                .map_err(|m| self.err(def.pos, m))?;
+                r.seed = num("seed")?.map(|s| s as u64);
+                r.randsrc = randsrc;
+                Value::Dist(Dist::Rand(Arc::new(r)))
+            }
             RawValue::Cvar(pairs) => {
                 let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
                 for (k, _) in pairs {
@@ -374,7 +531,7 @@ impl Eval<'_> {
             Some((Value::Num(n), _)) => Ok(Dist::Const(n.round() as u64)),
             Some((Value::Dist(d), _)) => Ok(d),
             Some((v, pos)) => {
-                Err(self.err(pos, format!("attribute '{name}' must be a size, not {v:?}")))
+                Err(self.err(pos, format!("attribute '{name}' must be a size, not {v}")))
             }
         }
     }
@@ -465,8 +622,11 @@ impl Workload {
             eventgen_rate: None,
             echoes: vec![],
             vars: vec![],
+            notes: vec![],
+            directio: false,
         };
         let mut thread_defs = vec![];
+        let mut composites: HashMap<String, (Attrs, Vec<FlowopDef>)> = HashMap::new();
         for (stmt, pos) in &script.stmts {
             match stmt {
                 Stmt::Set { var, value } => {
@@ -474,6 +634,11 @@ impl Workload {
                         Some(v) => v.clone(),
                         None => e.value(value, *pos)?,
                     };
+                    if let Value::Dist(Dist::Rand(r)) = &v {
+                        if r.seed.is_some() || r.randsrc.is_some() {
+                            note(&mut w, format!("randvar ${var}: seed/randsrc accepted, but draws come from each thread's generator seeded from the run's seed, not Filebench's rand48 stream"));
+                        }
+                    }
                     if !e.order.contains(var) {
                         e.order.push(var.clone());
                     }
@@ -487,9 +652,9 @@ impl Workload {
                 },
                 Stmt::DefineFileset(a) | Stmt::DefineFile(a) => {
                     let single = matches!(stmt, Stmt::DefineFile(_));
-                    let mut allowed = vec!["name", "path", "size", "prealloc", "readonly", "reuse", "paralloc"];
+                    let mut allowed = vec!["name", "path", "size", "prealloc", "readonly", "reuse", "paralloc", "cached"];
                     if !single {
-                        allowed.extend(["entries", "dirwidth", "leafdirs"]);
+                        allowed.extend(["entries", "dirwidth", "leafdirs", "dirgamma"]);
                     }
                     e.only(a, &allowed, if single { "define file" } else { "define fileset" })?;
                     let name = e
@@ -497,6 +662,19 @@ impl Workload {
                         .ok_or_else(|| e.err(*pos, "a fileset needs name="))?;
                     if w.filesets.iter().any(|f| f.name == name) {
                         return Err(e.err(*pos, format!("fileset '{name}' is defined twice")));
+                    }
+                    // `dirgamma=0` is Filebench's default (every directory `dirwidth` wide,
+                    // what this interpreter lays out); a gamma-distributed width is not.
+                    if let Some((v, p)) = e.attr_value(a, "dirgamma")? {
+                        if v != Value::Num(0.0) {
+                            return Err(e.err(p, format!("fileset '{name}': dirgamma={v} (gamma-distributed directory widths) is not supported; only 0")));
+                        }
+                    }
+                    // `cached` (Filebench 1.4; 1.5 dropped it): whether the fileset's files
+                    // stay in the page cache after they are created.
+                    if e.attr_value(a, "cached")?.is_some() {
+                        let c = e.flag(a, "cached")?;
+                        note(&mut w, format!("fileset '{name}': cached={c}: the pmo file store has no page cache (its files are read from the medium and decrypted on every attach either way); the POSIX peer leaves the files as its file system keeps them (no cache drop)"));
                     }
                     let path = e.text(a, "path")?.unwrap_or_else(|| "/tmp".into());
                     let prealloc_pct = match e.attr_value(a, "prealloc")? {
@@ -549,6 +727,22 @@ impl Workload {
                     }
                 }
                 Stmt::Echo(s) => w.echoes.push(s.clone()),
+                Stmt::Debug(v) => {
+                    let level = e.value(v, *pos)?;
+                    note(&mut w, format!("debug {level}: Filebench's log verbosity; this interpreter has no debug log"));
+                }
+                Stmt::DefineFlowop { attrs, flowops } => {
+                    let name = e.text(attrs, "name")?.ok_or_else(|| e.err(*pos, "define flowop needs name="))?;
+                    for (n, _, p) in &attrs.items {
+                        if n != "name" && !n.starts_with('$') {
+                            return Err(e.err(*p, format!("composite flowop '{name}': attribute '{n}' (only name= and $variables are supported)")));
+                        }
+                    }
+                    if FLOWOPS.iter().any(|(n, _)| *n == name) || composites.contains_key(&name) {
+                        return Err(e.err(*pos, format!("flowop '{name}' is defined twice")));
+                    }
+                    composites.insert(name, (attrs.clone(), flowops.clone()));
+                }
                 Stmt::Eventgen(a) => {
                     e.only(a, &["rate"], "eventgen")?;
                     w.eventgen_rate = match e.attr_value(a, "rate")? {
@@ -571,16 +765,29 @@ impl Workload {
                 let tname = e.text(&t.attrs, "name")?.unwrap_or_else(|| "thread".into());
                 let tinst = e.num(&t.attrs, "instances", 1)?;
                 let memsize = e.num(&t.attrs, "memsize", 1 << 20)?;
+                if e.flag(&t.attrs, "useism")? {
+                    note(&mut w, format!("thread '{tname}': useism (Filebench puts the thread's memory in Solaris intimate shared memory): ignored, the thread's memory is its own"));
+                }
                 let mut flowops = vec![];
                 let mut targets = vec![];
-                for f in &t.flowops {
-                    flowops.push(flowop(&e, &w, f)?);
-                    targets.push(e.text(&f.attrs, "target")?);
-                }
+                expand(
+                    &e,
+                    &w,
+                    &composites,
+                    &t.flowops,
+                    0,
+                    &mut flowops,
+                    &mut targets,
+                )?;
                 // `target=NAME` names a flowop of the same thread (Filebench looks it up in
                 // the thread's own list).
                 for (k, t) in targets.into_iter().enumerate() {
                     let Some(name) = t else { continue };
+                    // Across threads and processes: resolved below.
+                    if matches!(flowops[k].kind, FlowopKind::Wakeup | FlowopKind::SemPost) {
+                        flowops[k].target_name = Some(name);
+                        continue;
+                    }
                     let i = flowops.iter().position(|f| f.name == name).ok_or_else(|| {
                         e.err(
                             flowops[k].pos,
@@ -609,6 +816,18 @@ impl Workload {
                 if (w.threads.len() as u64).saturating_add(n) > MAX_THREADS {
                     return Err(e.err(t.pos, format!("more than {MAX_THREADS} threads")));
                 }
+                let total: u64 = w.threads.iter().map(|t| t.flowops.len() as u64).sum();
+                if total.saturating_add(n.saturating_mul(flowops.len() as u64))
+                    > MAX_UNROLLED as u64 * 4
+                {
+                    return Err(e.err(
+                        t.pos,
+                        format!(
+                            "more than {} flowops over all threads once composite flowops are unrolled",
+                            MAX_UNROLLED * 4
+                        ),
+                    ));
+                }
                 for _ in 0..n {
                     w.threads.push(ThreadSpec {
                         process: pname.clone(),
@@ -618,6 +837,48 @@ impl Workload {
                     });
                 }
             }
+        }
+        // `wakeup` and `sempost` name a `block` / `semblock` of any thread.
+        for t in &w.threads {
+            for f in &t.flowops {
+                let want = match f.kind {
+                    FlowopKind::Wakeup => FlowopKind::Block,
+                    FlowopKind::SemPost => FlowopKind::SemBlock,
+                    _ => continue,
+                };
+                let Some(name) = &f.target_name else {
+                    return Err(e.err(f.pos, format!("flowop {}: needs target=", f.name)));
+                };
+                let found = w
+                    .threads
+                    .iter()
+                    .flat_map(|t| &t.flowops)
+                    .any(|g| &g.name == name && g.kind == want);
+                if !found {
+                    return Err(e.err(
+                        f.pos,
+                        format!(
+                            "flowop {}: target '{name}' is no {} flowop",
+                            f.name,
+                            FLOWOPS
+                                .iter()
+                                .find(|(_, k)| *k == want)
+                                .map(|(n, _)| *n)
+                                .unwrap_or("?")
+                        ),
+                    ));
+                }
+            }
+        }
+        let any = |w: &Workload, p: &dyn Fn(&Flowop) -> bool| {
+            w.threads.iter().flat_map(|t| &t.flowops).any(p)
+        };
+        w.directio = any(&w, &|f| f.directio);
+        if w.directio {
+            note(&mut w, "directio: a PMO has no page cache to bypass (every PMO read and write goes to the medium already); the POSIX peer opens such files O_DIRECT where its file system allows (its own note says how it went)".into());
+        }
+        if any(&w, &|f| f.kind == FlowopKind::AioWrite) {
+            note(&mut w, "aiowrite: done synchronously in the calling thread (a PMO store has no asynchronous I/O), so aiowait finds every aiowrite complete".into());
         }
         w.vars = e
             .order
@@ -659,6 +920,7 @@ fn show_value(v: &Value) -> String {
         Value::Flag => "true".into(),
         Value::Dist(Dist::Const(c)) => format!("{c}"),
         Value::Dist(Dist::Gamma { mean, gamma }) => format!("gamma(mean={mean},gamma={gamma})"),
+        Value::Dist(Dist::Rand(r)) => format!("randvar(mean={})", r.mean),
     }
 }
 
@@ -689,6 +951,11 @@ fn flowop(e: &Eval<'_>, w: &Workload, f: &crate::lang::FlowopDef) -> Result<Flow
             "value",
             "target",
             "dsync",
+            "indexed",
+            "highwater",
+            "blocking",
+            "directio",
+            "opennext",
         ],
         &format!("flowop {}", f.kind),
     )?;
@@ -715,7 +982,9 @@ fn flowop(e: &Eval<'_>, w: &Workload, f: &crate::lang::FlowopDef) -> Result<Flow
             | FlowopKind::MakeDir
             | FlowopKind::RemoveDir
     );
-    if needs_set && set.is_none() {
+    // `deletefile fd=N` deletes the file descriptor slot N last held.
+    let by_fd = kind == FlowopKind::DeleteFile && e.num(&f.attrs, "fd", 0)? > 0;
+    if needs_set && set.is_none() && !by_fd {
         return Err(e.err(
             f.pos,
             format!("flowop {} needs filesetname= or filename=", f.kind),
@@ -752,8 +1021,105 @@ fn flowop(e: &Eval<'_>, w: &Workload, f: &crate::lang::FlowopDef) -> Result<Flow
         value: e.num(&f.attrs, "value", 0)?,
         dsync: e.flag(&f.attrs, "dsync")?,
         target: None,
+        target_name: None,
+        indexed: match e.attr_value(&f.attrs, "indexed")? {
+            None => None,
+            Some(_) => Some(e.dist(&f.attrs, "indexed", 0)?),
+        },
+        highwater: e.num(&f.attrs, "highwater", 1)?,
+        blocking: e.flag(&f.attrs, "blocking")?,
+        directio: e.flag(&f.attrs, "directio")?,
+        opennext: e.flag(&f.attrs, "opennext")?,
         pos: f.pos,
     })
+}
+
+fn note(w: &mut Workload, n: String) {
+    if !w.notes.contains(&n) {
+        w.notes.push(n);
+    }
+}
+
+/// Most flowops one thread may have once its composite flowops are unrolled.
+const MAX_UNROLLED: usize = 100_000;
+
+/// Evaluate a thread's (or composite flowop's) flowop list into `out`, unrolling each use
+/// of a composite flowop: its body `iters` times, with its `$variables` bound to the
+/// definition's defaults and the use's values (Filebench's `flowop_composite` runs the
+/// body's flowops in order, each with its own `iters`, `iters` times). `targets` gets each
+/// flowop's `target=` name.
+fn expand(
+    e: &Eval<'_>,
+    w: &Workload,
+    comps: &HashMap<String, (Attrs, Vec<FlowopDef>)>,
+    defs: &[FlowopDef],
+    depth: usize,
+    out: &mut Vec<Flowop>,
+    targets: &mut Vec<Option<String>>,
+) -> Result<(), LangError> {
+    for f in defs {
+        let Some((cattrs, body)) = comps.get(&f.kind) else {
+            out.push(flowop(e, w, f)?);
+            targets.push(e.text(&f.attrs, "target")?);
+            continue;
+        };
+        if depth >= 8 {
+            return Err(e.err(
+                f.pos,
+                format!("composite flowop '{}' nested deeper than 8", f.kind),
+            ));
+        }
+        let mut inner = Eval {
+            file: e.file,
+            vars: e.vars.clone(),
+            order: vec![],
+            overrides: e.overrides,
+        };
+        for (n, v, p) in &cattrs.items {
+            if let (Some(var), false) = (n.strip_prefix('$'), *v == RawValue::Flag) {
+                inner.vars.insert(var.into(), e.value(v, *p)?);
+            }
+        }
+        for (n, v, p) in &f.attrs.items {
+            match n.strip_prefix('$') {
+                Some(var) => {
+                    if !cattrs.items.iter().any(|(c, _, _)| c == n) {
+                        return Err(e.err(
+                            *p,
+                            format!("composite flowop '{}' has no variable '{n}'", f.kind),
+                        ));
+                    }
+                    inner.vars.insert(var.into(), e.value(v, *p)?);
+                }
+                None if matches!(n.as_str(), "name" | "iters") => {}
+                None => {
+                    return Err(e.err(
+                        *p,
+                        format!(
+                            "unknown attribute '{n}' of composite flowop {} (known: name, iters, its $variables)",
+                            f.kind
+                        ),
+                    ))
+                }
+            }
+        }
+        let iters = e.num(&f.attrs, "iters", 1)?.max(1);
+        if (out.len() as u64).saturating_add(iters.saturating_mul(body.len() as u64))
+            > MAX_UNROLLED as u64
+        {
+            return Err(e.err(
+                f.pos,
+                format!(
+                    "composite flowop '{}' unrolls to more than {MAX_UNROLLED} flowops",
+                    f.kind
+                ),
+            ));
+        }
+        for _ in 0..iters {
+            expand(&inner, w, comps, body, depth + 1, out, targets)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

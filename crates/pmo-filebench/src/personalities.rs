@@ -45,7 +45,7 @@ impl Vars {
         match self.map.get(k) {
             None => Ok(default),
             Some(Value::Num(n)) => Ok(Dist::Const(n.round() as u64)),
-            Some(Value::Dist(d)) => Ok(*d),
+            Some(Value::Dist(d)) => Ok(d.clone()),
             Some(v) => Err(self.err(format!("${k} must be a size, not {v:?}"))),
         }
     }
@@ -57,20 +57,26 @@ impl Vars {
     }
 }
 
-fn op(kind: FlowopKind, name: &str, set: Option<usize>, fd: u32, iosize: Dist) -> Flowop {
+fn op(kind: FlowopKind, name: &str, set: Option<usize>, fd: u32, iosize: &Dist) -> Flowop {
     Flowop {
         kind,
         name: name.into(),
         fileset: set,
         fd,
         srcfd: None,
-        iosize,
+        iosize: iosize.clone(),
         random: false,
         iters: 1,
         workingset: 0,
         value: 0,
         dsync: false,
         target: None,
+        target_name: None,
+        indexed: None,
+        highwater: 1,
+        blocking: false,
+        directio: false,
+        opennext: false,
         pos: Pos::default(),
     }
 }
@@ -116,7 +122,7 @@ pub fn personality(name: &str, overrides: &[(String, String)]) -> Result<Workloa
         match name {
             "fileserver" => {
                 let size = v.dist("filesize", gamma(131072.0))?;
-                let mut write = op(WriteWholeFile, "wrtfile1", s, 1, iosize);
+                let mut write = op(WriteWholeFile, "wrtfile1", s, 1, &iosize);
                 write.srcfd = Some(1);
                 (
                     vec![fileset(
@@ -129,17 +135,17 @@ pub fn personality(name: &str, overrides: &[(String, String)]) -> Result<Workloa
                     )],
                     v.num("nthreads", 50)?,
                     vec![
-                        op(CreateFile, "createfile1", s, 1, iosize),
+                        op(CreateFile, "createfile1", s, 1, &iosize),
                         write,
-                        op(CloseFile, "closefile1", None, 1, iosize),
-                        op(OpenFile, "openfile1", s, 1, iosize),
-                        op(AppendFileRand, "appendfilerand1", None, 1, append),
-                        op(CloseFile, "closefile2", None, 1, iosize),
-                        op(OpenFile, "openfile2", s, 1, iosize),
-                        op(ReadWholeFile, "readfile1", None, 1, iosize),
-                        op(CloseFile, "closefile3", None, 1, iosize),
-                        op(DeleteFile, "deletefile1", s, 0, iosize),
-                        op(StatFile, "statfile1", s, 0, iosize),
+                        op(CloseFile, "closefile1", None, 1, &iosize),
+                        op(OpenFile, "openfile1", s, 1, &iosize),
+                        op(AppendFileRand, "appendfilerand1", None, 1, &append),
+                        op(CloseFile, "closefile2", None, 1, &iosize),
+                        op(OpenFile, "openfile2", s, 1, &iosize),
+                        op(ReadWholeFile, "readfile1", None, 1, &iosize),
+                        op(CloseFile, "closefile3", None, 1, &iosize),
+                        op(DeleteFile, "deletefile1", s, 0, &iosize),
+                        op(StatFile, "statfile1", s, 0, &iosize),
                     ],
                     Some(v.num("runtime", 60)? as f64),
                 )
@@ -157,19 +163,19 @@ pub fn personality(name: &str, overrides: &[(String, String)]) -> Result<Workloa
                     )],
                     v.num("nthreads", 16)?,
                     vec![
-                        op(DeleteFile, "deletefile1", s, 0, iosize),
-                        op(CreateFile, "createfile2", s, 1, iosize),
-                        op(AppendFileRand, "appendfilerand2", None, 1, append),
-                        op(Fsync, "fsyncfile2", None, 1, iosize),
-                        op(CloseFile, "closefile2", None, 1, iosize),
-                        op(OpenFile, "openfile3", s, 1, iosize),
-                        op(ReadWholeFile, "readfile3", None, 1, iosize),
-                        op(AppendFileRand, "appendfilerand3", None, 1, append),
-                        op(Fsync, "fsyncfile3", None, 1, iosize),
-                        op(CloseFile, "closefile3", None, 1, iosize),
-                        op(OpenFile, "openfile4", s, 1, iosize),
-                        op(ReadWholeFile, "readfile4", None, 1, iosize),
-                        op(CloseFile, "closefile4", None, 1, iosize),
+                        op(DeleteFile, "deletefile1", s, 0, &iosize),
+                        op(CreateFile, "createfile2", s, 1, &iosize),
+                        op(AppendFileRand, "appendfilerand2", None, 1, &append),
+                        op(Fsync, "fsyncfile2", None, 1, &iosize),
+                        op(CloseFile, "closefile2", None, 1, &iosize),
+                        op(OpenFile, "openfile3", s, 1, &iosize),
+                        op(ReadWholeFile, "readfile3", None, 1, &iosize),
+                        op(AppendFileRand, "appendfilerand3", None, 1, &append),
+                        op(Fsync, "fsyncfile3", None, 1, &iosize),
+                        op(CloseFile, "closefile3", None, 1, &iosize),
+                        op(OpenFile, "openfile4", s, 1, &iosize),
+                        op(ReadWholeFile, "readfile4", None, 1, &iosize),
+                        op(CloseFile, "closefile4", None, 1, &iosize),
                     ],
                     Some(v.num("runtime", 60)? as f64),
                 )
@@ -178,17 +184,17 @@ pub fn personality(name: &str, overrides: &[(String, String)]) -> Result<Workloa
                 let size = v.dist("meanfilesize", Dist::Const(16 << 10))?;
                 let io = v.dist("meaniosize", Dist::Const(16 << 10))?;
                 let mut ops = vec![
-                    op(DeleteFile, "deletefile1", s, 0, iosize),
-                    op(CreateFile, "createfile1", s, 1, iosize),
-                    op(AppendFileRand, "appendfilerand1", None, 1, io),
-                    op(CloseFile, "closefile1", None, 1, iosize),
+                    op(DeleteFile, "deletefile1", s, 0, &iosize),
+                    op(CreateFile, "createfile1", s, 1, &iosize),
+                    op(AppendFileRand, "appendfilerand1", None, 1, &io),
+                    op(CloseFile, "closefile1", None, 1, &iosize),
                 ];
                 for i in 2..=6 {
-                    ops.push(op(OpenFile, &format!("openfile{i}"), s, 1, iosize));
-                    ops.push(op(ReadWholeFile, &format!("readfile{i}"), None, 1, iosize));
-                    ops.push(op(CloseFile, &format!("closefile{i}"), None, 1, iosize));
+                    ops.push(op(OpenFile, &format!("openfile{i}"), s, 1, &iosize));
+                    ops.push(op(ReadWholeFile, &format!("readfile{i}"), None, 1, &iosize));
+                    ops.push(op(CloseFile, &format!("closefile{i}"), None, 1, &iosize));
                 }
-                ops.push(op(OpsLimit, "limit", None, 0, iosize));
+                ops.push(op(OpsLimit, "limit", None, 0, &iosize));
                 (
                     vec![fileset(
                         "bigfileset",
@@ -212,7 +218,7 @@ pub fn personality(name: &str, overrides: &[(String, String)]) -> Result<Workloa
                 let mut big = fileset(
                     "bigfileset",
                     &dir,
-                    size,
+                    size.clone(),
                     v.num("nfiles", 1000)?,
                     v.num("meandirwidth", 20)?,
                     100,
@@ -221,11 +227,11 @@ pub fn personality(name: &str, overrides: &[(String, String)]) -> Result<Workloa
                 let log = fileset("logfiles", &dir, size, 1, v.num("meandirwidth", 20)?, 100);
                 let mut ops = vec![];
                 for i in 1..=10 {
-                    ops.push(op(OpenFile, &format!("openfile{i}"), s, 1, iosize));
-                    ops.push(op(ReadWholeFile, &format!("readfile{i}"), None, 1, iosize));
-                    ops.push(op(CloseFile, &format!("closefile{i}"), None, 1, iosize));
+                    ops.push(op(OpenFile, &format!("openfile{i}"), s, 1, &iosize));
+                    ops.push(op(ReadWholeFile, &format!("readfile{i}"), None, 1, &iosize));
+                    ops.push(op(CloseFile, &format!("closefile{i}"), None, 1, &iosize));
                 }
-                ops.push(op(AppendFileRand, "appendlog", Some(1), 2, append));
+                ops.push(op(AppendFileRand, "appendlog", Some(1), 2, &append));
                 (
                     vec![big, log],
                     v.num("nthreads", 100)?,
@@ -261,6 +267,8 @@ pub fn personality(name: &str, overrides: &[(String, String)]) -> Result<Workloa
         eventgen_rate: None,
         echoes: vec![],
         vars,
+        notes: vec![],
+        directio: false,
     })
 }
 

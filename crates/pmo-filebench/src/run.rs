@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
@@ -25,7 +25,8 @@ use rand::{Rng, SeedableRng};
 
 use crate::backend::{Backend, BackendError, BackendFile};
 use crate::events::{EventGen, OpsLimit};
-use crate::model::{Flowop, FlowopKind, QuitMode, Workload};
+use crate::model::{Dist, Flowop, FlowopKind, QuitMode, Workload};
+use crate::sync::SyncPoint;
 
 /// When psync (fsync) happens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,6 +130,8 @@ pub struct RunResult {
     /// fsyncs (psyncs on the pmo backend) the interpreter asked for.
     pub syncs: u64,
     pub flowops: Vec<FlowopStats>,
+    /// The workload's notes ([`Workload::notes`]): what ran differently from Filebench.
+    pub notes: Vec<String>,
 }
 
 impl RunResult {
@@ -272,6 +275,27 @@ impl Fileset {
         Some(i)
     }
 
+    /// Entry `index % entries` (`indexed=`): as [`Fileset::pick_present`] (`present`) or
+    /// [`Fileset::pick_absent`] would take it, when it is in that state.
+    fn pick_index(&self, index: u64, present: bool, exclusive: bool) -> Option<usize> {
+        let mut s = lock(&self.state);
+        let i = (index % self.paths.len() as u64) as usize;
+        let bag = if present { &s.present } else { &s.absent };
+        if bag.pos[i] == usize::MAX || (exclusive && s.opens[i] > 0) {
+            return None;
+        }
+        if !present || exclusive {
+            if present {
+                s.present.remove(i);
+            } else {
+                s.absent.remove(i);
+            }
+        } else {
+            s.opens[i] += 1;
+        }
+        Some(i)
+    }
+
     fn pick_absent(&self, rng: &mut StdRng) -> Option<usize> {
         let mut s = lock(&self.state);
         let i = s.absent.random(rng)?;
@@ -391,6 +415,10 @@ struct Shared<'a> {
     /// without a target).
     rw_ops: AtomicU64,
     events: Option<EventGen>,
+    /// `block` / `semblock` points: `points[thread][flowop]`, and by flowop name (what
+    /// `wakeup` and `sempost` target).
+    points: Vec<Vec<Option<Arc<SyncPoint>>>>,
+    by_name: HashMap<String, Vec<Arc<SyncPoint>>>,
 }
 
 struct OpenFd {
@@ -421,15 +449,46 @@ struct Worker<'a, 'b> {
     syncs: u64,
     /// The byte `hog` stores to (Filebench's `tf_mem`).
     hog: u8,
+    /// The descriptor slot the current flowop uses (its `fd`, or with `opennext` the
+    /// rotor's).
+    cur_fd: u32,
+    /// `opennext`'s rotor (Filebench's `tf_fdrotor`, counting down from 128).
+    fd_rotor: u32,
+    /// The file last opened or created in each descriptor slot, kept after its close
+    /// (Filebench's `tf_fse`: what `deletefile fd=N` deletes).
+    fse: HashMap<u32, (usize, usize)>,
 }
 
+/// Filebench's `THREADFLOW_MAXFD`: the descriptor slots `opennext` rotates over.
+const MAX_FD: u32 = 128;
+
 impl Worker<'_, '_> {
-    fn open_from(&mut self, set: usize) -> Result<Option<OpenFd>, BackendError> {
+    /// An existing entry of `set` (by `indexed`'s draw when given, else at random).
+    fn pick_present(
+        &mut self,
+        set: usize,
+        indexed: Option<&Dist>,
+        exclusive: bool,
+    ) -> Option<usize> {
         let fs = &self.sh.sets[set];
-        let Some(i) = fs.pick_present(&mut self.rng, false) else {
+        match indexed {
+            Some(d) => fs.pick_index(d.sample(&mut self.rng), true, exclusive),
+            None => fs.pick_present(&mut self.rng, exclusive),
+        }
+    }
+
+    fn open_from(&mut self, set: usize, f: &Flowop) -> Result<Option<OpenFd>, BackendError> {
+        let indexed = f.indexed.as_ref();
+        let Some(i) = self.pick_present(set, indexed, false) else {
             return Ok(None);
         };
-        match self.sh.backend.open(&fs.paths[i]) {
+        let fs = &self.sh.sets[set];
+        let opened = if f.directio {
+            self.sh.backend.open_direct(&fs.paths[i])
+        } else {
+            self.sh.backend.open(&fs.paths[i])
+        };
+        match opened {
             Ok(file) => Ok(Some(OpenFd {
                 file,
                 set,
@@ -443,6 +502,11 @@ impl Worker<'_, '_> {
         }
     }
 
+    fn put_fd(&mut self, fd: u32, o: OpenFd) {
+        self.fse.insert(fd, (o.set, o.entry));
+        self.fds.insert(fd, o);
+    }
+
     fn close_fd(&mut self, fd: u32) -> Result<(), BackendError> {
         if let Some(o) = self.fds.remove(&fd) {
             let r = o.file.close();
@@ -454,16 +518,24 @@ impl Worker<'_, '_> {
 
     /// The file behind `fd`, opened from the flowop's fileset if it is not open.
     fn fd_file(&mut self, f: &Flowop) -> Result<Option<&mut OpenFd>, BackendError> {
-        if !self.fds.contains_key(&f.fd) {
+        if f.opennext && f.fd == 0 {
+            if self.fd_rotor == 0 {
+                self.fd_rotor = MAX_FD;
+            }
+            self.fd_rotor -= 1;
+            self.cur_fd = self.fd_rotor;
+        }
+        let fd = self.cur_fd;
+        if !self.fds.contains_key(&fd) {
             let Some(set) = f.fileset else {
                 return Ok(None);
             };
-            let Some(o) = self.open_from(set)? else {
+            let Some(o) = self.open_from(set, f)? else {
                 return Ok(None);
             };
-            self.fds.insert(f.fd, o);
+            self.put_fd(fd, o);
         }
-        Ok(self.fds.get_mut(&f.fd))
+        Ok(self.fds.get_mut(&fd))
     }
 
     fn fill_buf(&mut self, n: usize) {
@@ -477,18 +549,31 @@ impl Worker<'_, '_> {
     fn exec(&mut self, f: &Flowop) -> Result<Outcome, BackendError> {
         let none = Ok(Outcome::NoResource);
         let done = |read, written| Ok(Outcome::Done { read, written });
+        self.cur_fd = f.fd;
         match f.kind {
             FlowopKind::CreateFile => {
                 let set = f.fileset.unwrap_or(0);
                 self.close_fd(f.fd)?;
+                let picked = match &f.indexed {
+                    Some(d) => {
+                        let n = d.sample(&mut self.rng);
+                        self.sh.sets[set].pick_index(n, false, false)
+                    }
+                    None => self.sh.sets[set].pick_absent(&mut self.rng),
+                };
                 let fs = &self.sh.sets[set];
-                let Some(i) = fs.pick_absent(&mut self.rng) else {
+                let Some(i) = picked else {
                     return none;
                 };
-                match self.sh.backend.create(&fs.paths[i], fs.size(i)) {
+                let created = if f.directio {
+                    self.sh.backend.create_direct(&fs.paths[i], fs.size(i))
+                } else {
+                    self.sh.backend.create(&fs.paths[i], fs.size(i))
+                };
+                match created {
                     Ok(file) => {
                         fs.created(i, true);
-                        self.fds.insert(
+                        self.put_fd(
                             f.fd,
                             OpenFd {
                                 file,
@@ -508,9 +593,9 @@ impl Worker<'_, '_> {
             FlowopKind::OpenFile => {
                 self.close_fd(f.fd)?;
                 let Some(set) = f.fileset else { return none };
-                match self.open_from(set)? {
+                match self.open_from(set, f)? {
                     Some(o) => {
-                        self.fds.insert(f.fd, o);
+                        self.put_fd(f.fd, o);
                         done(0, 0)
                     }
                     None => none,
@@ -597,7 +682,7 @@ impl Worker<'_, '_> {
                     none
                 }
             }
-            FlowopKind::Read | FlowopKind::Write => {
+            FlowopKind::Read | FlowopKind::Write | FlowopKind::AioWrite => {
                 let io = f.iosize.sample(&mut self.rng).max(1);
                 self.fill_buf(io as usize);
                 let mut buf = std::mem::take(&mut self.buf);
@@ -609,8 +694,10 @@ impl Worker<'_, '_> {
                     let size = o.file.size()?;
                     let span = if f.workingset > 0 { f.workingset } else { size };
                     let off = if f.random {
+                        // Filebench's fb_random64(.., wss, iosize, ..): uniform in
+                        // [0, span - iosize], rounded down to a multiple of iosize.
                         let max = span.saturating_sub(io);
-                        rng.gen_range(0..=max)
+                        rng.gen_range(0..=max) / io * io
                     } else {
                         if o.offset.saturating_add(io) > span.max(io) {
                             o.offset = 0;
@@ -635,11 +722,22 @@ impl Worker<'_, '_> {
                 }
             }
             FlowopKind::DeleteFile | FlowopKind::RemoveDir => {
-                let Some(set) = f.fileset else { return none };
-                let fs = &self.sh.sets[set];
-                let Some(i) = fs.pick_present(&mut self.rng, true) else {
+                // `deletefile fd=N`: the file slot N last held (if nobody has it open).
+                let by_fd = match (f.kind, f.fd) {
+                    (FlowopKind::DeleteFile, 1..) => self.fse.remove(&f.fd),
+                    _ => None,
+                };
+                let (set, picked) = match by_fd {
+                    Some((set, i)) => (set, self.sh.sets[set].pick_index(i as u64, true, true)),
+                    None => {
+                        let Some(set) = f.fileset else { return none };
+                        (set, self.pick_present(set, f.indexed.as_ref(), true))
+                    }
+                };
+                let Some(i) = picked else {
                     return none;
                 };
+                let fs = &self.sh.sets[set];
                 let r = if f.kind == FlowopKind::RemoveDir {
                     self.sh.backend.rmdir(&fs.paths[i])
                 } else {
@@ -651,10 +749,10 @@ impl Worker<'_, '_> {
             }
             FlowopKind::StatFile => {
                 let Some(set) = f.fileset else { return none };
-                let fs = &self.sh.sets[set];
-                let Some(i) = fs.pick_present(&mut self.rng, false) else {
+                let Some(i) = self.pick_present(set, f.indexed.as_ref(), false) else {
                     return none;
                 };
+                let fs = &self.sh.sets[set];
                 let r = self.sh.backend.stat(&fs.paths[i]);
                 fs.release(i);
                 r?;
@@ -720,6 +818,9 @@ fn thread_main(
         buf: Vec::new(),
         syncs: 0,
         hog: 0,
+        cur_fd: 0,
+        fd_rotor: 0,
+        fse: HashMap::new(),
     };
     let mut tallies = vec![Tally::default(); spec.flowops.len()];
     let mut limits = vec![OpsLimit::default(); spec.flowops.len()];
@@ -815,13 +916,44 @@ fn thread_main(
                             written: 0,
                         })
                     }
+                    // A wait the run's end cut short is not an operation.
+                    FlowopKind::Block | FlowopKind::SemBlock => {
+                        if let Some(p) = &sh.points[id][k] {
+                            let completed = if f.kind == FlowopKind::Block {
+                                p.block(&sh.stop, deadline)
+                            } else {
+                                p.sem_block(f.value, &sh.stop, deadline)
+                            };
+                            if !completed {
+                                break 'run;
+                            }
+                        }
+                        Ok(Outcome::Done {
+                            read: 0,
+                            written: 0,
+                        })
+                    }
+                    FlowopKind::Wakeup | FlowopKind::SemPost => {
+                        let targets = f.target_name.as_ref().and_then(|n| sh.by_name.get(n));
+                        for p in targets.into_iter().flatten() {
+                            if f.kind == FlowopKind::Wakeup {
+                                p.wake();
+                            } else if !p.sem_post(f.value, f.blocking, &sh.stop, deadline) {
+                                break 'run;
+                            }
+                        }
+                        Ok(Outcome::Done {
+                            read: 0,
+                            written: 0,
+                        })
+                    }
                     _ => wk.exec(f),
                 };
                 let paper_sync = sh.sync == SyncMode::Paper && f.kind.writes();
                 // `dsync`: the write is durable before the flowop returns.
                 let r = match r {
                     Ok(Outcome::Done { written, .. }) if f.dsync && written > 0 && !paper_sync => {
-                        match wk.fds.get(&f.fd).map(|o| o.file.fsync()) {
+                        match wk.fds.get(&wk.cur_fd).map(|o| o.file.fsync()) {
                             Some(Err(e)) => Err(e),
                             Some(Ok(())) => {
                                 wk.syncs += 1;
@@ -839,7 +971,7 @@ fn thread_main(
                     Ok(Outcome::Done {
                         read: rd,
                         written: wr,
-                    }) if paper_sync => match wk.fds.get(&f.fd).map(|o| o.file.fsync()) {
+                    }) if paper_sync => match wk.fds.get(&wk.cur_fd).map(|o| o.file.fsync()) {
                         Some(Err(e)) => Err(e),
                         Some(Ok(())) => {
                             wk.syncs += 1;
@@ -987,7 +1119,27 @@ pub fn run(w: &Workload, backend: &dyn Backend, opts: &RunOptions) -> Result<Run
         .iter()
         .filter(|t| t.flowops.iter().any(|f| f.kind.writes()))
         .count();
+    let mut points = vec![];
+    let mut by_name: HashMap<String, Vec<Arc<SyncPoint>>> = HashMap::new();
+    for t in &w.threads {
+        points.push(
+            t.flowops
+                .iter()
+                .map(|f| {
+                    let p = match f.kind {
+                        FlowopKind::Block => Arc::new(SyncPoint::new(0)),
+                        FlowopKind::SemBlock => Arc::new(SyncPoint::new(f.highwater)),
+                        _ => return None,
+                    };
+                    by_name.entry(f.name.clone()).or_default().push(p.clone());
+                    Some(p)
+                })
+                .collect(),
+        );
+    }
     let sh = Shared {
+        points,
+        by_name,
         w,
         backend,
         sets,
@@ -1031,6 +1183,7 @@ pub fn run(w: &Workload, backend: &dyn Backend, opts: &RunOptions) -> Result<Run
         seconds: elapsed,
         setup_seconds,
         threads: w.threads.len(),
+        notes: w.notes.clone(),
         ..Default::default()
     };
     let mut by_name: Vec<FlowopStats> = vec![];
@@ -1060,5 +1213,10 @@ pub fn run(w: &Workload, backend: &dyn Backend, opts: &RunOptions) -> Result<Run
         }
     }
     out.flowops = by_name;
+    for n in backend.notes() {
+        if !out.notes.contains(&n) {
+            out.notes.push(n);
+        }
+    }
     Ok(out)
 }

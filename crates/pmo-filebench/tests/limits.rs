@@ -11,7 +11,7 @@ fn go(tag: &str, text: &str, cap: f64) -> (RunResult, f64) {
     let dir = std::env::temp_dir().join(format!("pmo-fb-limits-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let w = Workload::from_text(&format!("{tag}.f"), text, &[]).unwrap_or_else(|e| panic!("{e}"));
-    let b = PosixBackend { root: dir.clone() };
+    let b = PosixBackend::new(dir.clone());
     let t = Instant::now();
     let r = run(
         &w,

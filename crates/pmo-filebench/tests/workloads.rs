@@ -117,7 +117,7 @@ fn exercise(w: &Workload, label: &str) {
     }
     let dir = std::env::temp_dir().join(format!("pmo-fb-test-{}-{label}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let b = PosixBackend { root: dir.clone() };
+    let b = PosixBackend::new(dir.clone());
     let mut r = None;
     for cap in CAPS {
         let _ = std::fs::remove_dir_all(&dir);
