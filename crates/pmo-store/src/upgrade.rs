@@ -3,6 +3,10 @@
 //! - to version 4: every page-map entry of every live PMO gets its wide check;
 //! - to version 5: the superblock alone (entries gain a layout capacity field, 0 = the size).
 //!
+//! Version 6 (the sub-page commit log) has no upgrade step: a version-5 pool stays 5 and its
+//! PMOs, old and new, keep page-granular psync (`crate::sublog`: only pools created at version
+//! 6 give new PMOs a log), so older builds keep opening it.
+//!
 //! Each step ends with the new superblock (copy A, then copy B, each fenced); a crash before
 //! copy A is durable leaves the older pool, which the next open upgrades again. Every write
 //! goes through [`Medium`]. Called by `Pool::open` before recovery.
@@ -33,7 +37,7 @@ pub(crate) fn upgrade(
     locker: &Locker,
     sb: Superblock,
 ) -> Result<(Superblock, Vec<String>)> {
-    if sb.version >= FORMAT_VERSION {
+    if sb.version >= FORMAT_VERSION_CAPACITY {
         return Ok((sb, Vec::new()));
     }
     let m = &**medium;
