@@ -460,3 +460,142 @@ fn pmos_without_a_log_keep_page_granular_psync() {
     assert_eq!(logged.extent_len, i.extent_len + LOG_BYTES);
     assert_eq!(m.len() % 64, 0);
 }
+
+const KILL_CHILD_ENV: &str = "PMO_SUBLOG_KILL_CHILD_POOL";
+const KILL_PAGES: usize = 4;
+
+/// Child of the SIGKILL test: attach (declared), then forever: write iteration `i` (4 bytes) at
+/// offset 64 of each of four pages, psync (logged; a page commit each time the log is full),
+/// acknowledge.
+#[test]
+fn sublog_kill_child_main() {
+    let Ok(path) = std::env::var(KILL_CHILD_ENV) else {
+        return;
+    };
+    let pool = Pool::open(path.as_ref()).expect("child open");
+    let a = pool
+        .attach_with("victim", Perm::Write, KEY, declared())
+        .expect("child attach");
+    let start: u32 = std::env::var("PMO_SUBLOG_KILL_START")
+        .unwrap()
+        .parse()
+        .unwrap();
+    for i in start.. {
+        for p in 0..KILL_PAGES {
+            a.write_at(p * 4096 + 64, &i.to_le_bytes()).unwrap();
+        }
+        a.psync().unwrap();
+        println!("{i}");
+    }
+}
+
+/// Real SIGKILLs at random moments during a stream of small psyncs: after each, the reopened
+/// PMO holds the last acknowledged iteration or the one in flight on every page, never a mix.
+/// `PMO_KILLS` sets the kills per scheme (default 30).
+#[test]
+fn sigkill_during_small_psyncs_loses_no_acknowledged_psync() {
+    use rand::{Rng, SeedableRng};
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    if std::env::var(KILL_CHILD_ENV).is_ok() {
+        return;
+    }
+    let kills: usize = std::env::var("PMO_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        std::path::PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    for scheme in schemes() {
+        let path = dir.join(format!(
+            "pmo-sublog-kill-{}-{scheme}.pool",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let pool = Pool::create(
+            &path,
+            8 << 20,
+            &PoolOptions {
+                kdf: KdfParams::INSECURE_FAST,
+                scheme,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        pool.pcreate_logged("victim", (KILL_PAGES * 4096) as u64, KEY, None)
+            .unwrap();
+        drop(pool);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x10c);
+        let exe = std::env::current_exe().unwrap();
+        let mut floor = 0u32;
+        let mut in_flight = 0;
+        for k in 0..kills {
+            let mut child = Command::new(&exe)
+                .args([
+                    "--exact",
+                    "sublog_kill_child_main",
+                    "--nocapture",
+                    "--test-threads=1",
+                    "--quiet",
+                ])
+                .env(KILL_CHILD_ENV, &path)
+                .env("PMO_SUBLOG_KILL_START", (floor + 1).to_string())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let acked = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let reader = {
+                let acked = acked.clone();
+                let out = child.stdout.take().unwrap();
+                std::thread::spawn(move || {
+                    for line in BufReader::new(out).lines().map_while(Result::ok) {
+                        if let Ok(i) = line.trim().parse::<u64>() {
+                            acked.store(i, Ordering::SeqCst);
+                        }
+                    }
+                })
+            };
+            let t0 = std::time::Instant::now();
+            while acked.load(Ordering::SeqCst) == 0
+                && t0.elapsed() < std::time::Duration::from_secs(10)
+            {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            std::thread::sleep(std::time::Duration::from_micros(rng.gen_range(0..3000)));
+            child.kill().unwrap();
+            let status = child.wait().unwrap();
+            assert_eq!(status.signal(), Some(9), "{scheme} kill {k}: {status:?}");
+            reader.join().unwrap();
+            let last = acked.load(Ordering::SeqCst) as u32;
+            assert!(last > floor, "{scheme} kill {k}: nothing acknowledged");
+            let pool = Pool::open(&path).unwrap();
+            let h = pool.open_pmo("victim", Perm::Write, KEY, None).unwrap();
+            let mut page = [0u8; 4096];
+            let mut found = Vec::new();
+            for p in 0..KILL_PAGES {
+                h.read_page(p as u64, &mut page).unwrap();
+                found.push(u32::from_le_bytes(page[64..68].try_into().unwrap()));
+            }
+            assert!(
+                found.iter().all(|&f| f == found[0]) && (found[0] == last || found[0] == last + 1),
+                "{scheme} kill {k}: pages hold {found:?}, last acknowledged {last}"
+            );
+            in_flight += usize::from(found[0] == last + 1);
+            drop(h);
+            let report = pool.check().unwrap();
+            assert!(
+                report.problems.is_empty(),
+                "{scheme} kill {k}: {:?}",
+                report.problems
+            );
+            floor = found[0];
+        }
+        eprintln!("{scheme}: {kills} kills, {in_flight} with the psync in flight committed");
+        std::fs::remove_file(&path).unwrap();
+    }
+}
