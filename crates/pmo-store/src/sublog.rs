@@ -536,6 +536,7 @@ impl PmoHandle {
             prev_tag: st.prev_tag,
         }
         .encode();
+        let tc = std::time::Instant::now();
         let tag = match keys {
             Some(k) => {
                 pmo_crypt::seal_record(k, version, &header, &mut body)
@@ -543,6 +544,11 @@ impl PmoHandle {
                     .0
             }
             None => fmt::plain_tag(&inner.sb.uuid, &core.uuid, &header, &body),
+        };
+        let crypt_ns = if keys.is_some() {
+            tc.elapsed().as_nanos() as u64
+        } else {
+            0
         };
         let len = fmt::record_len(body.len());
         let mut rec = Vec::with_capacity(len as usize);
@@ -573,7 +579,11 @@ impl PmoHandle {
         };
         use crate::stats::SessionCounters as C;
         C::add(&core.stats.psyncs, 1);
-        C::add(&core.stats.psync_persist_ns, stats.elapsed_ns);
+        C::add(&core.stats.psync_crypt_ns, crypt_ns);
+        C::add(
+            &core.stats.psync_persist_ns,
+            stats.elapsed_ns.saturating_sub(crypt_ns),
+        );
         C::add(&core.stats.bytes_persisted, stats.bytes_persisted);
         Ok(Some(stats))
     }

@@ -491,7 +491,7 @@ fn sublog_kill_child_main() {
 
 /// Real SIGKILLs at random moments during a stream of small psyncs: after each, the reopened
 /// PMO holds the last acknowledged iteration or the one in flight on every page, never a mix.
-/// `PMO_KILLS` sets the kills per scheme (default 30).
+/// `PMO_KILLS` sets the kills per scheme (default 100).
 #[test]
 fn sigkill_during_small_psyncs_loses_no_acknowledged_psync() {
     use rand::{Rng, SeedableRng};
@@ -504,7 +504,7 @@ fn sigkill_during_small_psyncs_loses_no_acknowledged_psync() {
     let kills: usize = std::env::var("PMO_KILLS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(30);
+        .unwrap_or(100);
     let dir = if std::path::Path::new("/dev/shm").is_dir() {
         std::path::PathBuf::from("/dev/shm")
     } else {
