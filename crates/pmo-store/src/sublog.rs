@@ -148,9 +148,10 @@ impl LogCell {
     }
 }
 
-/// The byte ranges declared since the last psync, for an attachment of a PMO with a log.
+/// The byte ranges declared since the last psync, for an attachment of a PMO with a log
+/// (boxed: one word in every attachment).
 #[derive(Debug, Default)]
-pub(crate) struct Ranges(Mutex<RangesInner>);
+pub(crate) struct Ranges(Box<Mutex<RangesInner>>);
 
 #[derive(Debug, Default)]
 struct RangesInner {
