@@ -52,7 +52,7 @@ pub mod rotate;
 pub mod scheme;
 pub mod snapshot;
 pub mod stats;
-pub mod sublog;
+mod sublog;
 pub mod tracking;
 mod upgrade;
 

@@ -3,19 +3,22 @@
 //! (declared ranges) writes one small sealed record and one fence instead of sealing and
 //! writing whole pages into their slots.
 //!
-//! Committed state = the slots (as of the newest page commit `s`) + the valid records over base
-//! `s`, in order. A record is valid only if its base is `s`, its record sequence and previous
-//! tag continue the chain, and its tag checks (AES-GCM for `secure`, CRC-32C for `none`); the
-//! first invalid record ends the log. So any page commit (sequence `s + 1`) obsoletes every
-//! record without touching the area, and a record torn by a crash is simply absent. The count
+//! Committed state = the slots (as of the newest commit `s` that wrote pages: the base) + the
+//! valid records over base `s`, in order. A record is valid only if its base is `s`, its record
+//! sequence and previous tag continue the chain, and its tag checks (AES-GCM for `secure`,
+//! CRC-32C for `none`); the first invalid record ends the log. So any page commit obsoletes
+//! every record without touching the area (a reservation commit, which writes no page, does
+//! not: [`log_base`]), and a record torn by a crash is simply absent. The count
 //! word (the area's first 8 bytes, written with each record before its one fence) tells a
 //! dropped or damaged middle record (claimed > valid + 1: an integrity error) from a torn last
 //! one (claimed = valid + 1).
 //!
 //! Where live records are folded into pages (page-granular commits), so that nothing but the
 //! writer's own session ever has to overlay them:
-//! - [`PmoHandle::recover_log`]: every open that holds the exclusive attach lock (recovery after
-//!   a crash, and the next attach after a detach that left records), before any page is read;
+//! - [`recover`]: every open that holds the exclusive attach lock (recovery after a crash),
+//!   before any page is read;
+//! - [`PmoHandle::fold_log`]: a writer's detach, after its view is unmapped (from slot +
+//!   records, never from the view);
 //! - [`fold_before_commit`]: at the start of every other page commit of the PMO (rotation,
 //!   resize, a handle's commit), rebuilt from slot + records;
 //! - a psync that cannot log (too many bytes, the area full, an undeclared page): its page
@@ -26,7 +29,7 @@
 //! written there; only pages past the size are ever discarded, and those are page-committed
 //! first), so the fill path never has to overlay; `rollback` does ([`overlay`]).
 //!
-//! Off by default: a PMO gets a log area only when created in a version-6 pool with `PMO_LOG=1`
+//! Off by default: a PMO gets a log area only when created (format version 6) with `PMO_LOG=1`
 //! (or [`Pool::pcreate_logged`]), under schemes `none` and `secure`, and records are written only
 //! under declared dirty tracking.
 #![allow(unsafe_code)] // reading declared bytes out of the attached view.
