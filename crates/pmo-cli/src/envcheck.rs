@@ -26,6 +26,11 @@ pub fn check() -> anyhow::Result<()> {
             bail!("PMO_NUMA_NODE={v:?} is not a node number");
         }
     }
+    if let Some(v) = set("PMO_LOG") {
+        if !matches!(v.trim(), "0" | "1") {
+            bail!("PMO_LOG={v:?} is not 0 or 1 (1: new PMOs get a sub-page commit log)");
+        }
+    }
     pmo_store::PredictConfig::from_env()?;
     pmo_store::Scheme::from_env().map_err(|e| anyhow!("PMO_SCHEME: {e}"))?;
     pmo_medium::LatencyProfile::from_env().map_err(|e| anyhow!("PMO_LATENCY: {e}"))?;

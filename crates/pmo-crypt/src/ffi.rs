@@ -86,7 +86,8 @@ impl AeadKey {
         let mut tag_len: usize = 0;
         // SAFETY: the callers in `page` pass `input`/`output` from `&[u8; PAGE_SIZE]` /
         // `&mut [u8; PAGE_SIZE]` (or the same `&mut` page for in place, which AWS-LC allows) with
-        // len = PAGE_SIZE; nonce, aad and tag are valid slices of the lengths passed.
+        // len = PAGE_SIZE, and `record` the same `&mut [u8]` body twice with len = its length;
+        // nonce, aad and tag are valid slices of the lengths passed.
         let ok = unsafe {
             sys::EVP_AEAD_CTX_seal_scatter(
                 &*self.ctx,
@@ -122,7 +123,8 @@ impl AeadKey {
         len: usize,
         tag: &[u8; GCM_TAG_LEN],
     ) -> Result<(), CryptError> {
-        // SAFETY: as for `seal`: valid page pointers of `len` bytes, valid slices.
+        // SAFETY: as for `seal`: valid page (or record body) pointers of `len` bytes, valid
+        // slices.
         let ok = unsafe {
             sys::EVP_AEAD_CTX_open_gather(
                 &*self.ctx,

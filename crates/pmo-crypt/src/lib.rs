@@ -59,6 +59,7 @@ mod keys;
 mod page;
 pub mod pool;
 mod protect;
+mod record;
 mod version;
 mod vtable;
 pub mod wrap;
@@ -73,6 +74,7 @@ pub use page::{
 };
 pub use pool::CryptoPool;
 pub use protect::{PageProtector, PAGE_META_LEN};
+pub use record::{open_record, seal_record, RECORD_PAGE_INDEX};
 pub use version::VersionCounter;
 pub use vtable::{mac_table, verify_table, TableTag, VersionTableMac, TABLE_TAG_LEN};
 

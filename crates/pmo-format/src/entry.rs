@@ -42,8 +42,11 @@ const _: () = assert!(
 /// Entry flag: the PMO's data master key is wrapped (AES-KW) in [`Entry::wrapped`] under a
 /// key-encryption key derived from the user key (set by a rekey).
 pub const FLAG_WRAPPED: u32 = 1;
+/// Entry flag (format version 6): the PMO's extent ends with a sub-page commit log area
+/// ([`crate::sublog`]), laid out by [`crate::layout::PmoLayout::with_log`].
+pub const FLAG_SUBLOG: u32 = 2;
 /// Every flag an entry may carry.
-pub const FLAGS_KNOWN: u32 = FLAG_WRAPPED;
+pub const FLAGS_KNOWN: u32 = FLAG_WRAPPED | FLAG_SUBLOG;
 /// Bytes of a wrapped data master key.
 pub const WRAPPED_LEN: usize = 40;
 

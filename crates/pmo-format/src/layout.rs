@@ -9,6 +9,7 @@
 //!                 (with tag_bytes > 0 each journal has room for npages x 16 + a 64-byte trailer)
 //! data            slot 0: npages x 4096, then slot 1: npages x 4096
 //! plain           plaintext copy: npages x 4096                (only with the shadow on the medium)
+//! log             sub-page commit log: LOG_AREA_BYTES          (only with entry flag FLAG_SUBLOG)
 //! ```
 
 use crate::{align_up, PAGE_SIZE};
@@ -180,6 +181,9 @@ pub struct PmoLayout {
     /// Offset of the plaintext copy of a PMO whose shadow lives on the medium (`None`: the
     /// plaintext copy lives in DRAM, or the PMO is unprotected and has none).
     pub plain_off: Option<u64>,
+    /// Offset of the sub-page commit log area ([`crate::sublog`]; `None`: the PMO has none,
+    /// every psync is page-granular).
+    pub log_off: Option<u64>,
     /// Total bytes of the extent.
     pub extent_len: u64,
 }
@@ -235,7 +239,27 @@ impl PmoLayout {
             tags_off,
             data_off,
             plain_off,
+            log_off: None,
             extent_len,
+        })
+    }
+
+    /// This layout with a sub-page commit log area of [`crate::sublog::LOG_AREA_BYTES`] at the
+    /// end of the extent when `log` (format version 6, entry flag
+    /// [`crate::entry::FLAG_SUBLOG`]); `None` if it would overflow.
+    pub fn with_log(self, log: bool) -> Option<PmoLayout> {
+        if !log {
+            return Some(PmoLayout {
+                log_off: None,
+                extent_len: self.log_off.unwrap_or(self.extent_len),
+                ..self
+            });
+        }
+        let base = self.log_off.unwrap_or(self.extent_len);
+        Some(PmoLayout {
+            log_off: Some(base),
+            extent_len: base.checked_add(crate::sublog::LOG_AREA_BYTES)?,
+            ..self
         })
     }
     /// Offset of page `page`'s entry in the page map.

@@ -17,6 +17,7 @@ pub mod codec;
 pub mod entry;
 pub mod layout;
 pub mod record;
+pub mod sublog;
 pub mod superblock;
 
 pub use entry::{Entry, ENTRY_SIZE, NAME_MAX};
@@ -30,8 +31,9 @@ pub const PAGE_SIZE: u64 = 4096;
 /// The format version this code writes and the newest it reads. Version 2 added protected PMOs
 /// (per-page metadata, journal trailers, the version reservation); a version-1 pool opens and
 /// works, but holds unprotected PMOs only. Version 3 added the namespace mirror; version 4 the
-/// wide check of every page-map entry; version 5 the layout capacity of namespace entries.
-pub const FORMAT_VERSION: u32 = 5;
+/// wide check of every page-map entry; version 5 the layout capacity of namespace entries;
+/// version 6 the sub-page commit log of PMOs created with one ([`sublog`]).
+pub const FORMAT_VERSION: u32 = 6;
 /// The first format version with protected PMOs.
 pub const FORMAT_VERSION_PROTECTION: u32 = 2;
 /// The first format version with a namespace mirror (copy B of every slot). Older pools are
@@ -43,6 +45,10 @@ pub const FORMAT_VERSION_MAP_CHECK: u32 = 4;
 /// The first format version whose namespace entries may carry a layout capacity above their
 /// size (entry bytes 468..476). Older pools are upgraded (the superblock only) on open.
 pub const FORMAT_VERSION_CAPACITY: u32 = 5;
+/// The first format version whose PMOs may have a sub-page commit log (entry flag
+/// [`entry::FLAG_SUBLOG`], the log area at the end of the extent). Older pools are upgraded
+/// (the superblock only) on open.
+pub const FORMAT_VERSION_SUBLOG: u32 = 6;
 
 /// Why a record does not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

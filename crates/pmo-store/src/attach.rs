@@ -156,6 +156,8 @@ pub struct Attachment {
     /// The PMO's size in bytes: the view may map more (a writer's view spans the layout
     /// capacity, so that the PMO grows in place: `crate::resize`).
     pub(crate) len: std::sync::atomic::AtomicUsize,
+    /// Byte ranges declared since the last psync (a PMO with a sub-page log).
+    pub(crate) log_ranges: crate::sublog::Ranges,
 }
 
 impl Drop for Attachment {
@@ -173,6 +175,9 @@ impl Drop for Attachment {
         }
         // SAFETY: dropped exactly once, here; `view` is not used after this line.
         unsafe { std::mem::ManuallyDrop::drop(&mut self.view) };
+        if self.handle.perm() == Perm::Write {
+            self.handle.fold_log();
+        }
         let detach_ns = t.elapsed().as_nanos() as u64;
         if self.handle.perm() == Perm::Write {
             let mut s = self.session_stats_with(v);
@@ -352,6 +357,7 @@ impl Pool {
             started: t0,
             psync_lock: std::sync::Mutex::new(()),
             len: size.into(),
+            log_ranges: Default::default(),
         })
     }
 }
@@ -443,6 +449,9 @@ impl Attachment {
         self.check_range(offset, len)?;
         if len == 0 || self.view.dirty_tracking() != DirtyTracking::Declared {
             return Ok(());
+        }
+        if self.handle.core.layout.log_off.is_some() {
+            self.log_ranges.record(offset, len);
         }
         let first = offset / PAGE_SIZE;
         let end = (offset + len).div_ceil(PAGE_SIZE);
@@ -543,6 +552,33 @@ impl Attachment {
             tc.elapsed().as_nanos() as u64,
         );
         let base = self.view.addr();
+        if self.handle.core.layout.log_off.is_some() && !pages.is_empty() {
+            let ranges = self.log_ranges.take();
+            if let Some(ranges) =
+                ranges.filter(|_| self.dirty_tracking() == DirtyTracking::Declared)
+            {
+                // SAFETY: the view maps the PMO's size pages at `base`; `pages` are inside it.
+                let logged = unsafe { self.handle.log_psync(base, &pages, &ranges) };
+                match logged {
+                    Ok(Some(stats)) => return Ok(stats),
+                    Ok(None) => {}
+                    Err(e) => {
+                        for &p in &pages {
+                            let _ = self.view.mark_dirty(p);
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            // A page commit: it takes the pages with live records too (their view pages hold
+            // the psynced bytes), which it obsoletes.
+            let live = crate::sublog::take_live_pages(&self.handle.core);
+            if !live.is_empty() {
+                pages.extend(live.into_iter().filter(|&p| p < n));
+                pages.sort_unstable();
+                pages.dedup();
+            }
+        }
         let whole = match self.handle.protection() {
             Some(prot) if prot.keeps_whole_checksum() && !pages.is_empty() => {
                 Some(crate::protect::whole_checksum(view_pages(&self.view)))
@@ -609,9 +645,15 @@ impl Attachment {
         }
         let mut pages = Vec::new();
         self.view.collect_dirty(&mut pages).map_err(view_err)?;
+        let _ = self.log_ranges.take();
         let mut buf = Box::new([0u8; PAGE_SIZE]);
         for (i, &p) in pages.iter().enumerate() {
-            if let Err(e) = self.handle.read_page(p, &mut buf) {
+            let read = self.handle.read_page(p, &mut buf);
+            if read.is_ok() {
+                // Psynced bytes still in the sub-page log.
+                crate::sublog::overlay(&self.handle.core, p, &mut buf);
+            }
+            if let Err(e) = read {
                 // Keep what was not restored for the next psync or rollback.
                 for &q in &pages[i..] {
                     let _ = self.view.mark_dirty(q);

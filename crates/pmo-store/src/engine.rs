@@ -192,6 +192,8 @@ pub struct PmoCore {
     /// The pool's locks, for the snapshot gate a psync passes ([`crate::snapshot`]); `None`
     /// for a core that never commits.
     pub(crate) gate: Option<crate::locks::Locker>,
+    /// The sub-page commit log's state ([`crate::sublog`]).
+    pub(crate) sublog: crate::sublog::LogCell,
 }
 
 impl PmoCore {
@@ -201,7 +203,9 @@ impl PmoCore {
     pub fn new(entry: &Entry) -> Result<PmoCore> {
         let npages = entry.capacity_bytes() / PAGE_SIZE;
         let plain = entry.scheme & crate::scheme::SHADOW_MEDIUM_BIT != 0;
+        let log = entry.flags & pmo_format::entry::FLAG_SUBLOG != 0;
         let layout = PmoLayout::with_plain(npages, entry.tag_bytes as u64, plain)
+            .and_then(|l| l.with_log(log))
             .filter(|l| l.extent_len <= entry.extent_len)
             .ok_or_else(|| {
                 StoreError::Corrupt(format!(
@@ -220,6 +224,7 @@ impl PmoCore {
             seq: Mutex::new(0),
             stats: Default::default(),
             gate: None,
+            sublog: Default::default(),
         })
     }
 
@@ -274,7 +279,7 @@ impl PmoCore {
             m.zero(self.abs(off), len)?;
             m.flush(self.abs(off), len)?;
         }
-        Ok(())
+        crate::sublog::init_area(self, m)
     }
 
     /// The page-map entry of `page` as stored.
@@ -337,6 +342,8 @@ impl PmoCore {
                 "psync pages must be ascending, unique and inside the PMO".into(),
             ));
         }
+        // Psynced bytes still in the sub-page log go into their pages first.
+        crate::sublog::fold_before_commit(self, m, prot)?;
         let _gate = crate::snapshot::pass_gate(self, m)?;
         let mut seq = self.seq.lock().unwrap_or_else(|e| e.into_inner());
         if pages.is_empty() {

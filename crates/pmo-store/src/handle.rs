@@ -137,6 +137,10 @@ impl Pool {
         } else {
             None
         };
+        if exclusive {
+            // Psynced bytes a crash or a detach left in the sub-page log go into their pages.
+            crate::sublog::recover(self, &core, prot.as_deref())?;
+        }
         if perm == Perm::Read && exclusive && !sole {
             guard.downgrade()?;
         }

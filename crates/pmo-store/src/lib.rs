@@ -52,6 +52,7 @@ pub mod rotate;
 pub mod scheme;
 pub mod snapshot;
 pub mod stats;
+mod sublog;
 pub mod tracking;
 mod upgrade;
 

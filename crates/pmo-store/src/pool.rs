@@ -641,11 +641,13 @@ impl Pool {
         let size = align_up(size, PAGE_SIZE)
             .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
         let capacity = crate::resize::checked_capacity(self, scheme, size, capacity)?;
+        let log = crate::sublog::wanted(scheme, inner.sb.version);
         let layout = PmoLayout::with_plain(
             capacity.max(size) / PAGE_SIZE,
             scheme.tag_bytes() as u64,
             scheme.shadow == crate::scheme::Shadow::Medium,
         )
+        .and_then(|l| l.with_log(log))
         .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
         let uuid = keys::random_bytes::<16>();
         let salt = keys::random_bytes::<32>();
@@ -682,7 +684,7 @@ impl Pool {
             // With room to grow in place (`resize`).
             base_addr: crate::resize::address_for(&ns, &inner.sb, size.max(capacity), None)?,
             scheme: scheme.code(),
-            flags: 0,
+            flags: crate::sublog::flags(log),
             kdf: inner.sb.kdf,
             salt,
             verifier: [0; 32],

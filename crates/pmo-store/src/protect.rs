@@ -796,6 +796,14 @@ impl Protection {
         self.trailer(&mac, epoch, reservation, whole_checksum)
     }
 
+    /// The AES-GCM keys of a `secure` PMO (its sub-page log records are sealed under them).
+    pub(crate) fn aead_keys(&self) -> Option<&pmo_crypt::PmoKeys> {
+        match &self.protector {
+            PageProtector::Aead { keys } => Some(keys),
+            _ => None,
+        }
+    }
+
     /// Whether page versions are nonces (AES-GCM): then no version may repeat under the keys.
     pub(crate) fn versions_are_nonces(&self) -> bool {
         matches!(self.protector, PageProtector::Aead { .. })

@@ -255,6 +255,7 @@ impl Pool {
         report.in_place = false;
         let plain = old_core.layout.plain_off.is_some();
         let layout = PmoLayout::with_plain(new_n, old_core.layout.tag_bytes, plain)
+            .and_then(|l| l.with_log(old_core.layout.log_off.is_some()))
             .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
         let mut ns = inner.ns();
         ns.refresh(m, &inner.sb)?;
@@ -996,6 +997,7 @@ impl Attachment {
             scheme.tag_bytes() as u64,
             scheme.shadow == crate::scheme::Shadow::Medium,
         )
+        .and_then(|l| l.with_log(h.core.layout.log_off.is_some()))
         .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
         let largest = h.pool().pool_info()?.largest_free;
         if new_n != old_n && largest < layout.extent_len {

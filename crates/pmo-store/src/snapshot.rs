@@ -145,6 +145,13 @@ pub struct SnapshotReport {
 fn committed(core: &PmoCore, m: &dyn pmo_medium::Medium) -> Result<crate::engine::CommittedMap> {
     for _ in 0..10_000 {
         if let Some(x) = core.committed_map(m)? {
+            if crate::sublog::may_have_records(core, m)? {
+                // Psynced bytes in the sub-page log, which only the writer's open folds.
+                return Err(StoreError::Busy {
+                    name: core.name.clone(),
+                    how: "read-write with psynced changes in its sub-page log (retry after its next page commit or detach)",
+                });
+            }
             return Ok(x);
         }
         std::thread::yield_now();

@@ -3,6 +3,9 @@
 //! - to version 4: every page-map entry of every live PMO gets its wide check;
 //! - to version 5: the superblock alone (entries gain a layout capacity field, 0 = the size).
 //!
+//! - to version 6: the superblock alone (PMOs created from then on may have a sub-page commit
+//!   log, entry flag bit 1; existing entries have none and keep page-granular psync).
+//!
 //! Each step ends with the new superblock (copy A, then copy B, each fenced); a crash before
 //! copy A is durable leaves the older pool, which the next open upgrades again. Every write
 //! goes through [`Medium`]. Called by `Pool::open` before recovery.
@@ -13,7 +16,7 @@ use pmo_format::layout::PageMapEntry;
 use pmo_format::superblock::{SB_OFFSETS, SB_SIZE};
 use pmo_format::{
     Superblock, ENTRY_SIZE, FORMAT_VERSION, FORMAT_VERSION_CAPACITY, FORMAT_VERSION_MAP_CHECK,
-    FORMAT_VERSION_MIRROR,
+    FORMAT_VERSION_MIRROR, FORMAT_VERSION_SUBLOG,
 };
 use pmo_medium::Medium;
 use pmo_os::lock::LockKind;
@@ -75,6 +78,22 @@ pub(crate) fn upgrade(
         write_superblocks(m, &new)?;
         notes.push(format!(
             "format version {} upgraded to {FORMAT_VERSION_CAPACITY}: PMOs may now have a layout capacity above their size",
+            sb.version
+        ));
+        sb = new;
+    }
+    if sb.version < FORMAT_VERSION_SUBLOG {
+        // No existing entry has the log flag: only the version changes, which keeps older
+        // builds (which would read flag bit 1 as a damaged entry and would not fold live
+        // records) away from pools whose PMOs may have a log. A crash before copy A is durable
+        // leaves the version-5 pool, which the next open upgrades.
+        let new = Superblock {
+            version: FORMAT_VERSION_SUBLOG,
+            ..sb
+        };
+        write_superblocks(m, &new)?;
+        notes.push(format!(
+            "format version {} upgraded to {FORMAT_VERSION_SUBLOG}: PMOs created from now on may have a sub-page commit log",
             sb.version
         ));
         sb = new;

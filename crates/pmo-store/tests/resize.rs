@@ -752,10 +752,7 @@ fn a_version_4_pool_is_upgraded_to_5_and_takes_a_capacity() {
     write_page(&pool, 1);
     drop(pool);
     let pool = Pool::open_on(Arc::new(CrashMedium::from_image(m.durable_image()))).unwrap();
-    assert_eq!(
-        pool.superblock().version,
-        pmo_format::FORMAT_VERSION_CAPACITY
-    );
+    assert_eq!(pool.superblock().version, pmo_format::FORMAT_VERSION);
     assert_eq!(pool.info("a").unwrap().capacity, PAGES * 4096);
     let h = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
     let mut buf = [0u8; 4096];

@@ -384,8 +384,8 @@ fn psync(
         a.warmup
     );
     println!(
-        "{:<8} {:<9} {:>6} {:>10} {:>10} {:>10} {:>8} {:>10}",
-        "scheme", "tracking", "N", "updates", "psync", "total", "pages", "total/N"
+        "{:<8} {:<9} {:>6} {:>10} {:>10} {:>10} {:>8} {:>10} {:>10}",
+        "scheme", "tracking", "N", "updates", "psync", "total", "pages", "total/N", "mean"
     );
     for scheme in [Scheme::NONE, Scheme::SECURE] {
         for tracking in &a.tracking {
@@ -434,9 +434,18 @@ fn psync(
                 }
                 let m = |j: usize| median(samples.iter().map(|s| s[j]).collect());
                 let (up, ps, tot, pages) = (m(0), m(1), m(2), m(3));
-                let tr = tracking.name();
+                // The mean total includes the rare psyncs that are much slower than the median
+                // (with a sub-page log: the page commit that folds a full log).
+                let mean = samples.iter().map(|s| s[2]).sum::<f64>() / samples.len() as f64;
+                // `PMO_LOG=1`: the PMO has a sub-page commit log (`docs/commit.md`).
+                let log = std::env::var("PMO_LOG").is_ok_and(|v| v.trim() == "1");
+                let tr = if log {
+                    format!("{}+log", tracking.name())
+                } else {
+                    tracking.name().to_string()
+                };
                 println!(
-                    "{:<8} {:<9} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>8} {:>10.2}",
+                    "{:<8} {:<9} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>8} {:>10.2} {:>10.1}",
                     scheme.name(),
                     tr,
                     u,
@@ -444,12 +453,14 @@ fn psync(
                     ps,
                     tot,
                     pages,
-                    tot / u as f64
+                    tot / u as f64,
+                    mean
                 );
                 for (op, v, unit) in [
                     ("updates", up, "us"),
                     ("psync", ps, "us"),
                     ("total", tot, "us"),
+                    ("mean total", mean, "us"),
                     ("pages", pages, "pages"),
                 ] {
                     rows.push(Row {

@@ -1,0 +1,601 @@
+//! The sub-page commit log (issue 13, `docs/commit.md`): small declared psyncs write one sealed
+//! record and one fence; the committed state is the slots plus the valid records, everywhere it
+//! is read. Crash simulation at every persist point of log psyncs, of the page commit that
+//! obsoletes them (with its fold) and of recovery; detach without psync; rollback; tamper
+//! (flipped, dropped, swapped and stale records); SIGKILL during a stream of small psyncs; a
+//! model-based random test.
+#![allow(unsafe_code)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use pmo_medium::crash::{explore, CrashMedium};
+use pmo_medium::Medium;
+use pmo_store::{
+    AttachOptions, DirtyTracking, KdfParams, Perm, Pool, PoolOptions, Scheme, StoreError,
+};
+
+mod common;
+use common::assert_healthy;
+
+const KEY: &[u8] = b"log-key";
+const PAGES: u64 = 6;
+const SIZE: usize = (PAGES * 4096) as usize;
+const LOG_BYTES: u64 = pmo_format::sublog::LOG_AREA_BYTES;
+
+fn opts(scheme: Scheme) -> PoolOptions {
+    PoolOptions {
+        kdf: KdfParams::INSECURE_FAST,
+        ns_capacity: Some(8),
+        base_addr: Some(0x2100_0000_0000),
+        medium: None,
+        preallocate: false,
+        scheme,
+    }
+}
+
+fn schemes() -> [Scheme; 2] {
+    [Scheme::NONE, Scheme::SECURE]
+}
+
+fn declared() -> AttachOptions {
+    AttachOptions {
+        tracking: Some(DirtyTracking::Declared),
+        // Tests run in parallel threads, each pool at the same base address.
+        relocate: true,
+        ..Default::default()
+    }
+}
+
+/// A fresh pool on a crash medium with PMO "a" (and "b") created with a log.
+fn setup(scheme: Scheme) -> (Arc<CrashMedium>, Pool) {
+    let m = Arc::new(CrashMedium::new(2 << 20));
+    let pool = Pool::create_on(m.clone(), &opts(scheme)).unwrap();
+    pool.pcreate_logged("a", PAGES * 4096, KEY, Some(scheme))
+        .unwrap();
+    pool.pcreate_logged("b", PAGES * 4096, KEY, Some(scheme))
+        .unwrap();
+    (m, pool)
+}
+
+fn reopen(image: Vec<u8>) -> Result<Pool, StoreError> {
+    Pool::open_on(Arc::new(CrashMedium::from_image(image)))
+}
+
+/// The whole contents of PMO `name` (an open that recovers, then reads).
+fn contents(pool: &Pool, name: &str) -> Result<Vec<u8>, StoreError> {
+    let h = pool.open_pmo(name, Perm::Read, KEY, None)?;
+    let mut out = vec![0u8; SIZE];
+    let mut buf = [0u8; 4096];
+    for p in 0..PAGES {
+        h.read_page(p, &mut buf)?;
+        out[p as usize * 4096..][..4096].copy_from_slice(&buf);
+    }
+    Ok(out)
+}
+
+/// Small update `i`: 8 bytes in each of three pages (a typed map's N updates).
+fn small(i: u8) -> Vec<(usize, Vec<u8>)> {
+    (0..3)
+        .map(|k| {
+            let page = (i as usize + 2 * k) % PAGES as usize;
+            (page * 4096 + 64 * (i as usize % 60) + 8 * k, vec![i; 8])
+        })
+        .collect()
+}
+
+fn apply(model: &mut [u8], w: &[(usize, Vec<u8>)]) {
+    for (off, bytes) in w {
+        model[*off..off + bytes.len()].copy_from_slice(bytes);
+    }
+}
+
+fn write(a: &pmo_store::Attachment, w: &[(usize, Vec<u8>)]) {
+    for (off, bytes) in w {
+        a.write_at(*off, bytes).unwrap();
+    }
+}
+
+/// Where PMO `name`'s log area starts on the medium.
+fn log_area(pool: &Pool, name: &str) -> usize {
+    let i = pool.info(name).unwrap();
+    (i.extent_off + i.extent_len - LOG_BYTES) as usize
+}
+
+#[test]
+fn small_psyncs_are_one_record_and_one_fence_and_read_back() {
+    for scheme in schemes() {
+        let (m, pool) = setup(scheme);
+        let mut model = vec![0u8; SIZE];
+        let a = pool.attach_with("a", Perm::Write, KEY, declared()).unwrap();
+        // `secure`: the first psync of an attach commits a version reservation (and pages).
+        write(&a, &small(9));
+        apply(&mut model, &small(9));
+        let seq = a.psync().unwrap().seq;
+        for i in 1..=5u8 {
+            write(&a, &small(i));
+            apply(&mut model, &small(i));
+            let f0 = m.fences();
+            let st = a.psync().unwrap();
+            assert_eq!(m.fences() - f0, 1, "{scheme}: one fence per logged psync");
+            assert_eq!((st.fences, st.pages), (1, 3), "{scheme}");
+            assert_eq!(st.seq, seq, "{scheme}: no page commit");
+        }
+        // The records are durable: a crash now recovers them (the fold at open).
+        let image = m.durable_image();
+        let p2 = reopen(image).unwrap();
+        assert!(contents(&p2, "a").unwrap() == model, "{scheme}: recovered");
+        assert_healthy(&p2, "recovered");
+        // A large psync (a whole page) cannot be logged in few bytes... it still fits one
+        // record; past the area's room the psync is page-granular and folds the records.
+        let big = vec![(0usize, vec![0x5Au8; 4096 * 5])];
+        write(&a, &big);
+        apply(&mut model, &big);
+        let st = a.psync().unwrap();
+        assert!(
+            st.seq > seq,
+            "{scheme}: 20 KiB do not fit the log: a page commit"
+        );
+        a.detach().unwrap();
+        assert!(contents(&pool, "a").unwrap() == model, "{scheme}");
+        assert_healthy(&pool, "after");
+    }
+}
+
+#[test]
+fn detach_without_psync_keeps_only_the_psynced_bytes() {
+    for scheme in schemes() {
+        let (_m, pool) = setup(scheme);
+        let a = pool.attach_with("a", Perm::Write, KEY, declared()).unwrap();
+        a.write_at(100, &[1; 8]).unwrap();
+        a.psync().unwrap(); // logged
+        a.write_at(104, &[2; 8]).unwrap(); // same page, not psynced
+        a.write_at(3 * 4096, &[3; 8]).unwrap();
+        a.detach().unwrap();
+        let c = contents(&pool, "a").unwrap();
+        let mut want = vec![0u8; SIZE];
+        want[100..108].copy_from_slice(&[1; 8]);
+        assert!(c == want, "{scheme}");
+        // And rollback restores psynced log bytes, not the slot's older ones.
+        let a = pool.attach_with("a", Perm::Write, KEY, declared()).unwrap();
+        a.write_at(200, &[4; 8]).unwrap();
+        a.psync().unwrap(); // logged
+        a.write_at(196, &[5; 16]).unwrap();
+        assert_eq!(a.rollback().unwrap(), 1);
+        let mut b = [0u8; 16];
+        a.read_at(196, &mut b).unwrap();
+        assert_eq!(
+            b,
+            [0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0],
+            "{scheme}"
+        );
+        a.detach().unwrap();
+        want[200..208].copy_from_slice(&[4; 8]);
+        assert!(contents(&pool, "a").unwrap() == want, "{scheme}");
+    }
+}
+
+/// A pool image holding three live records in "a" (and one in "b"), the model after each
+/// psync, and the pool it came from.
+fn with_records(scheme: Scheme) -> (Vec<u8>, Vec<Vec<u8>>, Pool) {
+    let (m, pool) = setup(scheme);
+    let mut models = vec![vec![0u8; SIZE]];
+    let b = pool.attach_with("b", Perm::Write, KEY, declared()).unwrap();
+    b.write_at(8, &[9; 8]).unwrap();
+    b.psync().unwrap();
+    b.write_at(16, &[9; 8]).unwrap();
+    b.psync().unwrap();
+    let a = pool.attach_with("a", Perm::Write, KEY, declared()).unwrap();
+    // `secure`: the first psync of an attach commits a version reservation (and pages).
+    write(&a, &small(9));
+    apply(&mut models[0], &small(9));
+    a.psync().unwrap();
+    for i in 1..=3u8 {
+        write(&a, &small(i));
+        let mut next = models.last().unwrap().clone();
+        apply(&mut next, &small(i));
+        models.push(next);
+        assert_eq!(a.psync().unwrap().fences, 1);
+    }
+    let image = m.durable_image();
+    a.detach().unwrap();
+    b.detach().unwrap();
+    (image, models, pool)
+}
+
+/// Offsets (from the area) of the records of an area: read from the headers.
+fn record_offsets(image: &[u8], area: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut at = 64;
+    while image[area + at..area + at + 4] == *b"PLOG" {
+        out.push(at);
+        let len = u32::from_le_bytes(image[area + at + 4..area + at + 8].try_into().unwrap());
+        at += pmo_format::sublog::record_len(len as usize) as usize;
+    }
+    out
+}
+
+#[test]
+fn tampered_records_are_detected_or_roll_back_only_the_last_psync() {
+    for scheme in schemes() {
+        let (image, models, pool) = with_records(scheme);
+        let area = log_area(&pool, "a");
+        let recs = record_offsets(&image, area);
+        // `none` logs the first psync too; `secure` commits it with its reservation.
+        assert!(recs.len() >= 3, "{scheme}");
+        let recs = &recs[recs.len() - 3..];
+        assert!(contents(&reopen(image.clone()).unwrap(), "a").unwrap() == models[3]);
+        let integrity = |img: Vec<u8>, what: &str| {
+            let p = reopen(img).unwrap();
+            match contents(&p, "a") {
+                Err(e) => assert!(e.is_integrity(), "{scheme} {what}: {e}"),
+                Ok(_) => panic!("{scheme} {what}: read without an error"),
+            }
+        };
+        // A flipped byte in the body of a middle record, and in the first one.
+        for (r, at) in [(1usize, 60usize), (0, 50)] {
+            let mut img = image.clone();
+            img[area + recs[r] + at] ^= 0x10;
+            integrity(img, &format!("flipped byte in record {}", r + 1));
+        }
+        // A dropped middle record.
+        let mut img = image.clone();
+        img[area + recs[1]..area + recs[2]].fill(0);
+        integrity(img, "dropped record 2");
+        // Record 1 of PMO "b" in place of "a"'s first record.
+        let b_area = log_area(&pool, "b");
+        let mut img = image.clone();
+        let len = recs[1] - recs[0];
+        let b_rec = image[b_area + 64..b_area + 64 + len].to_vec();
+        img[area + recs[0]..area + recs[0] + len].copy_from_slice(&b_rec);
+        integrity(img, "record swapped from another PMO");
+        // The last record damaged: the documented rollback of the last psync only.
+        let mut img = image.clone();
+        img[area + recs[2] + 50] ^= 1;
+        let p = reopen(img).unwrap();
+        assert!(
+            contents(&p, "a").unwrap() == models[2],
+            "{scheme}: last record"
+        );
+        assert_healthy(&p, "last record dropped");
+    }
+}
+
+#[test]
+fn a_record_of_an_earlier_generation_is_refused() {
+    for scheme in schemes() {
+        let (m, pool) = setup(scheme);
+        let area = log_area(&pool, "a");
+        let a = pool.attach_with("a", Perm::Write, KEY, declared()).unwrap();
+        write(&a, &small(9));
+        a.psync().unwrap();
+        write(&a, &small(1));
+        a.psync().unwrap();
+        write(&a, &small(2));
+        a.psync().unwrap();
+        let old = m.durable_image();
+        // A page commit (too many bytes to log) obsoletes both; two new records follow.
+        a.write_at(0, &vec![7u8; 4096 * 5]).unwrap();
+        a.psync().unwrap();
+        write(&a, &small(3));
+        a.psync().unwrap();
+        write(&a, &small(4));
+        a.psync().unwrap();
+        let mut img = m.durable_image();
+        let recs = record_offsets(&old, area);
+        let len = recs[1] - recs[0];
+        img[area + recs[0]..area + recs[0] + len]
+            .copy_from_slice(&old[area + recs[0]..area + recs[0] + len]);
+        let p = reopen(img).unwrap();
+        let e = contents(&p, "a").unwrap_err();
+        assert!(e.is_integrity(), "{scheme}: {e}");
+        a.detach().unwrap();
+    }
+}
+
+/// Crash at every persist point of: three logged psyncs, a page-granular psync that takes
+/// their pages too, two more logged psyncs, a detach (which folds them), then a crash during
+/// the recovery of each image. Every PMO reads as the state of the last returned psync or
+/// the one in flight, exactly.
+#[test]
+fn crash_at_every_persist_point_of_log_psyncs_folds_and_recovery() {
+    for scheme in schemes() {
+        let (m, pool) = setup(scheme);
+        let base = m.durable_image();
+        drop(pool);
+        let mut steps: Vec<Vec<(usize, Vec<u8>)>> = (1..=3u8).map(small).collect();
+        steps.push(vec![(4096 + 10, vec![0xEE; 4096 * 5 - 20])]);
+        steps.extend((4..=5u8).map(small));
+        let mut models = vec![vec![0u8; SIZE]];
+        for s in &steps {
+            let mut next = models.last().unwrap().clone();
+            apply(&mut next, s);
+            models.push(next);
+        }
+        let returned = AtomicUsize::new(0);
+        let mut checked = 0;
+        let points = explore(
+            &base,
+            2,
+            0x106,
+            |m| {
+                returned.store(0, Ordering::SeqCst);
+                let pool = Pool::open_on(m.clone())?;
+                let a = pool.attach_with("a", Perm::Write, KEY, declared())?;
+                for s in &steps {
+                    write(&a, s);
+                    a.psync()?;
+                    returned.fetch_add(1, Ordering::SeqCst);
+                }
+                a.detach()?;
+                returned.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), StoreError>(())
+            },
+            |cp| {
+                let done = returned.load(Ordering::SeqCst).min(steps.len());
+                let ctx = format!("{scheme} point {} variant {}", cp.point, cp.variant);
+                let check = |image: Vec<u8>, ctx: &str| {
+                    let p = reopen(image).unwrap();
+                    let c = contents(&p, "a").unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                    let k = models
+                        .iter()
+                        .position(|s| *s == c)
+                        .unwrap_or_else(|| panic!("{ctx}: not the state of any psync"));
+                    assert!(
+                        k == done || k == done + 1,
+                        "{ctx}: state {k}, {done} psyncs returned"
+                    );
+                    if cp.completed {
+                        assert_eq!(k, steps.len(), "{ctx}");
+                    }
+                    assert_healthy(&p, ctx);
+                    k
+                };
+                let k = check(cp.image.clone(), &ctx);
+                // A crash inside the recovery (the fold) of this image, at each of its points.
+                if cp.variant == 1 {
+                    explore(
+                        &cp.image,
+                        0,
+                        7,
+                        |m| {
+                            let p = Pool::open_on(m.clone())?;
+                            p.open_pmo("a", Perm::Write, KEY, None).map(drop)
+                        },
+                        |rp| {
+                            let c2 = format!("{ctx} recovery point {}", rp.point);
+                            let p = reopen(rp.image.clone()).unwrap();
+                            let c = contents(&p, "a").unwrap_or_else(|e| panic!("{c2}: {e}"));
+                            assert!(c == models[k], "{c2}");
+                        },
+                    );
+                }
+                checked += 1;
+            },
+        );
+        assert!(points >= 8, "{scheme}: {points} persist points");
+        assert!(checked > points as usize, "{scheme}");
+    }
+}
+
+/// Random small and large psyncs, detaches with unpsynced writes, rollbacks and crashes,
+/// against a model of the committed and the attached contents.
+#[test]
+fn random_operations_match_a_model() {
+    use rand::{Rng, SeedableRng};
+    for scheme in schemes() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5ab1 ^ scheme.code() as u64);
+        let (m, pool) = setup(scheme);
+        let mut pool = Some(pool);
+        let mut m = m;
+        let mut committed = vec![0u8; SIZE];
+        for round in 0..12 {
+            let p = pool.take().unwrap();
+            let a = p.attach_with("a", Perm::Write, KEY, declared()).unwrap();
+            let mut view = committed.clone();
+            for _ in 0..rng.gen_range(1..12) {
+                let len = if rng.gen_bool(0.15) {
+                    rng.gen_range(1..3 * 4096)
+                } else {
+                    rng.gen_range(1..64)
+                };
+                let off = rng.gen_range(0..SIZE - len);
+                let v: u8 = rng.gen();
+                a.write_at(off, &vec![v; len]).unwrap();
+                view[off..off + len].fill(v);
+                match rng.gen_range(0..10) {
+                    0..=5 => {
+                        a.psync().unwrap();
+                        committed.clone_from(&view);
+                    }
+                    6 => {
+                        a.rollback().unwrap();
+                        view.clone_from(&committed);
+                    }
+                    _ => {}
+                }
+            }
+            let mut seen = vec![0u8; SIZE];
+            a.read_at(0, &mut seen).unwrap();
+            assert!(seen == view, "{scheme} round {round}: the view");
+            if rng.gen_bool(0.5) {
+                // Crash: only what is durable survives.
+                let image = m.durable_image();
+                drop(a);
+                drop(p);
+                m = Arc::new(CrashMedium::from_image(image));
+                pool = Some(Pool::open_on(m.clone()).unwrap());
+            } else {
+                a.detach().unwrap();
+                pool = Some(p);
+            }
+            let p = pool.as_ref().unwrap();
+            assert!(
+                contents(p, "a").unwrap() == committed,
+                "{scheme} round {round}"
+            );
+        }
+        assert_healthy(pool.as_ref().unwrap(), "model");
+    }
+}
+
+/// Without the option a PMO has no log area and every psync is page-granular (two fences).
+#[test]
+fn pmos_without_a_log_keep_page_granular_psync() {
+    if std::env::var_os("PMO_LOG").is_some() {
+        return;
+    }
+    let m = Arc::new(CrashMedium::new(2 << 20));
+    let pool = Pool::create_on(m.clone(), &opts(Scheme::SECURE)).unwrap();
+    pool.pcreate("plain", 4 * 4096, KEY).unwrap();
+    let i = pool.info("plain").unwrap();
+    let a = pool
+        .attach_with("plain", Perm::Write, KEY, declared())
+        .unwrap();
+    a.write_at(8, &[1; 8]).unwrap();
+    let st = a.psync().unwrap();
+    assert!(st.seq >= 1 && st.fences >= 2, "{st:?}");
+    a.detach().unwrap();
+    let logged = pool.pcreate_logged("logged", 4 * 4096, KEY, None).unwrap();
+    assert_eq!(logged.extent_len, i.extent_len + LOG_BYTES);
+    assert_eq!(m.len() % 64, 0);
+}
+
+const KILL_CHILD_ENV: &str = "PMO_SUBLOG_KILL_CHILD_POOL";
+const KILL_PAGES: usize = 4;
+
+/// Child of the SIGKILL test: attach (declared), then forever: write iteration `i` (4 bytes) at
+/// offset 64 of each of four pages, psync (logged; a page commit each time the log is full),
+/// acknowledge.
+#[test]
+fn sublog_kill_child_main() {
+    let Ok(path) = std::env::var(KILL_CHILD_ENV) else {
+        return;
+    };
+    let pool = Pool::open(path.as_ref()).expect("child open");
+    let a = pool
+        .attach_with("victim", Perm::Write, KEY, declared())
+        .expect("child attach");
+    let start: u32 = std::env::var("PMO_SUBLOG_KILL_START")
+        .unwrap()
+        .parse()
+        .unwrap();
+    for i in start.. {
+        for p in 0..KILL_PAGES {
+            a.write_at(p * 4096 + 64, &i.to_le_bytes()).unwrap();
+        }
+        a.psync().unwrap();
+        println!("{i}");
+    }
+}
+
+/// Real SIGKILLs at random moments during a stream of small psyncs: after each, the reopened
+/// PMO holds the last acknowledged iteration or the one in flight on every page, never a mix.
+/// `PMO_KILLS` sets the kills per scheme (default 100).
+#[test]
+fn sigkill_during_small_psyncs_loses_no_acknowledged_psync() {
+    use rand::{Rng, SeedableRng};
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    if std::env::var(KILL_CHILD_ENV).is_ok() {
+        return;
+    }
+    let kills: usize = std::env::var("PMO_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        std::path::PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    for scheme in schemes() {
+        let path = dir.join(format!(
+            "pmo-sublog-kill-{}-{scheme}.pool",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let pool = Pool::create(
+            &path,
+            8 << 20,
+            &PoolOptions {
+                kdf: KdfParams::INSECURE_FAST,
+                scheme,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        pool.pcreate_logged("victim", (KILL_PAGES * 4096) as u64, KEY, None)
+            .unwrap();
+        drop(pool);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x10c);
+        let exe = std::env::current_exe().unwrap();
+        let mut floor = 0u32;
+        let mut in_flight = 0;
+        for k in 0..kills {
+            let mut child = Command::new(&exe)
+                .args([
+                    "--exact",
+                    "sublog_kill_child_main",
+                    "--nocapture",
+                    "--test-threads=1",
+                    "--quiet",
+                ])
+                .env(KILL_CHILD_ENV, &path)
+                .env("PMO_SUBLOG_KILL_START", (floor + 1).to_string())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let acked = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let reader = {
+                let acked = acked.clone();
+                let out = child.stdout.take().unwrap();
+                std::thread::spawn(move || {
+                    for line in BufReader::new(out).lines().map_while(Result::ok) {
+                        if let Ok(i) = line.trim().parse::<u64>() {
+                            acked.store(i, Ordering::SeqCst);
+                        }
+                    }
+                })
+            };
+            let t0 = std::time::Instant::now();
+            while acked.load(Ordering::SeqCst) == 0
+                && t0.elapsed() < std::time::Duration::from_secs(10)
+            {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            std::thread::sleep(std::time::Duration::from_micros(rng.gen_range(0..3000)));
+            child.kill().unwrap();
+            let status = child.wait().unwrap();
+            assert_eq!(status.signal(), Some(9), "{scheme} kill {k}: {status:?}");
+            reader.join().unwrap();
+            let last = acked.load(Ordering::SeqCst) as u32;
+            assert!(last > floor, "{scheme} kill {k}: nothing acknowledged");
+            let pool = Pool::open(&path).unwrap();
+            let h = pool.open_pmo("victim", Perm::Write, KEY, None).unwrap();
+            let mut page = [0u8; 4096];
+            let mut found = Vec::new();
+            for p in 0..KILL_PAGES {
+                h.read_page(p as u64, &mut page).unwrap();
+                found.push(u32::from_le_bytes(page[64..68].try_into().unwrap()));
+            }
+            assert!(
+                found.iter().all(|&f| f == found[0]) && (found[0] == last || found[0] == last + 1),
+                "{scheme} kill {k}: pages hold {found:?}, last acknowledged {last}"
+            );
+            in_flight += usize::from(found[0] == last + 1);
+            drop(h);
+            let report = pool.check().unwrap();
+            assert!(
+                report.problems.is_empty(),
+                "{scheme} kill {k}: {:?}",
+                report.problems
+            );
+            floor = found[0];
+        }
+        eprintln!("{scheme}: {kills} kills, {in_flight} with the psync in flight committed");
+        std::fs::remove_file(&path).unwrap();
+    }
+}
