@@ -597,7 +597,7 @@ impl PmoCore {
         const LINE: usize = 64;
         let mut padded = [0u8; 16 * LINE];
         let whole = journal.len().next_multiple_of(LINE);
-        if whole <= padded.len() && self.layout.journal_off[j as usize] % LINE as u64 == 0 {
+        if whole <= padded.len() {
             padded[..journal.len()].copy_from_slice(journal);
             m.write_flush(joff, &padded[..whole])?;
         } else {
