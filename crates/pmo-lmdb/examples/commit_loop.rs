@@ -59,8 +59,11 @@ fn main() {
         meds.push(m);
     }
     println!("| {store} median {:.2} us", median(&mut meds));
+    drop(opened);
     if let Target::File { dir, .. } = &target {
-        drop(opened);
         let _ = std::fs::remove_dir_all(dir);
     }
+    // The lock file's directory `bench::open` chose for a PMO store.
+    let _ =
+        std::fs::remove_dir_all(dir.join(format!("pmo-lmdb-bench-locks-{}", std::process::id())));
 }
