@@ -76,7 +76,10 @@ pub use pool::CryptoPool;
 pub use protect::{PageProtector, PAGE_META_LEN};
 pub use record::{open_record, seal_record, RECORD_PAGE_INDEX};
 pub use version::VersionCounter;
-pub use vtable::{mac_table, verify_table, TableTag, VersionTableMac, TABLE_TAG_LEN};
+pub use vtable::{
+    mac_table, verify_table, TableTag, VersionTableMac, TABLE_TAG_LEN,
+    UPDATE_BATCH as TABLE_UPDATE_BATCH,
+};
 
 /// Size of a PMO page in bytes: the unit of encryption and integrity.
 pub const PAGE_SIZE: usize = 4096;

@@ -136,7 +136,8 @@ impl Target {
         }
     }
 
-    fn pmo(scheme: &str) -> Target {
+    /// LMDB on a `scheme` PMO with the defaults (declared tracking, `MDB_WRITEMAP`).
+    pub fn pmo(scheme: &str) -> Target {
         Target::Pmo {
             label: format!("pmo-{scheme}"),
             scheme: scheme.into(),

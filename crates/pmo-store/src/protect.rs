@@ -723,19 +723,28 @@ impl Protection {
         Ok(())
     }
 
-    /// The table MAC update for `page` changing from `old` to `new` (secure scheme only).
+    /// The table MAC update for pages changing, each `(page, old, new)` (secure scheme only;
+    /// pages distinct). A few pages' AES blocks at a time ([`VersionTableMac::update_many`]).
     pub(crate) fn mac_update(
         &self,
         mac: &mut Option<VersionTableMac>,
-        page: u64,
-        old: PageMapEntry,
-        new: PageMapEntry,
+        changes: impl Iterator<Item = (u64, PageMapEntry, PageMapEntry)>,
     ) -> Result<()> {
-        if let (Some(mac), PageProtector::Aead { keys }) = (mac.as_mut(), &self.protector) {
-            mac.update(keys, page, old.mac_word(), new.mac_word())
-                .map_err(crypt_err)?;
+        let (Some(mac), PageProtector::Aead { keys }) = (mac.as_mut(), &self.protector) else {
+            return Ok(());
+        };
+        const N: usize = pmo_crypt::TABLE_UPDATE_BATCH;
+        let mut buf = [(0u64, 0u64, 0u64); N];
+        let mut n = 0;
+        for (page, old, new) in changes {
+            buf[n] = (page, old.mac_word(), new.mac_word());
+            n += 1;
+            if n == N {
+                mac.update_many(keys, &buf).map_err(crypt_err)?;
+                n = 0;
+            }
         }
-        Ok(())
+        mac.update_many(keys, &buf[..n]).map_err(crypt_err)
     }
 
     /// The trailer of a commit under `epoch` with the (already updated) `mac`, carrying
