@@ -572,16 +572,10 @@ impl PmoCore {
             fences,
             elapsed_ns: t0.elapsed().as_nanos() as u64,
         };
-        use crate::stats::SessionCounters as C;
-        C::add(&self.stats.psyncs, 1);
-        C::add(&self.stats.psync_crypt_ns, crypt_ns);
-        C::add(
-            &self.stats.psync_persist_ns,
-            stats.elapsed_ns.saturating_sub(crypt_ns),
-        );
-        C::add(&self.stats.bytes_persisted, stats.bytes_persisted);
+        self.stats
+            .count_psync(stats.elapsed_ns, crypt_ns, stats.bytes_persisted);
         if prot.is_some() {
-            C::add(&self.stats.pages_encrypted, k);
+            crate::stats::SessionCounters::add(&self.stats.pages_encrypted, k);
         }
         Ok(stats)
     }

@@ -37,6 +37,14 @@ impl SessionCounters {
     pub(crate) fn get(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
     }
+    /// Count one psync that took `elapsed_ns`, `crypt_ns` of it sealing (the rest is
+    /// Per+IV), and persisted `bytes`: the page commit and the log record alike.
+    pub(crate) fn count_psync(&self, elapsed_ns: u64, crypt_ns: u64, bytes: u64) {
+        Self::add(&self.psyncs, 1);
+        Self::add(&self.psync_crypt_ns, crypt_ns);
+        Self::add(&self.psync_persist_ns, elapsed_ns.saturating_sub(crypt_ns));
+        Self::add(&self.bytes_persisted, bytes);
+    }
 }
 
 /// A snapshot of one attach session (nanoseconds and counts). `repr(C)`: the C API hands it

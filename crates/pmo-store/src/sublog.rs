@@ -581,14 +581,8 @@ impl PmoHandle {
             fences: 1,
             elapsed_ns: t0.elapsed().as_nanos() as u64,
         };
-        use crate::stats::SessionCounters as C;
-        C::add(&core.stats.psyncs, 1);
-        C::add(&core.stats.psync_crypt_ns, crypt_ns);
-        C::add(
-            &core.stats.psync_persist_ns,
-            stats.elapsed_ns.saturating_sub(crypt_ns),
-        );
-        C::add(&core.stats.bytes_persisted, stats.bytes_persisted);
+        core.stats
+            .count_psync(stats.elapsed_ns, crypt_ns, stats.bytes_persisted);
         Ok(Some(stats))
     }
 }
