@@ -7,6 +7,14 @@
 //! attach that follows a detach in this process never fails with `Busy`, however the worker's
 //! release falls between the two (`handle::Pool::lock_attach_exclusive`).
 //!
+//! Small PMOs detach inline: waking the worker costs more than the work. On this VM a
+//! cross-vCPU wake-up is 19-72 µs, and the next attach of the same PMO waits for the worker
+//! (the *attach stall*): a 16 KiB `sp-id` session measured 178 µs of attach stall per
+//! session single-threaded and ~400 µs with 8 threads, against a few µs of checksums done
+//! inline (`examples/session_bench.rs`, `docs/detach.md`). A PMO of at most
+//! [`inline_pages`] pages (default [`INLINE_PAGES`], `PMO_DETACH_INLINE_PAGES` overrides it;
+//! 0 sends every detach with work to the worker, as before) finishes its detach in the call.
+//!
 //! Bounded: at most [`QUEUE_MAX`] detaches wait for the worker; beyond that a detach does its
 //! work itself. If the process exits with work queued, nothing is lost: the integrity-pending
 //! word is still set and the next attach's crash handler completes the work.
@@ -18,6 +26,21 @@ use crate::handle::PmoHandle;
 
 /// Detaches that may wait for the worker at once.
 pub const QUEUE_MAX: usize = 64;
+
+/// PMOs of at most this many pages finish their detach inline (see the module comment).
+pub const INLINE_PAGES: u64 = 64;
+
+/// The inline-detach limit in pages: `PMO_DETACH_INLINE_PAGES` if set to a number, else
+/// [`INLINE_PAGES`]. Read once per process.
+pub fn inline_pages() -> u64 {
+    static N: OnceLock<u64> = OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("PMO_DETACH_INLINE_PAGES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(INLINE_PAGES)
+    })
+}
 
 /// Longest an attach waits for another user's background detach to finish.
 pub const DETACH_STALL_MAX: std::time::Duration = std::time::Duration::from_secs(60);
@@ -57,9 +80,10 @@ fn worker() -> Option<&'static Worker> {
     .as_ref()
 }
 
-/// Finish `h`'s detach in the background if it has work on the medium, else now.
+/// Finish `h`'s detach in the background if it has work on the medium and the PMO is larger
+/// than [`inline_pages`], else now.
 pub(crate) fn finish(h: PmoHandle) {
-    if !h.has_detach_work() {
+    if !h.has_detach_work() || h.core.npages() <= inline_pages() {
         drop(h);
         return;
     }
