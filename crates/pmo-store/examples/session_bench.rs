@@ -104,7 +104,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .collect::<Result<_, _>>()?,
     };
     println!("scheme,mode,threads,sessions,attach_us,touch_us,psync_us,detach_us,total_us,mean_total_us,stall_us,attach_other_us,pf_us,settle_us");
-    let path = std::path::Path::new("/dev/shm").join(format!("session-{}.pool", std::process::id()));
+    let path =
+        std::path::Path::new("/dev/shm").join(format!("session-{}.pool", std::process::id()));
     for &scheme in &schemes {
         for write in [false, true] {
             for &n in &threads {

@@ -198,10 +198,18 @@ mod tests {
         assert!(a.handle().core.npages() <= super::inline_pages());
         a.write_at(0, &[0x5a; 2 * PAGE_SIZE]).unwrap();
         a.psync().unwrap();
-        assert_ne!(pending(&pool, off), 0, "sp-id's psync leaves checksums to detach");
+        assert_ne!(
+            pending(&pool, off),
+            0,
+            "sp-id's psync leaves checksums to detach"
+        );
         a.detach().unwrap();
         assert!(!super::in_flight(uuid), "no background detach queued");
-        assert_eq!(pending(&pool, off), 0, "checksums written before detach returned");
+        assert_eq!(
+            pending(&pool, off),
+            0,
+            "checksums written before detach returned"
+        );
         // And they verify: the next attach reads the pages back without a crash repair.
         let a = pool.attach("s", Perm::Read, b"k").unwrap();
         let mut b = vec![0u8; PAGE_SIZE];

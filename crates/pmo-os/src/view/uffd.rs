@@ -477,10 +477,18 @@ pub(crate) fn set_fault_around(st: &UffdState, pages: usize) -> usize {
 /// observed pattern: a fault right after its predecessor was filled doubles the window (up to
 /// the view's limit), any other fault resets it to one page. As the kernel's own fault-around,
 /// but only on sequential runs, because each page filled here costs a decryption.
-fn around_window(st: &UffdState, page: u64) -> usize {
+///
+/// A view of at most one window (`pages <= limit`: a small PMO, such as Filebench's 16 KiB
+/// files) is filled whole at its first fault whatever the pattern: the few decryptions it may
+/// waste cost less than the further trips (a SIGBUS, a fill and a copy each, ~4 µs) that a
+/// session touching all of it would otherwise take (`docs/faults.md`, "Small views").
+fn around_window(st: &UffdState, page: u64, pages: u64) -> usize {
     let limit = st.around_limit.load(Ordering::Relaxed);
     if limit <= 1 {
         return 1;
+    }
+    if pages <= limit as u64 {
+        return limit;
     }
     let sequential = page > 0 && st.present.get(page - 1);
     let w = if sequential {
@@ -557,7 +565,7 @@ fn fill_and_copy(
     };
     // Fault-around: the absent pages after `page`, as long as they fill and (twin tracking)
     // can be hot, each installed clean: write-protected, or hot.
-    let window = around_window(st, page);
+    let window = around_window(st, page, shared.pages);
     let mut more = 0usize;
     let mut more_hot = false;
     while more + 1 < window {
