@@ -3,7 +3,8 @@
 //! synchronous write-protect faults + a bitmap ([`DirtyTracking::Fault`]).
 //!
 //! Owns: one userfaultfd per view (registered for missing pages, and for write-protect on
-//! writable views), a descriptor of `/proc/self/pagemap` (scan tracking), the dirty bitmap
+//! writable views), a share of the process's one descriptor of `/proc/self/pagemap` (scan
+//! tracking; opened once per process, see [`self_pagemap`]), the dirty bitmap
 //! (fault tracking) and an advisory "present" bitmap.
 //!
 //! How a fault is served: the view is anonymous private memory (`MAP_PRIVATE | MAP_ANONYMOUS`).
@@ -70,8 +71,8 @@ const SCAN_FAST_MIN_PAGES: u64 = 512;
 pub(crate) struct UffdState {
     uffd: OwnedFd,
     tracking: DirtyTracking,
-    /// `/proc/self/pagemap` (writable views with [`DirtyTracking::Scan`]).
-    pagemap: Option<OwnedFd>,
+    /// `/proc/self/pagemap` (writable views with [`DirtyTracking::Scan`]), shared by the views.
+    pagemap: Option<Arc<OwnedFd>>,
     present: PageBits,
     /// Pages written since the last collect ([`DirtyTracking::Fault`] and
     /// [`DirtyTracking::Twin`]; empty otherwise).
@@ -278,15 +279,7 @@ pub(crate) fn create(
         }
     })?;
 
-    let pagemap = if scan {
-        let f = std::fs::File::open("/proc/self/pagemap").map_err(|e| ViewError::Os {
-            op: "open /proc/self/pagemap",
-            errno: e.raw_os_error().unwrap_or(libc::EIO),
-        })?;
-        Some(OwnedFd::from(f))
-    } else {
-        None
-    };
+    let pagemap = if scan { Some(self_pagemap()?) } else { None };
 
     let pages = (opts.len_bytes / PAGE_SIZE) as u64;
     // Without room for the twin area (strict overcommit), twin tracking is fault tracking.
@@ -316,6 +309,30 @@ pub(crate) fn create(
             around: AtomicUsize::new(1),
         }),
     })
+}
+
+/// This process's descriptor of `/proc/self/pagemap`, opened at the first scan-tracked view
+/// and shared by every later one: opening it per attach (a procfs path walk and a close at
+/// detach) was a measurable share of a small PMO's session. The descriptor is bound to the
+/// address space of the process that opened it, so a fork child (whose views are new: the
+/// parent's are `MADV_DONTFORK`) opens its own: the cache is keyed by pid. `PAGEMAP_SCAN` keeps
+/// no state in the open file, so concurrent scans of distinct views through it are fine.
+fn self_pagemap() -> Result<Arc<OwnedFd>, ViewError> {
+    static CACHE: std::sync::Mutex<Option<(u32, Arc<OwnedFd>)>> = std::sync::Mutex::new(None);
+    let pid = sys::getpid();
+    let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((p, fd)) = &*c {
+        if *p == pid {
+            return Ok(fd.clone());
+        }
+    }
+    let f = std::fs::File::open("/proc/self/pagemap").map_err(|e| ViewError::Os {
+        op: "open /proc/self/pagemap",
+        errno: e.raw_os_error().unwrap_or(libc::EIO),
+    })?;
+    let fd = Arc::new(OwnedFd::from(f));
+    *c = Some((pid, fd.clone()));
+    Ok(fd)
 }
 
 struct UnmapOnError {
