@@ -2,8 +2,8 @@
 //! tracking with `UFFD_FEATURE_WP_ASYNC` + `PAGEMAP_SCAN` ([`DirtyTracking::Scan`]) or with
 //! synchronous write-protect faults + a bitmap ([`DirtyTracking::Fault`]).
 //!
-//! Owns: one userfaultfd per view (registered for missing pages, and for write-protect on
-//! writable views), a share of the process's one descriptor of `/proc/self/pagemap` (scan
+//! Owns: a share of the process's userfaultfd for its feature set ([`process_uffd`]), with the
+//! view's range registered for missing pages (and for write-protect on writable views), a share of the process's one descriptor of `/proc/self/pagemap` (scan
 //! tracking; opened once per process, see [`self_pagemap`]), the dirty bitmap
 //! (fault tracking) and an advisory "present" bitmap.
 //!
@@ -69,7 +69,7 @@ const SCAN_FAST_MIN_PAGES: u64 = 512;
 
 /// Per-view state of the userfaultfd mechanism.
 pub(crate) struct UffdState {
-    uffd: OwnedFd,
+    uffd: Arc<OwnedFd>,
     tracking: DirtyTracking,
     /// `/proc/self/pagemap` (writable views with [`DirtyTracking::Scan`]), shared by the views.
     pagemap: Option<Arc<OwnedFd>>,
@@ -198,15 +198,25 @@ fn open_uffd() -> Result<OwnedFd, ViewError> {
     })
 }
 
-/// Create the state and mapping of a userfaultfd view (not yet registered with the handler).
-pub(crate) fn create(
-    opts: &ViewOptions,
-    source: Arc<dyn PageSource>,
-    tracking: DirtyTracking,
-) -> Result<Shared, ViewError> {
+/// This process's userfaultfd for `features`, opened and set up (`UFFDIO_API`) at the first
+/// view that asks for them and shared by every later one. A userfaultfd per view cost a small
+/// PMO's session an anonymous inode at attach and, at detach, a `close` whose release walks
+/// every mapping of the process (`userfaultfd_release_all`; ~12% of a 16 KiB session's profile,
+/// docs/faults.md, "Small views"). Nothing is read from it (faults arrive as `SIGBUS`), so one
+/// descriptor serves any number of views: each view's range is registered with it, and its
+/// `munmap` ends that registration. The descriptor is bound to the address space that opened it,
+/// so the cache is keyed by pid: a fork child opens its own.
+fn process_uffd(features: u64) -> Result<Arc<OwnedFd>, ViewError> {
+    type Cache = Vec<(u32, u64, Arc<OwnedFd>)>;
+    static CACHE: std::sync::Mutex<Cache> = std::sync::Mutex::new(Vec::new());
+    let pid = sys::getpid();
+    let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    // A fork child drops its parent's entries (its own copies of the descriptors only).
+    c.retain(|(p, _, _)| *p == pid);
+    if let Some((_, _, fd)) = c.iter().find(|(_, f, _)| *f == features) {
+        return Ok(fd.clone());
+    }
     let uffd = open_uffd()?;
-    let scan = opts.writable && tracking == DirtyTracking::Scan;
-    let features = FEATURES | if scan { FEATURES_SCAN } else { 0 };
     let mut api = UffdioApi {
         api: sys::UFFD_API,
         features,
@@ -225,6 +235,20 @@ pub(crate) fn create(
             features & !api.features
         )));
     }
+    let uffd = Arc::new(uffd);
+    c.push((pid, features, uffd.clone()));
+    Ok(uffd)
+}
+
+/// Create the state and mapping of a userfaultfd view (not yet registered with the handler).
+pub(crate) fn create(
+    opts: &ViewOptions,
+    source: Arc<dyn PageSource>,
+    tracking: DirtyTracking,
+) -> Result<Shared, ViewError> {
+    let scan = opts.writable && tracking == DirtyTracking::Scan;
+    let features = FEATURES | if scan { FEATURES_SCAN } else { 0 };
+    let uffd = process_uffd(features)?;
 
     let prot = if opts.writable {
         libc::PROT_READ | libc::PROT_WRITE
