@@ -9,11 +9,12 @@
 //!
 //! Small PMOs detach inline: waking the worker costs more than the work. On this VM a
 //! cross-vCPU wake-up is 19-72 µs, and the next attach of the same PMO waits for the worker
-//! (the *attach stall*): a 16 KiB `sp-id` session measured 178 µs of attach stall per
-//! session single-threaded and ~400 µs with 8 threads, against a few µs of checksums done
-//! inline (`examples/session_bench.rs`, `docs/detach.md`). A PMO of at most
-//! [`inline_pages`] pages (default [`INLINE_PAGES`], `PMO_DETACH_INLINE_PAGES` overrides it;
-//! 0 sends every detach with work to the worker, as before) finishes its detach in the call.
+//! (the *attach stall*): a 16 KiB `sp-id` session measured ~180 µs of attach stall per
+//! session single-threaded and ~400 µs with 8 threads, against ~14 µs of checksums done
+//! inline (`examples/session_bench.rs`; `docs/results.md`, issue 10, "One small session").
+//! A PMO of at most [`inline_pages`] pages (default [`INLINE_PAGES`],
+//! `PMO_DETACH_INLINE_PAGES` overrides it; 0 sends every detach with work to the worker, as
+//! before) finishes its detach in the call.
 //!
 //! Bounded: at most [`QUEUE_MAX`] detaches wait for the worker; beyond that a detach does its
 //! work itself. If the process exits with work queued, nothing is lost: the integrity-pending
