@@ -471,6 +471,50 @@ fn fault_around_fills_sequential_runs_ahead() {
     }
 }
 
+/// Fault-around on a view of at most one window (a small PMO): the first fault fills every
+/// page from the faulting one to the end, whatever the pattern, clean and tracked afterwards;
+/// a write as the first touch installs the written page writable and the rest clean.
+#[test]
+fn a_small_view_fills_whole_at_its_first_fault() {
+    for m in mechanisms() {
+        for first_write in [false, true] {
+            let v = view(m, 4, true, Pattern::new("small"));
+            if v.set_fault_around(16) == 1 {
+                continue; // sigsegv: no fault-around
+            }
+            if first_write {
+                write(&v, 0, 0, 77);
+            } else {
+                assert_eq!(read(&v, 0, 2), word(0, 2), "{m}");
+            }
+            assert!(
+                (0..4).all(|p| v.is_present(p)),
+                "{m}: one fault filled all four"
+            );
+            assert_eq!(v.stats().faults, 1, "{m}");
+            for p in 1..4 {
+                assert_eq!(read(&v, p, 5), word(p, 5), "{m}: page {p}");
+            }
+            let want: Vec<u64> = if first_write { vec![0] } else { vec![] };
+            assert_eq!(dirty(&v), want, "{m}: neighbours filled clean");
+            write(&v, 3, 0, 33);
+            assert_eq!(
+                dirty(&v),
+                vec![3],
+                "{m}: a neighbour's later write is tracked"
+            );
+        }
+        // A later page first: the pages after it, not the ones before.
+        let v = view(m, 4, true, Pattern::new("small2"));
+        if v.set_fault_around(16) == 1 {
+            continue;
+        }
+        assert_eq!(read(&v, 2, 0), word(2, 0), "{m}");
+        let present: Vec<u64> = (0..4).filter(|&p| v.is_present(p)).collect();
+        assert_eq!(present, vec![2, 3], "{m}");
+    }
+}
+
 /// Twin tracking over many pages: filled pages start hot, an unchanged collect makes them cold
 /// (and returns their twins' memory in a batch), later writes fault and are reported; a page
 /// written in two consecutive intervals stays hot and is reported only when it changes.

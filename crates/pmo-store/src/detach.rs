@@ -7,6 +7,15 @@
 //! attach that follows a detach in this process never fails with `Busy`, however the worker's
 //! release falls between the two (`handle::Pool::lock_attach_exclusive`).
 //!
+//! Small PMOs detach inline: waking the worker costs more than the work. On this VM a
+//! cross-vCPU wake-up is 19-72 µs, and the next attach of the same PMO waits for the worker
+//! (the *attach stall*): a 16 KiB `sp-id` session measured ~180 µs of attach stall per
+//! session single-threaded and ~400 µs with 8 threads, against ~14 µs of checksums done
+//! inline (`examples/session_bench.rs`; `docs/results.md`, issue 10, "One small session").
+//! A PMO of at most [`inline_pages`] pages (default [`INLINE_PAGES`],
+//! `PMO_DETACH_INLINE_PAGES` overrides it; 0 sends every detach with work to the worker, as
+//! before) finishes its detach in the call.
+//!
 //! Bounded: at most [`QUEUE_MAX`] detaches wait for the worker; beyond that a detach does its
 //! work itself. If the process exits with work queued, nothing is lost: the integrity-pending
 //! word is still set and the next attach's crash handler completes the work.
@@ -18,6 +27,24 @@ use crate::handle::PmoHandle;
 
 /// Detaches that may wait for the worker at once.
 pub const QUEUE_MAX: usize = 64;
+
+/// PMOs of at most this many pages finish their detach inline (see the module comment). The
+/// inline work is at most ~3.5 µs a page (an `sp-id` checksum: read back, decrypt, SHA-256,
+/// write), so 16 pages cost ~56 µs, about one cross-vCPU wake-up (19-72 µs here): beyond that
+/// the worker is the cheaper choice for the caller. 16 pages is also one fault-around window.
+pub const INLINE_PAGES: u64 = 16;
+
+/// The inline-detach limit in pages: `PMO_DETACH_INLINE_PAGES` if set to a number, else
+/// [`INLINE_PAGES`]. Read once per process.
+pub fn inline_pages() -> u64 {
+    static N: OnceLock<u64> = OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("PMO_DETACH_INLINE_PAGES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(INLINE_PAGES)
+    })
+}
 
 /// Longest an attach waits for another user's background detach to finish.
 pub const DETACH_STALL_MAX: std::time::Duration = std::time::Duration::from_secs(60);
@@ -57,9 +84,10 @@ fn worker() -> Option<&'static Worker> {
     .as_ref()
 }
 
-/// Finish `h`'s detach in the background if it has work on the medium, else now.
+/// Finish `h`'s detach in the background if it has work on the medium and the PMO is larger
+/// than [`inline_pages`], else now.
 pub(crate) fn finish(h: PmoHandle) {
-    if !h.has_detach_work() {
+    if !h.has_detach_work() || h.core.npages() <= inline_pages() {
         drop(h);
         return;
     }
@@ -130,5 +158,66 @@ pub fn wait_for_background_detaches() {
     let mut v = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
     while !v.is_empty() {
         v = DONE.wait(v).unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use pmo_medium::crash::CrashMedium;
+
+    use crate::pool::PoolOptions;
+    use crate::protect::ID_PENDING_OFF;
+    use crate::{Perm, Pool, Scheme};
+
+    const PAGE_SIZE: usize = pmo_format::PAGE_SIZE as usize;
+
+    fn pending(pool: &Pool, extent_off: u64) -> u64 {
+        let mut b = [0u8; 8];
+        pool.medium()
+            .read(extent_off + ID_PENDING_OFF, &mut b)
+            .unwrap();
+        u64::from_le_bytes(b)
+    }
+
+    /// A small `sp-id` PMO's detach writes its checksums and clears the pending word before
+    /// `detach` returns: nothing is left for the worker, nothing is in flight.
+    #[test]
+    fn a_small_pmo_finishes_its_detach_inline() {
+        let pool = Pool::create_on(
+            Arc::new(CrashMedium::new(4 << 20)),
+            &PoolOptions {
+                kdf: pmo_format::KdfParams::INSECURE_FAST,
+                ns_capacity: Some(4),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let sp_id = Scheme::from_name("sp-id").unwrap();
+        pool.pcreate_with("s", 4 * PAGE_SIZE as u64, b"k", Some(sp_id))
+            .unwrap();
+        let a = pool.attach("s", Perm::Write, b"k").unwrap();
+        let (uuid, off) = (a.handle().core.uuid, a.handle().core.extent_off);
+        assert!(a.handle().core.npages() <= super::inline_pages());
+        a.write_at(0, &[0x5a; 2 * PAGE_SIZE]).unwrap();
+        a.psync().unwrap();
+        assert_ne!(
+            pending(&pool, off),
+            0,
+            "sp-id's psync leaves checksums to detach"
+        );
+        a.detach().unwrap();
+        assert!(!super::in_flight(uuid), "no background detach queued");
+        assert_eq!(
+            pending(&pool, off),
+            0,
+            "checksums written before detach returned"
+        );
+        // And they verify: the next attach reads the pages back without a crash repair.
+        let a = pool.attach("s", Perm::Read, b"k").unwrap();
+        let mut b = vec![0u8; PAGE_SIZE];
+        a.read_at(PAGE_SIZE, &mut b).unwrap();
+        assert!(b.iter().all(|&x| x == 0x5a));
     }
 }

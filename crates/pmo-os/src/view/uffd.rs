@@ -2,8 +2,9 @@
 //! tracking with `UFFD_FEATURE_WP_ASYNC` + `PAGEMAP_SCAN` ([`DirtyTracking::Scan`]) or with
 //! synchronous write-protect faults + a bitmap ([`DirtyTracking::Fault`]).
 //!
-//! Owns: one userfaultfd per view (registered for missing pages, and for write-protect on
-//! writable views), a descriptor of `/proc/self/pagemap` (scan tracking), the dirty bitmap
+//! Owns: a share of the process's userfaultfd for its feature set ([`process_uffd`]), with the
+//! view's range registered for missing pages (and for write-protect on writable views), a share of the process's one descriptor of `/proc/self/pagemap` (scan
+//! tracking; opened once per process, see [`self_pagemap`]), the dirty bitmap
 //! (fault tracking) and an advisory "present" bitmap.
 //!
 //! How a fault is served: the view is anonymous private memory (`MAP_PRIVATE | MAP_ANONYMOUS`).
@@ -68,10 +69,10 @@ const SCAN_FAST_MIN_PAGES: u64 = 512;
 
 /// Per-view state of the userfaultfd mechanism.
 pub(crate) struct UffdState {
-    uffd: OwnedFd,
+    uffd: Arc<OwnedFd>,
     tracking: DirtyTracking,
-    /// `/proc/self/pagemap` (writable views with [`DirtyTracking::Scan`]).
-    pagemap: Option<OwnedFd>,
+    /// `/proc/self/pagemap` (writable views with [`DirtyTracking::Scan`]), shared by the views.
+    pagemap: Option<Arc<OwnedFd>>,
     present: PageBits,
     /// Pages written since the last collect ([`DirtyTracking::Fault`] and
     /// [`DirtyTracking::Twin`]; empty otherwise).
@@ -197,15 +198,25 @@ fn open_uffd() -> Result<OwnedFd, ViewError> {
     })
 }
 
-/// Create the state and mapping of a userfaultfd view (not yet registered with the handler).
-pub(crate) fn create(
-    opts: &ViewOptions,
-    source: Arc<dyn PageSource>,
-    tracking: DirtyTracking,
-) -> Result<Shared, ViewError> {
+/// This process's userfaultfd for `features`, opened and set up (`UFFDIO_API`) at the first
+/// view that asks for them and shared by every later one. A userfaultfd per view cost a small
+/// PMO's session an anonymous inode at attach and, at detach, a `close` whose release walks
+/// every mapping of the process (`userfaultfd_release_all`; ~12% of a 16 KiB session's profile,
+/// docs/faults.md, "Small views"). Nothing is read from it (faults arrive as `SIGBUS`), so one
+/// descriptor serves any number of views: each view's range is registered with it, and its
+/// `munmap` ends that registration. The descriptor is bound to the address space that opened it,
+/// so the cache is keyed by pid: a fork child opens its own.
+fn process_uffd(features: u64) -> Result<Arc<OwnedFd>, ViewError> {
+    type Cache = Vec<(u32, u64, Arc<OwnedFd>)>;
+    static CACHE: std::sync::Mutex<Cache> = std::sync::Mutex::new(Vec::new());
+    let pid = sys::getpid();
+    let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    // A fork child drops its parent's entries (its own copies of the descriptors only).
+    c.retain(|(p, _, _)| *p == pid);
+    if let Some((_, _, fd)) = c.iter().find(|(_, f, _)| *f == features) {
+        return Ok(fd.clone());
+    }
     let uffd = open_uffd()?;
-    let scan = opts.writable && tracking == DirtyTracking::Scan;
-    let features = FEATURES | if scan { FEATURES_SCAN } else { 0 };
     let mut api = UffdioApi {
         api: sys::UFFD_API,
         features,
@@ -224,6 +235,20 @@ pub(crate) fn create(
             features & !api.features
         )));
     }
+    let uffd = Arc::new(uffd);
+    c.push((pid, features, uffd.clone()));
+    Ok(uffd)
+}
+
+/// Create the state and mapping of a userfaultfd view (not yet registered with the handler).
+pub(crate) fn create(
+    opts: &ViewOptions,
+    source: Arc<dyn PageSource>,
+    tracking: DirtyTracking,
+) -> Result<Shared, ViewError> {
+    let scan = opts.writable && tracking == DirtyTracking::Scan;
+    let features = FEATURES | if scan { FEATURES_SCAN } else { 0 };
+    let uffd = process_uffd(features)?;
 
     let prot = if opts.writable {
         libc::PROT_READ | libc::PROT_WRITE
@@ -278,15 +303,7 @@ pub(crate) fn create(
         }
     })?;
 
-    let pagemap = if scan {
-        let f = std::fs::File::open("/proc/self/pagemap").map_err(|e| ViewError::Os {
-            op: "open /proc/self/pagemap",
-            errno: e.raw_os_error().unwrap_or(libc::EIO),
-        })?;
-        Some(OwnedFd::from(f))
-    } else {
-        None
-    };
+    let pagemap = if scan { Some(self_pagemap()?) } else { None };
 
     let pages = (opts.len_bytes / PAGE_SIZE) as u64;
     // Without room for the twin area (strict overcommit), twin tracking is fault tracking.
@@ -316,6 +333,30 @@ pub(crate) fn create(
             around: AtomicUsize::new(1),
         }),
     })
+}
+
+/// This process's descriptor of `/proc/self/pagemap`, opened at the first scan-tracked view
+/// and shared by every later one: opening it per attach (a procfs path walk and a close at
+/// detach) was a measurable share of a small PMO's session. The descriptor is bound to the
+/// address space of the process that opened it, so a fork child (whose views are new: the
+/// parent's are `MADV_DONTFORK`) opens its own: the cache is keyed by pid. `PAGEMAP_SCAN` keeps
+/// no state in the open file, so concurrent scans of distinct views through it are fine.
+fn self_pagemap() -> Result<Arc<OwnedFd>, ViewError> {
+    static CACHE: std::sync::Mutex<Option<(u32, Arc<OwnedFd>)>> = std::sync::Mutex::new(None);
+    let pid = sys::getpid();
+    let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((p, fd)) = &*c {
+        if *p == pid {
+            return Ok(fd.clone());
+        }
+    }
+    let f = std::fs::File::open("/proc/self/pagemap").map_err(|e| ViewError::Os {
+        op: "open /proc/self/pagemap",
+        errno: e.raw_os_error().unwrap_or(libc::EIO),
+    })?;
+    let fd = Arc::new(OwnedFd::from(f));
+    *c = Some((pid, fd.clone()));
+    Ok(fd)
 }
 
 struct UnmapOnError {
@@ -477,10 +518,18 @@ pub(crate) fn set_fault_around(st: &UffdState, pages: usize) -> usize {
 /// observed pattern: a fault right after its predecessor was filled doubles the window (up to
 /// the view's limit), any other fault resets it to one page. As the kernel's own fault-around,
 /// but only on sequential runs, because each page filled here costs a decryption.
-fn around_window(st: &UffdState, page: u64) -> usize {
+///
+/// A view of at most one window (`pages <= limit`: a small PMO, such as Filebench's 16 KiB
+/// files) is filled whole at its first fault whatever the pattern: the few decryptions it may
+/// waste cost less than the further trips (a SIGBUS, a fill and a copy each, ~4 µs) that a
+/// session touching all of it would otherwise take (`docs/faults.md`, "Small views").
+fn around_window(st: &UffdState, page: u64, pages: u64) -> usize {
     let limit = st.around_limit.load(Ordering::Relaxed);
     if limit <= 1 {
         return 1;
+    }
+    if pages <= limit as u64 {
+        return limit;
     }
     let sequential = page > 0 && st.present.get(page - 1);
     let w = if sequential {
@@ -557,7 +606,7 @@ fn fill_and_copy(
     };
     // Fault-around: the absent pages after `page`, as long as they fill and (twin tracking)
     // can be hot, each installed clean: write-protected, or hot.
-    let window = around_window(st, page);
+    let window = around_window(st, page, shared.pages);
     let mut more = 0usize;
     let mut more_hot = false;
     while more + 1 < window {
