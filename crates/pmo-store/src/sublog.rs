@@ -392,15 +392,65 @@ pub(crate) fn take_live_pages(core: &PmoCore) -> Vec<u64> {
     pages
 }
 
-/// Whether the medium's log of `core` may hold records over its newest page commit (read
-/// without a key: the count word). A live snapshot refuses such a PMO.
-pub(crate) fn may_have_records(core: &PmoCore, m: &dyn Medium) -> Result<bool> {
-    let Some(off) = core.layout.log_off else {
-        return Ok(false);
-    };
-    let mut word = [0u8; 8];
-    m.read(core.abs(off + COUNT_WORD_OFF), &mut word)?;
-    Ok(claimed(u64::from_le_bytes(word), log_base(core, m)?.0) > 0)
+/// The psynced changes a live snapshot overlays on the slots it copied: the valid records
+/// over the base of commit `seq`, read while the writer may keep psyncing.
+#[derive(Debug, Default)]
+pub(crate) struct LiveRecords {
+    /// The newest commit when the records were read (none came between).
+    pub seq: u64,
+    /// Valid records read (each one psync after commit `seq`).
+    pub records: u64,
+    live: Vec<LiveChange>,
+}
+
+impl LiveRecords {
+    /// The pages with changes, ascending.
+    pub(crate) fn pages(&self) -> Vec<u64> {
+        let mut pages: Vec<u64> = self.live.iter().map(|c| c.page).collect();
+        pages.sort_unstable();
+        pages.dedup();
+        pages
+    }
+    /// Apply `page`'s changes over its slot contents in `dst`.
+    pub(crate) fn apply(&self, page: u64, dst: &mut Page) {
+        apply(&self.live, page, dst);
+    }
+}
+
+/// For a live snapshot (which holds the key; `prot` opened live): read the records over the
+/// newest page commit without stopping the writer. `Ok(None)`: a commit came while they were
+/// read (a new base may reuse the area), read again after copying the pages it changed.
+///
+/// Records are appended, never rewritten, while the base stays (a torn or half-visible last
+/// one fails its tag and ends the log, as at recovery), so a read bracketed by the same newest
+/// commit is a prefix of the log over the slots of that commit: the PMO as of one psync.
+pub(crate) fn read_live(
+    core: &PmoCore,
+    m: &dyn Medium,
+    prot: Option<&Protection>,
+    pool_uuid: &[u8; 16],
+) -> Result<Option<LiveRecords>> {
+    use std::sync::atomic::{fence, Ordering};
+    let newest = || -> Result<u64> { Ok(core.newest_record(m)?.map_or(0, |r| r.seq)) };
+    let seq = newest()?;
+    if core.layout.log_off.is_none() {
+        return Ok(Some(LiveRecords {
+            seq,
+            ..Default::default()
+        }));
+    }
+    fence(Ordering::SeqCst);
+    let read = log_base(core, m).and_then(|(base, _)| read_log(core, m, prot, pool_uuid, base));
+    fence(Ordering::SeqCst);
+    if newest()? != seq {
+        return Ok(None);
+    }
+    let st = read?;
+    Ok(Some(LiveRecords {
+        seq,
+        records: st.records,
+        live: st.live,
+    }))
 }
 
 /// Zero a fresh extent's log area (flushed, not fenced: the entry's write fences it).
