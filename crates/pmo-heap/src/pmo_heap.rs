@@ -102,7 +102,9 @@ impl PmoHeap {
         opts: &HeapOptions,
         attach: AttachOptions,
     ) -> Result<PmoHeap> {
-        pool.pcreate(name, size, key)?;
+        // Heaps declare the bytes they change: a sub-page commit log makes their small psyncs
+        // one record (`docs/commit.md`, "The sub-page commit log"; `PMO_LOG=0`: none).
+        pool.pcreate_logged(name, size, key, None)?;
         let made = pool
             .attach_with(name, Perm::Write, key, attach)
             .map_err(PmoHeapError::from)

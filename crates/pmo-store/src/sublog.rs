@@ -29,9 +29,10 @@
 //! written there; only pages past the size are ever discarded, and those are page-committed
 //! first), so the fill path never has to overlay; `rollback` does ([`overlay`]).
 //!
-//! Off by default: a PMO gets a log area only when created (format version 6) with `PMO_LOG=1`
-//! (or [`Pool::pcreate_logged`]), under schemes `none` and `secure`, and records are written only
-//! under declared dirty tracking.
+//! A PMO gets a log area only when created (format version 6) through [`Pool::pcreate_logged`]
+//! (`PmoHeap` and `pmo-typed` by default; `PMO_LOG=0` turns that off) or with `PMO_LOG=1`, under
+//! schemes `none` and `secure`, and records are written only under declared dirty tracking.
+//! A raw `pcreate` (LMDB, the file store, the suite) gets none.
 #![allow(unsafe_code)] // reading declared bytes out of the attached view.
 
 use std::cell::Cell;
@@ -57,9 +58,12 @@ thread_local! {
 }
 
 /// Whether a PMO created now under `scheme` in a pool of format `version` gets a log area:
-/// `PMO_LOG=1` (or [`Pool::pcreate_logged`]), a version-6 pool, and scheme `none` or `secure`.
+/// `PMO_LOG=1` (or [`Pool::pcreate_logged`], unless `PMO_LOG=0`), a version-6 pool, and scheme
+/// `none` or `secure`.
 pub(crate) fn wanted(scheme: Scheme, version: u32) -> bool {
-    let asked = FORCE.with(Cell::get) || std::env::var("PMO_LOG").is_ok_and(|v| v.trim() == "1");
+    let env = std::env::var("PMO_LOG").ok();
+    let env = env.as_deref().map(str::trim);
+    let asked = env != Some("0") && (FORCE.with(Cell::get) || env == Some("1"));
     asked
         && version >= pmo_format::FORMAT_VERSION_SUBLOG
         && (scheme == Scheme::NONE || scheme == Scheme::SECURE)
@@ -76,7 +80,8 @@ pub(crate) fn flags(log: bool) -> u32 {
 
 impl crate::pool::Pool {
     /// [`Pool::pcreate_with`](crate::pool::Pool::pcreate_with) giving the PMO a sub-page commit
-    /// log area whatever `PMO_LOG` says (where the pool's version and the scheme allow one).
+    /// log area (where the pool's version and the scheme allow one) unless `PMO_LOG=0`: what
+    /// `PmoHeap` (and so `pmo-typed`) creates.
     pub fn pcreate_logged(
         &self,
         name: &str,
