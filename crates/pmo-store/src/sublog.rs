@@ -30,7 +30,7 @@
 //! first), so the fill path never has to overlay; `rollback` does ([`overlay`]).
 //!
 //! A PMO gets a log area only when created (format version 6) through [`Pool::pcreate_logged`]
-//! (`PmoHeap` and `pmo-typed` by default; `PMO_LOG=0` turns that off) or with `PMO_LOG=1`, under
+//! (`pmo-typed`'s heaps, created for declared tracking, by default; `PMO_LOG=0` turns that off) or with `PMO_LOG=1`, under
 //! schemes `none` and `secure`, and records are written only under declared dirty tracking.
 //! A raw `pcreate` (LMDB, the file store, the suite) gets none.
 #![allow(unsafe_code)] // reading declared bytes out of the attached view.
@@ -81,7 +81,7 @@ pub(crate) fn flags(log: bool) -> u32 {
 impl crate::pool::Pool {
     /// [`Pool::pcreate_with`](crate::pool::Pool::pcreate_with) giving the PMO a sub-page commit
     /// log area (where the pool's version and the scheme allow one) unless `PMO_LOG=0`: what
-    /// `PmoHeap` (and so `pmo-typed`) creates.
+    /// `PmoHeap` creates for declared tracking (`pmo-typed`).
     pub fn pcreate_logged(
         &self,
         name: &str,
