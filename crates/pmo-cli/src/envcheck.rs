@@ -28,7 +28,7 @@ pub fn check() -> anyhow::Result<()> {
     }
     if let Some(v) = set("PMO_LOG") {
         if !matches!(v.trim(), "0" | "1") {
-            bail!("PMO_LOG={v:?} is not 0 or 1 (1: new PMOs get a sub-page commit log)");
+            bail!("PMO_LOG={v:?} is not 0 or 1 (1: every new PMO gets a sub-page commit log, 0: not even heaps)");
         }
     }
     pmo_store::PredictConfig::from_env()?;

@@ -102,7 +102,15 @@ impl PmoHeap {
         opts: &HeapOptions,
         attach: AttachOptions,
     ) -> Result<PmoHeap> {
-        pool.pcreate(name, size, key)?;
+        // A heap created for declared dirty tracking (`pmo-typed`'s default) says which bytes
+        // its psyncs change: a sub-page commit log makes its small psyncs one record each
+        // (`docs/commit.md`, "The sub-page commit log"; `PMO_LOG=0`: none). Other trackings
+        // never write records: no log area.
+        if attach.tracking.or_else(DirtyTracking::from_env) == Some(DirtyTracking::Declared) {
+            pool.pcreate_logged(name, size, key, None)?;
+        } else {
+            pool.pcreate(name, size, key)?;
+        }
         let made = pool
             .attach_with(name, Perm::Write, key, attach)
             .map_err(PmoHeapError::from)

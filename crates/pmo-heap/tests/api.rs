@@ -333,3 +333,38 @@ fn check_pmo_reports_heaps_and_skips_other_pmos() {
         "{e}"
     );
 }
+
+#[test]
+fn a_heap_for_declared_tracking_gets_a_sub_page_commit_log_by_default() {
+    let mut sp = ScratchPool::new("sublog", 32 << 20);
+    let scheme = sp.pool.default_scheme().unwrap();
+    let logged = std::env::var("PMO_LOG").map_or(true, |v| v.trim() != "0")
+        && (scheme == pmo_store::Scheme::NONE || scheme == pmo_store::Scheme::SECURE);
+    let attach = pmo_store::AttachOptions {
+        tracking: Some(pmo_store::DirtyTracking::Declared),
+        ..Default::default()
+    };
+    let h = PmoHeap::create_with(&sp.pool, "h", HEAP_BYTES, KEY, &opts(), attach).unwrap();
+    let p = h.alloc(64, 16).unwrap();
+    h.set_root(Some(p)).unwrap();
+    h.psync().unwrap();
+    // An 8-byte declared change: one log record and one fence, not a page commit.
+    // SAFETY: `p` is a live 64-byte block of the attached heap.
+    unsafe { p.as_ptr().cast::<u64>().write(0x1122_3344_5566_7788) };
+    h.declare(p.as_ptr(), 8).unwrap();
+    let st = h.psync().unwrap();
+    if logged {
+        assert_eq!((st.fences, st.pages), (1, 1), "{scheme}: one record");
+    } else {
+        assert!(st.fences > 1, "{scheme}: a page commit without a log");
+    }
+    h.detach().unwrap();
+    sp.reopen();
+    let h = PmoHeap::open(&sp.pool, "h", KEY).unwrap();
+    let p = h.root().unwrap().unwrap();
+    // SAFETY: the root block of the re-attached heap, 64 bytes.
+    assert_eq!(
+        unsafe { p.as_ptr().cast::<u64>().read() },
+        0x1122_3344_5566_7788
+    );
+}

@@ -632,7 +632,7 @@ impl PmoCore {
     }
 
     /// The newest valid commit record, if any.
-    fn newest_record(&self, m: &dyn Medium) -> Result<Option<CommitRecord>> {
+    pub(crate) fn newest_record(&self, m: &dyn Medium) -> Result<Option<CommitRecord>> {
         Ok(self.records(m)?.0)
     }
 

@@ -17,6 +17,10 @@
 //!    next pass (a torn read that fails its tag is also only a changed entry);
 //! 3. when a pass copied every page it needed, each page of the copy holds the contents its
 //!    entry in the map of that pass's `s` names: the copy is exactly the PMO as of psync `s`.
+//!    The psynced changes in the sub-page log over that commit (`docs/commit.md`) are then
+//!    read ([`crate::sublog::read_live`]: a prefix of the log, bracketed by an unchanged
+//!    newest commit, else another pass) and overlaid on the pages they change, so the copy
+//!    is the PMO as of the last record's psync.
 //!    The whole-PMO checksum (`wedi`) is then checked on the copy, and the source entry must
 //!    still exist with the same uuid (a PMO destroyed meanwhile fails the snapshot).
 //!
@@ -129,7 +133,7 @@ pub(crate) trait Sink {
 /// What a snapshot did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SnapshotReport {
-    /// The psync the copy is exactly as of.
+    /// The newest page-map commit of the copy (with `log_records` records over it).
     pub seq: u64,
     /// Pages in the PMO.
     pub pages: u64,
@@ -139,19 +143,15 @@ pub struct SnapshotReport {
     pub pages_copied: u64,
     /// Whether the last passes closed the gate (the writer's psyncs waited for them).
     pub gated: bool,
+    /// Sub-page log records (psyncs after `seq` that wrote no page) overlaid on the copy: it
+    /// is exactly the PMO as of the last of them.
+    pub log_records: u64,
 }
 
 /// The committed map of `core`, read while a writer may be psyncing.
 fn committed(core: &PmoCore, m: &dyn pmo_medium::Medium) -> Result<crate::engine::CommittedMap> {
     for _ in 0..10_000 {
         if let Some(x) = core.committed_map(m)? {
-            if crate::sublog::may_have_records(core, m)? {
-                // Psynced bytes in the sub-page log, which only the writer's open folds.
-                return Err(StoreError::Busy {
-                    name: core.name.clone(),
-                    how: "read-write with psynced changes in its sub-page log (retry after its next page commit or detach)",
-                });
-            }
             return Ok(x);
         }
         std::thread::yield_now();
@@ -269,7 +269,23 @@ impl Pool {
                 }
                 continue;
             }
+            // Psynced changes in the sub-page log over this pass's commit, overlaid on the
+            // pages copied from its slots; a commit meanwhile means another pass.
+            let live = match crate::sublog::read_live(&core, m, prot.as_ref(), &inner.sb.uuid)? {
+                Some(l) if l.seq == seq => l,
+                _ => continue,
+            };
+            let overlaid = live.pages();
+            for &p in &overlaid {
+                sink.get(p, &mut page)?;
+                live.apply(p, &mut page);
+                sink.put(p, &page)?;
+            }
+            if !overlaid.is_empty() {
+                sink.end_pass()?;
+            }
             report.seq = seq;
+            report.log_records = live.records;
             report.passes = pass;
             if let Some(expected) = prot.as_ref().and_then(|p| p.whole_expected()) {
                 let mut h = WholePmoChecksum::new();

@@ -29,9 +29,10 @@
 //! written there; only pages past the size are ever discarded, and those are page-committed
 //! first), so the fill path never has to overlay; `rollback` does ([`overlay`]).
 //!
-//! Off by default: a PMO gets a log area only when created (format version 6) with `PMO_LOG=1`
-//! (or [`Pool::pcreate_logged`]), under schemes `none` and `secure`, and records are written only
-//! under declared dirty tracking.
+//! A PMO gets a log area only when created (format version 6) through [`Pool::pcreate_logged`]
+//! (`pmo-typed`'s heaps, created for declared tracking, by default; `PMO_LOG=0` turns that off) or with `PMO_LOG=1`, under
+//! schemes `none` and `secure`, and records are written only under declared dirty tracking.
+//! A raw `pcreate` (LMDB, the file store, the suite) gets none.
 #![allow(unsafe_code)] // reading declared bytes out of the attached view.
 
 use std::cell::Cell;
@@ -57,9 +58,12 @@ thread_local! {
 }
 
 /// Whether a PMO created now under `scheme` in a pool of format `version` gets a log area:
-/// `PMO_LOG=1` (or [`Pool::pcreate_logged`]), a version-6 pool, and scheme `none` or `secure`.
+/// `PMO_LOG=1` (or [`Pool::pcreate_logged`], unless `PMO_LOG=0`), a version-6 pool, and scheme
+/// `none` or `secure`.
 pub(crate) fn wanted(scheme: Scheme, version: u32) -> bool {
-    let asked = FORCE.with(Cell::get) || std::env::var("PMO_LOG").is_ok_and(|v| v.trim() == "1");
+    let env = std::env::var("PMO_LOG").ok();
+    let env = env.as_deref().map(str::trim);
+    let asked = env != Some("0") && (FORCE.with(Cell::get) || env == Some("1"));
     asked
         && version >= pmo_format::FORMAT_VERSION_SUBLOG
         && (scheme == Scheme::NONE || scheme == Scheme::SECURE)
@@ -76,7 +80,8 @@ pub(crate) fn flags(log: bool) -> u32 {
 
 impl crate::pool::Pool {
     /// [`Pool::pcreate_with`](crate::pool::Pool::pcreate_with) giving the PMO a sub-page commit
-    /// log area whatever `PMO_LOG` says (where the pool's version and the scheme allow one).
+    /// log area (where the pool's version and the scheme allow one) unless `PMO_LOG=0`: what
+    /// `PmoHeap` creates for declared tracking (`pmo-typed`).
     pub fn pcreate_logged(
         &self,
         name: &str,
@@ -392,15 +397,65 @@ pub(crate) fn take_live_pages(core: &PmoCore) -> Vec<u64> {
     pages
 }
 
-/// Whether the medium's log of `core` may hold records over its newest page commit (read
-/// without a key: the count word). A live snapshot refuses such a PMO.
-pub(crate) fn may_have_records(core: &PmoCore, m: &dyn Medium) -> Result<bool> {
-    let Some(off) = core.layout.log_off else {
-        return Ok(false);
-    };
-    let mut word = [0u8; 8];
-    m.read(core.abs(off + COUNT_WORD_OFF), &mut word)?;
-    Ok(claimed(u64::from_le_bytes(word), log_base(core, m)?.0) > 0)
+/// The psynced changes a live snapshot overlays on the slots it copied: the valid records
+/// over the base of commit `seq`, read while the writer may keep psyncing.
+#[derive(Debug, Default)]
+pub(crate) struct LiveRecords {
+    /// The newest commit when the records were read (none came between).
+    pub seq: u64,
+    /// Valid records read (each one psync after commit `seq`).
+    pub records: u64,
+    live: Vec<LiveChange>,
+}
+
+impl LiveRecords {
+    /// The pages with changes, ascending.
+    pub(crate) fn pages(&self) -> Vec<u64> {
+        let mut pages: Vec<u64> = self.live.iter().map(|c| c.page).collect();
+        pages.sort_unstable();
+        pages.dedup();
+        pages
+    }
+    /// Apply `page`'s changes over its slot contents in `dst`.
+    pub(crate) fn apply(&self, page: u64, dst: &mut Page) {
+        apply(&self.live, page, dst);
+    }
+}
+
+/// For a live snapshot (which holds the key; `prot` opened live): read the records over the
+/// newest page commit without stopping the writer. `Ok(None)`: a commit came while they were
+/// read (a new base may reuse the area), read again after copying the pages it changed.
+///
+/// Records are appended, never rewritten, while the base stays (a torn or half-visible last
+/// one fails its tag and ends the log, as at recovery), so a read bracketed by the same newest
+/// commit is a prefix of the log over the slots of that commit: the PMO as of one psync.
+pub(crate) fn read_live(
+    core: &PmoCore,
+    m: &dyn Medium,
+    prot: Option<&Protection>,
+    pool_uuid: &[u8; 16],
+) -> Result<Option<LiveRecords>> {
+    use std::sync::atomic::{fence, Ordering};
+    let newest = || -> Result<u64> { Ok(core.newest_record(m)?.map_or(0, |r| r.seq)) };
+    let seq = newest()?;
+    if core.layout.log_off.is_none() {
+        return Ok(Some(LiveRecords {
+            seq,
+            ..Default::default()
+        }));
+    }
+    fence(Ordering::SeqCst);
+    let read = log_base(core, m).and_then(|(base, _)| read_log(core, m, prot, pool_uuid, base));
+    fence(Ordering::SeqCst);
+    if newest()? != seq {
+        return Ok(None);
+    }
+    let st = read?;
+    Ok(Some(LiveRecords {
+        seq,
+        records: st.records,
+        live: st.live,
+    }))
 }
 
 /// Zero a fresh extent's log area (flushed, not fenced: the entry's write fences it).

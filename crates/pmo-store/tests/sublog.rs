@@ -599,3 +599,151 @@ fn sigkill_during_small_psyncs_loses_no_acknowledged_psync() {
         std::fs::remove_file(&path).unwrap();
     }
 }
+
+/// The whole contents of PMO `name` read through a live snapshot's export file (import).
+fn exported(pool: &Pool, name: &str, tag: &str) -> Vec<u8> {
+    let file = std::env::temp_dir().join(format!(
+        "pmo-sublog-{tag}-{}-{}.pmoexp",
+        std::process::id(),
+        name
+    ));
+    let _ = std::fs::remove_file(&file);
+    pool.export(name, KEY, &file, &mut |_, _| {}).unwrap();
+    pool.import(&file, Some("imp"), KEY, &mut |_, _| {})
+        .unwrap();
+    std::fs::remove_file(&file).unwrap();
+    let out = contents(pool, "imp").unwrap();
+    pool.pdestroy("imp", KEY).unwrap();
+    out
+}
+
+#[test]
+fn a_live_snapshot_export_and_copy_overlay_the_writers_live_records() {
+    for scheme in schemes() {
+        let (_m, pool) = setup(scheme);
+        let mut model = vec![0u8; SIZE];
+        let a = pool.attach_with("a", Perm::Write, KEY, declared()).unwrap();
+        write(&a, &small(9));
+        apply(&mut model, &small(9));
+        let base = a.psync().unwrap().seq;
+        for i in 1..=5u8 {
+            write(&a, &small(i));
+            apply(&mut model, &small(i));
+            assert_eq!(a.psync().unwrap().seq, base, "{scheme}: logged");
+        }
+        // Stored but not psynced: in no copy.
+        write(&a, &small(40));
+        // The writer never psyncs during the copies: they do not wait for it.
+        let (_, rep) = pool.snapshot("a", "s1", KEY, None, &mut |_, _| {}).unwrap();
+        // `none`'s first psync is logged too (over no page commit), `secure`'s commits pages.
+        let n = rep.log_records;
+        assert!(rep.seq == base && n >= 5, "{scheme}: {rep:?}");
+        assert!(
+            contents(&pool, "s1").unwrap() == model,
+            "{scheme}: snapshot"
+        );
+        pool.copy("a", "c1", KEY, None, &mut |_, _| {}).unwrap();
+        assert!(contents(&pool, "c1").unwrap() == model, "{scheme}: copy");
+        assert!(exported(&pool, "a", "live") == model, "{scheme}: export");
+        for n in ["s1", "c1"] {
+            pool.pdestroy(n, KEY).unwrap();
+        }
+        // A later logged psync, then a page commit that folds: each copy as of the newest.
+        apply(&mut model, &small(40));
+        assert_eq!(a.psync().unwrap().seq, base, "{scheme}: logged");
+        let (_, rep) = pool.snapshot("a", "s2", KEY, None, &mut |_, _| {}).unwrap();
+        assert_eq!(rep.log_records, n + 1, "{scheme}");
+        assert!(
+            contents(&pool, "s2").unwrap() == model,
+            "{scheme}: snapshot 2"
+        );
+        let big = vec![(4096usize, vec![0x77u8; 4096 * 5])];
+        write(&a, &big);
+        apply(&mut model, &big);
+        assert!(a.psync().unwrap().seq > base, "{scheme}: a page commit");
+        let (_, rep) = pool.snapshot("a", "s3", KEY, None, &mut |_, _| {}).unwrap();
+        assert_eq!(rep.log_records, 0, "{scheme}: folded");
+        assert!(
+            contents(&pool, "s3").unwrap() == model,
+            "{scheme}: snapshot 3"
+        );
+        a.detach().unwrap();
+        assert!(contents(&pool, "a").unwrap() == model, "{scheme}");
+        assert_healthy(&pool, "after the snapshots");
+    }
+}
+
+#[test]
+fn live_snapshots_beside_a_psyncing_writer_are_each_as_of_one_psync() {
+    for scheme in schemes() {
+        let (_m, pool) = setup(scheme);
+        // The state each returned psync committed, with the records over its page commit.
+        let history = std::sync::Mutex::new(vec![(0u64, vec![0u8; SIZE])]);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        // Snapshots that met live records (the writer goes on until a few did, or for 2000
+        // psyncs: the assertion at the end reports a machine too loaded to interleave them).
+        let met = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let a = pool.attach_with("a", Perm::Write, KEY, declared()).unwrap();
+                let mut model = vec![0u8; SIZE];
+                let (mut seq, mut records) = (0, 0);
+                let mut i = 0u32;
+                while i < 100 || (met.load(Ordering::SeqCst) < 3 && i < 2000) {
+                    i += 1;
+                    // Mostly small logged psyncs; every 40th a page commit that folds them.
+                    let w = if i.is_multiple_of(40) {
+                        vec![(0usize, vec![i as u8; 4096 * 5])]
+                    } else {
+                        small((i % 251) as u8)
+                    };
+                    write(&a, &w);
+                    apply(&mut model, &w);
+                    let st = a.psync().unwrap();
+                    if st.seq == seq && st.fences == 1 {
+                        records += 1;
+                    } else {
+                        (seq, records) = (st.seq, 0);
+                    }
+                    history.lock().unwrap().push((records, model.clone()));
+                }
+                // The detach folds the records: the same state, over a page commit.
+                a.detach().unwrap();
+                history.lock().unwrap().push((0, model));
+                done.store(true, Ordering::SeqCst);
+            });
+            let mut k = 0;
+            while !done.load(Ordering::SeqCst) || k < 2 {
+                let (_, rep) = pool.snapshot("a", "s", KEY, None, &mut |_, _| {}).unwrap();
+                if rep.log_records > 0 {
+                    met.fetch_add(1, Ordering::SeqCst);
+                }
+                let got = contents(&pool, "s").unwrap();
+                pool.pdestroy("s", KEY).unwrap();
+                // The writer records a state once its psync returns: wait for it.
+                let want = (0..2000).find_map(|_| {
+                    let found = history
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .any(|(r, h)| *r == rep.log_records && *h == got);
+                    if !found {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    found.then_some(())
+                });
+                assert!(
+                    want.is_some(),
+                    "{scheme}: snapshot {k} is not the state of a psync {} records after a page commit: {rep:?}",
+                    rep.log_records
+                );
+                k += 1;
+            }
+        });
+        assert!(
+            met.load(Ordering::SeqCst) > 0,
+            "{scheme}: no snapshot met live records"
+        );
+        assert_healthy(&pool, "after the racing snapshots");
+    }
+}

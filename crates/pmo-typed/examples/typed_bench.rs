@@ -437,8 +437,8 @@ fn psync(
                 // The mean total includes the rare psyncs that are much slower than the median
                 // (with a sub-page log: the page commit that folds a full log).
                 let mean = samples.iter().map(|s| s[2]).sum::<f64>() / samples.len() as f64;
-                // `PMO_LOG=1`: the PMO has a sub-page commit log (`docs/commit.md`).
-                let log = std::env::var("PMO_LOG").is_ok_and(|v| v.trim() == "1");
+                // The heap's PMO has a sub-page commit log (`docs/commit.md`) unless `PMO_LOG=0`.
+                let log = !std::env::var("PMO_LOG").is_ok_and(|v| v.trim() == "0");
                 let tr = if log {
                     format!("{}+log", tracking.name())
                 } else {
