@@ -458,6 +458,20 @@ pub(crate) fn read_live(
     }))
 }
 
+/// Whether a record over the current base may be in `core`'s log area (its first record's
+/// header names the base), read without keys: a path that reads the page map alone (the
+/// entry-only resize) must then take the path that opens the PMO, which folds them
+/// ([`recover`]). Conservative: a header whose record fails its tag still counts.
+pub(crate) fn may_have_records(core: &PmoCore, m: &dyn Medium) -> Result<bool> {
+    let Some(off) = core.layout.log_off else {
+        return Ok(false);
+    };
+    let (base, _) = log_base(core, m)?;
+    let mut hb = [0u8; HEADER_LEN];
+    m.read(core.abs(off) + FIRST_RECORD_OFF, &mut hb)?;
+    Ok(RecordHeader::decode(&hb).is_some_and(|h| h.base_seq == base && h.rec_seq == 1))
+}
+
 /// Zero a fresh extent's log area (flushed, not fenced: the entry's write fences it).
 pub(crate) fn init_area(core: &PmoCore, m: &dyn Medium) -> Result<()> {
     if let Some(off) = core.layout.log_off {

@@ -747,3 +747,46 @@ fn live_snapshots_beside_a_psyncing_writer_are_each_as_of_one_psync() {
         assert_healthy(&pool, "after the racing snapshots");
     }
 }
+
+/// A resize of a PMO whose records a crash left unfolded sees them: a shrink over a page that
+/// only a record holds is refused without `force`, and after a forced shrink and a grow back
+/// the regrown page reads as zeros, not as the record's bytes (the entry-only resize, which
+/// reads only the page map, would otherwise drop the psynced bytes and let a later recovery
+/// fold them into a page past the size).
+#[test]
+fn a_resize_sees_records_a_crash_left() {
+    for scheme in schemes() {
+        let (m, _pool) = setup(scheme);
+        let a = pool_attach(&_pool);
+        a.write_at(8, &[1; 8]).unwrap();
+        a.psync().unwrap(); // `secure`: a page commit with the reservation
+        a.write_at(5 * 4096 + 16, &[7; 8]).unwrap();
+        assert_eq!(a.psync().unwrap().fences, 1, "{scheme}: logged");
+        let image = m.durable_image();
+        drop(a);
+        let pool = reopen(image).unwrap();
+        let small = 4 * 4096;
+        let e = pool
+            .resize("a", small, KEY, Default::default())
+            .expect_err("a shrink over psynced bytes without force");
+        assert!(e.to_string().contains("holds data"), "{scheme}: {e}");
+        let mut want = vec![0u8; SIZE];
+        want[8..16].copy_from_slice(&[1; 8]);
+        want[5 * 4096 + 16..][..8].copy_from_slice(&[7; 8]);
+        assert!(contents(&pool, "a").unwrap() == want, "{scheme}");
+        let force = pmo_store::ResizeOptions {
+            force: true,
+            progress: None,
+        };
+        pool.resize("a", small, KEY, force).unwrap();
+        pool.resize("a", SIZE as u64, KEY, Default::default())
+            .unwrap();
+        want[5 * 4096 + 16..][..8].fill(0);
+        assert!(contents(&pool, "a").unwrap() == want, "{scheme}");
+        assert_healthy(&pool, "after");
+    }
+}
+
+fn pool_attach(pool: &Pool) -> pmo_store::Attachment {
+    pool.attach_with("a", Perm::Write, KEY, declared()).unwrap()
+}
