@@ -514,6 +514,11 @@ impl PmoHandle {
     /// discarded). A failure poisons the pool; the next open folds them again.
     pub(crate) fn fold_log(&self) {
         let inner = &*self.pool().inner;
+        if inner.alive().is_err() {
+            // A poisoned pool writes nothing more (as the rest of the detach): the records
+            // stay valid on the medium and the next open folds them.
+            return;
+        }
         let _ = inner.poison(fold_before_commit(
             &self.core,
             &*inner.medium,
@@ -540,6 +545,9 @@ impl PmoHandle {
         };
         let t0 = std::time::Instant::now();
         let inner = &*self.pool().inner;
+        // A persistence failure poisoned the pool: every later psync fails, as a page
+        // commit's does (`PmoHandle::commit_with_checksum`).
+        inner.alive()?;
         let m = &*inner.medium;
         let prot = self.prot.as_deref();
         let keys = record_keys(core, prot)?;

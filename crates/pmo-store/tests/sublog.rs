@@ -790,3 +790,75 @@ fn a_resize_sees_records_a_crash_left() {
 fn pool_attach(pool: &Pool) -> pmo_store::Attachment {
     pool.attach_with("a", Perm::Write, KEY, declared()).unwrap()
 }
+
+/// A crash medium whose next fence can be made to fail once (a transient persistence error).
+struct FlakyMedium {
+    inner: CrashMedium,
+    fail_next_fence: std::sync::atomic::AtomicBool,
+}
+
+impl Medium for FlakyMedium {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), pmo_medium::MediumError> {
+        self.inner.read(offset, buf)
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), pmo_medium::MediumError> {
+        self.inner.write(offset, data)
+    }
+    fn flush(&self, offset: u64, len: u64) -> Result<(), pmo_medium::MediumError> {
+        self.inner.flush(offset, len)
+    }
+    fn fence(&self) -> Result<(), pmo_medium::MediumError> {
+        if self.fail_next_fence.swap(false, Ordering::SeqCst) {
+            return Err(pmo_medium::MediumError::Io {
+                op: "fence",
+                source: std::io::Error::other("injected fence failure"),
+            });
+        }
+        self.inner.fence()
+    }
+    fn kind(&self) -> pmo_medium::MediumKind {
+        self.inner.kind()
+    }
+    fn path(&self) -> Option<&std::path::Path> {
+        None
+    }
+}
+
+/// A persistence failure poisons the pool: a later logged psync fails with `Poisoned` (it
+/// appended a record and reported it durable), and the detach writes no fold.
+#[test]
+fn a_poisoned_pool_takes_no_logged_psync_and_no_fold() {
+    for scheme in schemes() {
+        let m = Arc::new(FlakyMedium {
+            inner: CrashMedium::new(2 << 20),
+            fail_next_fence: false.into(),
+        });
+        let pool = Pool::create_on(m.clone(), &opts(scheme)).unwrap();
+        pool.pcreate_logged("a", PAGES * 4096, KEY, Some(scheme))
+            .unwrap();
+        let a = pool.attach_with("a", Perm::Write, KEY, declared()).unwrap();
+        a.write_at(8, &[1; 8]).unwrap();
+        a.psync().unwrap();
+        a.write_at(16, &[2; 8]).unwrap();
+        assert_eq!(a.psync().unwrap().fences, 1, "{scheme}: logged");
+        m.fail_next_fence.store(true, Ordering::SeqCst);
+        a.write_at(24, &[3; 8]).unwrap();
+        assert!(a.psync().is_err(), "{scheme}: the fence failed");
+        let fences = m.inner.fences();
+        a.write_at(32, &[4; 8]).unwrap();
+        let r = a.psync();
+        assert!(
+            matches!(r, Err(StoreError::Poisoned)),
+            "{scheme}: a psync on a poisoned pool: {r:?}"
+        );
+        drop(a);
+        assert_eq!(
+            m.inner.fences(),
+            fences,
+            "{scheme}: nothing persisted after the pool was poisoned"
+        );
+    }
+}
