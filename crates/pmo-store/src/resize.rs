@@ -639,7 +639,8 @@ impl Pool {
         self.switch_size(old, new_size, key, keep_address)?;
         // 2. A shrink clears the pages it dropped.
         if new_n < old_n {
-            let r = clear_pages(h, new_n..old_n);
+            // The sub-page log's obsolete records may hold bytes of the dropped pages too.
+            let r = clear_pages(h, new_n..old_n).and_then(|()| h.scrub_log());
             inner.poison(r)?;
         }
         Ok(())

@@ -526,6 +526,26 @@ impl PmoHandle {
         ));
     }
 
+    /// After a shrink dropped pages (`resize`'s `clear_pages`): fold any live record, then
+    /// zero the log area, whose obsolete records may still hold bytes of the dropped pages
+    /// (a shrink leaves nothing of them on the medium). Only obsolete records are zeroed, so a
+    /// crash at any point loses nothing; fenced.
+    pub(crate) fn scrub_log(&self) -> Result<()> {
+        let core = &*self.core;
+        if core.layout.log_off.is_none() {
+            return Ok(());
+        }
+        let m = &*self.pool().inner.medium;
+        fold_before_commit(core, m, self.prot.as_deref())?;
+        let mut st = core.sublog.lock();
+        debug_assert!(st.live.is_empty(), "folded above");
+        init_area(core, m)?;
+        m.fence()?;
+        // The next logged psync starts the area afresh (`log_psync` finds the base again).
+        st.seq_seen = u64::MAX;
+        Ok(())
+    }
+
     /// A psync of `pages` (the dirty pages, ascending) as one log record of the `ranges`
     /// declared since the last psync, read from the view at `base`. `Ok(None)`: this psync
     /// cannot be logged (no log area, a page without declared bytes, no room, a live snapshot,

@@ -862,3 +862,35 @@ fn a_poisoned_pool_takes_no_logged_psync_and_no_fold() {
         );
     }
 }
+
+/// A shrink leaves nothing of the pages it drops on the medium (`resize`'s `clear_pages`):
+/// not in the slots, and not in the (folded, obsolete) records of the sub-page log either.
+#[test]
+fn a_shrink_leaves_no_dropped_bytes_in_the_log_area() {
+    let (m, pool) = setup(Scheme::NONE);
+    let secret: Vec<u8> = (0..32u8).map(|i| i.wrapping_mul(37) ^ 0xa5).collect();
+    let a = pool.attach_with("a", Perm::Write, KEY, declared()).unwrap();
+    a.write_at(8, &[1; 8]).unwrap();
+    a.psync().unwrap();
+    a.write_at(5 * 4096 + 64, &secret).unwrap();
+    assert_eq!(a.psync().unwrap().fences, 1, "logged");
+    a.detach().unwrap(); // folds the record into page 5
+    let force = pmo_store::ResizeOptions {
+        force: true,
+        progress: None,
+    };
+    pool.resize("a", 4 * 4096, KEY, force).unwrap();
+    let img = m.durable_image();
+    assert!(
+        !img.windows(secret.len()).any(|w| w == secret),
+        "bytes of a dropped page are left on the medium"
+    );
+    let mut want = vec![0u8; 4 * 4096];
+    want[8..16].copy_from_slice(&[1; 8]);
+    let h = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+    let mut buf = [0u8; 4096];
+    h.read_page(0, &mut buf).unwrap();
+    assert_eq!(buf[..], want[..4096]);
+    drop(h);
+    assert_healthy(&pool, "after");
+}
