@@ -108,7 +108,8 @@ struct LiveChange {
 #[derive(Debug, Default)]
 struct LogState {
     /// The core's sequence number when `base` was found (a commit since makes it stale; every
-    /// commit takes the live changes first, so `live` is never stale).
+    /// commit takes the live changes first, and a fold that fails puts them back, so `live`
+    /// holds exactly the valid records not yet in their pages).
     seq_seen: u64,
     /// The page-commit sequence the records apply over ([`log_base`]).
     base: u64,
@@ -338,7 +339,7 @@ fn fold(
     core: &PmoCore,
     m: &dyn Medium,
     prot: Option<&Protection>,
-    live: Vec<LiveChange>,
+    live: &[LiveChange],
 ) -> Result<()> {
     let mut pages: Vec<u64> = live.iter().map(|c| c.page).collect();
     pages.sort_unstable();
@@ -355,7 +356,7 @@ fn fold(
                 })?,
                 None => core.read_page(m, p, dst)?,
             }
-            apply(&live, p, dst);
+            apply(live, p, dst);
             Ok(())
         }),
         prot,
@@ -385,7 +386,17 @@ pub(crate) fn fold_before_commit(
     if live.is_empty() {
         return Ok(());
     }
-    fold(core, m, prot, live)
+    let r = fold(core, m, prot, &live);
+    if r.is_err() {
+        // Still valid on the medium (no commit of pages moved the base): kept, so that the
+        // next commit folds them again or the page psync takes their pages from the view,
+        // and no later commit obsoletes acknowledged bytes.
+        let mut st = core.sublog.lock();
+        let newer = std::mem::take(&mut st.live);
+        st.live = live;
+        st.live.extend(newer);
+    }
+    r
 }
 
 /// The pages with live changes, forgotten: a psync that commits them whole from its view
@@ -503,7 +514,7 @@ pub(crate) fn recover(
     let live = std::mem::take(&mut st.live);
     *core.sublog.lock() = st;
     if !live.is_empty() {
-        inner.poison(fold(core, m, prot, live))?;
+        inner.poison(fold(core, m, prot, &live))?;
     }
     Ok(())
 }
@@ -583,10 +594,11 @@ impl PmoHandle {
         let mut st = core.sublog.lock();
         let now = core.seq();
         if st.seq_seen != now || st.at < FIRST_RECORD_OFF {
-            debug_assert!(
-                st.live.is_empty(),
-                "every commit folds the live changes first"
-            );
+            if !st.live.is_empty() {
+                // A commit came while changes stayed live (a fold that failed after its
+                // reservation commit): a page commit takes their pages.
+                return Ok(None);
+            }
             let (base, appendable) = log_base(core, m)?;
             if !appendable {
                 return Ok(None);

@@ -894,3 +894,50 @@ fn a_shrink_leaves_no_dropped_bytes_in_the_log_area() {
     drop(h);
     assert_healthy(&pool, "after");
 }
+
+/// A fold that fails (here: another page's slots are damaged, an integrity error) keeps the
+/// live records: a later page commit that succeeds still takes their pages, so an
+/// acknowledged psync's bytes are not dropped when the base moves on.
+#[test]
+fn a_failed_fold_keeps_the_live_records() {
+    let scheme = Scheme::SECURE;
+    let (m, pool) = setup(scheme);
+    let a = pool.attach_with("a", Perm::Write, KEY, declared()).unwrap();
+    a.write_at(4 * 4096, &[1; 8]).unwrap();
+    a.write_at(5 * 4096, &[2; 8]).unwrap();
+    a.psync().unwrap(); // `secure`: a page commit with the reservation
+    a.write_at(4 * 4096 + 100, &[3; 8]).unwrap();
+    assert_eq!(a.psync().unwrap().fences, 1, "logged");
+    a.write_at(5 * 4096 + 100, &[4; 8]).unwrap();
+    assert_eq!(a.psync().unwrap().fences, 1, "logged");
+    // Damage both slots of page 5.
+    let info = pool.info("a").unwrap();
+    let layout = pmo_format::layout::PmoLayout::new(PAGES, scheme.tag_bytes() as u64)
+        .and_then(|l| l.with_log(true))
+        .unwrap();
+    for slot in 0..2u8 {
+        let at = info.extent_off + layout.page(slot, 5);
+        let mut b = [0u8; 1];
+        m.read(at, &mut b).unwrap();
+        m.write(at, &[b[0] ^ 0x40]).unwrap();
+        m.flush(at, 1).unwrap();
+    }
+    m.fence().unwrap();
+    // A page commit that folds first: the fold meets page 5 and fails.
+    let page = [7u8; 4096];
+    assert!(a.handle().commit_pages(&[(3, &page)]).is_err());
+    // A page-granular psync (more declared bytes than a record holds) moves the base on.
+    a.write_at(0, &vec![9; 4 * 4096]).unwrap();
+    a.write_at(0, &[9]).unwrap();
+    a.psync().unwrap();
+    a.detach().unwrap();
+    let h = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+    let mut buf = [0u8; 4096];
+    h.read_page(4, &mut buf).unwrap();
+    assert_eq!(buf[..8], [1; 8]);
+    assert_eq!(
+        buf[100..108],
+        [3; 8],
+        "the logged psync of page 4 was dropped"
+    );
+}
