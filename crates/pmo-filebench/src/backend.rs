@@ -168,6 +168,15 @@ impl PosixBackend {
         }
     }
 
+    /// The file at `path` opened read-write; `create`: a new one (an existing file is an error).
+    fn open_rw(&self, path: &str, create: bool) -> BResult<std::fs::File> {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(create)
+            .open(self.at(path))
+            .map_err(|e| BackendError::io(if create { "create" } else { "open" }, path, e))
+    }
     fn at(&self, path: &str) -> PathBuf {
         self.root.join(path.trim_start_matches('/'))
     }
@@ -304,12 +313,7 @@ impl Backend for PosixBackend {
         std::fs::create_dir_all(self.at(path)).map_err(|e| BackendError::io("mkdir", path, e))
     }
     fn create(&self, path: &str, _size_hint: u64) -> BResult<Box<dyn BackendFile>> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(self.at(path))
-            .map_err(|e| BackendError::io("create", path, e))?;
+        let file = self.open_rw(path, true)?;
         Ok(Box::new(PosixFile {
             file,
             path: path.into(),
@@ -317,11 +321,7 @@ impl Backend for PosixBackend {
         }))
     }
     fn open(&self, path: &str) -> BResult<Box<dyn BackendFile>> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(self.at(path))
-            .map_err(|e| BackendError::io("open", path, e))?;
+        let file = self.open_rw(path, false)?;
         Ok(Box::new(PosixFile {
             file,
             path: path.into(),
@@ -343,20 +343,11 @@ impl Backend for PosixBackend {
         std::fs::remove_dir(self.at(path)).map_err(|e| BackendError::io("rmdir", path, e))
     }
     fn open_direct(&self, path: &str) -> BResult<Box<dyn BackendFile>> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(self.at(path))
-            .map_err(|e| BackendError::io("open", path, e))?;
+        let file = self.open_rw(path, false)?;
         self.direct(file, path)
     }
     fn create_direct(&self, path: &str, _size_hint: u64) -> BResult<Box<dyn BackendFile>> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(self.at(path))
-            .map_err(|e| BackendError::io("create", path, e))?;
+        let file = self.open_rw(path, true)?;
         self.direct(file, path)
     }
     fn notes(&self) -> Vec<String> {
