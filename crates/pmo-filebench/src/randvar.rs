@@ -58,7 +58,8 @@ impl RandVar {
         table: Option<&[(f64, f64, f64)]>,
     ) -> Result<RandVar, RandError> {
         let gamma = gamma_milli / 1000.0;
-        let kind = match (kind, table) {
+        // The kind, and the mean a table gives when `mean` is not set.
+        let (kind, table_mean) = match (kind, table) {
             ("tabular", Some(rows)) => {
                 let mut slots = Vec::with_capacity(100);
                 let mut table_mean = 0.0;
@@ -84,7 +85,6 @@ impl RandVar {
                         slots.len()
                     ));
                 }
-                let mean = mean.unwrap_or(table_mean / 100.0);
                 let spread = table_mean / 100.0 - table_min;
                 let slots = if spread == 0.0 {
                     vec![(0.0, 0.0); 100]
@@ -94,27 +94,19 @@ impl RandVar {
                         .map(|(b, r)| ((b - table_min) / spread, r / spread))
                         .collect()
                 };
-                return Ok(RandVar {
-                    kind: RandKind::Table(slots),
-                    min,
-                    mean,
-                    gamma,
-                    round,
-                    seed: None,
-                    randsrc: None,
-                });
+                (RandKind::Table(slots), Some(table_mean / 100.0))
             }
             ("tabular", None) => return Err("type=tabular needs a randtable".into()),
             (_, Some(_)) => return Err("a randtable needs type=tabular".into()),
-            ("uniform", None) => RandKind::Uniform,
-            ("gamma", None) => RandKind::Gamma,
+            ("uniform", None) => (RandKind::Uniform, None),
+            ("gamma", None) => (RandKind::Gamma, None),
             (other, None) => {
                 return Err(format!(
                     "unknown randvar type '{other}' (known: uniform, gamma, tabular)"
                 ))
             }
         };
-        let mean = match (&kind, mean) {
+        let mean = match (&kind, mean.or(table_mean)) {
             (_, Some(m)) => m,
             (RandKind::Gamma, None) => gamma,
             _ => 0.0,

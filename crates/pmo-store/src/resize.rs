@@ -69,6 +69,21 @@ pub struct ResizeReport {
     pub in_place: bool,
 }
 
+impl ResizeReport {
+    /// The report of a resize that has not copied or dropped anything (yet) and kept the PMO in
+    /// place at its address.
+    fn in_place(info: PmoInfo, old_size: u64) -> Self {
+        ResizeReport {
+            info,
+            old_size,
+            pages_copied: 0,
+            pages_dropped: 0,
+            address_kept: true,
+            in_place: true,
+        }
+    }
+}
+
 /// Options of [`Pool::resize`].
 #[derive(Default)]
 pub struct ResizeOptions<'a> {
@@ -216,14 +231,7 @@ impl Pool {
         let old_core = h.core.clone();
         let old_n = old_core.size_pages();
         let new_n = new_size / PAGE_SIZE;
-        let mut report = ResizeReport {
-            info: self.info_of(&old),
-            old_size: old.size,
-            pages_copied: 0,
-            pages_dropped: 0,
-            address_kept: true,
-            in_place: true,
-        };
+        let mut report = ResizeReport::in_place(self.info_of(&old), old.size);
         if new_n == old_n {
             return Ok(report);
         }
@@ -890,14 +898,7 @@ impl Attachment {
                 len: new_size,
             });
         }
-        let mut report = ResizeReport {
-            info: pool.info_of(&old),
-            old_size,
-            pages_copied: 0,
-            pages_dropped: 0,
-            address_kept: true,
-            in_place: true,
-        };
+        let mut report = ResizeReport::in_place(pool.info_of(&old), old_size);
         if new_size == old_size {
             return Ok(report);
         }
