@@ -303,7 +303,9 @@ fn run_once(opts: &FbOptions, w: &Workload, c: &Cell, rep: usize) -> Result<Samp
         &path,
         pool_bytes(w),
         &PoolOptions {
-            kdf: KdfParams::INSECURE_FAST,
+            // The parameters a user's pool has: the file store's PMOs form one key family, so
+            // they cost one Argon2id per pool and process, as for a user (docs/filebench.md).
+            kdf: KdfParams::DEFAULT,
             ns_capacity: Some((entries * 2 + 256).min(1 << 20)),
             scheme,
             ..Default::default()
@@ -360,7 +362,7 @@ fn design_study(
             &path,
             store_bytes * 3 + (64 << 20),
             &PoolOptions {
-                kdf: KdfParams::INSECURE_FAST,
+                kdf: KdfParams::DEFAULT,
                 ns_capacity: Some(1024),
                 scheme: sch,
                 ..Default::default()

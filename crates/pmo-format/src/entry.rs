@@ -32,11 +32,13 @@ const E_CREATED: usize = 416;
 const E_TAG_BYTES: usize = 424;
 const E_WRAPPED: usize = 428; // WRAPPED_LEN bytes
 const E_CAPACITY: usize = 468;
+const E_FAMILY: usize = 476; // 32 bytes
 const E_CRC: usize = ENTRY_SIZE - 4;
 const _: () = assert!(
     E_NAME + NAME_MAX < E_CREATED
         && E_WRAPPED + WRAPPED_LEN <= E_CAPACITY
-        && E_CAPACITY + 8 <= E_CRC
+        && E_CAPACITY + 8 <= E_FAMILY
+        && E_FAMILY + 32 <= E_CRC
 );
 
 /// Entry flag: the PMO's data master key is wrapped (AES-KW) in [`Entry::wrapped`] under a
@@ -45,8 +47,12 @@ pub const FLAG_WRAPPED: u32 = 1;
 /// Entry flag (format version 6): the PMO's extent ends with a sub-page commit log area
 /// ([`crate::sublog`]), laid out by [`crate::layout::PmoLayout::with_log`].
 pub const FLAG_SUBLOG: u32 = 2;
+/// Entry flag (format version 7): the PMO belongs to a key family ([`Entry::family`]): its
+/// user-key master is HKDF-SHA256(salt = [`Entry::salt`], IKM = Argon2id(key, family), info =
+/// "pmo/v1/family" ‖ uuid), so PMOs of one family under one key cost one Argon2id per process.
+pub const FLAG_FAMILY: u32 = 4;
 /// Every flag an entry may carry.
-pub const FLAGS_KNOWN: u32 = FLAG_WRAPPED | FLAG_SUBLOG;
+pub const FLAGS_KNOWN: u32 = FLAG_WRAPPED | FLAG_SUBLOG | FLAG_FAMILY;
 /// Bytes of a wrapped data master key.
 pub const WRAPPED_LEN: usize = 40;
 
@@ -79,6 +85,9 @@ pub struct Entry {
     /// bytes, so the PMO grows to it and shrinks in place. 0 (every entry written before
     /// version 5): the capacity is the size.
     pub capacity: u64,
+    /// The key family's Argon2id salt when `flags` has [`FLAG_FAMILY`] (format version 7),
+    /// zero otherwise.
+    pub family: [u8; 32],
 }
 
 impl Entry {
@@ -138,6 +147,7 @@ impl Entry {
         put_u32(&mut b, E_TAG_BYTES, self.tag_bytes);
         b[E_WRAPPED..E_WRAPPED + WRAPPED_LEN].copy_from_slice(&self.wrapped);
         put_u64(&mut b, E_CAPACITY, self.capacity);
+        b[E_FAMILY..E_FAMILY + 32].copy_from_slice(&self.family);
         let c = crc(&b[..E_CRC]);
         put_u32(&mut b, E_CRC, c);
         b
@@ -206,9 +216,13 @@ impl Entry {
             tag_bytes: get_u32(b, E_TAG_BYTES),
             wrapped: get_array(b, E_WRAPPED),
             capacity: get_u64(b, E_CAPACITY),
+            family: get_array(b, E_FAMILY),
         };
         if e.flags & !FLAGS_KNOWN != 0 {
             return Err(invalid(format!("unknown flags {:#x}", e.flags)));
+        }
+        if e.flags & FLAG_FAMILY == 0 && e.family != [0; 32] {
+            return Err(invalid("a key family salt without the family flag".into()));
         }
         if e.size == 0
             || !e.size.is_multiple_of(PAGE_SIZE)
@@ -253,6 +267,7 @@ pub(crate) mod tests {
             tag_bytes: 0,
             wrapped: [0; WRAPPED_LEN],
             capacity: 0,
+            family: [0; 32],
         }
     }
 
@@ -276,6 +291,32 @@ pub(crate) mod tests {
             assert!(Entry::decode(&b).is_err(), "capacity {bad}");
         }
         assert_eq!(Entry::decode(&[0u8; ENTRY_SIZE]).unwrap(), None);
+    }
+
+    #[test]
+    fn key_family_round_trips_and_needs_its_flag() {
+        let fam = Entry {
+            flags: FLAG_FAMILY,
+            family: [9; 32],
+            ..sample()
+        };
+        assert_eq!(Entry::decode(&fam.encode()).unwrap(), Some(fam.clone()));
+        // Family bytes without the flag (or damage that re-checksummed them): refused.
+        let stray = Entry {
+            flags: 0,
+            ..fam.clone()
+        };
+        assert!(Entry::decode(&stray.encode()).is_err());
+        // Every flipped bit of a family entry is caught too.
+        let enc = fam.encode();
+        for bit in 0..ENTRY_SIZE * 8 {
+            let mut b = enc;
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(
+                !matches!(Entry::decode(&b), Ok(Some(_))),
+                "bit {bit} decoded as an entry"
+            );
+        }
     }
 
     #[test]

@@ -32,8 +32,9 @@ pub const PAGE_SIZE: u64 = 4096;
 /// (per-page metadata, journal trailers, the version reservation); a version-1 pool opens and
 /// works, but holds unprotected PMOs only. Version 3 added the namespace mirror; version 4 the
 /// wide check of every page-map entry; version 5 the layout capacity of namespace entries;
-/// version 6 the sub-page commit log of PMOs created with one ([`sublog`]).
-pub const FORMAT_VERSION: u32 = 6;
+/// version 6 the sub-page commit log of PMOs created with one ([`sublog`]); version 7 key
+/// families ([`entry::FLAG_FAMILY`]).
+pub const FORMAT_VERSION: u32 = 7;
 /// The first format version with protected PMOs.
 pub const FORMAT_VERSION_PROTECTION: u32 = 2;
 /// The first format version with a namespace mirror (copy B of every slot). Older pools are
@@ -49,6 +50,10 @@ pub const FORMAT_VERSION_CAPACITY: u32 = 5;
 /// [`entry::FLAG_SUBLOG`], the log area at the end of the extent). Older pools are upgraded
 /// (the superblock only) on open.
 pub const FORMAT_VERSION_SUBLOG: u32 = 6;
+/// The first format version whose PMOs may belong to a key family (entry flag
+/// [`entry::FLAG_FAMILY`], the family salt at entry bytes 476..508). Older pools are upgraded
+/// (the superblock only) on open.
+pub const FORMAT_VERSION_FAMILY: u32 = 7;
 
 /// Why a record does not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -117,7 +117,13 @@ struct Inner {
     stats: Mutex<SessionStats>,
     /// What `open` repaired (leftovers of a crash), one line each.
     repairs: Mutex<Vec<String>>,
+    /// The key family of the store's PMOs (the pool's family salt for "pmo-fs"): every file,
+    /// segment and directory marker created under one key shares one Argon2id per process.
+    family: [u8; 32],
 }
+
+/// The label of the file store's key family in its pool ([`Pool::family_salt`]).
+const FAMILY_LABEL: &[u8] = b"pmo-fs";
 
 /// The file store over one pool. Cheap to clone; shareable between threads.
 #[derive(Clone)]
@@ -147,8 +153,10 @@ impl FileStore {
     /// Open the file store over `pool`, repairing what a crash in the middle of an unlink or
     /// a growth left: segment PMOs whose file is gone or whose size does not need them.
     pub fn open(pool: Pool, opts: FsOptions) -> Result<FileStore> {
+        let family = pool.family_salt(FAMILY_LABEL);
         let fs = FileStore {
             inner: Arc::new(Inner {
+                family,
                 pool,
                 opts,
                 open: Mutex::new(HashMap::new()),
@@ -260,9 +268,13 @@ impl FileStore {
     }
 
     fn pcreate(&self, name: &str, bytes: u64) -> Result<()> {
-        self.inner
-            .pool
-            .pcreate_with(name, bytes, self.key(), self.inner.opts.scheme)?;
+        self.inner.pool.pcreate_in_family(
+            name,
+            bytes,
+            self.key(),
+            self.inner.opts.scheme,
+            &self.inner.family,
+        )?;
         Ok(())
     }
 

@@ -83,7 +83,9 @@ impl From<FormatError> for StoreError {
             FormatError::Foreign => {
                 StoreError::NotAPool("no pmo superblock (a foreign or empty file)".into())
             }
-            FormatError::TooNew { .. } => StoreError::NotAPool(e.to_string()),
+            FormatError::TooNew { .. } => {
+                StoreError::Unsupported(format!("{e}: a newer pmo wrote it; open it with that one"))
+            }
             other => StoreError::Corrupt(other.to_string()),
         }
     }

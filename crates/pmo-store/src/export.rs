@@ -406,7 +406,7 @@ impl Pool {
         }
         let tmp = format!("{name}.partial");
         crate::lifecycle::validate_new_name(&tmp)?;
-        self.pcreate_in(&tmp, size, capacity, key, Some(scheme))?;
+        self.pcreate_in(&tmp, size, capacity, key, Some(scheme), None)?;
         let r = self
             .open_pmo(&tmp, Perm::Write, key, None)
             .and_then(|h| fill(&h));

@@ -5,8 +5,15 @@
 //! "pmo/v1/verifier" || pmo uuid)`. Attach and pdestroy re-derive and compare in constant time.
 //! Later layers derive their data keys from the same master with other HKDF labels.
 //!
+//! A PMO of a *key family* (entry flag `FLAG_FAMILY`, format version 7) takes its master as
+//! `HKDF-SHA256(salt = salt, IKM = Argon2id(key, family, params), info = "pmo/v1/family" ||
+//! uuid)`: the Argon2id stage depends on the family's salt alone, so the PMOs of one family under
+//! one key (a file store's files) cost one Argon2id per process, and each PMO's master still
+//! needs its own random salt (destroy shreds it). `docs/security.md` "Key families".
+//!
 //! Argon2id is deliberately slow (tens of milliseconds), so a process caches masters it has
-//! derived, keyed by a SHA-256 of (uuid, salt, params, key); entries are zeroized on eviction.
+//! derived, keyed by a SHA-256 of (uuid, salt, params, key), and family stages keyed by
+//! (family, params, key); entries are zeroized on eviction.
 //! A full cache evicts its least recently used entry (it used to empty itself: a file store
 //! that creates files then re-derived every open file's master, up to 40% of its opens).
 
@@ -33,8 +40,23 @@ type Cache = (HashMap<[u8; 32], (MasterKey, u64)>, u64);
 static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
 fn cache_key(uuid: &[u8; 16], salt: &[u8; 32], params: &KdfParams, key: &[u8]) -> [u8; 32] {
+    cache_key_in(b"pmo/v1/kdf-cache", uuid, salt, params, key)
+}
+
+/// The cache key of a family's Argon2id stage (another domain than a PMO's own master).
+fn family_cache_key(family: &[u8; 32], params: &KdfParams, key: &[u8]) -> [u8; 32] {
+    cache_key_in(b"pmo/v1/kdf-family", &[], family, params, key)
+}
+
+fn cache_key_in(
+    domain: &[u8],
+    uuid: &[u8],
+    salt: &[u8; 32],
+    params: &KdfParams,
+    key: &[u8],
+) -> [u8; 32] {
     let mut h = Sha256::new();
-    h.update(b"pmo/v1/kdf-cache");
+    h.update(domain);
     h.update(uuid);
     h.update(salt);
     for v in [params.alg, params.m_kib, params.t, params.p] {
@@ -42,6 +64,55 @@ fn cache_key(uuid: &[u8; 16], salt: &[u8; 32], params: &KdfParams, key: &[u8]) -
     }
     h.update(key);
     h.finalize().into()
+}
+
+/// The user-key master of the PMO `e` describes: [`derive_master`] from its own salt, or for a
+/// PMO of a key family (`FLAG_FAMILY`) [`derive_family_master`].
+pub fn master_for(e: &pmo_format::Entry, key: &[u8]) -> Result<MasterKey> {
+    if e.flags & pmo_format::entry::FLAG_FAMILY != 0 {
+        derive_family_master(&e.uuid, &e.salt, &e.kdf, &e.family, key)
+    } else {
+        derive_master(&e.uuid, &e.salt, &e.kdf, key)
+    }
+}
+
+/// The master of a PMO of key family `family`: HKDF-SHA256 with the PMO's own `salt` over the
+/// family's Argon2id stage (cached per process: one Argon2id per family and key), expanded
+/// with "pmo/v1/family" and the PMO's uuid.
+pub fn derive_family_master(
+    uuid: &[u8; 16],
+    salt: &[u8; 32],
+    params: &KdfParams,
+    family: &[u8; 32],
+    key: &[u8],
+) -> Result<MasterKey> {
+    params.validate()?;
+    let stage = argon_cached(family_cache_key(family, params, key), family, params, key)?;
+    let hk = Hkdf::<Sha256>::new(Some(salt), stage.as_ref());
+    let mut out = Zeroizing::new([0u8; 32]);
+    hk.expand_multi_info(&[b"pmo/v1/family", uuid], out.as_mut())
+        .expect("32 bytes is a valid HKDF length");
+    Ok(out)
+}
+
+/// A key family's salt for `label` in the pool `pool_uuid`: SHA-256("pmo/v1/family" || pool
+/// uuid || label). Unique per pool (its uuid is random), so no guess computed for one pool
+/// serves another; public, as any salt.
+pub fn family_salt(pool_uuid: &[u8; 16], label: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"pmo/v1/family");
+    h.update(pool_uuid);
+    h.update(label);
+    h.finalize().into()
+}
+
+/// Argon2id derivations run by this process (not cache hits).
+static DERIVATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many Argon2id derivations this process has run (cache hits excluded): what a key
+/// family saves, for tests and benchmarks.
+pub fn argon2_derivations() -> u64 {
+    DERIVATIONS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Derive the master key of a PMO from the user key (cached per process).
@@ -52,7 +123,16 @@ pub fn derive_master(
     key: &[u8],
 ) -> Result<MasterKey> {
     params.validate()?;
-    let ck = cache_key(uuid, salt, params, key);
+    argon_cached(cache_key(uuid, salt, params, key), salt, params, key)
+}
+
+/// Argon2id(key, salt, params), from the per-process cache under `ck` or derived and cached.
+fn argon_cached(
+    ck: [u8; 32],
+    salt: &[u8; 32],
+    params: &KdfParams,
+    key: &[u8],
+) -> Result<MasterKey> {
     if let Some((map, clock)) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
         if let Some((m, used)) = map.get_mut(&ck) {
             *clock += 1;
@@ -70,6 +150,7 @@ pub fn derive_master(
     argon
         .hash_password_into(key, salt, out.as_mut())
         .map_err(|e| StoreError::Invalid(format!("key derivation: {e}")))?;
+    DERIVATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let (map, clock) = cache.get_or_insert_with(|| (HashMap::new(), 0));
     if map.len() >= CACHE_MAX && !map.contains_key(&ck) {
@@ -135,9 +216,12 @@ fn kek(user_master: &MasterKey, uuid: &[u8; 16]) -> Zeroizing<[u8; 32]> {
 /// Re-wrap `e` for `new_key` (`docs/lifecycle.md`): a fresh salt, the data master `data`
 /// (what [`check_key`] returned for the old key) wrapped under the new key's key-encryption
 /// key, and the verifier of the new key. No page changes: every data key derives from `data`.
+/// A PMO of a key family leaves it (the new key is its own: its own Argon2id salt).
 pub fn rewrap(e: &mut pmo_format::Entry, data: &MasterKey, new_key: &[u8]) -> Result<()> {
-    use pmo_format::entry::FLAG_WRAPPED;
+    use pmo_format::entry::{FLAG_FAMILY, FLAG_WRAPPED};
     e.salt = random_bytes::<32>();
+    e.flags &= !FLAG_FAMILY;
+    e.family = [0; 32];
     let user = derive_master(&e.uuid, &e.salt, &e.kdf, new_key)?;
     e.wrapped = pmo_crypt::wrap::wrap_key(&kek(&user, &e.uuid), data)
         .map_err(|err| StoreError::Invalid(format!("key wrap: {err}")))?;
@@ -150,7 +234,7 @@ pub fn rewrap(e: &mut pmo_format::Entry, data: &MasterKey, new_key: &[u8]) -> Re
 /// Argon2id master, or for a rekeyed PMO the master it unwraps).
 pub fn check_key(e: &pmo_format::Entry, key: &[u8]) -> Result<MasterKey> {
     let (name, uuid) = (&e.name, &e.uuid);
-    let master = derive_master(uuid, &e.salt, &e.kdf, key)?;
+    let master = master_for(e, key)?;
     if bool::from(verifier(&master, uuid, &binding(e)).ct_eq(&e.verifier)) {
         if e.flags & pmo_format::entry::FLAG_WRAPPED == 0 {
             return Ok(master);
@@ -259,6 +343,7 @@ mod tests {
             tag_bytes: 0,
             wrapped: [0; 40],
             capacity: 0,
+            family: [0; 32],
         };
         assert!(check_key(&e, b"secret").is_ok());
         assert!(matches!(
@@ -282,5 +367,92 @@ mod tests {
             edit(&mut bad);
             assert!(check_key(&bad, b"secret").is_err());
         }
+    }
+
+    #[test]
+    fn a_key_family_derives_once_and_keeps_masters_apart() {
+        use pmo_format::entry::FLAG_FAMILY;
+        let p = KdfParams::INSECURE_FAST;
+        let family = family_salt(&[4; 16], b"test-family");
+        assert_ne!(family, family_salt(&[5; 16], b"test-family"));
+        assert_ne!(family, family_salt(&[4; 16], b"other"));
+        let a = derive_family_master(&[1; 16], &[1; 32], &p, &family, b"k").unwrap();
+        let b = derive_family_master(&[2; 16], &[2; 32], &p, &family, b"k").unwrap();
+        let b2 = derive_family_master(&[2; 16], &[3; 32], &p, &family, b"k").unwrap();
+        assert_ne!(a, b, "two PMOs of a family share no master");
+        assert_ne!(b, b2, "the PMO's own salt enters its master");
+        // The same inputs give the same master; another key another one; a PMO's own
+        // (non-family) master differs from its family master.
+        assert_eq!(
+            derive_family_master(&[1; 16], &[1; 32], &p, &family, b"k").unwrap(),
+            a
+        );
+        assert_ne!(
+            derive_family_master(&[1; 16], &[1; 32], &p, &family, b"K").unwrap(),
+            a
+        );
+        assert_ne!(derive_master(&[1; 16], &[1; 32], &p, b"k").unwrap(), a);
+        // check_key takes the family path from the entry's flag.
+        let mut e = pmo_format::Entry {
+            generation: 1,
+            uuid: [1; 16],
+            size: 4096,
+            extent_off: 1 << 20,
+            extent_len: 1 << 20,
+            base_addr: 1 << 40,
+            scheme: 9,
+            flags: FLAG_FAMILY,
+            kdf: p,
+            salt: [1; 32],
+            verifier: [0; 32],
+            name: "f".into(),
+            created_unix_s: 0,
+            tag_bytes: 32,
+            wrapped: [0; 40],
+            capacity: 0,
+            family,
+        };
+        e.verifier = verifier(&a, &e.uuid, &binding(&e));
+        assert_eq!(check_key(&e, b"k").unwrap(), a);
+        assert!(matches!(check_key(&e, b"x"), Err(StoreError::WrongKey(_))));
+        // Clearing the flag (a medium edit) fails the key check: the flags are bound.
+        let mut off = e.clone();
+        off.flags = 0;
+        off.family = [0; 32];
+        assert!(check_key(&off, b"k").is_err());
+        // Another family salt: the key no longer verifies.
+        let mut other = e.clone();
+        other.family[0] ^= 1;
+        assert!(check_key(&other, b"k").is_err());
+        // A rekey leaves the family and still opens with the new key, to the same data master.
+        let data = check_key(&e, b"k").unwrap();
+        rewrap(&mut e, &data, b"new").unwrap();
+        assert_eq!(e.flags & FLAG_FAMILY, 0);
+        assert_eq!(e.family, [0; 32]);
+        assert_eq!(check_key(&e, b"new").unwrap(), data);
+        assert!(check_key(&e, b"k").is_err());
+    }
+
+    #[test]
+    fn family_members_after_the_first_run_no_argon2id() {
+        // A family of its own (a salt no other test uses), so that the per-process cache
+        // holds nothing of it yet; other tests may derive concurrently, so count in a loop
+        // until a window without them shows the members cost nothing.
+        let p = KdfParams::INSECURE_FAST;
+        let family = family_salt(&[0xAB; 16], b"count");
+        derive_family_master(&[0; 16], &[0; 32], &p, &family, b"c").unwrap();
+        let quiet = (0..50).any(|round| {
+            let before = argon2_derivations();
+            for i in 0..16u8 {
+                derive_family_master(&[i; 16], &[i.wrapping_add(round); 32], &p, &family, b"c")
+                    .unwrap();
+            }
+            argon2_derivations() == before
+        });
+        assert!(quiet, "16 family members always ran Argon2id");
+        // Without a family, each new salt runs one.
+        let before = argon2_derivations();
+        derive_master(&[0xCD; 16], &random_bytes::<32>(), &p, b"c").unwrap();
+        assert!(argon2_derivations() > before);
     }
 }

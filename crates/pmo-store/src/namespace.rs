@@ -431,6 +431,7 @@ mod tests {
             tag_bytes: 0,
             wrapped: [0; pmo_format::entry::WRAPPED_LEN],
             capacity: 0,
+            family: [0; 32],
         }
     }
 

@@ -607,11 +607,35 @@ impl Pool {
         key: &[u8],
         scheme: Option<Scheme>,
     ) -> Result<PmoInfo> {
-        self.pcreate_in(name, size, 0, key, scheme)
+        self.pcreate_in(name, size, 0, key, scheme, None)
+    }
+
+    /// `pcreate` of a PMO of the *key family* `family` (a salt; [`Pool::family_salt`] gives
+    /// one per pool and label): its user-key master comes from one Argon2id of the family per
+    /// process and key, then HKDF with the PMO's own random salt (`docs/security.md`, "Key
+    /// families"). For many PMOs under one key (a file store's files): each create, open or
+    /// check of another member costs microseconds instead of an Argon2id. A pool too old for
+    /// families (its upgrade postponed) creates an ordinary PMO.
+    pub fn pcreate_in_family(
+        &self,
+        name: &str,
+        size: u64,
+        key: &[u8],
+        scheme: Option<Scheme>,
+        family: &[u8; 32],
+    ) -> Result<PmoInfo> {
+        self.pcreate_in(name, size, 0, key, scheme, Some(*family))
+    }
+
+    /// The key family salt of this pool for `label` (`crate::keys::family_salt`): the same
+    /// for every process that opens the pool, another for every other pool.
+    pub fn family_salt(&self, label: &[u8]) -> [u8; 32] {
+        keys::family_salt(&self.inner.sb.uuid, label)
     }
 
     /// `pcreate` laid out for `capacity` bytes (0: the size; checked by the caller,
-    /// [`Pool::pcreate_max`]).
+    /// [`Pool::pcreate_max`]), of key family `family` when given (and the pool's version
+    /// allows one).
     pub(crate) fn pcreate_in(
         &self,
         name: &str,
@@ -619,6 +643,7 @@ impl Pool {
         capacity: u64,
         key: &[u8],
         scheme: Option<Scheme>,
+        family: Option<[u8; 32]>,
     ) -> Result<PmoInfo> {
         let inner = &*self.inner;
         inner.alive()?;
@@ -651,7 +676,11 @@ impl Pool {
         .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
         let uuid = keys::random_bytes::<16>();
         let salt = keys::random_bytes::<32>();
-        let master = keys::derive_master(&uuid, &salt, &inner.sb.kdf, key)?;
+        let family = family.filter(|_| inner.sb.version >= pmo_format::FORMAT_VERSION_FAMILY);
+        let master = match &family {
+            Some(f) => keys::derive_family_master(&uuid, &salt, &inner.sb.kdf, f, key)?,
+            None => keys::derive_master(&uuid, &salt, &inner.sb.kdf, key)?,
+        };
 
         let (_meta, mut ns) = self.begin_ns_change()?;
         let m = &*inner.medium;
@@ -684,7 +713,7 @@ impl Pool {
             // With room to grow in place (`resize`).
             base_addr: crate::resize::address_for(&ns, &inner.sb, size.max(capacity), None)?,
             scheme: scheme.code(),
-            flags: crate::sublog::flags(log),
+            flags: crate::sublog::flags(log) | family.map_or(0, |_| pmo_format::entry::FLAG_FAMILY),
             kdf: inner.sb.kdf,
             salt,
             verifier: [0; 32],
@@ -693,6 +722,7 @@ impl Pool {
             tag_bytes: scheme.tag_bytes(),
             wrapped: [0; pmo_format::entry::WRAPPED_LEN],
             capacity,
+            family: family.unwrap_or([0; 32]),
         };
         entry.verifier = keys::verifier(&master, &uuid, &keys::binding(&entry));
         let r = (|| {

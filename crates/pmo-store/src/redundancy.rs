@@ -349,6 +349,7 @@ pub(crate) struct SuperblockChoice {
 /// recovery, reported here). Both invalid: not a pool (both blank, or foreign bytes and no
 /// configuration record), an interrupted `pmo init` (one copy blank), else corruption.
 pub(crate) fn choose_superblock(m: &dyn Medium) -> Result<SuperblockChoice> {
+    use pmo_format::FormatError::TooNew;
     let len = m.len();
     let mut copies = Vec::new();
     let mut blank = Vec::new();
@@ -361,6 +362,17 @@ pub(crate) fn choose_superblock(m: &dyn Medium) -> Result<SuperblockChoice> {
         }
         blank.push(b.iter().all(|&x| x == 0));
         copies.push(Superblock::decode(&b, len));
+    }
+    // A copy from a newer build (checksum right, version above ours) is not damage: the pool
+    // was written, or its upgrade begun, by a newer pmo. Refuse it whole, never "repair" that
+    // copy back to our version under the newer build's feet.
+    if let Some(e) = copies
+        .iter()
+        .find_map(|c| c.as_ref().err().filter(|e| matches!(e, TooNew { .. })))
+    {
+        return Err(StoreError::Unsupported(format!(
+            "{e}: a newer pmo wrote it; open it with that one"
+        )));
     }
     let mut repairs = Vec::new();
     let sb = match (&copies[0], &copies[1]) {

@@ -175,9 +175,10 @@ fn no_room(name: &str, new_size: u64, need: u64, largest: u64) -> StoreError {
 }
 
 /// The verifier of `e` (edited: size, extent, address) for `key`: the key's own Argon2id master
-/// binds the fields (for a rekeyed PMO that is the master that unwraps the data key).
+/// binds the fields (for a rekeyed PMO that is the master that unwraps the data key; for a PMO
+/// of a key family, its family master).
 fn reverify(e: &mut Entry, key: &[u8]) -> Result<()> {
-    let user = keys::derive_master(&e.uuid, &e.salt, &e.kdf, key)?;
+    let user = keys::master_for(e, key)?;
     e.verifier = keys::verifier(&user, &e.uuid, &keys::binding(e));
     Ok(())
 }
@@ -620,7 +621,7 @@ impl Pool {
         key: &[u8],
         scheme: Option<Scheme>,
     ) -> Result<PmoInfo> {
-        self.pcreate_in(name, size, max_size, key, scheme)
+        self.pcreate_in(name, size, max_size, key, scheme, None)
     }
 
     /// The in-place resize of the module docs ("Within the layout capacity"): `h` holds the

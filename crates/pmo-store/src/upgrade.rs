@@ -5,6 +5,8 @@
 //!
 //! - to version 6: the superblock alone (PMOs created from then on may have a sub-page commit
 //!   log, entry flag bit 1; existing entries have none and keep page-granular psync).
+//! - to version 7: the superblock alone (PMOs created from then on may belong to a key family,
+//!   entry flag bit 2; existing entries keep their own Argon2id salt).
 //!
 //! Each step ends with the new superblock (copy A, then copy B, each fenced); a crash before
 //! copy A is durable leaves the older pool, which the next open upgrades again. Every write
@@ -15,8 +17,8 @@ use std::sync::Arc;
 use pmo_format::layout::PageMapEntry;
 use pmo_format::superblock::{SB_OFFSETS, SB_SIZE};
 use pmo_format::{
-    Superblock, ENTRY_SIZE, FORMAT_VERSION, FORMAT_VERSION_CAPACITY, FORMAT_VERSION_MAP_CHECK,
-    FORMAT_VERSION_MIRROR, FORMAT_VERSION_SUBLOG,
+    Superblock, ENTRY_SIZE, FORMAT_VERSION, FORMAT_VERSION_CAPACITY, FORMAT_VERSION_FAMILY,
+    FORMAT_VERSION_MAP_CHECK, FORMAT_VERSION_MIRROR, FORMAT_VERSION_SUBLOG,
 };
 use pmo_medium::Medium;
 use pmo_os::lock::LockKind;
@@ -94,6 +96,21 @@ pub(crate) fn upgrade(
         write_superblocks(m, &new)?;
         notes.push(format!(
             "format version {} upgraded to {FORMAT_VERSION_SUBLOG}: PMOs created from now on may have a sub-page commit log",
+            sb.version
+        ));
+        sb = new;
+    }
+    if sb.version < FORMAT_VERSION_FAMILY {
+        // No existing entry has the family flag: only the version changes, which keeps older
+        // builds (which would read flag bit 2 as a damaged entry) away from pools whose PMOs
+        // may belong to a key family.
+        let new = Superblock {
+            version: FORMAT_VERSION_FAMILY,
+            ..sb
+        };
+        write_superblocks(m, &new)?;
+        notes.push(format!(
+            "format version {} upgraded to {FORMAT_VERSION_FAMILY}: PMOs created from now on may belong to a key family",
             sb.version
         ));
         sb = new;

@@ -61,3 +61,39 @@ fn one_flip_in_every_namespace_byte_is_caught_or_harmless() {
         open_and_exercise(&img);
     }
 }
+
+/// A pool a newer pmo wrote (its superblock's checksum right, its version above ours), in one
+/// copy (a newer build's upgrade cut off between the copies) or both, is refused as
+/// unsupported (CLI exit 1), never reported as corruption nor "repaired" back to our version.
+#[test]
+fn a_pool_from_a_newer_build_is_unsupported_not_corrupt() {
+    use pmo_format::superblock::SB_OFFSETS;
+    use pmo_medium::Medium;
+    use pmo_store::{Pool, StoreError};
+    use std::sync::Arc;
+    let newer = |image: &mut Vec<u8>, copy: usize| {
+        let o = SB_OFFSETS[copy] as usize;
+        let v = pmo_format::FORMAT_VERSION + 1;
+        image[o + 8..o + 12].copy_from_slice(&v.to_le_bytes());
+        let c = pmo_format::crc(&image[o..o + 252]);
+        image[o + 252..o + 256].copy_from_slice(&c.to_le_bytes());
+    };
+    for copies in [vec![0], vec![1], vec![0, 1]] {
+        let mut image = sample_image();
+        for &c in &copies {
+            newer(&mut image, c);
+        }
+        let before = image.clone();
+        let m = Arc::new(pmo_medium::crash::CrashMedium::from_image(image));
+        match Pool::open_on(m.clone()) {
+            Err(StoreError::Unsupported(msg)) => {
+                assert!(msg.contains("newer"), "{copies:?}: {msg}")
+            }
+            Err(e) => panic!("{copies:?}: {e}"),
+            Ok(_) => panic!("{copies:?}: opened"),
+        }
+        let mut after = vec![0u8; before.len()];
+        m.read(0, &mut after).unwrap();
+        assert!(after == before, "{copies:?}: the refused pool was written");
+    }
+}
