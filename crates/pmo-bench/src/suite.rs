@@ -82,6 +82,9 @@ pub struct SuiteOptions {
     pub threads: Vec<usize>,
     /// Attach-session sizes of the session study.
     pub sessions: Vec<usize>,
+    /// Psync tempo in time of the unprotected run (`None`: the size-scaled default,
+    /// `pmo_workloads::default_psync_interval`; the papers psync once per second).
+    pub psync_interval: Option<std::time::Duration>,
 }
 
 impl SuiteOptions {
@@ -128,6 +131,7 @@ impl SuiteOptions {
             } else {
                 vec![1, 2, 4, 8, 16]
             },
+            psync_interval: None,
         }
     }
 }
@@ -342,6 +346,7 @@ fn run_cell(opts: &SuiteOptions, c: &Cell) -> Result<Vec<RunResult>, BenchError>
     cfg.scheme = c.scheme;
     cfg.threads = c.threads;
     cfg.session_psyncs = c.session;
+    cfg.psync_interval = opts.psync_interval;
     // Room for the matrices twice (shadow paging) and metadata (TempPool adds a third copy
     // for a plaintext copy on the medium).
     let data = (c.workload.len_bytes(cfg.dims) * 2 + (64 << 20)) as u64;

@@ -286,6 +286,10 @@ enum Cmd {
         /// suite: matrix sizes: tiny, default, paper (the LOaPP paper's Table IV)
         #[arg(long)]
         size: Option<String>,
+        /// suite: psync after this many seconds of the unprotected run (the papers: 1); default
+        /// 1 s scaled by the PMO's size over the paper-size PMO's, at least 0.002
+        #[arg(long, value_name = "SECONDS")]
+        psync_interval: Option<f64>,
         /// suite: run nothing; print the tables and draw the figures of records saved with
         /// --json by an earlier run
         #[arg(long, value_name = "FILE.json")]
@@ -1090,12 +1094,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             sessions,
             threads,
             size,
+            psync_interval,
             from,
             fb,
         } => {
             let mut records = pmo_bench::Records::default();
             if from.is_some() && which != "suite" {
                 bail!("--from is for the suite");
+            }
+            if psync_interval.is_some() && which != "suite" {
+                bail!("--psync-interval is for the suite");
             }
             match which.as_str() {
                 "suite" if from.is_some() => {
@@ -1113,6 +1121,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     }
                     if let Some(s) = size {
                         opts.size = pmo_workloads::Size::from_name(s)?;
+                    }
+                    if let Some(s) = *psync_interval {
+                        if !(s > 0.0 && s <= 3600.0) {
+                            bail!("--psync-interval takes seconds above 0, at most 3600, not {s}");
+                        }
+                        opts.psync_interval = Some(std::time::Duration::from_secs_f64(s));
                     }
                     if !workloads.is_empty() {
                         opts.workloads = workloads

@@ -106,3 +106,59 @@ fn bad_workload_files_and_options_exit_1() {
     fails(&o, "unknown scheme 'rot13'");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// `pmo bench suite --psync-interval`: the papers' tempo in seconds of the unprotected run,
+/// checked (a usage error, exit 1, one line), refused for other benchmarks, and effective: a
+/// tiny interval psyncs after every step, an hour once per run.
+#[test]
+fn suite_psync_interval_sets_the_tempo_and_is_checked() {
+    for bad in ["0", "-1", "nan", "inf", "3601"] {
+        let arg = format!("--psync-interval={bad}");
+        let o = pmo(&["bench", "suite", &arg, "--size", "tiny"]);
+        fails(&o, "--psync-interval takes seconds above 0");
+    }
+    fails(
+        &pmo(&["bench", "store", "--psync-interval", "1"]),
+        "--psync-interval is for the suite",
+    );
+    let psyncs = |interval: &str| -> f64 {
+        let d = tmpdir(&format!("iv{}", interval.len()));
+        let o = pmo(&[
+            "bench",
+            "suite",
+            "--quick",
+            "--size",
+            "tiny",
+            "--workload",
+            "gauss",
+            "--study",
+            "breakdown",
+            "--scheme",
+            "none",
+            "--psync-interval",
+            interval,
+            "--out",
+            d.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let csv = std::fs::read_to_string(d.join("suite.csv")).unwrap();
+        let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
+        let (metric, value) = (col("metric"), col("value"));
+        let v = csv
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .find(|f| f[metric] == "psyncs")
+            .map(|f| f[value].parse().unwrap())
+            .unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
+        v
+    };
+    let (fast, slow) = (psyncs("0.000001"), psyncs("3600"));
+    assert_eq!(slow, 1.0, "an hour's interval psyncs once, at the end");
+    assert!(
+        fast > 4.0,
+        "a microsecond's interval psyncs every step: {fast}"
+    );
+}

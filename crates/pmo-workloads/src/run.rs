@@ -39,8 +39,11 @@ pub struct RunConfig {
     /// Protection scheme of the PMO.
     pub scheme: Scheme,
     /// Critical-loop iterations per psync; `None`: calibrate from the DRAM reference run to
-    /// [`default_psync_interval`].
+    /// `psync_interval`.
     pub iters_per_psync: Option<usize>,
+    /// The psync tempo `iters_per_psync = None` calibrates to, in time of the unprotected run
+    /// (`None`: [`default_psync_interval`]; the papers psync once per second).
+    pub psync_interval: Option<std::time::Duration>,
     /// Attach-session size K: psyncs per attach session (detach and re-attach after every K).
     pub session_psyncs: usize,
     /// The PMO's key.
@@ -64,6 +67,7 @@ impl RunConfig {
             threads: 1,
             scheme: Scheme::SECURE,
             iters_per_psync: None,
+            psync_interval: None,
             session_psyncs: 2,
             key: b"pmo-workloads".to_vec(),
             attach: AttachOptions::default(),
@@ -205,7 +209,10 @@ pub fn run_with_reference(
     let iters_per_psync = match cfg.iters_per_psync {
         Some(n) => n,
         None => {
-            Calibration::from_reference(reference, default_psync_interval(w, dims)).iters_per_psync
+            let interval = cfg
+                .psync_interval
+                .unwrap_or_else(|| default_psync_interval(w, dims));
+            Calibration::from_reference(reference, interval).iters_per_psync
         }
     };
     let name = unique_name(w);
