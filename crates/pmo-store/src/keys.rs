@@ -370,7 +370,7 @@ mod tests {
     }
 
     #[test]
-    fn a_key_family_derives_once_and_keeps_masters_apart() {
+    fn a_key_family_keeps_masters_apart_and_checks_keys() {
         use pmo_format::entry::FLAG_FAMILY;
         let p = KdfParams::INSECURE_FAST;
         let family = family_salt(&[4; 16], b"test-family");

@@ -69,51 +69,39 @@ pub(crate) fn upgrade(
         }
         sb = new;
     }
-    if sb.version < FORMAT_VERSION_CAPACITY {
-        // Every existing entry has capacity 0 (= its size): nothing on the medium changes but
-        // the version, which keeps older builds (which ignore bytes 468..476 of an entry and
-        // would lay the extent out by the size) away from PMOs with a larger capacity.
-        let new = Superblock {
-            version: FORMAT_VERSION_CAPACITY,
-            ..sb
-        };
-        write_superblocks(m, &new)?;
-        notes.push(format!(
-            "format version {} upgraded to {FORMAT_VERSION_CAPACITY}: PMOs may now have a layout capacity above their size",
-            sb.version
-        ));
-        sb = new;
-    }
-    if sb.version < FORMAT_VERSION_SUBLOG {
-        // No existing entry has the log flag: only the version changes, which keeps older
-        // builds (which would read flag bit 1 as a damaged entry and would not fold live
-        // records) away from pools whose PMOs may have a log. A crash before copy A is durable
-        // leaves the version-5 pool, which the next open upgrades.
-        let new = Superblock {
-            version: FORMAT_VERSION_SUBLOG,
-            ..sb
-        };
-        write_superblocks(m, &new)?;
-        notes.push(format!(
-            "format version {} upgraded to {FORMAT_VERSION_SUBLOG}: PMOs created from now on may have a sub-page commit log",
-            sb.version
-        ));
-        sb = new;
-    }
-    if sb.version < FORMAT_VERSION_FAMILY {
-        // No existing entry has the family flag: only the version changes, which keeps older
-        // builds (which would read flag bit 2 as a damaged entry) away from pools whose PMOs
-        // may belong to a key family.
-        let new = Superblock {
-            version: FORMAT_VERSION_FAMILY,
-            ..sb
-        };
-        write_superblocks(m, &new)?;
-        notes.push(format!(
-            "format version {} upgraded to {FORMAT_VERSION_FAMILY}: PMOs created from now on may belong to a key family",
-            sb.version
-        ));
-        sb = new;
+    // Steps that change nothing on the medium but the version, which keeps older builds away
+    // from what the new version allows. A crash before copy A is durable leaves the older
+    // pool, which the next open upgrades.
+    let version_only: [(u32, &str); 3] = [
+        // Every existing entry has capacity 0 (= its size); older builds ignore bytes
+        // 468..476 of an entry and would lay the extent out by the size.
+        (
+            FORMAT_VERSION_CAPACITY,
+            "PMOs may now have a layout capacity above their size",
+        ),
+        // No existing entry has the log flag; older builds would read flag bit 1 as a damaged
+        // entry and would not fold live records.
+        (
+            FORMAT_VERSION_SUBLOG,
+            "PMOs created from now on may have a sub-page commit log",
+        ),
+        // No existing entry has the family flag; older builds would read flag bit 2 as a
+        // damaged entry and derive the wrong master.
+        (
+            FORMAT_VERSION_FAMILY,
+            "PMOs created from now on may belong to a key family",
+        ),
+    ];
+    for (version, what) in version_only {
+        if sb.version < version {
+            let new = Superblock { version, ..sb };
+            write_superblocks(m, &new)?;
+            notes.push(format!(
+                "format version {} upgraded to {version}: {what}",
+                sb.version
+            ));
+            sb = new;
+        }
     }
     Ok((sb, notes))
 }
