@@ -947,13 +947,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let key = key(&cli)?;
             let h = pool.open_pmo(name, Perm::Read, &key, None)?;
             // Without --len: everything from the offset to the end (nothing at the end).
-            if len.is_none() && *offset > h.size() {
+            if *offset > h.size() {
                 bail!(
                     "offset {offset} is past the end of the {}-byte PMO '{name}'",
                     h.size()
                 );
             }
-            let len = &len.unwrap_or(h.size() - *offset);
+            let room = h.size() - *offset;
+            if len.is_some_and(|l| l > room) {
+                bail!(
+                    "{} bytes at offset {offset} do not fit in the {}-byte PMO '{name}' (room for {room} there)",
+                    len.unwrap_or_default(),
+                    h.size()
+                );
+            }
+            let len = &len.unwrap_or(room);
             let mut done = 0u64;
             let mut buf = vec![0u8; 1 << 20];
             while done < *len {

@@ -183,6 +183,43 @@ fn user_errors_exit_1_with_one_line() {
 }
 
 #[test]
+fn read_ranges_past_the_end_are_user_errors_that_name_the_range() {
+    let d = tmpdir("range");
+    let pool = d.0.join("p.pool");
+    init(&pool, "8MiB");
+    let o = pmo(&pool, Some("k"), &["create", "x", "--size", "16KiB"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // An offset past the end with --len, the largest offset, and a length that overflows
+    // the offset: one line, exit 1, never a panic.
+    for (offset, len) in [
+        ("16385", "2"),
+        ("18446744073709551615", "2"),
+        ("1", "18446744073709551615"),
+    ] {
+        let o = pmo(
+            &pool,
+            Some("k"),
+            &["read", "x", "--offset", offset, "--len", len],
+            None,
+        );
+        one_line_error(&o, 1, "16384-byte pmo");
+        assert!(
+            stderr(&o).contains(offset),
+            "the offset asked for: {}",
+            stderr(&o)
+        );
+    }
+    // A length longer than one read buffer is reported as asked, not as the buffer's size.
+    let o = pmo(
+        &pool,
+        Some("k"),
+        &["read", "x", "--offset", "16000", "--len", "2MiB"],
+        None,
+    );
+    one_line_error(&o, 1, "2097152");
+}
+
+#[test]
 fn corruption_exits_2_and_foreign_files_exit_1() {
     let d = tmpdir("corrupt");
     // A foreign file is the user's mistake (exit 1), and it is left untouched.
