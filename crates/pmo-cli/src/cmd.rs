@@ -165,8 +165,8 @@ enum Cmd {
         #[arg(long)]
         file: Option<PathBuf>,
         /// Wait up to this many seconds for another writer to detach
-        #[arg(long, value_name = "SECONDS")]
-        wait: Option<f64>,
+        #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+        wait: Option<Duration>,
     },
     /// Copy bytes of a PMO to standard output (attach read-only)
     Read {
@@ -370,6 +370,17 @@ pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
         .with_binary()
         .parse_size(s)
         .map_err(|e| format!("'{s}': {e}"))
+}
+
+/// A number of seconds, e.g. 0.5 or 30 (finite, not negative).
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.parse().map_err(|e| format!("'{s}': {e}"))?;
+    Duration::try_from_secs_f64(secs).map_err(|_| {
+        format!(
+            "'{s}': not a number of seconds (finite, not negative, at most {})",
+            u64::MAX
+        )
+    })
 }
 
 /// Exit code and one-line message for an error. A closed standard output is a quiet success
@@ -920,7 +931,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Perm::Write,
                     &key,
                     pmo_store::AttachOptions {
-                        wait: wait.map(Duration::from_secs_f64),
+                        wait: *wait,
                         relocate: true,
                         ..Default::default()
                     },

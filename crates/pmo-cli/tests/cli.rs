@@ -220,6 +220,28 @@ fn read_ranges_past_the_end_are_user_errors_that_name_the_range() {
 }
 
 #[test]
+fn a_wait_that_is_no_duration_is_a_usage_error() {
+    let d = tmpdir("wait");
+    let pool = d.0.join("p.pool");
+    init(&pool, "8MiB");
+    let o = pmo(&pool, Some("k"), &["create", "x", "--size", "4KiB"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    for wait in ["nan", "inf", "1e300", "-1"] {
+        let arg = format!("--wait={wait}");
+        let o = pmo(&pool, Some("k"), &["write", "x", &arg], Some(b"data"));
+        assert_eq!(code(&o), 1, "--wait {wait}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    }
+    let o = pmo(
+        &pool,
+        Some("k"),
+        &["write", "x", "--wait", "0.5"],
+        Some(b"data"),
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}
+
+#[test]
 fn corruption_exits_2_and_foreign_files_exit_1() {
     let d = tmpdir("corrupt");
     // A foreign file is the user's mistake (exit 1), and it is left untouched.
