@@ -242,6 +242,24 @@ fn a_wait_that_is_no_duration_is_a_usage_error() {
 }
 
 #[test]
+fn init_with_bad_kdf_parameters_is_a_user_error() {
+    let d = tmpdir("kdf");
+    let pool = d.0.join("p.pool");
+    for args in [
+        ["--kdf-mem-kib", "0", "--kdf-iters", "1"],
+        ["--kdf-mem-kib", "4000000000", "--kdf-iters", "1"],
+        ["--kdf-mem-kib", "64", "--kdf-iters", "0"],
+    ] {
+        let mut all = vec!["init", "--size", "8MiB", "--sparse"];
+        all.extend(args);
+        let o = pmo(&pool, None, &all, None);
+        one_line_error(&o, 1, "kdf");
+        assert!(!stderr(&o).contains("corrupt"), "{}", stderr(&o));
+        assert!(!pool.exists(), "{args:?} left a file");
+    }
+}
+
+#[test]
 fn corruption_exits_2_and_foreign_files_exit_1() {
     let d = tmpdir("corrupt");
     // A foreign file is the user's mistake (exit 1), and it is left untouched.
