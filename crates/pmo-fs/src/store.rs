@@ -611,14 +611,13 @@ impl FileStore {
     pub fn write_file(&self, path: &str, data: &[u8]) -> Result<()> {
         let f = match self.create(path, data.len() as u64) {
             Ok(f) => f,
-            Err(FsError::Exists(_)) => {
-                let f = self.open_file(path)?;
-                f.truncate(0)?;
-                f
-            }
+            Err(FsError::Exists(_)) => self.open_file(path)?,
             Err(e) => return Err(e),
         };
+        // Write over the old bytes, then cut what is left of them: a store too full for the
+        // new bytes fails the write (it grows first) with the file unchanged.
         f.pwrite(0, data)?;
+        f.truncate(data.len() as u64)?;
         f.fsync()?;
         f.close()
     }

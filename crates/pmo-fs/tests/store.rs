@@ -178,3 +178,20 @@ fn a_full_store_fails_the_write_and_loses_nothing() {
     fs.unlink("/big").unwrap();
     healthy(&fs);
 }
+
+#[test]
+fn replacing_a_file_in_a_full_store_keeps_the_old_bytes() {
+    let fs = store(2 << 20, "secure");
+    fs.write_file("/keep", &pattern(50_000, 3)).unwrap();
+    // More than the store can hold: the replacement fails as a full store...
+    let err = fs.write_file("/keep", &pattern(4 << 20, 5)).unwrap_err();
+    assert!(matches!(err, FsError::NoSpace(_)), "{err}");
+    // ...and the file still holds what it held, durably.
+    let kept = fs.read_file("/keep").unwrap();
+    assert!(kept == pattern(50_000, 3), "{} bytes kept", kept.len());
+    healthy(&fs);
+    // A replacement that fits, shorter than the old bytes, leaves exactly the new ones.
+    fs.write_file("/keep", b"short").unwrap();
+    assert_eq!(fs.read_file("/keep").unwrap(), b"short");
+    healthy(&fs);
+}
