@@ -916,11 +916,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .read_to_end(&mut data)
                 .context("read the input")?;
             if data.len() as u64 > room {
-                // Count what was given, for the message, without keeping it.
-                let rest =
-                    std::io::copy(&mut input, &mut std::io::sink()).context("read the input")?;
+                // Count what was given, for the message, without keeping it (up to 1 GiB
+                // more: an endless input such as a device must end too).
+                const COUNTED: u64 = 1 << 30;
+                let rest = std::io::copy(&mut (&mut input).take(COUNTED), &mut std::io::sink())
+                    .context("read the input")?;
+                let more = if rest == COUNTED { "more than " } else { "" };
                 bail!(
-                    "{} bytes at offset {offset} do not fit in PMO '{name}' ({size} bytes: room for {room} there)",
+                    "{more}{} bytes at offset {offset} do not fit in PMO '{name}' ({size} bytes: room for {room} there)",
                     data.len() as u64 + rest
                 );
             }

@@ -242,6 +242,25 @@ fn a_wait_that_is_no_duration_is_a_usage_error() {
 }
 
 #[test]
+fn write_of_endless_input_ends_with_a_user_error() {
+    let d = tmpdir("endless");
+    let pool = d.0.join("p.pool");
+    init(&pool, "8MiB");
+    let o = pmo(&pool, Some("k"), &["create", "x", "--size", "4KiB"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // Under `timeout`: the input never ends, so neither may counting it for the message.
+    let o = Command::new("timeout")
+        .args(["60", env!("CARGO_BIN_EXE_pmo")])
+        .args(["write", "x", "--file", "/dev/zero"])
+        .env("PMO_POOL", &pool)
+        .env("PMO_KEY", "k")
+        .env_remove("PMO_MEDIUM")
+        .output()
+        .unwrap();
+    one_line_error(&o, 1, "do not fit");
+}
+
+#[test]
 fn init_with_bad_kdf_parameters_is_a_user_error() {
     let d = tmpdir("kdf");
     let pool = d.0.join("p.pool");
