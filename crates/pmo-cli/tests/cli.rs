@@ -261,6 +261,35 @@ fn write_of_endless_input_ends_with_a_user_error() {
 }
 
 #[test]
+fn an_endless_key_file_is_refused_without_reading_it_whole() {
+    let d = tmpdir("keyfile");
+    let pool = d.0.join("p.pool");
+    init(&pool, "8MiB");
+    let o = pmo(&pool, Some("k"), &["create", "x", "--size", "4KiB"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // Under a 1 GiB address-space limit, so that reading it whole could not take the machine.
+    for flag in ["--key-file", "--new-key-file"] {
+        let cmd = if flag == "--key-file" {
+            "read"
+        } else {
+            "rekey"
+        };
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 1048576; exec \"$0\" \"$@\"")
+            .arg(env!("CARGO_BIN_EXE_pmo"))
+            .args([cmd, "x", flag, "/dev/zero"])
+            .env("PMO_POOL", &pool)
+            .env("PMO_KEY", "k")
+            .env_remove("PMO_MEDIUM")
+            .output()
+            .unwrap();
+        one_line_error(&o, 1, "key file /dev/zero");
+        assert!(!stderr(&o).contains("out of memory"), "{}", stderr(&o));
+    }
+}
+
+#[test]
 fn init_with_bad_kdf_parameters_is_a_user_error() {
     let d = tmpdir("kdf");
     let pool = d.0.join("p.pool");
