@@ -538,12 +538,19 @@ impl Worker<'_, '_> {
         Ok(self.fds.get_mut(&fd))
     }
 
-    fn fill_buf(&mut self, n: usize) {
+    /// Grow the I/O buffer to `n` bytes; an iosize no allocation can hold is the flowop's
+    /// error, not a panic or an abort.
+    fn fill_buf(&mut self, n: u64) -> Result<usize, BackendError> {
+        let n = usize::try_from(n).map_err(|_| BackendError::Buffer(n))?;
         if self.buf.len() < n {
             let start = self.buf.len();
             self.buf
+                .try_reserve_exact(n - start)
+                .map_err(|_| BackendError::Buffer(n as u64))?;
+            self.buf
                 .extend((start..n).map(|i| (i as u8).wrapping_mul(37).wrapping_add(11)));
         }
+        Ok(n)
     }
 
     fn exec(&mut self, f: &Flowop) -> Result<Outcome, BackendError> {
@@ -609,8 +616,8 @@ impl Worker<'_, '_> {
                 done(0, 0)
             }
             FlowopKind::ReadWholeFile => {
-                let io = f.iosize.sample(&mut self.rng).max(1) as usize;
-                self.fill_buf(io);
+                let io = f.iosize.sample(&mut self.rng).max(1);
+                let io = self.fill_buf(io)?;
                 let mut buf = std::mem::take(&mut self.buf);
                 let r: Result<Option<u64>, BackendError> = (|| {
                     let Some(o) = self.fd_file(f)? else {
@@ -633,12 +640,12 @@ impl Worker<'_, '_> {
                 }
             }
             FlowopKind::WriteWholeFile => {
-                let io = f.iosize.sample(&mut self.rng).max(1) as usize;
+                let io = f.iosize.sample(&mut self.rng).max(1);
                 let size = match self.fds.get(&f.srcfd.unwrap_or(f.fd)) {
                     Some(s) => self.sh.sets[s.set].size(s.entry),
                     None => return none,
                 };
-                self.fill_buf(io);
+                let io = self.fill_buf(io)?;
                 let buf = std::mem::take(&mut self.buf);
                 let r: Result<bool, BackendError> = (|| {
                     let Some(o) = self.fd_file(f)? else {
@@ -665,8 +672,8 @@ impl Worker<'_, '_> {
                     self.rng.gen_range(1..=io)
                 } else {
                     io
-                } as usize;
-                self.fill_buf(n);
+                };
+                let n = self.fill_buf(n)?;
                 let buf = std::mem::take(&mut self.buf);
                 let r: Result<bool, BackendError> = (|| {
                     let Some(o) = self.fd_file(f)? else {
@@ -684,7 +691,7 @@ impl Worker<'_, '_> {
             }
             FlowopKind::Read | FlowopKind::Write | FlowopKind::AioWrite => {
                 let io = f.iosize.sample(&mut self.rng).max(1);
-                self.fill_buf(io as usize);
+                self.fill_buf(io)?;
                 let mut buf = std::mem::take(&mut self.buf);
                 let mut rng = self.rng.clone();
                 let r: Result<Option<u64>, BackendError> = (|| {

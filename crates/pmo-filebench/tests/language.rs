@@ -206,6 +206,36 @@ fn malformed_constructs_name_file_line_and_column() {
     }
 }
 
+#[test]
+fn an_iosize_no_buffer_can_hold_fails_its_flowop_with_file_and_line() {
+    // 1e30 overflows a buffer's capacity; 1e15 bytes no allocator gives.
+    for iosize in ["1e30", "1e15"] {
+        let text = format!(
+            "define fileset name=f,path=/t,entries=1,size=1k,prealloc=100\n\
+             define process name=p {{\n thread name=t {{\n\
+             flowop openfile name=o,filesetname=f,fd=1\n\
+             flowop read name=r,fd=1,iosize={iosize}\n }}\n}}\n"
+        );
+        let w = Workload::from_text("x.f", &text, &[]).unwrap();
+        let dir = std::env::temp_dir().join(format!("pmo-fb-lang-{}-io", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let r = run(
+            &w,
+            &PosixBackend::new(dir.clone()),
+            &RunOptions {
+                seconds_cap: Some(0.2),
+                ..Default::default()
+            },
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        let Err(e) = r else {
+            panic!("iosize={iosize} ran")
+        };
+        let e = e.to_string();
+        assert!(e.contains("x.f:5") && e.contains("buffer"), "{iosize}: {e}");
+    }
+}
+
 /// A workload using every construct, mutated at random (bytes deleted, duplicated, or
 /// replaced by the language's punctuation): loading never panics, and every refusal names
 /// the file and a line.
