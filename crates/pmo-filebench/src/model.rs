@@ -542,7 +542,7 @@ impl Eval<'_> {
             Some((Value::Text(t), _)) => Ok(Some(t)),
             Some((Value::Num(n), _)) => Ok(Some(format!("{n}"))),
             Some((v, pos)) => {
-                Err(self.err(pos, format!("attribute '{name}' must be text, not {v:?}")))
+                Err(self.err(pos, format!("attribute '{name}' must be text, not {v}")))
             }
         }
     }
@@ -722,7 +722,7 @@ impl Workload {
                         None => None,
                         Some(v) => match e.value(v, *pos)? {
                             Value::Num(n) => Some(n),
-                            other => return Err(e.err(*pos, format!("run needs seconds, not {other:?}"))),
+                            other => return Err(e.err(*pos, format!("run needs seconds, not {other}"))),
                         },
                     }
                 }

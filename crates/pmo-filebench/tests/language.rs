@@ -197,6 +197,12 @@ fn malformed_constructs_name_file_line_and_column() {
             "define fileset name=f,path=/t,entries=2,dirgamma=1500\n",
             "x.f:1: fileset 'f': dirgamma=1500",
         ),
+        // Values are shown as the file writes them, never in Rust's Debug form.
+        ("run -1\n", "x.f:1: run needs seconds, not \"-1\""),
+        (
+            "define fileset name=f,path=cvar(type=cvar-gamma,parameters=mean:1k;gamma:1)\n",
+            "attribute 'path' must be text, not cvar-gamma (mean 1024, gamma 1)",
+        ),
     ];
     for (text, want) in cases {
         let e = Workload::from_text("x.f", text, &[])
