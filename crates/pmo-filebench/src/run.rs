@@ -1162,7 +1162,10 @@ pub fn run(w: &Workload, backend: &dyn Backend, opts: &RunOptions) -> Result<Run
         events: EventGen::new(w.eventgen_rate),
     };
     let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(seconds.max(0.0));
+    // A run longer than the clock can add (`run 1e30`) lasts a century: as good as forever.
+    const FOREVER: f64 = 100.0 * 365.0 * 86400.0;
+    let deadline =
+        start + Duration::try_from_secs_f64(seconds.clamp(0.0, FOREVER)).unwrap_or_default();
     let results: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..w.threads.len())
             .map(|id| {

@@ -90,6 +90,19 @@ fn alldone_waits_for_every_thread_firstdone_for_one() {
 }
 
 #[test]
+fn a_run_longer_than_the_clock_counts_ends_at_its_count() {
+    // `run 1e30` is no duration an Instant can add: the run lasts as long as it may, here
+    // until its count, and never panics.
+    let text = writer("firstdone", "value=5,target=sync", 1).replace("run 60", "run 1e30");
+    let w = Workload::from_text("long.f", &text, &[]).unwrap();
+    let dir = std::env::temp_dir().join(format!("pmo-fb-limits-{}-long", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let r = run(&w, &PosixBackend::new(dir.clone()), &RunOptions::default());
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(ops(&r.unwrap_or_else(|e| panic!("{e}")), "sync"), 5);
+}
+
+#[test]
 fn a_thread_without_files_ends_a_firstdone_run() {
     // filemicro_delete's shape: delete until nothing is left.
     let text = "set $dir=/t\nset mode quit firstdone\n\
