@@ -312,6 +312,9 @@ pub enum QuitMode {
 /// Most threads of one workload.
 pub const MAX_THREADS: u64 = 1024;
 
+/// Most entries of one fileset: a run keeps each one's path and size in memory.
+pub const MAX_ENTRIES: u64 = 1 << 24;
+
 /// Parse a number with an optional k/m/g/t suffix (powers of 1024).
 pub fn parse_number(s: &str) -> Option<f64> {
     let s = s.trim();
@@ -696,6 +699,9 @@ impl Workload {
                     };
                     if entries == 0 {
                         return Err(e.err(*pos, format!("fileset '{name}' has no entries")));
+                    }
+                    if entries > MAX_ENTRIES {
+                        return Err(e.err(*pos, format!("fileset '{name}': {entries} entries, more than the {MAX_ENTRIES} a run can hold")));
                     }
                     w.filesets.push(FilesetSpec {
                         name,

@@ -197,6 +197,15 @@ fn malformed_constructs_name_file_line_and_column() {
             "define fileset name=f,path=/t,entries=2,dirgamma=1500\n",
             "x.f:1: fileset 'f': dirgamma=1500",
         ),
+        // More entries than a run could list (a panic or the OOM killer when it did).
+        (
+            "define fileset name=f,path=/t,entries=1e30,size=1k\n",
+            "x.f:1: fileset 'f': 18446744073709551615 entries",
+        ),
+        (
+            "define fileset name=f,path=/t,leafdirs=1e12\n",
+            "x.f:1: fileset 'f': 1000000000000 entries",
+        ),
         // Values are shown as the file writes them, never in Rust's Debug form.
         ("run -1\n", "x.f:1: run needs seconds, not \"-1\""),
         (
