@@ -238,6 +238,11 @@ impl FileStore {
         Ok(self.inner.pool.exists(&path.pmo_name(kind))?)
     }
 
+    /// Is `path` a directory (the root, which has no marker, or one with its marker)?
+    fn is_dir(&self, path: &FsPath) -> Result<bool> {
+        Ok(path.is_root() || self.exists(path, Kind::Dir)?)
+    }
+
     fn check_parent(&self, path: &FsPath) -> Result<()> {
         if path.is_root() {
             return Err(FsError::Exists("/".into()));
@@ -319,6 +324,12 @@ impl FileStore {
     /// `rmdir`: remove an empty directory.
     pub fn rmdir(&self, path: &str) -> Result<()> {
         let path = FsPath::parse(path)?;
+        if path.is_root() {
+            return Err(FsError::BadPath {
+                path: path.to_string(),
+                reason: "the root directory cannot be removed".into(),
+            });
+        }
         let _tree = lock(&self.inner.open);
         if !self.exists(&path, Kind::Dir)? {
             return Err(FsError::NotFound(path.to_string()));
@@ -425,7 +436,7 @@ impl FileStore {
         let name = path.pmo_name(Kind::File);
         let att = match self.attach(&name) {
             Err(FsError::Store(StoreError::NotFound(_))) => {
-                return Err(if self.exists(&path, Kind::Dir)? {
+                return Err(if self.is_dir(&path)? {
                     FsError::IsADirectory(path.to_string())
                 } else {
                     FsError::NotFound(path.to_string())
@@ -547,7 +558,7 @@ impl FileStore {
         match self.pdestroy_waiting(&name) {
             Ok(()) => {}
             Err(StoreError::NotFound(_)) => {
-                return Err(if self.exists(&path, Kind::Dir)? {
+                return Err(if self.is_dir(&path)? {
                     FsError::IsADirectory(path.to_string())
                 } else {
                     FsError::NotFound(path.to_string())

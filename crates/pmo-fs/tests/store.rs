@@ -195,3 +195,20 @@ fn replacing_a_file_in_a_full_store_keeps_the_old_bytes() {
     assert_eq!(fs.read_file("/keep").unwrap(), b"short");
     healthy(&fs);
 }
+
+#[test]
+fn the_root_is_a_directory_to_every_call() {
+    let fs = store(2 << 20, "none");
+    for r in [
+        fs.open_file("/").err(),
+        fs.unlink("/").err(),
+        fs.write_file("/", b"x").err(),
+    ] {
+        let e = r.expect("refused");
+        assert!(matches!(e, FsError::IsADirectory(_)), "{e}");
+    }
+    let e = fs.rmdir("/").unwrap_err();
+    assert!(e.to_string().contains("root"), "{e}");
+    assert_eq!(fs.stat("/").unwrap().kind, StatKind::Dir);
+    healthy(&fs);
+}
