@@ -156,8 +156,25 @@ impl FileStore {
                 repairs: Mutex::new(Vec::new()),
             }),
         };
+        fs.check_store_key()?;
         fs.repair()?;
         Ok(fs)
+    }
+
+    /// One key opens a whole store: refuse another before it adds files and directories the
+    /// store's own key then cannot open (nor list, nor check). An empty store takes any key.
+    fn check_store_key(&self) -> Result<()> {
+        let any = self
+            .scan()?
+            .into_iter()
+            .find_map(|(p, (is_dir, is_file, _))| {
+                (is_dir || is_file)
+                    .then(|| p.pmo_name(if is_file { Kind::File } else { Kind::Dir }))
+            });
+        match any {
+            Some(name) => Ok(self.inner.pool.check_key(&name, self.key())?),
+            None => Ok(()),
+        }
     }
 
     /// What [`FileStore::open`] repaired: the leftovers of a crash in the middle of an unlink

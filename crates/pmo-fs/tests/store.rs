@@ -212,3 +212,27 @@ fn the_root_is_a_directory_to_every_call() {
     assert_eq!(fs.stat("/").unwrap().kind, StatKind::Dir);
     healthy(&fs);
 }
+
+#[test]
+fn a_wrong_key_is_refused_at_open_and_changes_nothing() {
+    let fs = store(4 << 20, "secure");
+    fs.mkdir("/d").unwrap();
+    fs.write_file("/d/keep", b"kept").unwrap();
+    let pool = fs.pool().clone();
+    drop(fs);
+    let other = FsOptions {
+        key: b"another key".to_vec(),
+        ..FsOptions::default()
+    };
+    // A store opened with another key would create files and directories under that key,
+    // which the store's own key then cannot open (nor list, nor check).
+    let e = FileStore::open(pool.clone(), other).err().expect("refused");
+    assert!(
+        matches!(e, FsError::Store(pmo_store::StoreError::WrongKey(_))),
+        "{e}"
+    );
+    let fs = FileStore::open(pool, FsOptions::default()).unwrap();
+    assert_eq!(fs.read_file("/d/keep").unwrap(), b"kept");
+    assert_eq!(fs.readdir("/").unwrap().len(), 1);
+    healthy(&fs);
+}
