@@ -1122,7 +1122,12 @@ fn expand(
             ));
         }
         for _ in 0..iters {
+            let before = out.len();
             expand(&inner, w, comps, body, depth + 1, out, targets)?;
+            if out.len() == before {
+                // Every round adds the same: one that adds nothing (an empty body) is all.
+                break;
+            }
         }
     }
     Ok(())

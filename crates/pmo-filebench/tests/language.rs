@@ -93,6 +93,26 @@ fn composite_flowops_unroll_with_their_variables() {
 }
 
 #[test]
+fn an_empty_composite_flowop_unrolls_to_nothing_at_once() {
+    // iters=1e30 of an empty body (also inside another composite): nothing to unroll, so
+    // loading ends at once instead of counting to 2^64.
+    let text = "define flowop name=empty\n{\n}\n\
+        define flowop name=outer\n{\n flowop empty name=e, iters=1e30\n}\n\
+        define process name=p { thread name=t {\n\
+          flowop empty name=a, iters=1e30\n\
+          flowop outer name=b, iters=1000\n\
+          flowop delay name=d, value=1\n } }\n";
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(Workload::from_text("e.f", text, &[]).map(|w| w.threads[0].flowops.len()));
+    });
+    let r = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("loading ended");
+    assert_eq!(r.unwrap(), 1);
+}
+
+#[test]
 fn block_and_wakeup_alternate_two_processes() {
     // createdelete-swing's shape: one thread creates then wakes the other and blocks.
     let text = "define fileset name=m,path=/t,size=1k,entries=50\n\
