@@ -906,11 +906,11 @@ fn thread_main(
                         })
                     }
                     FlowopKind::Delay => {
-                        sleep_until(
-                            Instant::now() + Duration::from_secs(f.value),
-                            &sh.stop,
-                            deadline,
-                        );
+                        // A delay the clock cannot add lasts the run (as every delay past it).
+                        let until = Instant::now()
+                            .checked_add(Duration::from_secs(f.value))
+                            .unwrap_or(deadline);
+                        sleep_until(until, &sh.stop, deadline);
                         Ok(Outcome::Done {
                             read: 0,
                             written: 0,

@@ -217,6 +217,10 @@ fn eventlimit_takes_one_event_per_run_and_delay_sleeps() {
                 flowop hog name=h,value=1000\n";
     let (r, secs) = go("delay", &limited(0, text), 0.4);
     assert_eq!(ops(&r, "stat"), 1, "{r:?}");
+    assert!(secs < 5.0, "the delay ends with the run: {secs} s"); // A delay longer than the clock can add (value=1e30) also just runs out the clock.
+    let text = "flowop statfile name=stat,filename=f\nflowop delay name=d,value=1e30\n";
+    let (r, secs) = go("longdelay", &limited(0, text), 0.4);
+    assert_eq!(ops(&r, "stat"), 1, "{r:?}");
     assert!(secs < 5.0, "the delay ends with the run: {secs} s");
 }
 
