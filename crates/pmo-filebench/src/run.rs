@@ -349,10 +349,19 @@ fn sleep_until(until: Instant, stop: &AtomicBool, deadline: Instant) {
 }
 
 /// `hog value=N`: N stores to one byte of the thread's memory, each kept by `black_box`
-/// (Filebench's `*(threadflow->tf_mem) = 1` loop: CPU time, no I/O).
-fn hog(mem: &mut u8, n: u64) {
-    for _ in 0..n {
-        *std::hint::black_box(&mut *mem) = 1;
+/// (Filebench's `*(threadflow->tf_mem) = 1` loop: CPU time, no I/O), cut short when the run
+/// ends (`stop` or `deadline`), which it checks every 2^20 stores.
+fn hog(mem: &mut u8, n: u64, stop: &AtomicBool, deadline: Instant) {
+    const CHUNK: u64 = 1 << 20;
+    let mut left = n;
+    while left > 0 {
+        for _ in 0..left.min(CHUNK) {
+            *std::hint::black_box(&mut *mem) = 1;
+        }
+        left = left.saturating_sub(CHUNK);
+        if left > 0 && (stop.load(Ordering::Relaxed) || Instant::now() >= deadline) {
+            break;
+        }
     }
 }
 
@@ -917,7 +926,7 @@ fn thread_main(
                         })
                     }
                     FlowopKind::Hog => {
-                        hog(&mut wk.hog, f.value);
+                        hog(&mut wk.hog, f.value, &sh.stop, deadline);
                         Ok(Outcome::Done {
                             read: 0,
                             written: 0,

@@ -225,6 +225,20 @@ fn eventlimit_takes_one_event_per_run_and_delay_sleeps() {
 }
 
 #[test]
+fn a_hog_ends_with_the_run() {
+    // hog value=1e30 is 2^64 rounds of busy work: it must stop when the run does.
+    let text = "flowop statfile name=stat,filename=f\nflowop hog name=h,value=1e30\n";
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(go("hog", &limited(0, text), 0.3).1);
+    });
+    let secs = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the run ended");
+    assert!(secs < 5.0, "{secs} s");
+}
+
+#[test]
 fn a_rate_limit_watching_no_io_is_an_error() {
     let text = limited(
         10,
