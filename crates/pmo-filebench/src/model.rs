@@ -528,6 +528,21 @@ impl Eval<'_> {
         }
     }
 
+    /// A file descriptor number (`fd`, `srcfd`): below 2^32, never cut to another one.
+    fn fd(&self, attrs: &Attrs, name: &str) -> Result<u32, LangError> {
+        let n = self.num(attrs, name, 0)?;
+        u32::try_from(n).map_err(|_| {
+            let pos = match attrs.items.iter().find(|(a, _, _)| a == name) {
+                Some((_, _, pos)) => *pos,
+                None => Pos::default(),
+            };
+            self.err(
+                pos,
+                format!("attribute '{name}' must be a descriptor number below 2^32, not {n}"),
+            )
+        })
+    }
+
     fn dist(&self, attrs: &Attrs, name: &str, default: u64) -> Result<Dist, LangError> {
         match self.attr_value(attrs, name)? {
             None => Ok(Dist::Const(default)),
@@ -1015,10 +1030,10 @@ fn flowop(e: &Eval<'_>, w: &Workload, f: &crate::lang::FlowopDef) -> Result<Flow
         kind,
         name: e.text(&f.attrs, "name")?.unwrap_or_else(|| f.kind.clone()),
         fileset: set,
-        fd: e.num(&f.attrs, "fd", 0)? as u32,
+        fd: e.fd(&f.attrs, "fd")?,
         srcfd: match e.attr_value(&f.attrs, "srcfd")? {
             None => None,
-            Some(_) => Some(e.num(&f.attrs, "srcfd", 0)? as u32),
+            Some(_) => Some(e.fd(&f.attrs, "srcfd")?),
         },
         iosize: e.dist(&f.attrs, "iosize", 1 << 20)?,
         random: e.flag(&f.attrs, "random")?,

@@ -226,6 +226,17 @@ fn malformed_constructs_name_file_line_and_column() {
             "define fileset name=f,path=/t,leafdirs=1e12\n",
             "x.f:1: fileset 'f': 1000000000000 entries",
         ),
+        // An fd past 2^32 is no other fd (4294967297 was fd 1).
+        (
+            "define fileset name=f,path=/t,entries=1\ndefine process name=p {\n thread name=t {\n\
+             flowop openfile name=o,filesetname=f,fd=4294967297\n }\n}\n",
+            "x.f:4: attribute 'fd' must be",
+        ),
+        (
+            "define fileset name=f,path=/t,entries=1\ndefine process name=p {\n thread name=t {\n\
+             flowop writewholefile name=w,filesetname=f,srcfd=1e30\n }\n}\n",
+            "x.f:4: attribute 'srcfd' must be",
+        ),
         // Values are shown as the file writes them, never in Rust's Debug form.
         ("run -1\n", "x.f:1: run needs seconds, not \"-1\""),
         (
