@@ -290,6 +290,40 @@ fn an_endless_key_file_is_refused_without_reading_it_whole() {
 }
 
 #[test]
+fn a_damaged_demo_list_is_reported_not_walked_forever() {
+    let d = tmpdir("demo");
+    let pool = d.0.join("p.pool");
+    init(&pool, "8MiB");
+    let o = pmo(&pool, Some("k"), &["demo"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let addr = out
+        .split("stable address 0x")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .unwrap_or_else(|| panic!("no address in {out}"));
+    // Node 0 (at offset 64) pointing at itself: a cycle; then at an odd address inside the PMO.
+    for next in [addr + 64, addr + 65] {
+        let o = pmo(
+            &pool,
+            Some("k"),
+            &["write", "demo-list", "--offset", "72"],
+            Some(&next.to_le_bytes()),
+        );
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let o = Command::new("timeout")
+            .args(["60", env!("CARGO_BIN_EXE_pmo"), "demo"])
+            .env("PMO_POOL", &pool)
+            .env("PMO_KEY", "k")
+            .env_remove("PMO_MEDIUM")
+            .output()
+            .unwrap();
+        one_line_error(&o, 2, "demo list");
+    }
+}
+
+#[test]
 fn init_with_bad_kdf_parameters_is_a_user_error() {
     let d = tmpdir("kdf");
     let pool = d.0.join("p.pool");
