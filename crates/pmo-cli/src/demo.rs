@@ -100,15 +100,17 @@ pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
                 .add(64 + (*h).next_free as usize * std::mem::size_of::<Node>())
                 .cast::<Node>();
             let mut text = [0u8; 48];
-            let msg = format!("run {} at unix time {stamp}", (*h).count + 1);
+            // Wrapping: a damaged count is only a number shown.
+            let count = (*h).count.wrapping_add(1);
+            let msg = format!("run {count} at unix time {stamp}");
             text[..msg.len().min(48)].copy_from_slice(&msg.as_bytes()[..msg.len().min(48)]);
             *node = Node {
-                value: (*h).count + 1,
+                value: count,
                 next: (*h).head,
                 text,
             };
             (*h).head = node;
-            (*h).count += 1;
+            (*h).count = count;
             (*h).next_free += 1;
         }
         let s = a.psync()?;

@@ -321,6 +321,21 @@ fn a_damaged_demo_list_is_reported_not_walked_forever() {
             .unwrap();
         one_line_error(&o, 2, "demo list");
     }
+    // A damaged count in the header: no overflow (a panic in a debug build).
+    let o = pmo(&pool, Some("k"), &["destroy", "demo-list"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = pmo(&pool, Some("k"), &["demo"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = pmo(
+        &pool,
+        Some("k"),
+        &["write", "demo-list", "--offset", "8"],
+        Some(&u64::MAX.to_le_bytes()),
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = pmo(&pool, Some("k"), &["demo"], None);
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    assert!([0, 2].contains(&code(&o)), "{}", stderr(&o));
 }
 
 #[test]
