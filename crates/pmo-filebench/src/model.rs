@@ -695,6 +695,9 @@ impl Workload {
                         note(&mut w, format!("fileset '{name}': cached={c}: the pmo file store has no page cache (its files are read from the medium and decrypted on every attach either way); the POSIX peer leaves the files as its file system keeps them (no cache drop)"));
                     }
                     let path = e.text(a, "path")?.unwrap_or_else(|| "/tmp".into());
+                    if format!("{path}/{name}").split('/').any(|c| c == "..") {
+                        return Err(e.err(*pos, format!("fileset '{name}': '..' in its path {path:?} or name would leave the run's directory")));
+                    }
                     let prealloc_pct = match e.attr_value(a, "prealloc")? {
                         None => 0,
                         Some((Value::Flag, _)) => 100,

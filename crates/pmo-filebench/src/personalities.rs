@@ -115,6 +115,11 @@ pub fn personality(name: &str, overrides: &[(String, String)]) -> Result<Workloa
     };
     use FlowopKind::*;
     let dir = v.text("dir", "/tmp");
+    if dir.split('/').any(|c| c == "..") {
+        return Err(v.err(format!(
+            "$dir {dir:?}: '..' would leave the run's directory"
+        )));
+    }
     let iosize = v.dist("iosize", Dist::Const(1 << 20))?;
     let append = v.dist("meanappendsize", Dist::Const(16 << 10))?;
     let gamma = |mean: f64| Dist::Gamma { mean, gamma: GAMMA };
@@ -306,5 +311,10 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("entries"), "{e}");
+        let e = personality("varmail", &[("dir".into(), "/t/../..".into())])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("'..'"), "{e}");
     }
 }

@@ -237,6 +237,12 @@ fn malformed_constructs_name_file_line_and_column() {
              flowop writewholefile name=w,filesetname=f,srcfd=1e30\n }\n}\n",
             "x.f:4: attribute 'srcfd' must be",
         ),
+        // A '..' would take the files out of the run's directory (`--dir`).
+        (
+            "define fileset name=f,path=/t/../..,entries=1\n",
+            "x.f:1: fileset 'f': '..'",
+        ),
+        ("define file name=..,path=/t\n", "x.f:1: fileset '..': '..'"),
         // Values are shown as the file writes them, never in Rust's Debug form.
         ("run -1\n", "x.f:1: run needs seconds, not \"-1\""),
         (
