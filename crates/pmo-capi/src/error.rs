@@ -81,6 +81,8 @@ pub enum CapiError {
     NotABlock(usize),
     #[error("{what} overflows size_t")]
     Overflow { what: &'static str },
+    #[error("PMO '{0}' is attached read-only by this process: an attachment is not upgraded to read-write (detach it first)")]
+    NotUpgraded(String),
 }
 
 impl From<HeapError> for CapiError {
@@ -158,7 +160,7 @@ impl CapiError {
             CapiError::PoolMissing(_) => PMO_E_NOT_FOUND,
             CapiError::NotAttached(_) => PMO_E_NOT_ATTACHED,
             CapiError::TooManyAttachments(_) => PMO_E_LIMIT,
-            CapiError::PoolBusy(_) => PMO_E_BUSY,
+            CapiError::PoolBusy(_) | CapiError::NotUpgraded(_) => PMO_E_BUSY,
             CapiError::Io { .. } => PMO_E_IO,
             CapiError::Internal(_) => PMO_E_INTERNAL,
             CapiError::Heap(PmoHeapError::Store(e)) => CapiError::store_code(e),
@@ -185,7 +187,7 @@ impl CapiError {
             CapiError::Invalid(_) | CapiError::NotAttached(_) => libc::EINVAL,
             CapiError::PoolMissing(_) => libc::ENOENT,
             CapiError::TooManyAttachments(_) => libc::EMFILE,
-            CapiError::PoolBusy(_) => libc::EBUSY,
+            CapiError::PoolBusy(_) | CapiError::NotUpgraded(_) => libc::EBUSY,
             CapiError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
             CapiError::Internal(_) => libc::EIO,
         }

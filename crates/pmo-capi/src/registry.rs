@@ -562,7 +562,7 @@ impl Registry {
 
     /// The reference's attach: if this process has PMO `name` attached already (a plain
     /// attachment, not a heap), check `key` and return that mapping's start; otherwise attach
-    /// as [`Registry::attach`]. A read-only attachment is not upgraded (`Busy` for `Write`).
+    /// as [`Registry::attach`]. A read-only attachment is not upgraded (`NotUpgraded` for `Write`).
     pub fn attach_or_reuse(
         &self,
         name: &str,
@@ -598,11 +598,7 @@ impl Registry {
         };
         self.pool()?.check_key(name, key)?;
         if perm == Perm::Write && att.perm() != Perm::Write {
-            return Err(StoreError::Busy {
-                name: name.to_owned(),
-                how: "attached read-only by this process (an attachment is not upgraded)",
-            }
-            .into());
+            return Err(CapiError::NotUpgraded(name.to_owned()));
         }
         Ok(Some(start))
     }
@@ -919,10 +915,17 @@ mod tests {
         // is mapped again is an attachment, not a detached range.
         let r = reg.attach_or_reuse("r", Perm::Read, b"k", o()).unwrap();
         assert_eq!(r, a);
-        assert!(matches!(
-            reg.attach_or_reuse("r", Perm::Write, b"k", o()),
-            Err(CapiError::Store(StoreError::Busy { .. }))
-        ));
+        let e = reg
+            .attach_or_reuse("r", Perm::Write, b"k", o())
+            .unwrap_err();
+        assert_eq!(
+            (e.code(), e.errno()),
+            (crate::error::PMO_E_BUSY, libc::EBUSY)
+        );
+        assert_eq!(
+            e.to_string(),
+            "PMO 'r' is attached read-only by this process: an attachment is not upgraded to read-write (detach it first)"
+        );
         assert!(reg.read().detached.is_empty());
         reg.detach(r).unwrap();
         let st = reg.read();

@@ -165,8 +165,8 @@ enum Cmd {
         #[arg(long)]
         file: Option<PathBuf>,
         /// Wait up to this many seconds for another writer to detach
-        #[arg(long, value_name = "SECONDS")]
-        wait: Option<f64>,
+        #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+        wait: Option<Duration>,
     },
     /// Copy bytes of a PMO to standard output (attach read-only)
     Read {
@@ -374,6 +374,17 @@ pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
         .with_binary()
         .parse_size(s)
         .map_err(|e| format!("'{s}': {e}"))
+}
+
+/// A number of seconds, e.g. 0.5 or 30 (finite, not negative).
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.parse().map_err(|e| format!("'{s}': {e}"))?;
+    Duration::try_from_secs_f64(secs).map_err(|_| {
+        format!(
+            "'{s}': not a number of seconds (finite, not negative, at most {})",
+            u64::MAX
+        )
+    })
 }
 
 /// Exit code and one-line message for an error. A closed standard output is a quiet success
@@ -909,11 +920,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .read_to_end(&mut data)
                 .context("read the input")?;
             if data.len() as u64 > room {
-                // Count what was given, for the message, without keeping it.
-                let rest =
-                    std::io::copy(&mut input, &mut std::io::sink()).context("read the input")?;
+                // Count what was given, for the message, without keeping it (up to 1 GiB
+                // more: an endless input such as a device must end too).
+                const COUNTED: u64 = 1 << 30;
+                let rest = std::io::copy(&mut (&mut input).take(COUNTED), &mut std::io::sink())
+                    .context("read the input")?;
+                let more = if rest == COUNTED { "more than " } else { "" };
                 bail!(
-                    "{} bytes at offset {offset} do not fit in PMO '{name}' ({size} bytes: room for {room} there)",
+                    "{more}{} bytes at offset {offset} do not fit in PMO '{name}' ({size} bytes: room for {room} there)",
                     data.len() as u64 + rest
                 );
             }
@@ -924,7 +938,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Perm::Write,
                     &key,
                     pmo_store::AttachOptions {
-                        wait: wait.map(Duration::from_secs_f64),
+                        wait: *wait,
                         relocate: true,
                         ..Default::default()
                     },
@@ -951,13 +965,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let key = key(&cli)?;
             let h = pool.open_pmo(name, Perm::Read, &key, None)?;
             // Without --len: everything from the offset to the end (nothing at the end).
-            if len.is_none() && *offset > h.size() {
+            if *offset > h.size() {
                 bail!(
                     "offset {offset} is past the end of the {}-byte PMO '{name}'",
                     h.size()
                 );
             }
-            let len = &len.unwrap_or(h.size() - *offset);
+            let room = h.size() - *offset;
+            if len.is_some_and(|l| l > room) {
+                bail!(
+                    "{} bytes at offset {offset} do not fit in the {}-byte PMO '{name}' (room for {room} there)",
+                    len.unwrap_or_default(),
+                    h.size()
+                );
+            }
+            let len = &len.unwrap_or(room);
             let mut done = 0u64;
             let mut buf = vec![0u8; 1 << 20];
             while done < *len {

@@ -100,15 +100,17 @@ pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
                 .add(64 + (*h).next_free as usize * std::mem::size_of::<Node>())
                 .cast::<Node>();
             let mut text = [0u8; 48];
-            let msg = format!("run {} at unix time {stamp}", (*h).count + 1);
+            // Wrapping: a damaged count is only a number shown.
+            let count = (*h).count.wrapping_add(1);
+            let msg = format!("run {count} at unix time {stamp}");
             text[..msg.len().min(48)].copy_from_slice(&msg.as_bytes()[..msg.len().min(48)]);
             *node = Node {
-                value: (*h).count + 1,
+                value: count,
                 next: (*h).head,
                 text,
             };
             (*h).head = node;
-            (*h).count += 1;
+            (*h).count = count;
             (*h).next_free += 1;
         }
         let s = a.psync()?;
@@ -129,18 +131,27 @@ pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
         a.mechanism().name()
     )?;
     // SAFETY: reading the header and following `next` pointers that the writer stored; each is
-    // checked to lie inside the mapping before it is dereferenced.
+    // checked to lie inside the mapping, aligned for a `Node`, before it is dereferenced.
     unsafe {
         let h = a.addr().cast::<Header>();
         let mut p = (*h).head;
         let mut shown = 0;
         let (lo, hi) = (a.addr() as usize, a.addr() as usize + a.len());
+        // A damaged list (a pointer outside the PMO or not at a node's alignment, or a cycle:
+        // more nodes than fit) is reported, never followed.
+        let cap = (a.len() - 64) / std::mem::size_of::<Node>();
         while !p.is_null() {
             let addr = p as usize;
-            anyhow::ensure!(
-                addr >= lo && addr + std::mem::size_of::<Node>() <= hi,
-                "list pointer {addr:#x} outside the PMO"
-            );
+            if addr < lo
+                || addr.saturating_add(std::mem::size_of::<Node>()) > hi
+                || !addr.is_multiple_of(std::mem::align_of::<Node>())
+                || shown >= cap as u64
+            {
+                return Err(crate::cmd::IntegrityProblem(format!(
+                    "the demo list is damaged (a pointer to {addr:#x} after {shown} nodes): `pmo destroy {PMO}` to start over"
+                ))
+                .into());
+            }
             if shown < 5 {
                 let t = &(*p).text;
                 let end = t.iter().position(|&b| b == 0).unwrap_or(t.len());

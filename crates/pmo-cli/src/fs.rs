@@ -75,18 +75,28 @@ pub(crate) fn run(
             crate::out::stdout_bytes(&data)?;
         }
         FsAction::Put { path, from } => {
-            let data = match from {
-                Some(f) => std::fs::read(f).map_err(|e| {
-                    anyhow!("cannot read {}: {}", f.display(), crate::errtext::io(&e))
-                })?,
-                None => {
-                    let mut v = Vec::new();
-                    std::io::stdin().read_to_end(&mut v).map_err(|e| {
-                        anyhow!("cannot read standard input: {}", crate::errtext::io(&e))
-                    })?;
-                    v
-                }
+            // No file is larger than the pool's heap: read one byte more at most, so that an
+            // endless input (a device, a pipe) is refused instead of filling the memory.
+            let heap = fs.pool().pool_info()?.heap_len;
+            let (input, what): (Box<dyn Read>, String) = match from {
+                Some(f) => (
+                    Box::new(std::fs::File::open(f).map_err(|e| {
+                        anyhow!("cannot read {}: {}", f.display(), crate::errtext::io(&e))
+                    })?),
+                    f.display().to_string(),
+                ),
+                None => (Box::new(std::io::stdin().lock()), "standard input".into()),
             };
+            let mut data = Vec::new();
+            input
+                .take(heap + 1)
+                .read_to_end(&mut data)
+                .map_err(|e| anyhow!("cannot read {what}: {}", crate::errtext::io(&e)))?;
+            if data.len() as u64 > heap {
+                return Err(fs_err(FsError::NoSpace(format!(
+                    "{what} holds more than the pool's {heap}-byte heap"
+                ))));
+            }
             fs.write_file(path, &data).map_err(fs_err)?;
         }
         FsAction::Rm { path } => match fs.stat(path).map_err(fs_err)?.kind {

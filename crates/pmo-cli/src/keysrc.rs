@@ -1,22 +1,42 @@
 //! Where the user key comes from: `--key-file FILE`, else `PMO_KEY`. Never a prompt when standard
 //! input is not a terminal.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Read};
 use std::path::Path;
 
 use zeroize::Zeroizing;
+
+/// The longest key file read (1 MiB).
+const KEY_FILE_MAX: u64 = 1 << 20;
 
 /// The key given on the command line or in the environment, if any (never a prompt). The
 /// trailing newline of a key file is not part of the key.
 pub fn given(key_file: Option<&Path>) -> Result<Option<Zeroizing<Vec<u8>>>, String> {
     if let Some(path) = key_file {
-        let mut bytes = Zeroizing::new(std::fs::read(path).map_err(|e| {
+        let cannot = |e: std::io::Error| {
             format!(
                 "cannot read key file {}: {}",
                 path.display(),
                 crate::errtext::io(&e)
             )
-        })?);
+        };
+        // One byte more than a key may have, so that a device or a pool given by mistake is
+        // refused instead of read whole.
+        let file = std::fs::File::open(path).map_err(cannot)?;
+        // Room for all of it up front: a growing buffer would leave copies of the key behind.
+        let len = file.metadata().map_or(0, |m| m.len());
+        let mut bytes = Zeroizing::new(Vec::with_capacity(
+            len.saturating_add(1).min(KEY_FILE_MAX + 1) as usize,
+        ));
+        file.take(KEY_FILE_MAX + 1)
+            .read_to_end(&mut bytes)
+            .map_err(cannot)?;
+        if bytes.len() as u64 > KEY_FILE_MAX {
+            return Err(format!(
+                "key file {} is larger than {KEY_FILE_MAX} bytes: not a key file",
+                path.display()
+            ));
+        }
         while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
             bytes.pop();
         }

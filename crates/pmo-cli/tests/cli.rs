@@ -183,6 +183,180 @@ fn user_errors_exit_1_with_one_line() {
 }
 
 #[test]
+fn read_ranges_past_the_end_are_user_errors_that_name_the_range() {
+    let d = tmpdir("range");
+    let pool = d.0.join("p.pool");
+    init(&pool, "8MiB");
+    let o = pmo(&pool, Some("k"), &["create", "x", "--size", "16KiB"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // An offset past the end with --len, the largest offset, and a length that overflows
+    // the offset: one line, exit 1, never a panic.
+    for (offset, len) in [
+        ("16385", "2"),
+        ("18446744073709551615", "2"),
+        ("1", "18446744073709551615"),
+    ] {
+        let o = pmo(
+            &pool,
+            Some("k"),
+            &["read", "x", "--offset", offset, "--len", len],
+            None,
+        );
+        one_line_error(&o, 1, "16384-byte pmo");
+        assert!(
+            stderr(&o).contains(offset),
+            "the offset asked for: {}",
+            stderr(&o)
+        );
+    }
+    // A length longer than one read buffer is reported as asked, not as the buffer's size.
+    let o = pmo(
+        &pool,
+        Some("k"),
+        &["read", "x", "--offset", "16000", "--len", "2MiB"],
+        None,
+    );
+    one_line_error(&o, 1, "2097152");
+}
+
+#[test]
+fn a_wait_that_is_no_duration_is_a_usage_error() {
+    let d = tmpdir("wait");
+    let pool = d.0.join("p.pool");
+    init(&pool, "8MiB");
+    let o = pmo(&pool, Some("k"), &["create", "x", "--size", "4KiB"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    for wait in ["nan", "inf", "1e300", "-1"] {
+        let arg = format!("--wait={wait}");
+        let o = pmo(&pool, Some("k"), &["write", "x", &arg], Some(b"data"));
+        assert_eq!(code(&o), 1, "--wait {wait}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    }
+    let o = pmo(
+        &pool,
+        Some("k"),
+        &["write", "x", "--wait", "0.5"],
+        Some(b"data"),
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}
+
+#[test]
+fn write_of_endless_input_ends_with_a_user_error() {
+    let d = tmpdir("endless");
+    let pool = d.0.join("p.pool");
+    init(&pool, "8MiB");
+    let o = pmo(&pool, Some("k"), &["create", "x", "--size", "4KiB"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // Under `timeout`: the input never ends, so neither may counting it for the message.
+    let o = Command::new("timeout")
+        .args(["60", env!("CARGO_BIN_EXE_pmo")])
+        .args(["write", "x", "--file", "/dev/zero"])
+        .env("PMO_POOL", &pool)
+        .env("PMO_KEY", "k")
+        .env_remove("PMO_MEDIUM")
+        .output()
+        .unwrap();
+    one_line_error(&o, 1, "do not fit");
+}
+
+#[test]
+fn an_endless_key_file_is_refused_without_reading_it_whole() {
+    let d = tmpdir("keyfile");
+    let pool = d.0.join("p.pool");
+    init(&pool, "8MiB");
+    let o = pmo(&pool, Some("k"), &["create", "x", "--size", "4KiB"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // Under a 1 GiB address-space limit, so that reading it whole could not take the machine.
+    for flag in ["--key-file", "--new-key-file"] {
+        let cmd = if flag == "--key-file" {
+            "read"
+        } else {
+            "rekey"
+        };
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 1048576; exec \"$0\" \"$@\"")
+            .arg(env!("CARGO_BIN_EXE_pmo"))
+            .args([cmd, "x", flag, "/dev/zero"])
+            .env("PMO_POOL", &pool)
+            .env("PMO_KEY", "k")
+            .env_remove("PMO_MEDIUM")
+            .output()
+            .unwrap();
+        one_line_error(&o, 1, "key file /dev/zero");
+        assert!(!stderr(&o).contains("out of memory"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn a_damaged_demo_list_is_reported_not_walked_forever() {
+    let d = tmpdir("demo");
+    let pool = d.0.join("p.pool");
+    init(&pool, "8MiB");
+    let o = pmo(&pool, Some("k"), &["demo"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let addr = out
+        .split("stable address 0x")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .unwrap_or_else(|| panic!("no address in {out}"));
+    // Node 0 (at offset 64) pointing at itself: a cycle; then at an odd address inside the PMO.
+    for next in [addr + 64, addr + 65] {
+        let o = pmo(
+            &pool,
+            Some("k"),
+            &["write", "demo-list", "--offset", "72"],
+            Some(&next.to_le_bytes()),
+        );
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let o = Command::new("timeout")
+            .args(["60", env!("CARGO_BIN_EXE_pmo"), "demo"])
+            .env("PMO_POOL", &pool)
+            .env("PMO_KEY", "k")
+            .env_remove("PMO_MEDIUM")
+            .output()
+            .unwrap();
+        one_line_error(&o, 2, "demo list");
+    }
+    // A damaged count in the header: no overflow (a panic in a debug build).
+    let o = pmo(&pool, Some("k"), &["destroy", "demo-list"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = pmo(&pool, Some("k"), &["demo"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = pmo(
+        &pool,
+        Some("k"),
+        &["write", "demo-list", "--offset", "8"],
+        Some(&u64::MAX.to_le_bytes()),
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = pmo(&pool, Some("k"), &["demo"], None);
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    assert!([0, 2].contains(&code(&o)), "{}", stderr(&o));
+}
+
+#[test]
+fn init_with_bad_kdf_parameters_is_a_user_error() {
+    let d = tmpdir("kdf");
+    let pool = d.0.join("p.pool");
+    for args in [
+        ["--kdf-mem-kib", "0", "--kdf-iters", "1"],
+        ["--kdf-mem-kib", "4000000000", "--kdf-iters", "1"],
+        ["--kdf-mem-kib", "64", "--kdf-iters", "0"],
+    ] {
+        let mut all = vec!["init", "--size", "8MiB", "--sparse"];
+        all.extend(args);
+        let o = pmo(&pool, None, &all, None);
+        one_line_error(&o, 1, "kdf");
+        assert!(!stderr(&o).contains("corrupt"), "{}", stderr(&o));
+        assert!(!pool.exists(), "{args:?} left a file");
+    }
+}
+
+#[test]
 fn corruption_exits_2_and_foreign_files_exit_1() {
     let d = tmpdir("corrupt");
     // A foreign file is the user's mistake (exit 1), and it is left untouched.

@@ -104,6 +104,40 @@ fn put_ls_cat_rm_and_clear_errors() {
 /// `--pool` and `--key-file` work before and after the action, as a user types them, for `pmo
 /// fs` and `pmo scheme`; the option after the action wins over PMO_POOL.
 #[test]
+fn put_of_endless_input_stops_at_the_pool_size() {
+    let d = tmpdir("endless");
+    let pool = init(&d.0, "8MiB");
+    // Under a 1 GiB address-space limit, so that reading all of it could not take the machine.
+    let limited = |args: &[&str], stdin: Stdio| {
+        Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 1048576; exec \"$0\" \"$@\"")
+            .arg(env!("CARGO_BIN_EXE_pmo"))
+            .args(args)
+            .env("PMO_POOL", &pool)
+            .env_remove("PMO_KEY")
+            .env_remove("PMO_MEDIUM")
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap()
+    };
+    let zero = || Stdio::from(std::fs::File::open("/dev/zero").unwrap());
+    for o in [
+        limited(&["fs", "put", "/z", "/dev/zero"], Stdio::null()),
+        limited(&["fs", "put", "/z"], zero()),
+    ] {
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+        assert!(e.contains("full"), "{e}");
+    }
+    assert_eq!(ok(&pmo(&pool, &["fs", "ls"])), "");
+    ok(&pmo(&pool, &["fs", "check"]));
+}
+
+#[test]
 fn pool_and_key_options_go_before_or_after_the_action() {
     let d = tmpdir("order");
     let pool = init(&d.0, "16MiB");

@@ -22,6 +22,8 @@ pub enum BackendError {
         path: String,
         source: std::io::Error,
     },
+    #[error("cannot allocate a {0}-byte I/O buffer (iosize too large)")]
+    Buffer(u64),
 }
 
 impl BackendError {

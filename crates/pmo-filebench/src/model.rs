@@ -312,6 +312,9 @@ pub enum QuitMode {
 /// Most threads of one workload.
 pub const MAX_THREADS: u64 = 1024;
 
+/// Most entries of one fileset: a run keeps each one's path and size in memory.
+pub const MAX_ENTRIES: u64 = 1 << 24;
+
 /// Parse a number with an optional k/m/g/t suffix (powers of 1024).
 pub fn parse_number(s: &str) -> Option<f64> {
     let s = s.trim();
@@ -525,6 +528,21 @@ impl Eval<'_> {
         }
     }
 
+    /// A file descriptor number (`fd`, `srcfd`): below 2^32, never cut to another one.
+    fn fd(&self, attrs: &Attrs, name: &str) -> Result<u32, LangError> {
+        let n = self.num(attrs, name, 0)?;
+        u32::try_from(n).map_err(|_| {
+            let pos = match attrs.items.iter().find(|(a, _, _)| a == name) {
+                Some((_, _, pos)) => *pos,
+                None => Pos::default(),
+            };
+            self.err(
+                pos,
+                format!("attribute '{name}' must be a descriptor number below 2^32, not {n}"),
+            )
+        })
+    }
+
     fn dist(&self, attrs: &Attrs, name: &str, default: u64) -> Result<Dist, LangError> {
         match self.attr_value(attrs, name)? {
             None => Ok(Dist::Const(default)),
@@ -542,7 +560,7 @@ impl Eval<'_> {
             Some((Value::Text(t), _)) => Ok(Some(t)),
             Some((Value::Num(n), _)) => Ok(Some(format!("{n}"))),
             Some((v, pos)) => {
-                Err(self.err(pos, format!("attribute '{name}' must be text, not {v:?}")))
+                Err(self.err(pos, format!("attribute '{name}' must be text, not {v}")))
             }
         }
     }
@@ -677,6 +695,9 @@ impl Workload {
                         note(&mut w, format!("fileset '{name}': cached={c}: the pmo file store has no page cache (its files are read from the medium and decrypted on every attach either way); the POSIX peer leaves the files as its file system keeps them (no cache drop)"));
                     }
                     let path = e.text(a, "path")?.unwrap_or_else(|| "/tmp".into());
+                    if format!("{path}/{name}").split('/').any(|c| c == "..") {
+                        return Err(e.err(*pos, format!("fileset '{name}': '..' in its path {path:?} or name would leave the run's directory")));
+                    }
                     let prealloc_pct = match e.attr_value(a, "prealloc")? {
                         None => 0,
                         Some((Value::Flag, _)) => 100,
@@ -696,6 +717,9 @@ impl Workload {
                     };
                     if entries == 0 {
                         return Err(e.err(*pos, format!("fileset '{name}' has no entries")));
+                    }
+                    if entries > MAX_ENTRIES {
+                        return Err(e.err(*pos, format!("fileset '{name}': {entries} entries, more than the {MAX_ENTRIES} a run can hold")));
                     }
                     w.filesets.push(FilesetSpec {
                         name,
@@ -722,7 +746,7 @@ impl Workload {
                         None => None,
                         Some(v) => match e.value(v, *pos)? {
                             Value::Num(n) => Some(n),
-                            other => return Err(e.err(*pos, format!("run needs seconds, not {other:?}"))),
+                            other => return Err(e.err(*pos, format!("run needs seconds, not {other}"))),
                         },
                     }
                 }
@@ -1009,10 +1033,10 @@ fn flowop(e: &Eval<'_>, w: &Workload, f: &crate::lang::FlowopDef) -> Result<Flow
         kind,
         name: e.text(&f.attrs, "name")?.unwrap_or_else(|| f.kind.clone()),
         fileset: set,
-        fd: e.num(&f.attrs, "fd", 0)? as u32,
+        fd: e.fd(&f.attrs, "fd")?,
         srcfd: match e.attr_value(&f.attrs, "srcfd")? {
             None => None,
-            Some(_) => Some(e.num(&f.attrs, "srcfd", 0)? as u32),
+            Some(_) => Some(e.fd(&f.attrs, "srcfd")?),
         },
         iosize: e.dist(&f.attrs, "iosize", 1 << 20)?,
         random: e.flag(&f.attrs, "random")?,
@@ -1116,7 +1140,12 @@ fn expand(
             ));
         }
         for _ in 0..iters {
+            let before = out.len();
             expand(&inner, w, comps, body, depth + 1, out, targets)?;
+            if out.len() == before {
+                // Every round adds the same: one that adds nothing (an empty body) is all.
+                break;
+            }
         }
     }
     Ok(())

@@ -14,7 +14,8 @@ use std::collections::HashMap;
 
 use crate::lang::{LangError, Pos};
 use crate::model::{
-    eval_overrides, Dist, FilesetSpec, Flowop, FlowopKind, ThreadSpec, Value, Workload, MAX_THREADS,
+    eval_overrides, Dist, FilesetSpec, Flowop, FlowopKind, ThreadSpec, Value, Workload,
+    MAX_ENTRIES, MAX_THREADS,
 };
 
 /// Names of the default personalities, in the papers' order.
@@ -114,6 +115,11 @@ pub fn personality(name: &str, overrides: &[(String, String)]) -> Result<Workloa
     };
     use FlowopKind::*;
     let dir = v.text("dir", "/tmp");
+    if dir.split('/').any(|c| c == "..") {
+        return Err(v.err(format!(
+            "$dir {dir:?}: '..' would leave the run's directory"
+        )));
+    }
     let iosize = v.dist("iosize", Dist::Const(1 << 20))?;
     let append = v.dist("meanappendsize", Dist::Const(16 << 10))?;
     let gamma = |mean: f64| Dist::Gamma { mean, gamma: GAMMA };
@@ -249,6 +255,12 @@ pub fn personality(name: &str, overrides: &[(String, String)]) -> Result<Workloa
     if nthreads == 0 || nthreads > MAX_THREADS {
         return Err(v.err(format!("$nthreads must be 1..={MAX_THREADS}")));
     }
+    if let Some(f) = filesets.iter().find(|f| f.entries > MAX_ENTRIES) {
+        return Err(v.err(format!(
+            "fileset '{}': {} entries, more than the {MAX_ENTRIES} a run can hold",
+            f.name, f.entries
+        )));
+    }
     let thread = ThreadSpec {
         process: name.into(),
         name: format!("{name}thread"),
@@ -294,5 +306,15 @@ mod tests {
         assert_eq!(w.threads[0].flowops.last().unwrap().fileset, Some(1));
         assert!(personality("mailserver", &[]).is_err());
         assert!(personality("varmail", &[("nthreads".into(), "0".into())]).is_err());
+        let e = personality("webproxy", &[("nfiles".into(), "1e30".into())])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("entries"), "{e}");
+        let e = personality("varmail", &[("dir".into(), "/t/../..".into())])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("'..'"), "{e}");
     }
 }

@@ -349,10 +349,19 @@ fn sleep_until(until: Instant, stop: &AtomicBool, deadline: Instant) {
 }
 
 /// `hog value=N`: N stores to one byte of the thread's memory, each kept by `black_box`
-/// (Filebench's `*(threadflow->tf_mem) = 1` loop: CPU time, no I/O).
-fn hog(mem: &mut u8, n: u64) {
-    for _ in 0..n {
-        *std::hint::black_box(&mut *mem) = 1;
+/// (Filebench's `*(threadflow->tf_mem) = 1` loop: CPU time, no I/O), cut short when the run
+/// ends (`stop` or `deadline`), which it checks every 2^20 stores.
+fn hog(mem: &mut u8, n: u64, stop: &AtomicBool, deadline: Instant) {
+    const CHUNK: u64 = 1 << 20;
+    let mut left = n;
+    while left > 0 {
+        for _ in 0..left.min(CHUNK) {
+            *std::hint::black_box(&mut *mem) = 1;
+        }
+        left = left.saturating_sub(CHUNK);
+        if left > 0 && (stop.load(Ordering::Relaxed) || Instant::now() >= deadline) {
+            break;
+        }
     }
 }
 
@@ -538,12 +547,19 @@ impl Worker<'_, '_> {
         Ok(self.fds.get_mut(&fd))
     }
 
-    fn fill_buf(&mut self, n: usize) {
+    /// Grow the I/O buffer to `n` bytes; an iosize no allocation can hold is the flowop's
+    /// error, not a panic or an abort.
+    fn fill_buf(&mut self, n: u64) -> Result<usize, BackendError> {
+        let n = usize::try_from(n).map_err(|_| BackendError::Buffer(n))?;
         if self.buf.len() < n {
             let start = self.buf.len();
             self.buf
+                .try_reserve_exact(n - start)
+                .map_err(|_| BackendError::Buffer(n as u64))?;
+            self.buf
                 .extend((start..n).map(|i| (i as u8).wrapping_mul(37).wrapping_add(11)));
         }
+        Ok(n)
     }
 
     fn exec(&mut self, f: &Flowop) -> Result<Outcome, BackendError> {
@@ -609,8 +625,8 @@ impl Worker<'_, '_> {
                 done(0, 0)
             }
             FlowopKind::ReadWholeFile => {
-                let io = f.iosize.sample(&mut self.rng).max(1) as usize;
-                self.fill_buf(io);
+                let io = f.iosize.sample(&mut self.rng).max(1);
+                let io = self.fill_buf(io)?;
                 let mut buf = std::mem::take(&mut self.buf);
                 let r: Result<Option<u64>, BackendError> = (|| {
                     let Some(o) = self.fd_file(f)? else {
@@ -633,12 +649,12 @@ impl Worker<'_, '_> {
                 }
             }
             FlowopKind::WriteWholeFile => {
-                let io = f.iosize.sample(&mut self.rng).max(1) as usize;
+                let io = f.iosize.sample(&mut self.rng).max(1);
                 let size = match self.fds.get(&f.srcfd.unwrap_or(f.fd)) {
                     Some(s) => self.sh.sets[s.set].size(s.entry),
                     None => return none,
                 };
-                self.fill_buf(io);
+                let io = self.fill_buf(io)?;
                 let buf = std::mem::take(&mut self.buf);
                 let r: Result<bool, BackendError> = (|| {
                     let Some(o) = self.fd_file(f)? else {
@@ -665,8 +681,8 @@ impl Worker<'_, '_> {
                     self.rng.gen_range(1..=io)
                 } else {
                     io
-                } as usize;
-                self.fill_buf(n);
+                };
+                let n = self.fill_buf(n)?;
                 let buf = std::mem::take(&mut self.buf);
                 let r: Result<bool, BackendError> = (|| {
                     let Some(o) = self.fd_file(f)? else {
@@ -684,7 +700,7 @@ impl Worker<'_, '_> {
             }
             FlowopKind::Read | FlowopKind::Write | FlowopKind::AioWrite => {
                 let io = f.iosize.sample(&mut self.rng).max(1);
-                self.fill_buf(io as usize);
+                self.fill_buf(io)?;
                 let mut buf = std::mem::take(&mut self.buf);
                 let mut rng = self.rng.clone();
                 let r: Result<Option<u64>, BackendError> = (|| {
@@ -899,18 +915,18 @@ fn thread_main(
                         })
                     }
                     FlowopKind::Delay => {
-                        sleep_until(
-                            Instant::now() + Duration::from_secs(f.value),
-                            &sh.stop,
-                            deadline,
-                        );
+                        // A delay the clock cannot add lasts the run (as every delay past it).
+                        let until = Instant::now()
+                            .checked_add(Duration::from_secs(f.value))
+                            .unwrap_or(deadline);
+                        sleep_until(until, &sh.stop, deadline);
                         Ok(Outcome::Done {
                             read: 0,
                             written: 0,
                         })
                     }
                     FlowopKind::Hog => {
-                        hog(&mut wk.hog, f.value);
+                        hog(&mut wk.hog, f.value, &sh.stop, deadline);
                         Ok(Outcome::Done {
                             read: 0,
                             written: 0,
@@ -1155,7 +1171,10 @@ pub fn run(w: &Workload, backend: &dyn Backend, opts: &RunOptions) -> Result<Run
         events: EventGen::new(w.eventgen_rate),
     };
     let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(seconds.max(0.0));
+    // A run longer than the clock can add (`run 1e30`) lasts a century: as good as forever.
+    const FOREVER: f64 = 100.0 * 365.0 * 86400.0;
+    let deadline =
+        start + Duration::try_from_secs_f64(seconds.clamp(0.0, FOREVER)).unwrap_or_default();
     let results: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..w.threads.len())
             .map(|id| {

@@ -89,7 +89,8 @@ impl SyncPoint {
     /// `semblock value=V`; `false` if the run ended first.
     pub fn sem_block(&self, v: u64, stop: &AtomicBool, deadline: Instant) -> bool {
         let mut g = self.lock();
-        g.high += v;
+        // Saturating: a workload's value=1e30 is u64::MAX.
+        g.high = g.high.saturating_add(v);
         self.cv.notify_all();
         match self.wait_while(g, |s| s.low < v, stop, deadline) {
             Some(mut g) => {
@@ -109,7 +110,7 @@ impl SyncPoint {
         if blocking {
             g.high -= v;
         }
-        g.low += v;
+        g.low = g.low.saturating_add(v);
         self.cv.notify_all();
         true
     }
@@ -173,5 +174,17 @@ mod tests {
         // A non-blocking post ignores highwater.
         assert!(p.sem_post(5, false, &stop, far()));
         assert_eq!(p.counters(), (5, 2));
+    }
+
+    #[test]
+    fn huge_values_saturate_the_counters() {
+        // value=1e30 in a workload is u64::MAX here: the counters stop there, no overflow.
+        let stop = AtomicBool::new(false);
+        let p = SyncPoint::new(u64::MAX);
+        assert!(p.sem_post(u64::MAX, false, &stop, far()));
+        assert!(p.sem_post(u64::MAX, false, &stop, far()));
+        assert_eq!(p.counters(), (u64::MAX, u64::MAX));
+        assert!(p.sem_block(u64::MAX, &stop, far()));
+        assert_eq!(p.counters(), (0, u64::MAX));
     }
 }

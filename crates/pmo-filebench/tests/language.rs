@@ -93,6 +93,26 @@ fn composite_flowops_unroll_with_their_variables() {
 }
 
 #[test]
+fn an_empty_composite_flowop_unrolls_to_nothing_at_once() {
+    // iters=1e30 of an empty body (also inside another composite): nothing to unroll, so
+    // loading ends at once instead of counting to 2^64.
+    let text = "define flowop name=empty\n{\n}\n\
+        define flowop name=outer\n{\n flowop empty name=e, iters=1e30\n}\n\
+        define process name=p { thread name=t {\n\
+          flowop empty name=a, iters=1e30\n\
+          flowop outer name=b, iters=1000\n\
+          flowop delay name=d, value=1\n } }\n";
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(Workload::from_text("e.f", text, &[]).map(|w| w.threads[0].flowops.len()));
+    });
+    let r = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("loading ended");
+    assert_eq!(r.unwrap(), 1);
+}
+
+#[test]
 fn block_and_wakeup_alternate_two_processes() {
     // createdelete-swing's shape: one thread creates then wakes the other and blocks.
     let text = "define fileset name=m,path=/t,size=1k,entries=50\n\
@@ -197,12 +217,74 @@ fn malformed_constructs_name_file_line_and_column() {
             "define fileset name=f,path=/t,entries=2,dirgamma=1500\n",
             "x.f:1: fileset 'f': dirgamma=1500",
         ),
+        // More entries than a run could list (a panic or the OOM killer when it did).
+        (
+            "define fileset name=f,path=/t,entries=1e30,size=1k\n",
+            "x.f:1: fileset 'f': 18446744073709551615 entries",
+        ),
+        (
+            "define fileset name=f,path=/t,leafdirs=1e12\n",
+            "x.f:1: fileset 'f': 1000000000000 entries",
+        ),
+        // An fd past 2^32 is no other fd (4294967297 was fd 1).
+        (
+            "define fileset name=f,path=/t,entries=1\ndefine process name=p {\n thread name=t {\n\
+             flowop openfile name=o,filesetname=f,fd=4294967297\n }\n}\n",
+            "x.f:4: attribute 'fd' must be",
+        ),
+        (
+            "define fileset name=f,path=/t,entries=1\ndefine process name=p {\n thread name=t {\n\
+             flowop writewholefile name=w,filesetname=f,srcfd=1e30\n }\n}\n",
+            "x.f:4: attribute 'srcfd' must be",
+        ),
+        // A '..' would take the files out of the run's directory (`--dir`).
+        (
+            "define fileset name=f,path=/t/../..,entries=1\n",
+            "x.f:1: fileset 'f': '..'",
+        ),
+        ("define file name=..,path=/t\n", "x.f:1: fileset '..': '..'"),
+        // Values are shown as the file writes them, never in Rust's Debug form.
+        ("run -1\n", "x.f:1: run needs seconds, not \"-1\""),
+        (
+            "define fileset name=f,path=cvar(type=cvar-gamma,parameters=mean:1k;gamma:1)\n",
+            "attribute 'path' must be text, not cvar-gamma (mean 1024, gamma 1)",
+        ),
     ];
     for (text, want) in cases {
         let e = Workload::from_text("x.f", text, &[])
             .unwrap_err()
             .to_string();
         assert!(e.contains(want), "{text:?}: {e}");
+    }
+}
+
+#[test]
+fn an_iosize_no_buffer_can_hold_fails_its_flowop_with_file_and_line() {
+    // 1e30 overflows a buffer's capacity; 1e15 bytes no allocator gives.
+    for iosize in ["1e30", "1e15"] {
+        let text = format!(
+            "define fileset name=f,path=/t,entries=1,size=1k,prealloc=100\n\
+             define process name=p {{\n thread name=t {{\n\
+             flowop openfile name=o,filesetname=f,fd=1\n\
+             flowop read name=r,fd=1,iosize={iosize}\n }}\n}}\n"
+        );
+        let w = Workload::from_text("x.f", &text, &[]).unwrap();
+        let dir = std::env::temp_dir().join(format!("pmo-fb-lang-{}-io", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let r = run(
+            &w,
+            &PosixBackend::new(dir.clone()),
+            &RunOptions {
+                seconds_cap: Some(0.2),
+                ..Default::default()
+            },
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        let Err(e) = r else {
+            panic!("iosize={iosize} ran")
+        };
+        let e = e.to_string();
+        assert!(e.contains("x.f:5") && e.contains("buffer"), "{iosize}: {e}");
     }
 }
 

@@ -90,6 +90,19 @@ fn alldone_waits_for_every_thread_firstdone_for_one() {
 }
 
 #[test]
+fn a_run_longer_than_the_clock_counts_ends_at_its_count() {
+    // `run 1e30` is no duration an Instant can add: the run lasts as long as it may, here
+    // until its count, and never panics.
+    let text = writer("firstdone", "value=5,target=sync", 1).replace("run 60", "run 1e30");
+    let w = Workload::from_text("long.f", &text, &[]).unwrap();
+    let dir = std::env::temp_dir().join(format!("pmo-fb-limits-{}-long", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let r = run(&w, &PosixBackend::new(dir.clone()), &RunOptions::default());
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(ops(&r.unwrap_or_else(|e| panic!("{e}")), "sync"), 5);
+}
+
+#[test]
 fn a_thread_without_files_ends_a_firstdone_run() {
     // filemicro_delete's shape: delete until nothing is left.
     let text = "set $dir=/t\nset mode quit firstdone\n\
@@ -204,7 +217,25 @@ fn eventlimit_takes_one_event_per_run_and_delay_sleeps() {
                 flowop hog name=h,value=1000\n";
     let (r, secs) = go("delay", &limited(0, text), 0.4);
     assert_eq!(ops(&r, "stat"), 1, "{r:?}");
+    assert!(secs < 5.0, "the delay ends with the run: {secs} s"); // A delay longer than the clock can add (value=1e30) also just runs out the clock.
+    let text = "flowop statfile name=stat,filename=f\nflowop delay name=d,value=1e30\n";
+    let (r, secs) = go("longdelay", &limited(0, text), 0.4);
+    assert_eq!(ops(&r, "stat"), 1, "{r:?}");
     assert!(secs < 5.0, "the delay ends with the run: {secs} s");
+}
+
+#[test]
+fn a_hog_ends_with_the_run() {
+    // hog value=1e30 is 2^64 rounds of busy work: it must stop when the run does.
+    let text = "flowop statfile name=stat,filename=f\nflowop hog name=h,value=1e30\n";
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(go("hog", &limited(0, text), 0.3).1);
+    });
+    let secs = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the run ended");
+    assert!(secs < 5.0, "{secs} s");
 }
 
 #[test]

@@ -164,8 +164,25 @@ impl FileStore {
                 repairs: Mutex::new(Vec::new()),
             }),
         };
+        fs.check_store_key()?;
         fs.repair()?;
         Ok(fs)
+    }
+
+    /// One key opens a whole store: refuse another before it adds files and directories the
+    /// store's own key then cannot open (nor list, nor check). An empty store takes any key.
+    fn check_store_key(&self) -> Result<()> {
+        let any = self
+            .scan()?
+            .into_iter()
+            .find_map(|(p, (is_dir, is_file, _))| {
+                (is_dir || is_file)
+                    .then(|| p.pmo_name(if is_file { Kind::File } else { Kind::Dir }))
+            });
+        match any {
+            Some(name) => Ok(self.inner.pool.check_key(&name, self.key())?),
+            None => Ok(()),
+        }
     }
 
     /// What [`FileStore::open`] repaired: the leftovers of a crash in the middle of an unlink
@@ -244,6 +261,11 @@ impl FileStore {
 
     fn exists(&self, path: &FsPath, kind: Kind) -> Result<bool> {
         Ok(self.inner.pool.exists(&path.pmo_name(kind))?)
+    }
+
+    /// Is `path` a directory (the root, which has no marker, or one with its marker)?
+    fn is_dir(&self, path: &FsPath) -> Result<bool> {
+        Ok(path.is_root() || self.exists(path, Kind::Dir)?)
     }
 
     fn check_parent(&self, path: &FsPath) -> Result<()> {
@@ -331,6 +353,12 @@ impl FileStore {
     /// `rmdir`: remove an empty directory.
     pub fn rmdir(&self, path: &str) -> Result<()> {
         let path = FsPath::parse(path)?;
+        if path.is_root() {
+            return Err(FsError::BadPath {
+                path: path.to_string(),
+                reason: "the root directory cannot be removed".into(),
+            });
+        }
         let _tree = lock(&self.inner.open);
         if !self.exists(&path, Kind::Dir)? {
             return Err(FsError::NotFound(path.to_string()));
@@ -437,7 +465,7 @@ impl FileStore {
         let name = path.pmo_name(Kind::File);
         let att = match self.attach(&name) {
             Err(FsError::Store(StoreError::NotFound(_))) => {
-                return Err(if self.exists(&path, Kind::Dir)? {
+                return Err(if self.is_dir(&path)? {
                     FsError::IsADirectory(path.to_string())
                 } else {
                     FsError::NotFound(path.to_string())
@@ -559,7 +587,7 @@ impl FileStore {
         match self.pdestroy_waiting(&name) {
             Ok(()) => {}
             Err(StoreError::NotFound(_)) => {
-                return Err(if self.exists(&path, Kind::Dir)? {
+                return Err(if self.is_dir(&path)? {
                     FsError::IsADirectory(path.to_string())
                 } else {
                     FsError::NotFound(path.to_string())
@@ -623,14 +651,13 @@ impl FileStore {
     pub fn write_file(&self, path: &str, data: &[u8]) -> Result<()> {
         let f = match self.create(path, data.len() as u64) {
             Ok(f) => f,
-            Err(FsError::Exists(_)) => {
-                let f = self.open_file(path)?;
-                f.truncate(0)?;
-                f
-            }
+            Err(FsError::Exists(_)) => self.open_file(path)?,
             Err(e) => return Err(e),
         };
+        // Write over the old bytes, then cut what is left of them: a store too full for the
+        // new bytes fails the write (it grows first) with the file unchanged.
         f.pwrite(0, data)?;
+        f.truncate(data.len() as u64)?;
         f.fsync()?;
         f.close()
     }

@@ -178,3 +178,61 @@ fn a_full_store_fails_the_write_and_loses_nothing() {
     fs.unlink("/big").unwrap();
     healthy(&fs);
 }
+
+#[test]
+fn replacing_a_file_in_a_full_store_keeps_the_old_bytes() {
+    let fs = store(2 << 20, "secure");
+    fs.write_file("/keep", &pattern(50_000, 3)).unwrap();
+    // More than the store can hold: the replacement fails as a full store...
+    let err = fs.write_file("/keep", &pattern(4 << 20, 5)).unwrap_err();
+    assert!(matches!(err, FsError::NoSpace(_)), "{err}");
+    // ...and the file still holds what it held, durably.
+    let kept = fs.read_file("/keep").unwrap();
+    assert!(kept == pattern(50_000, 3), "{} bytes kept", kept.len());
+    healthy(&fs);
+    // A replacement that fits, shorter than the old bytes, leaves exactly the new ones.
+    fs.write_file("/keep", b"short").unwrap();
+    assert_eq!(fs.read_file("/keep").unwrap(), b"short");
+    healthy(&fs);
+}
+
+#[test]
+fn the_root_is_a_directory_to_every_call() {
+    let fs = store(2 << 20, "none");
+    for r in [
+        fs.open_file("/").err(),
+        fs.unlink("/").err(),
+        fs.write_file("/", b"x").err(),
+    ] {
+        let e = r.expect("refused");
+        assert!(matches!(e, FsError::IsADirectory(_)), "{e}");
+    }
+    let e = fs.rmdir("/").unwrap_err();
+    assert!(e.to_string().contains("root"), "{e}");
+    assert_eq!(fs.stat("/").unwrap().kind, StatKind::Dir);
+    healthy(&fs);
+}
+
+#[test]
+fn a_wrong_key_is_refused_at_open_and_changes_nothing() {
+    let fs = store(4 << 20, "secure");
+    fs.mkdir("/d").unwrap();
+    fs.write_file("/d/keep", b"kept").unwrap();
+    let pool = fs.pool().clone();
+    drop(fs);
+    let other = FsOptions {
+        key: b"another key".to_vec(),
+        ..FsOptions::default()
+    };
+    // A store opened with another key would create files and directories under that key,
+    // which the store's own key then cannot open (nor list, nor check).
+    let e = FileStore::open(pool.clone(), other).err().expect("refused");
+    assert!(
+        matches!(e, FsError::Store(pmo_store::StoreError::WrongKey(_))),
+        "{e}"
+    );
+    let fs = FileStore::open(pool, FsOptions::default()).unwrap();
+    assert_eq!(fs.read_file("/d/keep").unwrap(), b"kept");
+    assert_eq!(fs.readdir("/").unwrap().len(), 1);
+    healthy(&fs);
+}

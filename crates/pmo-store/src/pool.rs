@@ -265,7 +265,10 @@ impl Pool {
         version: u32,
     ) -> Result<Pool> {
         let mirrored = version >= pmo_format::FORMAT_VERSION_MIRROR;
-        opts.kdf.validate()?;
+        // The caller's parameters: a bad one is its mistake, not a corrupted pool.
+        opts.kdf
+            .validate()
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let size = size & !(PAGE_SIZE - 1);
         if size < POOL_SIZE_MIN {
             return Err(StoreError::Invalid(format!(
