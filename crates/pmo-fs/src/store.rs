@@ -332,7 +332,7 @@ impl FileStore {
     pub fn mkdir_all(&self, path: &str) -> Result<()> {
         let path = FsPath::parse(path)?;
         let mut chain = vec![];
-        let mut p = path;
+        let mut p = path.clone();
         while !p.is_root() {
             chain.push(p.clone());
             p = p.parent();
@@ -344,6 +344,10 @@ impl FileStore {
             match self.mkdir(p.as_str()) {
                 Ok(()) => {}
                 Err(FsError::Exists(_)) if self.exists(&p, Kind::Dir)? => {}
+                // A file on the way (not the path itself) is no directory to go through.
+                Err(FsError::Exists(_)) if p != path && self.exists(&p, Kind::File)? => {
+                    return Err(FsError::NotADirectory(p.to_string()))
+                }
                 Err(e) => return Err(e),
             }
         }

@@ -236,3 +236,19 @@ fn a_wrong_key_is_refused_at_open_and_changes_nothing() {
     assert_eq!(fs.readdir("/").unwrap().len(), 1);
     healthy(&fs);
 }
+
+#[test]
+fn mkdir_all_through_a_file_says_not_a_directory() {
+    let fs = store(2 << 20, "none");
+    fs.write_file("/f", b"x").unwrap();
+    let e = fs.mkdir_all("/f/x/y").unwrap_err();
+    assert!(
+        matches!(e, FsError::NotADirectory(ref p) if p == "/f"),
+        "{e}"
+    );
+    // The path itself a file: it exists (as mkdir -p says).
+    let e = fs.mkdir_all("/f").unwrap_err();
+    assert!(matches!(e, FsError::Exists(_)), "{e}");
+    assert_eq!(fs.read_file("/f").unwrap(), b"x");
+    healthy(&fs);
+}
