@@ -85,8 +85,8 @@ typedef struct pmo_heap pmo_heap;
 /** Open the heap in PMO `name` (attached read-write). If the PMO is missing and `create_size`
  * is not 0, create it with that many bytes and an empty heap (durable at once). On success
  * stores the handle in *heap_out.
- * @return 0, or PMO_E_NOT_FOUND (missing, create_size 0), PMO_E_WRONG_KEY, PMO_E_BUSY,
- *         PMO_E_ADDRESS_IN_USE (attached already in this process), PMO_E_NOT_A_HEAP,
+ * @return 0, or PMO_E_NOT_FOUND (missing, create_size 0), PMO_E_WRONG_KEY, PMO_E_BUSY
+ *         (attached by another process, or already open in this one), PMO_E_NOT_A_HEAP,
  *         PMO_E_NO_SPACE, PMO_E_INVALID, PMO_E_LIMIT, PMO_E_CORRUPT, PMO_E_IO. */
 int pmo_heap_open(const char *name, const char *key, uint64_t create_size, pmo_heap **heap_out);
 
