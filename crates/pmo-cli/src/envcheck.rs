@@ -26,6 +26,32 @@ pub fn check() -> anyhow::Result<()> {
             bail!("PMO_NUMA_NODE={v:?} is not a node number");
         }
     }
+    // Page counts: the store reads them where they apply (an attach, a detach, a twin
+    // view), and a library user's bad value falls back or fails there; the command refuses it
+    // up front like every other knob.
+    for (k, min, what) in [
+        (
+            "PMO_FAULT_AROUND",
+            1,
+            "a fault-around window in pages (1: off)",
+        ),
+        (
+            "PMO_DETACH_INLINE_PAGES",
+            0,
+            "a page count (0: every detach to the worker)",
+        ),
+        (
+            "PMO_HOT_PAGES",
+            0,
+            "a page count (twin pages kept per view)",
+        ),
+    ] {
+        if let Some(v) = set(k) {
+            if v.trim().parse::<u64>().map_or(true, |n| n < min) {
+                bail!("{k}={v:?} is not {what}");
+            }
+        }
+    }
     if let Some(v) = set("PMO_LOG") {
         if !matches!(v.trim(), "0" | "1") {
             bail!("PMO_LOG={v:?} is not 0 or 1 (1: every new PMO gets a sub-page commit log, 0: not even heaps)");

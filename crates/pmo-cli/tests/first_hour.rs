@@ -34,6 +34,9 @@ fn cmd(pool: &Path, args: &[&str]) -> Command {
         "PMO_DIRTY",
         "PMO_SCHEME",
         "PMO_NUMA_NODE",
+        "PMO_FAULT_AROUND",
+        "PMO_DETACH_INLINE_PAGES",
+        "PMO_HOT_PAGES",
     ] {
         c.env_remove(v);
     }
@@ -235,9 +238,25 @@ fn item5_errors_are_one_clear_line_with_the_fix() {
         ("PMO_SCHEME", vec!["list"]),
         ("PMO_MEDIUM", vec!["list"]),
         ("PMO_NUMA_NODE", vec!["list"]),
+        ("PMO_FAULT_AROUND", vec!["list"]),
+        ("PMO_DETACH_INLINE_PAGES", vec!["list"]),
+        ("PMO_HOT_PAGES", vec!["list"]),
     ] {
         let o = cmd(&pool, &args).env(var, "bogus").output().unwrap();
         one_line(&o, 1, &[var, "bogus"]);
+    }
+    // A fault-around window of 0 pages is no window (1 is "off").
+    let o = cmd(&pool, &["list"])
+        .env("PMO_FAULT_AROUND", "0")
+        .output()
+        .unwrap();
+    one_line(&o, 1, &["PMO_FAULT_AROUND", "\"0\""]);
+    for (var, good) in [("PMO_FAULT_AROUND", "1"), ("PMO_DETACH_INLINE_PAGES", "0")] {
+        let o = cmd(&pool, &["read", "a", "--len", "1"])
+            .env(var, good)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{var}={good}: {}", err(&o));
     }
     let o = pmo_in(&pool, &["write", "a", "--offset", "0"], b"x");
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
