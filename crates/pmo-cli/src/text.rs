@@ -4,12 +4,15 @@
 use unicode_width::UnicodeWidthStr;
 
 /// `name` as shown: control characters escaped (`\n`, `\t`, `\u{1b}`), so a name made before
-/// they were refused cannot break a listing.
+/// they were refused cannot break a listing; and the invisible formatting characters (bidi
+/// overrides and isolates, zero-width spaces and joiners, the soft hyphen, the BOM) escaped
+/// too (`\u{202e}`), so that no name can pass for another one ("evil\u{202e}fdp.txt" showing
+/// as "eviltxt.pdf", "a\u{200b}" as "a").
 pub fn shown(name: &str) -> String {
-    if name.chars().any(char::is_control) {
+    if name.chars().any(hidden) {
         name.chars()
             .flat_map(|c| {
-                if c.is_control() {
+                if hidden(c) {
                     c.escape_default().collect::<Vec<_>>()
                 } else {
                     vec![c]
@@ -19,6 +22,23 @@ pub fn shown(name: &str) -> String {
     } else {
         name.to_string()
     }
+}
+
+/// A character a terminal does not show as itself: controls, and Unicode's invisible
+/// formatting characters that reorder or hide text.
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{061C}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{FEFF}'
+        )
 }
 
 /// [`shown`]`(name)` padded with spaces to `width` terminal columns (wide characters count
@@ -55,6 +75,12 @@ mod tests {
         assert_eq!(pad("é", 3), "é  ");
         assert_eq!(pad("toolong", 3), "toolong");
         assert_eq!(shown("a\nb\tc"), "a\\nb\\tc");
+        // Bidi overrides and zero-width characters cannot disguise a name.
+        assert_eq!(shown("evil\u{202e}fdp.txt"), "evil\\u{202e}fdp.txt");
+        assert_eq!(shown("a\u{200b}"), "a\\u{200b}");
+        assert_eq!(shown("\u{feff}x\u{2066}y"), "\\u{feff}x\\u{2066}y");
+        // Visible non-ASCII stays as it is (the file store's names use U+2215).
+        assert_eq!(shown("F\u{2215}a 日本"), "F\u{2215}a 日本");
         assert_eq!(count(1, "page"), "1 page");
         assert_eq!(count(0, "PMO"), "0 PMOs");
         assert_eq!(count(2, "directory"), "2 directories");
