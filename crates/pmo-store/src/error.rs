@@ -16,7 +16,7 @@ pub enum StoreError {
     Exists(String),
     #[error("pool is full: {0}")]
     NoSpace(String),
-    #[error("PMO '{name}' is attached {how} by another process")]
+    #[error("PMO '{name}' is attached {how}")]
     Busy { name: String, how: &'static str },
     #[error("address range {addr:#x}+{len:#x} for PMO '{name}' is already mapped in this process (attach with relocation allowed to map it elsewhere)")]
     AddressInUse { name: String, addr: u64, len: u64 },

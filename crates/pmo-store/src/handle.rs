@@ -202,8 +202,24 @@ impl Pool {
 
     pub(crate) fn busy(&self, e: &Entry) -> StoreError {
         let how = match self.inner.locker.holder(locks::attach_word(e.extent_off)) {
-            Ok(Some(LockKind::Shared)) => "read-only",
-            _ => "read-write",
+            // Readers record no pid: the lock alone cannot say whose.
+            Ok(Some(LockKind::Shared)) => BUSY_READERS,
+            // A writer records its pid in the holder word (informational, but its own pid is
+            // only ever written by this process).
+            _ => {
+                let mut b = [0u8; 4];
+                let mine = self
+                    .inner
+                    .medium
+                    .read(e.extent_off + PmoLayout::HOLDER_OFF, &mut b)
+                    .is_ok()
+                    && u32::from_le_bytes(b) & !DETACHING == std::process::id();
+                if mine {
+                    BUSY_WRITER_HERE
+                } else {
+                    BUSY_WRITER
+                }
+            }
         };
         StoreError::Busy {
             name: e.name.clone(),
@@ -219,6 +235,13 @@ fn write_holder(m: &dyn Medium, core: &PmoCore, pid: u32) -> Result<()> {
     m.flush(off, 4)?;
     Ok(())
 }
+
+/// [`StoreError::Busy`]'s `how` when readers hold a PMO.
+pub const BUSY_READERS: &str = "read-only (by this process or another)";
+/// [`StoreError::Busy`]'s `how` when a writer in another process holds a PMO.
+pub const BUSY_WRITER: &str = "read-write by another process";
+/// [`StoreError::Busy`]'s `how` when this process holds the PMO read-write.
+pub const BUSY_WRITER_HERE: &str = "read-write by this process (detach it first)";
 
 /// Holder-word flag: the holder is finishing a detach in the background (attach waits).
 pub(crate) const DETACHING: u32 = 1 << 31;

@@ -140,7 +140,7 @@ fn readers_share_writers_exclude_and_waiting_works() {
     assert!(matches!(
         pool.attach("x", Perm::Write, KEY),
         Err(StoreError::Busy {
-            how: "read-only",
+            how: pmo_store::BUSY_READERS,
             ..
         })
     ));
@@ -174,10 +174,16 @@ fn readers_share_writers_exclude_and_waiting_works() {
             }
         ),
         Err(StoreError::Busy {
-            how: "read-write",
+            how: pmo_store::BUSY_WRITER_HERE,
             ..
         })
     ));
+    // Said as it is: this process holds it (it read "by another process").
+    let e = pool.pdestroy("x", KEY).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "PMO 'x' is attached read-write by this process (detach it first)"
+    );
     let p2 = pool.clone();
     let waiter = std::thread::spawn(move || {
         p2.attach_with(
