@@ -450,14 +450,24 @@ impl Attachment {
         if len == 0 || self.view.dirty_tracking() != DirtyTracking::Declared {
             return Ok(());
         }
-        if self.handle.core.layout.log_off.is_some() {
-            self.log_ranges.record(offset, len);
+        // Held until the pages are marked: a psync sees this range and its pages, or neither
+        // (`sublog::Ranges::lock`).
+        let mut ranges = self
+            .handle
+            .core
+            .layout
+            .log_off
+            .is_some()
+            .then(|| self.log_ranges.lock());
+        if let Some(r) = ranges.as_mut() {
+            r.record(offset, len);
         }
         let first = offset / PAGE_SIZE;
         let end = (offset + len).div_ceil(PAGE_SIZE);
         for p in first..end {
             self.view.mark_dirty(p as u64).map_err(view_err)?;
         }
+        drop(ranges);
         Ok(())
     }
     /// Counters of predictive decryption (`None` when this attachment does not predict).
@@ -534,9 +544,21 @@ impl Attachment {
         let _serial = self.psync_lock.lock().unwrap_or_else(|p| p.into_inner());
         let (mut pages, mut from_twin) = (Vec::new(), Vec::new());
         let tc = Instant::now();
+        // The dirty pages and the declared ranges are read under one hold of the ranges, which
+        // a declare holds from its range to its pages (`sublog::Ranges::lock`).
+        let held = self
+            .handle
+            .core
+            .layout
+            .log_off
+            .is_some()
+            .then(|| self.log_ranges.lock());
         self.view
             .collect_dirty_with_twins(&mut pages, &mut from_twin)
             .map_err(view_err)?;
+        #[cfg(test)]
+        tests::after_collect();
+        let taken = held.map(|mut r| r.take());
         // Pages past the size (stores past `len()` into a view that spans the capacity) are
         // not the PMO's: dropped, so a later grow shows zeros there.
         let n = (self.len() / PAGE_SIZE) as u64;
@@ -552,8 +574,7 @@ impl Attachment {
             tc.elapsed().as_nanos() as u64,
         );
         let base = self.view.addr();
-        if self.handle.core.layout.log_off.is_some() && !pages.is_empty() {
-            let ranges = self.log_ranges.take();
+        if let Some(ranges) = taken.filter(|_| !pages.is_empty()) {
             if let Some(ranges) =
                 ranges.filter(|_| self.dirty_tracking() == DirtyTracking::Declared)
             {
@@ -645,7 +666,7 @@ impl Attachment {
         }
         let mut pages = Vec::new();
         self.view.collect_dirty(&mut pages).map_err(view_err)?;
-        let _ = self.log_ranges.take();
+        let _ = self.log_ranges.lock().take();
         let mut buf = Box::new([0u8; PAGE_SIZE]);
         for (i, &p) in pages.iter().enumerate() {
             let read = self.handle.read_page(p, &mut buf);
@@ -689,5 +710,91 @@ impl Attachment {
     pub fn detach(self) -> Result<()> {
         drop(self);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::pool::{Pool, PoolOptions};
+
+    thread_local! {
+        /// Run once in `psync_with` between collecting the dirty pages and taking the
+        /// declared ranges (to replay an interleaving deterministically).
+        static AFTER_COLLECT: RefCell<Option<Box<dyn FnOnce()>>> = RefCell::new(None);
+    }
+
+    pub(super) fn after_collect() {
+        if let Some(f) = AFTER_COLLECT.with(|h| h.borrow_mut().take()) {
+            f();
+        }
+    }
+
+    /// A declare on another thread whose range is recorded before a psync collects the dirty
+    /// pages and whose page is marked after it: its bytes must reach the medium (they were
+    /// lost: the psync took the range without committing the page, and the next psync logged
+    /// the page from its later range alone).
+    #[test]
+    fn a_declare_racing_a_psync_is_committed_by_it_or_the_next() {
+        let pool = Pool::create_on(
+            Arc::new(pmo_medium::crash::CrashMedium::new(4 << 20)),
+            &PoolOptions {
+                kdf: pmo_format::KdfParams::INSECURE_FAST,
+                ns_capacity: Some(4),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        pool.pcreate_logged("p", 4 * PAGE_SIZE as u64, b"k", Some(crate::Scheme::NONE))
+            .unwrap();
+        let opts = AttachOptions {
+            tracking: Some(DirtyTracking::Declared),
+            relocate: true,
+            ..Default::default()
+        };
+        let att = Arc::new(pool.attach_with("p", Perm::Write, b"k", opts).unwrap());
+        att.write_at(0, b"base").unwrap();
+        att.psync().unwrap();
+        att.write_at(8, b"zero").unwrap();
+        // Between this psync's collect and its take, another thread writes and declares
+        // "RRRR" on page 1 (with the fix it waits for the psync's hold and lands in the next
+        // one; without it, it ran inside the window).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let other = Arc::clone(&att);
+        let writer = Arc::new(std::sync::Mutex::new(None));
+        let slot = Arc::clone(&writer);
+        AFTER_COLLECT.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                let t = std::thread::spawn(move || {
+                    other.write_at(PAGE_SIZE + 100, b"RRRR").unwrap();
+                    let _ = tx.send(());
+                });
+                // Let the declare run if nothing holds it back.
+                let _ = rx.recv_timeout(std::time::Duration::from_millis(200));
+                *slot.lock().unwrap() = Some(t);
+            }));
+        });
+        att.psync().unwrap();
+        let t = writer.lock().unwrap().take().expect("the hook ran");
+        t.join().unwrap();
+        // A later small write on the same page, logged.
+        att.write_at(PAGE_SIZE + 200, b"SSSS").unwrap();
+        att.psync().unwrap();
+        drop(att);
+        let h = pool.open_pmo("p", Perm::Read, b"k", None).unwrap();
+        let mut b = [0u8; PAGE_SIZE];
+        h.read_page(1, &mut b).unwrap();
+        assert_eq!(
+            &b[100..104],
+            b"RRRR",
+            "the racing declare's bytes were lost"
+        );
+        assert_eq!(&b[200..204], b"SSSS");
+        h.read_page(0, &mut b).unwrap();
+        assert_eq!(&b[0..4], b"base");
+        assert_eq!(&b[8..12], b"zero");
     }
 }

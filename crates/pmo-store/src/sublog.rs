@@ -170,10 +170,25 @@ struct RangesInner {
 }
 
 impl Ranges {
+    /// Hold the ranges. A declare holds them across recording its range and marking its pages
+    /// dirty, a psync across collecting the dirty pages and taking the ranges: so every
+    /// declare falls wholly before or wholly after what a psync sees of both. (Recorded
+    /// before a psync's collect and marked after it, a range was taken by a psync that did
+    /// not commit its page, and the next psync could log that page from its later ranges
+    /// alone: the declared bytes were lost.)
+    pub(crate) fn lock(&self) -> RangesGuard<'_> {
+        RangesGuard(self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// [`Ranges`] held ([`Ranges::lock`]).
+pub(crate) struct RangesGuard<'a>(std::sync::MutexGuard<'a, RangesInner>);
+
+impl RangesGuard<'_> {
     /// Record `len` bytes at `offset`; beyond what one record can hold, just remember that the
     /// next psync is page-granular.
-    pub(crate) fn record(&self, offset: usize, len: usize) {
-        let mut r = self.0.lock().unwrap_or_else(|e| e.into_inner());
+    pub(crate) fn record(&mut self, offset: usize, len: usize) {
+        let r = &mut *self.0;
         if r.overflow {
             return;
         }
@@ -186,9 +201,8 @@ impl Ranges {
         }
     }
     /// The ranges since the last take (`None`: too many to log), and forget them.
-    pub(crate) fn take(&self) -> Option<Vec<(usize, usize)>> {
-        let mut r = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let inner = std::mem::take(&mut *r);
+    pub(crate) fn take(&mut self) -> Option<Vec<(usize, usize)>> {
+        let inner = std::mem::take(&mut *self.0);
         (!inner.overflow).then_some(inner.list)
     }
 }
@@ -718,7 +732,8 @@ mod tests {
 
     #[test]
     fn ranges_overflow_to_page_granular() {
-        let r = Ranges::default();
+        let ranges = Ranges::default();
+        let mut r = ranges.lock();
         r.record(0, 8);
         r.record(100, 8);
         assert_eq!(r.take().unwrap(), vec![(0, 8), (100, 8)]);
