@@ -450,15 +450,8 @@ impl Attachment {
         if len == 0 || self.view.dirty_tracking() != DirtyTracking::Declared {
             return Ok(());
         }
-        // Held until the pages are marked: a psync sees this range and its pages, or neither
-        // (`sublog::Ranges::lock`).
-        let mut ranges = self
-            .handle
-            .core
-            .layout
-            .log_off
-            .is_some()
-            .then(|| self.log_ranges.lock());
+        // Held until the pages are marked: a psync sees this range and its pages, or neither.
+        let mut ranges = self.hold_log_ranges();
         if let Some(r) = ranges.as_mut() {
             r.record(offset, len);
         }
@@ -469,6 +462,18 @@ impl Attachment {
         }
         drop(ranges);
         Ok(())
+    }
+    /// The declared ranges held (`None`: the PMO has no sub-page log). A declare holds them
+    /// from recording its range to marking its pages dirty, a psync from collecting the dirty
+    /// pages to taking the ranges, so a psync sees a declare's range and pages or neither
+    /// (`sublog::Ranges::lock`).
+    fn hold_log_ranges(&self) -> Option<crate::sublog::RangesGuard<'_>> {
+        self.handle
+            .core
+            .layout
+            .log_off
+            .is_some()
+            .then(|| self.log_ranges.lock())
     }
     /// Counters of predictive decryption (`None` when this attachment does not predict).
     pub fn predict_stats(&self) -> Option<crate::predict::PredictStats> {
@@ -544,15 +549,8 @@ impl Attachment {
         let _serial = self.psync_lock.lock().unwrap_or_else(|p| p.into_inner());
         let (mut pages, mut from_twin) = (Vec::new(), Vec::new());
         let tc = Instant::now();
-        // The dirty pages and the declared ranges are read under one hold of the ranges, which
-        // a declare holds from its range to its pages (`sublog::Ranges::lock`).
-        let held = self
-            .handle
-            .core
-            .layout
-            .log_off
-            .is_some()
-            .then(|| self.log_ranges.lock());
+        // The dirty pages and the declared ranges are read under one hold of the ranges.
+        let held = self.hold_log_ranges();
         self.view
             .collect_dirty_with_twins(&mut pages, &mut from_twin)
             .map_err(view_err)?;
