@@ -26,7 +26,8 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use pmo_store::{KdfParams, Pool, PoolOptions, Scheme};
+use pmo_bench::TempPool;
+use pmo_store::Scheme;
 use pmo_typed::{AttachOptions, DirtyTracking, PBTreeMap, PHashMap, Persistent, TypedHeap};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -184,18 +185,18 @@ fn phases(m: &mut dyn Map, keys: &[u64], order: &[u64]) -> [(f64, f64); 4] {
     [ins, get, upd, rem]
 }
 
-fn pool(path: &std::path::Path, scheme: Scheme) -> Pool {
-    let _ = std::fs::remove_file(path);
-    // Allocated whole, as `pmo init` does by default and as PMDK's `pmemobj_create` does
-    // (posix_fallocate): a sparse pool would charge the first write of each shadow slot with
-    // tmpfs allocating and zeroing its page, a cost persistent memory does not have.
-    let opts = PoolOptions {
-        kdf: KdfParams::INSECURE_FAST,
-        scheme,
-        preallocate: true,
-        ..Default::default()
+/// A 1 GiB pool in /dev/shm, removed when dropped (an error or a panic too: a bench that dies
+/// must not leave a gigabyte of RAM behind in tmpfs). Allocated whole, as `pmo init` does by
+/// default and as PMDK's `pmemobj_create` does (posix_fallocate): a sparse pool would charge
+/// the first write of each shadow slot with tmpfs allocating and zeroing its page, a cost
+/// persistent memory does not have.
+fn pool(scheme: Scheme) -> anyhow::Result<TempPool> {
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        std::path::PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
     };
-    Pool::create(path, 1 << 30, &opts).expect("pool")
+    Ok(TempPool::new(&dir, "typed", 1 << 30, scheme)?)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -206,10 +207,6 @@ fn main() -> anyhow::Result<()> {
     let mut order = keys.clone();
     order.shuffle(&mut rng);
     let mut rows = Vec::new();
-    let path = std::path::PathBuf::from(format!(
-        "/dev/shm/pmo-typed-bench-{}.pool",
-        std::process::id()
-    ));
 
     let part = |name: &str| a.only.as_deref().is_none_or(|o| o == name);
     if let Some(o) = &a.only {
@@ -219,12 +216,11 @@ fn main() -> anyhow::Result<()> {
         );
     }
     if part("ops") {
-        ops(&a, &keys, &order, &path, &mut rows)?;
+        ops(&a, &keys, &order, &mut rows)?;
     }
     if part("psync") {
-        psync(&a, &keys, &path, &mut rows)?;
+        psync(&a, &keys, &mut rows)?;
     }
-    let _ = std::fs::remove_file(&path);
     if let Some(dir) = &a.svg {
         std::fs::create_dir_all(dir)?;
         figures(dir, &rows)?;
@@ -268,11 +264,11 @@ fn ops(
     a: &Args,
     keys: &[u64],
     order: &[u64],
-    path: &std::path::Path,
     rows: &mut Vec<Row>,
 ) -> anyhow::Result<()> {
-    let p = pool(path, Scheme::NONE);
-    let mut heap = TypedHeap::create(&p, "b", 256 << 20, KEY)?;
+    let tp = pool(Scheme::NONE)?;
+    let p = &tp.pool;
+    let mut heap = TypedHeap::create(p, "b", 256 << 20, KEY)?;
     heap.root::<Root>()?;
     let mut samples: Vec<Vec<[(f64, f64); 4]>> = vec![Vec::new(); NAMES.len()];
     for _ in 0..a.repeats {
@@ -372,7 +368,6 @@ fn ops(
 fn psync(
     a: &Args,
     keys: &[u64],
-    path: &std::path::Path,
     rows: &mut Vec<Row>,
 ) -> anyhow::Result<()> {
     let n = a.n.min(100_000) as usize;
@@ -391,12 +386,13 @@ fn psync(
         for tracking in &a.tracking {
             let tracking = DirtyTracking::from_name(tracking)
                 .ok_or_else(|| anyhow::anyhow!("unknown tracking {tracking:?}"))?;
-            let p = pool(path, scheme);
+            let tp = pool(scheme)?;
+            let p = &tp.pool;
             let attach = AttachOptions {
                 tracking: Some(tracking),
                 ..Default::default()
             };
-            let mut heap = TypedHeap::create_with(&p, "u", 64 << 20, KEY, attach)?;
+            let mut heap = TypedHeap::create_with(p, "u", 64 << 20, KEY, attach)?;
             {
                 let (r, h) = heap.root::<Root>()?;
                 for &k in keys {
@@ -474,7 +470,7 @@ fn psync(
                 }
             }
             heap.detach()?;
-            drop(p);
+            drop(tp);
         }
     }
 
