@@ -260,12 +260,7 @@ const NAMES: [&str; 5] = [
 const OPS: [&str; 4] = ["insert", "lookup", "update", "remove"];
 
 /// 1. Operation rates, the structures interleaved within each repeat.
-fn ops(
-    a: &Args,
-    keys: &[u64],
-    order: &[u64],
-    rows: &mut Vec<Row>,
-) -> anyhow::Result<()> {
+fn ops(a: &Args, keys: &[u64], order: &[u64], rows: &mut Vec<Row>) -> anyhow::Result<()> {
     let tp = pool(Scheme::NONE)?;
     let p = &tp.pool;
     let mut heap = TypedHeap::create(p, "b", 256 << 20, KEY)?;
@@ -365,11 +360,7 @@ fn ops(
 }
 
 /// 2. N updates + psync per scheme and tracking, then PMDK's transaction (with `peers`).
-fn psync(
-    a: &Args,
-    keys: &[u64],
-    rows: &mut Vec<Row>,
-) -> anyhow::Result<()> {
+fn psync(a: &Args, keys: &[u64], rows: &mut Vec<Row>) -> anyhow::Result<()> {
     let n = a.n.min(100_000) as usize;
     let keys = &keys[..n];
     println!(

@@ -188,7 +188,7 @@ impl Ctx {
     pub(crate) fn free(&self, off: u64) -> Result<()> {
         let h = self.writable()?;
         let p = NonNull::new((self.base as u64 + off) as *mut u8)
-            .ok_or(TypedError::Corrupt("null block"))?;
+            .ok_or_else(|| TypedError::Corrupt("null block"))?;
         Ok(h.free(p)?)
     }
 
@@ -196,7 +196,7 @@ impl Ctx {
     pub(crate) fn realloc(&self, off: u64, size: usize, align: usize) -> Result<u64> {
         let h = self.writable()?;
         let p = NonNull::new((self.base as u64 + off) as *mut u8)
-            .ok_or(TypedError::Corrupt("null block"))?;
+            .ok_or_else(|| TypedError::Corrupt("null block"))?;
         let q = h.realloc(p, size, align)?;
         Ok(q.as_ptr() as u64 - self.base as u64)
     }
@@ -207,10 +207,10 @@ impl Ctx {
     pub(crate) fn ptr<T>(&self, off: u64, n: usize) -> Result<*mut T> {
         let bytes = (n as u64)
             .checked_mul(std::mem::size_of::<T>() as u64)
-            .ok_or(TypedError::Corrupt("size overflows"))?;
+            .ok_or_else(|| TypedError::Corrupt("size overflows"))?;
         let end = off
             .checked_add(bytes)
-            .ok_or(TypedError::Corrupt("offset overflows"))?;
+            .ok_or_else(|| TypedError::Corrupt("offset overflows"))?;
         if off < self.data_start || end > self.data_end {
             return Err(TypedError::Corrupt("offset outside the heap's data area"));
         }
@@ -574,7 +574,7 @@ impl TypedReader {
 fn root_ref<T: Persistent>(ctx: &Ctx) -> Result<(&T, &Ctx)> {
     #[allow(clippy::let_unit_value)]
     let () = T::LAYOUT_OK;
-    let (_, val) = ctx.root_block::<T>()?.ok_or(TypedError::NoRoot)?;
+    let (_, val) = ctx.root_block::<T>()?.ok_or_else(|| TypedError::NoRoot)?;
     // SAFETY: the root value inside the live root block (checked), any bit pattern valid;
     // shared borrow of the owner for the result's lifetime (no `&mut` can coexist).
     Ok((unsafe { &*val }, ctx))

@@ -79,7 +79,7 @@ impl PKv {
         let v = r
             .records
             .get_mut(h, &k)?
-            .ok_or(TypedError::Corrupt("record vanished after insert"))?;
+            .ok_or_else(|| TypedError::Corrupt("record vanished after insert"))?;
         v.set_from_slice(h, value)?;
         self.wrote()
     }

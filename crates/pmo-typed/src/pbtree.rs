@@ -288,7 +288,7 @@ where
         while let Some((off, level)) = stack.pop() {
             budget = budget
                 .checked_sub(1)
-                .ok_or(TypedError::Corrupt("B-tree has more nodes than recorded"))?;
+                .ok_or_else(|| TypedError::Corrupt("B-tree has more nodes than recorded"))?;
             let node = Node::<K, V>::at(h, off, level == 0)?;
             if level > 0 {
                 for i in 0..=node.n() {

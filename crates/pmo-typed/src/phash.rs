@@ -146,7 +146,7 @@ impl<K, V> Table<K, V> {
     #[inline(always)]
     fn at(h: &Ctx, off: u64, cap: usize) -> Result<Self> {
         let (slots, _, _, end, align) =
-            layout::<K, V>(cap).ok_or(TypedError::Corrupt("hash map too large"))?;
+            layout::<K, V>(cap).ok_or_else(|| TypedError::Corrupt("hash map too large"))?;
         let ctrl = h.ptr::<u8>(off, end)?;
         // Slot 0 aligned => every slot's key and value (the stride and the value's offset are
         // multiples of their alignments, which divide `align`).
@@ -359,7 +359,7 @@ where
 
     /// Rebuild into a table of `cap` slots (dropping tombstones).
     fn rebuild(&mut self, h: &Ctx, cap: usize) -> Result<()> {
-        let (.., end, align) = layout::<K, V>(cap).ok_or(TypedError::CapacityOverflow)?;
+        let (.., end, align) = layout::<K, V>(cap).ok_or_else(|| TypedError::CapacityOverflow)?;
         let new_off = h.alloc(end, align)?;
         let new = Table::<K, V>::at(h, new_off, cap)?;
         if let Some(old) = self.table(h)? {
@@ -417,7 +417,7 @@ where
         }
         let t = self
             .table(h)?
-            .ok_or(TypedError::Corrupt("hash map has no table"))?;
+            .ok_or_else(|| TypedError::Corrupt("hash map has no table"))?;
         let hash = hash_of(&k);
         let mask = t.cap - 1;
         let mut i = hash as usize & mask;

@@ -159,14 +159,14 @@ impl<T: Persistent> PVec<T> {
         h.writable()?;
         let need = (self.len as usize)
             .checked_add(extra)
-            .ok_or(TypedError::CapacityOverflow)?;
+            .ok_or_else(|| TypedError::CapacityOverflow)?;
         if need <= self.cap as usize {
             return Ok(());
         }
         let cap = need.max(self.cap as usize * 2).max(4);
         let bytes = cap
             .checked_mul(std::mem::size_of::<T>())
-            .ok_or(TypedError::CapacityOverflow)?;
+            .ok_or_else(|| TypedError::CapacityOverflow)?;
         let align = std::mem::align_of::<T>();
         let home = h.home_of(self)?;
         let off = if self.off == 0 {
@@ -265,7 +265,7 @@ impl<T: Persistent> PVec<T> {
     where
         T: Copy,
     {
-        let v = *self.get(h, i)?.ok_or(TypedError::OutOfBounds {
+        let v = *self.get(h, i)?.ok_or_else(|| TypedError::OutOfBounds {
             index: i as u64,
             len: self.len,
         })?;
