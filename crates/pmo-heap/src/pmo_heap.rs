@@ -242,6 +242,22 @@ impl PmoHeap {
         Ok(self.attachment.declare(off, len)?)
     }
 
+    /// [`PmoHeap::declare`] of several ranges `(ptr, len)` at once: one hold of the
+    /// attachment's declared ranges per eight (`Attachment::declare_ranges`), where `declare`
+    /// takes one per range. For a container's operation that writes a few places.
+    pub fn declare_many(&self, ranges: &[(*const u8, usize)]) -> Result<()> {
+        const BATCH: usize = 8;
+        let base = self.addr() as usize;
+        for chunk in ranges.chunks(BATCH) {
+            let mut offs = [(0usize, 0usize); BATCH];
+            for (o, &(p, len)) in offs.iter_mut().zip(chunk) {
+                *o = ((p as usize).wrapping_sub(base), len);
+            }
+            self.attachment.declare_ranges(&offs[..chunk.len()])?;
+        }
+        Ok(())
+    }
+
     /// How the attachment finds the pages a psync commits.
     pub fn dirty_tracking(&self) -> DirtyTracking {
         self.attachment.dirty_tracking()

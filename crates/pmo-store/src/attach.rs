@@ -443,24 +443,37 @@ impl Attachment {
     /// [`DirtyTracking::Declared`] for writes through raw pointers; harmless (and cheap: an
     /// atomic OR per page) with the other trackings, which find writes by themselves.
     pub fn declare(&self, offset: usize, len: usize) -> Result<()> {
+        self.declare_ranges(&[(offset, len)])
+    }
+    /// [`Attachment::declare`] of several ranges `(offset, len)` at once: one hold of the
+    /// declared ranges for all of them. A container that writes a few places per operation
+    /// (a control byte, a slot, its header) declares them together: each hold is an atomic
+    /// read-modify-write, which waits for the operation's pending stores to drain.
+    /// All ranges are checked before any is recorded.
+    #[inline]
+    pub fn declare_ranges(&self, ranges: &[(usize, usize)]) -> Result<()> {
         if self.perm() != Perm::Write {
             return Err(StoreError::ReadOnly(self.name().into()));
         }
-        self.check_range(offset, len)?;
-        if len == 0 || self.view.dirty_tracking() != DirtyTracking::Declared {
+        for &(offset, len) in ranges {
+            self.check_range(offset, len)?;
+        }
+        if self.view.dirty_tracking() != DirtyTracking::Declared {
             return Ok(());
         }
-        // Held until the pages are marked: a psync sees this range and its pages, or neither.
-        let mut ranges = self.hold_log_ranges();
-        if let Some(r) = ranges.as_mut() {
-            r.record(offset, len);
+        // Held until the pages are marked: a psync sees each range and its pages, or neither.
+        let mut held = self.hold_log_ranges();
+        for &(offset, len) in ranges.iter().filter(|r| r.1 > 0) {
+            if let Some(r) = held.as_mut() {
+                r.record(offset, len);
+            }
+            let first = offset / PAGE_SIZE;
+            let end = (offset + len).div_ceil(PAGE_SIZE);
+            for p in first..end {
+                self.view.mark_dirty(p as u64).map_err(view_err)?;
+            }
         }
-        let first = offset / PAGE_SIZE;
-        let end = (offset + len).div_ceil(PAGE_SIZE);
-        for p in first..end {
-            self.view.mark_dirty(p as u64).map_err(view_err)?;
-        }
-        drop(ranges);
+        drop(held);
         Ok(())
     }
     /// The declared ranges held (`None`: the PMO has no sub-page log). A declare holds them

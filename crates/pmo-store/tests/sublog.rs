@@ -941,3 +941,58 @@ fn a_failed_fold_keeps_the_live_records() {
         "the logged psync of page 4 was dropped"
     );
 }
+
+/// `declare_ranges` (one hold of the declared ranges for several): every range is committed
+/// by the next psync, sub-page (one log record); a batch with one range outside the PMO is
+/// refused whole, so its valid range is not declared and the psync commits nothing of it; a
+/// read-only attachment refuses.
+#[test]
+fn declare_ranges_commits_each_range_or_refuses_the_whole_batch() {
+    for scheme in schemes() {
+        let (_m, pool) = setup(scheme);
+        let mut model = vec![0u8; SIZE];
+        let a = pool.attach_with("a", Perm::Write, KEY, declared()).unwrap();
+        let base = a.addr();
+        let writes: [(usize, u8, usize); 3] = [
+            (100, 0xa1, 8),
+            (4096 + 7, 0xb2, 1),
+            (3 * 4096 + 4000, 0xc3, 96),
+        ];
+        let ranges: Vec<(usize, usize)> = writes.iter().map(|&(o, _, l)| (o, l)).collect();
+        // Round 0 commits the pages whole (their first commit); round 1 is logged.
+        for round in 0..2u8 {
+            for &(off, b, len) in &writes {
+                // SAFETY: inside the view of the write attachment (off + len <= SIZE).
+                unsafe { std::ptr::write_bytes(base.add(off), b ^ round, len) };
+                model[off..off + len].fill(b ^ round);
+            }
+            a.declare_ranges(&ranges).unwrap();
+            let st = a.psync().unwrap();
+            assert_eq!(st.pages, 3, "{st:?}");
+            if round == 1 {
+                assert_eq!(st.fences, 1, "logged: {st:?}");
+            }
+        }
+        a.detach().unwrap();
+        assert_eq!(contents(&pool, "a").unwrap(), model, "{scheme:?}");
+
+        let a = pool.attach_with("a", Perm::Write, KEY, declared()).unwrap();
+        let base = a.addr();
+
+        // One bad range: the batch is refused before anything is recorded.
+        // SAFETY: as above.
+        unsafe { std::ptr::write_bytes(base.add(2 * 4096), 0xdd, 16) };
+        let err = a
+            .declare_ranges(&[(2 * 4096, 16), (SIZE - 4, 8)])
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Invalid(_)), "{err}");
+        let st = a.psync().unwrap();
+        assert_eq!(st.pages, 0, "{st:?}");
+        a.detach().unwrap();
+        assert_eq!(contents(&pool, "a").unwrap(), model, "{scheme:?}");
+
+        let r = pool.attach("a", Perm::Read, KEY).unwrap();
+        let err = r.declare_ranges(&[(0, 8)]).unwrap_err();
+        assert!(matches!(err, StoreError::ReadOnly(_)), "{err}");
+    }
+}

@@ -230,6 +230,16 @@ impl Ctx {
         Ok(())
     }
 
+    /// Declare several ranges `(ptr, len)` written, in one hold of the attachment's declared
+    /// ranges (an operation's control byte, slot and header: one atomic, not three).
+    #[inline]
+    pub(crate) fn touch_many(&self, ranges: &[(*const u8, usize)]) -> Result<()> {
+        if self.declared {
+            self.writable()?.declare_many(ranges)?;
+        }
+        Ok(())
+    }
+
     /// Declare the bytes of `v` written.
     #[inline]
     pub(crate) fn touch_val<T>(&self, v: &T) -> Result<()> {

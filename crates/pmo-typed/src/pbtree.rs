@@ -201,6 +201,10 @@ impl<K: Persistent + Copy + Ord, V: Persistent> Node<K, V> {
     fn touch(&self, h: &Ctx) -> Result<()> {
         h.touch(self.p, Self::bytes(self.is_leaf()))
     }
+    /// The node's bytes, for [`Ctx::touch_many`].
+    fn range(&self) -> (*const u8, usize) {
+        (self.p, Self::bytes(self.is_leaf()))
+    }
 }
 
 /// What [`PBTreeMap::walk`] calls for each node.
@@ -486,9 +490,11 @@ where
             h.rebind_moved(node.vals().add(i + 1), n - i)?;
             node.set_n(n + 1);
         }
-        node.touch(h)?;
         self.len += 1;
-        h.touch_val(self)?;
+        h.touch_many(&[
+            node.range(),
+            ((self as *const Self).cast(), std::mem::size_of::<Self>()),
+        ])?;
         Ok(false)
     }
 
@@ -523,9 +529,11 @@ where
             leaf.set_n(n - 1);
             h.rebind_moved(leaf.vals().add(i), n - i - 1)?;
         }
-        leaf.touch(h)?;
         self.len -= 1;
-        h.touch_val(self)?;
+        h.touch_many(&[
+            leaf.range(),
+            ((self as *const Self).cast(), std::mem::size_of::<Self>()),
+        ])?;
         if self.len == 0 {
             self.clear(h)?;
         } else if n == 1 {

@@ -429,14 +429,19 @@ where
                     *t.ctrl.add(i) = tag(hash);
                     t.key(i).write(k);
                     t.val(i).write(v);
-                    h.touch(t.ctrl.add(i), 1)?;
-                    h.touch(t.key(i).cast(), std::mem::size_of::<K>())?;
-                    h.touch(t.val(i).cast(), std::mem::size_of::<V>())?;
                     self.len += 1;
                     if c == EMPTY {
                         self.used += 1;
                     }
-                    h.touch_val(self)?;
+                    // The control byte, the slot (key, then value) and the header, together.
+                    h.touch_many(&[
+                        (t.ctrl.add(i), 1),
+                        (
+                            t.key(i).cast(),
+                            Slot::<K, V>::VOFF + std::mem::size_of::<V>(),
+                        ),
+                        ((self as *const Self).cast(), std::mem::size_of::<Self>()),
+                    ])?;
                     return Ok(false);
                 }
             }
@@ -463,10 +468,12 @@ where
             if next == EMPTY {
                 self.used -= 1;
             }
-            h.touch(t.ctrl.add(i), 1)?;
+            self.len -= 1;
+            h.touch_many(&[
+                (t.ctrl.add(i), 1),
+                ((self as *const Self).cast(), std::mem::size_of::<Self>()),
+            ])?;
         }
-        self.len -= 1;
-        h.touch_val(self)?;
         Ok(true)
     }
 
