@@ -244,7 +244,8 @@ impl PmoHeap {
 
     /// [`PmoHeap::declare`] of several ranges `(ptr, len)` at once: one hold of the
     /// attachment's declared ranges per eight (`Attachment::declare_ranges`), where `declare`
-    /// takes one per range. For a container's operation that writes a few places.
+    /// takes one per range. For a container's operation that writes a few places. Each batch
+    /// of eight is checked whole before any of it is recorded.
     pub fn declare_many(&self, ranges: &[(*const u8, usize)]) -> Result<()> {
         const BATCH: usize = 8;
         let base = self.addr() as usize;
