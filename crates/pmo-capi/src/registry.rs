@@ -691,10 +691,12 @@ impl Registry {
     /// The mapping whose range contains `addr`.
     pub fn find(&self, addr: usize) -> Result<Mapped> {
         let snap = self.snapshot();
-        snap.as_ref()
-            .and_then(|s| s.find(addr))
-            .map(|(_, m)| m.clone())
-            .ok_or(CapiError::NotAttached(addr))
+        match snap.as_ref().and_then(|s| s.find(addr)) {
+            Some((_, m)) => Ok(m.clone()),
+            // Built only here: `CapiError` has drop glue, and an eager `ok_or` would build and
+            // drop one on every psync and every `pmo_free` from C.
+            None => Err(CapiError::NotAttached(addr)),
+        }
     }
 
     /// The heap that `addr` (a block, or any address in the heap's PMO) belongs to.
