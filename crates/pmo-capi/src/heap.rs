@@ -106,7 +106,12 @@ fn on_default<R>(reg: &Registry, f: impl FnOnce(&PmoHeap) -> Result<R>) -> Resul
 }
 
 fn block(addr: usize) -> Result<NonNull<u8>> {
-    NonNull::new(addr as *mut u8).ok_or(CapiError::NotABlock(addr))
+    // A `match`, not `ok_or`: `CapiError` has drop glue, and `ok_or` would build and drop the
+    // error on every `pmo_free`.
+    match NonNull::new(addr as *mut u8) {
+        Some(p) => Ok(p),
+        None => Err(CapiError::NotABlock(addr)),
+    }
 }
 
 /// Allocate `size` bytes from `heap`, aligned to `align` (0: [`BLOCK_ALIGN`]).
