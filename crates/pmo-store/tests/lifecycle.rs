@@ -363,3 +363,28 @@ fn an_altered_wrapped_key_is_corruption_not_a_wrong_key() {
     let r = pool.open_pmo("a", Perm::Read, NEW_KEY, None).map(|_| ());
     assert!(matches!(r, Err(StoreError::Corrupt(_))), "{r:?}");
 }
+
+/// A snapshot (or import) into `x` works under the temporary name `x.partial`. When a PMO of
+/// that name exists (the user's own, or one a crash left), it is refused with a message that
+/// names the temporary name and what to do, and neither PMO is touched.
+#[test]
+fn a_taken_temporary_name_is_refused_clearly_and_loses_nothing() {
+    let pool = Pool::open_on(Arc::new(CrashMedium::from_image(base_image(
+        Scheme::SECURE,
+    ))))
+    .unwrap();
+    pool.pcreate("x.partial", 4096, KEY).unwrap();
+    let before = format!("{:?}", pool.info("x.partial").unwrap());
+    let err = pool
+        .snapshot("a", "x", KEY, None, &mut |_, _| {})
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, StoreError::Invalid(_)), "{err:?}");
+    assert!(
+        msg.contains("'x.partial'") && msg.contains("destroy or rename"),
+        "{msg}"
+    );
+    assert!(!pool.exists("x").unwrap());
+    assert_eq!(format!("{:?}", pool.info("x.partial").unwrap()), before);
+    assert_pages(&pool, "a", KEY, "source after the refused snapshot");
+}
