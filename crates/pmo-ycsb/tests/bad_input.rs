@@ -1,0 +1,103 @@
+//! Malformed or unusual workload files: a clear error or a correct run, never a panic, a hang
+//! or a silently different workload.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use pmo_ycsb::{load, run, KvStore, StoreError, Workload, YcsbError};
+
+/// An in-memory store.
+#[derive(Default)]
+struct MapStore(BTreeMap<Vec<u8>, Vec<u8>>);
+
+impl KvStore for MapStore {
+    fn name(&self) -> String {
+        "map".into()
+    }
+    fn insert(&mut self, k: &[u8], v: &[u8]) -> Result<(), StoreError> {
+        if self.0.insert(k.to_vec(), v.to_vec()).is_some() {
+            return Err("duplicate insert".into());
+        }
+        Ok(())
+    }
+    fn update(&mut self, k: &[u8], v: &[u8]) -> Result<(), StoreError> {
+        *self.0.get_mut(k).ok_or("update of a missing key")? = v.to_vec();
+        Ok(())
+    }
+    fn read(&mut self, k: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
+        out.clear();
+        Ok(self.0.get(k).map(|v| out.extend_from_slice(v)).is_some())
+    }
+    fn scan(&mut self, start: &[u8], n: usize) -> Result<usize, StoreError> {
+        Ok(self.0.range(start.to_vec()..).take(n).count())
+    }
+}
+
+/// Load then run `text`'s workload on a fresh map store in a thread; None if it did not finish
+/// within 20 s (a hang), Some(Err(panic message)) if it panicked.
+fn load_and_run(text: &str) -> Option<Result<Result<(usize, u64), YcsbError>, String>> {
+    let w = Workload::parse("t", text).expect("the workload parses");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let r = std::panic::catch_unwind(move || {
+            let mut s = MapStore::default();
+            load(&mut s, &w, 1)?;
+            let r = run(&mut s, &w, 1)?;
+            Ok((s.0.len(), r.ops))
+        })
+        .map_err(|p| {
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        });
+        let _ = tx.send(r);
+    });
+    rx.recv_timeout(Duration::from_secs(20)).ok()
+}
+
+#[test]
+fn no_records_to_read_is_an_error_not_a_panic_or_a_hang() {
+    for dist in ["zipfian", "uniform", "latest"] {
+        let text = format!("recordcount=0\noperationcount=10\nrequestdistribution={dist}\n");
+        match load_and_run(&text) {
+            None => panic!("{dist}: recordcount=0 hangs the run"),
+            Some(Err(p)) => panic!("{dist}: recordcount=0 panics: {p}"),
+            Some(Ok(Ok(_))) => panic!("{dist}: reads of no records succeeded"),
+            Some(Ok(Err(e))) => {
+                let m = e.to_string();
+                assert!(m.contains("recordcount=0"), "{dist}: {m}");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_insert_only_run_needs_no_loaded_records() {
+    for dist in ["zipfian", "uniform", "latest"] {
+        let text = format!(
+            "recordcount=0\noperationcount=50\nreadproportion=0\nupdateproportion=0\n\
+             insertproportion=1\nrequestdistribution={dist}\n"
+        );
+        match load_and_run(&text) {
+            None => panic!("{dist}: an insert-only run from nothing hangs"),
+            Some(Err(p)) => panic!("{dist}: an insert-only run from nothing panics: {p}"),
+            Some(Ok(r)) => assert_eq!(r.unwrap(), (50, 50), "{dist}"),
+        }
+    }
+}
+
+#[test]
+fn records_shorter_than_the_tag_read_back() {
+    for (fc, fl) in [(0, 100), (10, 0), (1, 1), (1, 7), (2, 4)] {
+        let text =
+            format!("fieldcount={fc}\nfieldlength={fl}\nreadproportion=1\nupdateproportion=0\n");
+        match load_and_run(&text) {
+            None => panic!("{fc}x{fl}: hangs"),
+            Some(Err(p)) => panic!("{fc}x{fl}: panics: {p}"),
+            Some(Ok(r)) => assert_eq!(r.unwrap(), (1000, 1000), "{fc}x{fl}"),
+        }
+    }
+}
+
