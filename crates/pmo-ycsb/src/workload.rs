@@ -5,6 +5,10 @@ use std::path::Path;
 
 use crate::YcsbError;
 
+/// The largest record (`fieldcount` x `fieldlength`) a workload may ask for: 1 GiB, which every
+/// store is built with and the driver allocates per operation.
+pub const MAX_RECORD_LEN: usize = 1 << 30;
+
 /// Request distribution (`requestdistribution`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Distribution {
@@ -125,6 +129,7 @@ impl Workload {
         w.name = name.to_string();
         w.read = 0.95; // CoreWorkload's own defaults where the file is silent
         w.update = 0.05;
+        let mut insert_count = None;
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -142,17 +147,50 @@ impl Workload {
                 v.parse::<u64>()
                     .map_err(|_| format!("line {}: {k}={v:?} is not a count", n + 1))
             };
+            // YCSB reads counts as Java longs and a field's length as an int: larger values
+            // are errors there too (and would overflow the driver's sums here).
+            let below = |v: &str, max: u64| {
+                int(v).and_then(|x| {
+                    if x <= max {
+                        Ok(x)
+                    } else {
+                        Err(format!("line {}: {k}={v} is more than {max}", n + 1))
+                    }
+                })
+            };
             match k {
-                "recordcount" => w.record_count = int(v)?,
-                "operationcount" => w.operation_count = int(v)?,
-                "fieldcount" => w.field_count = int(v)? as usize,
-                "fieldlength" => w.field_length = int(v)? as usize,
+                "recordcount" => w.record_count = below(v, i64::MAX as u64)?,
+                "operationcount" => w.operation_count = below(v, i64::MAX as u64)?,
+                "fieldcount" => w.field_count = below(v, i32::MAX as u64)? as usize,
+                "fieldlength" => w.field_length = below(v, i32::MAX as u64)? as usize,
                 "readproportion" => w.read = num(v)?,
                 "updateproportion" => w.update = num(v)?,
                 "insertproportion" => w.insert = num(v)?,
                 "scanproportion" => w.scan = num(v)?,
                 "readmodifywriteproportion" => w.read_modify_write = num(v)?,
-                "maxscanlength" => w.max_scan_length = int(v)?.max(1) as usize,
+                "maxscanlength" => {
+                    w.max_scan_length = below(v, i32::MAX as u64)? as usize;
+                    if w.max_scan_length == 0 {
+                        return Err(format!(
+                            "line {}: maxscanlength=0: a scan reads at least 1 record",
+                            n + 1
+                        ));
+                    }
+                }
+                "minscanlength" if int(v)? != 1 => return Err(format!(
+                    "line {}: minscanlength={v} is not supported (scans read 1..=maxscanlength)",
+                    n + 1
+                )),
+                "fieldlengthdistribution" if v != "constant" => {
+                    return Err(format!(
+                        "fieldlengthdistribution={v} is not supported (constant)"
+                    ))
+                }
+                "insertstart" if int(v)? != 0 => return Err(format!(
+                    "line {}: insertstart={v} is not supported (0: one client loads every record)",
+                    n + 1
+                )),
+                "insertcount" => insert_count = Some(int(v)?),
                 "requestdistribution" => {
                     w.distribution = match v {
                         "zipfian" => Distribution::Zipfian,
@@ -170,7 +208,17 @@ impl Workload {
                         "scanlengthdistribution={v} is not supported (uniform)"
                     ))
                 }
-                "insertorder" => w.hashed_keys = v != "ordered",
+                "insertorder" => {
+                    w.hashed_keys = match v {
+                        "hashed" => true,
+                        "ordered" => false,
+                        _ => {
+                            return Err(format!(
+                                "insertorder={v} is not supported (hashed, ordered)"
+                            ))
+                        }
+                    }
+                }
                 "workload"
                     if v != "site.ycsb.workloads.CoreWorkload"
                         && v != "com.yahoo.ycsb.workloads.CoreWorkload" =>
@@ -179,6 +227,19 @@ impl Workload {
                 }
                 _ => {}
             }
+        }
+        if let Some(c) = insert_count.filter(|c| *c != w.record_count) {
+            return Err(format!(
+                "insertcount={c} is not supported with recordcount={} (one client loads every \
+                 record)",
+                w.record_count
+            ));
+        }
+        if w.field_count.saturating_mul(w.field_length) > MAX_RECORD_LEN {
+            return Err(format!(
+                "fieldcount={} x fieldlength={}: a record of more than {MAX_RECORD_LEN} bytes",
+                w.field_count, w.field_length
+            ));
         }
         let total = w.read + w.update + w.insert + w.scan + w.read_modify_write;
         let props = [w.read, w.update, w.insert, w.scan, w.read_modify_write];

@@ -101,3 +101,54 @@ fn records_shorter_than_the_tag_read_back() {
     }
 }
 
+fn refused(text: &str, says: &str) {
+    match Workload::parse("t", text) {
+        Ok(w) => panic!("{text:?} accepted as {w:?}"),
+        Err(m) => assert!(m.contains(says), "{text:?}: {m:?} does not say {says:?}"),
+    }
+}
+
+#[test]
+fn values_the_driver_cannot_honour_are_refused() {
+    refused("insertorder=hashd\n", "insertorder");
+    refused("maxscanlength=0\n", "maxscanlength");
+    refused("minscanlength=5\n", "minscanlength");
+    refused(
+        "fieldlengthdistribution=uniform\n",
+        "fieldlengthdistribution",
+    );
+    refused("insertstart=10\n", "insertstart");
+    refused("recordcount=1000\ninsertcount=500\n", "insertcount");
+    refused("readproportion=NaN\n", "proportion");
+    refused("readproportion=inf\n", "proportion");
+    refused("recordcount=-1\n", "recordcount");
+    refused("recordcount=99999999999999999999\n", "recordcount");
+    refused("recordcount=9223372036854775808\n", "recordcount");
+    refused("operationcount=18446744073709551615\n", "operationcount");
+    refused("fieldlength=2147483648\n", "fieldlength");
+    refused(
+        "fieldcount=4294967296\nfieldlength=4294967296\n",
+        "fieldcount",
+    );
+    refused("fieldcount=1000000\nfieldlength=1000000\n", "record");
+}
+
+#[test]
+fn values_it_honours_are_accepted() {
+    for text in [
+        "insertorder=ordered\n",
+        "insertorder=hashed\n",
+        "minscanlength=1\n",
+        "fieldlengthdistribution=constant\n",
+        "insertstart=0\n",
+        "recordcount=500\ninsertcount=500\n",
+        "insertcount=500\nrecordcount=500\n",
+        "readproportion=2\nupdateproportion=2\n",
+        "",
+    ] {
+        Workload::parse("t", text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+    }
+    let w = Workload::parse("t", "insertorder=ordered\n").unwrap();
+    assert!(!w.hashed_keys);
+}
+
