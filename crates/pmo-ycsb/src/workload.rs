@@ -90,11 +90,12 @@ impl Workload {
     }
 
     /// Core workload `letter` from YCSB's file `dir/workload<letter>` when it exists, else
-    /// [`Workload::core`].
+    /// [`Workload::core`]. A path there that is not a readable file (a directory, a dangling
+    /// link) is an error, not the built-in workload.
     pub fn find(letter: char, dir: Option<&Path>) -> Result<Workload, YcsbError> {
         if let Some(dir) = dir {
             let path = dir.join(format!("workload{letter}"));
-            if path.is_file() {
+            if path.symlink_metadata().is_ok() {
                 let mut w = Workload::from_file(&path)?;
                 w.name = letter.to_string();
                 return Ok(w);
@@ -177,19 +178,23 @@ impl Workload {
                         ));
                     }
                 }
-                "minscanlength" if int(v)? != 1 => return Err(format!(
+                "minscanlength" if int(v)? != 1 => {
+                    return Err(format!(
                     "line {}: minscanlength={v} is not supported (scans read 1..=maxscanlength)",
                     n + 1
-                )),
+                ))
+                }
                 "fieldlengthdistribution" if v != "constant" => {
                     return Err(format!(
                         "fieldlengthdistribution={v} is not supported (constant)"
                     ))
                 }
-                "insertstart" if int(v)? != 0 => return Err(format!(
+                "insertstart" if int(v)? != 0 => {
+                    return Err(format!(
                     "line {}: insertstart={v} is not supported (0: one client loads every record)",
                     n + 1
-                )),
+                ))
+                }
                 "insertcount" => insert_count = Some(int(v)?),
                 "requestdistribution" => {
                     w.distribution = match v {

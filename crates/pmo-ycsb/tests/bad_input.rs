@@ -2,6 +2,7 @@
 //! or a silently different workload.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -152,3 +153,32 @@ fn values_it_honours_are_accepted() {
     assert!(!w.hashed_keys);
 }
 
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pmo-ycsb-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn files_that_are_not_workloads_are_errors() {
+    let d = tmpdir("files");
+    let e = Workload::from_file(&d.join("missing"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing"), "{e}");
+    let e = Workload::from_file(&d).unwrap_err().to_string();
+    assert!(e.to_lowercase().contains("directory"), "{e}");
+    std::fs::write(d.join("garbage"), [0xffu8, 0xfe, 0, 1, 2, 0x80]).unwrap();
+    assert!(Workload::from_file(&d.join("garbage")).is_err());
+    // A workload file that is a directory is not silently replaced by the built-in workload.
+    std::fs::create_dir(d.join("workloadb")).unwrap();
+    let e = Workload::find('b', Some(&d)).unwrap_err().to_string();
+    assert!(e.contains("workloadb"), "{e}");
+    // An absent one is: the documented fallback.
+    assert_eq!(
+        Workload::find('c', Some(&d)).unwrap(),
+        Workload::core('c').unwrap()
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
