@@ -37,6 +37,7 @@ fn cmd(pool: &Path, args: &[&str]) -> Command {
         "PMO_FAULT_AROUND",
         "PMO_DETACH_INLINE_PAGES",
         "PMO_HOT_PAGES",
+        "PMO_YCSB_DIR",
     ] {
         c.env_remove(v);
     }
@@ -241,6 +242,7 @@ fn item5_errors_are_one_clear_line_with_the_fix() {
         ("PMO_FAULT_AROUND", vec!["list"]),
         ("PMO_DETACH_INLINE_PAGES", vec!["list"]),
         ("PMO_HOT_PAGES", vec!["list"]),
+        ("PMO_YCSB_DIR", vec!["bench", "ycsb"]),
     ] {
         let o = cmd(&pool, &args).env(var, "bogus").output().unwrap();
         one_line(&o, 1, &[var, "bogus"]);

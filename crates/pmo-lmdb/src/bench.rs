@@ -78,11 +78,15 @@ impl LmdbBenchOptions {
     }
 }
 
-/// `PMO_YCSB_DIR`, else `../shared/ycsb` from the working directory or from this workspace's
-/// root, when it holds YCSB's files.
+/// `PMO_YCSB_DIR` when set (whatever it holds: the user chose it), else `../shared/ycsb` from the
+/// working directory or from this workspace's root, when it holds YCSB's files.
 pub fn default_ycsb_dir() -> Option<PathBuf> {
+    if let Some(d) =
+        std::env::var_os("PMO_YCSB_DIR").filter(|d| !d.to_string_lossy().trim().is_empty())
+    {
+        return Some(PathBuf::from(d));
+    }
     let candidates = [
-        std::env::var_os("PMO_YCSB_DIR").map(PathBuf::from),
         Some(PathBuf::from("../shared/ycsb")),
         Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/ycsb")),
     ];
