@@ -321,3 +321,46 @@ def test_declared_tracking_is_never_used_for_buffer_writes(pool, monkeypatch):
         assert obj.psync()["pages"] == 1
     with pool.attach("m", KEY) as ro:
         assert bytes(memoryview(ro)[4096:4099]) == b"abc"
+
+
+@pytest.mark.parametrize("how", ["del", "set", "reinit"])
+def test_losing_the_native_half_with_live_views_never_unmaps_them(pool, how):
+    # The native attachment of a PmoObject can be dropped from Python (its `_native` deleted or
+    # replaced, `__init__` called again) while memoryviews still point into the mapping: they
+    # must stay usable (the mapping lives until the last buffer is released), not segfault.
+    pool.create("a", 1 << 20, KEY)
+    pool.create("b", 4096, KEY)
+    p = child("""
+        import gc
+        pool = pmo.Pool(sys.argv[1])
+        obj = pool.attach("a", sys.argv[2], mode="w")
+        mv = memoryview(obj)
+        how = sys.argv[3]
+        if how == "del":
+            del obj._native
+        elif how == "set":
+            obj._native = None
+        else:
+            other = pool.attach("b", sys.argv[2], mode="w")
+            try:
+                obj.__init__(other._native)
+            except BufferError as e:
+                print("refused:", e)
+            assert obj._native is not other._native, "obj now names another PMO"
+            other.detach()
+        gc.collect()
+        mv[0] = 7
+        mv[(1 << 20) - 1] = 9
+        print("wrote", mv[0], mv[(1 << 20) - 1], flush=True)
+        mv.release()
+        del obj
+        gc.collect()
+        # Every buffer gone and the object too: the PMO is detached, so a writer can attach.
+        pool.attach("a", sys.argv[2], mode="w").detach()
+        print("reattached")
+    """, pool.path, KEY, how)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, f"rc {p.returncode}: {err}"
+    assert "wrote 7 9" in out and "reattached" in out, out
+    if how == "reinit":
+        assert "already bound" in out
