@@ -7,16 +7,17 @@ use std::time::Duration;
 
 use pmo_store::{AttachOptions, DirtyTracking, KdfParams, Perm, PmoInfo, PoolOptions, Scheme};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyString};
 use zeroize::Zeroizing;
 
 use crate::attachment::Attachment;
 use crate::errors::{to_py, IntegrityError, IntoPy};
 
 /// A key given as `str` (its UTF-8 bytes, as `PMO_KEY` in the CLI) or `bytes`.
+/// A `str` that has no UTF-8 form (a lone surrogate) raises its `UnicodeEncodeError`.
 fn key_bytes(key: &Bound<'_, PyAny>) -> PyResult<Zeroizing<Vec<u8>>> {
-    if let Ok(s) = key.extract::<String>().map(Zeroizing::new) {
-        return Ok(Zeroizing::new(s.as_bytes().to_vec()));
+    if key.is_instance_of::<PyString>() {
+        return Ok(Zeroizing::new(key.extract::<String>()?.into_bytes()));
     }
     if let Ok(b) = key.downcast::<PyBytes>() {
         return Ok(Zeroizing::new(b.as_bytes().to_vec()));

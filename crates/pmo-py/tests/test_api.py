@@ -364,3 +364,17 @@ def test_losing_the_native_half_with_live_views_never_unmaps_them(pool, how):
     assert "wrote 7 9" in out and "reattached" in out, out
     if how == "reinit":
         assert "already bound" in out
+
+
+def test_a_key_that_is_not_utf8_says_so(pool):
+    pool.create("a", 4096, KEY)
+    # A str with a lone surrogate has no UTF-8 bytes: the error says so, not "must be str".
+    with pytest.raises(UnicodeEncodeError, match="surrogates not allowed"):
+        pool.attach("a", "key\udc80")
+    with pytest.raises(UnicodeEncodeError):
+        pool.create("b", 4096, "\ud800")
+    with pytest.raises(TypeError, match="key must be str or bytes"):
+        pool.attach("a", bytearray(b"k"))
+    # Bytes that are not UTF-8 are a fine key.
+    pool.create("c", 4096, b"\xff\xfe")
+    pool.attach("c", b"\xff\xfe").detach()
