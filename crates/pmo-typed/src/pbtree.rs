@@ -118,6 +118,11 @@ impl<K: Persistent + Copy + Ord, V: Persistent> Node<K, V> {
     #[inline]
     fn at(h: &Ctx, off: u64, leaf: bool) -> Result<Self> {
         let p = h.ptr::<u8>(off, Self::bytes(leaf))?;
+        // Nodes are allocated ALIGN-aligned; the header (u32, u64) and the arrays are read in
+        // place, so an offset altered outside pmo must not yield a misaligned pointer.
+        if !(p as usize).is_multiple_of(Self::ALIGN) {
+            return Err(TypedError::Corrupt("misaligned offset"));
+        }
         let n = Node {
             off,
             p,

@@ -1,0 +1,202 @@
+//! Typed heaps altered outside pmo (bytes of the PMO changed through a raw attach), huge
+//! requests and invalid strings: every call returns a value or an error, never a panic.
+#![forbid(unsafe_code)]
+
+mod common;
+
+use common::{ScratchPool, KEY};
+use pmo_store::Perm;
+use pmo_typed::{PBTreeMap, PBox, PHashMap, PString, PVec, Persistent, TypedError, TypedHeap};
+use rand::{Rng, SeedableRng};
+
+#[derive(Persistent, Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+struct Point {
+    x: i64,
+    y: i64,
+}
+
+#[derive(Persistent, Default)]
+#[repr(C)]
+struct Root {
+    counter: u64,
+    name: PString,
+    boxed: PBox<Point>,
+    list: PVec<u64>,
+    names: PVec<PString>,
+    hash: PHashMap<u64, PString>,
+    tree: PBTreeMap<u64, u64>,
+}
+
+fn fill(heap: &mut TypedHeap) {
+    let (r, h) = heap.root::<Root>().unwrap();
+    r.counter = 7;
+    r.name.set(h, "hello").unwrap();
+    r.boxed.set(h, Point { x: 1, y: -2 }).unwrap();
+    for i in 0..60u64 {
+        r.list.push(h, i * i).unwrap();
+        r.tree.insert(h, i * 3, i).unwrap();
+    }
+    for i in 0..12u64 {
+        r.names.push(h, PString::default()).unwrap();
+        let s = r.names.get_mut(h, i as usize).unwrap().unwrap();
+        s.set(h, &format!("n{i}")).unwrap();
+        r.hash.insert(h, i, PString::default()).unwrap();
+        let s = r.hash.get_mut(h, &i).unwrap().unwrap();
+        s.set(h, &"x".repeat(i as usize)).unwrap();
+    }
+}
+
+/// Read everything, then change everything; any error ends the walk (it is the answer).
+fn exercise(heap: &mut TypedHeap) -> Result<(), TypedError> {
+    {
+        let (r, h) = heap.root_ref::<Root>()?;
+        let _ = r.name.as_str(h)?;
+        let _ = r.boxed.get(h)?;
+        let _ = r
+            .list
+            .as_slice(h)?
+            .iter()
+            .fold(0u64, |a, x| a.wrapping_add(*x));
+        for s in r.names.iter(h)? {
+            let _ = s.as_str(h)?;
+        }
+        for e in r.hash.iter(h)? {
+            let (_, v) = e;
+            let _ = v.as_str(h)?;
+        }
+        for e in r.tree.iter(h)? {
+            e?;
+        }
+        for e in r.tree.range(h, 30..=60)? {
+            e?;
+        }
+        for i in 0..12u64 {
+            let _ = r.hash.get(h, &i)?;
+            let _ = r.tree.get(h, &(i * 3))?;
+        }
+    }
+    heap.check::<Root>()?;
+    let (r, h) = heap.root::<Root>()?;
+    r.name.push_str(h, " world")?;
+    r.boxed.set(h, Point { x: 3, y: 4 })?;
+    r.list.push(h, 1)?;
+    r.list.insert(h, 0, 2)?;
+    r.list.delete(h, 1)?;
+    r.names.push(h, PString::default())?;
+    r.names.delete(h, 0)?;
+    for i in 0..12u64 {
+        r.hash.insert(h, 100 + i, PString::default())?;
+        r.hash.remove(h, &i)?;
+        r.tree.insert(h, 1000 + i, i)?;
+        r.tree.remove(h, &(i * 3))?;
+    }
+    r.list.clear(h)?;
+    r.tree.insert(h, 5, 5)?;
+    heap.check::<Root>()?;
+    Ok(())
+}
+
+/// One 8-byte word of the PMO's image, changed.
+fn damage(rng: &mut impl Rng, w: u64) -> u64 {
+    match rng.gen_range(0..6) {
+        0 => w ^ (1 << rng.gen_range(0..64)),
+        1 => rng.gen(),
+        2 => u64::MAX,
+        3 => 0,
+        4 => w.wrapping_add(rng.gen_range(1..64)),
+        _ => w.wrapping_sub(rng.gen_range(1..64)),
+    }
+}
+
+/// A pool with the filled heap `t`, and the PMO's image.
+fn filled() -> (ScratchPool, Vec<u8>) {
+    let sp = ScratchPool::new("corrupt", 16 << 20);
+    let mut heap = TypedHeap::create(&sp.pool, "t", 1 << 20, KEY).unwrap();
+    fill(&mut heap);
+    heap.psync().unwrap();
+    heap.detach().unwrap();
+    let a = sp.pool.attach("t", Perm::Read, KEY).unwrap();
+    let mut image = vec![0u8; a.len()];
+    a.read_at(0, &mut image).unwrap();
+    a.detach().unwrap();
+    (sp, image)
+}
+
+/// Write `image` with the words `changes` (offset, new value) changed into the PMO, open it as a
+/// typed heap and exercise it: Ok(true) if it all ran, Ok(false) if refused with an error,
+/// Err if it panicked.
+fn run_altered(sp: &ScratchPool, image: &[u8], changes: &[(usize, u64)]) -> Result<bool, ()> {
+    let a = sp.pool.attach("t", Perm::Write, KEY).unwrap();
+    a.write_at(0, image).unwrap();
+    for &(i, v) in changes {
+        a.write_at(i, &v.to_le_bytes()).unwrap();
+    }
+    a.psync().unwrap();
+    a.detach().unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut heap = TypedHeap::open(&sp.pool, "t", KEY)?;
+        let r = exercise(&mut heap);
+        let _ = heap.detach();
+        r
+    }));
+    match r {
+        Err(_) => Err(()),
+        Ok(r) => Ok(r.is_ok()),
+    }
+}
+
+fn word(image: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(image[i..i + 8].try_into().unwrap())
+}
+
+#[test]
+fn altered_heaps_give_errors_never_panics() {
+    let (sp, image) = filled();
+    // The words that hold something: the containers' headers, nodes, slots, allocator state.
+    let words: Vec<usize> = (0..image.len() / 8)
+        .filter(|&i| word(&image, i * 8) != 0)
+        .collect();
+    let iters: usize = std::env::var("PMO_TYPED_CORRUPT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0xc0ff);
+    let (mut refused, mut fine) = (0, 0);
+    for it in 0..iters {
+        let changes: Vec<(usize, u64)> = (0..rng.gen_range(1..=3))
+            .map(|_| {
+                let i = words[rng.gen_range(0..words.len())] * 8;
+                (i, damage(&mut rng, word(&image, i)))
+            })
+            .collect();
+        match run_altered(&sp, &image, &changes) {
+            Err(()) => panic!("iteration {it}: words (offset, now) {changes:x?}: a panic"),
+            Ok(true) => fine += 1,
+            Ok(false) => refused += 1,
+        }
+    }
+    eprintln!("{iters} alterations: {refused} refused, {fine} ran through");
+}
+
+/// Every word that looks like a block offset (8-aligned, inside the PMO), made misaligned:
+/// refused as corrupt, never dereferenced (a misaligned reference is undefined behaviour;
+/// debug builds abort on it).
+#[test]
+fn misaligned_offsets_are_refused() {
+    let (sp, image) = filled();
+    let mut tried = 0;
+    for i in (0..image.len()).step_by(8) {
+        let w = word(&image, i);
+        if w < 4096 || w % 8 != 0 || w >= image.len() as u64 {
+            continue;
+        }
+        for d in [2u64, 4] {
+            tried += 1;
+            if run_altered(&sp, &image, &[(i, w + d)]).is_err() {
+                panic!("word at {i:#x}: {w:#x} -> {:#x}: a panic", w + d);
+            }
+        }
+    }
+    assert!(tried > 20, "only {tried} offsets found");
+}
