@@ -188,7 +188,7 @@ fn misaligned_offsets_are_refused() {
     let mut tried = 0;
     for i in (0..image.len()).step_by(8) {
         let w = word(&image, i);
-        if w < 4096 || w % 8 != 0 || w >= image.len() as u64 {
+        if w < 4096 || !w.is_multiple_of(8) || w >= image.len() as u64 {
             continue;
         }
         for d in [2u64, 4] {
@@ -199,4 +199,79 @@ fn misaligned_offsets_are_refused() {
         }
     }
     assert!(tried > 20, "only {tried} offsets found");
+}
+
+#[derive(Persistent, Default)]
+#[repr(C)]
+struct Emptied {
+    v: PVec<u64>,
+    s: PString,
+}
+
+/// An emptied vector or string keeps its buffer (length 0, capacity > 0); its buffer offset
+/// altered to one outside the heap (or past the end of the address space) is refused when the
+/// buffer is freed or grown, never added to the mapping's address unchecked.
+#[test]
+fn an_emptied_buffer_offset_outside_the_heap_is_refused() {
+    let sp = ScratchPool::new("emptied", 16 << 20);
+    let mut heap = TypedHeap::create(&sp.pool, "t", 1 << 20, KEY).unwrap();
+    {
+        let (r, h) = heap.root::<Emptied>().unwrap();
+        r.v.push(h, 1).unwrap();
+        assert_eq!(r.v.pop(h).unwrap(), Some(1));
+        r.s.set(h, "abc").unwrap();
+        r.s.set(h, "").unwrap();
+        assert!(r.v.is_empty() && r.v.capacity() > 0 && r.s.is_empty());
+    }
+    heap.psync().unwrap();
+    heap.detach().unwrap();
+    let a = sp.pool.attach("t", Perm::Read, KEY).unwrap();
+    let mut image = vec![0u8; a.len()];
+    a.read_at(0, &mut image).unwrap();
+    a.detach().unwrap();
+    // The two headers: (off, len 0, cap > 0, heap, home = the header's own offset).
+    let headers: Vec<usize> = (0..image.len() - 40)
+        .step_by(8)
+        .filter(|&i| {
+            word(&image, i + 32) == i as u64
+                && word(&image, i + 8) == 0
+                && word(&image, i + 16) != 0
+                && word(&image, i) != 0
+        })
+        .collect();
+    assert_eq!(headers.len(), 2, "headers at {headers:x?}");
+    for &i in &headers {
+        // Past the address space, past the PMO, in its metadata.
+        for bad in [!7u64, 1 << 63, image.len() as u64 * 64, 8] {
+            let a = sp.pool.attach("t", Perm::Write, KEY).unwrap();
+            a.write_at(0, &image).unwrap();
+            a.write_at(i, &bad.to_le_bytes()).unwrap();
+            a.psync().unwrap();
+            a.detach().unwrap();
+            for op in 0..3 {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let mut heap = TypedHeap::open(&sp.pool, "t", KEY).unwrap();
+                    let (r, h) = heap.root::<Emptied>().unwrap();
+                    let res = match op {
+                        0 => r.v.clear(h).and_then(|_| r.s.clear(h)),
+                        1 => {
+                            r.v.reserve(h, 100)
+                                .and_then(|_| r.s.push_str(h, &"y".repeat(100)))
+                        }
+                        _ => r.v.push(h, 5).and_then(|_| r.s.set(h, "zz")),
+                    };
+                    heap.detach().unwrap();
+                    res
+                }));
+                match r {
+                    Err(_) => panic!("header {i:#x}, offset {bad:#x}, op {op}: a panic"),
+                    Ok(Ok(())) => panic!("header {i:#x}, offset {bad:#x}, op {op}: accepted"),
+                    Ok(Err(e)) => assert!(
+                        matches!(e, TypedError::Corrupt(_) | TypedError::Alloc(_)),
+                        "header {i:#x}, offset {bad:#x}, op {op}: {e:?}"
+                    ),
+                }
+            }
+        }
+    }
 }
