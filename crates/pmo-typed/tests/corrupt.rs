@@ -275,3 +275,74 @@ fn an_emptied_buffer_offset_outside_the_heap_is_refused() {
         }
     }
 }
+
+#[derive(Persistent, Default)]
+#[repr(C)]
+struct Counted {
+    tree: PBTreeMap<u64, u64>,
+    hash: PHashMap<u64, u64>,
+}
+
+/// The counts in a map's header (entries, nodes, used slots) altered outside pmo: inserts and
+/// removals that would take a count past its range are refused, never an overflow.
+#[test]
+fn altered_map_counts_are_refused_not_overflowed() {
+    let sp = ScratchPool::new("counts", 16 << 20);
+    let mut heap = TypedHeap::create(&sp.pool, "t", 1 << 20, KEY).unwrap();
+    {
+        let (r, h) = heap.root::<Counted>().unwrap();
+        for i in 0..100u64 {
+            r.tree.insert(h, i, i).unwrap();
+            r.hash.insert(h, i, i).unwrap();
+        }
+    }
+    heap.psync().unwrap();
+    heap.detach().unwrap();
+    let a = sp.pool.attach("t", Perm::Read, KEY).unwrap();
+    let mut image = vec![0u8; a.len()];
+    a.read_at(0, &mut image).unwrap();
+    a.detach().unwrap();
+    // The two headers (six words, the last its own offset): the tree's first.
+    let headers: Vec<usize> = (0..image.len() - 48)
+        .step_by(8)
+        .filter(|&i| word(&image, i + 40) == i as u64 && word(&image, i + 8) == 100)
+        .collect();
+    assert_eq!(headers.len(), 2, "headers at {headers:x?}");
+    let (tree, hash) = (headers[0], headers[1]);
+    let cases: Vec<(&str, Vec<(usize, u64)>)> = vec![
+        ("tree len max", vec![(tree + 8, u64::MAX)]),
+        ("tree len 0", vec![(tree + 8, 0)]),
+        ("tree nodes max", vec![(tree + 24, u64::MAX)]),
+        ("tree nodes 1", vec![(tree + 24, 1)]),
+        ("hash len 0", vec![(hash + 8, 0)]),
+        ("hash len 0 used 0", vec![(hash + 8, 0), (hash + 24, 0)]),
+    ];
+    for (what, changes) in cases {
+        let a = sp.pool.attach("t", Perm::Write, KEY).unwrap();
+        a.write_at(0, &image).unwrap();
+        for (i, v) in changes {
+            a.write_at(i, &v.to_le_bytes()).unwrap();
+        }
+        a.psync().unwrap();
+        a.detach().unwrap();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut heap = TypedHeap::open(&sp.pool, "t", KEY).unwrap();
+            let (r, h) = heap.root::<Counted>().unwrap();
+            let mut errors = 0;
+            for i in 100..110u64 {
+                errors += r.tree.insert(h, i, i).is_err() as u32;
+                errors += r.hash.insert(h, i, i).is_err() as u32;
+            }
+            for i in 0..110u64 {
+                errors += r.tree.remove(h, &i).is_err() as u32;
+                errors += r.hash.remove(h, &i).is_err() as u32;
+            }
+            heap.detach().unwrap();
+            errors
+        }));
+        match r {
+            Err(_) => panic!("{what}: a panic"),
+            Ok(errors) => eprintln!("{what}: {errors} calls refused"),
+        }
+    }
+}
