@@ -346,3 +346,33 @@ fn altered_map_counts_are_refused_not_overflowed() {
         }
     }
 }
+
+/// A PMO that was never a heap (zeros, random bytes, a heap's image cut short), opened as a
+/// typed heap: an error.
+#[test]
+fn a_pmo_that_is_not_a_heap_is_refused() {
+    let (sp, image) = filled();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut random = vec![0u8; 1 << 20];
+    rng.fill(&mut random[..]);
+    let half = image[..image.len() / 2].to_vec();
+    for (name, bytes) in [
+        ("zeros", vec![0u8; 1 << 20]),
+        ("random", random),
+        ("half", half),
+    ] {
+        sp.pool.pcreate(name, bytes.len() as u64, KEY).unwrap();
+        let a = sp.pool.attach(name, Perm::Write, KEY).unwrap();
+        a.write_at(0, &bytes).unwrap();
+        a.psync().unwrap();
+        a.detach().unwrap();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            TypedHeap::open(&sp.pool, name, KEY).map(|_| ())
+        }));
+        match r {
+            Err(_) => panic!("{name}: a panic"),
+            Ok(Ok(())) => panic!("{name}: opened as a typed heap"),
+            Ok(Err(e)) => eprintln!("{name}: {e}"),
+        }
+    }
+}
