@@ -248,8 +248,14 @@ impl Workload {
         }
         let total = w.read + w.update + w.insert + w.scan + w.read_modify_write;
         let props = [w.read, w.update, w.insert, w.scan, w.read_modify_write];
-        if props.iter().any(|p| !p.is_finite() || *p < 0.0) || total <= 0.0 {
-            return Err("the operation proportions must be >= 0 and add up to more than 0".into());
+        // The driver draws an operation from [0, total): an infinite total (finite
+        // proportions that overflow when added) would make every draw NaN.
+        if props.iter().any(|p| !p.is_finite() || *p < 0.0) || total <= 0.0 || !total.is_finite() {
+            return Err(
+                "the operation proportions must be >= 0 and add up to more than 0 (and a finite \
+                 number)"
+                    .into(),
+            );
         }
         Ok(w)
     }

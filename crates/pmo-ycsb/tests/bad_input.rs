@@ -35,9 +35,13 @@ impl KvStore for MapStore {
     }
 }
 
+/// What a load and run ended with: (records in the store, operations run), the driver's error,
+/// or (outer `Err`) the panic's message.
+type Outcome = Result<Result<(usize, u64), YcsbError>, String>;
+
 /// Load then run `text`'s workload on a fresh map store in a thread; None if it did not finish
-/// within 20 s (a hang), Some(Err(panic message)) if it panicked.
-fn load_and_run(text: &str) -> Option<Result<Result<(usize, u64), YcsbError>, String>> {
+/// within 20 s (a hang).
+fn load_and_run(text: &str) -> Option<Outcome> {
     let w = Workload::parse("t", text).expect("the workload parses");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -122,6 +126,11 @@ fn values_the_driver_cannot_honour_are_refused() {
     refused("recordcount=1000\ninsertcount=500\n", "insertcount");
     refused("readproportion=NaN\n", "proportion");
     refused("readproportion=inf\n", "proportion");
+    // Each finite, their sum not: every draw would be NaN and pick the last operation type.
+    refused(
+        "readproportion=1e308\nupdateproportion=1e308\n",
+        "proportion",
+    );
     refused("recordcount=-1\n", "recordcount");
     refused("recordcount=99999999999999999999\n", "recordcount");
     refused("recordcount=9223372036854775808\n", "recordcount");
