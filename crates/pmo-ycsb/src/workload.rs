@@ -9,6 +9,9 @@ use crate::YcsbError;
 /// store is built with and the driver allocates per operation.
 pub const MAX_RECORD_LEN: usize = 1 << 30;
 
+/// The largest workload file read (YCSB's are a few hundred bytes).
+pub const MAX_FILE_LEN: u64 = 1 << 20;
+
 /// Request distribution (`requestdistribution`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Distribution {
@@ -111,10 +114,33 @@ impl Workload {
     /// know are ignored, as YCSB ignores those of other workload classes; values it cannot
     /// honour are errors.
     pub fn from_file(path: &Path) -> Result<Workload, YcsbError> {
-        let text = std::fs::read_to_string(path).map_err(|e| YcsbError::Workload {
+        let err = |msg: String| YcsbError::Workload {
             path: path.display().to_string(),
-            msg: e.to_string(),
-        })?;
+            msg,
+        };
+        // A device or a fifo is no property file (/dev/zero would be read until memory runs
+        // out), nor is a file of megabytes (YCSB's are a few hundred bytes).
+        let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
+        if meta.is_dir() {
+            return Err(err("is a directory, not a YCSB property file".into()));
+        }
+        if !meta.is_file() {
+            return Err(err("not a regular file".into()));
+        }
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(
+                std::fs::File::open(path).map_err(|e| err(e.to_string()))?,
+                MAX_FILE_LEN + 1,
+            ),
+            &mut text,
+        )
+        .map_err(|e| err(e.to_string()))?;
+        if text.len() as u64 > MAX_FILE_LEN {
+            return Err(err(format!(
+                "larger than {MAX_FILE_LEN} bytes: not a YCSB property file"
+            )));
+        }
         let name = path
             .file_name()
             .map_or("workload".into(), |n| n.to_string_lossy().into_owned());

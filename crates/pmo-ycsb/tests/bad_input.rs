@@ -2,7 +2,7 @@
 //! or a silently different workload.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -184,6 +184,18 @@ fn files_that_are_not_workloads_are_errors() {
     std::fs::create_dir(d.join("workloadb")).unwrap();
     let e = Workload::find('b', Some(&d)).unwrap_err().to_string();
     assert!(e.contains("workloadb"), "{e}");
+    // A device or a fifo is no property file: refused without reading (/dev/zero never ends).
+    std::os::unix::fs::symlink("/dev/zero", d.join("workloadd")).unwrap();
+    let e = Workload::find('d', Some(&d)).unwrap_err().to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+    let e = Workload::from_file(Path::new("/dev/zero"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+    // Nor is a file of megabytes.
+    std::fs::write(d.join("big"), "# padding\n".repeat(400_000)).unwrap();
+    let e = Workload::from_file(&d.join("big")).unwrap_err().to_string();
+    assert!(e.contains("larger than"), "{e}");
     // An absent one is: the documented fallback.
     assert_eq!(
         Workload::find('c', Some(&d)).unwrap(),
