@@ -378,3 +378,31 @@ def test_a_key_that_is_not_utf8_says_so(pool):
     # Bytes that are not UTF-8 are a fine key.
     pool.create("c", 4096, b"\xff\xfe")
     pool.attach("c", b"\xff\xfe").detach()
+
+
+def test_a_failed_init_leaves_no_pool_file(tmp_path):
+    from conftest import fresh_pool_path
+
+    # As `pmo init`: a failure after the file was created removes it (and the directories
+    # made for it), so a corrected retry is not met by "pool file already exists".
+    path = fresh_pool_path()
+    with pytest.raises(pmo.InvalidArgument, match="kdf"):
+        pmo.Pool.init(path, 8 << 20, kdf_mem_kib=0, kdf_iters=1)
+    assert not os.path.exists(path)
+    with pytest.raises(pmo.InvalidArgument, match="namespace capacity"):
+        pmo.Pool.init(path, 8 << 20, kdf_mem_kib=64, kdf_iters=1, max_pmos=0)
+    assert not os.path.exists(path)
+    with pytest.raises(pmo.MediumError):
+        pmo.Pool.init(path, 1 << 62, kdf_mem_kib=64, kdf_iters=1, sparse=True)
+    assert not os.path.exists(path)
+    nested = tmp_path / "a" / "b" / "p.pool"
+    with pytest.raises(pmo.InvalidArgument):
+        pmo.Pool.init(str(nested), 8 << 20, kdf_mem_kib=0)
+    assert not (tmp_path / "a").exists()
+    p = pmo.Pool.init(path, 8 << 20, kdf_mem_kib=64, kdf_iters=1, sparse=True)
+    assert p.list() == []
+    # An existing file is never removed by a refused init.
+    with pytest.raises(pmo.Exists):
+        pmo.Pool.init(path, 8 << 20, kdf_mem_kib=0)
+    assert os.path.exists(path)
+    os.unlink(path)
