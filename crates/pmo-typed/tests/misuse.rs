@@ -79,3 +79,33 @@ fn a_string_altered_to_invalid_utf8_reads_as_an_error() {
     r.s.set(h, "fine").unwrap();
     assert_eq!(r.s.as_str(h).unwrap(), "fine");
 }
+
+/// A PKv insert whose value does not fit: refused, and the store is as it was (no key with an
+/// empty value left behind, an old value kept), durable or not.
+#[test]
+fn pkv_a_value_too_large_leaves_the_store_as_it_was() {
+    use pmo_typed::kv::PKv;
+    let sp = ScratchPool::new("kvbig", 16 << 20);
+    let heap = TypedHeap::create(&sp.pool, "kv", 1 << 20, KEY).unwrap();
+    let mut kv = PKv::new(heap, 1).unwrap();
+    kv.insert(b"old", b"kept").unwrap();
+    let big = vec![7u8; 4 << 20];
+    assert!(kv.insert(b"new", &big).is_err());
+    assert!(kv.update(b"old", &big).is_err());
+    let mut out = Vec::new();
+    assert!(
+        !kv.read(b"new", &mut out).unwrap(),
+        "a failed insert left {out:?}"
+    );
+    assert!(kv.read(b"old", &mut out).unwrap());
+    assert_eq!(out, b"kept");
+    assert_eq!(kv.len().unwrap(), 1);
+    assert_eq!(kv.scan(b"a", 10).unwrap(), 1);
+    kv.close().unwrap();
+    let heap = TypedHeap::open(&sp.pool, "kv", KEY).unwrap();
+    let mut kv = PKv::new(heap, 1).unwrap();
+    assert!(!kv.read(b"new", &mut out).unwrap());
+    assert_eq!(kv.len().unwrap(), 1);
+    let c = kv.heap().check::<pmo_typed::kv::KvRoot>().unwrap();
+    assert!(c.unreachable.is_empty(), "leak: {:?}", c.unreachable);
+}
