@@ -247,6 +247,17 @@ fn item5_errors_are_one_clear_line_with_the_fix() {
         let o = cmd(&pool, &args).env(var, "bogus").output().unwrap();
         one_line(&o, 1, &[var, "bogus"]);
     }
+    // Another benchmark's flags given to `pmo bench ycsb|lmdb`: refused before anything runs,
+    // not ignored (a full run of A-F instead of the file asked for).
+    for (which, flag, value) in [
+        ("ycsb", "--workload", "workloadx"),
+        ("ycsb", "--threads", "4"),
+        ("lmdb", "--study", "breakdown"),
+        ("ycsb", "--size", "tiny"),
+    ] {
+        let o = cmd(&pool, &["bench", which, flag, value]).output().unwrap();
+        one_line(&o, 1, &[flag, "not an option"]);
+    }
     // A fault-around window of 0 pages is no window (1 is "off").
     let o = cmd(&pool, &["list"])
         .env("PMO_FAULT_AROUND", "0")
