@@ -157,6 +157,8 @@ impl Workload {
         w.read = 0.95; // CoreWorkload's own defaults where the file is silent
         w.update = 0.05;
         let mut insert_count = None;
+        // A UTF-8 byte order mark (some editors write one) is not part of the first key.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {

@@ -162,6 +162,14 @@ fn values_it_honours_are_accepted() {
     assert!(!w.hashed_keys);
 }
 
+#[test]
+fn a_byte_order_mark_does_not_hide_the_first_property() {
+    // An editor's UTF-8 BOM before the first key made it an unknown key, silently ignored.
+    let w = Workload::parse("t", "\u{feff}recordcount=5000\noperationcount=7\n").unwrap();
+    assert_eq!((w.record_count, w.operation_count), (5000, 7));
+    assert!(Workload::parse("t", "\u{feff}requestdistribution=hotspot\n").is_err());
+}
+
 fn tmpdir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pmo-ycsb-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
