@@ -109,3 +109,16 @@ fn pkv_a_value_too_large_leaves_the_store_as_it_was() {
     let c = kv.heap().check::<pmo_typed::kv::KvRoot>().unwrap();
     assert!(c.unreachable.is_empty(), "leak: {:?}", c.unreachable);
 }
+
+/// A root type larger than the heap: an error at `root`, and the heap still serves a root that
+/// fits.
+#[test]
+fn a_root_larger_than_the_heap_is_refused() {
+    let sp = ScratchPool::new("bigroot", 16 << 20);
+    let mut heap = TypedHeap::create(&sp.pool, "t", 1 << 20, KEY).unwrap();
+    assert!(heap.root::<[u64; 1 << 18]>().is_err());
+    assert!(heap.root_ref::<[u64; 1 << 18]>().is_err());
+    let (r, h) = heap.root::<Root>().unwrap();
+    r.s.set(h, "fits").unwrap();
+    heap.psync().unwrap();
+}
