@@ -161,7 +161,11 @@ fn altered_heaps_give_errors_never_panics() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(600);
-    let mut rng = rand::rngs::StdRng::seed_from_u64(0xc0ff);
+    let seed = std::env::var("PMO_TYPED_CORRUPT_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0xc0ff);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let (mut refused, mut fine) = (0, 0);
     for it in 0..iters {
         let changes: Vec<(usize, u64)> = (0..rng.gen_range(1..=3))
