@@ -1235,6 +1235,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     return Ok(());
                 }
                 "lmdb" | "ycsb" => {
+                    // Flags of the other benchmarks would be ignored here: a full run of
+                    // something else than what was asked (YCSB's files come from PMO_YCSB_DIR).
+                    for (flag, given) in [
+                        ("--workload", !workloads.is_empty()),
+                        ("--study", !studies.is_empty()),
+                        ("--predict", !depths.is_empty()),
+                        ("--k", !sessions.is_empty()),
+                        ("--threads", !threads.is_empty()),
+                        ("--size", size.is_some()),
+                    ] {
+                        if given {
+                            bail!(
+                                "{flag} is not an option of `pmo bench {which}` (its workloads \
+                                 are YCSB A-F, read from PMO_YCSB_DIR or ../shared/ycsb)"
+                            );
+                        }
+                    }
                     let mut opts = pmo_lmdb::bench::LmdbBenchOptions::new(*quick);
                     opts.others = pmo_ycsb_stores::bench::stores();
                     if let Some(d) = dir {

@@ -57,6 +57,15 @@ pub fn check() -> anyhow::Result<()> {
             bail!("PMO_LOG={v:?} is not 0 or 1 (1: every new PMO gets a sub-page commit log, 0: not even heaps)");
         }
     }
+    // `pmo bench lmdb|ycsb` reads YCSB's files from here; one it cannot use would silently run
+    // the built-in workloads (or another directory's files) instead.
+    if let Some(v) = set("PMO_YCSB_DIR") {
+        if !std::path::Path::new(&v).join("workloada").is_file() {
+            bail!(
+                "PMO_YCSB_DIR={v:?} is not a directory of YCSB workload files (no workloada there)"
+            );
+        }
+    }
     pmo_store::PredictConfig::from_env()?;
     pmo_store::Scheme::from_env().map_err(|e| anyhow!("PMO_SCHEME: {e}"))?;
     pmo_medium::LatencyProfile::from_env().map_err(|e| anyhow!("PMO_LATENCY: {e}"))?;

@@ -37,6 +37,7 @@ fn cmd(pool: &Path, args: &[&str]) -> Command {
         "PMO_FAULT_AROUND",
         "PMO_DETACH_INLINE_PAGES",
         "PMO_HOT_PAGES",
+        "PMO_YCSB_DIR",
     ] {
         c.env_remove(v);
     }
@@ -241,9 +242,21 @@ fn item5_errors_are_one_clear_line_with_the_fix() {
         ("PMO_FAULT_AROUND", vec!["list"]),
         ("PMO_DETACH_INLINE_PAGES", vec!["list"]),
         ("PMO_HOT_PAGES", vec!["list"]),
+        ("PMO_YCSB_DIR", vec!["bench", "ycsb"]),
     ] {
         let o = cmd(&pool, &args).env(var, "bogus").output().unwrap();
         one_line(&o, 1, &[var, "bogus"]);
+    }
+    // Another benchmark's flags given to `pmo bench ycsb|lmdb`: refused before anything runs,
+    // not ignored (a full run of A-F instead of the file asked for).
+    for (which, flag, value) in [
+        ("ycsb", "--workload", "workloadx"),
+        ("ycsb", "--threads", "4"),
+        ("lmdb", "--study", "breakdown"),
+        ("ycsb", "--size", "tiny"),
+    ] {
+        let o = cmd(&pool, &["bench", which, flag, value]).output().unwrap();
+        one_line(&o, 1, &[flag, "not an option"]);
     }
     // A fault-around window of 0 pages is no window (1 is "off").
     let o = cmd(&pool, &["list"])

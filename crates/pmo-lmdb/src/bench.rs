@@ -78,11 +78,15 @@ impl LmdbBenchOptions {
     }
 }
 
-/// `PMO_YCSB_DIR`, else `../shared/ycsb` from the working directory or from this workspace's
-/// root, when it holds YCSB's files.
+/// `PMO_YCSB_DIR` when set (whatever it holds: the user chose it), else `../shared/ycsb` from the
+/// working directory or from this workspace's root, when it holds YCSB's files.
 pub fn default_ycsb_dir() -> Option<PathBuf> {
+    if let Some(d) =
+        std::env::var_os("PMO_YCSB_DIR").filter(|d| !d.to_string_lossy().trim().is_empty())
+    {
+        return Some(PathBuf::from(d));
+    }
     let candidates = [
-        std::env::var_os("PMO_YCSB_DIR").map(PathBuf::from),
         Some(PathBuf::from("../shared/ycsb")),
         Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/ycsb")),
     ];
@@ -449,11 +453,42 @@ fn workloads(o: &LmdbBenchOptions, small: bool) -> Result<Vec<Workload>, BenchEr
     for l in ['a', 'b', 'c', 'd', 'e', 'f'] {
         let mut w = Workload::find(l, o.ycsb_dir.as_deref()).map_err(err)?;
         let scale = if o.quick || small { 1 } else { 10 };
-        w.record_count = o.records.unwrap_or(w.record_count * scale);
-        w.operation_count = o.operations.unwrap_or(w.operation_count * scale);
+        let scaled = |n: u64, what: &str| {
+            n.checked_mul(scale).ok_or_else(|| {
+                BenchError::Other(format!(
+                    "YCSB {}: {what}={n} times {scale} is more than this benchmark can count",
+                    l.to_ascii_uppercase()
+                ))
+            })
+        };
+        w.record_count = match o.records {
+            Some(n) => n,
+            None => scaled(w.record_count, "recordcount")?,
+        };
+        w.operation_count = match o.operations {
+            Some(n) => n,
+            None => scaled(w.operation_count, "operationcount")?,
+        };
         v.push(w);
     }
+    ycsb_size(&v)?;
     Ok(v)
+}
+
+/// The bytes and the records of a store that YCSB A-F (`ws`, run in order after one load)
+/// fill; an error if they do not fit in a u64.
+fn ycsb_size(ws: &[Workload]) -> Result<(u64, u64), BenchError> {
+    let too_big = || BenchError::Other("YCSB A-F: the workloads need more than 2^64 bytes".into());
+    let first = &ws[0];
+    let mut records = first.record_count;
+    for w in ws {
+        let inserts = (w.operation_count as f64 * w.insert) as u64 + 1;
+        records = records.checked_add(inserts).ok_or_else(too_big)?;
+    }
+    let bytes = records
+        .checked_mul(first.record_len() as u64 + 200)
+        .ok_or_else(too_big)?;
+    Ok((bytes, records))
 }
 
 /// YCSB A-F on one store: load once, then each run phase in order (as YCSB's own sequence).
@@ -464,12 +499,8 @@ fn ycsb_bench(
     rec: &mut Records,
 ) -> Result<(), BenchError> {
     let first = &ws[0];
-    let inserts: u64 = ws
-        .iter()
-        .map(|w| (w.operation_count as f64 * w.insert) as u64 + 1)
-        .sum();
-    let bytes = (first.record_count + inserts) * (first.record_len() as u64 + 200);
-    let mut s = open_ycsb(t, &o.dir, bytes, first.record_count + inserts)?;
+    let (bytes, records) = ycsb_size(ws)?;
+    let mut s = open_ycsb(t, &o.dir, bytes, records)?;
     let store: &mut dyn KvStore = s.kv.as_mut();
     let push = |r: &pmo_ycsb::Report, rec: &mut Records| {
         let base = [
@@ -1227,4 +1258,44 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
         files.push(p);
     }
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Workload files whose counts overflow the benchmark's sums: an error, not a panic (debug)
+    /// or a wrapped size (release).
+    #[test]
+    fn huge_workload_counts_are_an_error_not_an_overflow() {
+        let d = std::env::temp_dir().join(format!("pmo-lmdb-ycsb-huge-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let mut o = LmdbBenchOptions::new(false);
+        o.ycsb_dir = Some(d.clone());
+        for (text, small, says) in [
+            ("recordcount=9223372036854775807\n", false, "recordcount"),
+            (
+                "operationcount=9223372036854775807\n",
+                false,
+                "operationcount",
+            ),
+            ("recordcount=9223372036854775807\n", true, "2^64"),
+            (
+                "recordcount=100000000000000\nfieldcount=1000\nfieldlength=1000000\n",
+                true,
+                "2^64",
+            ),
+        ] {
+            std::fs::write(d.join("workloada"), text).unwrap();
+            match workloads(&o, small) {
+                Ok(_) => panic!("{text:?} accepted"),
+                Err(e) => assert!(e.to_string().contains(says), "{text:?}: {e}"),
+            }
+        }
+        std::fs::write(d.join("workloada"), "recordcount=1000\n").unwrap();
+        let ws = workloads(&o, false).unwrap();
+        assert_eq!(ws[0].record_count, 10_000);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }

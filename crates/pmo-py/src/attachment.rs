@@ -1,6 +1,6 @@
 //! `pmo._pmo.Attachment`: the native half of an attached PMO (psync, rollback, stats, detach).
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use pmo_store::Perm;
 use pyo3::exceptions::PyBufferError;
@@ -13,9 +13,8 @@ use crate::region::RegionState;
 /// An attached PMO. Python code uses it through `pmo.PmoObject`.
 #[pyclass(module = "pmo._pmo", name = "Attachment", frozen)]
 pub struct Attachment {
-    /// `None` once detached. psync and rollback take it shared (with the GIL released),
-    /// detach takes it exclusively.
-    inner: RwLock<Option<pmo_store::Attachment>>,
+    /// The mapping's state, which owns the store's attachment (`RegionState::attachment`):
+    /// psync and rollback take it shared (with the GIL released), detach exclusively.
     state: Arc<RegionState>,
     name: String,
     size: usize,
@@ -28,17 +27,15 @@ pub struct Attachment {
 
 impl Attachment {
     pub fn new(a: pmo_store::Attachment) -> Attachment {
-        let writable = a.perm() == Perm::Write;
         Attachment {
-            state: Arc::new(RegionState::new(a.addr(), a.len(), writable)),
             name: a.name().to_string(),
             size: a.len(),
-            writable,
+            writable: a.perm() == Perm::Write,
             addr: a.addr() as usize,
             relocated: a.relocated(),
             mechanism: a.mechanism().name().to_string(),
             tracking: a.dirty_tracking().to_string(),
-            inner: RwLock::new(Some(a)),
+            state: Arc::new(RegionState::new(a)),
         }
     }
 
@@ -49,7 +46,11 @@ impl Attachment {
         f: impl FnOnce(&pmo_store::Attachment) -> pmo_store::Result<T> + Send,
     ) -> PyResult<T> {
         py.allow_threads(|| {
-            let g = self.inner.read().unwrap_or_else(|e| e.into_inner());
+            let g = self
+                .state
+                .attachment
+                .read()
+                .unwrap_or_else(|e| e.into_inner());
             match g.as_ref() {
                 Some(a) => Ok(f(a)),
                 None => Err(()),
@@ -131,7 +132,13 @@ impl Attachment {
             )));
         }
         self.state.retire();
-        let a = py.allow_threads(|| self.inner.write().unwrap_or_else(|e| e.into_inner()).take());
+        let a = py.allow_threads(|| {
+            self.state
+                .attachment
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+        });
         if let Some(a) = a {
             py.allow_threads(|| a.detach()).py()?;
         }
@@ -179,9 +186,21 @@ impl Attachment {
 
 impl Drop for Attachment {
     fn drop(&mut self) {
-        // Reached only when nothing refers to this object, and every `Region` bound to it holds
-        // the shared state, not the mapping: retire it so no buffer of an unmapped PMO is
-        // taken, then detach (`pmo_store::Attachment` detaches on drop).
+        // Reached only when nothing refers to this object (under the GIL, which serialises
+        // it with the buffer slots). Retire the state so no new buffer is taken; with none
+        // exported, detach now (`pmo_store::Attachment` detaches on drop). With buffers still
+        // exported (Python code dropped this object from under its `PmoObject`), leave the
+        // attachment to the shared state: the last `Region` bound to it drops it, after the
+        // last buffer is released.
         self.state.retire();
+        if self.state.exports() == 0 {
+            let a = self
+                .state
+                .attachment
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            drop(a);
+        }
     }
 }

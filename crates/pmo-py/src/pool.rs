@@ -7,16 +7,17 @@ use std::time::Duration;
 
 use pmo_store::{AttachOptions, DirtyTracking, KdfParams, Perm, PmoInfo, PoolOptions, Scheme};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyString};
 use zeroize::Zeroizing;
 
 use crate::attachment::Attachment;
 use crate::errors::{to_py, IntegrityError, IntoPy};
 
 /// A key given as `str` (its UTF-8 bytes, as `PMO_KEY` in the CLI) or `bytes`.
+/// A `str` that has no UTF-8 form (a lone surrogate) raises its `UnicodeEncodeError`.
 fn key_bytes(key: &Bound<'_, PyAny>) -> PyResult<Zeroizing<Vec<u8>>> {
-    if let Ok(s) = key.extract::<String>().map(Zeroizing::new) {
-        return Ok(Zeroizing::new(s.as_bytes().to_vec()));
+    if key.is_instance_of::<PyString>() {
+        return Ok(Zeroizing::new(key.extract::<String>()?.into_bytes()));
     }
     if let Ok(b) = key.downcast::<PyBytes>() {
         return Ok(Zeroizing::new(b.as_bytes().to_vec()));
@@ -98,11 +99,31 @@ impl Pool {
     ) -> PyResult<Pool> {
         let path = path.unwrap_or_else(pmo_store::default_pool_path);
         let ctx = format!("pool {}", path.display());
+        // As `pmo init`: what this call creates (the file, missing parent directories) is
+        // removed again if it fails, so that a corrected retry does not meet a dead file.
+        let mut made_dirs: Vec<PathBuf> = Vec::new();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            made_dirs = dir
+                .ancestors()
+                .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+                .map(PathBuf::from)
+                .collect();
             std::fs::create_dir_all(dir).map_err(|e| {
                 crate::errors::MediumError::new_err(format!("create {}: {e}", dir.display()))
             })?;
         }
+        let undo = |e: pmo_store::StoreError| {
+            // Not a file someone else made (`PoolExists`), nor a device it formats.
+            let ours = !matches!(e, pmo_store::StoreError::PoolExists(_))
+                && path.symlink_metadata().is_ok_and(|m| m.is_file());
+            if ours {
+                let _ = std::fs::remove_file(&path);
+            }
+            for d in &made_dirs {
+                let _ = std::fs::remove_dir(d);
+            }
+            to_py(e, Some(&ctx))
+        };
         let opts = PoolOptions {
             kdf: KdfParams {
                 m_kib: kdf_mem_kib.unwrap_or(KdfParams::DEFAULT.m_kib),
@@ -111,12 +132,16 @@ impl Pool {
             },
             ns_capacity: max_pmos,
             preallocate: !sparse,
-            scheme: parse_scheme(scheme)?,
+            scheme: parse_scheme(scheme).inspect_err(|_| {
+                for d in &made_dirs {
+                    let _ = std::fs::remove_dir(d);
+                }
+            })?,
             ..PoolOptions::default()
         };
         let pool = py
             .allow_threads(|| pmo_store::Pool::create(&path, size, &opts))
-            .map_err(|e| to_py(e, Some(&ctx)))?;
+            .map_err(undo)?;
         Ok(Pool { pool, path })
     }
 

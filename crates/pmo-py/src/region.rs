@@ -14,7 +14,7 @@
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
@@ -45,16 +45,23 @@ pub struct RegionState {
     exports: AtomicUsize,
     /// False once detach has begun.
     live: AtomicBool,
+    /// The attachment that maps `addr..addr + len`; `None` once detached. Owned here, not by
+    /// the native `Attachment` alone: every bound `Region` holds this state, and every buffer
+    /// holds its `Region`, so a mapping with buffers exported is never unmapped, even when
+    /// Python code drops the native `Attachment` (its drop detaches only when no buffer is
+    /// exported; otherwise the last `Region` to go does).
+    pub attachment: RwLock<Option<pmo_store::Attachment>>,
 }
 
 impl RegionState {
-    pub fn new(addr: *mut u8, len: usize, writable: bool) -> RegionState {
+    pub fn new(a: pmo_store::Attachment) -> RegionState {
         RegionState {
-            addr: addr as usize,
-            len,
-            writable,
+            addr: a.addr() as usize,
+            len: a.len(),
+            writable: a.perm() == pmo_store::Perm::Write,
             exports: AtomicUsize::new(0),
             live: AtomicBool::new(true),
+            attachment: RwLock::new(Some(a)),
         }
     }
     /// Buffers still exported.

@@ -321,3 +321,88 @@ def test_declared_tracking_is_never_used_for_buffer_writes(pool, monkeypatch):
         assert obj.psync()["pages"] == 1
     with pool.attach("m", KEY) as ro:
         assert bytes(memoryview(ro)[4096:4099]) == b"abc"
+
+
+@pytest.mark.parametrize("how", ["del", "set", "reinit"])
+def test_losing_the_native_half_with_live_views_never_unmaps_them(pool, how):
+    # The native attachment of a PmoObject can be dropped from Python (its `_native` deleted or
+    # replaced, `__init__` called again) while memoryviews still point into the mapping: they
+    # must stay usable (the mapping lives until the last buffer is released), not segfault.
+    pool.create("a", 1 << 20, KEY)
+    pool.create("b", 4096, KEY)
+    p = child("""
+        import gc
+        pool = pmo.Pool(sys.argv[1])
+        obj = pool.attach("a", sys.argv[2], mode="w")
+        mv = memoryview(obj)
+        how = sys.argv[3]
+        if how == "del":
+            del obj._native
+        elif how == "set":
+            obj._native = None
+        else:
+            other = pool.attach("b", sys.argv[2], mode="w")
+            try:
+                obj.__init__(other._native)
+            except BufferError as e:
+                print("refused:", e)
+            assert obj._native is not other._native, "obj now names another PMO"
+            other.detach()
+        gc.collect()
+        mv[0] = 7
+        mv[(1 << 20) - 1] = 9
+        print("wrote", mv[0], mv[(1 << 20) - 1], flush=True)
+        mv.release()
+        del obj
+        gc.collect()
+        # Every buffer gone and the object too: the PMO is detached, so a writer can attach.
+        pool.attach("a", sys.argv[2], mode="w").detach()
+        print("reattached")
+    """, pool.path, KEY, how)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, f"rc {p.returncode}: {err}"
+    assert "wrote 7 9" in out and "reattached" in out, out
+    if how == "reinit":
+        assert "already bound" in out
+
+
+def test_a_key_that_is_not_utf8_says_so(pool):
+    pool.create("a", 4096, KEY)
+    # A str with a lone surrogate has no UTF-8 bytes: the error says so, not "must be str".
+    with pytest.raises(UnicodeEncodeError, match="surrogates not allowed"):
+        pool.attach("a", "key\udc80")
+    with pytest.raises(UnicodeEncodeError):
+        pool.create("b", 4096, "\ud800")
+    with pytest.raises(TypeError, match="key must be str or bytes"):
+        pool.attach("a", bytearray(b"k"))
+    # Bytes that are not UTF-8 are a fine key.
+    pool.create("c", 4096, b"\xff\xfe")
+    pool.attach("c", b"\xff\xfe").detach()
+
+
+def test_a_failed_init_leaves_no_pool_file(tmp_path):
+    from conftest import fresh_pool_path
+
+    # As `pmo init`: a failure after the file was created removes it (and the directories
+    # made for it), so a corrected retry is not met by "pool file already exists".
+    path = fresh_pool_path()
+    with pytest.raises(pmo.InvalidArgument, match="kdf"):
+        pmo.Pool.init(path, 8 << 20, kdf_mem_kib=0, kdf_iters=1)
+    assert not os.path.exists(path)
+    with pytest.raises(pmo.InvalidArgument, match="namespace capacity"):
+        pmo.Pool.init(path, 8 << 20, kdf_mem_kib=64, kdf_iters=1, max_pmos=0)
+    assert not os.path.exists(path)
+    with pytest.raises(pmo.MediumError):
+        pmo.Pool.init(path, 1 << 62, kdf_mem_kib=64, kdf_iters=1, sparse=True)
+    assert not os.path.exists(path)
+    nested = tmp_path / "a" / "b" / "p.pool"
+    with pytest.raises(pmo.InvalidArgument):
+        pmo.Pool.init(str(nested), 8 << 20, kdf_mem_kib=0)
+    assert not (tmp_path / "a").exists()
+    p = pmo.Pool.init(path, 8 << 20, kdf_mem_kib=64, kdf_iters=1, sparse=True)
+    assert p.list() == []
+    # An existing file is never removed by a refused init.
+    with pytest.raises(pmo.Exists):
+        pmo.Pool.init(path, 8 << 20, kdf_mem_kib=0)
+    assert os.path.exists(path)
+    os.unlink(path)

@@ -187,7 +187,8 @@ impl Ctx {
     /// Free the block at `off`.
     pub(crate) fn free(&self, off: u64) -> Result<()> {
         let h = self.writable()?;
-        let p = NonNull::new((self.base as u64 + off) as *mut u8)
+        // In the data area (a header altered outside pmo may hold any offset).
+        let p = NonNull::new(self.ptr::<u8>(off, 1)?)
             .ok_or_else(|| TypedError::Corrupt("null block"))?;
         Ok(h.free(p)?)
     }
@@ -195,7 +196,7 @@ impl Ctx {
     /// Resize the block at `off` (contents kept up to the smaller size): its new offset.
     pub(crate) fn realloc(&self, off: u64, size: usize, align: usize) -> Result<u64> {
         let h = self.writable()?;
-        let p = NonNull::new((self.base as u64 + off) as *mut u8)
+        let p = NonNull::new(self.ptr::<u8>(off, 1)?)
             .ok_or_else(|| TypedError::Corrupt("null block"))?;
         let q = h.realloc(p, size, align)?;
         Ok(q.as_ptr() as u64 - self.base as u64)

@@ -73,14 +73,22 @@ impl PKv {
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         let k = pad(key)?;
         let (r, h) = self.heap.root::<KvRoot>()?;
-        if !r.records.contains_key(h, &k)? {
+        let new = !r.records.contains_key(h, &k)?;
+        if new {
             r.records.insert(h, k, PVec::default())?;
         }
         let v = r
             .records
             .get_mut(h, &k)?
             .ok_or_else(|| TypedError::Corrupt("record vanished after insert"))?;
-        v.set_from_slice(h, value)?;
+        // A value that does not fit leaves an old one as it was (`set_from_slice`); a new key
+        // is removed again, so the store is as it was, not holding the key with no value.
+        if let Err(e) = v.set_from_slice(h, value) {
+            if new {
+                r.records.remove(h, &k)?;
+            }
+            return Err(e);
+        }
         self.wrote()
     }
 

@@ -118,6 +118,11 @@ impl<K: Persistent + Copy + Ord, V: Persistent> Node<K, V> {
     #[inline]
     fn at(h: &Ctx, off: u64, leaf: bool) -> Result<Self> {
         let p = h.ptr::<u8>(off, Self::bytes(leaf))?;
+        // Nodes are allocated ALIGN-aligned; the header (u32, u64) and the arrays are read in
+        // place, so an offset altered outside pmo must not yield a misaligned pointer.
+        if !(p as usize).is_multiple_of(Self::ALIGN) {
+            return Err(TypedError::Corrupt("misaligned offset"));
+        }
         let n = Node {
             off,
             p,
@@ -275,10 +280,25 @@ where
             self.heap,
             self.home,
         )?;
-        if self.height > MAX_HEIGHT || (self.root == 0) != (self.nodes == 0) {
+        // A node takes more than 64 bytes of an address space of less than 2^64 bytes, and a
+        // leaf holds at most B entries: counts beyond these were altered outside pmo (and an
+        // insert's increments must not overflow them).
+        if self.height > MAX_HEIGHT
+            || (self.root == 0) != (self.nodes == 0)
+            || self.nodes >= 1 << 58
+            || self.len > self.nodes * B as u64
+        {
             return Err(TypedError::Corrupt("B-tree header"));
         }
         Ok(())
+    }
+
+    /// The node count after freeing one node; an error if the header recorded fewer nodes
+    /// than the tree has (altered outside pmo).
+    fn fewer_nodes(&self) -> Result<u64> {
+        self.nodes
+            .checked_sub(1)
+            .ok_or_else(|| TypedError::Corrupt("B-tree has more nodes than recorded"))
     }
 
     /// Visit every node (depth first), each once; bounded by the node count.
@@ -449,7 +469,7 @@ where
                 // The split allocates before it changes anything: undo the new root, so a
                 // failed insert (out of space) leaves the map as it was, with nothing leaked.
                 h.free(new_root.off)?;
-                self.nodes -= 1;
+                self.nodes = self.fewer_nodes()?;
                 return Err(e);
             }
             self.root = new_root.off;
@@ -521,6 +541,10 @@ where
         if i >= n || leaf.key(i) != *k {
             return Ok(false);
         }
+        let len = self
+            .len
+            .checked_sub(1)
+            .ok_or_else(|| TypedError::Corrupt("B-tree has more entries than recorded"))?;
         // SAFETY: `i < n <= B`: slots of a leaf this map owns; exclusive borrow; read-write.
         unsafe {
             (*leaf.vals().add(i)).release(h)?;
@@ -529,7 +553,7 @@ where
             leaf.set_n(n - 1);
             h.rebind_moved(leaf.vals().add(i), n - i - 1)?;
         }
-        self.len -= 1;
+        self.len = len;
         h.touch_many(&[
             leaf.range(),
             ((self as *const Self).cast(), std::mem::size_of::<Self>()),
@@ -570,7 +594,7 @@ where
                 if fits {
                     Self::merge(h, &parent, li, &left, &right, leaf)?;
                     h.free(right.off)?;
-                    self.nodes -= 1;
+                    self.nodes = self.fewer_nodes()?;
                 } else if i == li {
                     Self::take_first_of_right(h, &parent, li, &left, &right, leaf)?;
                 } else {
@@ -597,7 +621,7 @@ where
             }
             let child = root.kid(0);
             h.free(root.off)?;
-            self.nodes -= 1;
+            self.nodes = self.fewer_nodes()?;
             self.root = child;
             self.height -= 1;
         }
@@ -747,7 +771,7 @@ where
         let mut dead = leaf.off;
         while let Some((parent, i)) = path.pop() {
             h.free(dead)?;
-            self.nodes -= 1;
+            self.nodes = self.fewer_nodes()?;
             let pn = parent.n();
             if pn == 0 {
                 // The parent's only child is gone: it is empty too.
@@ -780,7 +804,7 @@ where
             }
             let child = root.kid(0);
             h.free(root.off)?;
-            self.nodes -= 1;
+            self.nodes = self.fewer_nodes()?;
             self.root = child;
             self.height -= 1;
         }

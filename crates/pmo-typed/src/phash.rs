@@ -459,16 +459,25 @@ where
         let Some(i) = Self::find(&t, k) else {
             return Ok(false);
         };
+        // SAFETY: a control byte of the owned table (masked by `cap - 1`).
+        let next = unsafe { *t.ctrl.add((i + 1) & (t.cap - 1)) };
+        // The counts after the removal, before anything changes: a header that counts fewer
+        // entries than the table holds was altered outside pmo.
+        let (Some(len), Some(used)) = (
+            self.len.checked_sub(1),
+            self.used.checked_sub(u64::from(next == EMPTY)),
+        ) else {
+            return Err(TypedError::Corrupt(
+                "hash map has more entries than recorded",
+            ));
+        };
         // SAFETY: slot `i` of the owned table; exclusive borrow; read-write attach.
         unsafe {
             (*t.val(i)).release(h)?;
             // A slot followed by an empty one can become empty again (no probe passes it).
-            let next = *t.ctrl.add((i + 1) & (t.cap - 1));
             *t.ctrl.add(i) = if next == EMPTY { EMPTY } else { DELETED };
-            if next == EMPTY {
-                self.used -= 1;
-            }
-            self.len -= 1;
+            self.used = used;
+            self.len = len;
             h.touch_many(&[
                 (t.ctrl.add(i), 1),
                 ((self as *const Self).cast(), std::mem::size_of::<Self>()),

@@ -85,14 +85,24 @@ impl TypedHashKv {
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), TypedError> {
         let k = pad(key)?;
         let (r, h) = self.heap.root::<HashRoot>()?;
-        if !r.records.contains_key(h, &k)? {
+        let new = !r.records.contains_key(h, &k)?;
+        if new {
             // An empty vector: a PVec fills in place (it must live in the PMO).
             r.records.insert(h, k, PVec::default())?;
         }
-        r.records
+        let set = r
+            .records
             .get_mut(h, &k)?
             .ok_or(TypedError::Corrupt("record vanished after insert"))?
-            .set_from_slice(h, value)?;
+            .set_from_slice(h, value);
+        // A value that does not fit: an old one is kept (`set_from_slice`), a new key removed
+        // again, so a failed put leaves the map as it was.
+        if let Err(e) = set {
+            if new {
+                r.records.remove(h, &k)?;
+            }
+            return Err(e);
+        }
         self.heap.psync()?;
         Ok(())
     }

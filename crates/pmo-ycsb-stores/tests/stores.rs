@@ -121,3 +121,21 @@ fn pmdk_store_runs_or_says_why_not() {
     }
     assert!(!p.exists());
 }
+
+/// A record too large for the heap: the insert fails and the store is as it was (the hash
+/// store left the key behind with an empty value).
+#[test]
+fn a_record_too_large_leaves_the_typed_stores_as_they_were() {
+    let tp = TmpPool::new("toolarge");
+    let heap = TypedHeap::create(tp.pool(), "h", 1 << 20, KEY).unwrap();
+    let mut hash = TypedHashKv::new(heap, "typed-hash").unwrap();
+    let big = vec![1u8; 4 << 20];
+    let mut out = Vec::new();
+    hash.insert(b"old", b"kept").unwrap();
+    assert!(hash.insert(b"new", &big).is_err());
+    assert!(hash.update(b"old", &big).is_err());
+    assert!(!hash.read(b"new", &mut out).unwrap(), "left {out:?}");
+    assert!(hash.read(b"old", &mut out).unwrap());
+    assert_eq!(out, b"kept");
+    assert_eq!(hash.len().unwrap(), 1);
+}

@@ -164,14 +164,27 @@ enum Chooser {
 /// records the load phase inserted (and those this phase inserts). Every read is checked: a
 /// loaded key that reads as missing is an error.
 pub fn run(store: &mut dyn KvStore, w: &Workload, seed: u64) -> Result<Report, YcsbError> {
+    let reads = w.read + w.update + w.scan + w.read_modify_write;
+    if w.record_count == 0 && reads > 0.0 {
+        // No record to read until an insert: the key choosers would loop or draw from nothing.
+        return Err(YcsbError::Workload {
+            path: w.name.clone(),
+            msg: "recordcount=0: the run reads, updates or scans records, but none are loaded \
+                  (only an insert-only run starts from no records)"
+                .into(),
+        });
+    }
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
     let mut next_insert = w.record_count;
     // As CoreWorkload: the zipfian key space covers the records expected by the end of the run.
     let expected_new = (w.operation_count as f64 * w.insert * 2.0) as u64;
     let mut chooser = match w.distribution {
-        Distribution::Zipfian => {
-            Chooser::Zipf(ScrambledZipfian::new(0, w.record_count + expected_new))
-        }
+        Distribution::Zipfian => Chooser::Zipf(ScrambledZipfian::new(
+            0,
+            w.record_count
+                .saturating_add(expected_new)
+                .min(u64::MAX - 1),
+        )),
         Distribution::Uniform => Chooser::Uniform,
         Distribution::Latest => Chooser::Latest(Latest::new(w.record_count.saturating_sub(1))),
     };
@@ -197,14 +210,26 @@ pub fn run(store: &mut dyn KvStore, w: &Workload, seed: u64) -> Result<Report, Y
         } else {
             OpKind::ReadModifyWrite
         };
-        let keynum = loop {
-            let n = match &mut chooser {
-                Chooser::Zipf(z) => z.next(&mut rng),
-                Chooser::Uniform => rng.gen_range(0..next_insert),
-                Chooser::Latest(l) => l.next(&mut rng, next_insert - 1),
-            };
-            if n < next_insert {
-                break n; // as CoreWorkload, skip records not inserted yet
+        // With no record inserted yet there is none to draw (an insert-only run from no
+        // records; `run` refused the others): the insert needs no key.
+        let keynum = if next_insert == 0 {
+            if kind != OpKind::Insert {
+                return Err(YcsbError::Workload {
+                    path: w.name.clone(),
+                    msg: format!("recordcount=0: a {} before any insert", kind.name()),
+                });
+            }
+            0
+        } else {
+            loop {
+                let n = match &mut chooser {
+                    Chooser::Zipf(z) => z.next(&mut rng),
+                    Chooser::Uniform => rng.gen_range(0..next_insert),
+                    Chooser::Latest(l) => l.next(&mut rng, next_insert - 1),
+                };
+                if n < next_insert {
+                    break n; // as CoreWorkload, skip records not inserted yet
+                }
             }
         };
         let t0;
@@ -224,7 +249,11 @@ pub fn run(store: &mut dyn KvStore, w: &Workload, seed: u64) -> Result<Report, Y
                 let found = store
                     .read(key.as_bytes(), &mut buf)
                     .map_err(|e| store_err(store, "read", e))?;
-                if !found || buf.get(..8) != Some(&keynum.to_le_bytes()[..]) {
+                // The record's first bytes carry its number (all of them for a record shorter
+                // than 8 bytes: `record`).
+                let tag = keynum.to_le_bytes();
+                let k = tag.len().min(w.record_len());
+                if !found || buf.get(..k) != Some(&tag[..k]) {
                     return Err(YcsbError::Missing {
                         store: store.name(),
                         key,

@@ -5,6 +5,13 @@ use std::path::Path;
 
 use crate::YcsbError;
 
+/// The largest record (`fieldcount` x `fieldlength`) a workload may ask for: 1 GiB, which every
+/// store is built with and the driver allocates per operation.
+pub const MAX_RECORD_LEN: usize = 1 << 30;
+
+/// The largest workload file read (YCSB's are a few hundred bytes).
+pub const MAX_FILE_LEN: u64 = 1 << 20;
+
 /// Request distribution (`requestdistribution`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Distribution {
@@ -86,11 +93,12 @@ impl Workload {
     }
 
     /// Core workload `letter` from YCSB's file `dir/workload<letter>` when it exists, else
-    /// [`Workload::core`].
+    /// [`Workload::core`]. A path there that is not a readable file (a directory, a dangling
+    /// link) is an error, not the built-in workload.
     pub fn find(letter: char, dir: Option<&Path>) -> Result<Workload, YcsbError> {
         if let Some(dir) = dir {
             let path = dir.join(format!("workload{letter}"));
-            if path.is_file() {
+            if path.symlink_metadata().is_ok() {
                 let mut w = Workload::from_file(&path)?;
                 w.name = letter.to_string();
                 return Ok(w);
@@ -106,10 +114,33 @@ impl Workload {
     /// know are ignored, as YCSB ignores those of other workload classes; values it cannot
     /// honour are errors.
     pub fn from_file(path: &Path) -> Result<Workload, YcsbError> {
-        let text = std::fs::read_to_string(path).map_err(|e| YcsbError::Workload {
+        let err = |msg: String| YcsbError::Workload {
             path: path.display().to_string(),
-            msg: e.to_string(),
-        })?;
+            msg,
+        };
+        // A device or a fifo is no property file (/dev/zero would be read until memory runs
+        // out), nor is a file of megabytes (YCSB's are a few hundred bytes).
+        let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
+        if meta.is_dir() {
+            return Err(err("is a directory, not a YCSB property file".into()));
+        }
+        if !meta.is_file() {
+            return Err(err("not a regular file".into()));
+        }
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(
+                std::fs::File::open(path).map_err(|e| err(e.to_string()))?,
+                MAX_FILE_LEN + 1,
+            ),
+            &mut text,
+        )
+        .map_err(|e| err(e.to_string()))?;
+        if text.len() as u64 > MAX_FILE_LEN {
+            return Err(err(format!(
+                "larger than {MAX_FILE_LEN} bytes: not a YCSB property file"
+            )));
+        }
         let name = path
             .file_name()
             .map_or("workload".into(), |n| n.to_string_lossy().into_owned());
@@ -125,6 +156,9 @@ impl Workload {
         w.name = name.to_string();
         w.read = 0.95; // CoreWorkload's own defaults where the file is silent
         w.update = 0.05;
+        let mut insert_count = None;
+        // A UTF-8 byte order mark (some editors write one) is not part of the first key.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -142,17 +176,54 @@ impl Workload {
                 v.parse::<u64>()
                     .map_err(|_| format!("line {}: {k}={v:?} is not a count", n + 1))
             };
+            // YCSB reads counts as Java longs and a field's length as an int: larger values
+            // are errors there too (and would overflow the driver's sums here).
+            let below = |v: &str, max: u64| {
+                int(v).and_then(|x| {
+                    if x <= max {
+                        Ok(x)
+                    } else {
+                        Err(format!("line {}: {k}={v} is more than {max}", n + 1))
+                    }
+                })
+            };
             match k {
-                "recordcount" => w.record_count = int(v)?,
-                "operationcount" => w.operation_count = int(v)?,
-                "fieldcount" => w.field_count = int(v)? as usize,
-                "fieldlength" => w.field_length = int(v)? as usize,
+                "recordcount" => w.record_count = below(v, i64::MAX as u64)?,
+                "operationcount" => w.operation_count = below(v, i64::MAX as u64)?,
+                "fieldcount" => w.field_count = below(v, i32::MAX as u64)? as usize,
+                "fieldlength" => w.field_length = below(v, i32::MAX as u64)? as usize,
                 "readproportion" => w.read = num(v)?,
                 "updateproportion" => w.update = num(v)?,
                 "insertproportion" => w.insert = num(v)?,
                 "scanproportion" => w.scan = num(v)?,
                 "readmodifywriteproportion" => w.read_modify_write = num(v)?,
-                "maxscanlength" => w.max_scan_length = int(v)?.max(1) as usize,
+                "maxscanlength" => {
+                    w.max_scan_length = below(v, i32::MAX as u64)? as usize;
+                    if w.max_scan_length == 0 {
+                        return Err(format!(
+                            "line {}: maxscanlength=0: a scan reads at least 1 record",
+                            n + 1
+                        ));
+                    }
+                }
+                "minscanlength" if int(v)? != 1 => {
+                    return Err(format!(
+                    "line {}: minscanlength={v} is not supported (scans read 1..=maxscanlength)",
+                    n + 1
+                ))
+                }
+                "fieldlengthdistribution" if v != "constant" => {
+                    return Err(format!(
+                        "fieldlengthdistribution={v} is not supported (constant)"
+                    ))
+                }
+                "insertstart" if int(v)? != 0 => {
+                    return Err(format!(
+                    "line {}: insertstart={v} is not supported (0: one client loads every record)",
+                    n + 1
+                ))
+                }
+                "insertcount" => insert_count = Some(int(v)?),
                 "requestdistribution" => {
                     w.distribution = match v {
                         "zipfian" => Distribution::Zipfian,
@@ -170,7 +241,17 @@ impl Workload {
                         "scanlengthdistribution={v} is not supported (uniform)"
                     ))
                 }
-                "insertorder" => w.hashed_keys = v != "ordered",
+                "insertorder" => {
+                    w.hashed_keys = match v {
+                        "hashed" => true,
+                        "ordered" => false,
+                        _ => {
+                            return Err(format!(
+                                "insertorder={v} is not supported (hashed, ordered)"
+                            ))
+                        }
+                    }
+                }
                 "workload"
                     if v != "site.ycsb.workloads.CoreWorkload"
                         && v != "com.yahoo.ycsb.workloads.CoreWorkload" =>
@@ -180,10 +261,29 @@ impl Workload {
                 _ => {}
             }
         }
+        if let Some(c) = insert_count.filter(|c| *c != w.record_count) {
+            return Err(format!(
+                "insertcount={c} is not supported with recordcount={} (one client loads every \
+                 record)",
+                w.record_count
+            ));
+        }
+        if w.field_count.saturating_mul(w.field_length) > MAX_RECORD_LEN {
+            return Err(format!(
+                "fieldcount={} x fieldlength={}: a record of more than {MAX_RECORD_LEN} bytes",
+                w.field_count, w.field_length
+            ));
+        }
         let total = w.read + w.update + w.insert + w.scan + w.read_modify_write;
         let props = [w.read, w.update, w.insert, w.scan, w.read_modify_write];
-        if props.iter().any(|p| !p.is_finite() || *p < 0.0) || total <= 0.0 {
-            return Err("the operation proportions must be >= 0 and add up to more than 0".into());
+        // The driver draws an operation from [0, total): an infinite total (finite
+        // proportions that overflow when added) would make every draw NaN.
+        if props.iter().any(|p| !p.is_finite() || *p < 0.0) || total <= 0.0 || !total.is_finite() {
+            return Err(
+                "the operation proportions must be >= 0 and add up to more than 0 (and a finite \
+                 number)"
+                    .into(),
+            );
         }
         Ok(w)
     }

@@ -78,8 +78,10 @@ class PmoObject(_pmo.Region):
     """
 
     def __init__(self, native: Any) -> None:
-        self._native = native
+        # Bind first: a second __init__ is refused (BufferError) and leaves `_native` naming
+        # the PMO this object's buffer maps.
         native.bind(self)
+        self._native = native
 
     # --- context manager -------------------------------------------------------------------
     def __enter__(self) -> "PmoObject":
