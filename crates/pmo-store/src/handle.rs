@@ -62,6 +62,16 @@ impl Pool {
             Some(g) => (g, true),
             None if !sole => match inner.locker.lock(word, LockKind::Shared, wait)? {
                 Some(g) => (g, false),
+                // Held alone, and no writer named in the holder word: another reader's attach,
+                // which holds the lock alone only while it recovers the PMO, then shares it.
+                // Wait for that instant rather than fail (readers starting together).
+                None if self.writer_pid(&entry) == 0 => {
+                    let stall = wait.unwrap_or_default().max(READER_ATTACH_STALL);
+                    match inner.locker.lock(word, LockKind::Shared, Some(stall))? {
+                        Some(g) => (g, false),
+                        None => return Err(self.busy(&entry)),
+                    }
+                }
                 None => return Err(self.busy(&entry)),
             },
             None => return Err(self.busy(&entry)),
@@ -200,26 +210,31 @@ impl Pool {
         }
     }
 
+    /// The pid the holder word names (a writer records it; 0: none, or unreadable).
+    fn writer_pid(&self, e: &Entry) -> u32 {
+        let mut b = [0u8; 4];
+        match self
+            .inner
+            .medium
+            .read(e.extent_off + PmoLayout::HOLDER_OFF, &mut b)
+        {
+            Ok(()) => u32::from_le_bytes(b) & !DETACHING,
+            Err(_) => 0,
+        }
+    }
+
     pub(crate) fn busy(&self, e: &Entry) -> StoreError {
         let how = match self.inner.locker.holder(locks::attach_word(e.extent_off)) {
             // Readers record no pid: the lock alone cannot say whose.
             Ok(Some(LockKind::Shared)) => BUSY_READERS,
             // A writer records its pid in the holder word (informational, but its own pid is
             // only ever written by this process).
-            _ => {
-                let mut b = [0u8; 4];
-                let mine = self
-                    .inner
-                    .medium
-                    .read(e.extent_off + PmoLayout::HOLDER_OFF, &mut b)
-                    .is_ok()
-                    && u32::from_le_bytes(b) & !DETACHING == std::process::id();
-                if mine {
-                    BUSY_WRITER_HERE
-                } else {
-                    BUSY_WRITER
-                }
-            }
+            _ => match self.writer_pid(e) {
+                pid if pid == std::process::id() => BUSY_WRITER_HERE,
+                // Held alone by an attach that names no writer: one still attaching.
+                0 => BUSY_ATTACHING,
+                _ => BUSY_WRITER,
+            },
         };
         StoreError::Busy {
             name: e.name.clone(),
@@ -242,6 +257,13 @@ pub const BUSY_READERS: &str = "read-only (by this process or another)";
 pub const BUSY_WRITER: &str = "read-write by another process";
 /// [`StoreError::Busy`]'s `how` when this process holds the PMO read-write.
 pub const BUSY_WRITER_HERE: &str = "read-write by this process (detach it first)";
+/// [`StoreError::Busy`]'s `how` when an attach that has not named a writer yet holds the PMO
+/// alone (a reader recovering it, or a writer starting).
+pub const BUSY_ATTACHING: &str = "alone by an attach in progress (try again, or wait)";
+
+/// How long a reader waits, at least, for another attach that holds the PMO alone without
+/// naming a writer: a reader's attach holds it so only while it recovers the PMO.
+const READER_ATTACH_STALL: Duration = Duration::from_secs(2);
 
 /// Holder-word flag: the holder is finishing a detach in the background (attach waits).
 pub(crate) const DETACHING: u32 = 1 << 31;

@@ -61,7 +61,7 @@ pub use check::CheckReport;
 pub use detach::wait_for_background_detaches;
 pub use engine::{CommitStats, Page};
 pub use error::{Result, StoreError};
-pub use handle::{PmoHandle, BUSY_READERS, BUSY_WRITER, BUSY_WRITER_HERE};
+pub use handle::{PmoHandle, BUSY_ATTACHING, BUSY_READERS, BUSY_WRITER, BUSY_WRITER_HERE};
 pub use pmo_format::KdfParams;
 pub use pmo_os::view::{DirtyTracking, Mechanism};
 pub use pool::{AttachState, Perm, PmoInfo, Pool, PoolInfo, PoolOptions};

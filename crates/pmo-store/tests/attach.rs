@@ -437,3 +437,55 @@ fn a_bad_name_is_a_usage_error_not_corruption() {
     drop(pool);
     let _ = std::fs::remove_file(path);
 }
+
+/// Readers attaching at the same moment (threads here; processes alike): each attach holds the
+/// PMO alone for an instant (it recovers it, then shares), and a reader arriving then waits
+/// for that instant instead of failing with `Busy` "read-write by another process", which was
+/// untrue. A reader arriving while a writer holds the PMO still fails at once, saying so.
+#[test]
+fn readers_attaching_at_once_all_succeed() {
+    let (pool, path) = pool("readers-at-once");
+    pool.pcreate("r", 64 << 10, KEY).unwrap();
+    let busy = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..150 {
+                    // In one process each reader maps elsewhere (processes map at the
+                    // stable address).
+                    let opts = AttachOptions {
+                        relocate: true,
+                        ..Default::default()
+                    };
+                    match pool.attach_with("r", Perm::Read, KEY, opts) {
+                        Ok(a) => a.detach().unwrap(),
+                        Err(StoreError::Busy { how, .. }) => {
+                            eprintln!("busy: {how}");
+                            busy.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Err(e) => panic!("reader attach: {e}"),
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(busy.into_inner(), 0, "readers attaching at once got Busy");
+    let w = pool.attach("r", Perm::Write, KEY).unwrap();
+    let t = std::time::Instant::now();
+    let opts = AttachOptions {
+        relocate: true,
+        ..Default::default()
+    };
+    match pool.attach_with("r", Perm::Read, KEY, opts) {
+        Err(StoreError::Busy { how, .. }) => {
+            assert_eq!(how, pmo_store::BUSY_WRITER_HERE);
+        }
+        other => panic!("a reader under a writer: {:?}", other.map(|_| ())),
+    }
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "a reader under a writer waited"
+    );
+    drop(w);
+    let _ = std::fs::remove_file(&path);
+}
