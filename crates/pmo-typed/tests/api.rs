@@ -4,29 +4,10 @@
 
 mod common;
 
-use common::{ScratchPool, KEY};
+use common::{Point, Root, ScratchPool, KEY};
 use pmo_typed::{
-    PBTreeMap, PBox, PHashMap, PString, PVec, Persistent, TypedError, TypedHeap, TypedReader,
+    PBTreeMap, PHashMap, PString, PVec, Persistent, TypedError, TypedHeap, TypedReader,
 };
-
-#[derive(Persistent, Clone, Copy, Debug, PartialEq)]
-#[repr(C)]
-struct Point {
-    x: i64,
-    y: i64,
-}
-
-#[derive(Persistent, Default)]
-#[repr(C)]
-struct Root {
-    counter: u64,
-    name: PString,
-    boxed: PBox<Point>,
-    list: PVec<u64>,
-    names: PVec<PString>,
-    hash: PHashMap<u64, PString>,
-    tree: PBTreeMap<u64, u64>,
-}
 
 const HEAP: u64 = 8 << 20;
 

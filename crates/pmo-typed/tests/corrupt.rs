@@ -4,29 +4,10 @@
 
 mod common;
 
-use common::{ScratchPool, KEY};
+use common::{Point, Root, ScratchPool, KEY};
 use pmo_store::Perm;
-use pmo_typed::{PBTreeMap, PBox, PHashMap, PString, PVec, Persistent, TypedError, TypedHeap};
+use pmo_typed::{PBTreeMap, PHashMap, PString, PVec, Persistent, TypedError, TypedHeap};
 use rand::{Rng, SeedableRng};
-
-#[derive(Persistent, Clone, Copy, Debug, PartialEq)]
-#[repr(C)]
-struct Point {
-    x: i64,
-    y: i64,
-}
-
-#[derive(Persistent, Default)]
-#[repr(C)]
-struct Root {
-    counter: u64,
-    name: PString,
-    boxed: PBox<Point>,
-    list: PVec<u64>,
-    names: PVec<PString>,
-    hash: PHashMap<u64, PString>,
-    tree: PBTreeMap<u64, u64>,
-}
 
 fn fill(heap: &mut TypedHeap) {
     let (r, h) = heap.root::<Root>().unwrap();

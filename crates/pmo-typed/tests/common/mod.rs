@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use pmo_store::{KdfParams, Pool, PoolOptions};
+use pmo_typed::{PBTreeMap, PBox, PHashMap, PString, PVec, Persistent};
 use std::path::PathBuf;
 
 pub const KEY: &[u8] = b"pmo-typed-test-key";
@@ -38,4 +39,25 @@ impl Drop for ScratchPool {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// A point, for `PBox<Point>`.
+#[derive(Persistent, Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct Point {
+    pub x: i64,
+    pub y: i64,
+}
+
+/// The root of the API and corruption tests: one of each container.
+#[derive(Persistent, Default)]
+#[repr(C)]
+pub struct Root {
+    pub counter: u64,
+    pub name: PString,
+    pub boxed: PBox<Point>,
+    pub list: PVec<u64>,
+    pub names: PVec<PString>,
+    pub hash: PHashMap<u64, PString>,
+    pub tree: PBTreeMap<u64, u64>,
 }
