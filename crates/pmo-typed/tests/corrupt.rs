@@ -95,12 +95,7 @@ fn filled() -> (ScratchPool, Vec<u8>) {
     let sp = ScratchPool::new("corrupt", 16 << 20);
     let mut heap = TypedHeap::create(&sp.pool, "t", 1 << 20, KEY).unwrap();
     fill(&mut heap);
-    heap.psync().unwrap();
-    heap.detach().unwrap();
-    let a = sp.pool.attach("t", Perm::Read, KEY).unwrap();
-    let mut image = vec![0u8; a.len()];
-    a.read_at(0, &mut image).unwrap();
-    a.detach().unwrap();
+    let image = psync_and_read(&sp, heap);
     (sp, image)
 }
 
@@ -208,12 +203,7 @@ fn an_emptied_buffer_offset_outside_the_heap_is_refused() {
         r.s.set(h, "").unwrap();
         assert!(r.v.is_empty() && r.v.capacity() > 0 && r.s.is_empty());
     }
-    heap.psync().unwrap();
-    heap.detach().unwrap();
-    let a = sp.pool.attach("t", Perm::Read, KEY).unwrap();
-    let mut image = vec![0u8; a.len()];
-    a.read_at(0, &mut image).unwrap();
-    a.detach().unwrap();
+    let image = psync_and_read(&sp, heap);
     // The two headers: (off, len 0, cap > 0, heap, home = the header's own offset).
     let headers: Vec<usize> = (0..image.len() - 40)
         .step_by(8)
@@ -281,12 +271,7 @@ fn altered_map_counts_are_refused_not_overflowed() {
             r.hash.insert(h, i, i).unwrap();
         }
     }
-    heap.psync().unwrap();
-    heap.detach().unwrap();
-    let a = sp.pool.attach("t", Perm::Read, KEY).unwrap();
-    let mut image = vec![0u8; a.len()];
-    a.read_at(0, &mut image).unwrap();
-    a.detach().unwrap();
+    let image = psync_and_read(&sp, heap);
     // The two headers (six words, the last its own offset): the tree's first.
     let headers: Vec<usize> = (0..image.len() - 48)
         .step_by(8)
@@ -360,4 +345,15 @@ fn a_pmo_that_is_not_a_heap_is_refused() {
             Ok(Err(e)) => eprintln!("{name}: {e}"),
         }
     }
+}
+
+/// Psync and detach `heap` (PMO "t" of `sp`), then read the PMO's bytes through a raw attach.
+fn psync_and_read(sp: &ScratchPool, mut heap: TypedHeap) -> Vec<u8> {
+    heap.psync().unwrap();
+    heap.detach().unwrap();
+    let a = sp.pool.attach("t", Perm::Read, KEY).unwrap();
+    let mut image = vec![0u8; a.len()];
+    a.read_at(0, &mut image).unwrap();
+    a.detach().unwrap();
+    image
 }
