@@ -406,18 +406,13 @@ impl Pool {
         }
         let tmp = format!("{name}.partial");
         crate::lifecycle::validate_new_name(&tmp)?;
-        let taken = || {
-            StoreError::Invalid(format!(
-                "cannot create '{name}': it is built under the temporary name '{tmp}', which a                  PMO already has (one of yours, or one an interrupted import or snapshot left):                  destroy or rename '{tmp}' first"
-            ))
-        };
-        if self.exists(&tmp)? {
-            return Err(taken());
-        }
         self.pcreate_in(&tmp, size, capacity, key, Some(scheme), None)
             .map_err(|e| match e {
-                // Created by another process since the check above.
-                StoreError::Exists(n) if n == tmp => taken(),
+                StoreError::Exists(n) if n == tmp => StoreError::Invalid(format!(
+                    "cannot create '{name}': it is built under the temporary name '{tmp}', \
+                     which a PMO already has (one of yours, or one an interrupted import or \
+                     snapshot left): destroy or rename '{tmp}' first"
+                )),
                 e => e,
             })?;
         let r = self

@@ -178,14 +178,7 @@ impl Pool {
     ) -> Result<Option<LockGuard>> {
         let inner = &*self.inner;
         let word = locks::attach_word(e.extent_off);
-        let detaching = || {
-            let mut b = [0u8; 4];
-            inner
-                .medium
-                .read(e.extent_off + PmoLayout::HOLDER_OFF, &mut b)
-                .is_ok()
-                && u32::from_le_bytes(b) & DETACHING != 0
-        };
+        let detaching = || self.holder_word(e) & DETACHING != 0;
         // Whether a background detach holds the lock is asked both before and after the try:
         // asked only after, a detach that releases the lock and finishes between the failed
         // try and the question looks like a live user, and an attach that follows a detach
@@ -210,17 +203,23 @@ impl Pool {
         }
     }
 
-    /// The pid the holder word names (a writer records it; 0: none, or unreadable).
-    fn writer_pid(&self, e: &Entry) -> u32 {
+    /// `e`'s holder word: the pid of the read-write holder (a writer records it), with
+    /// [`DETACHING`] while it finishes a detach; 0 when none is recorded, or unreadable.
+    pub(crate) fn holder_word(&self, e: &Entry) -> u32 {
         let mut b = [0u8; 4];
         match self
             .inner
             .medium
             .read(e.extent_off + PmoLayout::HOLDER_OFF, &mut b)
         {
-            Ok(()) => u32::from_le_bytes(b) & !DETACHING,
+            Ok(()) => u32::from_le_bytes(b),
             Err(_) => 0,
         }
+    }
+
+    /// The pid of the writer the holder word names (0: none).
+    fn writer_pid(&self, e: &Entry) -> u32 {
+        self.holder_word(e) & !DETACHING
     }
 
     pub(crate) fn busy(&self, e: &Entry) -> StoreError {

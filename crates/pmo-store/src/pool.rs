@@ -804,15 +804,8 @@ impl Pool {
     pub(crate) fn info_of(&self, e: &Entry) -> PmoInfo {
         let state = self.state_of(e);
         let holder_pid = (state == AttachState::Writer)
-            .then(|| {
-                let mut b = [0u8; 4];
-                self.inner
-                    .medium
-                    .read(e.extent_off + PmoLayout::HOLDER_OFF, &mut b)
-                    .ok()?;
-                Some(u32::from_le_bytes(b)).filter(|&p| p != 0)
-            })
-            .flatten();
+            .then(|| self.holder_word(e))
+            .filter(|&p| p != 0);
         PmoInfo {
             holder_pid,
             name: e.name.clone(),
