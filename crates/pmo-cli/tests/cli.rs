@@ -1,7 +1,8 @@
 //! The `pmo` binary as a user meets it: every command once, and the exit-code contract
 //! (0 ok, 1 usage or user error, 2 integrity or corruption) with one clear line on stderr.
 
-use std::io::Write;
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -33,11 +34,7 @@ fn pmo(pool: &Path, key: Option<&str>, args: &[&str], stdin: Option<&[u8]>) -> O
         c.env("PMO_KEY", k);
     }
     let mut child = c.spawn().unwrap();
-    let mut input = child.stdin.take().unwrap();
-    if let Some(data) = stdin {
-        input.write_all(data).unwrap();
-    }
-    drop(input);
+    common::feed(child.stdin.take(), stdin.unwrap_or_default());
     child.wait_with_output().unwrap()
 }
 

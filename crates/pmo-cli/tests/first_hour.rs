@@ -1,6 +1,8 @@
 //! A new user's first hour (issue 17): each thing that got in the way, as a test that would
 //! have caught it.
 
+mod common;
+
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -49,14 +51,13 @@ fn pmo(pool: &Path, args: &[&str]) -> Output {
 }
 
 fn pmo_in(pool: &Path, args: &[&str], input: &[u8]) -> Output {
-    use std::io::Write;
     let mut c = cmd(pool, args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    c.stdin.take().unwrap().write_all(input).unwrap();
+    common::feed(c.stdin.take(), input);
     c.wait_with_output().unwrap()
 }
 

@@ -1,6 +1,7 @@
 //! `pmo lmdb stat|dump|load|copy|drop`: LMDB's tools on environments in PMOs, exit codes 0/1.
 
-use std::io::Write;
+mod common;
+
 use std::process::{Command, Stdio};
 
 fn pmo(
@@ -19,9 +20,7 @@ fn pmo(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut input = c.stdin.take().unwrap();
-    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-    drop(input);
+    common::feed(c.stdin.take(), stdin.unwrap_or("").as_bytes());
     c.wait_with_output().unwrap()
 }
 

@@ -2,7 +2,8 @@
 //! clear line for a shrink over data, a pool without room, a pool asked to shrink; `pmo create
 //! --max-size` and in-place resizes.
 
-use std::io::Write;
+mod common;
+
 use std::process::{Command, Output, Stdio};
 
 fn run(pool: &std::path::Path, args: &[&str], stdin: &[u8]) -> Output {
@@ -16,7 +17,7 @@ fn run(pool: &std::path::Path, args: &[&str], stdin: &[u8]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    common::feed(child.stdin.take(), stdin);
     child.wait_with_output().unwrap()
 }
 
