@@ -446,6 +446,18 @@ fn commit_bench(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<f
     Ok(med)
 }
 
+/// Name on stderr the properties YCSB's files set that the driver does not act on, so a
+/// misspelt key is not lost in silence (YCSB itself ignores them).
+fn warn_ignored(ws: &[Workload]) {
+    for w in ws.iter().filter(|w| !w.ignored.is_empty()) {
+        eprintln!(
+            "[lmdb] warning: YCSB {}: ignoring properties this driver does not act on: {}",
+            w.name.to_ascii_uppercase(),
+            w.ignored.join(", ")
+        );
+    }
+}
+
 /// YCSB A-F at the files' counts (`small`, or `--quick`), else ten times them; `--records` and
 /// `--operations` override both.
 fn workloads(o: &LmdbBenchOptions, small: bool) -> Result<Vec<Workload>, BenchError> {
@@ -771,6 +783,7 @@ pub fn run(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(), B
     if wants("ycsb") {
         let ws = workloads(o, false)?;
         let ws_small = workloads(o, true)?;
+        warn_ignored(&ws);
         if which == "lmdb" && wants("lpmo") {
             pmo.push(Target::Pmo {
                 label: "pmo-secure-cxl-far".into(),
@@ -1025,6 +1038,9 @@ pub fn print_tables(rec: &Records) {
 fn targets(o: &LmdbBenchOptions, rec: &mut Records) -> Result<(), BenchError> {
     let (rounds, batch) = if o.quick { (5, 200u64) } else { (9, 1000) };
     let mut c = Workload::find('c', o.ycsb_dir.as_deref()).map_err(err)?;
+    if !o.parts.iter().any(|p| p == "ycsb") {
+        warn_ignored(std::slice::from_ref(&c));
+    }
     c.record_count = o.records.unwrap_or(if o.quick { 1000 } else { 10_000 });
     c.operation_count = o.operations.unwrap_or(if o.quick { 5000 } else { 20_000 });
     let bytes = c.record_count * (c.record_len() as u64 + 200);
