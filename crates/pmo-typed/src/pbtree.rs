@@ -239,16 +239,27 @@ where
         V::LAYOUT_OK
     };
     fn for_each_block(&self, h: &Ctx, f: &mut dyn FnMut(u64)) -> Result<()> {
+        // The walk (what `TypedHeap::check` runs) also counts nodes and entries: a header
+        // whose counts were altered would otherwise pass until an update trusts them.
+        let (mut nodes, mut entries) = (0u64, 0u64);
         self.walk(h, &mut |node, h| {
             f(node.off);
-            if V::OWNS_BLOCKS && node.is_leaf() {
-                for i in 0..node.n() {
-                    // SAFETY: `i < n <= B`: a value of the owned leaf; shared borrow.
-                    unsafe { &*node.vals().add(i) }.for_each_block(h, f)?;
+            nodes += 1;
+            if node.is_leaf() {
+                entries += node.n() as u64;
+                if V::OWNS_BLOCKS {
+                    for i in 0..node.n() {
+                        // SAFETY: `i < n <= B`: a value of the owned leaf; shared borrow.
+                        unsafe { &*node.vals().add(i) }.for_each_block(h, f)?;
+                    }
                 }
             }
             Ok(())
-        })
+        })?;
+        if nodes != self.nodes || entries != self.len {
+            return Err(TypedError::Corrupt("B-tree counts disagree with its nodes"));
+        }
+        Ok(())
     }
     fn release(&mut self, h: &Ctx) -> Result<()> {
         self.clear(h)

@@ -236,13 +236,28 @@ where
         let t = self.table(h)?;
         if let Some(t) = t {
             f(self.table);
-            if V::OWNS_BLOCKS {
-                for i in 0..t.cap {
-                    // SAFETY: `i < cap`, inside the owned table; shared borrow.
-                    if unsafe { *t.ctrl.add(i) } >= 0x80 {
-                        unsafe { &*t.val(i) }.for_each_block(h, f)?;
+            // The walk (what `TypedHeap::check` runs) also counts the slots: a header whose
+            // counts were altered would otherwise pass until an update trusts them.
+            let (mut full, mut deleted) = (0u64, 0u64);
+            for i in 0..t.cap {
+                // SAFETY: `i < cap`, inside the owned table.
+                match unsafe { *t.ctrl.add(i) } {
+                    c if c >= 0x80 => {
+                        full += 1;
+                        if V::OWNS_BLOCKS {
+                            // SAFETY: slot `i` is full, inside the owned table; shared borrow.
+                            unsafe { &*t.val(i) }.for_each_block(h, f)?;
+                        }
                     }
+                    DELETED => deleted += 1,
+                    EMPTY => {}
+                    _ => return Err(TypedError::Corrupt("hash map control byte is invalid")),
                 }
+            }
+            if full != self.len || full + deleted != self.used {
+                return Err(TypedError::Corrupt(
+                    "hash map counts disagree with its table",
+                ));
             }
         }
         Ok(())

@@ -258,8 +258,9 @@ struct Counted {
     hash: PHashMap<u64, u64>,
 }
 
-/// The counts in a map's header (entries, nodes, used slots) altered outside pmo: inserts and
-/// removals that would take a count past its range are refused, never an overflow.
+/// The counts in a map's header (entries, nodes, used slots) altered outside pmo: the checker
+/// finds every one, and inserts and removals that would take a count past its range are
+/// refused, never an overflow.
 #[test]
 fn altered_map_counts_are_refused_not_overflowed() {
     let sp = ScratchPool::new("counts", 16 << 20);
@@ -295,6 +296,15 @@ fn altered_map_counts_are_refused_not_overflowed() {
         }
         a.psync().unwrap();
         a.detach().unwrap();
+        // The checker counts what the walk finds against every header.
+        {
+            let heap = TypedHeap::open(&sp.pool, "t", KEY).unwrap();
+            match heap.check::<Counted>() {
+                Err(TypedError::Corrupt(_)) => {}
+                other => panic!("{what}: check gave {other:?}, not Corrupt"),
+            }
+            heap.detach().unwrap();
+        }
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut heap = TypedHeap::open(&sp.pool, "t", KEY).unwrap();
             let (r, h) = heap.root::<Counted>().unwrap();

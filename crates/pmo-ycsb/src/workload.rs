@@ -290,8 +290,11 @@ impl Workload {
                     return Err(format!("workload={v}: only CoreWorkload is supported"))
                 }
                 // Honoured at the one value this driver supports (checked just above).
-                "minscanlength" | "fieldlengthdistribution" | "insertstart"
-                | "scanlengthdistribution" | "workload" => {}
+                "minscanlength"
+                | "fieldlengthdistribution"
+                | "insertstart"
+                | "scanlengthdistribution"
+                | "workload" => {}
                 k if NO_EFFECT_HERE.contains(&k) => {}
                 _ => w.ignored.push(format!("{k}={v}")),
             }
@@ -354,7 +357,10 @@ mod tests {
              target = 100\n",
         )
         .unwrap();
-        assert_eq!(w.ignored, ["recordcout=5000", "threadcount=8", "target=100"]);
+        assert_eq!(
+            w.ignored,
+            ["recordcout=5000", "threadcount=8", "target=100"]
+        );
         assert_eq!(w.record_count, 1000, "the misspelt key changed nothing");
     }
 
