@@ -1,4 +1,4 @@
-//! The one way the commands write: [`outln!`] and [`out!`] for standard output, [`errln!`] for
+//! The one way the commands write: `outln!` and `out!` for standard output, `errln!` for
 //! standard error. Nothing here panics on I/O (unlike `println!`): a closed standard output
 //! (`pmo list | head -1`) becomes [`StdoutClosed`], which `main` turns into a quiet exit, and
 //! any other write error becomes an ordinary error.
@@ -28,7 +28,7 @@ pub fn stdout_error(e: std::io::Error) -> anyhow::Error {
     }
 }
 
-/// Write to standard output; see [`outln!`].
+/// Write to standard output; see `outln!`.
 pub fn stdout(args: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
     std::io::stdout()
         .lock()

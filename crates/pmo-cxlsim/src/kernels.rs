@@ -3,7 +3,7 @@
 //!
 //! Owns the kernels and [`generate`]. Each kernel computes for real on a [`Recorder`] region (so
 //! its access pattern is the one the algorithm makes) and follows the loop-checkpoint recipe of
-//! Elnawawy et al. (paper ref. [26]): at the end of each outer-loop iteration a thread flushes
+//! Elnawawy et al. (paper ref. \[26\]): at the end of each outer-loop iteration a thread flushes
 //! every line it wrote in that iteration plus its loop-index line, then fences. Threads are
 //! logical: the generator interleaves them deterministically, and the traces carry no barriers
 //! (each thread's trace is its own program order; see docs/cxlsim.md).

@@ -8,7 +8,7 @@
 //! | [`model`] | evaluation: variables, overrides, `cvar-gamma`, filesets, threads, flowops |
 //! | [`personalities`] | the project's own four default personalities (fileserver, varmail, webproxy, webserver) |
 //! | [`backend`] | where files live: the pmo file store, or a directory through POSIX calls |
-//! | [`bench`] | `pmo bench filebench`: the design-space matrix, records, tables, figures |
+//! | [`bench`](mod@bench) | `pmo bench filebench`: the design-space matrix, records, tables, figures |
 //! | [`run`] | the interpreter: fileset setup, threads, flowops, sync modes, per-flowop figures |
 //! | [`events`] | `eventgen`, and what `opslimit` and `finishoncount` count (Filebench's semantics) |
 #![deny(unsafe_code)]

@@ -3,10 +3,10 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`pool`] | `Pool`: open, init, create, destroy, list, info, check, attach |
-//! | [`attachment`] | `Attachment`: psync, rollback, stats, detach (GIL released) |
-//! | [`region`] | `Region`: the buffer exporter over the mapping, with counted exports |
-//! | [`errors`] | the exception hierarchy |
+//! | `pool` | `Pool`: open, init, create, destroy, list, info, check, attach |
+//! | `attachment` | `Attachment`: psync, rollback, stats, detach (GIL released) |
+//! | `region` | `Region`: the buffer exporter over the mapping, with counted exports |
+//! | `errors` | the exception hierarchy |
 #![deny(unsafe_code)]
 
 mod attachment;

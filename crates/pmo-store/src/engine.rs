@@ -81,7 +81,7 @@ impl MappedPages {
     /// page in, but must not fail) while the value or a copy of it is used. Other threads may
     /// store into the pages meanwhile: a commit then persists some mix of their old and new
     /// bytes (a racing writer's page is dirty again, and the next psync commits it); reads
-    /// through [`MappedPages::page`] go only to copies and to sealers that read each byte once.
+    /// through `MappedPages::page` go only to copies and to sealers that read each byte once.
     pub unsafe fn new(base: *const u8, npages: u64) -> MappedPages {
         MappedPages {
             base,

@@ -1005,7 +1005,7 @@ impl PredictHook {
 }
 
 /// The worker half: this attachment's job in the process-wide pool of workers
-/// ([`pool`]), which decrypt and install its predicted pages. Dropping it (or [`Predictor::finish`])
+/// (`pool`), which decrypt and install its predicted pages. Dropping it (or [`Predictor::finish`])
 /// removes the job; when that returns no worker uses the view any more (the attachment drops
 /// it before its view).
 pub struct Predictor {

@@ -27,7 +27,7 @@
 //!
 //! The stable address: a resize keeps the PMO's base address whenever the grown range overlaps
 //! no other PMO's range, and pcreate leaves each PMO [`ADDRESS_HEADROOM`] times its size of
-//! address space ([`address_for`]): so a PMO grows at least that far without its address
+//! address space (`address_for`): so a PMO grows at least that far without its address
 //! moving, and pointers into a grown PMO stay valid after it is re-attached.
 
 use std::path::Path;

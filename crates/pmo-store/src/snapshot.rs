@@ -6,7 +6,7 @@
 //! overwrite the slot that was current then. The snapshot takes no attach lock and never
 //! stops the writer; it copies in passes, like a live migration's pre-copy:
 //!
-//! 1. read the committed map of the newest psync `s` ([`PmoCore::committed_map`]: the map on
+//! 1. read the committed map of the newest psync `s` (`PmoCore::committed_map`: the map on
 //!    the medium with the journal of `s` applied, read again if a psync commits meanwhile)
 //!    and verify it as an attach does (`secure`: the version-table MAC of the trailer);
 //! 2. copy every page whose committed entry differs from the entry its copy was taken from
@@ -18,7 +18,7 @@
 //! 3. when a pass copied every page it needed, each page of the copy holds the contents its
 //!    entry in the map of that pass's `s` names: the copy is exactly the PMO as of psync `s`.
 //!    The psynced changes in the sub-page log over that commit (`docs/commit.md`) are then
-//!    read ([`crate::sublog::read_live`]: a prefix of the log, bracketed by an unchanged
+//!    read (`sublog::read_live`: a prefix of the log, bracketed by an unchanged
 //!    newest commit, else another pass) and overlaid on the pages they change, so the copy
 //!    is the PMO as of the last record's psync.
 //!    The whole-PMO checksum (`wedi`) is then checked on the copy, and the source entry must

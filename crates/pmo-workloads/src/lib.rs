@@ -5,7 +5,7 @@
 //!
 //! Glossary:
 //! - *step*: one iteration of a kernel's critical loop (the unit psyncs are counted in);
-//! - *psync interval*: `iters_per_psync` steps, derived from an unprotected run ([`calibrate`]);
+//! - *psync interval*: `iters_per_psync` steps, derived from an unprotected run ([`calibrate`](mod@calibrate));
 //! - *attach session*: attach, K psyncs, detach (K = `session_psyncs`, the paper's "attach
 //!   session size");
 //! - *reference*: the kernel run on a `Vec` in DRAM, the verifier's expected result.
@@ -15,8 +15,8 @@
 //! | [`kernels`] | the five kernels, their layouts, inputs, steps and sizes |
 //! | [`par`] | splitting one step over scoped threads |
 //! | [`mem`] | the only unsafe code: PMO memory lent as `&mut [f64]` |
-//! | [`calibrate`] | the DRAM reference run and the psync tempo |
-//! | [`run`] | the attach-session driver, timing and verification |
+//! | [`calibrate`](mod@calibrate) | the DRAM reference run and the psync tempo |
+//! | [`run`](mod@run) | the attach-session driver, timing and verification |
 //!
 //! ```no_run
 //! use pmo_workloads::{run, RunConfig, Size, Workload};
