@@ -991,7 +991,13 @@ fn declare_ranges_commits_each_range_or_refuses_the_whole_batch() {
         a.detach().unwrap();
         assert_eq!(contents(&pool, "a").unwrap(), model, "{scheme:?}");
 
-        let r = pool.attach("a", Perm::Read, KEY).unwrap();
+        // Relocatable like every attach here: the tests' pools share one base address, and
+        // another test's attachment may hold "a"'s stable address at this moment.
+        let opts = AttachOptions {
+            relocate: true,
+            ..Default::default()
+        };
+        let r = pool.attach_with("a", Perm::Read, KEY, opts).unwrap();
         let err = r.declare_ranges(&[(0, 8)]).unwrap_err();
         assert!(matches!(err, StoreError::ReadOnly(_)), "{err}");
     }
