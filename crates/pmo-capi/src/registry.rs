@@ -930,8 +930,11 @@ mod tests {
         );
         assert!(reg.read().detached.is_empty());
         reg.detach(r).unwrap();
-        let st = reg.read();
-        assert_eq!(st.detached.get(&a), Some(&(2 * 4096)));
+        {
+            let st = reg.read();
+            assert_eq!(st.detached.get(&a), Some(&(2 * 4096)));
+        }
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 
     #[test]

@@ -157,11 +157,13 @@ mod tests {
 
     #[test]
     fn operations_are_held_to_the_rate() {
-        // 400 events/s; 60 operations after the first must wait for 60 events: >= 150 ms.
+        // 400 events/s; 60 operations after the first must wait for 60 events: >= 150 ms
+        // from the generator's start (so `t` is taken before it: events it made before `t`
+        // would shorten the wait measured from `t`).
+        let t = Instant::now();
         let gen = EventGen::new(Some(400.0)).unwrap();
         let stop = AtomicBool::new(false);
         let mut l = OpsLimit::default();
-        let t = Instant::now();
         let deadline = t + Duration::from_secs(10);
         l.run(0, Some(&gen), &stop, deadline);
         for ops in 1..=60 {
@@ -180,10 +182,10 @@ mod tests {
         // 20 events/s = 20 MiB/s; 3 MiB after the first run owe 4 events (3 + 1): >= 190 ms,
         // and the extra MiB is credited, so the next 1 MiB costs nothing.
         const MIB: u64 = 1 << 20;
+        let t = Instant::now(); // before the generator starts (see above)
         let gen = EventGen::new(Some(20.0)).unwrap();
         let stop = AtomicBool::new(false);
         let mut l = OpsLimit::default();
-        let t = Instant::now();
         let deadline = t + Duration::from_secs(10);
         l.run_in(0, MIB, Some(&gen), &stop, deadline);
         l.run_in(3 * MIB, MIB, Some(&gen), &stop, deadline);

@@ -135,18 +135,27 @@ mod tests {
     fn wakeup_releases_a_blocked_thread_and_a_lost_wakeup_is_lost() {
         let p = Arc::new(SyncPoint::new(0));
         let stop = AtomicBool::new(false);
-        p.wake(); // nobody waits: lost
+        // Nobody waits: this wakeup is lost, and a block after it waits for the next one (here:
+        // until its deadline).
+        p.wake();
+        let t0 = Instant::now();
+        assert!(!p.block(&stop, t0 + Duration::from_millis(100)));
+        assert!(t0.elapsed() >= Duration::from_millis(100));
+        // A wakeup releases a blocked thread. Whether the thread blocks yet cannot be seen
+        // from here (a wakeup before it would be lost): wake until it is released.
         let q = p.clone();
         let t = std::thread::spawn(move || {
             let stop = AtomicBool::new(false);
-            let t0 = Instant::now();
-            assert!(q.block(&stop, far()));
-            t0.elapsed()
+            q.block(&stop, far())
         });
-        std::thread::sleep(Duration::from_millis(150));
-        p.wake();
-        let waited = t.join().unwrap();
-        assert!(waited >= Duration::from_millis(100), "{waited:?}");
+        while !t.is_finished() {
+            p.wake();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            t.join().unwrap(),
+            "released by a wakeup, not by its deadline"
+        );
         // The run's end releases a block nobody wakes.
         let t0 = Instant::now();
         assert!(!p.block(&stop, Instant::now() + Duration::from_millis(50)));

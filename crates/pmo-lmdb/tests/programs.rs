@@ -4,13 +4,25 @@
 
 mod common;
 
+use std::sync::{Mutex, MutexGuard};
+
 use common::{stat_field, TestPool};
 use pmo_store::Scheme;
 
 const SCHEMES: [&str; 2] = ["secure", "sp-ip"];
 
+/// The backend is process-wide: `make_env` installs its pool's, and every `TestPool`'s drop
+/// uninstalls whatever is installed. One test at a time, so that no other test's pool is
+/// dropped between a test's install and its open.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn mtests_pass_on_pmos_and_mdb_stat_reads_their_environments() {
+    let _serial = serial();
     for scheme in SCHEMES {
         let tp = TestPool::new("mtest", scheme, 1 << 30);
         for prog in ["mtest", "mtest2", "mtest3", "mtest4", "mtest5", "mtest6"] {
@@ -49,6 +61,7 @@ fn mtests_pass_on_pmos_and_mdb_stat_reads_their_environments() {
 /// attachment through the patch's write hook; its tests pass and mdb_stat reads the result.
 #[test]
 fn mtests_pass_on_a_pmo_without_writemap() {
+    let _serial = serial();
     let tp = TestPool::new("nowritemap", "secure", 1 << 30);
     for prog in ["mtest", "mtest2", "mtest3", "mtest5"] {
         let _ = tp.pool.pdestroy("testdb", common::KEY.as_bytes());
@@ -94,6 +107,7 @@ fn body(dump: &str) -> String {
 
 #[test]
 fn tools_dump_load_copy_drop_and_stat_pmo_environments() {
+    let _serial = serial();
     for scheme in SCHEMES {
         let tp = TestPool::new("tools", scheme, 1 << 30);
         make_env(&tp, "src", 500);

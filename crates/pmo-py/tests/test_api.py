@@ -250,37 +250,49 @@ def test_numpy_round_trip_across_processes(pool):
 
 def test_busy_across_processes_and_gil_released_while_waiting(pool):
     pool.create("m", 4096, KEY)
+    # The holder detaches when told (a line on its stdin, or its end), not after a fixed time:
+    # a loaded machine may take any time between its report and the checks below.
     holder = child("""
         pool = pmo.Pool(sys.argv[1])
         obj = pool.attach("m", sys.argv[2], mode="w")
         print("attached", flush=True)
-        time.sleep(1.0)
+        sys.stdin.readline()
         obj.detach()
-    """, pool.path, KEY)
-    assert holder.stdout.readline().strip() == "attached"
-    with pytest.raises(pmo.Busy, match="PMO 'm' is attached"):
-        pool.attach("m", KEY)
-    with pytest.raises(pmo.Busy):
-        pool.destroy("m", KEY)
-    # While attach waits for the holder, another Python thread runs: the GIL is released.
-    ticks = []
-    stop = threading.Event()
-
-    def ticker():
-        while not stop.is_set():
-            ticks.append(time.monotonic())
-            time.sleep(0.01)
-
-    t = threading.Thread(target=ticker)
-    t0 = time.monotonic()
-    t.start()
+    """, pool.path, KEY, stdin=subprocess.PIPE)
     try:
-        with pool.attach("m", KEY, mode="w", wait=30.0):
-            waited = time.monotonic() - t0
+        assert holder.stdout.readline().strip() == "attached", holder.stderr.read()
+        with pytest.raises(pmo.Busy, match="PMO 'm' is attached"):
+            pool.attach("m", KEY)
+        with pytest.raises(pmo.Busy):
+            pool.destroy("m", KEY)
+        # While attach waits for the holder, another Python thread runs: the GIL is released.
+        # That thread tells the holder to detach once it has ticked 20 times and 0.5 s have
+        # passed, so an attach that kept the GIL would never see the holder go (Busy at 30 s).
+        ticks = []
+        stop = threading.Event()
+
+        def ticker():
+            told = False
+            while not stop.is_set():
+                ticks.append(time.monotonic())
+                if not told and len(ticks) >= 20 and ticks[-1] - t0 >= 0.5:
+                    holder.stdin.write("detach\n")
+                    holder.stdin.flush()
+                    told = True
+                time.sleep(0.01)
+
+        t = threading.Thread(target=ticker)
+        t0 = time.monotonic()
+        t.start()
+        try:
+            with pool.attach("m", KEY, mode="w", wait=30.0):
+                waited = time.monotonic() - t0
+        finally:
+            stop.set()
+            t.join()
     finally:
-        stop.set()
-        t.join()
-    holder.wait(timeout=30)
+        holder.stdin.close()
+        holder.wait(timeout=30)
     assert waited > 0.3
     during = [x for x in ticks if x < t0 + waited]
     assert len(during) >= 10, f"only {len(during)} ticks while attach waited {waited:.2f} s"

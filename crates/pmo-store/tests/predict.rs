@@ -5,7 +5,7 @@
 //! predicted (clean) page that is written later is committed by psync.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -355,14 +355,15 @@ fn writes_racing_with_predicted_installs_survive() {
     eprintln!("writes racing with installs: {lost_races} installs lost the race (not installed)");
 }
 
-/// Serves every page as `fill_byte`, optionally slowly; counts fills; notifies a hook if set.
+/// Serves every page as `fill_byte`, optionally held until the test releases it; counts fills
+/// begun; notifies a hook if set.
 struct TestSource {
     fill_byte: u8,
-    delay: Duration,
+    /// While set, a fill that has begun waits (the worker's source only: normal context).
+    hold: AtomicBool,
     hook: Option<Arc<PredictHook>>,
     /// Fills begun.
     started: AtomicU64,
-    fills: AtomicU64,
 }
 
 impl PageSource for TestSource {
@@ -370,13 +371,12 @@ impl PageSource for TestSource {
         if let Some(h) = &self.hook {
             h.notify(page);
         }
-        self.started.fetch_add(1, Ordering::Relaxed);
-        if !self.delay.is_zero() {
-            // Only the worker's source sleeps (normal context, never the fault path).
-            std::thread::sleep(self.delay);
+        self.started.fetch_add(1, Ordering::SeqCst);
+        // Only the worker's source is ever held (normal context, never the fault path).
+        while self.hold.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
         }
         dst.fill(self.fill_byte);
-        self.fills.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
     fn label(&self) -> &str {
@@ -384,10 +384,10 @@ impl PageSource for TestSource {
     }
 }
 
-/// The race made certain: the worker's source takes 50 ms a page and returns stale bytes; once
-/// the worker is inside its first fill (page 3), the application writes pages 3..35. Every write
-/// survives, and the stale install of page 3 reports that it lost (`View::install` installs only
-/// absent pages).
+/// The race made certain: the worker's source returns stale bytes, and its first fill (a page of
+/// the window 3..35, walked from the far end) is held until the application has written pages
+/// 3..35. Every write survives, and the stale install reports that it lost (`View::install`
+/// installs only absent pages).
 #[test]
 fn stale_install_never_overwrites_a_written_page() {
     let _serial = serial();
@@ -398,17 +398,15 @@ fn stale_install_never_overwrites_a_written_page() {
             .unwrap();
         let fault_source = Arc::new(TestSource {
             fill_byte: 0x11,
-            delay: Duration::ZERO,
+            hold: AtomicBool::new(false),
             hook: Some(hook.clone()),
             started: AtomicU64::new(0),
-            fills: AtomicU64::new(0),
         });
         let worker_source = Arc::new(TestSource {
             fill_byte: 0x5A, // stale
-            delay: Duration::from_millis(50),
+            hold: AtomicBool::new(true),
             hook: None,
             started: AtomicU64::new(0),
-            fills: AtomicU64::new(0),
         });
         let vopts = ViewOptions {
             mechanism: Some(mech),
@@ -429,25 +427,25 @@ fn stale_install_never_overwrites_a_written_page() {
         for p in 0..3 {
             assert_eq!(read(p), 0x11);
         }
-        // Wait until the worker is inside its fill of page 3 (50 ms), then write 3..35.
+        // Wait until the worker is inside its first fill (held), then write 3..35.
         let t0 = Instant::now();
-        while worker_source.started.load(Ordering::Relaxed) < 1
-            && t0.elapsed() < Duration::from_secs(10)
-        {
-            std::thread::yield_now();
-        }
-        for p in 3..35 {
-            write(p, 0xC0 | p as u8);
-        }
-        // Let the worker finish that fill and try to install it.
-        while worker_source.fills.load(Ordering::Relaxed) < 1
-            && t0.elapsed() < Duration::from_secs(10)
+        while worker_source.started.load(Ordering::SeqCst) < 1
+            && t0.elapsed() < Duration::from_secs(60)
         {
             std::thread::sleep(Duration::from_millis(1));
         }
-        std::thread::sleep(Duration::from_millis(5));
-        let s = hook.stats();
-        drop(predictor);
+        assert!(
+            worker_source.started.load(Ordering::SeqCst) >= 1,
+            "{mech}: the worker never began a fill"
+        );
+        for p in 3..35 {
+            write(p, 0xC0 | p as u8);
+        }
+        // Let the worker finish that fill and try to install it. `finish` stops the workers
+        // after the page in hand and waits for them to let go, so its counts include that
+        // install.
+        worker_source.hold.store(false, Ordering::SeqCst);
+        let s = predictor.finish();
         for p in 3..35 {
             assert_eq!(read(p), 0xC0 | p as u8, "{mech}: page {p} was overwritten");
         }
@@ -474,17 +472,15 @@ fn workers_install_ahead_of_a_stream_on_a_bare_view() {
             .unwrap();
         let fault_source = Arc::new(TestSource {
             fill_byte: 0x22,
-            delay: Duration::ZERO,
+            hold: AtomicBool::new(false),
             hook: Some(hook.clone()),
             started: AtomicU64::new(0),
-            fills: AtomicU64::new(0),
         });
         let worker_source = Arc::new(TestSource {
             fill_byte: 0x33,
-            delay: Duration::ZERO,
+            hold: AtomicBool::new(false),
             hook: None,
             started: AtomicU64::new(0),
-            fills: AtomicU64::new(0),
         });
         let vopts = ViewOptions {
             mechanism: Some(mech),
@@ -667,17 +663,15 @@ fn one_pool_of_workers_serves_every_view() {
             .unwrap();
         let fault_source = Arc::new(TestSource {
             fill_byte,
-            delay: Duration::ZERO,
+            hold: AtomicBool::new(false),
             hook: Some(hook.clone()),
             started: AtomicU64::new(0),
-            fills: AtomicU64::new(0),
         });
         let worker_source = Arc::new(TestSource {
             fill_byte: fill_byte + 1,
-            delay: Duration::ZERO,
+            hold: AtomicBool::new(false),
             hook: None,
             started: AtomicU64::new(0),
-            fills: AtomicU64::new(0),
         });
         let vopts = ViewOptions {
             writable: false,

@@ -675,14 +675,17 @@ fn a_live_snapshot_export_and_copy_overlay_the_writers_live_records() {
 
 #[test]
 fn live_snapshots_beside_a_psyncing_writer_are_each_as_of_one_psync() {
+    use std::time::{Duration, Instant};
+    const PATIENCE: Duration = Duration::from_secs(120);
     for scheme in schemes() {
         let (_m, pool) = setup(scheme);
         // The state each returned psync committed, with the records over its page commit.
         let history = std::sync::Mutex::new(vec![(0u64, vec![0u8; SIZE])]);
         let done = std::sync::atomic::AtomicBool::new(false);
-        // Snapshots that met live records (the writer goes on until a few did, or for 2000
-        // psyncs: the assertion at the end reports a machine too loaded to interleave them).
+        // Snapshots that met live records, and snapshots taken (the writer goes on until a few
+        // met records, or for 2000 psyncs).
         let met = AtomicUsize::new(0);
+        let taken = AtomicUsize::new(0);
         std::thread::scope(|s| {
             s.spawn(|| {
                 let a = pool.attach_with("a", Perm::Write, KEY, declared()).unwrap();
@@ -706,6 +709,18 @@ fn live_snapshots_beside_a_psyncing_writer_are_each_as_of_one_psync() {
                         (seq, records) = (st.seq, 0);
                     }
                     history.lock().unwrap().push((records, model.clone()));
+                    // A snapshot that a psync overlaps closes the gate, so the psyncs commit
+                    // pages and it meets no records: on a loaded machine every snapshot of the
+                    // first 100 psyncs may have. Then the writer, records live, leaves one
+                    // snapshot whole to itself: it begins after the one in progress ends.
+                    if i >= 100 && records > 0 && met.load(Ordering::SeqCst) == 0 {
+                        let t0 = Instant::now();
+                        let until = taken.load(Ordering::SeqCst) + 2;
+                        while taken.load(Ordering::SeqCst) < until {
+                            assert!(t0.elapsed() < PATIENCE, "{scheme}: no snapshot for 120 s");
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                    }
                 }
                 // The detach folds the records: the same state, over a page commit.
                 a.detach().unwrap();
@@ -715,25 +730,34 @@ fn live_snapshots_beside_a_psyncing_writer_are_each_as_of_one_psync() {
             let mut k = 0;
             while !done.load(Ordering::SeqCst) || k < 2 {
                 let (_, rep) = pool.snapshot("a", "s", KEY, None, &mut |_, _| {}).unwrap();
+                // The psync the snapshot is as of had committed before it returned, but the
+                // writer records a state only once its psync returns: it is recorded now, or
+                // by the writer's next record, or once the writer is done.
+                let recorded = history.lock().unwrap().len();
                 if rep.log_records > 0 {
                     met.fetch_add(1, Ordering::SeqCst);
                 }
+                taken.fetch_add(1, Ordering::SeqCst);
                 let got = contents(&pool, "s").unwrap();
                 pool.pdestroy("s", KEY).unwrap();
-                // The writer records a state once its psync returns: wait for it.
-                let want = (0..2000).find_map(|_| {
-                    let found = history
-                        .lock()
-                        .unwrap()
-                        .iter()
-                        .any(|(r, h)| *r == rep.log_records && *h == got);
-                    if !found {
-                        std::thread::sleep(std::time::Duration::from_millis(1));
+                let t0 = Instant::now();
+                let found = loop {
+                    let finished = done.load(Ordering::SeqCst);
+                    let h = history.lock().unwrap();
+                    if h.iter()
+                        .any(|(r, state)| *r == rep.log_records && *state == got)
+                    {
+                        break true;
                     }
-                    found.then_some(())
-                });
+                    if finished || h.len() > recorded {
+                        break false;
+                    }
+                    drop(h);
+                    assert!(t0.elapsed() < PATIENCE, "{scheme}: no psync for 120 s");
+                    std::thread::sleep(Duration::from_millis(1));
+                };
                 assert!(
-                    want.is_some(),
+                    found,
                     "{scheme}: snapshot {k} is not the state of a psync {} records after a page commit: {rep:?}",
                     rep.log_records
                 );
@@ -991,7 +1015,13 @@ fn declare_ranges_commits_each_range_or_refuses_the_whole_batch() {
         a.detach().unwrap();
         assert_eq!(contents(&pool, "a").unwrap(), model, "{scheme:?}");
 
-        let r = pool.attach("a", Perm::Read, KEY).unwrap();
+        // Relocatable like every attach here: the tests' pools share one base address, and
+        // another test's attachment may hold "a"'s stable address at this moment.
+        let opts = AttachOptions {
+            relocate: true,
+            ..Default::default()
+        };
+        let r = pool.attach_with("a", Perm::Read, KEY, opts).unwrap();
         let err = r.declare_ranges(&[(0, 8)]).unwrap_err();
         assert!(matches!(err, StoreError::ReadOnly(_)), "{err}");
     }
