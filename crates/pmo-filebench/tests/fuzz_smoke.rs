@@ -211,3 +211,24 @@ fn mutated_workloads_give_errors_not_panics() {
     // The mutations reach every stage (not only syntax errors).
     assert!(reached.iter().all(|&n| n > 0), "{reached:?}");
 }
+
+/// The error `text` evaluates to (after [`within`] showed it answers at all).
+fn error_of(text: &str) -> String {
+    match pmo_filebench::Workload::from_text(pmo_filebench::fuzzing::FILE, text, &[]) {
+        Ok(_) => panic!("{text:?} evaluated"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Found by review, confirmed here: a randtable row's percentage drove a loop of that many
+/// pushes, so `{{1e15, 1, 2}}` ran out of memory instead of being refused.
+#[test]
+fn a_huge_randtable_percentage_is_refused() {
+    let text = "set $r = randvar(type=tabular, randtable = {{1e15, 1, 2}})\n";
+    assert_eq!(within(text.as_bytes().to_vec(), 20), Reached::Invalid);
+    let e = error_of(text);
+    assert!(
+        e.starts_with("fuzz.f:1: ") && e.contains("more than 100%"),
+        "{e}"
+    );
+}
