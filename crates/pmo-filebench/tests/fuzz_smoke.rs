@@ -232,3 +232,27 @@ fn a_huge_randtable_percentage_is_refused() {
         "{e}"
     );
 }
+
+/// Found by review, confirmed here: a long sum is a deep expression tree (and nested randvars
+/// a deep recursion of the parser); evaluating, cloning or dropping it overflowed the stack
+/// (an abort, not an error). Refused with the line and column where it gets too deep.
+#[test]
+fn a_deep_value_is_refused_without_a_stack_overflow() {
+    let sum = format!("set $a = 1{}\n", " + 1".repeat(200_000));
+    let nested = format!(
+        "set $a = {}1{}\n",
+        "randvar(mean=".repeat(20_000),
+        ")".repeat(20_000)
+    );
+    for text in [sum, nested] {
+        assert_eq!(within(text.clone().into_bytes(), 20), Reached::Syntax);
+        let e = error_of(&text);
+        assert!(
+            e.starts_with("fuzz.f:1:") && e.contains("nested deeper than 64"),
+            "{e}"
+        );
+    }
+    // 64 levels are still a value.
+    let ok = format!("set $a = 1{}\n", " + 1".repeat(63));
+    assert_eq!(parse_and_plan(ok.as_bytes()), Reached::Planned);
+}
