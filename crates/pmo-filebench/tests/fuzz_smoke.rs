@@ -256,3 +256,27 @@ fn a_deep_value_is_refused_without_a_stack_overflow() {
     let ok = format!("set $a = 1{}\n", " + 1".repeat(63));
     assert_eq!(parse_and_plan(ok.as_bytes()), Reached::Planned);
 }
+
+/// Found by review, confirmed here: composite flowops whose uses expand to nothing, nested,
+/// multiply without adding a flowop: 20 uses per level over 7 levels are 20^7 expansions of a
+/// 2 KiB file (it ran for minutes; each expansion also copied every variable).
+#[test]
+fn nested_empty_composites_do_not_hang() {
+    let mut text = String::from("define flowop name=c0 {\n}\n");
+    for level in 1..8 {
+        text.push_str(&format!("define flowop name=c{level} {{\n"));
+        for _ in 0..20 {
+            text.push_str(&format!("flowop c{}\n", level - 1));
+        }
+        text.push_str("}\n");
+    }
+    text.push_str(
+        "define process name=p {\nthread name=t {\nflowop c7\nflowop delay value=1\n}\n}\n",
+    );
+    assert_eq!(within(text.clone().into_bytes(), 20), Reached::Invalid);
+    let e = error_of(&text);
+    assert!(
+        e.starts_with("fuzz.f:") && e.contains("steps to unroll"),
+        "{e}"
+    );
+}
