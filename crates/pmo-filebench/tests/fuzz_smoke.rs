@@ -280,3 +280,29 @@ fn nested_empty_composites_do_not_hang() {
         "{e}"
     );
 }
+
+/// Found by review: a workload path was read whole whatever it was, so `/dev/zero` (or a fifo,
+/// or a huge file) was read until memory ran out. A device, a directory and a file over
+/// 1 MiB are errors naming the path.
+#[test]
+fn workload_paths_that_are_no_workload_files_are_refused() {
+    use pmo_filebench::bench::{read_workload_file, MAX_WORKLOAD_FILE};
+    let e = read_workload_file(Path::new("/dev/zero")).unwrap_err();
+    assert!(
+        e.to_string().contains("/dev/zero: not a regular file"),
+        "{e}"
+    );
+    let dir = std::env::temp_dir();
+    let e = read_workload_file(&dir).unwrap_err();
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+    let big = dir.join(format!("pmo-fb-big-{}.f", std::process::id()));
+    std::fs::write(&big, vec![b'#'; MAX_WORKLOAD_FILE as usize + 1]).unwrap();
+    let r = read_workload_file(&big);
+    std::fs::remove_file(&big).unwrap();
+    assert!(r.unwrap_err().to_string().contains("larger than"));
+    let text = read_workload_file(Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/Cargo.toml"
+    )));
+    assert!(text.unwrap().contains("pmo-filebench"));
+}
