@@ -145,14 +145,40 @@ fn load(src: &Source, sets: &[(String, String)]) -> Result<Workload, BenchError>
     let w = match src {
         Source::BuiltIn(n) => personalities::personality(n, sets),
         Source::File(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| BenchError::Io {
-                op: format!("read {}", p.display()),
-                source: e,
-            })?;
+            let text = read_workload_file(p)?;
             Workload::from_text(&p.display().to_string(), &text, sets)
         }
     };
     w.map_err(|e| BenchError::Other(e.to_string()))
+}
+
+/// The largest workload file read (Filebench's are a few KiB).
+pub const MAX_WORKLOAD_FILE: u64 = 1 << 20;
+
+/// The text of workload file `p`: a regular file of at most [`MAX_WORKLOAD_FILE`] bytes (a
+/// device or a fifo, `/dev/zero`, would be read until memory runs out).
+pub fn read_workload_file(p: &std::path::Path) -> Result<String, BenchError> {
+    let err = |source| BenchError::Io {
+        op: format!("read {}", p.display()),
+        source,
+    };
+    let invalid = |msg: String| err(std::io::Error::new(std::io::ErrorKind::InvalidInput, msg));
+    let meta = std::fs::metadata(p).map_err(err)?;
+    if !meta.is_file() {
+        return Err(invalid("not a regular file, so no workload file".into()));
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(std::fs::File::open(p).map_err(err)?, MAX_WORKLOAD_FILE + 1),
+        &mut text,
+    )
+    .map_err(err)?;
+    if text.len() as u64 > MAX_WORKLOAD_FILE {
+        return Err(invalid(format!(
+            "larger than {MAX_WORKLOAD_FILE} bytes, so no workload file"
+        )));
+    }
+    Ok(text)
 }
 
 /// Load every workload with the preset and `--set` applied (checks them before any run).

@@ -162,6 +162,11 @@ enum Tok {
     Newline,
 }
 
+/// The deepest value accepted (a chain of 64 operators, randvars nested 64 deep): evaluating,
+/// cloning and dropping a value recurse once per level, so a long `1 + 1 + ...` must not
+/// overflow the stack.
+pub const MAX_VALUE_DEPTH: usize = 64;
+
 fn is_word(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | '+')
 }
@@ -235,6 +240,8 @@ struct Parser<'a> {
     file: &'a str,
     toks: Vec<(Tok, Pos)>,
     at: usize,
+    /// `randvar(` levels open at the cursor.
+    nest: usize,
 }
 
 impl Parser<'_> {
@@ -299,44 +306,70 @@ impl Parser<'_> {
     /// A value, possibly an arithmetic expression of values (`*` and `/` bind tighter than
     /// `+` and `-`; left to right otherwise).
     fn value(&mut self) -> Result<RawValue, LangError> {
-        let mut v = self.term()?;
+        self.value_d().map(|(v, _)| v)
+    }
+
+    /// A value and its depth (the evaluation's recursion: one level per operator of a chain,
+    /// per nested `randvar(...)`), refused above [`MAX_VALUE_DEPTH`].
+    fn value_d(&mut self) -> Result<(RawValue, usize), LangError> {
+        let (mut v, mut d) = self.term()?;
         while let Some(op @ ('+' | '-')) = self.operator() {
+            let pos = self.peek().map(|t| t.1).unwrap_or_default();
             self.at += 1;
-            let r = self.term()?;
+            let (r, rd) = self.term()?;
+            d = self.deeper(d.max(rd), pos)?;
             v = RawValue::Arith(Box::new(v), op, Box::new(r));
         }
-        Ok(v)
+        Ok((v, d))
     }
 
-    fn term(&mut self) -> Result<RawValue, LangError> {
-        let mut v = self.primary()?;
+    /// One more level over `d`, or an error at `pos` above [`MAX_VALUE_DEPTH`].
+    fn deeper(&self, d: usize, pos: Pos) -> Result<usize, LangError> {
+        if d >= MAX_VALUE_DEPTH {
+            return Err(self.err(
+                pos,
+                format!("a value nested deeper than {MAX_VALUE_DEPTH} (operators or randvars)"),
+            ));
+        }
+        Ok(d + 1)
+    }
+
+    fn term(&mut self) -> Result<(RawValue, usize), LangError> {
+        let (mut v, mut d) = self.primary()?;
         while let Some(op @ ('*' | '/')) = self.operator() {
+            let pos = self.peek().map(|t| t.1).unwrap_or_default();
             self.at += 1;
-            let r = self.primary()?;
+            let (r, rd) = self.primary()?;
+            d = self.deeper(d.max(rd), pos)?;
             v = RawValue::Arith(Box::new(v), op, Box::new(r));
         }
-        Ok(v)
+        Ok((v, d))
     }
 
-    fn primary(&mut self) -> Result<RawValue, LangError> {
+    fn primary(&mut self) -> Result<(RawValue, usize), LangError> {
         match self.next() {
             Some((Tok::Word(w), _)) if w == "cvar" => {
                 if matches!(self.peek(), Some((Tok::Punct('('), _))) {
                     self.at += 1;
-                    return self.cvar();
+                    return Ok((self.cvar()?, 1));
                 }
-                Ok(RawValue::Word(w))
+                Ok((RawValue::Word(w), 1))
             }
             Some((Tok::Word(w), pos)) if w == "randvar" => {
                 if matches!(self.peek(), Some((Tok::Punct('('), _))) {
                     self.at += 1;
-                    return self.randvar(pos, true).map(RawValue::Randvar);
+                    // Refused on the way down too: the parser recurses here.
+                    self.nest = self.deeper(self.nest, pos)?;
+                    let r = self.randvar_d(pos, true);
+                    self.nest -= 1;
+                    let (def, d) = r?;
+                    return Ok((RawValue::Randvar(def), d));
                 }
-                Ok(RawValue::Word(w))
+                Ok((RawValue::Word(w), 1))
             }
-            Some((Tok::Word(w), _)) => Ok(RawValue::Word(w)),
-            Some((Tok::Str(s), _)) => Ok(RawValue::Str(s)),
-            Some((Tok::Var(v), _)) => Ok(RawValue::Var(v)),
+            Some((Tok::Word(w), _)) => Ok((RawValue::Word(w), 1)),
+            Some((Tok::Str(s), _)) => Ok((RawValue::Str(s), 1)),
+            Some((Tok::Var(v), _)) => Ok((RawValue::Var(v), 1)),
             Some((t, pos)) => Err(self.err(pos, format!("expected a value, found {}", show(&t)))),
             None => Err(self.err(self.end_pos(), "expected a value, found the end")),
         }
@@ -374,11 +407,17 @@ impl Parser<'_> {
     /// The attributes of a random variable up to `)` (`paren`) or the end of the statement,
     /// `randtable = {{P, MIN, MAX}, ...}` included; newlines inside are spaces.
     fn randvar(&mut self, pos: Pos, paren: bool) -> Result<RandvarDef, LangError> {
+        self.randvar_d(pos, paren).map(|(def, _)| def)
+    }
+
+    /// [`Parser::randvar`] and its depth (one more than its deepest value).
+    fn randvar_d(&mut self, pos: Pos, paren: bool) -> Result<(RandvarDef, usize), LangError> {
         let mut def = RandvarDef {
             attrs: vec![],
             table: None,
             pos,
         };
+        let mut depth = 0;
         loop {
             self.skip_newlines();
             let (name, apos) = self.word("a randvar attribute")?;
@@ -389,9 +428,12 @@ impl Parser<'_> {
                 if def.table.is_some() {
                     return Err(self.err(apos, "randtable given twice"));
                 }
-                def.table = Some(self.randtable()?);
+                let (table, d) = self.randtable()?;
+                depth = depth.max(d);
+                def.table = Some(table);
             } else {
-                let v = self.value()?;
+                let (v, d) = self.value_d()?;
+                depth = depth.max(d);
                 def.attrs.push((name, v, apos));
             }
             if paren {
@@ -401,9 +443,11 @@ impl Parser<'_> {
                 Some((Tok::Punct(','), _)) => self.at += 1,
                 Some((Tok::Punct(')'), _)) if paren => {
                     self.at += 1;
-                    return Ok(def);
+                    return Ok((def, self.deeper(depth, pos)?));
                 }
-                None | Some((Tok::Newline, _)) if !paren => return Ok(def),
+                None | Some((Tok::Newline, _)) if !paren => {
+                    return Ok((def, self.deeper(depth, pos)?))
+                }
                 Some((t, p)) => {
                     let want = if paren { "',' or ')'" } else { "','" };
                     return Err(self.err(
@@ -417,14 +461,15 @@ impl Parser<'_> {
     }
 
     /// `{{P, MIN, MAX}, {P, MIN, MAX} ...}` (commas between rows optional, newlines free).
-    fn randtable(&mut self) -> Result<Vec<[RawValue; 3]>, LangError> {
+    fn randtable(&mut self) -> Result<(Vec<[RawValue; 3]>, usize), LangError> {
         self.expect_punct('{')?;
         let mut rows = vec![];
+        let mut depth = 0;
         loop {
             self.skip_newlines();
             if matches!(self.peek(), Some((Tok::Punct('}'), _))) {
                 self.at += 1;
-                return Ok(rows);
+                return Ok((rows, depth));
             }
             if !rows.is_empty() && matches!(self.peek(), Some((Tok::Punct(','), _))) {
                 self.at += 1;
@@ -434,7 +479,9 @@ impl Parser<'_> {
             let mut row = vec![];
             for k in 0..3 {
                 self.skip_newlines();
-                row.push(self.value()?);
+                let (v, d) = self.value_d()?;
+                depth = depth.max(d);
+                row.push(v);
                 self.skip_newlines();
                 self.expect_punct(if k < 2 { ',' } else { '}' })?;
             }
@@ -673,7 +720,12 @@ fn show(t: &Tok) -> String {
 /// Parse the text of workload file `file`.
 pub fn parse(file: &str, text: &str) -> Result<Script, LangError> {
     let toks = lex(file, text)?;
-    let mut p = Parser { file, toks, at: 0 };
+    let mut p = Parser {
+        file,
+        toks,
+        at: 0,
+        nest: 0,
+    };
     let mut stmts = Vec::new();
     loop {
         p.skip_newlines();

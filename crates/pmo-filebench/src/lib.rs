@@ -11,11 +11,13 @@
 //! | [`bench`](mod@bench) | `pmo bench filebench`: the design-space matrix, records, tables, figures |
 //! | [`run`] | the interpreter: fileset setup, threads, flowops, sync modes, per-flowop figures |
 //! | [`events`] | `eventgen`, and what `opslimit` and `finishoncount` count (Filebench's semantics) |
+//! | [`fuzzing`] | the body shared by the workload-language fuzz target and its smoke test |
 #![deny(unsafe_code)]
 
 pub mod backend;
 pub mod bench;
 pub mod events;
+pub mod fuzzing;
 pub mod lang;
 pub mod model;
 pub mod personalities;

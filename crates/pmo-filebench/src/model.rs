@@ -334,9 +334,24 @@ struct Eval<'a> {
     vars: HashMap<String, Value>,
     order: Vec<String>,
     overrides: &'a HashMap<String, Value>,
+    /// The scope a composite flowop's body is evaluated in: its `$variables` in `vars`, the
+    /// rest looked up here (not copied for every use of the composite).
+    outer: Option<&'a Eval<'a>>,
 }
 
 impl Eval<'_> {
+    /// Variable `name`, in this scope or an enclosing one.
+    fn lookup(&self, name: &str) -> Option<&Value> {
+        let mut scope = Some(self);
+        while let Some(e) = scope {
+            if let Some(v) = e.vars.get(name) {
+                return Some(v);
+            }
+            scope = e.outer;
+        }
+        None
+    }
+
     fn err(&self, pos: Pos, msg: impl Into<String>) -> LangError {
         LangError {
             file: self.file.into(),
@@ -355,8 +370,7 @@ impl Eval<'_> {
             RawValue::Str(s) => Value::Text(s.clone()),
             RawValue::Flag => Value::Flag,
             RawValue::Var(name) => self
-                .vars
-                .get(name)
+                .lookup(name)
                 .cloned()
                 .ok_or_else(|| self.err(pos, format!("variable '${name}' is not set")))?,
             RawValue::Arith(a, op, b) => {
@@ -620,6 +634,7 @@ impl Workload {
             vars: ov.clone(),
             order: ov.keys().cloned().collect(),
             overrides: &ov,
+            outer: None,
         };
         e.order.sort();
         Workload::evaluate(script, e)
@@ -792,17 +807,13 @@ impl Workload {
                 if e.flag(&t.attrs, "useism")? {
                     note(&mut w, format!("thread '{tname}': useism (Filebench puts the thread's memory in Solaris intimate shared memory): ignored, the thread's memory is its own"));
                 }
-                let mut flowops = vec![];
-                let mut targets = vec![];
-                expand(
-                    &e,
-                    &w,
-                    &composites,
-                    &t.flowops,
-                    0,
-                    &mut flowops,
-                    &mut targets,
-                )?;
+                let mut u = Unrolled::default();
+                expand(&e, &w, &composites, &t.flowops, 0, &mut u)?;
+                let Unrolled {
+                    mut flowops,
+                    targets,
+                    ..
+                } = u;
                 // `target=NAME` names a flowop of the same thread (Filebench looks it up in
                 // the thread's own list).
                 for (k, t) in targets.into_iter().enumerate() {
@@ -931,6 +942,7 @@ pub fn eval_overrides(overrides: &[(String, String)]) -> Result<HashMap<String, 
             vars: HashMap::new(),
             order: vec![],
             overrides: &HashMap::new(),
+            outer: None,
         };
         ov.insert(k.clone(), e.value(value, *pos)?);
     }
@@ -1067,10 +1079,24 @@ fn note(w: &mut Workload, n: String) {
 /// Most flowops one thread may have once its composite flowops are unrolled.
 const MAX_UNROLLED: usize = 100_000;
 
-/// Evaluate a thread's (or composite flowop's) flowop list into `out`, unrolling each use
+/// Most flowop uses (and their attributes) visited to unroll one thread's flowops: a use
+/// that adds a flowop at the bottom of 8 levels of composites is 9 visits.
+const MAX_EXPANSION_STEPS: u64 = 16 * MAX_UNROLLED as u64;
+
+/// A thread's flowops as [`expand`] unrolls them.
+#[derive(Default)]
+struct Unrolled {
+    flowops: Vec<Flowop>,
+    /// Each flowop's `target=` name.
+    targets: Vec<Option<String>>,
+    /// Uses and attributes visited so far ([`MAX_EXPANSION_STEPS`]).
+    steps: u64,
+}
+
+/// Evaluate a thread's (or composite flowop's) flowop list into `u.flowops`, unrolling each use
 /// of a composite flowop: its body `iters` times, with its `$variables` bound to the
 /// definition's defaults and the use's values (Filebench's `flowop_composite` runs the
-/// body's flowops in order, each with its own `iters`, `iters` times). `targets` gets each
+/// body's flowops in order, each with its own `iters`, `iters` times). `u.targets` gets each
 /// flowop's `target=` name.
 fn expand(
     e: &Eval<'_>,
@@ -1078,13 +1104,21 @@ fn expand(
     comps: &HashMap<String, (Attrs, Vec<FlowopDef>)>,
     defs: &[FlowopDef],
     depth: usize,
-    out: &mut Vec<Flowop>,
-    targets: &mut Vec<Option<String>>,
+    u: &mut Unrolled,
 ) -> Result<(), LangError> {
     for f in defs {
+        // Every use visited counts, those that add no flowop (a composite with an empty body)
+        // included: nested, they multiply without growing `u.flowops`.
+        u.steps += 1 + f.attrs.items.len() as u64;
+        if u.steps > MAX_EXPANSION_STEPS {
+            return Err(e.err(
+                f.pos,
+                format!("composite flowops take more than {MAX_EXPANSION_STEPS} steps to unroll"),
+            ));
+        }
         let Some((cattrs, body)) = comps.get(&f.kind) else {
-            out.push(flowop(e, w, f)?);
-            targets.push(e.text(&f.attrs, "target")?);
+            u.flowops.push(flowop(e, w, f)?);
+            u.targets.push(e.text(&f.attrs, "target")?);
             continue;
         };
         if depth >= 8 {
@@ -1095,9 +1129,10 @@ fn expand(
         }
         let mut inner = Eval {
             file: e.file,
-            vars: e.vars.clone(),
+            vars: HashMap::new(),
             order: vec![],
             overrides: e.overrides,
+            outer: Some(e),
         };
         for (n, v, p) in &cattrs.items {
             if let (Some(var), false) = (n.strip_prefix('$'), *v == RawValue::Flag) {
@@ -1128,7 +1163,7 @@ fn expand(
             }
         }
         let iters = e.num(&f.attrs, "iters", 1)?.max(1);
-        if (out.len() as u64).saturating_add(iters.saturating_mul(body.len() as u64))
+        if (u.flowops.len() as u64).saturating_add(iters.saturating_mul(body.len() as u64))
             > MAX_UNROLLED as u64
         {
             return Err(e.err(
@@ -1140,9 +1175,9 @@ fn expand(
             ));
         }
         for _ in 0..iters {
-            let before = out.len();
-            expand(&inner, w, comps, body, depth + 1, out, targets)?;
-            if out.len() == before {
+            let before = u.flowops.len();
+            expand(&inner, w, comps, body, depth + 1, u)?;
+            if u.flowops.len() == before {
                 // Every round adds the same: one that adds nothing (an empty body) is all.
                 break;
             }

@@ -73,6 +73,13 @@ impl RandVar {
                             "randtable row {{{pct}, {lo}, {hi}}}: max below min"
                         ));
                     }
+                    // Checked before the slots are filled: a percentage of 10^15 is no
+                    // loop of 10^15 pushes.
+                    if pct > (100 - slots.len()) as f64 {
+                        return Err(format!(
+                            "randtable percentages total more than 100% (row {{{pct}, {lo}, {hi}}})"
+                        ));
+                    }
                     table_min = table_min.min(lo);
                     table_mean += (lo + hi) / 2.0 * pct;
                     for _ in 0..pct as u64 {

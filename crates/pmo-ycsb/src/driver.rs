@@ -176,8 +176,13 @@ pub fn run(store: &mut dyn KvStore, w: &Workload, seed: u64) -> Result<Report, Y
     }
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
     let mut next_insert = w.record_count;
-    // As CoreWorkload: the zipfian key space covers the records expected by the end of the run.
-    let expected_new = (w.operation_count as f64 * w.insert * 2.0) as u64;
+    let total = w.read + w.update + w.insert + w.scan + w.read_modify_write;
+    // As CoreWorkload: the zipfian key space covers the records expected by the end of the run
+    // (twice the inserts). The insert share is the proportion over their sum, as an operation
+    // is drawn: CoreWorkload takes `insertproportion` as written, so proportions written as
+    // percentages (or 1e20 against 1e9) made the space far wider than the records, and a read
+    // skipped keys not inserted yet for hours.
+    let expected_new = (w.operation_count as f64 * (w.insert / total) * 2.0) as u64;
     let mut chooser = match w.distribution {
         Distribution::Zipfian => Chooser::Zipf(ScrambledZipfian::new(
             0,
@@ -188,7 +193,6 @@ pub fn run(store: &mut dyn KvStore, w: &Workload, seed: u64) -> Result<Report, Y
         Distribution::Uniform => Chooser::Uniform,
         Distribution::Latest => Chooser::Latest(Latest::new(w.record_count.saturating_sub(1))),
     };
-    let total = w.read + w.update + w.insert + w.scan + w.read_modify_write;
     let mut t = Timer::new();
     let mut buf = Vec::with_capacity(w.record_len());
     let start = Instant::now();

@@ -6,11 +6,13 @@
 //! - [`gen`]: YCSB's generators: zipfian (constant 0.99) and scrambled zipfian, uniform,
 //!   latest (skewed latest), the FNV-1a key hash.
 //! - [`KvStore`]: what a store implements to be driven (insert, read, update, scan).
+//! - [`fuzzing`]: the body shared by the property-file fuzz target and its smoke test.
 //! - [`run`]: the load phase and the run phase, timing each operation ([`Report`]: throughput,
 //!   p50/p99/p99.9 per operation type, the latency samples for a CDF).
 #![deny(unsafe_code)]
 
 pub mod driver;
+pub mod fuzzing;
 pub mod gen;
 pub mod workload;
 
