@@ -22,8 +22,13 @@ pub enum BackendError {
         path: String,
         source: std::io::Error,
     },
-    #[error("cannot allocate a {0}-byte I/O buffer (iosize too large)")]
+    #[error("cannot allocate a {0}-byte I/O buffer (iosize too large for this machine's memory)")]
     Buffer(u64),
+    #[error(
+        "iosize {iosize} is larger than the thread's memsize {memsize} (Filebench refuses it \
+         too: raise the thread's memsize=)"
+    )]
+    IoSize { iosize: u64, memsize: u64 },
 }
 
 impl BackendError {

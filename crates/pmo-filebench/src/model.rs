@@ -803,7 +803,9 @@ impl Workload {
                 )?;
                 let tname = e.text(&t.attrs, "name")?.unwrap_or_else(|| "thread".into());
                 let tinst = e.num(&t.attrs, "instances", 1)?;
-                let memsize = e.num(&t.attrs, "memsize", 1 << 20)?;
+                // Filebench's parser leaves an unset memsize at 0: a private I/O buffer of
+                // whatever size each flowop asks (`run::Worker::fill_buf`).
+                let memsize = e.num(&t.attrs, "memsize", 0)?;
                 if e.flag(&t.attrs, "useism")? {
                     note(&mut w, format!("thread '{tname}': useism (Filebench puts the thread's memory in Solaris intimate shared memory): ignored, the thread's memory is its own"));
                 }

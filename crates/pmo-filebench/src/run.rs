@@ -466,6 +466,8 @@ struct Worker<'a, 'b> {
     /// The file last opened or created in each descriptor slot, kept after its close
     /// (Filebench's `tf_fse`: what `deletefile fd=N` deletes).
     fse: HashMap<u32, (usize, usize)>,
+    /// The thread's `memsize`: the largest iosize its flowops may use (0: no bound).
+    memsize: u64,
 }
 
 /// Filebench's `THREADFLOW_MAXFD`: the descriptor slots `opennext` rotates over.
@@ -547,11 +549,22 @@ impl Worker<'_, '_> {
         Ok(self.fds.get_mut(&fd))
     }
 
-    /// Grow the I/O buffer to `n` bytes; an iosize no allocation can hold is the flowop's
-    /// error, not a panic or an abort.
+    /// Grow the I/O buffer to `n` bytes. As Filebench (`flowoplib_iobufsetup`), an iosize
+    /// larger than the thread's `memsize` is the flowop's error (a `memsize` of 0 means a
+    /// private buffer of any size); so is one that no allocation can hold or that is more than
+    /// the memory available (filling it would end in the OOM killer, not an error).
     fn fill_buf(&mut self, n: u64) -> Result<usize, BackendError> {
+        if self.memsize != 0 && n > self.memsize {
+            return Err(BackendError::IoSize {
+                iosize: n,
+                memsize: self.memsize,
+            });
+        }
         let n = usize::try_from(n).map_err(|_| BackendError::Buffer(n))?;
         if self.buf.len() < n {
+            if pmo_os::mem_available().is_some_and(|a| (n - self.buf.len()) as u64 > a) {
+                return Err(BackendError::Buffer(n as u64));
+            }
             let start = self.buf.len();
             self.buf
                 .try_reserve_exact(n - start)
@@ -677,12 +690,13 @@ impl Worker<'_, '_> {
             }
             FlowopKind::AppendFile | FlowopKind::AppendFileRand => {
                 let io = f.iosize.sample(&mut self.rng).max(1);
+                // Filebench sets up a buffer of the whole iosize, then appends a random part.
+                let io = self.fill_buf(io)?;
                 let n = if f.kind == FlowopKind::AppendFileRand {
                     self.rng.gen_range(1..=io)
                 } else {
                     io
                 };
-                let n = self.fill_buf(n)?;
                 let buf = std::mem::take(&mut self.buf);
                 let r: Result<bool, BackendError> = (|| {
                     let Some(o) = self.fd_file(f)? else {
@@ -837,6 +851,7 @@ fn thread_main(
         cur_fd: 0,
         fd_rotor: 0,
         fse: HashMap::new(),
+        memsize: spec.memsize,
     };
     let mut tallies = vec![Tally::default(); spec.flowops.len()];
     let mut limits = vec![OpsLimit::default(); spec.flowops.len()];

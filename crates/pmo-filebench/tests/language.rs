@@ -258,34 +258,61 @@ fn malformed_constructs_name_file_line_and_column() {
     }
 }
 
+/// Run a one-thread workload reading a 1 KiB file with `thread_attrs` and `iosize` for at most
+/// 0.2 s: the error, if any.
+fn run_read(thread_attrs: &str, iosize: &str) -> Option<String> {
+    let text = format!(
+        "define fileset name=f,path=/t,entries=1,size=1k,prealloc=100\n\
+         define process name=p {{\n thread name=t{thread_attrs} {{\n\
+         flowop openfile name=o,filesetname=f,fd=1\n\
+         flowop read name=r,fd=1,iosize={iosize}\n }}\n}}\n"
+    );
+    let w = Workload::from_text("x.f", &text, &[]).unwrap();
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("pmo-fb-lang-{}-io-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let r = run(
+        &w,
+        &PosixBackend::new(dir.clone()),
+        &RunOptions {
+            seconds_cap: Some(0.2),
+            ..Default::default()
+        },
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    r.err().map(|e| e.to_string())
+}
+
 #[test]
 fn an_iosize_no_buffer_can_hold_fails_its_flowop_with_file_and_line() {
-    // 1e30 overflows a buffer's capacity; 1e15 bytes no allocator gives.
+    // memsize=0: a private buffer of any size, as Filebench. 1e30 overflows a buffer's
+    // capacity; 1e15 bytes no allocator gives (and is more than the memory available).
     for iosize in ["1e30", "1e15"] {
-        let text = format!(
-            "define fileset name=f,path=/t,entries=1,size=1k,prealloc=100\n\
-             define process name=p {{\n thread name=t {{\n\
-             flowop openfile name=o,filesetname=f,fd=1\n\
-             flowop read name=r,fd=1,iosize={iosize}\n }}\n}}\n"
+        let e = run_read(",memsize=0", iosize).unwrap_or_else(|| panic!("iosize={iosize} ran"));
+        assert!(
+            e.contains("x.f:5") && e.contains("I/O buffer"),
+            "{iosize}: {e}"
         );
-        let w = Workload::from_text("x.f", &text, &[]).unwrap();
-        let dir = std::env::temp_dir().join(format!("pmo-fb-lang-{}-io", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let r = run(
-            &w,
-            &PosixBackend::new(dir.clone()),
-            &RunOptions {
-                seconds_cap: Some(0.2),
-                ..Default::default()
-            },
-        );
-        let _ = std::fs::remove_dir_all(&dir);
-        let Err(e) = r else {
-            panic!("iosize={iosize} ran")
-        };
-        let e = e.to_string();
-        assert!(e.contains("x.f:5") && e.contains("buffer"), "{iosize}: {e}");
     }
+}
+
+#[test]
+fn an_iosize_over_the_threads_memsize_fails_as_in_filebench() {
+    // Filebench's flowoplib_iobufsetup: "tf_memsize smaller than IO size".
+    let e = run_read(",memsize=1m", "2m").expect("iosize 2m over memsize 1m ran");
+    assert!(
+        e.contains("x.f:5") && e.contains("iosize 2097152") && e.contains("memsize 1048576"),
+        "{e}"
+    );
+    // Before, an iosize of tens of GiB that the allocator still granted (overcommit) was
+    // filled until the OOM killer ended the run.
+    let e = run_read(",memsize=1m", "64g").expect("iosize 64g ran");
+    assert!(e.contains("memsize 1048576"), "{e}");
+    assert_eq!(run_read(",memsize=1m", "1m"), None);
+    // memsize unset is 0, as in Filebench's parser: a private buffer, no bound but memory.
+    assert_eq!(run_read(",memsize=0", "2m"), None);
+    assert_eq!(run_read("", "2m"), None);
 }
 
 /// A workload using every construct, mutated at random (bytes deleted, duplicated, or

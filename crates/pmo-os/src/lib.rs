@@ -19,6 +19,16 @@ pub mod map;
 pub mod persist;
 pub mod view;
 
+/// The memory the kernel says is available to new allocations (`MemAvailable` of
+/// `/proc/meminfo`), in bytes; `None` where it cannot tell. For refusing, with an error, a
+/// request that would otherwise be granted by overcommit and end in the OOM killer.
+pub fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// errno of the last failed call, as a plain integer.
 pub(crate) fn last_errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)

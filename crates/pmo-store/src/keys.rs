@@ -126,6 +126,22 @@ pub fn derive_master(
     argon_cached(cache_key(uuid, salt, params, key), salt, params, key)
 }
 
+/// The KDF's parameters come from the medium (a pool's superblock, an export's entry), which a
+/// forger can set to a valid 4 GiB: more memory than the machine has `available` is an error,
+/// not an aborted allocation or the OOM killer.
+fn fits_in_memory(m_kib: u32, available: Option<u64>) -> Result<()> {
+    let need = u64::from(m_kib) * 1024;
+    match available {
+        Some(avail) if need > avail => Err(StoreError::Invalid(format!(
+            "the key derivation asks for {} MiB of memory (Argon2id m={m_kib} KiB), more than \
+             the {} MiB available",
+            need >> 20,
+            avail >> 20
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Argon2id(key, salt, params), from the per-process cache under `ck` or derived and cached.
 fn argon_cached(
     ck: [u8; 32],
@@ -140,6 +156,7 @@ fn argon_cached(
             return Ok(m.clone());
         }
     }
+    fits_in_memory(params.m_kib, pmo_os::mem_available())?;
     let argon = argon2::Argon2::new(
         argon2::Algorithm::Argon2id,
         argon2::Version::V0x13,
@@ -299,6 +316,27 @@ mod tests {
             .unwrap()
             .as_ref()
             .is_some_and(|(m, _)| m.contains_key(&ck))
+    }
+
+    #[test]
+    fn a_kdf_asking_for_more_memory_than_available_is_refused() {
+        // 4 GiB (the most a pool accepts) against 1 GiB available.
+        let e = fits_in_memory(4 << 20, Some(1 << 30))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("4096 MiB") && e.contains("1024 MiB available"),
+            "{e}"
+        );
+        assert!(fits_in_memory(64 << 10, Some(1 << 30)).is_ok());
+        assert!(
+            fits_in_memory(1 << 20, Some(1 << 30)).is_ok(),
+            "exactly what is available"
+        );
+        assert!(
+            fits_in_memory(4 << 20, None).is_ok(),
+            "no /proc/meminfo: not refused"
+        );
     }
 
     #[test]
