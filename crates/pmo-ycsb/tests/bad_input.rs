@@ -1,39 +1,12 @@
 //! Malformed or unusual workload files: a clear error or a correct run, never a panic, a hang
 //! or a silently different workload.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use pmo_ycsb::{load, run, KvStore, StoreError, Workload, YcsbError};
-
-/// An in-memory store.
-#[derive(Default)]
-struct MapStore(BTreeMap<Vec<u8>, Vec<u8>>);
-
-impl KvStore for MapStore {
-    fn name(&self) -> String {
-        "map".into()
-    }
-    fn insert(&mut self, k: &[u8], v: &[u8]) -> Result<(), StoreError> {
-        if self.0.insert(k.to_vec(), v.to_vec()).is_some() {
-            return Err("duplicate insert".into());
-        }
-        Ok(())
-    }
-    fn update(&mut self, k: &[u8], v: &[u8]) -> Result<(), StoreError> {
-        *self.0.get_mut(k).ok_or("update of a missing key")? = v.to_vec();
-        Ok(())
-    }
-    fn read(&mut self, k: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
-        out.clear();
-        Ok(self.0.get(k).map(|v| out.extend_from_slice(v)).is_some())
-    }
-    fn scan(&mut self, start: &[u8], n: usize) -> Result<usize, StoreError> {
-        Ok(self.0.range(start.to_vec()..).take(n).count())
-    }
-}
+use pmo_ycsb::fuzzing::MapStore;
+use pmo_ycsb::{load, run, Workload, YcsbError};
 
 /// What a load and run ended with: (records in the store, operations run), the driver's error,
 /// or (outer `Err`) the panic's message.
