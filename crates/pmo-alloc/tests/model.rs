@@ -176,7 +176,11 @@ fn run(ops: Vec<Op>, protection: Protection) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        // PROPTEST_CASES raises it for soak runs (scripts/test).
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn random_sequences_match_the_model(ops in proptest::collection::vec(op_strategy(), 1..400)) {

@@ -522,7 +522,11 @@ mod properties {
     use proptest::prelude::*;
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig {
+        // PROPTEST_CASES raises it for soak runs (scripts/test).
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
+        ..ProptestConfig::default()
+    })]
 
         /// Any page content, index and version round-trips; any single bit flip in the
         /// ciphertext or tag, and any other index or version, is refused.

@@ -144,7 +144,11 @@ fn run(ops: &[Op]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        // PROPTEST_CASES raises it for soak runs (scripts/test).
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn heap_in_a_pmo_matches_the_model(ops in proptest::collection::vec(op(), 1..80)) {

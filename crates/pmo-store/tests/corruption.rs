@@ -27,7 +27,11 @@ fn damage(len: usize) -> impl Strategy<Value = Damage> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        // PROPTEST_CASES raises it for soak runs (scripts/test).
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
+        ..ProptestConfig::default()
+    })]
     #[test]
     fn corrupted_pools_give_errors_not_panics(damages in prop::collection::vec(damage(1 << 20), 1..6)) {
         let mut image = sample_image();

@@ -18,7 +18,11 @@ fn change(len: usize) -> impl Strategy<Value = [u8; 4]> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        // PROPTEST_CASES raises it for soak runs (scripts/test).
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
+        ..ProptestConfig::default()
+    })]
     #[test]
     fn tampered_exports_are_integrity_failures(
         fix_crc in any::<bool>(),
@@ -26,7 +30,11 @@ proptest! {
     ) {
         let mut data = vec![fix_crc as u8];
         data.extend(changes.iter().flatten());
-        prop_assert!(import_tampered(&data));
+        // The body asserts the outcome against the file it imported: a changed file refused as
+        // an integrity failure with the pool unchanged, an unchanged one imported whole. Its
+        // answer, whether the file changed, is not always yes: a change can be undone (the same
+        // byte XORed twice, or a KDF cost byte the body restores when it recomputes the CRC).
+        import_tampered(&data);
     }
 }
 
