@@ -267,14 +267,16 @@ enum Cmd {
         /// the four default personalities (repeatable)
         #[arg(long = "workload")]
         workloads: Vec<String>,
-        /// suite: only these schemes in the breakdown study (repeatable)
+        /// suite: only these schemes in the breakdown study; filebench, lmdb, ycsb: only these
+        /// schemes (repeatable)
         #[arg(long = "scheme")]
         schemes: Vec<String>,
         /// suite: only these studies (repeatable): breakdown, session, predict, threads, cxl,
-        /// placement
+        /// placement, tracking (run only when asked for); filebench: fig10, threads, lpmo, design
         #[arg(long = "study")]
         studies: Vec<String>,
-        /// suite: prediction depths of the predict study (repeatable; off, N, adaptive)
+        /// suite: prediction depths of the predict study (repeatable; off, N, adaptive);
+        /// filebench: the depth of the lpmo study's runs with prediction (the first one given; 8)
         #[arg(long = "predict")]
         depths: Vec<String>,
         /// suite: attach-session sizes K of the session study (repeatable)
@@ -365,7 +367,8 @@ Schemes:   none, wed, wedi, bp, bp-ip, bp-id, sp, sp-ip, sp-id, secure, each als
 Depths:    off, 1, 2, 4, 8, 16, ..., adaptive (PMO_PREDICT)
 Latency:   dram, optane, cxl-near, cxl-far, custom:... (PMO_LATENCY; docs/latency.md)
 Placement: DRAM (default; PMO_NUMA_NODE picks the node) or ':medium'
-Studies:   breakdown (LOaPP Fig. 6), session (Figs. 7 and 8), predict, threads, cxl, placement
+Studies:   breakdown (LOaPP Fig. 6), session (Figs. 7 and 8), predict, threads, cxl, placement,
+           tracking (dirty tracking and fault-around; only when asked for)
 Output:    CSV (and --json) records in --out, SVG (and PNG) figures beside them;
            --from FILE.json redraws them from saved records";
 

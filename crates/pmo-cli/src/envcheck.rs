@@ -13,7 +13,7 @@ pub fn check() -> anyhow::Result<()> {
     }
     if let Some(v) = set("PMO_DIRTY") {
         if pmo_store::DirtyTracking::from_name(&v).is_none() {
-            bail!("PMO_DIRTY={v:?} is not a dirty tracking (fault, scan or declared)");
+            bail!("PMO_DIRTY={v:?} is not a dirty tracking (fault, twin, scan or declared)");
         }
     }
     if let Some(v) = set("PMO_MEDIUM") {

@@ -341,6 +341,66 @@ fn item9_help_is_complete_short_and_states_the_exit_codes() {
     assert!(ok(&pool, &["create", "--help"]).contains("twice its size"));
 }
 
+/// What README.md and docs/*.md tell a user to type is what the error and help texts name:
+/// a bad knob's error lists every value the knob takes, and `pmo bench --help` lists every
+/// study (`--study tracking`, docs/faults.md; filebench's studies, docs/filebench.md) and the
+/// options filebench shares with the suite.
+#[test]
+fn errors_and_help_name_every_value_the_docs_use() {
+    let d = tmpdir("docvalues");
+    let pool = d.0.join("p.pool");
+    let o = cmd(&pool, &["list"])
+        .env("PMO_DIRTY", "bogus")
+        .output()
+        .unwrap();
+    let e = one_line(&o, 1, &["PMO_DIRTY"]);
+    for v in ["fault", "twin", "scan", "declared"] {
+        assert!(e.contains(v), "PMO_DIRTY's error names {v}: {e}");
+    }
+    let h = ok(&pool, &["bench", "--help"]);
+    let line = |opt: &str| -> String {
+        // The option's description, wrapped or not, up to the next option.
+        let lines: Vec<&str> = h.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.trim_start().starts_with(&format!("{opt} ")))
+            .unwrap_or_else(|| panic!("{opt}: {h}"));
+        let more = lines[at + 1..]
+            .iter()
+            .take_while(|l| !l.trim().is_empty() && !l.trim_start().starts_with('-'));
+        std::iter::once(&lines[at])
+            .chain(more)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let study = line("--study");
+    for s in [
+        "breakdown",
+        "session",
+        "predict",
+        "threads",
+        "cxl",
+        "placement",
+        "tracking",
+    ] {
+        assert!(study.contains(s), "--study names suite study {s}: {study}");
+    }
+    for s in ["fig10", "lpmo", "design"] {
+        assert!(
+            study.contains(s),
+            "--study names filebench study {s}: {study}"
+        );
+    }
+    for opt in ["--scheme", "--predict"] {
+        let l = line(opt);
+        assert!(
+            l.contains("filebench"),
+            "{opt} says what it does for filebench: {l}"
+        );
+    }
+}
+
 #[test]
 fn item12_counts_bytes_and_plurals_right() {
     let d = tmpdir("small");

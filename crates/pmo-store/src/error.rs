@@ -71,7 +71,8 @@ impl StoreError {
             | StoreError::Integrity { .. }
             | StoreError::IntegrityPmo { .. }
             | StoreError::Poisoned => libc_errno::EIO,
-            StoreError::Medium(_) | StoreError::Io { .. } | StoreError::Os(_) => libc_errno::EIO,
+            StoreError::Io { source, .. } => source.raw_os_error().unwrap_or(libc_errno::EIO),
+            StoreError::Medium(_) | StoreError::Os(_) => libc_errno::EIO,
             StoreError::Unsupported(_) => libc_errno::ENOTSUP,
         }
     }
@@ -105,3 +106,25 @@ mod libc_errno {
 
 /// Result with [`StoreError`].
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An OS error keeps its errno (as the C API's `PMO_E_IO` does): a missing pool file is
+    /// ENOENT to an LMDB program on a PMO, not EIO.
+    #[test]
+    fn an_os_error_keeps_its_errno() {
+        let e = |errno| StoreError::Io {
+            op: "open pool".into(),
+            source: std::io::Error::from_raw_os_error(errno),
+        };
+        assert_eq!(e(libc_errno::ENOENT).errno(), libc_errno::ENOENT);
+        assert_eq!(e(libc_errno::EACCES).errno(), libc_errno::EACCES);
+        let other = StoreError::Io {
+            op: "x".into(),
+            source: std::io::Error::other("no errno"),
+        };
+        assert_eq!(other.errno(), libc_errno::EIO);
+    }
+}
