@@ -206,17 +206,29 @@ pub(crate) fn run(cmd: &LifeCmd, pool: Pool, key: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Progress on standard error for PMOs of 64 MiB and more, at most once per percent.
+/// Progress on standard error for PMOs of 64 MiB and more: a bar redrawn in place on a
+/// terminal (indicatif), nothing when standard error is a file or a pipe (a log got a line per
+/// percent before).
 pub(crate) fn progress(what: &'static str) -> impl FnMut(u64, u64) {
-    let mut last = u64::MAX;
+    let mut bar: Option<indicatif::ProgressBar> = None;
     move |done, total| {
         if total < 16384 {
             return;
         }
-        let pct = done * 100 / total;
-        if pct != last {
-            last = pct;
-            errln!("{what}: {pct}% ({done}/{total} pages)");
+        let b = bar.get_or_insert_with(|| {
+            let b = indicatif::ProgressBar::new(total);
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{msg}: {bar:30} {percent:>3}% ({pos}/{len} pages, {eta} left)",
+            ) {
+                b.set_style(style);
+            }
+            b.set_message(what);
+            b
+        });
+        b.set_length(total);
+        b.set_position(done);
+        if done >= total {
+            b.finish_and_clear();
         }
     }
 }
