@@ -375,18 +375,10 @@ fn errors_and_help_name_every_value_the_docs_use() {
             .join(" ")
     };
     let study = line("--study");
-    for s in [
-        "breakdown",
-        "session",
-        "predict",
-        "threads",
-        "cxl",
-        "placement",
-        "tracking",
-    ] {
+    for s in pmo_bench::suite::STUDIES {
         assert!(study.contains(s), "--study names suite study {s}: {study}");
     }
-    for s in ["fig10", "lpmo", "design"] {
+    for s in pmo_filebench::bench::STUDIES {
         assert!(
             study.contains(s),
             "--study names filebench study {s}: {study}"

@@ -176,7 +176,7 @@ pub fn run(store: &mut dyn KvStore, w: &Workload, seed: u64) -> Result<Report, Y
     }
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
     let mut next_insert = w.record_count;
-    let total = w.read + w.update + w.insert + w.scan + w.read_modify_write;
+    let total = w.total_proportion();
     // As CoreWorkload: the zipfian key space covers the records expected by the end of the run
     // (twice the inserts). The insert share is the proportion over their sum, as an operation
     // is drawn: CoreWorkload takes `insertproportion` as written, so proportions written as

@@ -312,7 +312,7 @@ impl Workload {
                 w.field_count, w.field_length
             ));
         }
-        let total = w.read + w.update + w.insert + w.scan + w.read_modify_write;
+        let total = w.total_proportion();
         let props = [w.read, w.update, w.insert, w.scan, w.read_modify_write];
         // The driver draws an operation from [0, total): an infinite total (finite
         // proportions that overflow when added) would make every draw NaN.
@@ -324,6 +324,11 @@ impl Workload {
             );
         }
         Ok(w)
+    }
+
+    /// The operation proportions' sum: an operation is drawn from `[0, total)`.
+    pub fn total_proportion(&self) -> f64 {
+        self.read + self.update + self.insert + self.scan + self.read_modify_write
     }
 
     /// Bytes of one record.
