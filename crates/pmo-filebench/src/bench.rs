@@ -478,7 +478,10 @@ pub fn run_bench(opts: &FbOptions, records: &mut Records) -> Result<(), BenchErr
         design_study(opts, bytes, records)?;
     }
     let cells = cells(opts, workloads.len());
-    let mut failed = vec![];
+    // Each distinct error once, with the cells that met it (a bad workload file fails every
+    // cell alike: one message, not one per cell).
+    let mut failed: Vec<(String, Vec<String>)> = vec![];
+    let mut n_failed = 0;
     for (k, c) in cells.iter().enumerate() {
         let w = with_threads(&workloads[c.workload], c.threads);
         let mut samples = vec![];
@@ -486,7 +489,17 @@ pub fn run_bench(opts: &FbOptions, records: &mut Records) -> Result<(), BenchErr
             match run_once(opts, &w, c, rep) {
                 Ok(s) => samples.push(s),
                 Err(e) => {
-                    failed.push(e.to_string());
+                    n_failed += 1;
+                    let cell = format!("{} {}", w.name, c.target);
+                    let e = e.to_string();
+                    let msg = e
+                        .strip_prefix(&format!("{cell}: "))
+                        .unwrap_or(&e)
+                        .to_string();
+                    match failed.iter_mut().find(|(m, _)| *m == msg) {
+                        Some((_, cs)) => cs.push(cell),
+                        None => failed.push((msg, vec![cell])),
+                    }
                     break;
                 }
             }
@@ -613,10 +626,13 @@ pub fn run_bench(opts: &FbOptions, records: &mut Records) -> Result<(), BenchErr
     if failed.is_empty() {
         Ok(())
     } else {
+        let each: Vec<String> = failed
+            .iter()
+            .map(|(msg, cs)| format!("{msg} (in {})", cs.join(", ")))
+            .collect();
         Err(BenchError::Other(format!(
-            "{} cell(s) failed: {}",
-            failed.len(),
-            failed.join("; ")
+            "{n_failed} cell(s) failed: {}",
+            each.join("; ")
         )))
     }
 }
