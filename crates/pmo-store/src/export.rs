@@ -333,7 +333,7 @@ impl Pool {
         let data = keys::check_key(&hd.entry, key)?;
         let fk = file_keys(&data, hd.id, hd.entry.uuid)?;
         let name = name.unwrap_or(&hd.entry.name).to_string();
-        crate::lifecycle::validate_new_name(&name)?;
+        crate::entries::validate_new_name(&name)?;
         let scheme = Scheme::from_code(hd.entry.scheme)?;
         // Pass 1: every page opens and the MAC matches. Nothing is created before this.
         let mut tags = Vec::with_capacity(hd.pages as usize * TAG_LEN);
@@ -405,7 +405,7 @@ impl Pool {
             return Err(StoreError::Exists(name.into()));
         }
         let tmp = format!("{name}.partial");
-        crate::lifecycle::validate_new_name(&tmp)?;
+        crate::entries::validate_new_name(&tmp)?;
         self.pcreate_in(&tmp, size, capacity, key, Some(scheme), None)
             .map_err(|e| match e {
                 StoreError::Exists(n) if n == tmp => StoreError::Invalid(format!(

@@ -89,7 +89,7 @@ impl Pool {
             drop(guard);
             return self.open_pmo_as(name, perm, key, wait, run_as);
         }
-        crate::resize::check_in_medium(&entry, &*inner.medium)?;
+        crate::entries::check_in_medium(&entry, &*inner.medium)?;
         let master = if entry.generation != checked_gen {
             keys::check_key(&entry, key)?
         } else {

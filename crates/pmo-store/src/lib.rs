@@ -29,27 +29,23 @@
 #![deny(unsafe_code)]
 
 pub mod attach;
+use pmo_meta::{address, entries, redundancy};
+pub use pmo_meta::{error, keys, locks, namespace, scheme};
 mod check;
 pub mod detach;
 pub mod engine;
-pub mod error;
 pub mod export;
 #[doc(hidden)]
 pub mod fuzzing;
 mod handle;
-pub mod keys;
 pub mod lifecycle;
-pub mod locks;
-pub mod namespace;
 pub mod pool;
 pub mod pptr;
 pub mod predict;
 pub mod predict_history;
 pub mod protect;
-mod redundancy;
 pub mod resize;
 pub mod rotate;
-pub mod scheme;
 pub mod snapshot;
 pub mod stats;
 mod sublog;

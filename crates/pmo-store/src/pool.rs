@@ -1,7 +1,7 @@
 //! Pools: create, open (= recover), pcreate, pdestroy, list and info.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use pmo_format::superblock::{
@@ -25,6 +25,7 @@ use crate::redundancy::{
 };
 use crate::scheme::Scheme;
 use crate::upgrade::upgrade;
+use pmo_meta::meta::{now_unix_s, PoolMeta};
 
 /// Smallest pool: superblocks, config, a small namespace and one small PMO.
 pub const POOL_SIZE_MIN: u64 = 1 << 20;
@@ -126,56 +127,10 @@ pub struct PoolInfo {
     pub config: PoolConfig,
 }
 
-pub(crate) struct PoolInner {
-    pub medium: Arc<dyn Medium>,
-    pub sb: Superblock,
-    pub locker: Locker,
-    pub ns: Mutex<Namespace>,
-    pub poisoned: AtomicBool,
-    /// What opening the pool repaired (damaged copies rewritten from the good ones), reported once.
-    pub repairs: Mutex<Vec<String>>,
-}
-
-impl PoolInner {
-    pub fn alive(&self) -> Result<()> {
-        if self.poisoned.load(Ordering::Acquire) {
-            Err(StoreError::Poisoned)
-        } else {
-            Ok(())
-        }
-    }
-    /// Record a persistence failure: every later call fails.
-    pub fn poison<T>(&self, r: Result<T>) -> Result<T> {
-        if let Err(e) = &r {
-            if matches!(e, StoreError::Medium(_)) {
-                self.poisoned.store(true, Ordering::Release);
-            }
-        }
-        r
-    }
-    /// Record what a repair did, for [`Pool::repairs`] to report once.
-    pub(crate) fn note_repair(&self, note: String) {
-        self.repairs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(note);
-    }
-    pub(crate) fn ns(&self) -> std::sync::MutexGuard<'_, Namespace> {
-        self.ns.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
 /// An open pool. Cheap to clone; shareable between threads.
 #[derive(Clone)]
 pub struct Pool {
-    pub(crate) inner: Arc<PoolInner>,
-}
-
-pub(crate) fn now_unix_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    pub(crate) inner: Arc<PoolMeta>,
 }
 
 fn locker_for(m: &Arc<dyn Medium>) -> Locker {
@@ -402,7 +357,7 @@ impl Pool {
         };
         repairs.extend(note);
         let pool = Pool {
-            inner: Arc::new(PoolInner {
+            inner: Arc::new(PoolMeta {
                 medium,
                 sb,
                 locker,
@@ -414,6 +369,20 @@ impl Pool {
         let r = pool.recover(&copies);
         pool.inner.poison(r)?;
         Ok(pool)
+    }
+
+    /// Rebuild every namespace slot whose copies are all damaged from the copy of its entry in
+    /// its PMO's header page (`pmo check --repair`). Returns the names rebuilt; slots left
+    /// damaged stay in [`Pool::damaged_slots`].
+    pub fn rebuild_damaged_slots(&self) -> Result<Vec<(usize, String)>> {
+        self.inner.rebuild_damaged_slots()
+    }
+
+    /// Free every namespace slot whose copies are all damaged (`pmo check --repair
+    /// --drop-damaged`): the PMO it held is given up, and the space it may cover becomes free.
+    /// Returns the slots freed.
+    pub fn drop_damaged_slots(&self) -> Result<Vec<usize>> {
+        self.inner.drop_damaged_slots()
     }
 
     /// What opening the pool repaired (each damaged copy rewritten from the good one), or
@@ -479,13 +448,13 @@ impl Pool {
             }
             m.fence()?;
             for i in stale {
-                crate::lifecycle::shred_slot(m, &inner.sb, i)?;
+                crate::entries::shred_slot(m, &inner.sb, i)?;
             }
             m.fence()?;
             ns.reload(m, &inner.sb)?;
         }
         // Free slots whose body a crash kept (a destroy or rekey cut off before its shred).
-        if crate::lifecycle::shred_leftovers(m, &inner.sb, &ns)? {
+        if crate::entries::shred_leftovers(m, &inner.sb, &ns)? {
             ns.reload(m, &inner.sb)?;
         }
         if namespace::read_gen(m, &inner.sb)? % 2 == 1 {
@@ -714,7 +683,7 @@ impl Pool {
             extent_off,
             extent_len: layout.extent_len,
             // With room to grow in place (`resize`).
-            base_addr: crate::resize::address_for(&ns, &inner.sb, size.max(capacity), None)?,
+            base_addr: crate::address::address_for(&ns, &inner.sb, size.max(capacity), None)?,
             scheme: scheme.code(),
             flags: crate::sublog::flags(log) | family.map_or(0, |_| pmo_format::entry::FLAG_FAMILY),
             kdf: inner.sb.kdf,
@@ -755,7 +724,7 @@ impl Pool {
         let meta = inner
             .locker
             .lock_blocking(locks::META, LockKind::Exclusive)?;
-        self.check_superblock_current()?;
+        self.inner.check_superblock_current()?;
         let mut ns = inner.ns();
         ns.refresh(&*inner.medium, &inner.sb)?;
         Ok((meta, ns))
@@ -780,11 +749,11 @@ impl Pool {
             namespace::bump_gen(m, &inner.sb)?;
             // The header copy goes first: no destroyed PMO is ever rebuilt from it.
             write_header_copy(m, &entry, false)?;
-            crate::lifecycle::shred_header_copy(m, entry.extent_off)?;
+            crate::entries::shred_header_copy(m, entry.extent_off)?;
             m.fence()?;
             clear_slot(m, &inner.sb, slot)?;
             m.fence()?;
-            crate::lifecycle::shred_slot(m, &inner.sb, slot)?;
+            crate::entries::shred_slot(m, &inner.sb, slot)?;
             m.fence()?;
             namespace::bump_gen(m, &inner.sb)?;
             Ok(())

@@ -36,13 +36,15 @@ use pmo_format::layout::{PageLoc, PageMapEntry};
 use pmo_format::{align_up, Entry, PmoLayout, Superblock, PAGE_SIZE};
 use pmo_medium::Medium;
 
+pub use crate::address::ADDRESS_HEADROOM;
+use crate::address::{address_for, address_free};
 use crate::attach::{AttachOptions, Attachment};
 use crate::engine::{Page, PmoCore};
 use crate::error::{Result, StoreError};
 use crate::export::Progress;
 use crate::handle::PmoHandle;
 use crate::keys;
-use crate::namespace::{self, Namespace};
+use crate::namespace;
 use crate::pool::{Perm, PmoInfo, Pool};
 use crate::protect::RESERVATION_CHUNK;
 use crate::redundancy::{clear_slot, not_found, write_entry, write_header_copy, write_superblocks};
@@ -91,69 +93,6 @@ pub struct ResizeOptions<'a> {
     pub force: bool,
     /// Called with (pages done, pages to copy) as the copy proceeds.
     pub progress: Option<Progress<'a>>,
-}
-
-/// A PMO's stable address range can grow in place to this many times its size: pcreate (and a
-/// resize that moves the address) places a PMO where `ADDRESS_HEADROOM` times its size overlaps
-/// no live PMO's range or headroom (`docs/lifecycle.md`, "The stable address").
-pub const ADDRESS_HEADROOM: u64 = 4;
-
-/// Live PMOs' address ranges (`[base, base + capacity)`), but `except`'s (a uuid), and with
-/// `headroom` their headroom too, sorted.
-fn taken_ranges(ns: &Namespace, except: Option<[u8; 16]>, headroom: bool) -> Vec<(u64, u64)> {
-    let k = if headroom { ADDRESS_HEADROOM } else { 1 };
-    let mut v: Vec<(u64, u64)> = ns
-        .live()
-        .into_iter()
-        .filter(|(_, e)| Some(e.uuid) != except)
-        .map(|(_, e)| {
-            // A PMO's range covers its layout capacity (a writer's view maps it all).
-            let span = e.size.saturating_mul(k).max(e.capacity_bytes());
-            let hi = e.base_addr.saturating_add(span);
-            (e.base_addr, align_up(hi, PAGE_SIZE).unwrap_or(u64::MAX))
-        })
-        .collect();
-    v.sort_unstable();
-    v
-}
-
-/// The lowest address from the pool's base up where a PMO of `size` bytes and its headroom
-/// overlap no live PMO's range or headroom (`except`: a resized PMO's own uuid).
-pub(crate) fn address_for(
-    ns: &Namespace,
-    sb: &Superblock,
-    size: u64,
-    except: Option<[u8; 16]>,
-) -> Result<u64> {
-    let span = size
-        .checked_mul(ADDRESS_HEADROOM)
-        .and_then(|s| align_up(s, PAGE_SIZE));
-    let mut a = sb.base_addr;
-    if let Some(span) = span {
-        for (lo, hi) in taken_ranges(ns, except, true) {
-            if a.saturating_add(span) <= lo {
-                break;
-            }
-            a = a.max(hi);
-        }
-        if a.checked_add(span).is_some_and(|end| end <= 1 << 47) {
-            return Ok(a);
-        }
-    }
-    Err(StoreError::NoSpace(format!(
-        "no free address range of {size} bytes (and its growth headroom) below 128 TiB for the PMO's stable address"
-    )))
-}
-
-/// Whether a PMO at `base` can be `size` bytes long without overlapping another live PMO's
-/// range (`except`: its own uuid).
-fn address_free(ns: &Namespace, base: u64, size: u64, except: [u8; 16]) -> bool {
-    base.checked_add(size).is_some_and(|end| {
-        end <= 1 << 47
-            && taken_ranges(ns, Some(except), false)
-                .iter()
-                .all(|&(lo, hi)| end <= lo || hi <= base)
-    })
 }
 
 /// A shrink to `new_size` would drop page `p`, which holds data.
@@ -315,13 +254,13 @@ impl Pool {
             if inner.sb.ns_mirror != 0 {
                 write_header_copy(m, &entry, true)?;
                 // The old copy goes now: if the switch below is lost, open restores it.
-                crate::lifecycle::shred_header_copy(m, old.extent_off)?;
+                crate::entries::shred_header_copy(m, old.extent_off)?;
             }
             m.fence()?;
             write_entry(m, &inner.sb, new_slot, &entry)?;
             clear_slot(m, &inner.sb, slot)?;
             m.fence()?;
-            crate::lifecycle::shred_slot(m, &inner.sb, slot)?;
+            crate::entries::shred_slot(m, &inner.sb, slot)?;
             // The pages a shrink dropped stay nowhere readable: their slots in the old
             // extent (now free space, which nothing can take while the metadata lock is held)
             // are zeroed with their tags. The other pages' old copies are what the new extent
@@ -673,7 +612,7 @@ impl Pool {
             return Err(self.busy(old));
         };
         let core = PmoCore::new(old)?;
-        crate::resize::check_in_medium(old, m)?;
+        crate::entries::check_in_medium(old, m)?;
         let r = core
             .recover(m)
             .map(|r| r.note.into_iter().for_each(|n| inner.note_repair(n)));
@@ -741,7 +680,7 @@ impl Pool {
         if !keys::binding(&entry).is_empty() {
             reverify(&mut entry, key)?;
         }
-        let r = crate::lifecycle::switch_entry(m, &inner.sb, slot, new_slot, &entry);
+        let r = crate::entries::switch_entry(m, &inner.sb, slot, new_slot, &entry);
         ns.invalidate();
         drop(ns);
         inner.poison(r)
@@ -823,19 +762,6 @@ fn device_room(path: &Path, device_len: u64, want: u64) -> Result<()> {
          `pmo import`",
         path.display()
     )))
-}
-
-/// Refuse an entry whose extent lies past the end of this process's view of the medium: the
-/// pool was grown by another process after this one opened it.
-pub(crate) fn check_in_medium(e: &Entry, m: &dyn Medium) -> Result<()> {
-    if e.extent_off.saturating_add(e.extent_len) > m.len() {
-        return Err(StoreError::Invalid(format!(
-            "PMO '{}' lies past the {} bytes this process mapped: the pool was grown since it was opened; reopen the pool",
-            e.name,
-            m.len()
-        )));
-    }
-    Ok(())
 }
 
 /// A failed [`Attachment::resize`]: the error, and the attachment back when there is one (the

@@ -326,7 +326,7 @@ impl Pool {
         new_key: Option<&[u8]>,
         progress: Progress,
     ) -> Result<(PmoInfo, SnapshotReport)> {
-        crate::lifecycle::validate_new_name(new)?;
+        crate::entries::validate_new_name(new)?;
         if self.exists(new)? {
             return Err(StoreError::Exists(new.into()));
         }

@@ -11,14 +11,14 @@ use pmo_os::lock::LockKind;
 
 use crate::error::{Result, StoreError};
 use crate::locks;
+use crate::meta::PoolMeta;
 use crate::namespace::{self, Namespace};
-use crate::pool::Pool;
 
-impl Pool {
+impl PoolMeta {
     /// Refuse a namespace change when another process upgraded the pool's format since this
     /// handle opened it (this handle would not keep the mirror). Under the metadata lock.
-    pub(crate) fn check_superblock_current(&self) -> Result<()> {
-        let inner = &*self.inner;
+    pub fn check_superblock_current(&self) -> Result<()> {
+        let inner = self;
         let mut b = [0u8; SB_SIZE];
         inner.medium.read(SB_OFFSETS[0], &mut b)?;
         if Superblock::decode(&b, u64::MAX).is_ok_and(|sb| sb.pool_size > inner.sb.pool_size) {
@@ -43,7 +43,7 @@ impl Pool {
         &self,
         f: impl FnOnce(&dyn Medium, &Namespace, Vec<usize>) -> Result<T>,
     ) -> Result<T> {
-        let inner = &*self.inner;
+        let inner = self;
         inner.alive()?;
         let _meta = inner
             .locker
@@ -65,9 +65,9 @@ impl Pool {
 
     /// Rebuild every namespace slot whose copies are all damaged from the copy of its entry in
     /// its PMO's header page (`pmo check --repair`): found by scanning the space no live entry
-    /// covers. Returns the names rebuilt; slots left damaged stay in [`Pool::damaged_slots`].
+    /// covers. Returns the names rebuilt; slots left damaged stay in `Pool::damaged_slots`.
     pub fn rebuild_damaged_slots(&self) -> Result<Vec<(usize, String)>> {
-        let sb = &self.inner.sb;
+        let sb = &self.sb;
         self.change_damaged_slots(|m, ns, slots| {
             let mut rebuilt = Vec::new();
             if slots.is_empty() {
@@ -102,7 +102,7 @@ impl Pool {
     /// --drop-damaged`): the PMO it held is given up, and the space it may cover becomes free.
     /// Returns the slots freed.
     pub fn drop_damaged_slots(&self) -> Result<Vec<usize>> {
-        let sb = &self.inner.sb;
+        let sb = &self.sb;
         self.change_damaged_slots(|m, _, slots| {
             for &i in &slots {
                 if sb.ns_mirror != 0 {
@@ -116,7 +116,7 @@ impl Pool {
 }
 
 /// A configuration slot to rewrite with the record in force, and what to report.
-pub(crate) type ConfigFix = (u64, Option<String>);
+pub type ConfigFix = (u64, Option<String>);
 
 /// The configuration record in force, and the slots to rewrite with it (with what to report:
 /// `None` for the leftover of an interrupted update or a version-2 pool's older record).
@@ -126,10 +126,7 @@ pub(crate) type ConfigFix = (u64, Option<String>);
 /// and fails its CRC: such a slot is damage. The valid record with the highest sequence
 /// number is in force; a damaged slot beside a valid one is rewritten from it; two damaged
 /// slots are corruption.
-pub(crate) fn config_state(
-    m: &dyn Medium,
-    sb: &Superblock,
-) -> Result<(PoolConfig, Vec<ConfigFix>)> {
+pub fn config_state(m: &dyn Medium, sb: &Superblock) -> Result<(PoolConfig, Vec<ConfigFix>)> {
     let mut valid: [Option<PoolConfig>; 2] = [None, None];
     let mut damaged = [false; 2];
     for i in 0..2u64 {
@@ -169,17 +166,12 @@ pub(crate) fn config_state(
     Ok((best, fixes))
 }
 
-pub(crate) fn read_config(m: &dyn Medium, sb: &Superblock) -> Result<PoolConfig> {
+pub fn read_config(m: &dyn Medium, sb: &Superblock) -> Result<PoolConfig> {
     config_state(m, sb).map(|c| c.0)
 }
 
 /// Write configuration record `c` into slot `i`: body first, magic last, each fenced.
-pub(crate) fn write_config_slot(
-    m: &dyn Medium,
-    sb: &Superblock,
-    i: u64,
-    c: &PoolConfig,
-) -> Result<()> {
+pub fn write_config_slot(m: &dyn Medium, sb: &Superblock, i: u64, c: &PoolConfig) -> Result<()> {
     let off = sb.config_offset + i * CONFIG_SIZE as u64;
     let enc = c.encode();
     let mut body = enc;
@@ -192,7 +184,7 @@ pub(crate) fn write_config_slot(
 }
 
 /// "Not found" when the namespace is whole; corruption when a damaged slot may hold `name`.
-pub(crate) fn not_found(ns: &Namespace, name: &str) -> StoreError {
+pub fn not_found(ns: &Namespace, name: &str) -> StoreError {
     match ns.damage() {
         None => StoreError::NotFound(name.into()),
         Some(d) => StoreError::Corrupt(format!(
@@ -204,7 +196,7 @@ pub(crate) fn not_found(ns: &Namespace, name: &str) -> StoreError {
 /// Write an entry so that a crash leaves either no entry or the whole entry: copy A, then the
 /// mirror (copy B), each body first with the magic word zeroed, then the magic word in one
 /// 8-byte store. Fenced.
-pub(crate) fn write_entry(m: &dyn Medium, sb: &Superblock, slot: usize, e: &Entry) -> Result<()> {
+pub fn write_entry(m: &dyn Medium, sb: &Superblock, slot: usize, e: &Entry) -> Result<()> {
     write_copy(m, sb, slot, false, Some(e))?;
     if sb.ns_mirror != 0 {
         write_copy(m, sb, slot, true, Some(e))?;
@@ -214,7 +206,7 @@ pub(crate) fn write_entry(m: &dyn Medium, sb: &Superblock, slot: usize, e: &Entr
 
 /// Write one copy of a slot: `e` (body, fence, magic word, fence), or free (the magic word
 /// zeroed, fenced).
-pub(crate) fn write_copy(
+pub fn write_copy(
     m: &dyn Medium,
     sb: &Superblock,
     slot: usize,
@@ -241,7 +233,7 @@ pub(crate) fn write_copy(
 
 /// Free a slot by zeroing its first 8 bytes (one atomic store): the mirror first (fenced), then
 /// copy A, flushed, not fenced.
-pub(crate) fn clear_slot(m: &dyn Medium, sb: &Superblock, slot: usize) -> Result<()> {
+pub fn clear_slot(m: &dyn Medium, sb: &Superblock, slot: usize) -> Result<()> {
     if sb.ns_mirror != 0 {
         write_copy(m, sb, slot, true, None)?;
     }
@@ -253,7 +245,7 @@ pub(crate) fn clear_slot(m: &dyn Medium, sb: &Superblock, slot: usize) -> Result
 
 /// Write (or, `live` false, clear the magic word of) the copy of `e` in its header page.
 /// Flushed, not fenced.
-pub(crate) fn write_header_copy(m: &dyn Medium, e: &Entry, live: bool) -> Result<()> {
+pub fn write_header_copy(m: &dyn Medium, e: &Entry, live: bool) -> Result<()> {
     let off = e.extent_off + PmoLayout::ENTRY_COPY_OFF;
     if live {
         m.write(off, &e.encode())?;
@@ -267,7 +259,7 @@ pub(crate) fn write_header_copy(m: &dyn Medium, e: &Entry, live: bool) -> Result
 
 /// The header-page copies of PMOs in space no live entry covers: candidates to rebuild a
 /// damaged slot from (a copy names its own extent, so only a header page matches).
-pub(crate) fn header_copies(m: &dyn Medium, sb: &Superblock, ns: &Namespace) -> Result<Vec<Entry>> {
+pub fn header_copies(m: &dyn Medium, sb: &Superblock, ns: &Namespace) -> Result<Vec<Entry>> {
     let mut found: Vec<Entry> = Vec::new();
     for (start, len) in ns.free_extents(sb) {
         let mut off = start;
@@ -294,7 +286,7 @@ pub(crate) fn header_copies(m: &dyn Medium, sb: &Superblock, ns: &Namespace) -> 
 }
 
 /// Write both superblock copies, A then B, each fenced.
-pub(crate) fn write_superblocks(m: &dyn Medium, sb: &Superblock) -> Result<()> {
+pub fn write_superblocks(m: &dyn Medium, sb: &Superblock) -> Result<()> {
     let enc = sb.encode();
     for off in SB_OFFSETS {
         m.write(off, &enc)?;
@@ -306,7 +298,7 @@ pub(crate) fn write_superblocks(m: &dyn Medium, sb: &Superblock) -> Result<()> {
 
 /// Rewrite each configuration slot that disagrees with the record in force (at open, under the
 /// metadata lock); what to report.
-pub(crate) fn repair_config(m: &dyn Medium, sb: &Superblock) -> Result<Vec<String>> {
+pub fn repair_config(m: &dyn Medium, sb: &Superblock) -> Result<Vec<String>> {
     let mut notes = Vec::new();
     if let Ok((cfg, fixes)) = config_state(m, sb) {
         for (i, note) in fixes {
@@ -319,7 +311,7 @@ pub(crate) fn repair_config(m: &dyn Medium, sb: &Superblock) -> Result<Vec<Strin
 
 /// Each live PMO's header page holds a copy of its entry: PMOs from before version 3, or cut
 /// off by a pdestroy that did not finish, get it back here (at open, under the metadata lock).
-pub(crate) fn restore_header_copies(m: &dyn Medium, sb: &Superblock, live: &[Entry]) -> Result<()> {
+pub fn restore_header_copies(m: &dyn Medium, sb: &Superblock, live: &[Entry]) -> Result<()> {
     if sb.ns_mirror == 0 {
         return Ok(());
     }
@@ -339,7 +331,7 @@ pub(crate) fn restore_header_copies(m: &dyn Medium, sb: &Superblock, live: &[Ent
 }
 
 /// The superblock copies as read at open, the one in force, and what to report.
-pub(crate) struct SuperblockChoice {
+pub struct SuperblockChoice {
     pub sb: Superblock,
     pub copies: Vec<std::result::Result<Superblock, pmo_format::FormatError>>,
     pub repairs: Vec<String>,
@@ -348,7 +340,7 @@ pub(crate) struct SuperblockChoice {
 /// Choose the superblock at open: copy A if valid, else copy B (the other is rewritten by
 /// recovery, reported here). Both invalid: not a pool (both blank, or foreign bytes and no
 /// configuration record), an interrupted `pmo init` (one copy blank), else corruption.
-pub(crate) fn choose_superblock(m: &dyn Medium) -> Result<SuperblockChoice> {
+pub fn choose_superblock(m: &dyn Medium) -> Result<SuperblockChoice> {
     use pmo_format::FormatError::TooNew;
     let len = m.len();
     let mut copies = Vec::new();

@@ -278,7 +278,7 @@ fn rotation_kek(old_data: &MasterKey, uuid: &[u8; 16]) -> Zeroizing<[u8; 32]> {
 }
 
 /// Wrap a rotation's new data master under the old one.
-pub(crate) fn wrap_rotation(
+pub fn wrap_rotation(
     old_data: &MasterKey,
     uuid: &[u8; 16],
     new_data: &MasterKey,
@@ -289,11 +289,7 @@ pub(crate) fn wrap_rotation(
 
 /// Unwrap a rotation's new data master with the old one (`None`: `data` is not the master it
 /// was wrapped under).
-pub(crate) fn unwrap_rotation(
-    data: &MasterKey,
-    uuid: &[u8; 16],
-    wrapped: &[u8; 40],
-) -> Option<MasterKey> {
+pub fn unwrap_rotation(data: &MasterKey, uuid: &[u8; 16], wrapped: &[u8; 40]) -> Option<MasterKey> {
     pmo_crypt::wrap::unwrap_key(&rotation_kek(data, uuid), wrapped).ok()
 }
 

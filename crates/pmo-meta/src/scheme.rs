@@ -144,7 +144,7 @@ const IDS: [(SchemeId, &str); 10] = [
 ];
 
 /// Bit of a scheme code: the plaintext copy lives on the medium.
-pub(crate) const SHADOW_MEDIUM_BIT: u32 = 1 << 8;
+pub const SHADOW_MEDIUM_BIT: u32 = 1 << 8;
 
 impl Scheme {
     /// No protection.
