@@ -28,4 +28,4 @@ pub mod redundancy;
 pub mod scheme;
 
 pub use error::{Result, StoreError};
-pub use meta::PoolMeta;
+pub use meta::{Health, PoolMeta};

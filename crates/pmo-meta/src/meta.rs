@@ -11,32 +11,62 @@ use crate::error::{Result, StoreError};
 use crate::locks::Locker;
 use crate::namespace::Namespace;
 
+/// An open pool's metadata in memory, shared by every handle of the pool.
 pub struct PoolMeta {
     pub medium: Arc<dyn Medium>,
     pub sb: Superblock,
     pub locker: Locker,
     pub ns: Mutex<Namespace>,
-    pub poisoned: AtomicBool,
+    /// Set by the first persistence failure: every later call fails with `Poisoned`.
+    pub health: Health,
     /// What opening the pool repaired (damaged copies rewritten from the good ones), reported once.
     pub repairs: Mutex<Vec<String>>,
 }
 
-impl PoolMeta {
+/// A pool's health: poisoned by the first persistence failure (a medium error while writing),
+/// after which every call fails with [`StoreError::Poisoned`] instead of trusting a half-written
+/// state. The engine gets this, not the whole [`PoolMeta`].
+#[derive(Debug, Default)]
+pub struct Health {
+    poisoned: AtomicBool,
+}
+
+impl Health {
+    /// `Err(Poisoned)` once a persistence failure happened.
     pub fn alive(&self) -> Result<()> {
-        if self.poisoned.load(Ordering::Acquire) {
+        if self.is_poisoned() {
             Err(StoreError::Poisoned)
         } else {
             Ok(())
         }
     }
-    /// Record a persistence failure: every later call fails.
+    /// Record a persistence failure (a medium error in `r`): every later call fails.
     pub fn poison<T>(&self, r: Result<T>) -> Result<T> {
         if let Err(e) = &r {
             if matches!(e, StoreError::Medium(_)) {
-                self.poisoned.store(true, Ordering::Release);
+                self.set_poisoned();
             }
         }
         r
+    }
+    /// Whether a persistence failure happened.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+    /// Poison unconditionally (a failure the caller knows to be one of persistence).
+    pub fn set_poisoned(&self) {
+        self.poisoned.store(true, Ordering::Release);
+    }
+}
+
+impl PoolMeta {
+    /// [`Health::alive`] of this pool.
+    pub fn alive(&self) -> Result<()> {
+        self.health.alive()
+    }
+    /// [`Health::poison`] of this pool.
+    pub fn poison<T>(&self, r: Result<T>) -> Result<T> {
+        self.health.poison(r)
     }
     /// Record what a repair did, for [`Pool::repairs`] to report once.
     pub fn note_repair(&self, note: String) {

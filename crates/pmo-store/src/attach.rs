@@ -589,8 +589,21 @@ impl Attachment {
             if let Some(ranges) =
                 ranges.filter(|_| self.dirty_tracking() == DirtyTracking::Declared)
             {
+                let h = &self.handle;
+                let inner = &*h.pool().inner;
                 // SAFETY: the view maps the PMO's size pages at `base`; `pages` are inside it.
-                let logged = unsafe { self.handle.log_psync(base, &pages, &ranges) };
+                let logged = unsafe {
+                    crate::sublog::log_psync(
+                        &h.core,
+                        &*inner.medium,
+                        h.prot.as_deref(),
+                        &inner.sb.uuid,
+                        &inner.health,
+                        base,
+                        &pages,
+                        &ranges,
+                    )
+                };
                 match logged {
                     Ok(Some(stats)) => return Ok(stats),
                     Ok(None) => {}

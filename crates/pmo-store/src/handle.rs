@@ -149,7 +149,13 @@ impl Pool {
         };
         if exclusive {
             // Psynced bytes a crash or a detach left in the sub-page log go into their pages.
-            crate::sublog::recover(self, &core, prot.as_deref())?;
+            crate::sublog::recover(
+                &core,
+                &*inner.medium,
+                prot.as_deref(),
+                &inner.sb.uuid,
+                &inner.health,
+            )?;
         }
         if perm == Perm::Read && exclusive && !sole {
             guard.downgrade()?;
@@ -306,7 +312,7 @@ impl PmoHandle {
 
     /// Record a finished writer session in the PMO header page (informational: no fence).
     pub(crate) fn record_session(&self, s: &crate::SessionStats) {
-        if self.perm != Perm::Write || self.pool.inner.poisoned.load(Ordering::Acquire) {
+        if self.perm != Perm::Write || self.pool.inner.health.is_poisoned() {
             return;
         }
         let off = self.core.extent_off + crate::stats::RECORD_OFF;
@@ -319,19 +325,19 @@ impl Drop for PmoHandle {
     fn drop(&mut self) {
         let mut plain_committed = false;
         if let Some(p) = &self.prot {
-            if self.perm == Perm::Write && !self.pool.inner.poisoned.load(Ordering::Acquire) {
+            if self.perm == Perm::Write && !self.pool.inner.health.is_poisoned() {
                 // BP on the medium: encrypt the pages psync committed as plaintext. On failure
                 // they stay flagged under the plaintext word: the next keyed open encrypts them.
                 plain_committed = p.plain_session();
                 if plain_committed && p.encrypt_plain_pages().is_err() {
-                    self.pool.inner.poisoned.store(true, Ordering::Release);
+                    self.pool.inner.health.set_poisoned();
                 }
                 // Integrity at detach; on failure the pending word stays and the next attach's
                 // crash handler repairs.
                 let _ = p.finish_detach();
             }
         }
-        if !self.pool.inner.poisoned.load(Ordering::Acquire) {
+        if !self.pool.inner.health.is_poisoned() {
             // Zero the plaintext area the mapping filled, then clear the plaintext word. A
             // session without a mapping (page-level BP commits) filled no area: with its
             // plaintext encrypted above, only the word is left to clear. On failure the word
@@ -346,10 +352,10 @@ impl Drop for PmoHandle {
                 None => Ok(()),
             };
             if r.is_err() {
-                self.pool.inner.poisoned.store(true, Ordering::Release);
+                self.pool.inner.health.set_poisoned();
             }
         }
-        if self.perm == Perm::Write && !self.pool.inner.poisoned.load(Ordering::Acquire) {
+        if self.perm == Perm::Write && !self.pool.inner.health.is_poisoned() {
             let _ = write_holder(self.medium(), &self.core, 0);
         }
     }
@@ -574,6 +580,28 @@ impl PmoHandle {
             defer_checksums,
         );
         inner.poison(r)
+    }
+}
+
+/// The sub-page commit log at a handle (`pmo_engine::sublog` does the work).
+impl PmoHandle {
+    /// At a writer's detach, after its view is gone: fold the live records into their pages,
+    /// rebuilt from slot + records (never from the view, whose bytes since the last psync are
+    /// discarded). A failure poisons the pool; the next open folds them again.
+    pub(crate) fn fold_log(&self) {
+        let inner = &*self.pool.inner;
+        crate::sublog::fold_log(
+            &self.core,
+            &*inner.medium,
+            self.prot.as_deref(),
+            &inner.health,
+        )
+    }
+
+    /// After a shrink dropped pages: fold any live record, then zero the log area
+    /// (`pmo_engine::sublog::scrub_log`).
+    pub(crate) fn scrub_log(&self) -> Result<()> {
+        crate::sublog::scrub_log(&self.core, &*self.pool.inner.medium, self.prot.as_deref())
     }
 }
 

@@ -29,11 +29,12 @@
 #![deny(unsafe_code)]
 
 pub mod attach;
+pub use pmo_engine::{engine, protect, stats};
+use pmo_engine::{gate, sublog};
 use pmo_meta::{address, entries, redundancy};
 pub use pmo_meta::{error, keys, locks, namespace, scheme};
 mod check;
 pub mod detach;
-pub mod engine;
 pub mod export;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -43,12 +44,9 @@ pub mod pool;
 pub mod pptr;
 pub mod predict;
 pub mod predict_history;
-pub mod protect;
 pub mod resize;
 pub mod rotate;
 pub mod snapshot;
-pub mod stats;
-mod sublog;
 pub mod tracking;
 mod upgrade;
 

@@ -1,7 +1,6 @@
 //! Pools: create, open (= recover), pcreate, pdestroy, list and info.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use pmo_format::superblock::{
@@ -362,7 +361,7 @@ impl Pool {
                 sb,
                 locker,
                 ns: Mutex::new(Namespace::default()),
-                poisoned: AtomicBool::new(false),
+                health: Default::default(),
                 repairs: Mutex::new(repairs),
             }),
         };
@@ -580,6 +579,19 @@ impl Pool {
         scheme: Option<Scheme>,
     ) -> Result<PmoInfo> {
         self.pcreate_in(name, size, 0, key, scheme, None)
+    }
+
+    /// [`Pool::pcreate_with`] giving the PMO a sub-page commit log area (where the pool's
+    /// version and the scheme allow one) unless `PMO_LOG=0`: what `PmoHeap` creates for
+    /// declared tracking (`pmo-typed`).
+    pub fn pcreate_logged(
+        &self,
+        name: &str,
+        size: u64,
+        key: &[u8],
+        scheme: Option<Scheme>,
+    ) -> Result<PmoInfo> {
+        crate::sublog::with_log_forced(|| self.pcreate_with(name, size, key, scheme))
     }
 
     /// `pcreate` of a PMO of the *key family* `family` (a salt; [`Pool::family_salt`] gives

@@ -48,6 +48,7 @@ use pmo_format::{Entry, PAGE_SIZE};
 use crate::engine::{Page, PmoCore};
 use crate::error::{Result, StoreError};
 use crate::export::Progress;
+use crate::gate::Gate;
 use crate::keys;
 use crate::pool::{PmoInfo, Pool};
 use crate::protect::Protection;
@@ -58,66 +59,6 @@ pub const FREE_PASSES: u32 = 4;
 /// Passes before a snapshot gives up (with the gate closed, passes that find a change wait
 /// 200 µs each for the psync in flight to finish: about 10 s in all).
 pub const MAX_PASSES: u32 = 50_000;
-/// Offset in the PMO's header page of the snapshot gate word (u64, non-zero while a snapshot
-/// wants psyncs to pass the gate lock; written without a fence: coordination, not state).
-pub const GATE_OFF: u64 = 2056;
-
-fn write_gate(core: &PmoCore, m: &dyn pmo_medium::Medium, v: u64) -> Result<()> {
-    m.write(core.abs(GATE_OFF), &v.to_le_bytes())?;
-    Ok(())
-}
-
-/// Called by every psync before it commits: if a snapshot has closed the gate, wait for it
-/// (the returned guard is held until the commit is done).
-pub(crate) fn pass_gate(
-    core: &PmoCore,
-    m: &dyn pmo_medium::Medium,
-) -> Result<Option<crate::locks::LockGuard>> {
-    let Some(locker) = &core.gate else {
-        return Ok(None);
-    };
-    let mut b = [0u8; 8];
-    m.read(core.abs(GATE_OFF), &mut b)?;
-    if u64::from_le_bytes(b) == 0 {
-        return Ok(None);
-    }
-    locker
-        .lock_blocking(
-            crate::locks::gate_word(core.extent_off),
-            pmo_os::lock::LockKind::Shared,
-        )
-        .map(Some)
-}
-
-/// A closed gate; opened on drop.
-struct Gate<'a> {
-    core: &'a PmoCore,
-    m: &'a dyn pmo_medium::Medium,
-    _lock: crate::locks::LockGuard,
-}
-
-impl<'a> Gate<'a> {
-    fn close(pool: &Pool, core: &'a PmoCore, m: &'a dyn pmo_medium::Medium) -> Result<Gate<'a>> {
-        write_gate(core, m, 1)?;
-        let lock = pool.inner.locker.lock_blocking(
-            crate::locks::gate_word(core.extent_off),
-            pmo_os::lock::LockKind::Exclusive,
-        );
-        match lock {
-            Ok(l) => Ok(Gate { core, m, _lock: l }),
-            Err(e) => {
-                let _ = write_gate(core, m, 0);
-                Err(e)
-            }
-        }
-    }
-}
-
-impl Drop for Gate<'_> {
-    fn drop(&mut self) {
-        let _ = write_gate(self.core, self.m, 0);
-    }
-}
 
 /// Where a snapshot's pages go.
 pub(crate) trait Sink {
@@ -207,7 +148,7 @@ impl Pool {
         let mut gate = None;
         for pass in 1..=MAX_PASSES {
             if pass > FREE_PASSES && gate.is_none() {
-                gate = Some(Gate::close(self, &core, m)?);
+                gate = Some(Gate::close(&self.inner.locker, &core, m)?);
                 report.gated = true;
             }
             let (seq, table, trailer) = committed(&core, m)?;

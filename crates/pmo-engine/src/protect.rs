@@ -30,12 +30,12 @@ use pmo_format::Trailer;
 use pmo_medium::Medium;
 
 use crate::engine::{Page, PmoCore};
-use crate::error::{Result, StoreError};
-use crate::keys::MasterKey;
-use crate::scheme::{Cipher, Scheme};
+use pmo_meta::error::{Result, StoreError};
+use pmo_meta::keys::MasterKey;
+use pmo_meta::scheme::{Cipher, Scheme};
 
 /// Versions reserved by one reservation commit (two extra fences per this many seals).
-pub(crate) const RESERVATION_CHUNK: u64 = 1 << 16;
+pub const RESERVATION_CHUNK: u64 = 1 << 16;
 
 /// Domain of the trailer MAC (`secure`).
 const TRAILER_MAC_DOMAIN: &[u8] = b"pmo/v2/trailer";
@@ -53,11 +53,11 @@ enum Mode {
 
 /// The writer's crypto state, changed only by a successful commit.
 #[derive(Clone)]
-pub(crate) struct WriteState {
-    pub(crate) counter: VersionCounter,
-    pub(crate) mac: Option<VersionTableMac>,
+pub struct WriteState {
+    pub counter: VersionCounter,
+    pub mac: Option<VersionTableMac>,
     /// The reservation of the newest commit (carried into every trailer).
-    pub(crate) reservation: u64,
+    pub reservation: u64,
 }
 
 /// Offset (in the PMO header page) of the integrity-pending word of `*-id` schemes: non-zero
@@ -66,15 +66,15 @@ pub(crate) struct WriteState {
 pub const ID_PENDING_OFF: u64 = 128;
 
 /// One page for [`Protection::seal_batch`].
-pub(crate) struct SealJob<'a> {
-    pub(crate) page_index: u64,
-    pub(crate) version: u64,
+pub struct SealJob<'a> {
+    pub page_index: u64,
+    pub version: u64,
     /// The plaintext; `None`: it is in `out`, sealed in place.
-    pub(crate) input: Option<&'a Page>,
+    pub input: Option<&'a Page>,
     /// Where the at-rest page goes.
-    pub(crate) out: &'a mut Page,
+    pub out: &'a mut Page,
     /// The metadata slot, set by the seal.
-    pub(crate) meta: [u8; PAGE_META_LEN],
+    pub meta: [u8; PAGE_META_LEN],
 }
 
 /// Protection state of one attached PMO.
@@ -105,11 +105,11 @@ pub struct Protection {
     entries: Box<[AtomicU64]>,
     /// The whole-PMO checksum committed last (`wedi`), to verify at attach.
     whole_expected: Option<[u8; 32]>,
-    pub(crate) write: Mutex<WriteState>,
+    pub write: Mutex<WriteState>,
     /// Sealed pages of a psync batch on media that are not memory (or page snapshots, sealed
     /// in place), kept between psyncs so that a psync does not fault in fresh heap pages (up to
     /// 512 pages).
-    pub(crate) scratch: Mutex<Vec<Page>>,
+    pub scratch: Mutex<Vec<Page>>,
     core: Arc<PmoCore>,
     medium: Arc<dyn Medium>,
 }
@@ -130,7 +130,7 @@ fn integrity(core: &PmoCore, reason: impl Into<String>) -> StoreError {
 impl Protection {
     /// Set up protection for an attach: derive keys, read (and for `secure`, verify) the page
     /// map, recover the version counter. The PMO must be recovered already.
-    pub(crate) fn open(
+    pub fn open(
         core: Arc<PmoCore>,
         medium: Arc<dyn Medium>,
         scheme: Scheme,
@@ -143,7 +143,7 @@ impl Protection {
     /// A rotation's protection (`crate::rotate`) over the current map `table`, unverified (the
     /// caller opened the PMO verified under the key that vouches for the map): it seals with
     /// checksums included and never commits plaintext; nothing is written by the open.
-    pub(crate) fn open_fresh(
+    pub fn open_fresh(
         core: Arc<PmoCore>,
         medium: Arc<dyn Medium>,
         scheme: Scheme,
@@ -167,7 +167,7 @@ impl Protection {
     /// nothing is written (no crash handler runs: the writer's session is alive), and pages of
     /// an integrity-at-detach session still open have no checksums yet, so they are decrypted
     /// without one (the snapshot's own commits write fresh ones).
-    pub(crate) fn open_live(
+    pub fn open_live(
         core: Arc<PmoCore>,
         medium: Arc<dyn Medium>,
         scheme: Scheme,
@@ -205,7 +205,7 @@ impl Protection {
         };
         let m = &*medium;
         let crypt_master = CryptMasterKey::from_slice(&master[..]).map_err(crypt_err)?;
-        let at_detach = scheme.integrity_at() == crate::scheme::IntegrityAt::Detach;
+        let at_detach = scheme.integrity_at() == pmo_meta::scheme::IntegrityAt::Detach;
         // Per-page checksums may be pending from an earlier session at detach even when this
         // attach runs the PMO at psync (a run-time switch of design): the crash handler then
         // repairs them all the same.
@@ -243,12 +243,12 @@ impl Protection {
                 keys: PmoKeys::derive(&crypt_master, pool_uuid, core.uuid).map_err(crypt_err)?,
             },
         };
-        let bp_plain = scheme.shadow == crate::scheme::Shadow::Medium
+        let bp_plain = scheme.shadow == pmo_meta::scheme::Shadow::Medium
             && matches!(
                 scheme.id,
-                crate::scheme::SchemeId::Bp
-                    | crate::scheme::SchemeId::BpIp
-                    | crate::scheme::SchemeId::BpId
+                pmo_meta::scheme::SchemeId::Bp
+                    | pmo_meta::scheme::SchemeId::BpIp
+                    | pmo_meta::scheme::SchemeId::BpId
             );
         // Plaintext in a committed slot is possible only for a PMO with a plaintext area and
         // the XTS designs (a run-time switch to SP or WED finds it from a BP session).
@@ -478,7 +478,7 @@ impl Protection {
     /// Before a commit of `pages` of an integrity-at-detach scheme, or one that defers its
     /// checksums (`defer`): make the pending word durable (once per session) and remember the
     /// pages. No-op otherwise.
-    pub(crate) fn before_commit(&self, pages: &[u64], defer: bool) -> Result<()> {
+    pub fn before_commit(&self, pages: &[u64], defer: bool) -> Result<()> {
         if self.commits_plaintext() {
             // The plaintext word covers committed plaintext across a crash: set it durably
             // before the first plaintext commit of the session.
@@ -544,23 +544,23 @@ impl Protection {
     }
 
     /// The verified page-map entry of `page` (DRAM copy).
-    pub(crate) fn entry(&self, page: u64) -> PageMapEntry {
+    pub fn entry(&self, page: u64) -> PageMapEntry {
         PageMapEntry(self.entries[page as usize].load(Ordering::Acquire))
     }
 
-    pub(crate) fn set_entry(&self, page: u64, e: PageMapEntry) {
+    pub fn set_entry(&self, page: u64, e: PageMapEntry) {
         self.entries[page as usize].store(e.0, Ordering::Release);
     }
 
     /// Whether psync commits pages as plaintext now (BP with the plaintext copy on the medium,
     /// outside the sealing commit that encrypts them).
-    pub(crate) fn commits_plaintext(&self) -> bool {
+    pub fn commits_plaintext(&self) -> bool {
         self.bp_plain && !self.encrypting.load(Ordering::Acquire)
     }
 
     /// Whether a session committed pages as plaintext (the handle's drop encrypts them and
     /// clears the plaintext word).
-    pub(crate) fn plain_session(&self) -> bool {
+    pub fn plain_session(&self) -> bool {
         *self.plain_session.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -568,7 +568,7 @@ impl Protection {
     /// then zero the slots that held the plaintext and fence. Returns the pages encrypted. At
     /// detach, and at the next keyed open after a crash. The plaintext word stays set: the
     /// caller clears it (with the plaintext area).
-    pub(crate) fn encrypt_plain_pages(&self) -> Result<u64> {
+    pub fn encrypt_plain_pages(&self) -> Result<u64> {
         let pages: Vec<u64> = (0..self.core.npages())
             .filter(|&p| self.entry(p).is_plain())
             .collect();
@@ -670,7 +670,7 @@ impl Protection {
     /// agree (AES-GCM authenticates the ciphertext it wrote; XTS has no metadata). False for
     /// XTS + SHA-256, whose checksum is a second pass over the plaintext: such pages are copied
     /// into a private buffer first.
-    pub(crate) fn seals_in_one_pass(&self, defer: bool) -> bool {
+    pub fn seals_in_one_pass(&self, defer: bool) -> bool {
         !matches!(
             self.sealer_for(defer),
             PageProtector::Xts { checksum: true, .. }
@@ -680,12 +680,7 @@ impl Protection {
     /// Seal a batch of pages, each with the version of its job, on the crypto workers if
     /// `parallel` (else on this thread); fills each job's metadata slot. `defer`: without
     /// checksums, where [`Protection::can_defer_checksums`].
-    pub(crate) fn seal_batch(
-        &self,
-        jobs: &mut [SealJob<'_>],
-        parallel: bool,
-        defer: bool,
-    ) -> Result<()> {
+    pub fn seal_batch(&self, jobs: &mut [SealJob<'_>], parallel: bool, defer: bool) -> Result<()> {
         let sealer = self.sealer_for(defer);
         if self.commits_plaintext() {
             // BP on the medium: psync copies the shadow into the primary (the free slot) as
@@ -725,7 +720,7 @@ impl Protection {
 
     /// The table MAC update for pages changing, each `(page, old, new)` (secure scheme only;
     /// pages distinct). A few pages' AES blocks at a time ([`VersionTableMac::update_many`]).
-    pub(crate) fn mac_update(
+    pub fn mac_update(
         &self,
         mac: &mut Option<VersionTableMac>,
         changes: impl Iterator<Item = (u64, PageMapEntry, PageMapEntry)>,
@@ -749,7 +744,7 @@ impl Protection {
 
     /// The trailer of a commit under `epoch` with the (already updated) `mac`, carrying
     /// `reservation`.
-    pub(crate) fn trailer(
+    pub fn trailer(
         &self,
         mac: &Option<VersionTableMac>,
         epoch: u64,
@@ -773,7 +768,7 @@ impl Protection {
     /// reservation to commit and the epoch to commit it under (the top value of the new
     /// range, never handed out as a page version). Deterministic in (reservation, pages), so
     /// a retry after a crash reuses the epoch only with the same, unchanged table.
-    pub(crate) fn reservation_needed(&self, ws: &WriteState, pages: u64) -> Option<(u64, u64)> {
+    pub fn reservation_needed(&self, ws: &WriteState, pages: u64) -> Option<(u64, u64)> {
         if !matches!(self.protector, PageProtector::Aead { .. }) || ws.counter.remaining() > pages {
             return None;
         }
@@ -787,7 +782,7 @@ impl Protection {
     /// resize, `crate::resize`): the version-table MAC of `table` (the new map's raw entries,
     /// `secure`), tagged under `epoch`, carrying `reservation` and, for `wedi`, the whole-PMO
     /// checksum. The keys are this PMO's: a resized PMO keeps its uuid and data master.
-    pub(crate) fn seed_trailer(
+    pub fn seed_trailer(
         &self,
         table: &[u64],
         epoch: u64,
@@ -806,7 +801,7 @@ impl Protection {
     }
 
     /// The AES-GCM keys of a `secure` PMO (its sub-page log records are sealed under them).
-    pub(crate) fn aead_keys(&self) -> Option<&pmo_crypt::PmoKeys> {
+    pub fn aead_keys(&self) -> Option<&pmo_crypt::PmoKeys> {
         match &self.protector {
             PageProtector::Aead { keys } => Some(keys),
             _ => None,
@@ -814,7 +809,7 @@ impl Protection {
     }
 
     /// Whether page versions are nonces (AES-GCM): then no version may repeat under the keys.
-    pub(crate) fn versions_are_nonces(&self) -> bool {
+    pub fn versions_are_nonces(&self) -> bool {
         matches!(self.protector, PageProtector::Aead { .. })
     }
 
@@ -825,7 +820,7 @@ impl Protection {
 
     /// Check the whole-PMO checksum against the committed one, reading every page from the
     /// medium (decrypted): what a page-level reader does before it returns any byte.
-    pub(crate) fn verify_whole_on_medium(&self) -> Result<()> {
+    pub fn verify_whole_on_medium(&self) -> Result<()> {
         if self.whole_expected.is_none() {
             return Ok(());
         }
@@ -846,7 +841,7 @@ impl Protection {
     }
 
     /// The whole-PMO checksum committed last (`wedi`; `None` otherwise or before any commit).
-    pub(crate) fn whole_expected(&self) -> Option<[u8; 32]> {
+    pub fn whole_expected(&self) -> Option<[u8; 32]> {
         self.whole_expected
     }
 

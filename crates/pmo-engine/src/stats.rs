@@ -21,25 +21,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Live counters of one PMO engine instance (one attach session).
 #[derive(Debug, Default)]
 pub struct SessionCounters {
-    pub(crate) attach_stall_ns: AtomicU64,
-    pub(crate) attach_other_ns: AtomicU64,
-    pub(crate) psync_crypt_ns: AtomicU64,
-    pub(crate) psync_persist_ns: AtomicU64,
-    pub(crate) psyncs: AtomicU64,
-    pub(crate) pages_encrypted: AtomicU64,
-    pub(crate) bytes_persisted: AtomicU64,
+    pub attach_stall_ns: AtomicU64,
+    pub attach_other_ns: AtomicU64,
+    pub psync_crypt_ns: AtomicU64,
+    pub psync_persist_ns: AtomicU64,
+    pub psyncs: AtomicU64,
+    pub pages_encrypted: AtomicU64,
+    pub bytes_persisted: AtomicU64,
 }
 
 impl SessionCounters {
-    pub(crate) fn add(c: &AtomicU64, v: u64) {
+    pub fn add(c: &AtomicU64, v: u64) {
         c.fetch_add(v, Ordering::Relaxed);
     }
-    pub(crate) fn get(c: &AtomicU64) -> u64 {
+    pub fn get(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
     }
     /// Count one psync that took `elapsed_ns`, `crypt_ns` of it sealing (the rest is
     /// Per+IV), and persisted `bytes`: the page commit and the log record alike.
-    pub(crate) fn count_psync(&self, elapsed_ns: u64, crypt_ns: u64, bytes: u64) {
+    pub fn count_psync(&self, elapsed_ns: u64, crypt_ns: u64, bytes: u64) {
         Self::add(&self.psyncs, 1);
         Self::add(&self.psync_crypt_ns, crypt_ns);
         Self::add(&self.psync_persist_ns, elapsed_ns.saturating_sub(crypt_ns));

@@ -47,10 +47,11 @@ use pmo_format::PAGE_SIZE;
 use pmo_medium::Medium;
 
 use crate::engine::{CommitSource, CommitStats, Page, PmoCore};
-use crate::error::{Result, StoreError};
-use crate::handle::PmoHandle;
+use crate::log_state::{LiveChange, LogState};
 use crate::protect::Protection;
-use crate::scheme::Scheme;
+use pmo_meta::error::{Result, StoreError};
+use pmo_meta::scheme::Scheme;
+use pmo_meta::Health;
 
 thread_local! {
     /// Set by [`Pool::pcreate_logged`] around its pcreate.
@@ -60,7 +61,7 @@ thread_local! {
 /// Whether a PMO created now under `scheme` in a pool of format `version` gets a log area:
 /// `PMO_LOG=1` (or [`Pool::pcreate_logged`], unless `PMO_LOG=0`), a version-6 pool, and scheme
 /// `none` or `secure`.
-pub(crate) fn wanted(scheme: Scheme, version: u32) -> bool {
+pub fn wanted(scheme: Scheme, version: u32) -> bool {
     let env = std::env::var("PMO_LOG").ok();
     let env = env.as_deref().map(str::trim);
     let asked = env != Some("0") && (FORCE.with(Cell::get) || env == Some("1"));
@@ -70,7 +71,7 @@ pub(crate) fn wanted(scheme: Scheme, version: u32) -> bool {
 }
 
 /// The entry flags for a PMO created with (`log`) or without a log area.
-pub(crate) fn flags(log: bool) -> u32 {
+pub fn flags(log: bool) -> u32 {
     if log {
         FLAG_SUBLOG
     } else {
@@ -78,58 +79,13 @@ pub(crate) fn flags(log: bool) -> u32 {
     }
 }
 
-impl crate::pool::Pool {
-    /// [`Pool::pcreate_with`](crate::pool::Pool::pcreate_with) giving the PMO a sub-page commit
-    /// log area (where the pool's version and the scheme allow one) unless `PMO_LOG=0`: what
-    /// `PmoHeap` creates for declared tracking (`pmo-typed`).
-    pub fn pcreate_logged(
-        &self,
-        name: &str,
-        size: u64,
-        key: &[u8],
-        scheme: Option<Scheme>,
-    ) -> Result<crate::pool::PmoInfo> {
-        FORCE.with(|f| f.set(true));
-        let r = self.pcreate_with(name, size, key, scheme);
-        FORCE.with(|f| f.set(false));
-        r
-    }
-}
-
-/// One psynced change not yet folded into its page.
-#[derive(Clone, Debug)]
-struct LiveChange {
-    page: u64,
-    offset: usize,
-    bytes: Vec<u8>,
-}
-
-/// The in-memory state of a PMO's log (one per [`PmoCore`]).
-#[derive(Debug, Default)]
-struct LogState {
-    /// The core's sequence number when `base` was found (a commit since makes it stale; every
-    /// commit takes the live changes first, and a fold that fails puts them back, so `live`
-    /// holds exactly the valid records not yet in their pages).
-    seq_seen: u64,
-    /// The page-commit sequence the records apply over ([`log_base`]).
-    base: u64,
-    /// Area offset of the next record.
-    at: u64,
-    /// Records appended over `base`.
-    records: u64,
-    prev_tag: [u8; TAG_LEN],
-    live: Vec<LiveChange>,
-}
-
-impl LogState {
-    fn reset(&mut self, seq_seen: u64, base: u64) {
-        *self = LogState {
-            seq_seen,
-            base,
-            at: FIRST_RECORD_OFF,
-            ..Default::default()
-        };
-    }
+/// Run `f` (a pcreate) with a sub-page log area forced where the pool's version and the
+/// scheme allow one, whatever `PMO_LOG` says: `Pool::pcreate_logged`.
+pub fn with_log_forced<T>(f: impl FnOnce() -> T) -> T {
+    FORCE.with(|c| c.set(true));
+    let r = f();
+    FORCE.with(|c| c.set(false));
+    r
 }
 
 /// The sequence number records apply over, and whether records may be appended now: the
@@ -147,20 +103,10 @@ fn log_base(core: &PmoCore, m: &dyn Medium) -> Result<(u64, bool)> {
     })
 }
 
-/// A PMO's log state, kept in its [`PmoCore`].
-#[derive(Debug, Default)]
-pub struct LogCell(Mutex<LogState>);
-
-impl LogCell {
-    fn lock(&self) -> std::sync::MutexGuard<'_, LogState> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
 /// The byte ranges declared since the last psync, for an attachment of a PMO with a log
 /// (boxed: one word in every attachment).
 #[derive(Debug, Default)]
-pub(crate) struct Ranges(Box<Mutex<RangesInner>>);
+pub struct Ranges(Box<Mutex<RangesInner>>);
 
 #[derive(Debug, Default)]
 struct RangesInner {
@@ -176,18 +122,18 @@ impl Ranges {
     /// before a psync's collect and marked after it, a range was taken by a psync that did
     /// not commit its page, and the next psync could log that page from its later ranges
     /// alone: the declared bytes were lost.)
-    pub(crate) fn lock(&self) -> RangesGuard<'_> {
+    pub fn lock(&self) -> RangesGuard<'_> {
         RangesGuard(self.0.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
 /// [`Ranges`] held ([`Ranges::lock`]).
-pub(crate) struct RangesGuard<'a>(std::sync::MutexGuard<'a, RangesInner>);
+pub struct RangesGuard<'a>(std::sync::MutexGuard<'a, RangesInner>);
 
 impl RangesGuard<'_> {
     /// Record `len` bytes at `offset`; beyond what one record can hold, just remember that the
     /// next psync is page-granular.
-    pub(crate) fn record(&mut self, offset: usize, len: usize) {
+    pub fn record(&mut self, offset: usize, len: usize) {
         let r = &mut *self.0;
         if r.overflow {
             return;
@@ -201,7 +147,7 @@ impl RangesGuard<'_> {
         }
     }
     /// The ranges since the last take (`None`: too many to log), and forget them.
-    pub(crate) fn take(&mut self) -> Option<Vec<(usize, usize)>> {
+    pub fn take(&mut self) -> Option<Vec<(usize, usize)>> {
         let inner = std::mem::take(&mut *self.0);
         (!inner.overflow).then_some(inner.list)
     }
@@ -343,7 +289,7 @@ fn apply(live: &[LiveChange], page: u64, dst: &mut Page) {
 
 /// Overlay `page`'s live changes (psynced, not yet folded) on `dst`, which holds the page as
 /// its slot has it (`rollback`).
-pub(crate) fn overlay(core: &PmoCore, page: u64, dst: &mut Page) {
+pub fn overlay(core: &PmoCore, page: u64, dst: &mut Page) {
     apply(&core.sublog.lock().live, page, dst);
 }
 
@@ -391,11 +337,7 @@ fn take_live(core: &PmoCore) -> Vec<LiveChange> {
 
 /// Called at the start of every page commit of `core`: fold live records first (rebuilt from
 /// slot + records), so the commit never obsoletes psynced bytes.
-pub(crate) fn fold_before_commit(
-    core: &PmoCore,
-    m: &dyn Medium,
-    prot: Option<&Protection>,
-) -> Result<()> {
+pub fn fold_before_commit(core: &PmoCore, m: &dyn Medium, prot: Option<&Protection>) -> Result<()> {
     let live = take_live(core);
     if live.is_empty() {
         return Ok(());
@@ -415,7 +357,7 @@ pub(crate) fn fold_before_commit(
 
 /// The pages with live changes, forgotten: a psync that commits them whole from its view
 /// (which holds their psynced bytes) adds them to its pages.
-pub(crate) fn take_live_pages(core: &PmoCore) -> Vec<u64> {
+pub fn take_live_pages(core: &PmoCore) -> Vec<u64> {
     let mut pages: Vec<u64> = take_live(core).into_iter().map(|c| c.page).collect();
     pages.sort_unstable();
     pages.dedup();
@@ -425,7 +367,7 @@ pub(crate) fn take_live_pages(core: &PmoCore) -> Vec<u64> {
 /// The psynced changes a live snapshot overlays on the slots it copied: the valid records
 /// over the base of commit `seq`, read while the writer may keep psyncing.
 #[derive(Debug, Default)]
-pub(crate) struct LiveRecords {
+pub struct LiveRecords {
     /// The newest commit when the records were read (none came between).
     pub seq: u64,
     /// Valid records read (each one psync after commit `seq`).
@@ -435,14 +377,14 @@ pub(crate) struct LiveRecords {
 
 impl LiveRecords {
     /// The pages with changes, ascending.
-    pub(crate) fn pages(&self) -> Vec<u64> {
+    pub fn pages(&self) -> Vec<u64> {
         let mut pages: Vec<u64> = self.live.iter().map(|c| c.page).collect();
         pages.sort_unstable();
         pages.dedup();
         pages
     }
     /// Apply `page`'s changes over its slot contents in `dst`.
-    pub(crate) fn apply(&self, page: u64, dst: &mut Page) {
+    pub fn apply(&self, page: u64, dst: &mut Page) {
         apply(&self.live, page, dst);
     }
 }
@@ -454,7 +396,7 @@ impl LiveRecords {
 /// Records are appended, never rewritten, while the base stays (a torn or half-visible last
 /// one fails its tag and ends the log, as at recovery), so a read bracketed by the same newest
 /// commit is a prefix of the log over the slots of that commit: the PMO as of one psync.
-pub(crate) fn read_live(
+pub fn read_live(
     core: &PmoCore,
     m: &dyn Medium,
     prot: Option<&Protection>,
@@ -487,7 +429,7 @@ pub(crate) fn read_live(
 /// header names the base), read without keys: a path that reads the page map alone (the
 /// entry-only resize) must then take the path that opens the PMO, which folds them
 /// ([`recover`]). Conservative: a header whose record fails its tag still counts.
-pub(crate) fn may_have_records(core: &PmoCore, m: &dyn Medium) -> Result<bool> {
+pub fn may_have_records(core: &PmoCore, m: &dyn Medium) -> Result<bool> {
     let Some(off) = core.layout.log_off else {
         return Ok(false);
     };
@@ -498,7 +440,7 @@ pub(crate) fn may_have_records(core: &PmoCore, m: &dyn Medium) -> Result<bool> {
 }
 
 /// Zero a fresh extent's log area (flushed, not fenced: the entry's write fences it).
-pub(crate) fn init_area(core: &PmoCore, m: &dyn Medium) -> Result<()> {
+pub fn init_area(core: &PmoCore, m: &dyn Medium) -> Result<()> {
     if let Some(off) = core.layout.log_off {
         m.zero(core.abs(off), LOG_AREA_BYTES)?;
         m.flush(core.abs(off), LOG_AREA_BYTES)?;
@@ -509,18 +451,18 @@ pub(crate) fn init_area(core: &PmoCore, m: &dyn Medium) -> Result<()> {
 /// Recovery of the log, at an open holding the exclusive attach lock, after the page-map
 /// recovery and the protection's open: fold every valid record into its page (a page commit),
 /// or report the damage (an integrity error).
-pub(crate) fn recover(
-    pool: &crate::pool::Pool,
+pub fn recover(
     core: &PmoCore,
+    m: &dyn Medium,
     prot: Option<&Protection>,
+    pool_uuid: &[u8; 16],
+    health: &Health,
 ) -> Result<()> {
     if core.layout.log_off.is_none() {
         return Ok(());
     }
-    let inner = &*pool.inner;
-    let m = &*inner.medium;
     let (base, appendable) = log_base(core, m)?;
-    let mut st = read_log(core, m, prot, &inner.sb.uuid, base)?;
+    let mut st = read_log(core, m, prot, pool_uuid, base)?;
     if !appendable {
         // Found again (and refused) by the first log psync.
         st.seq_seen = u64::MAX;
@@ -528,186 +470,178 @@ pub(crate) fn recover(
     let live = std::mem::take(&mut st.live);
     *core.sublog.lock() = st;
     if !live.is_empty() {
-        inner.poison(fold(core, m, prot, &live))?;
+        health.poison(fold(core, m, prot, &live))?;
     }
     Ok(())
 }
 
-impl PmoHandle {
-    /// At a writer's detach, after its view is gone: fold the live records into their pages,
-    /// rebuilt from slot + records (never from the view, whose bytes since the last psync are
-    /// discarded). A failure poisons the pool; the next open folds them again.
-    pub(crate) fn fold_log(&self) {
-        let inner = &*self.pool().inner;
-        if inner.alive().is_err() {
-            // A poisoned pool writes nothing more (as the rest of the detach): the records
-            // stay valid on the medium and the next open folds them.
-            return;
-        }
-        let _ = inner.poison(fold_before_commit(
-            &self.core,
-            &*inner.medium,
-            self.prot.as_deref(),
-        ));
+/// At a writer's detach, after its view is gone: fold the live records into their pages,
+/// rebuilt from slot + records (never from the view, whose bytes since the last psync are
+/// discarded). A failure poisons the pool; the next open folds them again.
+pub fn fold_log(core: &PmoCore, m: &dyn Medium, prot: Option<&Protection>, health: &Health) {
+    if health.alive().is_err() {
+        // A poisoned pool writes nothing more (as the rest of the detach): the records
+        // stay valid on the medium and the next open folds them.
+        return;
     }
+    let _ = health.poison(fold_before_commit(core, m, prot));
+}
 
-    /// After a shrink dropped pages (`resize`'s `clear_pages`): fold any live record, then
-    /// zero the log area, whose obsolete records may still hold bytes of the dropped pages
-    /// (a shrink leaves nothing of them on the medium). Only obsolete records are zeroed, so a
-    /// crash at any point loses nothing; fenced.
-    pub(crate) fn scrub_log(&self) -> Result<()> {
-        let core = &*self.core;
-        if core.layout.log_off.is_none() {
-            return Ok(());
-        }
-        let m = &*self.pool().inner.medium;
-        fold_before_commit(core, m, self.prot.as_deref())?;
-        let mut st = core.sublog.lock();
-        debug_assert!(st.live.is_empty(), "folded above");
-        init_area(core, m)?;
-        m.fence()?;
-        // The next logged psync starts the area afresh (`log_psync` finds the base again).
-        st.seq_seen = u64::MAX;
-        Ok(())
+/// After a shrink dropped pages (`resize`'s `clear_pages`): fold any live record, then
+/// zero the log area, whose obsolete records may still hold bytes of the dropped pages
+/// (a shrink leaves nothing of them on the medium). Only obsolete records are zeroed, so a
+/// crash at any point loses nothing; fenced.
+pub fn scrub_log(core: &PmoCore, m: &dyn Medium, prot: Option<&Protection>) -> Result<()> {
+    if core.layout.log_off.is_none() {
+        return Ok(());
     }
+    fold_before_commit(core, m, prot)?;
+    let mut st = core.sublog.lock();
+    debug_assert!(st.live.is_empty(), "folded above");
+    init_area(core, m)?;
+    m.fence()?;
+    // The next logged psync starts the area afresh (`log_psync` finds the base again).
+    st.seq_seen = u64::MAX;
+    Ok(())
+}
 
-    /// A psync of `pages` (the dirty pages, ascending) as one log record of the `ranges`
-    /// declared since the last psync, read from the view at `base`. `Ok(None)`: this psync
-    /// cannot be logged (no log area, a page without declared bytes, no room, a live snapshot,
-    /// the version reservation spent); the caller commits pages, adding [`take_live_pages`].
-    ///
-    /// # Safety
-    /// `base .. base + size` must be the attached view, mapped and readable, `pages` inside it.
-    pub(crate) unsafe fn log_psync(
-        &self,
-        base: *const u8,
-        pages: &[u64],
-        ranges: &[(usize, usize)],
-    ) -> Result<Option<CommitStats>> {
-        let core = &*self.core;
-        let Some(log_off) = core.layout.log_off else {
-            return Ok(None);
-        };
-        let t0 = std::time::Instant::now();
-        let inner = &*self.pool().inner;
-        // A persistence failure poisoned the pool: every later psync fails, as a page
-        // commit's does (`PmoHandle::commit_with_checksum`).
-        inner.alive()?;
-        let m = &*inner.medium;
-        let prot = self.prot.as_deref();
-        let keys = record_keys(core, prot)?;
-        let Some(changes) = changes(ranges, pages) else {
-            return Ok(None);
-        };
-        // A live snapshot reads slots only: while it runs, psyncs commit pages.
-        let mut gate = [0u8; 8];
-        m.read(core.abs(crate::snapshot::GATE_OFF), &mut gate)?;
-        if gate != [0; 8] {
+/// A psync of `pages` (the dirty pages, ascending) as one log record of the `ranges`
+/// declared since the last psync, read from the view at `base`. `Ok(None)`: this psync
+/// cannot be logged (no log area, a page without declared bytes, no room, a live snapshot,
+/// the version reservation spent); the caller commits pages, adding [`take_live_pages`].
+///
+/// # Safety
+/// `base .. base + size` must be the attached view, mapped and readable, `pages` inside it.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn log_psync(
+    core: &PmoCore,
+    m: &dyn Medium,
+    prot: Option<&Protection>,
+    pool_uuid: &[u8; 16],
+    health: &Health,
+    base: *const u8,
+    pages: &[u64],
+    ranges: &[(usize, usize)],
+) -> Result<Option<CommitStats>> {
+    let Some(log_off) = core.layout.log_off else {
+        return Ok(None);
+    };
+    let t0 = std::time::Instant::now();
+    // A persistence failure poisoned the pool: every later psync fails, as a page
+    // commit's does (`PmoHandle::commit_with_checksum`).
+    health.alive()?;
+    let keys = record_keys(core, prot)?;
+    let Some(changes) = changes(ranges, pages) else {
+        return Ok(None);
+    };
+    // A live snapshot reads slots only: while it runs, psyncs commit pages.
+    let mut gate = [0u8; 8];
+    m.read(core.abs(crate::gate::GATE_OFF), &mut gate)?;
+    if gate != [0; 8] {
+        return Ok(None);
+    }
+    let mut st = core.sublog.lock();
+    let now = core.seq();
+    if st.seq_seen != now || st.at < FIRST_RECORD_OFF {
+        if !st.live.is_empty() {
+            // A commit came while changes stayed live (a fold that failed after its
+            // reservation commit): a page commit takes their pages.
             return Ok(None);
         }
-        let mut st = core.sublog.lock();
-        let now = core.seq();
-        if st.seq_seen != now || st.at < FIRST_RECORD_OFF {
-            if !st.live.is_empty() {
-                // A commit came while changes stayed live (a fold that failed after its
-                // reservation commit): a page commit takes their pages.
+        let (base, appendable) = log_base(core, m)?;
+        if !appendable {
+            return Ok(None);
+        }
+        st.reset(now, base);
+    }
+    let seq = st.base;
+    let mut body = Vec::with_capacity(
+        changes
+            .iter()
+            .map(|c| c.2 + fmt::CHANGE_HEAD)
+            .sum::<usize>(),
+    );
+    let mut live = Vec::with_capacity(changes.len());
+    for &(p, off, len) in &changes {
+        let at = p as usize * PAGE_SIZE as usize + off;
+        // SAFETY: the caller's contract: the view maps every byte of its dirty pages, and
+        // `changes` lies inside `pages`. Racing stores by other threads land in this record
+        // or, as their page is dirty again, in the next psync.
+        let bytes = unsafe { std::slice::from_raw_parts(base.add(at), len) };
+        fmt::push_change(&mut body, p as u32, off as u16, bytes);
+        live.push(LiveChange {
+            page: p,
+            offset: off,
+            bytes: body[body.len() - len..].to_vec(),
+        });
+    }
+    if !fmt::fits(st.at, body.len()) || st.records >= u16::MAX as u64 - 1 {
+        return Ok(None);
+    }
+    let version = match (prot, keys) {
+        (Some(pr), Some(_)) => {
+            let mut ws = pr.write.lock().unwrap_or_else(|e| e.into_inner());
+            if pr.reservation_needed(&ws, 1).is_some() {
                 return Ok(None);
             }
-            let (base, appendable) = log_base(core, m)?;
-            if !appendable {
-                return Ok(None);
-            }
-            st.reset(now, base);
+            ws.counter
+                .next_version()
+                .map_err(|e| StoreError::Os(format!("version counter: {e}")))?
         }
-        let seq = st.base;
-        let mut body = Vec::with_capacity(
-            changes
-                .iter()
-                .map(|c| c.2 + fmt::CHANGE_HEAD)
-                .sum::<usize>(),
-        );
-        let mut live = Vec::with_capacity(changes.len());
-        for &(p, off, len) in &changes {
-            let at = p as usize * PAGE_SIZE as usize + off;
-            // SAFETY: the caller's contract: the view maps every byte of its dirty pages, and
-            // `changes` lies inside `pages`. Racing stores by other threads land in this record
-            // or, as their page is dirty again, in the next psync.
-            let bytes = unsafe { std::slice::from_raw_parts(base.add(at), len) };
-            fmt::push_change(&mut body, p as u32, off as u16, bytes);
-            live.push(LiveChange {
-                page: p,
-                offset: off,
-                bytes: body[body.len() - len..].to_vec(),
-            });
-        }
-        if !fmt::fits(st.at, body.len()) || st.records >= u16::MAX as u64 - 1 {
-            return Ok(None);
-        }
-        let version = match (prot, keys) {
-            (Some(pr), Some(_)) => {
-                let mut ws = pr.write.lock().unwrap_or_else(|e| e.into_inner());
-                if pr.reservation_needed(&ws, 1).is_some() {
-                    return Ok(None);
-                }
-                ws.counter
-                    .next_version()
-                    .map_err(|e| StoreError::Os(format!("version counter: {e}")))?
-            }
-            _ => 0,
-        };
-        let header = RecordHeader {
-            body_len: body.len() as u32,
-            base_seq: seq,
-            rec_seq: st.records + 1,
-            version,
-            prev_tag: st.prev_tag,
-        }
-        .encode();
-        let tc = std::time::Instant::now();
-        let tag = match keys {
-            Some(k) => {
-                pmo_crypt::seal_record(k, version, &header, &mut body)
-                    .map_err(|e| StoreError::Os(format!("sealing a log record: {e}")))?
-                    .0
-            }
-            None => fmt::plain_tag(&inner.sb.uuid, &core.uuid, &header, &body),
-        };
-        let crypt_ns = if keys.is_some() {
-            tc.elapsed().as_nanos() as u64
-        } else {
-            0
-        };
-        let len = fmt::record_len(body.len());
-        let mut rec = Vec::with_capacity(len as usize);
-        rec.extend_from_slice(&header);
-        rec.extend_from_slice(&body);
-        rec.extend_from_slice(&tag);
-        rec.resize(len as usize, 0);
-        let area = core.abs(log_off);
-        let word = count_word(seq, st.records + 1).to_le_bytes();
-        let r = (|| {
-            m.write_flush(area + st.at, &rec)?;
-            m.write(area + COUNT_WORD_OFF, &word)?;
-            m.flush(area + COUNT_WORD_OFF, 8)?;
-            m.fence()
-        })()
-        .map_err(StoreError::from);
-        inner.poison(r)?;
-        st.at += len;
-        st.records += 1;
-        st.prev_tag = tag;
-        st.live.extend(live);
-        let stats = CommitStats {
-            seq: now,
-            pages: pages.len() as u64,
-            bytes_persisted: len + 8,
-            fences: 1,
-            elapsed_ns: t0.elapsed().as_nanos() as u64,
-        };
-        core.stats
-            .count_psync(stats.elapsed_ns, crypt_ns, stats.bytes_persisted);
-        Ok(Some(stats))
+        _ => 0,
+    };
+    let header = RecordHeader {
+        body_len: body.len() as u32,
+        base_seq: seq,
+        rec_seq: st.records + 1,
+        version,
+        prev_tag: st.prev_tag,
     }
+    .encode();
+    let tc = std::time::Instant::now();
+    let tag = match keys {
+        Some(k) => {
+            pmo_crypt::seal_record(k, version, &header, &mut body)
+                .map_err(|e| StoreError::Os(format!("sealing a log record: {e}")))?
+                .0
+        }
+        None => fmt::plain_tag(pool_uuid, &core.uuid, &header, &body),
+    };
+    let crypt_ns = if keys.is_some() {
+        tc.elapsed().as_nanos() as u64
+    } else {
+        0
+    };
+    let len = fmt::record_len(body.len());
+    let mut rec = Vec::with_capacity(len as usize);
+    rec.extend_from_slice(&header);
+    rec.extend_from_slice(&body);
+    rec.extend_from_slice(&tag);
+    rec.resize(len as usize, 0);
+    let area = core.abs(log_off);
+    let word = count_word(seq, st.records + 1).to_le_bytes();
+    let r = (|| {
+        m.write_flush(area + st.at, &rec)?;
+        m.write(area + COUNT_WORD_OFF, &word)?;
+        m.flush(area + COUNT_WORD_OFF, 8)?;
+        m.fence()
+    })()
+    .map_err(StoreError::from);
+    health.poison(r)?;
+    st.at += len;
+    st.records += 1;
+    st.prev_tag = tag;
+    st.live.extend(live);
+    let stats = CommitStats {
+        seq: now,
+        pages: pages.len() as u64,
+        bytes_persisted: len + 8,
+        fences: 1,
+        elapsed_ns: t0.elapsed().as_nanos() as u64,
+    };
+    core.stats
+        .count_psync(stats.elapsed_ns, crypt_ns, stats.bytes_persisted);
+    Ok(Some(stats))
 }
 
 #[cfg(test)]

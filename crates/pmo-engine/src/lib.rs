@@ -1,0 +1,29 @@
+//! pmo's PMO engine: one PMO on the medium, given its extent, the medium and its keys
+//! (`ARCHITECTURE.md`, "The store's layers"). Above `pmo-meta`; knows no namespace, no names
+//! beyond the PMO's own (for its messages), no mappings and no pool.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`engine`] | [`PmoCore`](engine::PmoCore): one PMO's extent and layout, page reads |
+//! | [`commit`] | the shadow-paging psync: pages, journal, commit record, page map |
+//! | [`recover`] | recovery after a crash, commit records and journals, the structural check |
+//! | [`plain`] | the plaintext area of `Shadow::Medium` schemes and its scrubbing |
+//! | [`wide_check`] | the 16-bit check of page-map entries (version-4 upgrade, `pmo check`) |
+//! | [`protect`] | at-rest protection: sealing, the verified page map, the version counter |
+//! | [`log_state`] | the in-memory state of the sub-page commit log |
+//! | [`sublog`] | the sub-page commit log: record, fold, recover |
+//! | [`gate`] | the snapshot gate every psync passes |
+//! | [`stats`] | per-session counters and the session record |
+//!
+//! Everything `pub` here is for the layers above; the store's public API is `pmo-store`'s.
+
+pub mod commit;
+pub mod engine;
+pub mod gate;
+pub mod log_state;
+pub mod plain;
+pub mod protect;
+pub mod recover;
+pub mod stats;
+pub mod sublog;
+pub mod wide_check;
