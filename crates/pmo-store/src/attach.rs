@@ -193,173 +193,172 @@ impl Drop for Attachment {
     }
 }
 
-impl Pool {
-    /// `attach(name, perm, key)`: map a PMO at its stable address.
-    pub fn attach(&self, name: &str, perm: Perm, key: &[u8]) -> Result<Attachment> {
-        self.attach_with(name, perm, key, AttachOptions::default())
-    }
+/// `attach(name, perm, key)`: map a PMO at its stable address.
+pub fn attach(pool: &Pool, name: &str, perm: Perm, key: &[u8]) -> Result<Attachment> {
+    attach_with(pool, name, perm, key, AttachOptions::default())
+}
 
-    /// Attach with options.
-    pub fn attach_with(
-        &self,
-        name: &str,
-        perm: Perm,
-        key: &[u8],
-        opts: AttachOptions,
-    ) -> Result<Attachment> {
-        let t0 = Instant::now();
-        let mut handle = self.open_pmo_as(name, perm, key, opts.wait, opts.scheme)?;
-        let whole = handle.scheme().granularity() == crate::scheme::Granularity::Whole;
-        // Where the plaintext copy lives: DRAM (a view of its own), or the PMO's plaintext area
-        // on the medium (a view over the pool file, marked before anything is written there).
-        let plain_area = match handle.scheme().shadow {
-            Shadow::Dram => None,
-            Shadow::Medium => {
-                let file = self.medium().file().ok_or_else(|| {
-                    StoreError::Unsupported(format!(
-                        "PMO '{name}' keeps its plaintext copy on the medium, and this medium ({:?}) cannot be mapped",
-                        self.medium().kind()
-                    ))
-                })?;
-                let off = handle.core.layout.plain_off.ok_or_else(|| {
-                    StoreError::Corrupt(format!("PMO '{name}': no plaintext area"))
-                })?;
-                handle.begin_plain()?;
-                Some((file, handle.core.extent_off + off))
-            }
-        };
-        let predict_cfg = match opts.predict {
-            Some(cfg) => cfg,
-            None => crate::predict::PredictConfig::from_env()?,
-        };
-        predict_cfg.validate()?;
-        let fault_around = fault_around_from_env()?;
-        let pages = handle.size() / PAGE_SIZE as u64;
-        // The predictor skips a PMO of a few of the windows the view will take.
-        let engages = predict_cfg.is_on() && {
-            let around = opts
-                .mechanism
-                .or_else(Mechanism::from_env)
-                .unwrap_or_else(Mechanism::best)
-                .fault_around_window(fault_around);
-            predict_cfg.engages(pages, around)
-        };
-        let hook = if whole || opts.populate || !engages {
-            None
-        } else {
-            crate::predict::PredictHook::new(predict_cfg, pages)?
-        };
-        if let Some(h) = &hook {
-            h.resume(handle.core.uuid);
-        }
-        let make_source = |predict| -> Arc<dyn PageSource> {
-            match handle.protection() {
-                Some(prot) => Arc::new(ProtectedSource {
-                    prot: prot.clone(),
-                    label: handle.name().to_string(),
-                    predict,
-                }),
-                None => Arc::new(PlainSource {
-                    core: handle.core.clone(),
-                    medium: self.medium().clone(),
-                    predict,
-                }),
-            }
-        };
-        let source = make_source(hook.clone());
-        let size = usize::try_from(handle.size())
-            .map_err(|_| StoreError::Invalid("PMO larger than the address space".into()))?;
-        // A writer maps the PMO's whole layout capacity (address space only; the pages past
-        // the size are never touched through `len`): it grows in place (`crate::resize`).
-        let span = if perm == Perm::Write && !opts.populate && !whole {
-            usize::try_from(handle.core.npages() * PAGE_SIZE as u64)
-                .map_err(|_| StoreError::Invalid("PMO larger than the address space".into()))?
-        } else {
-            size
-        };
-        let mut vopts = ViewOptions {
-            len_bytes: span,
-            placement: Placement::Fixed(handle.base_addr() as usize),
-            writable: perm == Perm::Write,
-            mechanism: opts.mechanism,
-        };
-        let mut relocated = false;
-        let tracking = crate::tracking::resolve(opts.tracking, handle.size());
-        let make_view = |vopts: ViewOptions, source: Arc<dyn PageSource>| match plain_area {
-            None => View::with_tracking(vopts, source, Some(tracking)),
-            Some((file, off)) => View::over_file(vopts, source, file, off),
-        };
-        let view = match make_view(vopts, source.clone()) {
-            Ok(v) => v,
-            Err(ViewError::AddressInUse { .. }) if opts.relocate => {
-                vopts.placement = Placement::Anywhere;
-                relocated = true;
-                make_view(vopts, source).map_err(view_err)?
-            }
-            Err(ViewError::AddressInUse { addr, len }) => {
-                return Err(StoreError::AddressInUse {
-                    name: name.into(),
-                    addr: addr as u64,
-                    len: len as u64,
-                });
-            }
-            Err(e) => return Err(view_err(e)),
-        };
-        view.set_fault_around(fault_around);
-        let view = Arc::new(view);
-        let node = match opts.numa_node {
-            Some(n) => Some(n),
-            None => numa_node_from_env()?,
-        };
-        if let Some(n) = node {
-            if plain_area.is_some() {
-                return Err(StoreError::Invalid(format!(
-                    "PMO '{name}' keeps its plaintext copy on the medium: a NUMA node places a DRAM copy"
-                )));
-            }
-            view.bind_to_node(n).map_err(|e| {
-                let nodes = pmo_medium::latency::numa_node_count().unwrap_or(1);
-                StoreError::Invalid(format!(
-                    "cannot place PMO '{name}' on NUMA node {n} (this machine has {nodes} node(s)): {e}"
+/// Attach with options.
+pub fn attach_with(
+    pool: &Pool,
+    name: &str,
+    perm: Perm,
+    key: &[u8],
+    opts: AttachOptions,
+) -> Result<Attachment> {
+    let t0 = Instant::now();
+    let mut handle = pool.open_pmo_as(name, perm, key, opts.wait, opts.scheme)?;
+    let whole = handle.scheme().granularity() == crate::scheme::Granularity::Whole;
+    // Where the plaintext copy lives: DRAM (a view of its own), or the PMO's plaintext area
+    // on the medium (a view over the pool file, marked before anything is written there).
+    let plain_area = match handle.scheme().shadow {
+        Shadow::Dram => None,
+        Shadow::Medium => {
+            let file = pool.medium().file().ok_or_else(|| {
+                StoreError::Unsupported(format!(
+                    "PMO '{name}' keeps its plaintext copy on the medium, and this medium ({:?}) cannot be mapped",
+                    pool.medium().kind()
                 ))
             })?;
+            let off =
+                handle.core.layout.plain_off.ok_or_else(|| {
+                    StoreError::Corrupt(format!("PMO '{name}': no plaintext area"))
+                })?;
+            handle.begin_plain()?;
+            Some((file, handle.core.extent_off + off))
         }
-        if opts.populate || whole {
-            view.populate_all().map_err(|e| named(view_err(e), name))?;
-        }
-        if let Some(prot) = handle.protection() {
-            if prot.keeps_whole_checksum() {
-                prot.verify_whole(view_pages(&view))?;
-                handle.mark_whole_verified();
-            }
-        }
-        let attach_ns = t0.elapsed().as_nanos() as u64;
-        use crate::stats::SessionCounters as C;
-        let stall = C::get(&handle.core.stats.attach_stall_ns);
-        C::add(
-            &handle.core.stats.attach_other_ns,
-            attach_ns.saturating_sub(stall),
-        );
-        let predictor = match hook {
-            Some(h) => Some(crate::predict::Predictor::start(
-                h,
-                view.clone(),
-                make_source(None),
-            )?),
-            None => None,
-        };
-        Ok(Attachment {
-            view: std::mem::ManuallyDrop::new(view),
-            predictor,
-            handle: std::mem::ManuallyDrop::new(handle),
-            relocated,
-            attach_ns,
-            started: t0,
-            psync_lock: std::sync::Mutex::new(()),
-            len: size.into(),
-            log_ranges: Default::default(),
-        })
+    };
+    let predict_cfg = match opts.predict {
+        Some(cfg) => cfg,
+        None => crate::predict::PredictConfig::from_env()?,
+    };
+    predict_cfg.validate()?;
+    let fault_around = fault_around_from_env()?;
+    let pages = handle.size() / PAGE_SIZE as u64;
+    // The predictor skips a PMO of a few of the windows the view will take.
+    let engages = predict_cfg.is_on() && {
+        let around = opts
+            .mechanism
+            .or_else(Mechanism::from_env)
+            .unwrap_or_else(Mechanism::best)
+            .fault_around_window(fault_around);
+        predict_cfg.engages(pages, around)
+    };
+    let hook = if whole || opts.populate || !engages {
+        None
+    } else {
+        crate::predict::PredictHook::new(predict_cfg, pages)?
+    };
+    if let Some(h) = &hook {
+        h.resume(handle.core.uuid);
     }
+    let make_source = |predict| -> Arc<dyn PageSource> {
+        match handle.protection() {
+            Some(prot) => Arc::new(ProtectedSource {
+                prot: prot.clone(),
+                label: handle.name().to_string(),
+                predict,
+            }),
+            None => Arc::new(PlainSource {
+                core: handle.core.clone(),
+                medium: pool.medium().clone(),
+                predict,
+            }),
+        }
+    };
+    let source = make_source(hook.clone());
+    let size = usize::try_from(handle.size())
+        .map_err(|_| StoreError::Invalid("PMO larger than the address space".into()))?;
+    // A writer maps the PMO's whole layout capacity (address space only; the pages past
+    // the size are never touched through `len`): it grows in place (`crate::resize`).
+    let span = if perm == Perm::Write && !opts.populate && !whole {
+        usize::try_from(handle.core.npages() * PAGE_SIZE as u64)
+            .map_err(|_| StoreError::Invalid("PMO larger than the address space".into()))?
+    } else {
+        size
+    };
+    let mut vopts = ViewOptions {
+        len_bytes: span,
+        placement: Placement::Fixed(handle.base_addr() as usize),
+        writable: perm == Perm::Write,
+        mechanism: opts.mechanism,
+    };
+    let mut relocated = false;
+    let tracking = crate::tracking::resolve(opts.tracking, handle.size());
+    let make_view = |vopts: ViewOptions, source: Arc<dyn PageSource>| match plain_area {
+        None => View::with_tracking(vopts, source, Some(tracking)),
+        Some((file, off)) => View::over_file(vopts, source, file, off),
+    };
+    let view = match make_view(vopts, source.clone()) {
+        Ok(v) => v,
+        Err(ViewError::AddressInUse { .. }) if opts.relocate => {
+            vopts.placement = Placement::Anywhere;
+            relocated = true;
+            make_view(vopts, source).map_err(view_err)?
+        }
+        Err(ViewError::AddressInUse { addr, len }) => {
+            return Err(StoreError::AddressInUse {
+                name: name.into(),
+                addr: addr as u64,
+                len: len as u64,
+            });
+        }
+        Err(e) => return Err(view_err(e)),
+    };
+    view.set_fault_around(fault_around);
+    let view = Arc::new(view);
+    let node = match opts.numa_node {
+        Some(n) => Some(n),
+        None => numa_node_from_env()?,
+    };
+    if let Some(n) = node {
+        if plain_area.is_some() {
+            return Err(StoreError::Invalid(format!(
+                "PMO '{name}' keeps its plaintext copy on the medium: a NUMA node places a DRAM copy"
+            )));
+        }
+        view.bind_to_node(n).map_err(|e| {
+            let nodes = pmo_medium::latency::numa_node_count().unwrap_or(1);
+            StoreError::Invalid(format!(
+                "cannot place PMO '{name}' on NUMA node {n} (this machine has {nodes} node(s)): {e}"
+            ))
+        })?;
+    }
+    if opts.populate || whole {
+        view.populate_all().map_err(|e| named(view_err(e), name))?;
+    }
+    if let Some(prot) = handle.protection() {
+        if prot.keeps_whole_checksum() {
+            prot.verify_whole(view_pages(&view))?;
+            handle.mark_whole_verified();
+        }
+    }
+    let attach_ns = t0.elapsed().as_nanos() as u64;
+    use crate::stats::SessionCounters as C;
+    let stall = C::get(&handle.core.stats.attach_stall_ns);
+    C::add(
+        &handle.core.stats.attach_other_ns,
+        attach_ns.saturating_sub(stall),
+    );
+    let predictor = match hook {
+        Some(h) => Some(crate::predict::Predictor::start(
+            h,
+            view.clone(),
+            make_source(None),
+        )?),
+        None => None,
+    };
+    Ok(Attachment {
+        view: std::mem::ManuallyDrop::new(view),
+        predictor,
+        handle: std::mem::ManuallyDrop::new(handle),
+        relocated,
+        attach_ns,
+        started: t0,
+        psync_lock: std::sync::Mutex::new(()),
+        len: size.into(),
+        log_ranges: Default::default(),
+    })
 }
 
 /// Every page of a fully populated view, in order (whole-PMO checksums).
@@ -779,7 +778,7 @@ mod tests {
             relocate: true,
             ..Default::default()
         };
-        let att = Arc::new(pool.attach_with("p", Perm::Write, b"k", opts).unwrap());
+        let att = Arc::new(attach_with(&pool, "p", Perm::Write, b"k", opts).unwrap());
         att.write_at(0, b"base").unwrap();
         att.psync().unwrap();
         att.write_at(8, b"zero").unwrap();

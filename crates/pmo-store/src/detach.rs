@@ -21,9 +21,11 @@
 //! word is still set and the next attach's crash handler completes the work.
 
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use crate::handle::PmoHandle;
+use pmo_pool::inflight;
+pub use pmo_pool::inflight::{wait_for_background_detaches, DETACH_STALL_MAX};
 
 /// Detaches that may wait for the worker at once.
 pub const QUEUE_MAX: usize = 64;
@@ -46,23 +48,8 @@ pub fn inline_pages() -> u64 {
     })
 }
 
-/// Longest an attach waits for another user's background detach to finish.
-pub const DETACH_STALL_MAX: std::time::Duration = std::time::Duration::from_secs(60);
-
 struct Worker {
     tx: SyncSender<PmoHandle>,
-}
-
-/// Detaches queued or in progress: the uuid of each one's PMO.
-static IN_FLIGHT: Mutex<Vec<[u8; 16]>> = Mutex::new(Vec::new());
-static DONE: Condvar = Condvar::new();
-
-fn done(pmo: [u8; 16]) {
-    let mut v = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(i) = v.iter().position(|&o| o == pmo) {
-        v.swap_remove(i);
-    }
-    DONE.notify_all();
 }
 
 fn worker() -> Option<&'static Worker> {
@@ -75,7 +62,7 @@ fn worker() -> Option<&'static Worker> {
                 for h in rx {
                     let pmo = h.core.uuid;
                     drop(h); // finishes the detach work, then releases the lock
-                    done(pmo);
+                    inflight::done(pmo);
                 }
             })
             .ok()
@@ -97,67 +84,13 @@ pub(crate) fn finish(h: PmoHandle) {
     };
     h.mark_detaching();
     let pmo = h.core.uuid;
-    IN_FLIGHT
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(pmo);
+    inflight::track(pmo);
     match w.tx.try_send(h) {
         Ok(()) => {}
         Err(TrySendError::Full(h)) | Err(TrySendError::Disconnected(h)) => {
             drop(h);
-            done(pmo);
+            inflight::done(pmo);
         }
-    }
-}
-
-/// Mark the PMO `pmo` as having a background detach queued (tests replaying interleavings).
-#[cfg(test)]
-pub(crate) fn track_for_test(pmo: [u8; 16]) {
-    IN_FLIGHT
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(pmo);
-}
-
-/// As the worker does when a detach is finished (tests replaying interleavings).
-#[cfg(test)]
-pub(crate) fn done_for_test(pmo: [u8; 16]) {
-    done(pmo);
-}
-
-/// Whether this process has a background detach of the PMO `pmo` (its uuid) queued or running
-/// (it holds the attach lock until it is done, even after it cleared the holder word).
-pub(crate) fn in_flight(pmo: [u8; 16]) -> bool {
-    IN_FLIGHT
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .contains(&pmo)
-}
-
-/// Wait up to `timeout` while this process has a background detach of the PMO `pmo` (uuid)
-/// queued or running (an attach of it then takes the lock as soon as it is released, instead
-/// of polling for it). Returns at once when there is none (another process's detach).
-pub(crate) fn wait_for_pmo(pmo: [u8; 16], timeout: std::time::Duration) {
-    let deadline = std::time::Instant::now() + timeout;
-    let mut v = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-    while v.contains(&pmo) {
-        let now = std::time::Instant::now();
-        if now >= deadline {
-            return;
-        }
-        v = DONE
-            .wait_timeout(v, deadline - now)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-    }
-}
-
-/// Wait until every background detach of this process has finished (for tools and tests
-/// that must see the medium settled, and before a process exits on purpose).
-pub fn wait_for_background_detaches() {
-    let mut v = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-    while !v.is_empty() {
-        v = DONE.wait(v).unwrap_or_else(|e| e.into_inner());
     }
 }
 
@@ -197,7 +130,7 @@ mod tests {
         let sp_id = Scheme::from_name("sp-id").unwrap();
         pool.pcreate_with("s", 4 * PAGE_SIZE as u64, b"k", Some(sp_id))
             .unwrap();
-        let a = pool.attach("s", Perm::Write, b"k").unwrap();
+        let a = crate::attach::attach(&pool, "s", Perm::Write, b"k").unwrap();
         let (uuid, off) = (a.handle().core.uuid, a.handle().core.extent_off);
         assert!(a.handle().core.npages() <= super::inline_pages());
         a.write_at(0, &[0x5a; 2 * PAGE_SIZE]).unwrap();
@@ -208,14 +141,14 @@ mod tests {
             "sp-id's psync leaves checksums to detach"
         );
         a.detach().unwrap();
-        assert!(!super::in_flight(uuid), "no background detach queued");
+        assert!(!pmo_pool::inflight::in_flight(uuid), "no background detach queued");
         assert_eq!(
             pending(&pool, off),
             0,
             "checksums written before detach returned"
         );
         // And they verify: the next attach reads the pages back without a crash repair.
-        let a = pool.attach("s", Perm::Read, b"k").unwrap();
+        let a = crate::attach::attach(&pool, "s", Perm::Read, b"k").unwrap();
         let mut b = vec![0u8; PAGE_SIZE];
         a.read_at(PAGE_SIZE, &mut b).unwrap();
         assert!(b.iter().all(|&x| x == 0x5a));

@@ -38,8 +38,7 @@ pub const MAC_LEN: usize = 32;
 const BATCH: u64 = 256;
 const MAC_DOMAIN: &[u8] = b"pmo/v1/export";
 
-/// Progress callback: (pages done, pages in all).
-pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
+pub use crate::pool::Progress;
 
 fn io(op: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
     let op = op.into();
@@ -295,135 +294,133 @@ impl Sink for PmoSink<'_> {
     }
 }
 
-impl Pool {
-    /// Export PMO `name` to `file` (which must not exist): its last psynced state, also while
-    /// a writer keeps working (a live snapshot, [`Pool::snapshot_to_file`]). Returns the pages.
-    pub fn export(&self, name: &str, key: &[u8], file: &Path, progress: Progress) -> Result<u64> {
-        Ok(self.snapshot_to_file(name, key, file, progress)?.pages)
-    }
+/// Export PMO `name` to `file` (which must not exist): its last psynced state, also while
+/// a writer keeps working (a live snapshot, [`Pool::snapshot_to_file`]). Returns the pages.
+pub fn export(pool: &Pool, name: &str, key: &[u8], file: &Path, progress: Progress) -> Result<u64> {
+    Ok(crate::snapshot::snapshot_to_file(pool, name, key, file, progress)?.pages)
+}
 
-    /// Import an export file as PMO `name` (`None`: the name it was exported under), checked
-    /// with `key` and verified whole before anything is created. Integrity failures of the file
-    /// are `IntegrityPmo` (exit 2); a wrong key is `WrongKey`.
-    pub fn import(
-        &self,
-        file: &Path,
-        name: Option<&str>,
-        key: &[u8],
-        progress: Progress,
-    ) -> Result<PmoInfo> {
-        let f = std::fs::File::open(file).map_err(io(format!("open {}", file.display())))?;
-        let len = f.metadata().map_err(io("stat the export"))?.len();
-        let mut r = BufReader::with_capacity(1 << 20, f);
-        let mut raw = [0u8; HEADER_LEN];
-        if len < HEADER_LEN as u64 {
-            return Err(
-                if len >= 8 && {
-                    r.read_exact(&mut raw[..8]).map_err(io("read the export"))?;
-                    raw[..8] == EXPORT_MAGIC
-                } {
-                    bad(file, format!("truncated to {len} bytes"))
-                } else {
-                    StoreError::Invalid(format!("{} is not a pmo export file", file.display()))
-                },
-            );
-        }
-        r.read_exact(&mut raw).map_err(io("read the export"))?;
-        let hd = decode_header(file, raw, len)?;
-        let data = keys::check_key(&hd.entry, key)?;
-        let fk = file_keys(&data, hd.id, hd.entry.uuid)?;
-        let name = name.unwrap_or(&hd.entry.name).to_string();
-        crate::entries::validate_new_name(&name)?;
-        let scheme = Scheme::from_code(hd.entry.scheme)?;
-        // Pass 1: every page opens and the MAC matches. Nothing is created before this.
-        let mut tags = Vec::with_capacity(hd.pages as usize * TAG_LEN);
-        let mut rec = vec![0u8; RECORD_LEN];
-        let mut pt: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
-        for p in 0..hd.pages {
+/// Import an export file as PMO `name` (`None`: the name it was exported under), checked
+/// with `key` and verified whole before anything is created. Integrity failures of the file
+/// are `IntegrityPmo` (exit 2); a wrong key is `WrongKey`.
+pub fn import(
+    pool: &Pool,
+    file: &Path,
+    name: Option<&str>,
+    key: &[u8],
+    progress: Progress,
+) -> Result<PmoInfo> {
+    let f = std::fs::File::open(file).map_err(io(format!("open {}", file.display())))?;
+    let len = f.metadata().map_err(io("stat the export"))?.len();
+    let mut r = BufReader::with_capacity(1 << 20, f);
+    let mut raw = [0u8; HEADER_LEN];
+    if len < HEADER_LEN as u64 {
+        return Err(
+            if len >= 8 && {
+                r.read_exact(&mut raw[..8]).map_err(io("read the export"))?;
+                raw[..8] == EXPORT_MAGIC
+            } {
+                bad(file, format!("truncated to {len} bytes"))
+            } else {
+                StoreError::Invalid(format!("{} is not a pmo export file", file.display()))
+            },
+        );
+    }
+    r.read_exact(&mut raw).map_err(io("read the export"))?;
+    let hd = decode_header(file, raw, len)?;
+    let data = keys::check_key(&hd.entry, key)?;
+    let fk = file_keys(&data, hd.id, hd.entry.uuid)?;
+    let name = name.unwrap_or(&hd.entry.name).to_string();
+    crate::entries::validate_new_name(&name)?;
+    let scheme = Scheme::from_code(hd.entry.scheme)?;
+    // Pass 1: every page opens and the MAC matches. Nothing is created before this.
+    let mut tags = Vec::with_capacity(hd.pages as usize * TAG_LEN);
+    let mut rec = vec![0u8; RECORD_LEN];
+    let mut pt: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
+    for p in 0..hd.pages {
+        read_record(&mut r, &mut rec, file)?;
+        open_record(&fk, p, &rec, &mut pt)
+            .map_err(|_| bad(file, format!("page {p} fails its check")))?;
+        tags.extend_from_slice(&rec[PAGE_SIZE as usize..]);
+        progress(p + 1, 2 * hd.pages);
+    }
+    let mut mac = [0u8; MAC_LEN];
+    r.read_exact(&mut mac).map_err(io("read the export"))?;
+    fk.verify_metadata(MAC_DOMAIN, &[&hd.raw, &tags], &pmo_crypt::MetadataTag(mac))
+        .map_err(|_| bad(file, "its MAC does not match"))?;
+    // Pass 2: create, fill, rename.
+    r.seek(SeekFrom::Start(HEADER_LEN as u64))
+        .map_err(io("read the export"))?;
+    let pages = hd.pages;
+    let fill = |h: &PmoHandle| -> Result<()> {
+        let mut batch: Vec<(u64, Box<Page>)> = Vec::new();
+        for p in 0..pages {
             read_record(&mut r, &mut rec, file)?;
             open_record(&fk, p, &rec, &mut pt)
-                .map_err(|_| bad(file, format!("page {p} fails its check")))?;
-            tags.extend_from_slice(&rec[PAGE_SIZE as usize..]);
-            progress(p + 1, 2 * hd.pages);
-        }
-        let mut mac = [0u8; MAC_LEN];
-        r.read_exact(&mut mac).map_err(io("read the export"))?;
-        fk.verify_metadata(MAC_DOMAIN, &[&hd.raw, &tags], &pmo_crypt::MetadataTag(mac))
-            .map_err(|_| bad(file, "its MAC does not match"))?;
-        // Pass 2: create, fill, rename.
-        r.seek(SeekFrom::Start(HEADER_LEN as u64))
-            .map_err(io("read the export"))?;
-        let pages = hd.pages;
-        let fill = |h: &PmoHandle| -> Result<()> {
-            let mut batch: Vec<(u64, Box<Page>)> = Vec::new();
-            for p in 0..pages {
-                read_record(&mut r, &mut rec, file)?;
-                open_record(&fk, p, &rec, &mut pt)
-                    .map_err(|_| bad(file, format!("page {p} changed during the import")))?;
-                if pt.iter().any(|&b| b != 0) {
-                    batch.push((p, pt.clone()));
-                }
-                if batch.len() as u64 >= BATCH || p + 1 == pages {
-                    commit(h, &batch)?;
-                    batch.clear();
-                }
-                progress(pages + p + 1, 2 * pages);
+                .map_err(|_| bad(file, format!("page {p} changed during the import")))?;
+            if pt.iter().any(|&b| b != 0) {
+                batch.push((p, pt.clone()));
             }
-            pt.fill(0);
-            Ok(())
-        };
-        // Laid out for its size: the export file does not carry a layout capacity.
-        self.create_filled(&name, hd.entry.size, 0, key, scheme, fill)
-    }
-
-    /// Copy PMO `name` to a new PMO `new` (new uuid, salt and nonces; the key `new_key`, or
-    /// the same key): its last psynced state, also while a writer keeps working (a live
-    /// snapshot, [`Pool::snapshot`]).
-    pub fn copy(
-        &self,
-        name: &str,
-        new: &str,
-        key: &[u8],
-        new_key: Option<&[u8]>,
-        progress: Progress,
-    ) -> Result<PmoInfo> {
-        Ok(self.snapshot(name, new, key, new_key, progress)?.0)
-    }
-
-    /// Create `name` (laid out for `capacity` bytes, 0: its size) under the temporary name
-    /// `name.partial`, fill it, rename it to `name`.
-    pub(crate) fn create_filled(
-        &self,
-        name: &str,
-        size: u64,
-        capacity: u64,
-        key: &[u8],
-        scheme: Scheme,
-        fill: impl FnOnce(&PmoHandle) -> Result<()>,
-    ) -> Result<PmoInfo> {
-        if self.exists(name)? {
-            return Err(StoreError::Exists(name.into()));
-        }
-        let tmp = format!("{name}.partial");
-        crate::entries::validate_new_name(&tmp)?;
-        self.pcreate_in(&tmp, size, capacity, key, Some(scheme), None)
-            .map_err(|e| match e {
-                StoreError::Exists(n) if n == tmp => StoreError::Invalid(format!(
-                    "cannot create '{name}': it is built under the temporary name '{tmp}', \
-                     which a PMO already has (one of yours, or one an interrupted import or \
-                     snapshot left): destroy or rename '{tmp}' first"
-                )),
-                e => e,
-            })?;
-        let r = self
-            .open_pmo(&tmp, Perm::Write, key, None)
-            .and_then(|h| fill(&h));
-        match r {
-            Ok(()) => self.rename(&tmp, name, key),
-            Err(e) => {
-                let _ = self.pdestroy(&tmp, key);
-                Err(e)
+            if batch.len() as u64 >= BATCH || p + 1 == pages {
+                commit(h, &batch)?;
+                batch.clear();
             }
+            progress(pages + p + 1, 2 * pages);
+        }
+        pt.fill(0);
+        Ok(())
+    };
+    // Laid out for its size: the export file does not carry a layout capacity.
+    create_filled(pool, &name, hd.entry.size, 0, key, scheme, fill)
+}
+
+/// Copy PMO `name` to a new PMO `new` (new uuid, salt and nonces; the key `new_key`, or
+/// the same key): its last psynced state, also while a writer keeps working (a live
+/// snapshot, [`Pool::snapshot`]).
+pub fn copy(
+    pool: &Pool,
+    name: &str,
+    new: &str,
+    key: &[u8],
+    new_key: Option<&[u8]>,
+    progress: Progress,
+) -> Result<PmoInfo> {
+    Ok(crate::snapshot::snapshot(pool, name, new, key, new_key, progress)?.0)
+}
+
+/// Create `name` (laid out for `capacity` bytes, 0: its size) under the temporary name
+/// `name.partial`, fill it, rename it to `name`.
+pub(crate) fn create_filled(
+    pool: &Pool,
+    name: &str,
+    size: u64,
+    capacity: u64,
+    key: &[u8],
+    scheme: Scheme,
+    fill: impl FnOnce(&PmoHandle) -> Result<()>,
+) -> Result<PmoInfo> {
+    if pool.exists(name)? {
+        return Err(StoreError::Exists(name.into()));
+    }
+    let tmp = format!("{name}.partial");
+    crate::entries::validate_new_name(&tmp)?;
+    pool.pcreate_in(&tmp, size, capacity, key, Some(scheme), None)
+        .map_err(|e| match e {
+            StoreError::Exists(n) if n == tmp => StoreError::Invalid(format!(
+                "cannot create '{name}': it is built under the temporary name '{tmp}', \
+                 which a PMO already has (one of yours, or one an interrupted import or \
+                 snapshot left): destroy or rename '{tmp}' first"
+            )),
+            e => e,
+        })?;
+    let r = pool
+        .open_pmo(&tmp, Perm::Write, key, None)
+        .and_then(|h| fill(&h));
+    match r {
+        Ok(()) => crate::lifecycle::rename(pool, &tmp, name, key),
+        Err(e) => {
+            let _ = pool.pdestroy(&tmp, key);
+            Err(e)
         }
     }
 }

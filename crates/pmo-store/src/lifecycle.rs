@@ -17,70 +17,70 @@ use crate::keys;
 use crate::pool::{PmoInfo, Pool};
 use crate::redundancy::not_found;
 
-impl Pool {
-    /// Rename PMO `name` to `new` (needs its key; fails with `Busy` while it is attached and
-    /// with `Exists` if `new` is taken).
-    pub fn rename(&self, name: &str, new: &str, key: &[u8]) -> Result<PmoInfo> {
-        validate_new_name(new)?;
-        self.replace_entry(name, key, Some(new), |e, _| {
-            e.name = new.to_string();
-            Ok(())
-        })
-    }
+/// Rename PMO `name` to `new` (needs its key; fails with `Busy` while it is attached and
+/// with `Exists` if `new` is taken).
+pub fn rename(pool: &Pool, name: &str, new: &str, key: &[u8]) -> Result<PmoInfo> {
+    validate_new_name(new)?;
+    replace_entry(pool, name, key, Some(new), |e, _| {
+        e.name = new.to_string();
+        Ok(())
+    })
+}
 
-    /// Change PMO `name`'s key from `key` to `new_key` without re-encrypting a page: the data
-    /// master key is re-wrapped under the new key and the verifier replaced, so the old key is
-    /// refused and the new one opens the same pages. Fails with `Busy` while attached.
-    pub fn rekey(&self, name: &str, key: &[u8], new_key: &[u8]) -> Result<PmoInfo> {
-        if new_key.is_empty() {
-            return Err(StoreError::Invalid("the new key is empty".into()));
-        }
-        self.replace_entry(name, key, None, |e, data| keys::rewrap(e, data, new_key))
+/// Change PMO `name`'s key from `key` to `new_key` without re-encrypting a page: the data
+/// master key is re-wrapped under the new key and the verifier replaced, so the old key is
+/// refused and the new one opens the same pages. Fails with `Busy` while attached.
+pub fn rekey(pool: &Pool, name: &str, key: &[u8], new_key: &[u8]) -> Result<PmoInfo> {
+    if new_key.is_empty() {
+        return Err(StoreError::Invalid("the new key is empty".into()));
     }
+    replace_entry(pool, name, key, None, |e, data| {
+        keys::rewrap(e, data, new_key)
+    })
+}
 
-    /// Rewrite PMO `name`'s entry as `edit` makes it (given the entry and the PMO's data
-    /// master key), crash-consistently, under the metadata lock and the exclusive attach lock.
-    /// `taken`: a name the edit gives the entry, which must be free.
-    pub(crate) fn replace_entry(
-        &self,
-        name: &str,
-        key: &[u8],
-        taken: Option<&str>,
-        edit: impl FnOnce(&mut Entry, &keys::MasterKey) -> Result<()>,
-    ) -> Result<PmoInfo> {
-        let inner = &*self.inner;
-        let (_meta, mut ns) = self.begin_ns_change()?;
-        let m = &*inner.medium;
-        let (slot, old) = ns
-            .find(name)
-            .map(|(i, e)| (i, e.clone()))
-            .ok_or_else(|| not_found(&ns, name))?;
-        let master = keys::check_key(&old, key)?;
-        if let Some(new) = taken {
-            if ns.find(new).is_some() {
-                return Err(StoreError::Exists(new.into()));
-            }
+/// Rewrite PMO `name`'s entry as `edit` makes it (given the entry and the PMO's data
+/// master key), crash-consistently, under the metadata lock and the exclusive attach lock.
+/// `taken`: a name the edit gives the entry, which must be free.
+pub(crate) fn replace_entry(
+    pool: &Pool,
+    name: &str,
+    key: &[u8],
+    taken: Option<&str>,
+    edit: impl FnOnce(&mut Entry, &keys::MasterKey) -> Result<()>,
+) -> Result<PmoInfo> {
+    let inner = &*pool.inner;
+    let (_meta, mut ns) = pool.begin_ns_change()?;
+    let m = &*inner.medium;
+    let (slot, old) = ns
+        .find(name)
+        .map(|(i, e)| (i, e.clone()))
+        .ok_or_else(|| not_found(&ns, name))?;
+    let master = keys::check_key(&old, key)?;
+    if let Some(new) = taken {
+        if ns.find(new).is_some() {
+            return Err(StoreError::Exists(new.into()));
         }
-        if let Some(damage) = ns.damage() {
-            return Err(StoreError::Corrupt(format!(
-                "cannot change '{name}': {damage}; `pmo check --repair` repairs or drops it first"
-            )));
-        }
-        let Some(_attach) = self.lock_attach_exclusive(&old, None)? else {
-            return Err(self.busy(&old));
-        };
-        let new_slot = ns.free_slot().ok_or_else(|| {
-            StoreError::NoSpace(format!(
-                "the namespace is full ({} PMOs): a changed entry needs a free slot",
-                inner.sb.ns_capacity
-            ))
-        })?;
-        let mut entry = old.clone();
-        edit(&mut entry, &master)?;
-        entry.generation = old.generation + 1;
-        let r = switch_entry(m, &inner.sb, slot, new_slot, &entry);
-        ns.invalidate();
-        inner.poison(r)?;
-        Ok(self.info_of(&entry))
     }
+    if let Some(damage) = ns.damage() {
+        return Err(StoreError::Corrupt(format!(
+            "cannot change '{name}': {damage}; `pmo check --repair` repairs or drops it first"
+        )));
+    }
+    let Some(_attach) = pool.lock_attach_exclusive(&old, None)? else {
+        return Err(pool.busy(&old));
+    };
+    let new_slot = ns.free_slot().ok_or_else(|| {
+        StoreError::NoSpace(format!(
+            "the namespace is full ({} PMOs): a changed entry needs a free slot",
+            inner.sb.ns_capacity
+        ))
+    })?;
+    let mut entry = old.clone();
+    edit(&mut entry, &master)?;
+    entry.generation = old.generation + 1;
+    let r = switch_entry(m, &inner.sb, slot, new_slot, &entry);
+    ns.invalidate();
+    inner.poison(r)?;
+    Ok(pool.info_of(&entry))
 }

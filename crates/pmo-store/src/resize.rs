@@ -122,268 +122,266 @@ fn reverify(e: &mut Entry, key: &[u8]) -> Result<()> {
     Ok(())
 }
 
-impl Pool {
-    /// Grow or shrink PMO `name` to `new_size` bytes (rounded up to whole pages). New pages
-    /// read as zeros. A shrink that would drop a page holding anything but zeros fails unless
-    /// `opts.force`. Needs the key; fails with `Busy` while the PMO is attached (detach,
-    /// resize, attach again: the stable address is kept when it can be, see the module docs)
-    /// and with `NoSpace` when no free extent holds the new size (the old extent is given back
-    /// only once the new one is live, so a resize needs room for both).
-    pub fn resize(
-        &self,
-        name: &str,
-        new_size: u64,
-        key: &[u8],
-        mut opts: ResizeOptions<'_>,
-    ) -> Result<ResizeReport> {
-        let inner = &*self.inner;
-        if new_size == 0 {
-            return Err(StoreError::Invalid("a PMO's size must be positive".into()));
-        }
-        let new_size = align_up(new_size, PAGE_SIZE)
-            .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
-        let (_meta, ns) = self.begin_ns_change()?;
-        let m = &*inner.medium;
-        let old = ns
-            .find(name)
-            .map(|(_, e)| e.clone())
-            .ok_or_else(|| not_found(&ns, name))?;
-        keys::check_key(&old, key)?;
-        if let Some(damage) = ns.damage() {
-            return Err(StoreError::Corrupt(format!(
-                "cannot resize '{name}': {damage}; `pmo check --repair` repairs or drops it first"
-            )));
-        }
-        drop(ns);
-        if new_size != old.size && self.resize_entry_only(&old, new_size, key)? {
-            let info = self.info(name)?;
-            return Ok(ResizeReport {
-                address_kept: info.base_addr == old.base_addr,
-                info,
-                old_size: old.size,
-                pages_copied: 0,
-                pages_dropped: 0,
-                in_place: true,
-            });
-        }
-        // The PMO recovered and at rest, and nobody else attached until the switch is done.
-        let h = self.open_pmo(name, Perm::Write, key, None)?;
-        let old_core = h.core.clone();
-        let old_n = old_core.size_pages();
-        let new_n = new_size / PAGE_SIZE;
-        let mut report = ResizeReport::in_place(self.info_of(&old), old.size);
-        if new_n == old_n {
-            return Ok(report);
-        }
-        // Pages past the new end: refuse to drop data unless forced.
-        let mut buf: Box<Page> = Box::new([0u8; PAGE_SIZE as usize]);
-        let mut dropped = Vec::new();
-        for p in new_n..old_n {
-            if old_core.map_entry(m, p)?.loc() == Some(PageLoc::Zero) {
-                continue;
-            }
-            h.read_page(p, &mut buf)?;
-            if buf.iter().any(|&b| b != 0) {
-                if !opts.force {
-                    return Err(shrink_over_data(name, new_size, p));
-                }
-                dropped.push(p);
-            }
-        }
-        report.pages_dropped = dropped.len() as u64;
-        // Within the layout capacity (and not `wedi`, whose whole-PMO checksum covers the
-        // size): only metadata changes.
-        if new_n <= old_core.npages() && !h.protection().is_some_and(|p| p.keeps_whole_checksum()) {
-            self.resize_in_place(&h, &old, new_size, key, false)?;
-            drop(h);
-            report.info = self.info(name)?;
-            report.address_kept = report.info.base_addr == old.base_addr;
-            return Ok(report);
-        }
-        report.in_place = false;
-        let plain = old_core.layout.plain_off.is_some();
-        let layout = PmoLayout::with_plain(new_n, old_core.layout.tag_bytes, plain)
-            .and_then(|l| l.with_log(old_core.layout.log_off.is_some()))
-            .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
-        let mut ns = inner.ns();
-        ns.refresh(m, &inner.sb)?;
-        let (slot, cur) = ns
-            .find(name)
-            .map(|(i, e)| (i, e.clone()))
-            .ok_or_else(|| not_found(&ns, name))?;
-        if cur != old {
-            return Err(StoreError::Invalid(format!(
-                "PMO '{name}' changed while it was being resized; try again"
-            )));
-        }
-        let new_slot = ns.free_slot().ok_or_else(|| {
-            StoreError::NoSpace(format!(
-                "the namespace is full ({} PMOs): a resized entry needs a free slot",
-                inner.sb.ns_capacity
-            ))
-        })?;
-        let extent_off = ns
-            .first_fit(&inner.sb, layout.extent_len)
-            .map_err(|largest| no_room(name, new_size, layout.extent_len, largest))?;
-        let base_addr = if address_free(&ns, old.base_addr, new_size, old.uuid) {
-            old.base_addr
-        } else {
-            address_for(&ns, &inner.sb, new_size, Some(old.uuid))?
-        };
-        report.address_kept = base_addr == old.base_addr;
-        let mut entry = old.clone();
-        entry.generation = old.generation + 1;
-        entry.size = new_size;
-        // The moved PMO is laid out for its new size.
-        entry.capacity = 0;
-        entry.extent_off = extent_off;
-        entry.extent_len = layout.extent_len;
-        entry.base_addr = base_addr;
-        if !keys::binding(&entry).is_empty() {
-            reverify(&mut entry, key)?;
-        }
-        let new_core = PmoCore::new(&entry)?;
-        let keep = old_n.min(new_n);
-        let r = (|| -> Result<()> {
-            namespace::bump_gen(m, &inner.sb)?;
-            // Zeroes the plaintext area too (the space under it may hold anything).
-            new_core.init_on_medium(m)?;
-            let table = committed_map(m, &h, keep)?;
-            report.pages_copied = copy_pages(m, &old_core, &new_core, &table, &mut opts)?;
-            seed_commit(m, &h, &old_core, &new_core)?;
-            if inner.sb.ns_mirror != 0 {
-                write_header_copy(m, &entry, true)?;
-                // The old copy goes now: if the switch below is lost, open restores it.
-                crate::entries::shred_header_copy(m, old.extent_off)?;
-            }
-            m.fence()?;
-            write_entry(m, &inner.sb, new_slot, &entry)?;
-            clear_slot(m, &inner.sb, slot)?;
-            m.fence()?;
-            crate::entries::shred_slot(m, &inner.sb, slot)?;
-            // The pages a shrink dropped stay nowhere readable: their slots in the old
-            // extent (now free space, which nothing can take while the metadata lock is held)
-            // are zeroed with their tags. The other pages' old copies are what the new extent
-            // holds.
-            for p in new_n..old_n {
-                zero_slot(m, &old_core, 0, p)?;
-                zero_slot(m, &old_core, 1, p)?;
-            }
-            m.fence()?;
-            namespace::bump_gen(m, &inner.sb)?;
-            Ok(())
-        })();
-        ns.invalidate();
-        drop(ns);
-        inner.poison(r)?;
-        // The handle's lock is on the old extent's word: released now, the waiters find the
-        // entry moved and retry on the new one (`Pool::open_pmo_as`).
-        drop(h);
-        report.info = self.info_of(&entry);
-        Ok(report)
+/// Grow or shrink PMO `name` to `new_size` bytes (rounded up to whole pages). New pages
+/// read as zeros. A shrink that would drop a page holding anything but zeros fails unless
+/// `opts.force`. Needs the key; fails with `Busy` while the PMO is attached (detach,
+/// resize, attach again: the stable address is kept when it can be, see the module docs)
+/// and with `NoSpace` when no free extent holds the new size (the old extent is given back
+/// only once the new one is live, so a resize needs room for both).
+pub fn resize(
+    pool: &Pool,
+    name: &str,
+    new_size: u64,
+    key: &[u8],
+    mut opts: ResizeOptions<'_>,
+) -> Result<ResizeReport> {
+    let inner = &*pool.inner;
+    if new_size == 0 {
+        return Err(StoreError::Invalid("a PMO's size must be positive".into()));
     }
+    let new_size = align_up(new_size, PAGE_SIZE)
+        .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
+    let (_meta, ns) = pool.begin_ns_change()?;
+    let m = &*inner.medium;
+    let old = ns
+        .find(name)
+        .map(|(_, e)| e.clone())
+        .ok_or_else(|| not_found(&ns, name))?;
+    keys::check_key(&old, key)?;
+    if let Some(damage) = ns.damage() {
+        return Err(StoreError::Corrupt(format!(
+            "cannot resize '{name}': {damage}; `pmo check --repair` repairs or drops it first"
+        )));
+    }
+    drop(ns);
+    if new_size != old.size && resize_entry_only(pool, &old, new_size, key)? {
+        let info = pool.info(name)?;
+        return Ok(ResizeReport {
+            address_kept: info.base_addr == old.base_addr,
+            info,
+            old_size: old.size,
+            pages_copied: 0,
+            pages_dropped: 0,
+            in_place: true,
+        });
+    }
+    // The PMO recovered and at rest, and nobody else attached until the switch is done.
+    let h = pool.open_pmo(name, Perm::Write, key, None)?;
+    let old_core = h.core.clone();
+    let old_n = old_core.size_pages();
+    let new_n = new_size / PAGE_SIZE;
+    let mut report = ResizeReport::in_place(pool.info_of(&old), old.size);
+    if new_n == old_n {
+        return Ok(report);
+    }
+    // Pages past the new end: refuse to drop data unless forced.
+    let mut buf: Box<Page> = Box::new([0u8; PAGE_SIZE as usize]);
+    let mut dropped = Vec::new();
+    for p in new_n..old_n {
+        if old_core.map_entry(m, p)?.loc() == Some(PageLoc::Zero) {
+            continue;
+        }
+        h.read_page(p, &mut buf)?;
+        if buf.iter().any(|&b| b != 0) {
+            if !opts.force {
+                return Err(shrink_over_data(name, new_size, p));
+            }
+            dropped.push(p);
+        }
+    }
+    report.pages_dropped = dropped.len() as u64;
+    // Within the layout capacity (and not `wedi`, whose whole-PMO checksum covers the
+    // size): only metadata changes.
+    if new_n <= old_core.npages() && !h.protection().is_some_and(|p| p.keeps_whole_checksum()) {
+        resize_in_place(pool, &h, &old, new_size, key, false)?;
+        drop(h);
+        report.info = pool.info(name)?;
+        report.address_kept = report.info.base_addr == old.base_addr;
+        return Ok(report);
+    }
+    report.in_place = false;
+    let plain = old_core.layout.plain_off.is_some();
+    let layout = PmoLayout::with_plain(new_n, old_core.layout.tag_bytes, plain)
+        .and_then(|l| l.with_log(old_core.layout.log_off.is_some()))
+        .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
+    let mut ns = inner.ns();
+    ns.refresh(m, &inner.sb)?;
+    let (slot, cur) = ns
+        .find(name)
+        .map(|(i, e)| (i, e.clone()))
+        .ok_or_else(|| not_found(&ns, name))?;
+    if cur != old {
+        return Err(StoreError::Invalid(format!(
+            "PMO '{name}' changed while it was being resized; try again"
+        )));
+    }
+    let new_slot = ns.free_slot().ok_or_else(|| {
+        StoreError::NoSpace(format!(
+            "the namespace is full ({} PMOs): a resized entry needs a free slot",
+            inner.sb.ns_capacity
+        ))
+    })?;
+    let extent_off = ns
+        .first_fit(&inner.sb, layout.extent_len)
+        .map_err(|largest| no_room(name, new_size, layout.extent_len, largest))?;
+    let base_addr = if address_free(&ns, old.base_addr, new_size, old.uuid) {
+        old.base_addr
+    } else {
+        address_for(&ns, &inner.sb, new_size, Some(old.uuid))?
+    };
+    report.address_kept = base_addr == old.base_addr;
+    let mut entry = old.clone();
+    entry.generation = old.generation + 1;
+    entry.size = new_size;
+    // The moved PMO is laid out for its new size.
+    entry.capacity = 0;
+    entry.extent_off = extent_off;
+    entry.extent_len = layout.extent_len;
+    entry.base_addr = base_addr;
+    if !keys::binding(&entry).is_empty() {
+        reverify(&mut entry, key)?;
+    }
+    let new_core = PmoCore::new(&entry)?;
+    let keep = old_n.min(new_n);
+    let r = (|| -> Result<()> {
+        namespace::bump_gen(m, &inner.sb)?;
+        // Zeroes the plaintext area too (the space under it may hold anything).
+        new_core.init_on_medium(m)?;
+        let table = committed_map(m, &h, keep)?;
+        report.pages_copied = copy_pages(m, &old_core, &new_core, &table, &mut opts)?;
+        seed_commit(m, &h, &old_core, &new_core)?;
+        if inner.sb.ns_mirror != 0 {
+            write_header_copy(m, &entry, true)?;
+            // The old copy goes now: if the switch below is lost, open restores it.
+            crate::entries::shred_header_copy(m, old.extent_off)?;
+        }
+        m.fence()?;
+        write_entry(m, &inner.sb, new_slot, &entry)?;
+        clear_slot(m, &inner.sb, slot)?;
+        m.fence()?;
+        crate::entries::shred_slot(m, &inner.sb, slot)?;
+        // The pages a shrink dropped stay nowhere readable: their slots in the old
+        // extent (now free space, which nothing can take while the metadata lock is held)
+        // are zeroed with their tags. The other pages' old copies are what the new extent
+        // holds.
+        for p in new_n..old_n {
+            zero_slot(m, &old_core, 0, p)?;
+            zero_slot(m, &old_core, 1, p)?;
+        }
+        m.fence()?;
+        namespace::bump_gen(m, &inner.sb)?;
+        Ok(())
+    })();
+    ns.invalidate();
+    drop(ns);
+    inner.poison(r)?;
+    // The handle's lock is on the old extent's word: released now, the waiters find the
+    // entry moved and retry on the new one (`Pool::open_pmo_as`).
+    drop(h);
+    report.info = pool.info_of(&entry);
+    Ok(report)
+}
 
-    /// Grow the pool file at `path` to `new_size` bytes (rounded down to whole pages) and
-    /// reopen it. The file is extended first, then the superblock is rewritten with the new
-    /// size (copy A, fence, copy B, fence): a crash before copy A is durable leaves the old
-    /// pool in a longer file (growing again finishes it), after it the grown pool. A pool on a
-    /// device DAX character device grows only up to the device's size (a pool formatted smaller
-    /// than its device; the device's own size is fixed), and a pool never shrinks. Other
-    /// processes that have the pool open keep its old size until they reopen it (their
-    /// namespace changes are refused until then).
-    pub fn grow_pool(path: &Path, new_size: u64) -> Result<Pool> {
-        use std::os::unix::fs::FileTypeExt;
-        let meta = std::fs::metadata(path).map_err(|source| StoreError::Io {
+/// Grow the pool file at `path` to `new_size` bytes (rounded down to whole pages) and
+/// reopen it. The file is extended first, then the superblock is rewritten with the new
+/// size (copy A, fence, copy B, fence): a crash before copy A is durable leaves the old
+/// pool in a longer file (growing again finishes it), after it the grown pool. A pool on a
+/// device DAX character device grows only up to the device's size (a pool formatted smaller
+/// than its device; the device's own size is fixed), and a pool never shrinks. Other
+/// processes that have the pool open keep its old size until they reopen it (their
+/// namespace changes are refused until then).
+pub fn grow_pool(path: &Path, new_size: u64) -> Result<Pool> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = std::fs::metadata(path).map_err(|source| StoreError::Io {
+        op: format!("open {}", path.display()),
+        source,
+    })?;
+    let pool = Pool::open(path)?;
+    let (meta_lock, ns) = pool.begin_ns_change()?;
+    drop(ns);
+    let sb = grown_superblock(&pool, new_size)?;
+    if meta.file_type().is_char_device() {
+        // The device is mapped whole: nothing to extend, only the superblock to rewrite.
+        device_room(path, pool.inner.medium.len(), sb.pool_size)?;
+        let r = write_superblocks(&*pool.inner.medium, &sb);
+        pool.inner.poison(r)?;
+        drop(meta_lock);
+        drop(pool);
+        return Pool::open(path);
+    }
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|source| StoreError::Io {
             op: format!("open {}", path.display()),
             source,
         })?;
-        let pool = Pool::open(path)?;
-        let (meta_lock, ns) = pool.begin_ns_change()?;
-        drop(ns);
-        let sb = pool.grown_superblock(new_size)?;
-        if meta.file_type().is_char_device() {
-            // The device is mapped whole: nothing to extend, only the superblock to rewrite.
-            device_room(path, pool.inner.medium.len(), sb.pool_size)?;
-            let r = write_superblocks(&*pool.inner.medium, &sb);
-            pool.inner.poison(r)?;
-            drop(meta_lock);
-            drop(pool);
-            return Pool::open(path);
-        }
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(|source| StoreError::Io {
-                op: format!("open {}", path.display()),
-                source,
-            })?;
-        if meta.len() < sb.pool_size {
-            f.set_len(sb.pool_size).map_err(|source| StoreError::Io {
-                op: format!("extend {} to {} bytes", path.display(), sb.pool_size),
-                source,
-            })?;
-            // A pool allocated whole at init (`pmo init` without --sparse) stays so.
-            use std::os::unix::fs::MetadataExt;
-            if meta.blocks() * 512 >= meta.len() {
-                if let Err(e) = pmo_os::map::preallocate(&f, sb.pool_size) {
-                    // Nothing refers to the new bytes yet: give them back.
-                    let _ = f.set_len(meta.len());
-                    return Err(StoreError::Os(format!(
-                        "the filesystem has no room to grow the pool to {} bytes: {e}",
-                        sb.pool_size
-                    )));
-                }
-            }
-        }
-        f.sync_all().map_err(|source| StoreError::Io {
-            op: format!("sync {}", path.display()),
+    if meta.len() < sb.pool_size {
+        f.set_len(sb.pool_size).map_err(|source| StoreError::Io {
+            op: format!("extend {} to {} bytes", path.display(), sb.pool_size),
             source,
         })?;
-        let medium = pmo_medium::open_medium(path, Some(pool.inner.medium.kind()))?;
-        write_superblocks(&*medium, &sb)?;
-        drop(medium);
-        drop(meta_lock);
-        drop(pool);
-        Pool::open(path)
-    }
-
-    /// Grow this pool to `new_size` bytes on a medium that already has them (the crash tests'
-    /// entry point: [`Pool::grow_pool`] extends the file, then does this).
-    #[doc(hidden)]
-    pub fn grow_on(&self, new_size: u64) -> Result<()> {
-        let inner = &*self.inner;
-        let (_meta, ns) = self.begin_ns_change()?;
-        drop(ns);
-        let sb = self.grown_superblock(new_size)?;
-        if inner.medium.len() < sb.pool_size {
-            return Err(StoreError::Invalid(format!(
-                "the medium has {} bytes, fewer than {}",
-                inner.medium.len(),
-                sb.pool_size
-            )));
+        // A pool allocated whole at init (`pmo init` without --sparse) stays so.
+        use std::os::unix::fs::MetadataExt;
+        if meta.blocks() * 512 >= meta.len() {
+            if let Err(e) = pmo_os::map::preallocate(&f, sb.pool_size) {
+                // Nothing refers to the new bytes yet: give them back.
+                let _ = f.set_len(meta.len());
+                return Err(StoreError::Os(format!(
+                    "the filesystem has no room to grow the pool to {} bytes: {e}",
+                    sb.pool_size
+                )));
+            }
         }
-        let r = write_superblocks(&*inner.medium, &sb);
-        inner.poison(r)
     }
+    f.sync_all().map_err(|source| StoreError::Io {
+        op: format!("sync {}", path.display()),
+        source,
+    })?;
+    let medium = pmo_medium::open_medium(path, Some(pool.inner.medium.kind()))?;
+    write_superblocks(&*medium, &sb)?;
+    drop(medium);
+    drop(meta_lock);
+    drop(pool);
+    Pool::open(path)
+}
 
-    /// The superblock of this pool grown to `new_size` bytes, checked.
-    fn grown_superblock(&self, new_size: u64) -> Result<Superblock> {
-        let old = &self.inner.sb;
-        let size = new_size & !(PAGE_SIZE - 1);
-        if size <= old.pool_size {
-            return Err(StoreError::Invalid(format!(
-                "the pool already has {} bytes: a pool only grows (asked for {new_size})",
-                old.pool_size
-            )));
-        }
-        let mut sb = old.clone();
-        sb.pool_size = size;
-        sb.heap_len = size - sb.heap_offset;
-        Superblock::decode(&sb.encode(), size).map_err(|e| {
-            StoreError::Invalid(format!("a pool of {size} bytes is not possible here: {e}"))
-        })?;
-        Ok(sb)
+/// Grow this pool to `new_size` bytes on a medium that already has them (the crash tests'
+/// entry point: [`Pool::grow_pool`] extends the file, then does this).
+#[doc(hidden)]
+pub fn grow_on(pool: &Pool, new_size: u64) -> Result<()> {
+    let inner = &*pool.inner;
+    let (_meta, ns) = pool.begin_ns_change()?;
+    drop(ns);
+    let sb = grown_superblock(pool, new_size)?;
+    if inner.medium.len() < sb.pool_size {
+        return Err(StoreError::Invalid(format!(
+            "the medium has {} bytes, fewer than {}",
+            inner.medium.len(),
+            sb.pool_size
+        )));
     }
+    let r = write_superblocks(&*inner.medium, &sb);
+    inner.poison(r)
+}
+
+/// The superblock of this pool grown to `new_size` bytes, checked.
+fn grown_superblock(pool: &Pool, new_size: u64) -> Result<Superblock> {
+    let old = &pool.inner.sb;
+    let size = new_size & !(PAGE_SIZE - 1);
+    if size <= old.pool_size {
+        return Err(StoreError::Invalid(format!(
+            "the pool already has {} bytes: a pool only grows (asked for {new_size})",
+            old.pool_size
+        )));
+    }
+    let mut sb = old.clone();
+    sb.pool_size = size;
+    sb.heap_len = size - sb.heap_offset;
+    Superblock::decode(&sb.encode(), size).map_err(|e| {
+        StoreError::Invalid(format!("a pool of {size} bytes is not possible here: {e}"))
+    })?;
+    Ok(sb)
 }
 
 /// The page-map entries of the first `keep` pages of the PMO `h` has open: the verified copy
@@ -507,184 +505,127 @@ fn seed_commit(m: &dyn Medium, h: &PmoHandle, old: &PmoCore, new: &PmoCore) -> R
     new.publish(m, seq + 1, &journal, 0)
 }
 
-/// The layout capacity `pcreate` gives a PMO of `size` bytes asked for `capacity` bytes (0:
-/// none, the layout follows the size): page aligned, at least the size, and refused where it
-/// cannot work (a pool older than format version 5, `wedi`).
-pub(crate) fn checked_capacity(
+/// The in-place resize of the module docs ("Within the layout capacity"): `h` holds the
+/// PMO open for writing (its exclusive attach lock) under the metadata lock.
+/// `keep_address`: refuse (before any change) rather than move the stable address when
+/// the grown range is taken (an attached view cannot move).
+fn resize_in_place(
     pool: &Pool,
-    scheme: Scheme,
-    size: u64,
-    capacity: u64,
-) -> Result<u64> {
-    if capacity == 0 {
-        return Ok(0);
+    h: &PmoHandle,
+    old: &Entry,
+    new_size: u64,
+    key: &[u8],
+    keep_address: bool,
+) -> Result<()> {
+    let inner = &*pool.inner;
+    let (old_n, new_n) = (old.size / PAGE_SIZE, new_size / PAGE_SIZE);
+    // A grow first makes sure every page it adds reads as zero: a crash may have cut off
+    // the clearing of an earlier shrink (step 2 below).
+    if new_n > old_n {
+        let r = clear_pages(h, old_n..new_n);
+        inner.poison(r)?;
     }
-    let capacity = align_up(capacity, PAGE_SIZE)
-        .ok_or_else(|| StoreError::Invalid("PMO capacity too large".into()))?;
-    if capacity < size {
-        return Err(StoreError::Invalid(format!(
-            "the maximum size ({capacity} bytes) is below the size ({size} bytes)"
-        )));
+    // 1. The new entry (the commit point: from here on the PMO has its new size).
+    switch_size(pool, old, new_size, key, keep_address)?;
+    // 2. A shrink clears the pages it dropped.
+    if new_n < old_n {
+        // The sub-page log's obsolete records may hold bytes of the dropped pages too.
+        let r = clear_pages(h, new_n..old_n).and_then(|()| h.scrub_log());
+        inner.poison(r)?;
     }
-    if capacity == size {
-        return Ok(0);
-    }
-    if pool.inner.sb.version < pmo_format::FORMAT_VERSION_CAPACITY {
-        return Err(StoreError::Unsupported(format!(
-            "this pool is format version {} (its upgrade was postponed): a maximum size needs version {}",
-            pool.inner.sb.version,
-            pmo_format::FORMAT_VERSION_CAPACITY
-        )));
-    }
-    if scheme.whole_checksum() {
-        return Err(StoreError::Unsupported(format!(
-            "scheme {} keeps a checksum of the whole PMO, which covers its size: it has no \
-             layout capacity (a resize moves it)",
-            scheme.name()
-        )));
-    }
-    Ok(capacity)
+    Ok(())
 }
 
-impl Pool {
-    /// `pcreate` of a PMO of `size` bytes laid out for `max_size` bytes (its *layout
-    /// capacity*, `docs/lifecycle.md`): a later [`Pool::resize`] up to `max_size`, and any
-    /// shrink, changes only metadata. `max_size` 0 or equal to the size: an ordinary PMO.
-    /// The unwritten capacity costs extent space (the two data slots and the page map of
-    /// `max_size`) but no memory on tmpfs or a sparse file until pages are written.
-    pub fn pcreate_max(
-        &self,
-        name: &str,
-        size: u64,
-        max_size: u64,
-        key: &[u8],
-        scheme: Option<Scheme>,
-    ) -> Result<PmoInfo> {
-        self.pcreate_in(name, size, max_size, key, scheme, None)
+/// A resize within the capacity that touches nothing but the entry, when every page it
+/// adds or drops has never been written (its map entry "zero"): under the metadata lock
+/// (held by the caller) and the PMO's exclusive attach lock, the journal replayed, no page
+/// read and no key-derived state but the new verifier, so its cost does not follow the
+/// PMO's size. `Ok(false)`: another path is needed (a page in the range was written, a
+/// rotation is under way, `wedi`, past the capacity); nothing was changed.
+fn resize_entry_only(pool: &Pool, old: &Entry, new_size: u64, key: &[u8]) -> Result<bool> {
+    let inner = &*pool.inner;
+    let m = &*inner.medium;
+    let scheme = Scheme::from_code(old.scheme)?;
+    let (old_n, new_n) = (old.size / PAGE_SIZE, new_size / PAGE_SIZE);
+    if new_size > old.capacity_bytes() || scheme.whole_checksum() {
+        return Ok(false);
     }
-
-    /// The in-place resize of the module docs ("Within the layout capacity"): `h` holds the
-    /// PMO open for writing (its exclusive attach lock) under the metadata lock.
-    /// `keep_address`: refuse (before any change) rather than move the stable address when
-    /// the grown range is taken (an attached view cannot move).
-    fn resize_in_place(
-        &self,
-        h: &PmoHandle,
-        old: &Entry,
-        new_size: u64,
-        key: &[u8],
-        keep_address: bool,
-    ) -> Result<()> {
-        let inner = &*self.inner;
-        let (old_n, new_n) = (old.size / PAGE_SIZE, new_size / PAGE_SIZE);
-        // A grow first makes sure every page it adds reads as zero: a crash may have cut off
-        // the clearing of an earlier shrink (step 2 below).
-        if new_n > old_n {
-            let r = clear_pages(h, old_n..new_n);
-            inner.poison(r)?;
-        }
-        // 1. The new entry (the commit point: from here on the PMO has its new size).
-        self.switch_size(old, new_size, key, keep_address)?;
-        // 2. A shrink clears the pages it dropped.
-        if new_n < old_n {
-            // The sub-page log's obsolete records may hold bytes of the dropped pages too.
-            let r = clear_pages(h, new_n..old_n).and_then(|()| h.scrub_log());
-            inner.poison(r)?;
-        }
-        Ok(())
+    let Some(_attach) = pool.lock_attach_exclusive(old, None)? else {
+        return Err(pool.busy(old));
+    };
+    let core = PmoCore::new(old)?;
+    crate::entries::check_in_medium(old, m)?;
+    let r = core
+        .recover(m)
+        .map(|r| r.note.into_iter().for_each(|n| inner.note_repair(n)));
+    inner.poison(r)?;
+    if pmo_pool::rotation::read_record(m, &core)?.is_some() {
+        return Ok(false);
     }
-
-    /// A resize within the capacity that touches nothing but the entry, when every page it
-    /// adds or drops has never been written (its map entry "zero"): under the metadata lock
-    /// (held by the caller) and the PMO's exclusive attach lock, the journal replayed, no page
-    /// read and no key-derived state but the new verifier, so its cost does not follow the
-    /// PMO's size. `Ok(false)`: another path is needed (a page in the range was written, a
-    /// rotation is under way, `wedi`, past the capacity); nothing was changed.
-    fn resize_entry_only(&self, old: &Entry, new_size: u64, key: &[u8]) -> Result<bool> {
-        let inner = &*self.inner;
-        let m = &*inner.medium;
-        let scheme = Scheme::from_code(old.scheme)?;
-        let (old_n, new_n) = (old.size / PAGE_SIZE, new_size / PAGE_SIZE);
-        if new_size > old.capacity_bytes() || scheme.whole_checksum() {
+    // Psynced bytes a crash left in the sub-page log are not in the page map: the path
+    // that opens the PMO folds them first.
+    if crate::sublog::may_have_records(&core, m)? {
+        return Ok(false);
+    }
+    for p in old_n.min(new_n)..old_n.max(new_n) {
+        if core.map_entry(m, p)?.loc() != Some(PageLoc::Zero) {
             return Ok(false);
         }
-        let Some(_attach) = self.lock_attach_exclusive(old, None)? else {
-            return Err(self.busy(old));
-        };
-        let core = PmoCore::new(old)?;
-        crate::entries::check_in_medium(old, m)?;
-        let r = core
-            .recover(m)
-            .map(|r| r.note.into_iter().for_each(|n| inner.note_repair(n)));
-        inner.poison(r)?;
-        if crate::rotate::read_record(m, &core)?.is_some() {
-            return Ok(false);
-        }
-        // Psynced bytes a crash left in the sub-page log are not in the page map: the path
-        // that opens the PMO folds them first.
-        if crate::sublog::may_have_records(&core, m)? {
-            return Ok(false);
-        }
-        for p in old_n.min(new_n)..old_n.max(new_n) {
-            if core.map_entry(m, p)?.loc() != Some(PageLoc::Zero) {
-                return Ok(false);
-            }
-        }
-        self.switch_size(old, new_size, key, false)?;
-        Ok(true)
     }
+    switch_size(pool, old, new_size, key, false)?;
+    Ok(true)
+}
 
-    /// Step 1 of [`Pool::resize_in_place`]: replace `old` (unchanged since the caller read it)
-    /// by the entry of the same extent with size `new_size` and a verifier over it.
-    fn switch_size(
-        &self,
-        old: &Entry,
-        new_size: u64,
-        key: &[u8],
-        keep_address: bool,
-    ) -> Result<()> {
-        let inner = &*self.inner;
-        let m = &*inner.medium;
-        let mut ns = inner.ns();
-        ns.refresh(m, &inner.sb)?;
-        let (slot, cur) = ns
-            .find(&old.name)
-            .map(|(i, e)| (i, e.clone()))
-            .ok_or_else(|| not_found(&ns, &old.name))?;
-        if cur != *old {
-            return Err(StoreError::Invalid(format!(
-                "PMO '{}' changed while it was being resized; try again",
-                old.name
-            )));
-        }
-        let new_slot = ns.free_slot().ok_or_else(|| {
-            StoreError::NoSpace(format!(
-                "the namespace is full ({} PMOs): a resized entry needs a free slot",
-                inner.sb.ns_capacity
-            ))
-        })?;
-        let mut entry = old.clone();
-        entry.generation = old.generation + 1;
-        entry.size = new_size;
-        entry.capacity = old.capacity_bytes();
-        if !address_free(&ns, old.base_addr, new_size, old.uuid) {
-            if keep_address {
-                return Err(StoreError::AddressInUse {
-                    name: old.name.clone(),
-                    addr: old.base_addr,
-                    len: new_size,
-                });
-            }
-            entry.base_addr = address_for(&ns, &inner.sb, entry.capacity, Some(old.uuid))?;
-        }
-        if !keys::binding(&entry).is_empty() {
-            reverify(&mut entry, key)?;
-        }
-        let r = crate::entries::switch_entry(m, &inner.sb, slot, new_slot, &entry);
-        ns.invalidate();
-        drop(ns);
-        inner.poison(r)
+/// Step 1 of [`Pool::resize_in_place`]: replace `old` (unchanged since the caller read it)
+/// by the entry of the same extent with size `new_size` and a verifier over it.
+fn switch_size(
+    pool: &Pool,
+    old: &Entry,
+    new_size: u64,
+    key: &[u8],
+    keep_address: bool,
+) -> Result<()> {
+    let inner = &*pool.inner;
+    let m = &*inner.medium;
+    let mut ns = inner.ns();
+    ns.refresh(m, &inner.sb)?;
+    let (slot, cur) = ns
+        .find(&old.name)
+        .map(|(i, e)| (i, e.clone()))
+        .ok_or_else(|| not_found(&ns, &old.name))?;
+    if cur != *old {
+        return Err(StoreError::Invalid(format!(
+            "PMO '{}' changed while it was being resized; try again",
+            old.name
+        )));
     }
+    let new_slot = ns.free_slot().ok_or_else(|| {
+        StoreError::NoSpace(format!(
+            "the namespace is full ({} PMOs): a resized entry needs a free slot",
+            inner.sb.ns_capacity
+        ))
+    })?;
+    let mut entry = old.clone();
+    entry.generation = old.generation + 1;
+    entry.size = new_size;
+    entry.capacity = old.capacity_bytes();
+    if !address_free(&ns, old.base_addr, new_size, old.uuid) {
+        if keep_address {
+            return Err(StoreError::AddressInUse {
+                name: old.name.clone(),
+                addr: old.base_addr,
+                len: new_size,
+            });
+        }
+        entry.base_addr = address_for(&ns, &inner.sb, entry.capacity, Some(old.uuid))?;
+    }
+    if !keys::binding(&entry).is_empty() {
+        reverify(&mut entry, key)?;
+    }
+    let r = crate::entries::switch_entry(m, &inner.sb, slot, new_slot, &entry);
+    ns.invalidate();
+    drop(ns);
+    inner.poison(r)
 }
 
 /// Zero page `p`'s copy in data slot `s` of `core` and its tag; flushed, not fenced.
@@ -837,7 +778,7 @@ impl Attachment {
                     .map_err(|e| StoreError::Os(e.to_string()))?;
             }
         }
-        pool.resize_in_place(self.handle(), &old, new_size, key, true)?;
+        resize_in_place(&pool, self.handle(), &old, new_size, key, true)?;
         self.handle().core.set_size(new_size);
         self.len
             .store(new_size as usize, std::sync::atomic::Ordering::Release);
@@ -894,17 +835,19 @@ impl Attachment {
             force,
             progress: None,
         };
-        match pool.resize(&name, new_size, key, opts) {
-            Ok(report) => match pool.attach_with(&name, Perm::Write, key, attach) {
-                Ok(a) => Ok((a, report)),
-                Err(error) => Err(Box::new(ResizeAttachedError {
-                    error,
-                    attachment: None,
-                })),
-            },
+        match resize(&pool, &name, new_size, key, opts) {
+            Ok(report) => {
+                match crate::attach::attach_with(&pool, &name, Perm::Write, key, attach) {
+                    Ok(a) => Ok((a, report)),
+                    Err(error) => Err(Box::new(ResizeAttachedError {
+                        error,
+                        attachment: None,
+                    })),
+                }
+            }
             Err(error) => Err(Box::new(ResizeAttachedError {
                 error,
-                attachment: pool.attach_with(&name, Perm::Write, key, attach).ok(),
+                attachment: crate::attach::attach_with(&pool, &name, Perm::Write, key, attach).ok(),
             })),
         }
     }

@@ -1,329 +1,73 @@
 //! Rotate (`docs/lifecycle.md`): re-encrypt every page of a PMO under a new random data master
-//! key, page by page in psyncs of [`BATCH`] pages, resumable after a crash. Unlike a rekey
-//! (which re-wraps the same data master), a rotation leaves nothing a leaked data key opens.
-//!
-//! State on the medium: the rotation record in the PMO's header page ([`RECORD_OFF`], two
-//! slots written alternately, each checked by a CRC, the valid one with the higher generation
-//! wins) holds the new data master wrapped under the old one, and the progress cursor with the
-//! sequence number of the psync that reached it. Pages below the cursor are sealed under the
-//! new key, the others under the old; the page map's MAC (`secure`) is under the new key once
-//! the first batch committed.
-//!
-//! 1. Under the PMO's exclusive attach lock: record {new key wrapped, cursor 0}, fenced.
-//! 2. Each batch: the next written pages from the cursor, read under the old key and committed
-//!    under the new one by the ordinary psync (shadow slots, journal, commit record: atomic);
-//!    then the record's cursor, fenced. A crash between the two is told by the newest journal:
-//!    a psync newer than the record's names the batch's pages, so the cursor is its last + 1.
-//! 3. Cursor at the end: the entry is replaced (crash-consistent, `lifecycle`) with the new
-//!    data master wrapped under the user key's key-encryption key and a fresh salt.
-//! 4. The record is zeroed, fenced.
-//!
-//! Any keyed open of the PMO with a record finishes what is left of step 2 first (under its
-//! exclusive lock) and uses the new key; a record whose key the entry's key no longer unwraps
-//! is a finished rotation (step 3 done) and is zeroed. Steps 3 and 4 are `pmo rotate`'s: it
-//! resumes a rotation a crash cut off. A live snapshot refuses a PMO with a rotation record.
+//! key. The mechanism (the rotation record, the re-encryption in batches, its resumption at a
+//! keyed open) is the pool layer's `pmo_pool::rotation`; this is the operation: steps 1-4 of
+//! its module docs, of which the entry's replacement (step 3) is a life-cycle change.
 
-use std::sync::Arc;
+use pmo_meta::keys::{self, MasterKey};
+use pmo_pool::rotation::{read_record, reencrypt, write_record, Record};
 
-use pmo_format::layout::{PageLoc, PageMapEntry};
-use pmo_medium::Medium;
-
-use crate::engine::{CommitSource, PmoCore};
+use crate::engine::PmoCore;
 use crate::error::{Result, StoreError};
-use crate::export::Progress;
-use crate::keys::{self, MasterKey};
-use crate::pool::{Perm, PmoInfo, Pool};
-use crate::protect::Protection;
+use crate::pool::{Perm, PmoInfo, Pool, Progress};
 use crate::scheme::Scheme;
 
-/// Offset in the PMO's header page of the rotation record's two slots.
-pub const RECORD_OFF: u64 = 2064;
-const SLOT: u64 = 96;
-const MAGIC: [u8; 8] = *b"PMOROT01";
-/// Pages re-encrypted per psync.
-pub const BATCH: usize = 256;
-
-/// A rotation in progress.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Record {
-    gen: u64,
-    /// Pages below it are under the new key.
-    cursor: u64,
-    /// The sequence number of the psync that reached `cursor` (or of the newest psync when the
-    /// rotation began).
-    cursor_seq: u64,
-    /// The new data master, wrapped under the old one.
-    wrapped: [u8; 40],
-    /// The sequence number of the newest psync when the rotation began: a newer one is the
-    /// rotation's, under the new key.
-    base_seq: u64,
+/// Whether PMO `name` has a rotation record: a rotation a crash cut off (its next keyed
+/// open, or `rotate`, finishes it).
+pub fn rotation_unfinished(pool: &Pool, name: &str) -> Result<bool> {
+    let core = PmoCore::new(&pool.entry(name)?)?;
+    Ok(read_record(&*pool.inner.medium, &core)?.is_some())
 }
 
-impl Record {
-    fn encode(&self) -> [u8; SLOT as usize] {
-        let mut b = [0u8; SLOT as usize];
-        b[..8].copy_from_slice(&MAGIC);
-        b[8..16].copy_from_slice(&self.gen.to_le_bytes());
-        b[16..24].copy_from_slice(&self.cursor.to_le_bytes());
-        b[24..32].copy_from_slice(&self.cursor_seq.to_le_bytes());
-        b[32..72].copy_from_slice(&self.wrapped);
-        b[72..80].copy_from_slice(&self.base_seq.to_le_bytes());
-        let c = pmo_format::crc(&b[..80]);
-        b[80..84].copy_from_slice(&c.to_le_bytes());
-        b
+/// Re-encrypt every page of PMO `name` under a new random data master key (module docs);
+/// the key stays `key`. Resumes a rotation a crash cut off. Fails with `Busy` while the
+/// PMO is attached; `Invalid` for an unencrypted PMO. `progress`: (pages done, pages).
+pub fn rotate(pool: &Pool, name: &str, key: &[u8], progress: Progress) -> Result<PmoInfo> {
+    let entry = pool.entry(name)?;
+    let scheme = Scheme::from_code(entry.scheme)?;
+    if !scheme.is_protected() {
+        return Err(StoreError::Invalid(format!(
+            "PMO '{name}' is not encrypted (scheme {scheme}): there is no key to rotate"
+        )));
     }
-
-    fn decode(b: &[u8]) -> Option<Record> {
-        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
-        if b[..8] != MAGIC || pmo_format::crc(&b[..80]).to_le_bytes() != b[80..84] {
-            return None;
+    let wrapped = {
+        // The open finishes a rotation a crash cut off (step 2).
+        let h = pool.open_pmo(name, Perm::Write, key, None)?;
+        let m = &*pool.inner.medium;
+        match read_record(m, &h.core)? {
+            Some(r) => r.wrapped,
+            None => {
+                let new: MasterKey = zeroize::Zeroizing::new(keys::random_bytes::<32>());
+                let mut r = Record {
+                    gen: 0,
+                    cursor: 0,
+                    cursor_seq: h.core.seq(),
+                    base_seq: h.core.seq(),
+                    wrapped: keys::wrap_rotation(&h.master, &h.core.uuid, &new)?,
+                };
+                let _rotating = pool.inner.locker.lock_blocking(
+                    crate::locks::rotate_word(h.core.extent_off),
+                    pmo_os::lock::LockKind::Exclusive,
+                )?;
+                pool.inner.poison(write_record(m, &h.core, &mut r))?;
+                reencrypt(pool, &h.core, scheme, &h.master, &new, &mut r, progress)?;
+                r.wrapped
+            }
         }
-        Some(Record {
-            gen: u64_at(8),
-            cursor: u64_at(16),
-            cursor_seq: u64_at(24),
-            wrapped: b[32..72].try_into().expect("40 bytes"),
-            base_seq: u64_at(72),
-        })
-    }
-}
-
-/// The valid rotation record with the higher generation, if any.
-pub(crate) fn read_record(m: &dyn Medium, core: &PmoCore) -> Result<Option<Record>> {
-    let mut b = [0u8; 2 * SLOT as usize];
-    m.read(core.abs(RECORD_OFF), &mut b)?;
-    Ok(b.chunks_exact(SLOT as usize)
-        .filter_map(Record::decode)
-        .max_by_key(|r| r.gen))
-}
-
-/// Write `r` (generation one above `prev`'s) into the slot `prev` does not occupy; fenced.
-fn write_record(m: &dyn Medium, core: &PmoCore, r: &mut Record) -> Result<()> {
-    r.gen += 1;
-    let off = core.abs(RECORD_OFF + (r.gen % 2) * SLOT);
-    m.write(off, &r.encode())?;
-    m.persist(off, SLOT)?;
-    Ok(())
-}
-
-/// Zero both slots; fenced.
-fn clear_record(m: &dyn Medium, core: &PmoCore) -> Result<()> {
-    let off = core.abs(RECORD_OFF);
-    m.write(off, &[0u8; 2 * SLOT as usize])?;
-    m.persist(off, 2 * SLOT)?;
-    Ok(())
-}
-
-/// Where a cut-off rotation resumes: the record's cursor, or past the batch the newest psync
-/// committed if that psync is newer than the record (only a rotation batch can be: every
-/// keyed open finishes a rotation before anything else commits).
-fn resume_cursor(m: &dyn Medium, core: &PmoCore, r: &Record) -> Result<u64> {
-    if r.cursor >= core.npages() {
-        return Ok(core.npages());
-    }
-    match core.newest_pages(m)? {
-        Some((seq, pages)) if seq > r.cursor_seq => Ok(pages
-            .iter()
-            .max()
-            .map_or(r.cursor, |&p| (p + 1).max(r.cursor))),
-        _ => Ok(r.cursor),
-    }
-}
-
-fn crypt(name: &str, page: u64) -> impl FnOnce(&'static str) -> StoreError + '_ {
-    move |reason| StoreError::Integrity {
-        name: name.into(),
-        page,
-        reason: reason.into(),
-    }
-}
-
-/// Step 2 from the cursor to the end: `old` and `new` are the data masters.
-#[allow(clippy::too_many_arguments)]
-fn reencrypt(
-    pool: &Pool,
-    core: &Arc<PmoCore>,
-    scheme: Scheme,
-    old: &MasterKey,
-    new: &MasterKey,
-    r: &mut Record,
-    progress: Progress,
-) -> Result<()> {
-    let inner = &*pool.inner;
-    let m = &*inner.medium;
-    let n = core.npages();
-    let mut raw = vec![0u8; (n * 8) as usize];
-    m.read(core.abs(core.layout.map_off), &mut raw)?;
-    let table: Vec<u64> = raw
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect();
-    let trailer = core.newest_trailer(m)?;
-    let floor = trailer.map_or(0, |t| t.reservation);
-    let whole = trailer.filter(|_| scheme.whole_checksum()).map(|t| t.tail);
-    let open = |key: &MasterKey| {
-        Protection::open_fresh(
-            core.clone(),
-            inner.medium.clone(),
-            scheme,
+    };
+    // Step 3: the entry gives the new data master (unless a crash came after it).
+    let uuid = entry.uuid;
+    let info =
+        crate::lifecycle::replace_entry(
+            pool,
+            name,
             key,
-            inner.sb.uuid,
-            table.clone(),
-            floor,
-        )
-    };
-    let (p_old, p_new) = (open(old)?, open(new)?);
-    let mut cursor = resume_cursor(m, core, r)?;
-    while cursor < n {
-        let mut pages = Vec::with_capacity(BATCH);
-        let mut end = cursor;
-        while end < n && pages.len() < BATCH {
-            if matches!(
-                PageMapEntry(table[end as usize]).loc(),
-                Some(PageLoc::Slot(_))
-            ) {
-                pages.push(end);
-            }
-            end += 1;
-        }
-        if !pages.is_empty() {
-            let mut fill = |p: u64, dst: &mut crate::engine::Page| -> Result<()> {
-                p_old.fill(p, dst).map_err(crypt(&core.name, p))
-            };
-            let r2 = core.commit(
-                m,
-                &pages,
-                CommitSource::Fill(&mut fill),
-                Some(&p_new),
-                whole,
-                false,
-            );
-            inner.poison(r2)?;
-        }
-        cursor = end;
-        r.cursor = cursor;
-        r.cursor_seq = core.seq();
-        inner.poison(write_record(m, core, r))?;
-        progress(cursor, n);
-    }
-    Ok(())
-}
-
-/// At a keyed open, after recovery: the data master to use, finishing a rotation a crash cut
-/// off (`exclusive`: the caller holds the exclusive attach lock; a shared opener meets an
-/// unfinished rotation as `Busy`).
-pub(crate) fn on_open(
-    pool: &Pool,
-    core: &Arc<PmoCore>,
-    scheme: Scheme,
-    master: MasterKey,
-    exclusive: bool,
-) -> Result<MasterKey> {
-    let inner = &*pool.inner;
-    let m = &*inner.medium;
-    let Some(mut r) = read_record(m, core)? else {
-        return Ok(master);
-    };
-    let Some(new) = keys::unwrap_rotation(&master, &core.uuid, &r.wrapped) else {
-        // The entry already gives the new key (step 3 done): only the record is left.
-        if exclusive {
-            inner.poison(clear_record(m, core))?;
-        }
-        return Ok(master);
-    };
-    let cursor = resume_cursor(m, core, &r)?;
-    if cursor >= core.npages() && r.cursor < cursor && exclusive {
-        // The last batch committed but a crash cut off its cursor: record it now, before
-        // anything else commits (a later psync would pass for a batch and move the resume
-        // point back over pages already under the new key).
-        r.cursor = cursor;
-        r.cursor_seq = core.seq();
-        inner.poison(write_record(m, core, &mut r))?;
-    }
-    if cursor < core.npages() {
-        if !exclusive {
-            return Err(StoreError::Busy {
-                name: core.name.clone(),
-                how: "read-write (a rotation is being finished)",
-            });
-        }
-        // The map as the newest commit vouches for it: under the old key until the rotation
-        // first committed (a reservation or a batch), under the new one after.
-        let vouching = if core.seq() == r.base_seq {
-            &master
-        } else {
-            &new
-        };
-        drop(Protection::open(
-            core.clone(),
-            inner.medium.clone(),
-            scheme,
-            vouching,
-            inner.sb.uuid,
-        )?);
-        let _rotating = inner.locker.lock_blocking(
-            crate::locks::rotate_word(core.extent_off),
-            pmo_os::lock::LockKind::Exclusive,
-        )?;
-        reencrypt(pool, core, scheme, &master, &new, &mut r, &mut |_, _| {})?;
-    }
-    Ok(new)
-}
-
-impl Pool {
-    /// Whether PMO `name` has a rotation record: a rotation a crash cut off (its next keyed
-    /// open, or `rotate`, finishes it).
-    pub fn rotation_unfinished(&self, name: &str) -> Result<bool> {
-        let core = PmoCore::new(&self.entry(name)?)?;
-        Ok(read_record(&*self.inner.medium, &core)?.is_some())
-    }
-
-    /// Re-encrypt every page of PMO `name` under a new random data master key (module docs);
-    /// the key stays `key`. Resumes a rotation a crash cut off. Fails with `Busy` while the
-    /// PMO is attached; `Invalid` for an unencrypted PMO. `progress`: (pages done, pages).
-    pub fn rotate(&self, name: &str, key: &[u8], progress: Progress) -> Result<PmoInfo> {
-        let entry = self.entry(name)?;
-        let scheme = Scheme::from_code(entry.scheme)?;
-        if !scheme.is_protected() {
-            return Err(StoreError::Invalid(format!(
-                "PMO '{name}' is not encrypted (scheme {scheme}): there is no key to rotate"
-            )));
-        }
-        let wrapped = {
-            // The open finishes a rotation a crash cut off (step 2).
-            let h = self.open_pmo(name, Perm::Write, key, None)?;
-            let m = &*self.inner.medium;
-            match read_record(m, &h.core)? {
-                Some(r) => r.wrapped,
-                None => {
-                    let new: MasterKey = zeroize::Zeroizing::new(keys::random_bytes::<32>());
-                    let mut r = Record {
-                        gen: 0,
-                        cursor: 0,
-                        cursor_seq: h.core.seq(),
-                        base_seq: h.core.seq(),
-                        wrapped: keys::wrap_rotation(&h.master, &h.core.uuid, &new)?,
-                    };
-                    let _rotating = self.inner.locker.lock_blocking(
-                        crate::locks::rotate_word(h.core.extent_off),
-                        pmo_os::lock::LockKind::Exclusive,
-                    )?;
-                    self.inner.poison(write_record(m, &h.core, &mut r))?;
-                    reencrypt(self, &h.core, scheme, &h.master, &new, &mut r, progress)?;
-                    r.wrapped
-                }
-            }
-        };
-        // Step 3: the entry gives the new data master (unless a crash came after it).
-        let uuid = entry.uuid;
-        let info = self.replace_entry(name, key, None, |e, data| {
-            match keys::unwrap_rotation(data, &uuid, &wrapped) {
+            None,
+            |e, data| match keys::unwrap_rotation(data, &uuid, &wrapped) {
                 Some(new) => keys::rewrap(e, &new, key),
                 None => Ok(()),
-            }
-        })?;
-        // Step 4: the next open finds the record's key no longer unwraps, and zeroes it.
-        drop(self.open_pmo(name, Perm::Write, key, None)?);
-        Ok(info)
-    }
+            },
+        )?;
+    // Step 4: the next open finds the record's key no longer unwraps, and zeroes it.
+    drop(pool.open_pmo(name, Perm::Write, key, None)?);
+    Ok(info)
 }

@@ -103,214 +103,212 @@ fn committed(core: &PmoCore, m: &dyn pmo_medium::Medium) -> Result<crate::engine
     })
 }
 
-impl Pool {
-    /// Copy PMO `entry`'s committed state into `sink` while a writer may keep psyncing (module
-    /// docs). `key` is checked against the entry.
-    pub(crate) fn live_copy(
-        &self,
-        name: &str,
-        key: &[u8],
-        sink: &mut dyn Sink,
-        progress: Progress,
-    ) -> Result<SnapshotReport> {
-        let inner = &*self.inner;
-        inner.alive()?;
-        let entry = self.entry(name)?;
-        keys::check_key(&entry, key)?;
-        let scheme = Scheme::from_code(entry.scheme)?;
-        let core = Arc::new(PmoCore::new(&entry)?);
-        let m = &*inner.medium;
-        // Pages past the size (up to the layout capacity) read as zeros: not copied.
-        let n = core.size_pages();
-        // Pages are under one key only outside a rotation.
-        let _rotation = inner.locker.lock_blocking(
-            crate::locks::rotate_word(core.extent_off),
-            pmo_os::lock::LockKind::Shared,
-        )?;
-        if crate::rotate::read_record(m, &core)?.is_some() {
-            return Err(StoreError::Invalid(format!(
-                "PMO '{name}' has an unfinished rotation: `pmo rotate {name}` finishes it first"
-            )));
+/// Copy PMO `entry`'s committed state into `sink` while a writer may keep psyncing (module
+/// docs). `key` is checked against the entry.
+pub(crate) fn live_copy(
+    pool: &Pool,
+    name: &str,
+    key: &[u8],
+    sink: &mut dyn Sink,
+    progress: Progress,
+) -> Result<SnapshotReport> {
+    let inner = &*pool.inner;
+    inner.alive()?;
+    let entry = pool.entry(name)?;
+    keys::check_key(&entry, key)?;
+    let scheme = Scheme::from_code(entry.scheme)?;
+    let core = Arc::new(PmoCore::new(&entry)?);
+    let m = &*inner.medium;
+    // Pages past the size (up to the layout capacity) read as zeros: not copied.
+    let n = core.size_pages();
+    // Pages are under one key only outside a rotation.
+    let _rotation = inner.locker.lock_blocking(
+        crate::locks::rotate_word(core.extent_off),
+        pmo_os::lock::LockKind::Shared,
+    )?;
+    if pmo_pool::rotation::read_record(m, &core)?.is_some() {
+        return Err(StoreError::Invalid(format!(
+            "PMO '{name}' has an unfinished rotation: `pmo rotate {name}` finishes it first"
+        )));
+    }
+    // A rotation that ran before the lock was taken changed the data master.
+    let now = pool.entry(name)?;
+    if now.uuid != entry.uuid {
+        return Err(StoreError::NotFound(name.into()));
+    }
+    let master = keys::check_key(&now, key)?;
+    // The entry each page's copy was taken from (`None`: not copied yet).
+    let mut copied: Vec<Option<u64>> = vec![None; n as usize];
+    let mut report = SnapshotReport {
+        pages: n,
+        ..Default::default()
+    };
+    let mut page: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
+    let mut gate = None;
+    for pass in 1..=MAX_PASSES {
+        if pass > FREE_PASSES && gate.is_none() {
+            gate = Some(Gate::close(&pool.inner.locker, &core, m)?);
+            report.gated = true;
         }
-        // A rotation that ran before the lock was taken changed the data master.
-        let now = self.entry(name)?;
-        if now.uuid != entry.uuid {
-            return Err(StoreError::NotFound(name.into()));
-        }
-        let master = keys::check_key(&now, key)?;
-        // The entry each page's copy was taken from (`None`: not copied yet).
-        let mut copied: Vec<Option<u64>> = vec![None; n as usize];
-        let mut report = SnapshotReport {
-            pages: n,
-            ..Default::default()
+        let (seq, table, trailer) = committed(&core, m)?;
+        let prot = if scheme.is_protected() {
+            Some(Protection::open_live(
+                core.clone(),
+                inner.medium.clone(),
+                scheme,
+                &master,
+                inner.sb.uuid,
+                table.clone(),
+                trailer,
+            )?)
+        } else {
+            for (p, &e) in table.iter().enumerate() {
+                if PageMapEntry(e).loc().is_none() {
+                    return Err(StoreError::Integrity {
+                        name: name.into(),
+                        page: p as u64,
+                        reason: format!("invalid page-map entry {e:#x}"),
+                    });
+                }
+            }
+            None
         };
-        let mut page: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
-        let mut gate = None;
-        for pass in 1..=MAX_PASSES {
-            if pass > FREE_PASSES && gate.is_none() {
-                gate = Some(Gate::close(&self.inner.locker, &core, m)?);
-                report.gated = true;
-            }
-            let (seq, table, trailer) = committed(&core, m)?;
-            let prot = if scheme.is_protected() {
-                Some(Protection::open_live(
-                    core.clone(),
-                    inner.medium.clone(),
-                    scheme,
-                    &master,
-                    inner.sb.uuid,
-                    table.clone(),
-                    trailer,
-                )?)
-            } else {
-                for (p, &e) in table.iter().enumerate() {
-                    if PageMapEntry(e).loc().is_none() {
-                        return Err(StoreError::Integrity {
-                            name: name.into(),
-                            page: p as u64,
-                            reason: format!("invalid page-map entry {e:#x}"),
-                        });
-                    }
-                }
-                None
+        let todo: Vec<u64> = (0..n)
+            .filter(|&p| copied[p as usize] != Some(table[p as usize]))
+            .collect();
+        let mut changed = 0u64;
+        for (i, &p) in todo.iter().enumerate() {
+            let want = table[p as usize];
+            let read = match &prot {
+                Some(pr) => pr.fill(p, &mut page),
+                None => read_raw(&core, m, p, PageMapEntry(want), &mut page),
             };
-            let todo: Vec<u64> = (0..n)
-                .filter(|&p| copied[p as usize] != Some(table[p as usize]))
-                .collect();
-            let mut changed = 0u64;
-            for (i, &p) in todo.iter().enumerate() {
-                let want = table[p as usize];
-                let read = match &prot {
-                    Some(pr) => pr.fill(p, &mut page),
-                    None => read_raw(&core, m, p, PageMapEntry(want), &mut page),
-                };
-                fence(Ordering::SeqCst);
-                if core.map_entry(m, p)?.0 != want {
-                    changed += 1;
-                    continue;
-                }
-                read.map_err(|reason| StoreError::Integrity {
-                    name: name.into(),
-                    page: p,
-                    reason: reason.into(),
-                })?;
-                sink.put(p, &page)?;
-                copied[p as usize] = Some(want);
-                report.pages_copied += 1;
-                if pass == 1 {
-                    progress(i as u64 + 1, n);
-                }
-            }
-            sink.end_pass()?;
-            if changed > 0 {
-                if gate.is_some() {
-                    // The psync in flight when the gate closed is still finishing (its
-                    // thread may be descheduled): give it time.
-                    std::thread::sleep(std::time::Duration::from_micros(200));
-                }
+            fence(Ordering::SeqCst);
+            if core.map_entry(m, p)?.0 != want {
+                changed += 1;
                 continue;
             }
-            // Psynced changes in the sub-page log over this pass's commit, overlaid on the
-            // pages copied from its slots; a commit meanwhile means another pass.
-            let live = match crate::sublog::read_live(&core, m, prot.as_ref(), &inner.sb.uuid)? {
-                Some(l) if l.seq == seq => l,
-                _ => continue,
-            };
-            let overlaid = live.pages();
-            for &p in &overlaid {
+            read.map_err(|reason| StoreError::Integrity {
+                name: name.into(),
+                page: p,
+                reason: reason.into(),
+            })?;
+            sink.put(p, &page)?;
+            copied[p as usize] = Some(want);
+            report.pages_copied += 1;
+            if pass == 1 {
+                progress(i as u64 + 1, n);
+            }
+        }
+        sink.end_pass()?;
+        if changed > 0 {
+            if gate.is_some() {
+                // The psync in flight when the gate closed is still finishing (its
+                // thread may be descheduled): give it time.
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            continue;
+        }
+        // Psynced changes in the sub-page log over this pass's commit, overlaid on the
+        // pages copied from its slots; a commit meanwhile means another pass.
+        let live = match crate::sublog::read_live(&core, m, prot.as_ref(), &inner.sb.uuid)? {
+            Some(l) if l.seq == seq => l,
+            _ => continue,
+        };
+        let overlaid = live.pages();
+        for &p in &overlaid {
+            sink.get(p, &mut page)?;
+            live.apply(p, &mut page);
+            sink.put(p, &page)?;
+        }
+        if !overlaid.is_empty() {
+            sink.end_pass()?;
+        }
+        report.seq = seq;
+        report.log_records = live.records;
+        report.passes = pass;
+        if let Some(expected) = prot.as_ref().and_then(|p| p.whole_expected()) {
+            let mut h = WholePmoChecksum::new();
+            for p in 0..n {
                 sink.get(p, &mut page)?;
-                live.apply(p, &mut page);
-                sink.put(p, &page)?;
+                h.update_page(&page);
             }
-            if !overlaid.is_empty() {
-                sink.end_pass()?;
-            }
-            report.seq = seq;
-            report.log_records = live.records;
-            report.passes = pass;
-            if let Some(expected) = prot.as_ref().and_then(|p| p.whole_expected()) {
-                let mut h = WholePmoChecksum::new();
-                for p in 0..n {
-                    sink.get(p, &mut page)?;
-                    h.update_page(&page);
-                }
-                h.verify(&PageChecksum(expected))
-                    .map_err(|_| StoreError::IntegrityPmo {
-                        name: name.into(),
-                        reason: "the whole-PMO checksum does not match the snapshot".into(),
-                    })?;
-            }
-            page.fill(0);
-            drop(gate);
-            if self.entry(name).ok().map(|e| e.uuid) != Some(entry.uuid) {
-                return Err(StoreError::NotFound(format!(
-                    "{name} (destroyed during the snapshot)"
-                )));
-            }
-            return Ok(report);
+            h.verify(&PageChecksum(expected))
+                .map_err(|_| StoreError::IntegrityPmo {
+                    name: name.into(),
+                    reason: "the whole-PMO checksum does not match the snapshot".into(),
+                })?;
         }
-        Err(StoreError::Busy {
-            name: name.into(),
-            how: "read-write by a writer that rewrites pages faster than a snapshot copies them",
-        })
+        page.fill(0);
+        drop(gate);
+        if pool.entry(name).ok().map(|e| e.uuid) != Some(entry.uuid) {
+            return Err(StoreError::NotFound(format!(
+                "{name} (destroyed during the snapshot)"
+            )));
+        }
+        return Ok(report);
     }
+    Err(StoreError::Busy {
+        name: name.into(),
+        how: "read-write by a writer that rewrites pages faster than a snapshot copies them",
+    })
+}
 
-    /// Snapshot PMO `name` into a new PMO `new` of the same scheme, size and layout capacity (its own uuid,
-    /// salt and nonces; the key `new_key`, or the same key) while a writer may keep working:
-    /// the copy is exactly `name` as of one psync. A crash leaves no `new`, or the whole one
-    /// (and possibly `new.partial` to destroy).
-    pub fn snapshot(
-        &self,
-        name: &str,
-        new: &str,
-        key: &[u8],
-        new_key: Option<&[u8]>,
-        progress: Progress,
-    ) -> Result<(PmoInfo, SnapshotReport)> {
-        crate::entries::validate_new_name(new)?;
-        if self.exists(new)? {
-            return Err(StoreError::Exists(new.into()));
-        }
-        let entry: Entry = self.entry(name)?;
-        keys::check_key(&entry, key)?;
-        let scheme = Scheme::from_code(entry.scheme)?;
-        let mut report = SnapshotReport::default();
-        let capacity = entry.capacity;
-        let info = self.create_filled(
-            new,
-            entry.size,
-            capacity,
-            new_key.unwrap_or(key),
-            scheme,
-            |h| {
-                let mut sink = crate::export::PmoSink::new(h, entry.size / PAGE_SIZE);
-                report = self.live_copy(name, key, &mut sink, progress)?;
-                Ok(())
-            },
-        )?;
-        Ok((info, report))
+/// Snapshot PMO `name` into a new PMO `new` of the same scheme, size and layout capacity (its own uuid,
+/// salt and nonces; the key `new_key`, or the same key) while a writer may keep working:
+/// the copy is exactly `name` as of one psync. A crash leaves no `new`, or the whole one
+/// (and possibly `new.partial` to destroy).
+pub fn snapshot(
+    pool: &Pool,
+    name: &str,
+    new: &str,
+    key: &[u8],
+    new_key: Option<&[u8]>,
+    progress: Progress,
+) -> Result<(PmoInfo, SnapshotReport)> {
+    crate::entries::validate_new_name(new)?;
+    if pool.exists(new)? {
+        return Err(StoreError::Exists(new.into()));
     }
+    let entry: Entry = pool.entry(name)?;
+    keys::check_key(&entry, key)?;
+    let scheme = Scheme::from_code(entry.scheme)?;
+    let mut report = SnapshotReport::default();
+    let capacity = entry.capacity;
+    let info = crate::export::create_filled(
+        pool,
+        new,
+        entry.size,
+        capacity,
+        new_key.unwrap_or(key),
+        scheme,
+        |h| {
+            let mut sink = crate::export::PmoSink::new(h, entry.size / PAGE_SIZE);
+            report = live_copy(pool, name, key, &mut sink, progress)?;
+            Ok(())
+        },
+    )?;
+    Ok((info, report))
+}
 
-    /// Snapshot PMO `name` into an export file (`docs/format.md` §7; `file` must not exist)
-    /// while a writer may keep working. On error the file is removed.
-    pub fn snapshot_to_file(
-        &self,
-        name: &str,
-        key: &[u8],
-        file: &Path,
-        progress: Progress,
-    ) -> Result<SnapshotReport> {
-        let entry = self.entry(name)?;
-        let data = keys::check_key(&entry, key)?;
-        let mut sink = crate::export::FileSink::create(file, &entry, &data)?;
-        let r = self
-            .live_copy(name, key, &mut sink, progress)
-            .and_then(|rep| sink.finish().map(|_| rep));
-        if r.is_err() {
-            sink.discard();
-        }
-        r
+/// Snapshot PMO `name` into an export file (`docs/format.md` §7; `file` must not exist)
+/// while a writer may keep working. On error the file is removed.
+pub fn snapshot_to_file(
+    pool: &Pool,
+    name: &str,
+    key: &[u8],
+    file: &Path,
+    progress: Progress,
+) -> Result<SnapshotReport> {
+    let entry = pool.entry(name)?;
+    let data = keys::check_key(&entry, key)?;
+    let mut sink = crate::export::FileSink::create(file, &entry, &data)?;
+    let r =
+        live_copy(pool, name, key, &mut sink, progress).and_then(|rep| sink.finish().map(|_| rep));
+    if r.is_err() {
+        sink.discard();
     }
+    r
 }
 
 /// Page `p` of an unprotected PMO from the slot `e` names (not the medium's current entry).
@@ -409,7 +407,7 @@ mod tests {
                 writer: &w,
                 raced: false,
             };
-            let rep = pool.live_copy("a", KEY, &mut sink, &mut |_, _| {}).unwrap();
+            let rep = live_copy(&pool, "a", KEY, &mut sink, &mut |_, _| {}).unwrap();
             assert_eq!(
                 rep.passes, 2,
                 "{name}: the changed pages take a second pass"
@@ -452,7 +450,13 @@ mod tests {
                 Ok(())
             }
         }
-        let r = pool.live_copy("a", KEY, &mut Destroying(&pool, false), &mut |_, _| {});
+        let r = live_copy(
+            &pool,
+            "a",
+            KEY,
+            &mut Destroying(&pool, false),
+            &mut |_, _| {},
+        );
         assert!(matches!(r, Err(StoreError::NotFound(_))), "{r:?}");
     }
 }

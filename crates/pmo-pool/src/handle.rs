@@ -9,13 +9,13 @@ use pmo_format::{Entry, PmoLayout, PAGE_SIZE};
 use pmo_medium::Medium;
 use pmo_os::lock::LockKind;
 
-use crate::engine::{CommitSource, CommitStats, Page, PmoCore};
-use crate::error::{Result, StoreError};
-use crate::keys::{self, MasterKey};
-use crate::locks::{self, LockGuard};
 use crate::pool::{Perm, Pool};
-use crate::protect::Protection;
-use crate::scheme::Scheme;
+use pmo_engine::engine::{CommitSource, CommitStats, Page, PmoCore};
+use pmo_engine::protect::Protection;
+use pmo_meta::error::{Result, StoreError};
+use pmo_meta::keys::{self, MasterKey};
+use pmo_meta::locks::{self, LockGuard};
+use pmo_meta::scheme::Scheme;
 
 impl Pool {
     /// Open a PMO for page-level access (no mapping): the key is checked and the attach lock
@@ -56,7 +56,7 @@ impl Pool {
         // A holder finishing a detach in the background is waited for (the attach stall).
         // A PMO whose plaintext copy lives on the medium has one user at a time, readers
         // included: each attach fills the shared plaintext area and each detach scrubs it.
-        let sole = perm == Perm::Write || entry.scheme & crate::scheme::SHADOW_MEDIUM_BIT != 0;
+        let sole = perm == Perm::Write || entry.scheme & pmo_meta::scheme::SHADOW_MEDIUM_BIT != 0;
         let first = self.lock_attach_exclusive(&entry, if sole { wait } else { None })?;
         let (mut guard, exclusive) = match first {
             Some(g) => (g, true),
@@ -89,7 +89,7 @@ impl Pool {
             drop(guard);
             return self.open_pmo_as(name, perm, key, wait, run_as);
         }
-        crate::entries::check_in_medium(&entry, &*inner.medium)?;
+        pmo_meta::entries::check_in_medium(&entry, &*inner.medium)?;
         let master = if entry.generation != checked_gen {
             keys::check_key(&entry, key)?
         } else {
@@ -98,7 +98,7 @@ impl Pool {
         let mut core = PmoCore::new(&entry)?;
         core.gate = Some(inner.locker.clone());
         let core = Arc::new(core);
-        crate::stats::SessionCounters::add(
+        pmo_engine::stats::SessionCounters::add(
             &core.stats.attach_stall_ns,
             t_lock.elapsed().as_nanos() as u64,
         );
@@ -132,7 +132,7 @@ impl Pool {
             _ => scheme,
         };
         let master = if scheme.is_protected() {
-            crate::rotate::on_open(self, &core, scheme, master, exclusive)?
+            crate::rotation::on_open(self, &core, scheme, master, exclusive)?
         } else {
             master
         };
@@ -149,7 +149,7 @@ impl Pool {
         };
         if exclusive {
             // Psynced bytes a crash or a detach left in the sub-page log go into their pages.
-            crate::sublog::recover(
+            pmo_engine::sublog::recover(
                 &core,
                 &*inner.medium,
                 prot.as_deref(),
@@ -177,7 +177,7 @@ impl Pool {
 
     /// Take `e`'s attach lock exclusively, waiting up to `wait`; a holder finishing a detach
     /// in the background is waited for regardless (the attach stall). `None`: still taken.
-    pub(crate) fn lock_attach_exclusive(
+    pub fn lock_attach_exclusive(
         &self,
         e: &Entry,
         wait: Option<Duration>,
@@ -190,18 +190,18 @@ impl Pool {
         // try and the question looks like a live user, and an attach that follows a detach
         // fails with `Busy` at random (seen under load). A detach that returned before this
         // call is in flight or marked detaching here, or its lock is already free.
-        let before = detaching() || crate::detach::in_flight(e.uuid);
+        let before = detaching() || crate::inflight::in_flight(e.uuid);
         let first = inner.locker.lock(word, LockKind::Exclusive, wait)?;
         #[cfg(test)]
         tests::after_first_try();
         match first {
-            None if before || detaching() || crate::detach::in_flight(e.uuid) => {
+            None if before || detaching() || crate::inflight::in_flight(e.uuid) => {
                 let stall = wait
                     .unwrap_or_default()
-                    .max(crate::detach::DETACH_STALL_MAX);
+                    .max(crate::inflight::DETACH_STALL_MAX);
                 let t = std::time::Instant::now();
                 // This process's own background detach: wake when it is done, not by polling.
-                crate::detach::wait_for_pmo(e.uuid, stall);
+                crate::inflight::wait_for_pmo(e.uuid, stall);
                 let left = stall.saturating_sub(t.elapsed());
                 inner.locker.lock(word, LockKind::Exclusive, Some(left))
             }
@@ -211,7 +211,7 @@ impl Pool {
 
     /// `e`'s holder word: the pid of the read-write holder (a writer records it), with
     /// [`DETACHING`] while it finishes a detach; 0 when none is recorded, or unreadable.
-    pub(crate) fn holder_word(&self, e: &Entry) -> u32 {
+    pub fn holder_word(&self, e: &Entry) -> u32 {
         let mut b = [0u8; 4];
         match self
             .inner
@@ -228,7 +228,7 @@ impl Pool {
         self.holder_word(e) & !DETACHING
     }
 
-    pub(crate) fn busy(&self, e: &Entry) -> StoreError {
+    pub fn busy(&self, e: &Entry) -> StoreError {
         let how = match self.inner.locker.holder(locks::attach_word(e.extent_off)) {
             // Readers record no pid: the lock alone cannot say whose.
             Ok(Some(LockKind::Shared)) => BUSY_READERS,
@@ -271,11 +271,11 @@ pub const BUSY_ATTACHING: &str = "alone by an attach in progress (try again, or 
 const READER_ATTACH_STALL: Duration = Duration::from_secs(2);
 
 /// Holder-word flag: the holder is finishing a detach in the background (attach waits).
-pub(crate) const DETACHING: u32 = 1 << 31;
+pub const DETACHING: u32 = 1 << 31;
 
 impl PmoHandle {
     /// Whether dropping this handle has work on the medium (a background detach is worth it).
-    pub(crate) fn has_detach_work(&self) -> bool {
+    pub fn has_detach_work(&self) -> bool {
         self.scrub.is_some()
             || self.perm == Perm::Write
                 && self
@@ -285,7 +285,7 @@ impl PmoHandle {
     }
 
     /// Set the plaintext word before a mapped attach fills the plaintext area on the medium.
-    pub(crate) fn begin_plain(&mut self) -> Result<()> {
+    pub fn begin_plain(&mut self) -> Result<()> {
         let r = self.core.mark_plain(self.medium());
         self.pool.inner.poison(r)?;
         // Until the mapping reports what it filled (a successful attach's detach), all of it.
@@ -294,28 +294,28 @@ impl PmoHandle {
     }
 
     /// The pages of the plaintext area the mapping filled: zeroed when the handle drops.
-    pub(crate) fn plain_pages(&mut self, pages: Vec<u64>) {
+    pub fn plain_pages(&mut self, pages: Vec<u64>) {
         if self.scrub.is_some() {
             self.scrub = Some(PlainScrub::Pages(pages));
         }
     }
 
     /// The whole-PMO checksum was verified (by an attach, over its view).
-    pub(crate) fn mark_whole_verified(&self) {
+    pub fn mark_whole_verified(&self) {
         self.whole_verified.store(true, Ordering::Release);
     }
 
     /// Mark the holder word "detaching" (informational: attaches then wait instead of failing).
-    pub(crate) fn mark_detaching(&self) {
+    pub fn mark_detaching(&self) {
         let _ = write_holder(self.medium(), &self.core, std::process::id() | DETACHING);
     }
 
     /// Record a finished writer session in the PMO header page (informational: no fence).
-    pub(crate) fn record_session(&self, s: &crate::SessionStats) {
+    pub fn record_session(&self, s: &pmo_engine::stats::SessionStats) {
         if self.perm != Perm::Write || self.pool.inner.health.is_poisoned() {
             return;
         }
-        let off = self.core.extent_off + crate::stats::RECORD_OFF;
+        let off = self.core.extent_off + pmo_engine::stats::RECORD_OFF;
         let m = self.medium();
         let _ = m.write(off, &s.encode()).and_then(|_| m.flush(off, 128));
     }
@@ -365,13 +365,13 @@ impl Drop for PmoHandle {
 /// (shared for readers, exclusive for the writer) until dropped.
 pub struct PmoHandle {
     pool: Pool,
-    pub(crate) core: Arc<PmoCore>,
+    pub core: Arc<PmoCore>,
     perm: Perm,
     _lock: LockGuard,
     #[allow(dead_code)] // kept for the protection layer (detach-time work)
-    pub(crate) master: MasterKey,
+    pub master: MasterKey,
     /// At-rest protection (`None`: scheme `none`).
-    pub(crate) prot: Option<Arc<Protection>>,
+    pub prot: Option<Arc<Protection>>,
     /// What of the plaintext area a mapped attach filled on the medium, zeroed at drop (`None`:
     /// the plaintext copy is not on the medium, or this handle never mapped it).
     scrub: Option<PlainScrub>,
@@ -413,7 +413,7 @@ impl PmoHandle {
     pub fn seq(&self) -> u64 {
         self.core.seq()
     }
-    pub(crate) fn medium(&self) -> &dyn Medium {
+    pub fn medium(&self) -> &dyn Medium {
         &*self.pool.inner.medium
     }
 
@@ -558,8 +558,8 @@ impl PmoHandle {
     }
 
     /// Commit with a whole-PMO checksum the caller computed (an attachment, from its view);
-    /// `defer_checksums` as for [`PmoCore::commit`](crate::engine::PmoCore::commit).
-    pub(crate) fn commit_with_checksum(
+    /// `defer_checksums` as for [`PmoCore::commit`](pmo_engine::engine::PmoCore::commit).
+    pub fn commit_with_checksum(
         &self,
         pages: &[u64],
         src: CommitSource<'_>,
@@ -588,9 +588,9 @@ impl PmoHandle {
     /// At a writer's detach, after its view is gone: fold the live records into their pages,
     /// rebuilt from slot + records (never from the view, whose bytes since the last psync are
     /// discarded). A failure poisons the pool; the next open folds them again.
-    pub(crate) fn fold_log(&self) {
+    pub fn fold_log(&self) {
         let inner = &*self.pool.inner;
-        crate::sublog::fold_log(
+        pmo_engine::sublog::fold_log(
             &self.core,
             &*inner.medium,
             self.prot.as_deref(),
@@ -600,8 +600,8 @@ impl PmoHandle {
 
     /// After a shrink dropped pages: fold any live record, then zero the log area
     /// (`pmo_engine::sublog::scrub_log`).
-    pub(crate) fn scrub_log(&self) -> Result<()> {
-        crate::sublog::scrub_log(&self.core, &*self.pool.inner.medium, self.prot.as_deref())
+    pub fn scrub_log(&self) -> Result<()> {
+        pmo_engine::sublog::scrub_log(&self.core, &*self.pool.inner.medium, self.prot.as_deref())
     }
 }
 
@@ -642,11 +642,11 @@ mod tests {
         let h = pool.open_pmo("p", Perm::Write, b"k", None).unwrap();
         let uuid = h.core.uuid;
         // As `detach::finish` does before its detach returns: queued, lock still held.
-        crate::detach::track_for_test(uuid);
+        crate::inflight::track_for_test(uuid);
         AFTER_FIRST_TRY.with(|f| {
             *f.borrow_mut() = Some(Box::new(move || {
                 drop(h); // the worker's drop: releases the lock ...
-                crate::detach::done_for_test(uuid); // ... then it is no longer in flight
+                crate::inflight::done_for_test(uuid); // ... then it is no longer in flight
             }))
         });
         let again = pool.open_pmo("p", Perm::Write, b"k", None);

@@ -12,19 +12,19 @@ use pmo_format::{
 use pmo_medium::{Medium, MediumKind};
 use pmo_os::lock::LockKind;
 
-use crate::engine::PmoCore;
-use crate::error::{Result, StoreError};
-use crate::keys;
-use crate::locks::{self, LocalLocks, LockGuard, Locker};
-use crate::namespace::{self, Namespace};
-use crate::redundancy::{
+use crate::upgrade::upgrade;
+use pmo_engine::engine::PmoCore;
+use pmo_meta::error::{Result, StoreError};
+use pmo_meta::keys;
+use pmo_meta::locks::{self, LocalLocks, LockGuard, Locker};
+use pmo_meta::meta::{now_unix_s, PoolMeta};
+use pmo_meta::namespace::{self, Namespace};
+use pmo_meta::redundancy::{
     choose_superblock, clear_slot, not_found, read_config, repair_config, restore_header_copies,
     write_config_slot, write_copy, write_entry, write_header_copy, write_superblocks,
     SuperblockChoice,
 };
-use crate::scheme::Scheme;
-use crate::upgrade::upgrade;
-use pmo_meta::meta::{now_unix_s, PoolMeta};
+use pmo_meta::scheme::Scheme;
 
 /// Smallest pool: superblocks, config, a small namespace and one small PMO.
 pub const POOL_SIZE_MIN: u64 = 1 << 20;
@@ -129,7 +129,7 @@ pub struct PoolInfo {
 /// An open pool. Cheap to clone; shareable between threads.
 #[derive(Clone)]
 pub struct Pool {
-    pub(crate) inner: Arc<PoolMeta>,
+    pub inner: Arc<PoolMeta>,
 }
 
 fn locker_for(m: &Arc<dyn Medium>) -> Locker {
@@ -447,13 +447,13 @@ impl Pool {
             }
             m.fence()?;
             for i in stale {
-                crate::entries::shred_slot(m, &inner.sb, i)?;
+                pmo_meta::entries::shred_slot(m, &inner.sb, i)?;
             }
             m.fence()?;
             ns.reload(m, &inner.sb)?;
         }
         // Free slots whose body a crash kept (a destroy or rekey cut off before its shred).
-        if crate::entries::shred_leftovers(m, &inner.sb, &ns)? {
+        if pmo_meta::entries::shred_leftovers(m, &inner.sb, &ns)? {
             ns.reload(m, &inner.sb)?;
         }
         if namespace::read_gen(m, &inner.sb)? % 2 == 1 {
@@ -536,13 +536,13 @@ impl Pool {
     }
 
     /// The last recorded writer session of PMO `name` (`None` if none was recorded).
-    pub fn last_session(&self, name: &str) -> Result<Option<crate::SessionStats>> {
+    pub fn last_session(&self, name: &str) -> Result<Option<pmo_engine::stats::SessionStats>> {
         let e = self.entry(name)?;
-        let mut b = [0u8; crate::stats::RECORD_BYTES];
+        let mut b = [0u8; pmo_engine::stats::RECORD_BYTES];
         self.inner
             .medium
-            .read(e.extent_off + crate::stats::RECORD_OFF, &mut b)?;
-        Ok(crate::SessionStats::decode(&b))
+            .read(e.extent_off + pmo_engine::stats::RECORD_OFF, &mut b)?;
+        Ok(pmo_engine::stats::SessionStats::decode(&b))
     }
 
     /// The scheme a PMO created now gets when none is named: `PMO_SCHEME` if set, else the
@@ -591,7 +591,23 @@ impl Pool {
         key: &[u8],
         scheme: Option<Scheme>,
     ) -> Result<PmoInfo> {
-        crate::sublog::with_log_forced(|| self.pcreate_with(name, size, key, scheme))
+        pmo_engine::sublog::with_log_forced(|| self.pcreate_with(name, size, key, scheme))
+    }
+
+    /// `pcreate` of a PMO of `size` bytes laid out for `max_size` bytes (its *layout
+    /// capacity*, `docs/lifecycle.md`): a later `Pool::resize` up to `max_size`, and any
+    /// shrink, changes only metadata. `max_size` 0 or equal to the size: an ordinary PMO.
+    /// The unwritten capacity costs extent space (the two data slots and the page map of
+    /// `max_size`) but no memory on tmpfs or a sparse file until pages are written.
+    pub fn pcreate_max(
+        &self,
+        name: &str,
+        size: u64,
+        max_size: u64,
+        key: &[u8],
+        scheme: Option<Scheme>,
+    ) -> Result<PmoInfo> {
+        self.pcreate_in(name, size, max_size, key, scheme, None)
     }
 
     /// `pcreate` of a PMO of the *key family* `family` (a salt; [`Pool::family_salt`] gives
@@ -611,7 +627,7 @@ impl Pool {
         self.pcreate_in(name, size, 0, key, scheme, Some(*family))
     }
 
-    /// The key family salt of this pool for `label` (`crate::keys::family_salt`): the same
+    /// The key family salt of this pool for `label` (`pmo_meta::keys::family_salt`): the same
     /// for every process that opens the pool, another for every other pool.
     pub fn family_salt(&self, label: &[u8]) -> [u8; 32] {
         keys::family_salt(&self.inner.sb.uuid, label)
@@ -620,7 +636,7 @@ impl Pool {
     /// `pcreate` laid out for `capacity` bytes (0: the size; checked by the caller,
     /// [`Pool::pcreate_max`]), of key family `family` when given (and the pool's version
     /// allows one).
-    pub(crate) fn pcreate_in(
+    pub fn pcreate_in(
         &self,
         name: &str,
         size: u64,
@@ -649,12 +665,12 @@ impl Pool {
         self.check_can_protect(scheme)?;
         let size = align_up(size, PAGE_SIZE)
             .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
-        let capacity = crate::resize::checked_capacity(self, scheme, size, capacity)?;
-        let log = crate::sublog::wanted(scheme, inner.sb.version);
+        let capacity = checked_capacity(self, scheme, size, capacity)?;
+        let log = pmo_engine::sublog::wanted(scheme, inner.sb.version);
         let layout = PmoLayout::with_plain(
             capacity.max(size) / PAGE_SIZE,
             scheme.tag_bytes() as u64,
-            scheme.shadow == crate::scheme::Shadow::Medium,
+            scheme.shadow == pmo_meta::scheme::Shadow::Medium,
         )
         .and_then(|l| l.with_log(log))
         .ok_or_else(|| StoreError::Invalid("PMO size too large".into()))?;
@@ -695,9 +711,10 @@ impl Pool {
             extent_off,
             extent_len: layout.extent_len,
             // With room to grow in place (`resize`).
-            base_addr: crate::address::address_for(&ns, &inner.sb, size.max(capacity), None)?,
+            base_addr: pmo_meta::address::address_for(&ns, &inner.sb, size.max(capacity), None)?,
             scheme: scheme.code(),
-            flags: crate::sublog::flags(log) | family.map_or(0, |_| pmo_format::entry::FLAG_FAMILY),
+            flags: pmo_engine::sublog::flags(log)
+                | family.map_or(0, |_| pmo_format::entry::FLAG_FAMILY),
             kdf: inner.sb.kdf,
             salt,
             verifier: [0; 32],
@@ -728,9 +745,7 @@ impl Pool {
     /// Begin a namespace change: take the metadata lock, refuse if another process upgraded the
     /// format since this handle opened the pool, and bring the namespace copy up to date. The
     /// namespace guard is dropped before the lock (bind them as `let (_meta, mut ns) = ...`).
-    pub(crate) fn begin_ns_change(
-        &self,
-    ) -> Result<(LockGuard, std::sync::MutexGuard<'_, Namespace>)> {
+    pub fn begin_ns_change(&self) -> Result<(LockGuard, std::sync::MutexGuard<'_, Namespace>)> {
         let inner = &*self.inner;
         inner.alive()?;
         let meta = inner
@@ -761,11 +776,11 @@ impl Pool {
             namespace::bump_gen(m, &inner.sb)?;
             // The header copy goes first: no destroyed PMO is ever rebuilt from it.
             write_header_copy(m, &entry, false)?;
-            crate::entries::shred_header_copy(m, entry.extent_off)?;
+            pmo_meta::entries::shred_header_copy(m, entry.extent_off)?;
             m.fence()?;
             clear_slot(m, &inner.sb, slot)?;
             m.fence()?;
-            crate::entries::shred_slot(m, &inner.sb, slot)?;
+            pmo_meta::entries::shred_slot(m, &inner.sb, slot)?;
             m.fence()?;
             namespace::bump_gen(m, &inner.sb)?;
             Ok(())
@@ -782,7 +797,7 @@ impl Pool {
         }
     }
 
-    pub(crate) fn info_of(&self, e: &Entry) -> PmoInfo {
+    pub fn info_of(&self, e: &Entry) -> PmoInfo {
         let state = self.state_of(e);
         let holder_pid = (state == AttachState::Writer)
             .then(|| self.holder_word(e))
@@ -802,7 +817,7 @@ impl Pool {
         }
     }
 
-    pub(crate) fn entry(&self, name: &str) -> Result<Entry> {
+    pub fn entry(&self, name: &str) -> Result<Entry> {
         let inner = &*self.inner;
         let mut ns = inner.ns();
         ns.refresh(&*inner.medium, &inner.sb)?;
@@ -869,4 +884,41 @@ impl Pool {
             config: self.config()?,
         })
     }
+}
+
+/// Progress callback: (pages done, pages in all).
+pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
+
+/// The layout capacity `pcreate` gives a PMO of `size` bytes asked for `capacity` bytes (0:
+/// none, the layout follows the size): page aligned, at least the size, and refused where it
+/// cannot work (a pool older than format version 5, `wedi`).
+pub fn checked_capacity(pool: &Pool, scheme: Scheme, size: u64, capacity: u64) -> Result<u64> {
+    if capacity == 0 {
+        return Ok(0);
+    }
+    let capacity = align_up(capacity, PAGE_SIZE)
+        .ok_or_else(|| StoreError::Invalid("PMO capacity too large".into()))?;
+    if capacity < size {
+        return Err(StoreError::Invalid(format!(
+            "the maximum size ({capacity} bytes) is below the size ({size} bytes)"
+        )));
+    }
+    if capacity == size {
+        return Ok(0);
+    }
+    if pool.inner.sb.version < pmo_format::FORMAT_VERSION_CAPACITY {
+        return Err(StoreError::Unsupported(format!(
+            "this pool is format version {} (its upgrade was postponed): a maximum size needs version {}",
+            pool.inner.sb.version,
+            pmo_format::FORMAT_VERSION_CAPACITY
+        )));
+    }
+    if scheme.whole_checksum() {
+        return Err(StoreError::Unsupported(format!(
+            "scheme {} keeps a checksum of the whole PMO, which covers its size: it has no \
+             layout capacity (a resize moves it)",
+            scheme.name()
+        )));
+    }
+    Ok(capacity)
 }

@@ -22,17 +22,17 @@ use pmo_format::{
 use pmo_medium::Medium;
 use pmo_os::lock::LockKind;
 
-use crate::engine::PmoCore;
-use crate::error::Result;
-use crate::locks::{self, Locker};
-use crate::namespace::Namespace;
-use crate::redundancy::write_superblocks;
+use pmo_engine::engine::PmoCore;
+use pmo_meta::error::Result;
+use pmo_meta::locks::{self, Locker};
+use pmo_meta::namespace::Namespace;
+use pmo_meta::redundancy::write_superblocks;
 
 /// Upgrade a pool older than [`FORMAT_VERSION`] as far as it can go now. Postponed (said so)
 /// while the namespace has a damaged slot (its PMO's extent is unknown), no space fits the
 /// mirror, or (version 4) a PMO is attached by another process. Returns the superblock in
 /// force and what to report.
-pub(crate) fn upgrade(
+pub fn upgrade(
     medium: &Arc<dyn Medium>,
     locker: &Locker,
     sb: Superblock,
