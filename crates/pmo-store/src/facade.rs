@@ -142,7 +142,7 @@ impl Pool {
         new_key: Option<&[u8]>,
         progress: Progress,
     ) -> Result<(PmoInfo, SnapshotReport)> {
-        crate::snapshot::snapshot(&self.core, name, new, key, new_key, progress)
+        crate::copy::snapshot(&self.core, name, new, key, new_key, progress)
     }
 
     /// Snapshot PMO `name` into an export file (`docs/format.md` §7; `file` must not exist)
@@ -154,13 +154,13 @@ impl Pool {
         file: &Path,
         progress: Progress,
     ) -> Result<SnapshotReport> {
-        crate::snapshot::snapshot_to_file(&self.core, name, key, file, progress)
+        crate::copy::snapshot_to_file(&self.core, name, key, file, progress)
     }
 
     /// Export PMO `name` to `file` (which must not exist): its last psynced state, also while
     /// a writer keeps working (a live snapshot, [`Pool::snapshot_to_file`]). Returns the pages.
     pub fn export(&self, name: &str, key: &[u8], file: &Path, progress: Progress) -> Result<u64> {
-        crate::export::export(&self.core, name, key, file, progress)
+        crate::copy::export(&self.core, name, key, file, progress)
     }
 
     /// Import an export file as PMO `name` (`None`: the name it was exported under), checked
@@ -187,7 +187,7 @@ impl Pool {
         new_key: Option<&[u8]>,
         progress: Progress,
     ) -> Result<PmoInfo> {
-        crate::export::copy(&self.core, name, new, key, new_key, progress)
+        crate::copy::copy(&self.core, name, new, key, new_key, progress)
     }
 
     /// Create a pool file of `size` bytes at `path` (which must not exist), or format an existing

@@ -28,26 +28,15 @@
 //! - A persistence failure poisons the pool: every later call fails with `Poisoned`.
 #![deny(unsafe_code)]
 
-pub mod attach;
+pub use pmo_attach::{attach, detach, pptr, predict, predict_history, tracking};
 pub use pmo_engine::{engine, protect, stats};
-use pmo_engine::{gate, sublog};
-use pmo_meta::{address, entries, redundancy};
+use pmo_life::{check, copy};
+pub use pmo_life::{export, lifecycle, resize, rotate, snapshot};
 pub use pmo_meta::{error, keys, locks, namespace, scheme};
 use pmo_pool::{handle, pool};
-mod check;
-pub mod detach;
-pub mod export;
 mod facade;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod lifecycle;
-pub mod pptr;
-pub mod predict;
-pub mod predict_history;
-pub mod resize;
-pub mod rotate;
-pub mod snapshot;
-pub mod tracking;
 
 pub use attach::{AttachOptions, Attachment, DEFAULT_TRACKING};
 pub use check::CheckReport;
@@ -56,12 +45,13 @@ pub use engine::{CommitStats, Page};
 pub use error::{Result, StoreError};
 pub use facade::Pool;
 pub use handle::{PmoHandle, BUSY_ATTACHING, BUSY_READERS, BUSY_WRITER, BUSY_WRITER_HERE};
+pub use pmo_attach::resize_attached::ResizeAttachedError;
 pub use pmo_format::KdfParams;
 pub use pmo_os::view::{DirtyTracking, Mechanism};
 pub use pool::{AttachState, Perm, PmoInfo, PoolInfo, PoolOptions};
 pub use pptr::PPtr;
 pub use predict::{PredictConfig, PredictStats};
-pub use resize::{ResizeAttachedError, ResizeOptions, ResizeReport};
+pub use resize::{ResizeOptions, ResizeReport};
 pub use scheme::{Scheme, Shadow};
 pub use stats::SessionStats;
 

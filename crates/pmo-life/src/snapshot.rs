@@ -37,22 +37,21 @@
 //! killed with the word set leaves only the lock taking (released by the kernel), which
 //! costs a psync a lock round trip until the next snapshot of the PMO clears the word.
 
-use std::path::Path;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use pmo_crypt::{PageChecksum, WholePmoChecksum};
 use pmo_format::layout::{PageLoc, PageMapEntry};
-use pmo_format::{Entry, PAGE_SIZE};
+use pmo_format::PAGE_SIZE;
 
-use crate::engine::{Page, PmoCore};
-use crate::error::{Result, StoreError};
-use crate::export::Progress;
-use crate::gate::Gate;
-use crate::keys;
-use crate::pool::{PmoInfo, Pool};
-use crate::protect::Protection;
-use crate::scheme::Scheme;
+use pmo_engine::engine::{Page, PmoCore};
+use pmo_meta::error::{Result, StoreError};
+
+use pmo_engine::gate::Gate;
+use pmo_engine::protect::Protection;
+use pmo_meta::keys;
+use pmo_meta::scheme::Scheme;
+use pmo_pool::pool::{Pool, Progress};
 
 /// Passes a snapshot makes beside the writer before it closes the gate.
 pub const FREE_PASSES: u32 = 4;
@@ -61,7 +60,7 @@ pub const FREE_PASSES: u32 = 4;
 pub const MAX_PASSES: u32 = 50_000;
 
 /// Where a snapshot's pages go.
-pub(crate) trait Sink {
+pub trait Sink {
     /// Store page `p` (each pass hands pages in ascending order; a page may come again in a
     /// later pass, replacing the earlier copy).
     fn put(&mut self, p: u64, page: &Page) -> Result<()>;
@@ -90,7 +89,10 @@ pub struct SnapshotReport {
 }
 
 /// The committed map of `core`, read while a writer may be psyncing.
-fn committed(core: &PmoCore, m: &dyn pmo_medium::Medium) -> Result<crate::engine::CommittedMap> {
+fn committed(
+    core: &PmoCore,
+    m: &dyn pmo_medium::Medium,
+) -> Result<pmo_engine::engine::CommittedMap> {
     for _ in 0..10_000 {
         if let Some(x) = core.committed_map(m)? {
             return Ok(x);
@@ -105,7 +107,7 @@ fn committed(core: &PmoCore, m: &dyn pmo_medium::Medium) -> Result<crate::engine
 
 /// Copy PMO `entry`'s committed state into `sink` while a writer may keep psyncing (module
 /// docs). `key` is checked against the entry.
-pub(crate) fn live_copy(
+pub fn live_copy(
     pool: &Pool,
     name: &str,
     key: &[u8],
@@ -123,7 +125,7 @@ pub(crate) fn live_copy(
     let n = core.size_pages();
     // Pages are under one key only outside a rotation.
     let _rotation = inner.locker.lock_blocking(
-        crate::locks::rotate_word(core.extent_off),
+        pmo_meta::locks::rotate_word(core.extent_off),
         pmo_os::lock::LockKind::Shared,
     )?;
     if pmo_pool::rotation::read_record(m, &core)?.is_some() {
@@ -211,7 +213,7 @@ pub(crate) fn live_copy(
         }
         // Psynced changes in the sub-page log over this pass's commit, overlaid on the
         // pages copied from its slots; a commit meanwhile means another pass.
-        let live = match crate::sublog::read_live(&core, m, prot.as_ref(), &inner.sb.uuid)? {
+        let live = match pmo_engine::sublog::read_live(&core, m, prot.as_ref(), &inner.sb.uuid)? {
             Some(l) if l.seq == seq => l,
             _ => continue,
         };
@@ -254,63 +256,6 @@ pub(crate) fn live_copy(
     })
 }
 
-/// Snapshot PMO `name` into a new PMO `new` of the same scheme, size and layout capacity (its own uuid,
-/// salt and nonces; the key `new_key`, or the same key) while a writer may keep working:
-/// the copy is exactly `name` as of one psync. A crash leaves no `new`, or the whole one
-/// (and possibly `new.partial` to destroy).
-pub fn snapshot(
-    pool: &Pool,
-    name: &str,
-    new: &str,
-    key: &[u8],
-    new_key: Option<&[u8]>,
-    progress: Progress,
-) -> Result<(PmoInfo, SnapshotReport)> {
-    crate::entries::validate_new_name(new)?;
-    if pool.exists(new)? {
-        return Err(StoreError::Exists(new.into()));
-    }
-    let entry: Entry = pool.entry(name)?;
-    keys::check_key(&entry, key)?;
-    let scheme = Scheme::from_code(entry.scheme)?;
-    let mut report = SnapshotReport::default();
-    let capacity = entry.capacity;
-    let info = crate::export::create_filled(
-        pool,
-        new,
-        entry.size,
-        capacity,
-        new_key.unwrap_or(key),
-        scheme,
-        |h| {
-            let mut sink = crate::export::PmoSink::new(h, entry.size / PAGE_SIZE);
-            report = live_copy(pool, name, key, &mut sink, progress)?;
-            Ok(())
-        },
-    )?;
-    Ok((info, report))
-}
-
-/// Snapshot PMO `name` into an export file (`docs/format.md` §7; `file` must not exist)
-/// while a writer may keep working. On error the file is removed.
-pub fn snapshot_to_file(
-    pool: &Pool,
-    name: &str,
-    key: &[u8],
-    file: &Path,
-    progress: Progress,
-) -> Result<SnapshotReport> {
-    let entry = pool.entry(name)?;
-    let data = keys::check_key(&entry, key)?;
-    let mut sink = crate::export::FileSink::create(file, &entry, &data)?;
-    let r =
-        live_copy(pool, name, key, &mut sink, progress).and_then(|rep| sink.finish().map(|_| rep));
-    if r.is_err() {
-        sink.discard();
-    }
-    r
-}
-
 /// Page `p` of an unprotected PMO from the slot `e` names (not the medium's current entry).
 fn read_raw(
     core: &PmoCore,
@@ -334,9 +279,9 @@ fn read_raw(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handle::PmoHandle;
-    use crate::pool::{Perm, PoolOptions};
     use pmo_medium::crash::CrashMedium;
+    use pmo_pool::handle::PmoHandle;
+    use pmo_pool::pool::{Perm, PoolOptions};
 
     const KEY: &[u8] = b"snap";
     const PAGES: u64 = 8;

@@ -4,10 +4,10 @@ use pmo_format::superblock::{SB_OFFSETS, SB_SIZE};
 use pmo_format::{Entry, Superblock};
 use pmo_os::lock::LockKind;
 
-use crate::engine::PmoCore;
-use crate::error::Result;
-use crate::locks;
-use crate::pool::Pool;
+use pmo_engine::engine::PmoCore;
+use pmo_meta::error::Result;
+use pmo_meta::locks;
+use pmo_pool::pool::Pool;
 
 /// What `Pool::check` found.
 #[derive(Clone, Debug, Default)]

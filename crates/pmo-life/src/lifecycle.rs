@@ -5,17 +5,17 @@
 //! mirror, each body first and magic last), then the header page's copy of the entry, then
 //! clear the old slot (mirror first). A crash before the new slot's magic is durable leaves the
 //! old entry alone; after it, two slots hold the same PMO (uuid) and the higher generation wins
-//! ([`crate::namespace::Namespace::find`]); recovery at open clears the older one and rewrites
+//! ([`pmo_meta::namespace::Namespace::find`]); recovery at open clears the older one and rewrites
 //! the header copy. No page of the PMO is touched.
 
 use pmo_format::Entry;
 
-pub use crate::entries::header_copy;
-use crate::entries::{switch_entry, validate_new_name};
-use crate::error::{Result, StoreError};
-use crate::keys;
-use crate::pool::{PmoInfo, Pool};
-use crate::redundancy::not_found;
+pub use pmo_meta::entries::header_copy;
+use pmo_meta::entries::{switch_entry, validate_new_name};
+use pmo_meta::error::{Result, StoreError};
+use pmo_meta::keys;
+use pmo_meta::redundancy::not_found;
+use pmo_pool::pool::{PmoInfo, Pool};
 
 /// Rename PMO `name` to `new` (needs its key; fails with `Busy` while it is attached and
 /// with `Exists` if `new` is taken).
@@ -42,7 +42,7 @@ pub fn rekey(pool: &Pool, name: &str, key: &[u8], new_key: &[u8]) -> Result<PmoI
 /// Rewrite PMO `name`'s entry as `edit` makes it (given the entry and the PMO's data
 /// master key), crash-consistently, under the metadata lock and the exclusive attach lock.
 /// `taken`: a name the edit gives the entry, which must be free.
-pub(crate) fn replace_entry(
+pub fn replace_entry(
     pool: &Pool,
     name: &str,
     key: &[u8],

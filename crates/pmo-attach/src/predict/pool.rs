@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use pmo_os::view::{PageSource, View, PAGE_SIZE};
 
 use super::{install_pages, PredictHook, IDLE_PARK, MAX_WORKERS};
-use crate::error::{Result, StoreError};
+use pmo_meta::error::{Result, StoreError};
 
 /// Requests of one job a worker serves before it turns to the next job.
 const REQUESTS_PER_TURN: usize = 4;

@@ -16,13 +16,13 @@ use std::path::Path;
 use pmo_crypt::{open_page, seal_page, MasterKey as CryptMaster, PageCtx, PmoKeys, Tag, TAG_LEN};
 use pmo_format::{Entry, ENTRY_SIZE, PAGE_SIZE};
 
-use crate::engine::Page;
-use crate::error::{Result, StoreError};
-use crate::handle::PmoHandle;
-use crate::keys::{self, MasterKey};
-use crate::pool::{Perm, PmoInfo, Pool};
-use crate::scheme::Scheme;
 use crate::snapshot::Sink;
+use pmo_engine::engine::Page;
+use pmo_meta::error::{Result, StoreError};
+use pmo_meta::keys::{self, MasterKey};
+use pmo_meta::scheme::Scheme;
+use pmo_pool::handle::PmoHandle;
+use pmo_pool::pool::{Perm, PmoInfo, Pool};
 
 /// Magic of an export file.
 pub const EXPORT_MAGIC: [u8; 8] = *b"PMOEXPRT";
@@ -38,7 +38,7 @@ pub const MAC_LEN: usize = 32;
 const BATCH: u64 = 256;
 const MAC_DOMAIN: &[u8] = b"pmo/v1/export";
 
-pub use crate::pool::Progress;
+pub use pmo_pool::pool::Progress;
 
 fn io(op: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
     let op = op.into();
@@ -132,7 +132,7 @@ pub fn partial_path(file: &Path) -> std::path::PathBuf {
 
 /// The export file a snapshot writes ([`Pool::snapshot_to_file`]): every page sealed under
 /// the file keys at its place, the tags kept for the MAC written last, then an fsync.
-pub(crate) struct FileSink {
+pub struct FileSink {
     path: std::path::PathBuf,
     file: std::fs::File,
     fk: PmoKeys,
@@ -149,7 +149,7 @@ impl FileSink {
     /// Create the export file `file` (which must not exist) for PMO `entry` with data master
     /// `data`: written as `file.partial`, which [`FileSink::finish`] links to `file` once it
     /// is complete and synced, so a process killed meanwhile leaves no `file`.
-    pub(crate) fn create(file: &Path, entry: &Entry, data: &MasterKey) -> Result<FileSink> {
+    pub fn create(file: &Path, entry: &Entry, data: &MasterKey) -> Result<FileSink> {
         let id = keys::random_bytes::<16>();
         let fk = file_keys(data, id, entry.uuid)?;
         if file.symlink_metadata().is_ok() {
@@ -192,7 +192,7 @@ impl FileSink {
     }
 
     /// Write the header and the MAC, fsync.
-    pub(crate) fn finish(&mut self) -> Result<()> {
+    pub fn finish(&mut self) -> Result<()> {
         use std::os::unix::fs::FileExt;
         self.write_run()?;
         let mac = self
@@ -219,7 +219,7 @@ impl FileSink {
     }
 
     /// Remove the unfinished file.
-    pub(crate) fn discard(&self) {
+    pub fn discard(&self) {
         let _ = std::fs::remove_file(partial_path(&self.path));
     }
 }
@@ -255,14 +255,14 @@ impl Sink for FileSink {
 
 /// The new PMO a snapshot or copy fills ([`Pool::snapshot`]): psyncs of up to [`BATCH`] pages;
 /// all-zero pages are skipped unless an earlier pass wrote the page.
-pub(crate) struct PmoSink<'a> {
+pub struct PmoSink<'a> {
     h: &'a PmoHandle,
     batch: Vec<(u64, Box<Page>)>,
     written: Vec<bool>,
 }
 
 impl<'a> PmoSink<'a> {
-    pub(crate) fn new(h: &'a PmoHandle, pages: u64) -> PmoSink<'a> {
+    pub fn new(h: &'a PmoHandle, pages: u64) -> PmoSink<'a> {
         PmoSink {
             h,
             batch: Vec::new(),
@@ -292,12 +292,6 @@ impl Sink for PmoSink<'_> {
     fn get(&mut self, p: u64, page: &mut Page) -> Result<()> {
         self.h.read_page(p, page)
     }
-}
-
-/// Export PMO `name` to `file` (which must not exist): its last psynced state, also while
-/// a writer keeps working (a live snapshot, [`Pool::snapshot_to_file`]). Returns the pages.
-pub fn export(pool: &Pool, name: &str, key: &[u8], file: &Path, progress: Progress) -> Result<u64> {
-    Ok(crate::snapshot::snapshot_to_file(pool, name, key, file, progress)?.pages)
 }
 
 /// Import an export file as PMO `name` (`None`: the name it was exported under), checked
@@ -331,7 +325,7 @@ pub fn import(
     let data = keys::check_key(&hd.entry, key)?;
     let fk = file_keys(&data, hd.id, hd.entry.uuid)?;
     let name = name.unwrap_or(&hd.entry.name).to_string();
-    crate::entries::validate_new_name(&name)?;
+    pmo_meta::entries::validate_new_name(&name)?;
     let scheme = Scheme::from_code(hd.entry.scheme)?;
     // Pass 1: every page opens and the MAC matches. Nothing is created before this.
     let mut tags = Vec::with_capacity(hd.pages as usize * TAG_LEN);
@@ -374,23 +368,9 @@ pub fn import(
     create_filled(pool, &name, hd.entry.size, 0, key, scheme, fill)
 }
 
-/// Copy PMO `name` to a new PMO `new` (new uuid, salt and nonces; the key `new_key`, or
-/// the same key): its last psynced state, also while a writer keeps working (a live
-/// snapshot, [`Pool::snapshot`]).
-pub fn copy(
-    pool: &Pool,
-    name: &str,
-    new: &str,
-    key: &[u8],
-    new_key: Option<&[u8]>,
-    progress: Progress,
-) -> Result<PmoInfo> {
-    Ok(crate::snapshot::snapshot(pool, name, new, key, new_key, progress)?.0)
-}
-
 /// Create `name` (laid out for `capacity` bytes, 0: its size) under the temporary name
 /// `name.partial`, fill it, rename it to `name`.
-pub(crate) fn create_filled(
+pub fn create_filled(
     pool: &Pool,
     name: &str,
     size: u64,
@@ -403,7 +383,7 @@ pub(crate) fn create_filled(
         return Err(StoreError::Exists(name.into()));
     }
     let tmp = format!("{name}.partial");
-    crate::entries::validate_new_name(&tmp)?;
+    pmo_meta::entries::validate_new_name(&tmp)?;
     pool.pcreate_in(&tmp, size, capacity, key, Some(scheme), None)
         .map_err(|e| match e {
             StoreError::Exists(n) if n == tmp => StoreError::Invalid(format!(

@@ -23,7 +23,7 @@
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::OnceLock;
 
-use crate::handle::PmoHandle;
+use pmo_pool::handle::PmoHandle;
 use pmo_pool::inflight;
 pub use pmo_pool::inflight::{wait_for_background_detaches, DETACH_STALL_MAX};
 
@@ -91,66 +91,5 @@ pub(crate) fn finish(h: PmoHandle) {
             drop(h);
             inflight::done(pmo);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use pmo_medium::crash::CrashMedium;
-
-    use crate::pool::PoolOptions;
-    use crate::protect::ID_PENDING_OFF;
-    use crate::{Perm, Pool, Scheme};
-
-    const PAGE_SIZE: usize = pmo_format::PAGE_SIZE as usize;
-
-    fn pending(pool: &Pool, extent_off: u64) -> u64 {
-        let mut b = [0u8; 8];
-        pool.medium()
-            .read(extent_off + ID_PENDING_OFF, &mut b)
-            .unwrap();
-        u64::from_le_bytes(b)
-    }
-
-    /// A small `sp-id` PMO's detach writes its checksums and clears the pending word before
-    /// `detach` returns: nothing is left for the worker, nothing is in flight.
-    #[test]
-    fn a_small_pmo_finishes_its_detach_inline() {
-        let pool = Pool::create_on(
-            Arc::new(CrashMedium::new(4 << 20)),
-            &PoolOptions {
-                kdf: pmo_format::KdfParams::INSECURE_FAST,
-                ns_capacity: Some(4),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let sp_id = Scheme::from_name("sp-id").unwrap();
-        pool.pcreate_with("s", 4 * PAGE_SIZE as u64, b"k", Some(sp_id))
-            .unwrap();
-        let a = crate::attach::attach(&pool, "s", Perm::Write, b"k").unwrap();
-        let (uuid, off) = (a.handle().core.uuid, a.handle().core.extent_off);
-        assert!(a.handle().core.npages() <= super::inline_pages());
-        a.write_at(0, &[0x5a; 2 * PAGE_SIZE]).unwrap();
-        a.psync().unwrap();
-        assert_ne!(
-            pending(&pool, off),
-            0,
-            "sp-id's psync leaves checksums to detach"
-        );
-        a.detach().unwrap();
-        assert!(!pmo_pool::inflight::in_flight(uuid), "no background detach queued");
-        assert_eq!(
-            pending(&pool, off),
-            0,
-            "checksums written before detach returned"
-        );
-        // And they verify: the next attach reads the pages back without a crash repair.
-        let a = crate::attach::attach(&pool, "s", Perm::Read, b"k").unwrap();
-        let mut b = vec![0u8; PAGE_SIZE];
-        a.read_at(PAGE_SIZE, &mut b).unwrap();
-        assert!(b.iter().all(|&x| x == 0x5a));
     }
 }

@@ -50,7 +50,7 @@ use std::time::Duration;
 
 use pmo_os::view::{PageSource, View, PAGE_SIZE};
 
-use crate::error::{Result, StoreError};
+use pmo_meta::error::{Result, StoreError};
 
 mod pool;
 

@@ -16,11 +16,11 @@ use pmo_os::view::{
     ViewStats, PAGE_SIZE,
 };
 
-use crate::engine::{CommitSource, CommitStats, MappedPages, PmoCore};
-use crate::error::{Result, StoreError};
-use crate::handle::PmoHandle;
-use crate::pool::{Perm, Pool};
-use crate::scheme::Shadow;
+use pmo_engine::engine::{CommitSource, CommitStats, MappedPages, PmoCore};
+use pmo_meta::error::{Result, StoreError};
+use pmo_meta::scheme::Shadow;
+use pmo_pool::handle::PmoHandle;
+use pmo_pool::pool::{Perm, Pool};
 
 /// Options of [`Pool::attach_with`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -45,8 +45,8 @@ pub struct AttachOptions {
     pub predict: Option<crate::predict::PredictConfig>,
     /// Run this attach under another protection design with the same at-rest format as the
     /// PMO's own (`None`: the PMO's scheme); see [`Pool::open_pmo_as`] and
-    /// [`crate::Scheme::attachable_as`].
-    pub scheme: Option<crate::Scheme>,
+    /// [`pmo_meta::scheme::Scheme::attachable_as`].
+    pub scheme: Option<pmo_meta::scheme::Scheme>,
     /// NUMA node the DRAM plaintext copy is allocated from (`None`: `PMO_NUMA_NODE`, else the
     /// kernel's default, near the faulting CPU): the LPMO slides' near and far DRAM cache. An
     /// error for a PMO whose plaintext copy is on the medium, or for a node that does not exist.
@@ -66,15 +66,7 @@ fn numa_node_from_env() -> Result<Option<u32>> {
     }
 }
 
-/// The store's dirty tracking for PMOs larger than [`crate::tracking::SCAN_MAX_BYTES`] when
-/// neither the caller nor `PMO_DIRTY` chooses (smaller ones get `Scan`, see [`crate::tracking`]):
-/// [`DirtyTracking::Twin`]: fault tracking (psync O(dirty pages) whatever the PMO's size, where a
-/// `PAGEMAP_SCAN` walks every resident page), with pages filled or written in consecutive
-/// intervals kept writable and compared with a twin at psync instead of taking a write-protect
-/// fault per page per interval. Chosen by measurement (`pmo bench suite --study tracking`,
-/// `pmo bench schemes`, `pmo bench store`; figures in `docs/results.md`, issue 16). The sigsegv
-/// mechanism always tracks by faults.
-pub const DEFAULT_TRACKING: DirtyTracking = DirtyTracking::Twin;
+pub use crate::tracking::DEFAULT_TRACKING;
 
 /// The largest fault-around window attach gives a view when `PMO_FAULT_AROUND` does not say:
 /// a first touch that continues a sequential run fills up to this many pages in one trip
@@ -120,7 +112,7 @@ impl PageSource for PlainSource {
 
 /// Fills pages by decrypting and verifying them (protected PMOs).
 struct ProtectedSource {
-    prot: Arc<crate::protect::Protection>,
+    prot: Arc<pmo_engine::protect::Protection>,
     label: String,
     predict: Option<Arc<crate::predict::PredictHook>>,
 }
@@ -154,10 +146,10 @@ pub struct Attachment {
     /// in-place grow.
     pub(crate) psync_lock: std::sync::Mutex<()>,
     /// The PMO's size in bytes: the view may map more (a writer's view spans the layout
-    /// capacity, so that the PMO grows in place: `crate::resize`).
+    /// capacity, so that the PMO grows in place: `pmo_life::resize`).
     pub(crate) len: std::sync::atomic::AtomicUsize,
     /// Byte ranges declared since the last psync (a PMO with a sub-page log).
-    pub(crate) log_ranges: crate::sublog::Ranges,
+    pub(crate) log_ranges: pmo_engine::sublog::Ranges,
 }
 
 impl Drop for Attachment {
@@ -208,7 +200,7 @@ pub fn attach_with(
 ) -> Result<Attachment> {
     let t0 = Instant::now();
     let mut handle = pool.open_pmo_as(name, perm, key, opts.wait, opts.scheme)?;
-    let whole = handle.scheme().granularity() == crate::scheme::Granularity::Whole;
+    let whole = handle.scheme().granularity() == pmo_meta::scheme::Granularity::Whole;
     // Where the plaintext copy lives: DRAM (a view of its own), or the PMO's plaintext area
     // on the medium (a view over the pool file, marked before anything is written there).
     let plain_area = match handle.scheme().shadow {
@@ -270,7 +262,7 @@ pub fn attach_with(
     let size = usize::try_from(handle.size())
         .map_err(|_| StoreError::Invalid("PMO larger than the address space".into()))?;
     // A writer maps the PMO's whole layout capacity (address space only; the pages past
-    // the size are never touched through `len`): it grows in place (`crate::resize`).
+    // the size are never touched through `len`): it grows in place (`pmo_life::resize`).
     let span = if perm == Perm::Write && !opts.populate && !whole {
         usize::try_from(handle.core.npages() * PAGE_SIZE as u64)
             .map_err(|_| StoreError::Invalid("PMO larger than the address space".into()))?
@@ -334,7 +326,7 @@ pub fn attach_with(
         }
     }
     let attach_ns = t0.elapsed().as_nanos() as u64;
-    use crate::stats::SessionCounters as C;
+    use pmo_engine::stats::SessionCounters as C;
     let stall = C::get(&handle.core.stats.attach_stall_ns);
     C::add(
         &handle.core.stats.attach_other_ns,
@@ -479,7 +471,7 @@ impl Attachment {
     /// from recording its range to marking its pages dirty, a psync from collecting the dirty
     /// pages to taking the ranges, so a psync sees a declare's range and pages or neither
     /// (`sublog::Ranges::lock`).
-    fn hold_log_ranges(&self) -> Option<crate::sublog::RangesGuard<'_>> {
+    fn hold_log_ranges(&self) -> Option<pmo_engine::sublog::RangesGuard<'_>> {
         self.handle
             .core
             .layout
@@ -497,16 +489,16 @@ impl Attachment {
     }
 
     /// Where this attach session's time went so far (the LOaPP Fig. 6 categories; see
-    /// [`crate::stats`]). `detach_ns` is 0 until detach; a writer's final figures are
+    /// [`pmo_engine::stats`]). `detach_ns` is 0 until detach; a writer's final figures are
     /// recorded in the PMO at detach (`Pool::last_session`).
-    pub fn session_stats(&self) -> crate::SessionStats {
+    pub fn session_stats(&self) -> pmo_engine::stats::SessionStats {
         self.session_stats_with(self.view.stats()).with_compute()
     }
 
-    fn session_stats_with(&self, v: ViewStats) -> crate::SessionStats {
-        use crate::stats::SessionCounters as C;
+    fn session_stats_with(&self, v: ViewStats) -> pmo_engine::stats::SessionStats {
+        use pmo_engine::stats::SessionCounters as C;
         let c = &self.handle.core.stats;
-        crate::SessionStats {
+        pmo_engine::stats::SessionStats {
             wall_ns: self.started.elapsed().as_nanos() as u64,
             attach_stall_ns: C::get(&c.attach_stall_ns),
             attach_other_ns: C::get(&c.attach_other_ns),
@@ -546,7 +538,7 @@ impl Attachment {
     /// `psync_nochecksum`: [`Attachment::psync`], leaving the per-page checksums of the pages
     /// it commits to detach where the scheme allows it (`bp-ip`, `sp-ip`: they are then
     /// committed as their `*-id` twins commit, the checksums written at detach or rebuilt by
-    /// the crash handler; see [`Protection::can_defer_checksums`](crate::protect::Protection::can_defer_checksums)).
+    /// the crash handler; see [`Protection::can_defer_checksums`](pmo_engine::protect::Protection::can_defer_checksums)).
     /// Under any other scheme it is `psync`.
     pub fn psync_nochecksum(&self) -> Result<CommitStats> {
         self.psync_with(true)
@@ -579,7 +571,7 @@ impl Attachment {
             pages.retain(|&p| p < n);
             from_twin.retain(|&p| p < n);
         }
-        crate::stats::SessionCounters::add(
+        pmo_engine::stats::SessionCounters::add(
             &self.handle.core.stats.psync_persist_ns,
             tc.elapsed().as_nanos() as u64,
         );
@@ -592,7 +584,7 @@ impl Attachment {
                 let inner = &*h.pool().inner;
                 // SAFETY: the view maps the PMO's size pages at `base`; `pages` are inside it.
                 let logged = unsafe {
-                    crate::sublog::log_psync(
+                    pmo_engine::sublog::log_psync(
                         &h.core,
                         &*inner.medium,
                         h.prot.as_deref(),
@@ -616,7 +608,7 @@ impl Attachment {
             }
             // A page commit: it takes the pages with live records too (their view pages hold
             // the psynced bytes), which it obsoletes.
-            let live = crate::sublog::take_live_pages(&self.handle.core);
+            let live = pmo_engine::sublog::take_live_pages(&self.handle.core);
             if !live.is_empty() {
                 pages.extend(live.into_iter().filter(|&p| p < n));
                 pages.sort_unstable();
@@ -625,7 +617,7 @@ impl Attachment {
         }
         let whole = match self.handle.protection() {
             Some(prot) if prot.keeps_whole_checksum() && !pages.is_empty() => {
-                Some(crate::protect::whole_checksum(view_pages(&self.view)))
+                Some(pmo_engine::protect::whole_checksum(view_pages(&self.view)))
             }
             _ => None,
         };
@@ -695,7 +687,7 @@ impl Attachment {
             let read = self.handle.read_page(p, &mut buf);
             if read.is_ok() {
                 // Psynced bytes still in the sub-page log.
-                crate::sublog::overlay(&self.handle.core, p, &mut buf);
+                pmo_engine::sublog::overlay(&self.handle.core, p, &mut buf);
             }
             if let Err(e) = read {
                 // Keep what was not restored for the next psync or rollback.
@@ -742,7 +734,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::pool::{Pool, PoolOptions};
+    use pmo_pool::pool::{Pool, PoolOptions};
 
     thread_local! {
         /// Run once in `psync_with` between collecting the dirty pages and taking the
@@ -771,8 +763,13 @@ mod tests {
             },
         )
         .unwrap();
-        pool.pcreate_logged("p", 4 * PAGE_SIZE as u64, b"k", Some(crate::Scheme::NONE))
-            .unwrap();
+        pool.pcreate_logged(
+            "p",
+            4 * PAGE_SIZE as u64,
+            b"k",
+            Some(pmo_meta::scheme::Scheme::NONE),
+        )
+        .unwrap();
         let opts = AttachOptions {
             tracking: Some(DirtyTracking::Declared),
             relocate: true,

@@ -17,7 +17,15 @@
 
 use pmo_os::view::DirtyTracking;
 
-use crate::attach::DEFAULT_TRACKING;
+/// The store's dirty tracking for PMOs larger than [`crate::tracking::SCAN_MAX_BYTES`] when
+/// neither the caller nor `PMO_DIRTY` chooses (smaller ones get `Scan`, see [`crate::tracking`]):
+/// [`DirtyTracking::Twin`]: fault tracking (psync O(dirty pages) whatever the PMO's size, where a
+/// `PAGEMAP_SCAN` walks every resident page), with pages filled or written in consecutive
+/// intervals kept writable and compared with a twin at psync instead of taking a write-protect
+/// fault per page per interval. Chosen by measurement (`pmo bench suite --study tracking`,
+/// `pmo bench schemes`, `pmo bench store`; figures in `docs/results.md`, issue 16). The sigsegv
+/// mechanism always tracks by faults.
+pub const DEFAULT_TRACKING: DirtyTracking = DirtyTracking::Twin;
 
 /// PMOs of at most this many bytes are tracked with [`DirtyTracking::Scan`] by default (where
 /// the kernel has it): a collect then walks at most 16384 page-table entries, about 25 µs when

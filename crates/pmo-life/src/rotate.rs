@@ -6,10 +6,10 @@
 use pmo_meta::keys::{self, MasterKey};
 use pmo_pool::rotation::{read_record, reencrypt, write_record, Record};
 
-use crate::engine::PmoCore;
-use crate::error::{Result, StoreError};
-use crate::pool::{Perm, PmoInfo, Pool, Progress};
-use crate::scheme::Scheme;
+use pmo_engine::engine::PmoCore;
+use pmo_meta::error::{Result, StoreError};
+use pmo_meta::scheme::Scheme;
+use pmo_pool::pool::{Perm, PmoInfo, Pool, Progress};
 
 /// Whether PMO `name` has a rotation record: a rotation a crash cut off (its next keyed
 /// open, or `rotate`, finishes it).
@@ -45,7 +45,7 @@ pub fn rotate(pool: &Pool, name: &str, key: &[u8], progress: Progress) -> Result
                     wrapped: keys::wrap_rotation(&h.master, &h.core.uuid, &new)?,
                 };
                 let _rotating = pool.inner.locker.lock_blocking(
-                    crate::locks::rotate_word(h.core.extent_off),
+                    pmo_meta::locks::rotate_word(h.core.extent_off),
                     pmo_os::lock::LockKind::Exclusive,
                 )?;
                 pool.inner.poison(write_record(m, &h.core, &mut r))?;
