@@ -61,4 +61,3 @@ fn a_small_pmo_finishes_its_detach_inline() {
     a.read_at(PAGE_SIZE, &mut b).unwrap();
     assert!(b.iter().all(|&x| x == 0x5a));
 }
-

@@ -32,7 +32,9 @@ use std::time::{Duration, Instant};
 
 use pmo_os::view::{PageSource, View, PAGE_SIZE};
 
-use super::{install_pages, PredictHook, IDLE_PARK, MAX_WORKERS};
+use super::config::{IDLE_PARK, MAX_WORKERS};
+use super::hook::PredictHook;
+use super::install::install_pages;
 use pmo_meta::error::{Result, StoreError};
 
 /// Requests of one job a worker serves before it turns to the next job.
