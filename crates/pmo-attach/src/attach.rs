@@ -10,13 +10,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pmo_medium::Medium;
 use pmo_os::view::{
-    DirtyTracking, FillError, Mechanism, PageSource, Placement, View, ViewError, ViewOptions,
-    ViewStats, PAGE_SIZE,
+    DirtyTracking, Mechanism, PageSource, Placement, View, ViewError, ViewOptions, ViewStats,
+    PAGE_SIZE,
 };
 
-use pmo_engine::engine::{CommitSource, CommitStats, MappedPages, PmoCore};
+use crate::source::{PlainSource, ProtectedSource};
+use pmo_engine::engine::{CommitSource, CommitStats, MappedPages};
 use pmo_meta::error::{Result, StoreError};
 use pmo_meta::scheme::Shadow;
 use pmo_pool::handle::PmoHandle;
@@ -87,48 +87,6 @@ fn fault_around_from_env() -> Result<usize> {
 /// Name of the page-fault mechanism attach uses by default in this process.
 pub fn fault_mechanism_name() -> &'static str {
     Mechanism::from_env().unwrap_or_else(Mechanism::best).name()
-}
-
-/// Fills pages straight from the medium (no protection).
-struct PlainSource {
-    core: Arc<PmoCore>,
-    medium: Arc<dyn Medium>,
-    predict: Option<Arc<crate::predict::PredictHook>>,
-}
-
-impl PageSource for PlainSource {
-    fn fill(&self, page_index: u64, dst: &mut [u8; PAGE_SIZE]) -> Result<(), FillError> {
-        if let Some(p) = &self.predict {
-            p.notify(page_index);
-        }
-        self.core
-            .fill_page(&*self.medium, page_index, dst)
-            .map_err(|reason| FillError { reason })
-    }
-    fn label(&self) -> &str {
-        &self.core.name
-    }
-}
-
-/// Fills pages by decrypting and verifying them (protected PMOs).
-struct ProtectedSource {
-    prot: Arc<pmo_engine::protect::Protection>,
-    label: String,
-    predict: Option<Arc<crate::predict::PredictHook>>,
-}
-
-impl PageSource for ProtectedSource {
-    fn fill(&self, page_index: u64, dst: &mut [u8; PAGE_SIZE]) -> Result<(), FillError> {
-        if let Some(p) = &self.predict {
-            p.notify(page_index);
-        }
-        self.prot
-            .fill(page_index, dst)
-            .map_err(|reason| FillError { reason })
-    }
-    fn label(&self) -> &str {
-        &self.label
-    }
 }
 
 /// An attached PMO. Detaches on drop.

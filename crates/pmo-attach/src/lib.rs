@@ -5,6 +5,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`attach`] | [`Attachment`](attach::Attachment): a handle plus a view; psync, rollback, detach; the page sources the fault handler calls |
+//! | `source` | the page sources a view calls on a fault |
 //! | [`tracking`] | the default dirty tracking of an attach, chosen from the PMO's size |
 //! | [`predict`] | predictive decryption: streams seen at faults, workers that install the next pages |
 //! | [`predict_history`] | a predictor's learnt strides, kept across attaches in the process |
@@ -21,4 +22,5 @@ pub mod pptr;
 pub mod predict;
 pub mod predict_history;
 pub mod resize_attached;
+mod source;
 pub mod tracking;

@@ -10,6 +10,7 @@
 //! | [`plain`] | the plaintext area of `Shadow::Medium` schemes and its scrubbing |
 //! | [`wide_check`] | the 16-bit check of page-map entries (version-4 upgrade, `pmo check`) |
 //! | [`protect`] | at-rest protection: sealing, the verified page map, the version counter |
+//! | [`protect_open`] | opening a PMO's protection: keys, the verified page map, the version counter |
 //! | [`log_state`] | the in-memory state of the sub-page commit log |
 //! | [`sublog`] | the sub-page commit log: record, fold, recover |
 //! | [`gate`] | the snapshot gate every psync passes |
@@ -23,6 +24,7 @@ pub mod gate;
 pub mod log_state;
 pub mod plain;
 pub mod protect;
+pub mod protect_open;
 pub mod recover;
 pub mod stats;
 pub mod sublog;

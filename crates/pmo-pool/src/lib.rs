@@ -5,6 +5,7 @@
 //! |---|---|
 //! | [`pool`] | [`Pool`](pool::Pool): create, open (= recover and upgrade) a pool; pcreate, pdestroy, list, info, configuration |
 //! | [`handle`] | [`PmoHandle`](handle::PmoHandle): one PMO opened by name and key (its attach lock, keys, protection, recovery), read and committed page by page |
+//! | [`open`] | create and open (recover, upgrade, repair) a pool |
 //! | [`upgrade`] | the upgrade of older pools at open |
 //! | [`rotation`] | the rotation record and the re-encryption a keyed open resumes |
 //! | [`inflight`] | background detaches in flight, which an open waits for |
@@ -16,6 +17,7 @@
 
 pub mod handle;
 pub mod inflight;
+pub mod open;
 pub mod pool;
 pub mod rotation;
 pub mod upgrade;
