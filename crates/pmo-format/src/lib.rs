@@ -21,8 +21,8 @@ pub mod sublog;
 pub mod superblock;
 
 pub use entry::{Entry, ENTRY_SIZE, NAME_MAX};
-pub use layout::{PageLoc, PageMapEntry, PmoLayout};
-pub use record::{CommitRecord, JournalEntry, Trailer, RECORD_SIZE, TRAILER_SIZE};
+pub use layout::{PageLoc, PageMapEntry, PmoLayout, RECORD_SIZE, TRAILER_SIZE};
+pub use record::{CommitRecord, JournalEntry, Trailer};
 pub use superblock::{KdfParams, PoolConfig, Superblock};
 
 /// Bytes per PMO page (and per OS page).
