@@ -18,9 +18,9 @@ use crate::check::{self, CheckReport};
 use crate::error::{HeapError, Result};
 use crate::layout::{
     class_for, hdr, root, Geometry, MAX_ALIGN_BYTES, MAX_SUBHEAPS, OS_PAGE_BYTES, ROOT_PAGE_OFFSET,
-    UNIT_BYTES,
+    SUBHEAP_HEADER_BYTES, UNIT_BYTES, UNIT_ENTRY_BYTES,
 };
-use crate::meta::{SlabDesc, SubHeapHeader, UnitEntry, SUBHEAP_HEADER_BYTES, UNIT_ENTRY_BYTES};
+use crate::meta::{SlabDesc, SubHeapHeader, UnitEntry};
 use crate::protect::{PageGuard, Protection, Protector};
 use crate::ptr::HeapPtr;
 use crate::subheap::SubMeta;

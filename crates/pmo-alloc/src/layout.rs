@@ -180,12 +180,19 @@ pub struct Geometry {
     pub heap_id: u64,
 }
 
+/// Bytes reserved for a sub-heap's header (`meta::SubHeapHeader`) at the start of its metadata.
+pub(crate) const SUBHEAP_HEADER_BYTES: usize = 1024;
+/// Bytes of one unit-map entry (`meta::UnitEntry`).
+pub(crate) const UNIT_ENTRY_BYTES: usize = 16;
+/// Bytes of one slab descriptor (`meta::SlabDesc`): 32 bytes of fields, then the slot bitmap.
+pub(crate) const SLAB_DESC_BYTES: usize = 32 + 8 * SLAB_BITMAP_WORDS;
+
 /// Metadata bytes of one sub-heap owning `units` units, rounded to OS pages.
 pub fn meta_stride_for(units: u32) -> u64 {
     let desc_count = units / SLAB_UNITS;
-    let bytes = crate::meta::SUBHEAP_HEADER_BYTES as u64
-        + units as u64 * crate::meta::UNIT_ENTRY_BYTES as u64
-        + desc_count as u64 * crate::meta::SLAB_DESC_BYTES as u64;
+    let bytes = SUBHEAP_HEADER_BYTES as u64
+        + units as u64 * UNIT_ENTRY_BYTES as u64
+        + desc_count as u64 * SLAB_DESC_BYTES as u64;
     bytes.div_ceil(OS_PAGE_BYTES as u64) * OS_PAGE_BYTES as u64
 }
 
@@ -207,8 +214,8 @@ impl Geometry {
         let avail = region_bytes - META_OFFSET as u64;
         // Per unit: its data plus its share of metadata; then walk down until it fits.
         let per_unit = UNIT_BYTES as u64
-            + crate::meta::UNIT_ENTRY_BYTES as u64
-            + crate::meta::SLAB_DESC_BYTES as u64 / SLAB_UNITS as u64;
+            + UNIT_ENTRY_BYTES as u64
+            + SLAB_DESC_BYTES as u64 / SLAB_UNITS as u64;
         let mut units = (avail / n / per_unit).min(u32::MAX as u64 - SLAB_UNITS as u64) as u32;
         loop {
             let stride = meta_stride_for(units);

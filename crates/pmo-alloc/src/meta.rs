@@ -1,7 +1,9 @@
 //! In-region metadata structs of one sub-heap, and the glossary of their fields.
 //!
 //! Owns: the `#[repr(C)]` layouts of the sub-heap header, the per-unit map and the slab
-//! descriptors. Every field is a plain integer, so any bit pattern is a valid value: corrupted
+//! descriptors. Their byte sizes are region layout (`layout::SUBHEAP_HEADER_BYTES`,
+//! `UNIT_ENTRY_BYTES`, `SLAB_DESC_BYTES`); the structs are checked against them at compile
+//! time here. Every field is a plain integer, so any bit pattern is a valid value: corrupted
 //! metadata can make the allocator return an error, never read outside the region.
 //!
 //! A sub-heap's metadata block (OS-page aligned, `meta_stride` bytes) is:
@@ -17,7 +19,10 @@
 //! - no two FREE extents are adjacent (freeing coalesces);
 //! - a FREE extent's head is on the list of `bin_of(len)`; `link_a`/`link_b` are next/prev.
 
-use crate::layout::{BIN_COUNT, CLASS_COUNT, SLAB_BITMAP_WORDS};
+use crate::layout::{
+    BIN_COUNT, CLASS_COUNT, SLAB_BITMAP_WORDS, SLAB_DESC_BYTES, SUBHEAP_HEADER_BYTES,
+    UNIT_ENTRY_BYTES,
+};
 
 /// Unit state: inside an extent (not its head or tail).
 pub const STATE_NONE: u8 = 0;
@@ -51,8 +56,6 @@ pub struct UnitEntry {
     /// FREE head: previous extent in the bin. SLAB: descriptor index.
     pub link_b: u32,
 }
-/// Bytes of a [`UnitEntry`].
-pub const UNIT_ENTRY_BYTES: usize = 16;
 const _: () = assert!(std::mem::size_of::<UnitEntry>() == UNIT_ENTRY_BYTES);
 
 /// A slab's descriptor.
@@ -80,8 +83,6 @@ pub struct SlabDesc {
     /// Bit `i` set: slot `i` allocated. Bits at and past the slot count are set at slab creation.
     pub bitmap: [u64; SLAB_BITMAP_WORDS],
 }
-/// Bytes of a [`SlabDesc`].
-pub const SLAB_DESC_BYTES: usize = 32 + 8 * SLAB_BITMAP_WORDS;
 const _: () = assert!(std::mem::size_of::<SlabDesc>() == SLAB_DESC_BYTES);
 
 /// Sub-heap header magic ("PMOSUBHP").
@@ -120,8 +121,6 @@ pub struct SubHeapHeader {
     /// Heap identity copied from the header (catches a sub-heap block pasted from another heap).
     pub heap_id: u64,
 }
-/// Bytes reserved for the [`SubHeapHeader`].
-pub const SUBHEAP_HEADER_BYTES: usize = 1024;
 const _: () = assert!(std::mem::size_of::<SubHeapHeader>() <= SUBHEAP_HEADER_BYTES);
 const _: () = assert!(SUBHEAP_HEADER_BYTES.is_multiple_of(std::mem::align_of::<SlabDesc>()));
 

@@ -18,6 +18,9 @@ use crate::error::{HeapError, Result};
 use crate::sys::{self, Access};
 use std::cell::Cell;
 
+// The CPUID decoding lives with the CPUID read in `sys`; its public path stays here.
+pub use crate::sys::pku_usable_from_cpuid_ecx;
+
 /// How the heap protects its metadata (chosen at each attach; not stored in the region).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Protection {
@@ -54,13 +57,6 @@ pub const fn pkru_rights(pkru: u32, key: u32) -> (bool, bool) {
     let bits = (pkru >> (2 * key)) & 3;
     let readable = bits & PKRU_ACCESS_DISABLE == 0;
     (readable, readable && bits & PKRU_WRITE_DISABLE == 0)
-}
-
-/// PKU usable according to CPUID.(EAX=7,ECX=0):ECX: bit 3 (PKU) and bit 4 (OSPKE, the OS set CR4.PKE).
-pub const fn pku_usable_from_cpuid_ecx(ecx: u32) -> bool {
-    const PKU: u32 = 1 << 3;
-    const OSPKE: u32 = 1 << 4;
-    ecx & (PKU | OSPKE) == (PKU | OSPKE)
 }
 
 /// Is MPK usable here: CPU and OS support it and the kernel hands out a key?
@@ -252,17 +248,6 @@ mod tests {
         assert_eq!(pkru_deny_write(0, 1), 0b1000);
         assert_eq!(pkru_deny_write(0, 15), 0x8000_0000);
         assert_eq!(pkru_rights(LINUX_INIT_PKRU, 3), (false, false));
-    }
-
-    #[test]
-    fn cpuid_detection_needs_both_bits() {
-        assert!(!pku_usable_from_cpuid_ecx(0));
-        assert!(
-            !pku_usable_from_cpuid_ecx(1 << 3),
-            "PKU without OSPKE is not usable"
-        );
-        assert!(!pku_usable_from_cpuid_ecx(1 << 4));
-        assert!(pku_usable_from_cpuid_ecx((1 << 3) | (1 << 4) | 0xFFFF_0000));
     }
 
     #[test]

@@ -10,12 +10,12 @@
 
 use crate::error::{HeapError, Result};
 use crate::layout::{
-    bin_of, slots_per_slab, BIN_COUNT, CLASS_BYTES, CLASS_COUNT, EXACT_BINS, NIL, SLAB_UNITS,
-    UNIT_BYTES,
+    bin_of, slots_per_slab, BIN_COUNT, CLASS_BYTES, CLASS_COUNT, EXACT_BINS, NIL, SLAB_DESC_BYTES,
+    SLAB_UNITS, SUBHEAP_HEADER_BYTES, UNIT_BYTES, UNIT_ENTRY_BYTES,
 };
 use crate::meta::{
-    SlabDesc, SubHeapHeader, UnitEntry, FLAG_HEAD, FLAG_TAIL, SLAB_DESC_BYTES, STATE_FREE,
-    STATE_LARGE, STATE_NONE, STATE_SLAB, SUBHEAP_HEADER_BYTES, SUBHEAP_MAGIC, UNIT_ENTRY_BYTES,
+    SlabDesc, SubHeapHeader, UnitEntry, FLAG_HEAD, FLAG_TAIL, STATE_FREE, STATE_LARGE, STATE_NONE,
+    STATE_SLAB, SUBHEAP_MAGIC,
 };
 use crate::protect::PageGuard;
 

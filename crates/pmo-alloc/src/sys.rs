@@ -1,5 +1,6 @@
-//! Raw OS and CPU access of the allocator: page protection, protection keys (MPK), the current
-//! CPU, anonymous and file mappings, and glibc `malloc` for the volatile baseline.
+//! Raw OS and CPU access of the allocator: page protection, protection keys (MPK) and the CPUID
+//! bits that say whether they are usable, the current CPU, anonymous and file mappings, and
+//! glibc `malloc` for the volatile baseline.
 //!
 //! Owns: every system call and every inline-assembly instruction of the crate, so the rest of
 //! the crate stays safe code. Each `unsafe` block states what makes it sound.
@@ -86,6 +87,13 @@ pub fn pkey_protect(addr: usize, len: usize, key: u32) -> io::Result<()> {
     }
 }
 
+/// PKU usable according to CPUID.(EAX=7,ECX=0):ECX: bit 3 (PKU) and bit 4 (OSPKE, the OS set CR4.PKE).
+pub const fn pku_usable_from_cpuid_ecx(ecx: u32) -> bool {
+    const PKU: u32 = 1 << 3;
+    const OSPKE: u32 = 1 << 4;
+    ecx & (PKU | OSPKE) == (PKU | OSPKE)
+}
+
 /// Does the CPU support protection keys and has the OS enabled them (CPUID.7.0:ECX bits 3, 4)?
 #[cfg(target_arch = "x86_64")]
 pub fn cpu_has_pku() -> bool {
@@ -99,7 +107,7 @@ pub fn cpu_has_pku() -> bool {
     // SAFETY: leaf 7 exists (checked above); CPUID has no side effects.
     #[allow(unused_unsafe)]
     let ecx = unsafe { __cpuid_count(7, 0) }.ecx;
-    crate::protect::pku_usable_from_cpuid_ecx(ecx)
+    pku_usable_from_cpuid_ecx(ecx)
 }
 
 /// Protection keys are an x86_64 feature.
@@ -234,4 +242,20 @@ pub fn thread_cpu_ns() -> u64 {
         return 0;
     }
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpuid_detection_needs_both_bits() {
+        assert!(!pku_usable_from_cpuid_ecx(0));
+        assert!(
+            !pku_usable_from_cpuid_ecx(1 << 3),
+            "PKU without OSPKE is not usable"
+        );
+        assert!(!pku_usable_from_cpuid_ecx(1 << 4));
+        assert!(pku_usable_from_cpuid_ecx((1 << 3) | (1 << 4) | 0xFFFF_0000));
+    }
 }

@@ -8,8 +8,10 @@
 
 use std::path::Path;
 
-use anyhow::Context;
+use anyhow::{anyhow, Context};
 use pmo_store::{KdfParams, Perm, Pool, PoolOptions, StoreError};
+
+use crate::common::{Ctx, IntegrityProblem, KeyArg, PoolArg};
 
 const PMO: &str = "demo-list";
 /// The key of the demo PMO when none is given (documented in the README; not a secret).
@@ -34,6 +36,33 @@ struct Node {
 }
 
 const MAGIC: u64 = 0x504d_4f44_454d_4f31; // "PMODEMO1"
+
+// `pmo demo`'s options: the pool and the key (see `command`). No doc comment: the command's
+// help is the dispatcher's.
+#[derive(clap::Args)]
+pub(crate) struct DemoArgs {
+    #[command(flatten)]
+    pub(crate) pool: PoolArg,
+    #[command(flatten)]
+    pub(crate) key: KeyArg,
+}
+
+/// `pmo demo`: the key given, else [`DEMO_KEY`] (never a prompt), then [`run`] on the pool.
+pub(crate) fn command(ctx: &Ctx) -> anyhow::Result<()> {
+    // Never a prompt: the demo runs the same way with or without a terminal.
+    let key = match crate::keysrc::given(ctx.key.key_file.as_deref()).map_err(|e| anyhow!(e))? {
+        Some(k) => k,
+        None => {
+            outln!(
+                "(no key given: using the demo key \"{}\"; set PMO_KEY or --key-file for your own)",
+                DEMO_KEY
+            )?;
+            zeroize::Zeroizing::new(DEMO_KEY.as_bytes().to_vec())
+        }
+    };
+    run(&ctx.pool_path(), &key)?;
+    Ok(())
+}
 
 pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
     let pool = match Pool::open(pool_path) {
@@ -147,7 +176,7 @@ pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
                 || !addr.is_multiple_of(std::mem::align_of::<Node>())
                 || shown >= cap as u64
             {
-                return Err(crate::cmd::IntegrityProblem(format!(
+                return Err(IntegrityProblem(format!(
                     "the demo list is damaged (a pointer to {addr:#x} after {shown} nodes): `pmo destroy {PMO}` to start over"
                 ))
                 .into());

@@ -10,7 +10,7 @@ use pmo_fs::{FileStore, FsError, FsOptions, StatKind};
 use pmo_store::Pool;
 use zeroize::Zeroizing;
 
-use crate::cmd::IntegrityProblem;
+use crate::common::{Ctx, IntegrityProblem, KeyArg, PoolArg};
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum FsAction {
@@ -52,6 +52,26 @@ fn fs_err(e: FsError) -> anyhow::Error {
     } else {
         anyhow!(e)
     }
+}
+
+// `pmo fs`'s options: the pool, the key and the action. No doc comment: the command's help is
+// the dispatcher's.
+#[derive(clap::Args)]
+pub(crate) struct FsArgs {
+    #[command(flatten)]
+    pub(crate) pool: PoolArg,
+    #[command(flatten)]
+    pub(crate) key: KeyArg,
+    #[command(subcommand)]
+    pub(crate) action: FsAction,
+}
+
+/// `pmo fs ACTION`: the key given, else the store's default, then [`run`].
+pub(crate) fn command(args: &FsArgs, ctx: &Ctx) -> anyhow::Result<()> {
+    let FsArgs { action, .. } = args;
+    let key = crate::keysrc::given(ctx.key.key_file.as_deref()).map_err(|e| anyhow!(e))?;
+    run(action, ctx.open()?, key)?;
+    Ok(())
 }
 
 pub(crate) fn run(

@@ -8,7 +8,7 @@ use clap::Subcommand;
 use pmo_store::Pool;
 use zeroize::Zeroizing;
 
-use crate::cmd::{KeyArg, PoolArg};
+use crate::common::{progress, Ctx, KeyArg, PoolArg};
 
 #[derive(Subcommand)]
 pub(crate) enum LifeCmd {
@@ -114,6 +114,11 @@ impl LifeCmd {
     }
 }
 
+/// `pmo rename|rekey|rotate|export|import|snapshot|copy`: opens the pool, then takes the key.
+pub(crate) fn command(cmd: &LifeCmd, ctx: &Ctx) -> anyhow::Result<()> {
+    run(cmd, ctx.open()?, &ctx.key()?)
+}
+
 pub(crate) fn run(cmd: &LifeCmd, pool: Pool, key: &[u8]) -> anyhow::Result<()> {
     match cmd {
         LifeCmd::Rename { name, new, .. } => {
@@ -204,33 +209,6 @@ pub(crate) fn run(cmd: &LifeCmd, pool: Pool, key: &[u8]) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Progress on standard error for PMOs of 64 MiB and more: a bar redrawn in place on a
-/// terminal (indicatif), nothing when standard error is a file or a pipe (a log got a line per
-/// percent before).
-pub(crate) fn progress(what: &'static str) -> impl FnMut(u64, u64) {
-    let mut bar: Option<indicatif::ProgressBar> = None;
-    move |done, total| {
-        if total < 16384 {
-            return;
-        }
-        let b = bar.get_or_insert_with(|| {
-            let b = indicatif::ProgressBar::new(total);
-            if let Ok(style) = indicatif::ProgressStyle::with_template(
-                "{msg}: {bar:30} {percent:>3}% ({pos}/{len} pages, {eta} left)",
-            ) {
-                b.set_style(style);
-            }
-            b.set_message(what);
-            b
-        });
-        b.set_length(total);
-        b.set_position(done);
-        if done >= total {
-            b.finish_and_clear();
-        }
-    }
 }
 
 /// The new key of `rekey`/`copy`: `--new-key-file`, else `PMO_NEW_KEY` (never a prompt).

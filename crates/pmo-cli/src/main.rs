@@ -6,13 +6,18 @@
 mod assets;
 #[macro_use]
 mod out;
+mod bench;
 mod cmd;
+mod common;
 mod demo;
 mod envcheck;
 mod errtext;
 mod fs;
 mod keysrc;
 mod life;
+mod lmdb;
+mod pmos;
+mod pools;
 mod resize;
 mod text;
 

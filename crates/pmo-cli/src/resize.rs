@@ -6,7 +6,7 @@ use std::time::Instant;
 use clap::Subcommand;
 use pmo_store::{Pool, ResizeOptions};
 
-use crate::cmd::{KeyArg, PoolArg};
+use crate::common::{parse_bytes, progress, Ctx, KeyArg, PoolArg};
 
 #[derive(Subcommand)]
 pub(crate) enum ResizeCmd {
@@ -25,7 +25,7 @@ pub(crate) enum ResizeCmd {
         /// PMO to resize
         name: String,
         /// New size, e.g. 128MiB (rounded up to whole 4 KiB pages)
-        #[arg(long, value_parser = crate::cmd::parse_bytes)]
+        #[arg(long, value_parser = parse_bytes)]
         size: u64,
         /// Shrink even if pages past the new size hold data (they are dropped)
         #[arg(long)]
@@ -43,7 +43,7 @@ pub(crate) enum PoolAction {
         #[command(flatten)]
         pool: PoolArg,
         /// New size of the pool, e.g. 4GiB
-        #[arg(long, value_parser = crate::cmd::parse_bytes)]
+        #[arg(long, value_parser = parse_bytes)]
         size: u64,
     },
 }
@@ -62,13 +62,23 @@ impl ResizeCmd {
     }
 }
 
+/// `pmo resize|pool grow`: takes the key (resize only), then opens the pool.
+pub(crate) fn command(cmd: &ResizeCmd, ctx: &Ctx) -> anyhow::Result<()> {
+    let key = if cmd.needs_key() {
+        ctx.key()?
+    } else {
+        Default::default()
+    };
+    run(cmd, ctx.open()?, &ctx.pool_path(), &key)
+}
+
 pub(crate) fn run(cmd: &ResizeCmd, pool: Pool, path: &Path, key: &[u8]) -> anyhow::Result<()> {
     match cmd {
         ResizeCmd::Resize {
             name, size, force, ..
         } => {
             let t = Instant::now();
-            let mut progress = crate::life::progress("resize");
+            let mut progress = progress("resize");
             let r = pool.resize(
                 name,
                 *size,

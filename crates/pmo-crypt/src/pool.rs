@@ -41,22 +41,14 @@ use crate::Page;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+// The per-page cost hints belong to the page protections they estimate (`protect`, whose
+// `PageProtector::cost_hint_ns` reads them); a batch here weighs its pages with them.
+pub use crate::protect::cost_hint_ns;
+
 /// Default smallest batch work, in estimated nanoseconds, worth sending to the workers (see the
 /// module doc): about twice the measured cost of waking an idle vCPU.
 pub const DEFAULT_MIN_PARALLEL_WORK_NS: u64 = 100_000;
 
-/// Per-page cost hints in nanoseconds (hot-cache medians of `crypt_bench` on this machine,
-/// rounded up); only used to decide whether a batch is worth parallelising.
-pub mod cost_hint_ns {
-    /// AES-256-GCM seal or open of one page.
-    pub const AEAD_PAGE: u64 = 400;
-    /// AES-256-XTS of one page.
-    pub const XTS_PAGE: u64 = 300;
-    /// SHA-256 of one page.
-    pub const SHA256_PAGE: u64 = 2_300;
-    /// Copy of one page.
-    pub const COPY_PAGE: u64 = 100;
-}
 /// Default number of batches that may use the workers at once.
 pub const DEFAULT_MAX_BATCHES_IN_FLIGHT: usize = 4;
 

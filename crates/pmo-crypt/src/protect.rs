@@ -14,6 +14,9 @@
 //!
 //! The version argument is used by `Aead` only (it must come from the PMO's
 //! [`crate::VersionCounter`]); the other variants ignore it. No allocation on any path.
+//!
+//! Also the per-page cost hints ([`cost_hint_ns`], public as `pmo_crypt::pool::cost_hint_ns`)
+//! that [`PageProtector::cost_hint_ns`] and the worker pool's batches are weighed with.
 
 use crate::error::CryptError;
 use crate::faithful::{page_checksum, FaithfulKeys, PageChecksum};
@@ -24,6 +27,19 @@ use aws_lc_rs::constant_time;
 
 /// Size of the per-page metadata slot the store keeps for every page.
 pub const PAGE_META_LEN: usize = 32;
+
+/// Per-page cost hints in nanoseconds (hot-cache medians of `crypt_bench` on this machine,
+/// rounded up); only used to decide whether a batch is worth parallelising.
+pub mod cost_hint_ns {
+    /// AES-256-GCM seal or open of one page.
+    pub const AEAD_PAGE: u64 = 400;
+    /// AES-256-XTS of one page.
+    pub const XTS_PAGE: u64 = 300;
+    /// SHA-256 of one page.
+    pub const SHA256_PAGE: u64 = 2_300;
+    /// Copy of one page.
+    pub const COPY_PAGE: u64 = 100;
+}
 
 /// How a PMO's pages are protected at rest.
 // Built once per attach and used by reference: the size gap between variants costs nothing.
@@ -50,7 +66,7 @@ impl PageProtector {
     /// Estimated nanoseconds to seal or open one page (for [`crate::CryptoPool`]'s decision to
     /// parallelise a batch).
     pub fn cost_hint_ns(&self) -> u64 {
-        use crate::pool::cost_hint_ns as c;
+        use cost_hint_ns as c;
         match self {
             Self::Plain => c::COPY_PAGE,
             Self::Xts {

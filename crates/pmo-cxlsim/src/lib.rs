@@ -11,8 +11,9 @@
 //! - **drain**: the write a PBE sends to PM; the entry stays until PM acknowledges it.
 //!
 //! Codemap: `config` (parameters), `trace` (format, reader, recorder), `kernels` (workload
-//! generators), `cache` (cache arrays), `pb` (the PB table), `sim` (the event-driven model),
-//! `checker` (sequential model and crash checks), `study` (the paper's figures), `cli`.
+//! generators), `cache` (cache arrays), `pb` (the PB table), `model` (the checker's sequential
+//! model of the persistent domain, which `sim` runs), `sim` (the event-driven model), `checker`
+//! (the model's public face and crash-checked runs), `study` (the paper's figures), `cli`.
 //! This crate depends on no other pmo crate.
 //!
 //! Record a persistence pattern from your own code and see what a persistent switch does to it:
@@ -48,6 +49,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod kernels;
+mod model;
 pub mod pb;
 pub mod sim;
 pub mod study;

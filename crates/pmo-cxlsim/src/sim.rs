@@ -33,9 +33,9 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, VecDeque};
 
 use crate::cache::CacheArray;
-use crate::checker::{Model, Violation};
 use crate::config::{ns_to_ps, Fault, Params, Scheme, LINE_BYTES};
 use crate::error::{CxlsimError, Result};
+use crate::model::{crash_points, LineMap, LineSet, Model, Violation};
 use crate::pb::{PbHeader, PbState, PersistBuffer};
 use crate::trace::{OpKind, Trace};
 
@@ -356,7 +356,7 @@ pub struct Simulator<'t> {
     pm_bank_free_ps: Vec<u64>,
     pm_ctrl_ps: u64,
     pm_waiting: VecDeque<Packet>,
-    wpq_lines: crate::checker::LineMap<u32>,
+    wpq_lines: LineMap<u32>,
     wpq_len: usize,
     wpq_high: usize,
     wpq_low: usize,
@@ -367,7 +367,7 @@ pub struct Simulator<'t> {
     pm_bank_op: Vec<BankOp>,
     pm_arrivals: u64,
     /// Scratch set of lines with a write waiting for room (reused by `pm_pump`).
-    pm_blocked_lines: crate::checker::LineSet,
+    pm_blocked_lines: LineSet,
 
     pb: PersistBuffer,
     pi_acks: VecDeque<Packet>,
@@ -375,7 +375,7 @@ pub struct Simulator<'t> {
     drain_queue: VecDeque<usize>,
     pi_capacity: usize,
     /// Bound on the checker's unacknowledged versions: every one is a write in flight between
-    /// its PD entry and the host (see `checker`).
+    /// its PD entry and the host (see `model`).
     unacked_bound: usize,
     pbc_scheduled: bool,
     pbc_free_ps: u64,
@@ -453,7 +453,7 @@ impl<'t> Simulator<'t> {
             pm_bank_free_ps: vec![0; p.pm_banks],
             pm_ctrl_ps: ns_to_ps(p.pm_ctrl_ns),
             pm_waiting: VecDeque::new(),
-            wpq_lines: crate::checker::LineMap::default(),
+            wpq_lines: LineMap::default(),
             wpq_len: 0,
             wpq_high: p.wpq_high_entries(),
             wpq_low: p.wpq_low_entries(),
@@ -461,7 +461,7 @@ impl<'t> Simulator<'t> {
             pm_bank_writes: vec![VecDeque::new(); p.pm_banks],
             pm_bank_op: vec![BankOp::Idle; p.pm_banks],
             pm_arrivals: 0,
-            pm_blocked_lines: crate::checker::LineSet::default(),
+            pm_blocked_lines: LineSet::default(),
             pb: PersistBuffer::new(p.pb_entries),
             pi_acks: VecDeque::new(),
             pi_reqs: VecDeque::new(),
@@ -490,7 +490,7 @@ impl<'t> Simulator<'t> {
                 0
             } else {
                 let seed = sim.p.jitter_seed ^ ((c as u64 + 1) << 32);
-                crate::checker::crash_points(seed, 1, sim.p.start_jitter_cycles + 1)[0] * cycle_ps
+                crash_points(seed, 1, sim.p.start_jitter_cycles + 1)[0] * cycle_ps
             };
             sim.cores[c].local_ps = start_ps;
             sim.schedule(start_ps, Ev::CoreStep(c as u32));

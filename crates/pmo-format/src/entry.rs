@@ -5,7 +5,8 @@
 //! recovery keeps the higher generation when it finds both.
 
 use crate::codec::*;
-use crate::{crc, FormatError, KdfParams, PAGE_SIZE};
+use crate::kdf::KdfParams;
+use crate::{crc, FormatError, PAGE_SIZE};
 
 /// Bytes per namespace slot.
 pub const ENTRY_SIZE: usize = 512;

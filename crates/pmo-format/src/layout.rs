@@ -1,4 +1,5 @@
-//! The layout of one PMO's extent (`docs/format.md` §4) and its page-map entries.
+//! The layout of one PMO's extent (`docs/format.md` §4), its page-map entries and the sizes of
+//! the commit records and journal trailers it has room for (`record` encodes them).
 //!
 //! ```text
 //! +0              header page: commit records [2] at +0 and +64; the rest reserved (protection state)
@@ -192,6 +193,12 @@ pub struct PmoLayout {
 pub const MAP_ENTRY_SIZE: u64 = 8;
 /// Bytes of one journal entry.
 pub const JOURNAL_ENTRY_SIZE: u64 = 16;
+/// Bytes of a commit record (encoded by `record`): one cache line. The header page holds two,
+/// at `0` and `RECORD_SIZE`.
+pub const RECORD_SIZE: usize = 64;
+/// Bytes of the journal trailer of a protected PMO (format v2, encoded by `record`): each
+/// journal of a PMO with `tag_bytes > 0` has room for one after its entries.
+pub const TRAILER_SIZE: usize = 64;
 
 impl PmoLayout {
     /// Compute the layout without a plaintext area; `None` if it would overflow.
@@ -208,7 +215,7 @@ impl PmoLayout {
         )?;
         // Protected PMOs (tag_bytes > 0) end each journal with a trailer (format v2).
         let trailer = if tag_bytes > 0 {
-            crate::record::TRAILER_SIZE as u64
+            TRAILER_SIZE as u64
         } else {
             0
         };
@@ -297,7 +304,7 @@ impl PmoLayout {
     /// Offset of commit record slot `i` (0 or 1).
     pub fn record(&self, i: u64) -> u64 {
         debug_assert!(i < 2);
-        i * crate::RECORD_SIZE as u64
+        i * RECORD_SIZE as u64
     }
 }
 
@@ -430,7 +437,7 @@ mod tests {
         #[test]
         fn areas_do_not_overlap(npages in 1u64..1_000_000, tag in prop::sample::select(vec![0u64, 16, 32, 48])) {
             let l = PmoLayout::new(npages, tag).unwrap();
-            prop_assert!(l.map_off >= crate::RECORD_SIZE as u64 * 2);
+            prop_assert!(l.map_off >= RECORD_SIZE as u64 * 2);
             prop_assert!(l.map_entry(npages - 1) + MAP_ENTRY_SIZE <= l.journal_off[0]);
             prop_assert!(l.journal_off[0] + npages * JOURNAL_ENTRY_SIZE <= l.journal_off[1]);
             prop_assert!(l.journal_off[1] + npages * JOURNAL_ENTRY_SIZE <= l.tags_off);

@@ -15,15 +15,17 @@
 
 pub mod codec;
 pub mod entry;
+mod kdf;
 pub mod layout;
 pub mod record;
 pub mod sublog;
 pub mod superblock;
 
 pub use entry::{Entry, ENTRY_SIZE, NAME_MAX};
-pub use layout::{PageLoc, PageMapEntry, PmoLayout};
-pub use record::{CommitRecord, JournalEntry, Trailer, RECORD_SIZE, TRAILER_SIZE};
-pub use superblock::{KdfParams, PoolConfig, Superblock};
+pub use kdf::KdfParams;
+pub use layout::{PageLoc, PageMapEntry, PmoLayout, RECORD_SIZE, TRAILER_SIZE};
+pub use record::{CommitRecord, JournalEntry, Trailer};
+pub use superblock::{PoolConfig, Superblock};
 
 /// Bytes per PMO page (and per OS page).
 pub const PAGE_SIZE: u64 = 4096;

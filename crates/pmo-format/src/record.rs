@@ -1,4 +1,5 @@
-//! Commit records and journal entries (`docs/format.md` §5).
+//! Commit records and journal entries (`docs/format.md` §5), encoded to the sizes the extent
+//! layout gives them (`layout::RECORD_SIZE`, `layout::TRAILER_SIZE`, re-exported here).
 //!
 //! psync number `seq` writes its journal to journal `seq % 2` and its record to record slot
 //! `seq % 2`. The newest valid record's journal is always intact: the next psync writes the other
@@ -7,9 +8,12 @@
 use crate::codec::*;
 use crate::crc;
 use crate::layout::PageMapEntry;
+// The sizes of a commit record and of a journal trailer are part of the extent layout (record
+// slot `i` is at `i * RECORD_SIZE`, a protected journal has room for a trailer): `layout`
+// defines them and this module encodes to them. Re-exported here, where they have always been
+// named (`pmo_format::record::TRAILER_SIZE`).
+pub use crate::layout::{RECORD_SIZE, TRAILER_SIZE};
 
-/// Bytes of a commit record: one cache line.
-pub const RECORD_SIZE: usize = 64;
 /// Magic number of a commit record.
 pub const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"PCMT");
 
@@ -124,9 +128,6 @@ mod tests {
         assert_eq!(JournalEntry::decode(&j.encode()), j);
     }
 }
-
-/// Bytes of the journal trailer of a protected PMO (format v2).
-pub const TRAILER_SIZE: usize = 64;
 
 /// The trailer a protected PMO's psync appends to its journal (after the `count` entries,
 /// covered by the record's journal CRC): what the protection layer commits atomically with the

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use crate::error::{BoxError, Error, Result};
+use crate::allocator::BenchAllocator;
+use crate::error::{Error, Result};
 use crate::stats::{Measurement, Unit};
 use crate::sys::{
     thread_cpu_time, LmdbEnv, MallocSlots, OidSlots, Permutation, PmdkPool, PmemRegion,
@@ -590,23 +591,6 @@ pub fn pmdk_larson(opts: &Options, params: &LarsonParams) -> Result<Measurement>
     )
 }
 
-/// An allocator measured with the same harness as the peers: pmo's own allocator implements it
-/// in a benchmark crate that depends on both, so its figures come from the same threads,
-/// barrier, timing, warm-up, repeats, random orders and sizes as PMDK's.
-///
-/// Contract: `alloc` returns a block of at least `size_bytes` usable bytes that stays valid until
-/// it is passed to `free`; `free` receives each block exactly once, possibly on another thread
-/// than the one that allocated it (Larson hands slots between threads). Both may be called from
-/// many threads at once.
-pub trait BenchAllocator: Sync {
-    /// What `alloc` returns and `free` takes back.
-    type Block: Send;
-    /// Allocates a block of `size_bytes`.
-    fn alloc(&self, size_bytes: u64) -> std::result::Result<Self::Block, BoxError>;
-    /// Frees a block this allocator returned.
-    fn free(&self, block: Self::Block) -> std::result::Result<(), BoxError>;
-}
-
 /// A bounded array of blocks of an allocator under test; empty slots are `None`. Frees what it
 /// still holds on drop.
 struct GenericSlots<'a, A: BenchAllocator> {
@@ -993,6 +977,7 @@ pub fn lmdb_put_commit(opts: &Options, value_bytes: u64, work: Work) -> Result<M
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::BoxError;
 
     #[test]
     fn work_budgets() {

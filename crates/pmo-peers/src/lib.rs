@@ -37,17 +37,19 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod allocator;
 mod bench;
 mod error;
 mod stats;
 mod sys;
 
+pub use allocator::BenchAllocator;
 pub use bench::{
     alloc_free_with, glibc_alloc_free, glibc_larson, larson_with, lmdb_put_commit, pmdk_alloc_free,
-    pmdk_larson, pmdk_tx_alloc_link, pmdk_tx_update, pmem_memcpy_persist, BenchAllocator,
-    LarsonParams, Options, Work, LMDB_MAX_BYTES_PER_SAMPLE, LMDB_MAX_OPS_PER_SAMPLE,
-    LMDB_PREFILL_KEYS, MAX_ATTEMPTS_PER_REPEAT, MAX_SCRATCH_POOL_BYTES, ROUND_BLOCKS,
-    TX_ALLOC_LINK_MAX_OPS_PER_BATCH, TX_OBJECT_BYTES,
+    pmdk_larson, pmdk_tx_alloc_link, pmdk_tx_update, pmem_memcpy_persist, LarsonParams, Options,
+    Work, LMDB_MAX_BYTES_PER_SAMPLE, LMDB_MAX_OPS_PER_SAMPLE, LMDB_PREFILL_KEYS,
+    MAX_ATTEMPTS_PER_REPEAT, MAX_SCRATCH_POOL_BYTES, ROUND_BLOCKS, TX_ALLOC_LINK_MAX_OPS_PER_BATCH,
+    TX_OBJECT_BYTES,
 };
 pub use error::{BoxError, Error, Result};
 pub use stats::{Measurement, Unit};

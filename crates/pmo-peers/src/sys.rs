@@ -30,7 +30,7 @@ use std::sync::Once;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use crate::bench::BenchAllocator;
+use crate::allocator::BenchAllocator;
 use crate::error::{BoxError, Error, Result};
 
 /// Mirror of PMDK's `PMEMoid` (`{ uint64_t pool_uuid_lo; uint64_t off; }`); the C side asserts
