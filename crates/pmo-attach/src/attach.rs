@@ -22,7 +22,7 @@ use pmo_meta::scheme::Shadow;
 use pmo_pool::handle::PmoHandle;
 use pmo_pool::pool::{Perm, Pool};
 
-/// Options of [`Pool::attach_with`].
+/// Options of `Pool::attach_with`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AttachOptions {
     /// Wait up to this long for a conflicting user to detach (`None`: fail at once with `Busy`).

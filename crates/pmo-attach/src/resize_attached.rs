@@ -97,8 +97,8 @@ impl Attachment {
     /// Grow or shrink the PMO this writer has attached, and go on at the same address: a grow
     /// within the capacity is [`Attachment::grow`] (nothing detached); otherwise psync,
     /// check (a shrink over data without `force`, a pool without room: refused while still
-    /// attached), detach, [`Pool::resize`], attach again with `attach`. The stable address is
-    /// kept whenever the grown range is free (always up to [`ADDRESS_HEADROOM`] times the size
+    /// attached), detach, `Pool::resize`, attach again with `attach`. The stable address is
+    /// kept whenever the grown range is free (always up to `ADDRESS_HEADROOM` times the size
     /// the PMO was created with), so pointers into the PMO stay valid; check
     /// [`ResizeReport::address_kept`] when growing further. No other thread may touch the
     /// mapping during the call (as for a detach): the range is unmapped and mapped again, and

@@ -162,7 +162,7 @@ pub struct PmoCore {
     pub seq: Mutex<u64>,
     /// This attach session's instrumentation.
     pub stats: crate::stats::SessionCounters,
-    /// The pool's locks, for the snapshot gate a psync passes ([`crate::snapshot`]); `None`
+    /// The pool's locks, for the snapshot gate a psync passes (`crate::snapshot`); `None`
     /// for a core that never commits.
     pub gate: Option<pmo_meta::locks::Locker>,
     /// The sub-page commit log's state ([`crate::sublog`]).
@@ -220,7 +220,7 @@ impl PmoCore {
         self.size() / PAGE_SIZE
     }
 
-    /// The size after an in-place resize of the attached PMO ([`crate::resize`]).
+    /// The size after an in-place resize of the attached PMO (`crate::resize`).
     pub fn set_size(&self, bytes: u64) {
         self.size.store(bytes, std::sync::atomic::Ordering::Release)
     }

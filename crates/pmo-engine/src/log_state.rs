@@ -42,7 +42,7 @@ impl LogState {
     }
 }
 
-/// A PMO's log state, kept in its [`PmoCore`].
+/// A PMO's log state, kept in its `PmoCore`.
 #[derive(Debug, Default)]
 pub struct LogCell(Mutex<LogState>);
 

@@ -8,7 +8,7 @@
 //! sequence and previous tag continue the chain, and its tag checks (AES-GCM for `secure`,
 //! CRC-32C for `none`); the first invalid record ends the log. So any page commit obsoletes
 //! every record without touching the area (a reservation commit, which writes no page, does
-//! not: [`log_base`]), and a record torn by a crash is simply absent. The count
+//! not: `log_base`), and a record torn by a crash is simply absent. The count
 //! word (the area's first 8 bytes, written with each record before its one fence) tells a
 //! dropped or damaged middle record (claimed > valid + 1: an integrity error) from a torn last
 //! one (claimed = valid + 1).
@@ -17,7 +17,7 @@
 //! writer's own session ever has to overlay them:
 //! - [`recover`]: every open that holds the exclusive attach lock (recovery after a crash),
 //!   before any page is read;
-//! - [`PmoHandle::fold_log`]: a writer's detach, after its view is unmapped (from slot +
+//! - `PmoHandle::fold_log`: a writer's detach, after its view is unmapped (from slot +
 //!   records, never from the view);
 //! - [`fold_before_commit`]: at the start of every other page commit of the PMO (rotation,
 //!   resize, a handle's commit), rebuilt from slot + records;
@@ -29,7 +29,7 @@
 //! written there; only pages past the size are ever discarded, and those are page-committed
 //! first), so the fill path never has to overlay; `rollback` does ([`overlay`]).
 //!
-//! A PMO gets a log area only when created (format version 6) through [`Pool::pcreate_logged`]
+//! A PMO gets a log area only when created (format version 6) through `Pool::pcreate_logged`
 //! (`pmo-typed`'s heaps, created for declared tracking, by default; `PMO_LOG=0` turns that off) or with `PMO_LOG=1`, under
 //! schemes `none` and `secure`, and records are written only under declared dirty tracking.
 //! A raw `pcreate` (LMDB, the file store, the suite) gets none.
@@ -59,7 +59,7 @@ thread_local! {
 }
 
 /// Whether a PMO created now under `scheme` in a pool of format `version` gets a log area:
-/// `PMO_LOG=1` (or [`Pool::pcreate_logged`], unless `PMO_LOG=0`), a version-6 pool, and scheme
+/// `PMO_LOG=1` (or `Pool::pcreate_logged`, unless `PMO_LOG=0`), a version-6 pool, and scheme
 /// `none` or `secure`.
 pub fn wanted(scheme: Scheme, version: u32) -> bool {
     let env = std::env::var("PMO_LOG").ok();

@@ -71,14 +71,14 @@ pub fn snapshot_to_file(
 }
 
 /// Export PMO `name` to `file` (which must not exist): its last psynced state, also while
-/// a writer keeps working (a live snapshot, [`Pool::snapshot_to_file`]). Returns the pages.
+/// a writer keeps working (a live snapshot, `Pool::snapshot_to_file`). Returns the pages.
 pub fn export(pool: &Pool, name: &str, key: &[u8], file: &Path, progress: Progress) -> Result<u64> {
     Ok(snapshot_to_file(pool, name, key, file, progress)?.pages)
 }
 
 /// Copy PMO `name` to a new PMO `new` (new uuid, salt and nonces; the key `new_key`, or
 /// the same key): its last psynced state, also while a writer keeps working (a live
-/// snapshot, [`Pool::snapshot`]).
+/// snapshot, `Pool::snapshot`).
 pub fn copy(
     pool: &Pool,
     name: &str,

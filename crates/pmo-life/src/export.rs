@@ -130,7 +130,7 @@ pub fn partial_path(file: &Path) -> std::path::PathBuf {
     p.into()
 }
 
-/// The export file a snapshot writes ([`Pool::snapshot_to_file`]): every page sealed under
+/// The export file a snapshot writes (`Pool::snapshot_to_file`): every page sealed under
 /// the file keys at its place, the tags kept for the MAC written last, then an fsync.
 pub struct FileSink {
     path: std::path::PathBuf,
@@ -253,7 +253,7 @@ impl Sink for FileSink {
     }
 }
 
-/// The new PMO a snapshot or copy fills ([`Pool::snapshot`]): psyncs of up to [`BATCH`] pages;
+/// The new PMO a snapshot or copy fills (`Pool::snapshot`): psyncs of up to `BATCH` pages;
 /// all-zero pages are skipped unless an earlier pass wrote the page.
 pub struct PmoSink<'a> {
     h: &'a PmoHandle,

@@ -53,7 +53,7 @@ use pmo_pool::pool::{Perm, PmoInfo, Pool, Progress};
 /// Pages copied between progress reports.
 const PROGRESS_PAGES: u64 = 1024;
 
-/// What [`Pool::resize`] did.
+/// What `Pool::resize` did.
 #[derive(Clone, Debug)]
 pub struct ResizeReport {
     /// The PMO as it is now.
@@ -86,7 +86,7 @@ impl ResizeReport {
     }
 }
 
-/// Options of [`Pool::resize`].
+/// Options of `Pool::resize`.
 #[derive(Default)]
 pub struct ResizeOptions<'a> {
     /// Shrink even if pages past the new size hold data (they are dropped).

@@ -28,7 +28,7 @@
 //! passes shrink unless the writer rewrites pages faster than they are copied (a writer that
 //! psyncs the same pages in a tight loop). After [`FREE_PASSES`] passes that each found a
 //! change, the snapshot closes the *gate*: it sets the gate word in the PMO's header page
-//! ([`GATE_OFF`]) and takes the PMO's gate lock exclusively; a psync that finds the word set
+//! (`GATE_OFF`) and takes the PMO's gate lock exclusively; a psync that finds the word set
 //! passes the gate lock shared before it commits, so it waits while the snapshot holds it.
 //! At most the psync already in flight when the word was set still commits, so the next
 //! pass or the one after finds no change. The writer waits only for those last short

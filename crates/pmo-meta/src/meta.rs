@@ -68,7 +68,7 @@ impl PoolMeta {
     pub fn poison<T>(&self, r: Result<T>) -> Result<T> {
         self.health.poison(r)
     }
-    /// Record what a repair did, for [`Pool::repairs`] to report once.
+    /// Record what a repair did, for `Pool::repairs` to report once.
     pub fn note_repair(&self, note: String) {
         self.repairs
             .lock()
