@@ -219,6 +219,8 @@ pub fn check(heap: &PmoHeap) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::tests::temp_pool;
+    use pmo_store::{AttachOptions, Perm};
 
     #[test]
     fn sizes_parse_with_binary_suffixes() {
@@ -234,5 +236,99 @@ mod tests {
         assert_eq!(parse_size("-1"), None);
         assert_eq!(parse_size("99999999999999999999"), None);
         assert_eq!(parse_size("17179869184G"), None); // overflows u64
+    }
+
+    #[test]
+    fn heaps_are_found_by_handle_and_by_block() {
+        let (path, _pool) = temp_pool("heap");
+        let reg = Registry::new();
+        reg.pool_open(Some(&path), 0).unwrap();
+        let e = reg.heap_open("h", b"k", 0).unwrap_err();
+        assert_eq!(
+            (e.code(), e.errno()),
+            (crate::error::PMO_E_NOT_FOUND, libc::ENOENT)
+        );
+        let h = reg.heap_open("h", b"k", 8 << 20).unwrap();
+        let heap = reg.heap_at(h).unwrap();
+        assert!(matches!(reg.heap_at(h + 1), Err(CapiError::NotAttached(_))));
+        let block = alloc(&heap, 100, 0).unwrap();
+        assert_eq!(block % BLOCK_ALIGN, 0);
+        assert!(Arc::ptr_eq(&reg.heap_containing(block).unwrap(), &heap));
+        assert_eq!(reg.name_of(block).unwrap(), "h");
+        assert!(usable_size(&reg, block).unwrap() >= 100);
+        // A plain attachment is neither a heap handle nor holds blocks.
+        reg.create("plain", 4096, b"k").unwrap();
+        let p = reg
+            .attach("plain", Perm::Write, b"k", AttachOptions::default())
+            .unwrap();
+        assert!(matches!(reg.heap_at(p), Err(CapiError::Invalid(_))));
+        let e = free(&reg, p).unwrap_err();
+        assert_eq!(
+            (e.code(), e.errno()),
+            (crate::error::PMO_E_BAD_FREE, libc::EINVAL)
+        );
+        free(&reg, block).unwrap();
+        let e = free(&reg, block).unwrap_err();
+        assert_eq!(
+            (e.code(), e.errno()),
+            (crate::error::PMO_E_BAD_FREE, libc::EINVAL),
+            "{e}"
+        );
+        assert!(reg.psync(h + 4096).unwrap().pages > 0);
+        assert!(matches!(reg.pool_close(), Err(CapiError::PoolBusy(2))));
+        drop(heap);
+        reg.detach(block).unwrap(); // any address inside the heap's PMO
+        reg.detach(p).unwrap();
+        assert_eq!(reg.attachment_count(), 0);
+        // Re-open: the heap was persisted empty.
+        let h2 = reg.heap_open("h", b"k", 0).unwrap();
+        assert_eq!(h2, h);
+        assert!(allocations(&reg.heap_at(h2).unwrap()).unwrap().is_empty());
+        reg.detach(h2).unwrap();
+        reg.pool_close().unwrap();
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    #[test]
+    fn allocations_run_while_the_table_changes() {
+        let (path, _pool) = temp_pool("churn");
+        let reg = Arc::new(Registry::new());
+        reg.pool_open(Some(&path), 0).unwrap();
+        let h = reg.heap_open("h", b"k", 8 << 20).unwrap();
+        reg.create("plain", 4096, b"k").unwrap();
+        let workers: Vec<_> = (0..2)
+            .map(|t| {
+                let reg = reg.clone();
+                std::thread::spawn(move || {
+                    for i in 0..2000usize {
+                        let size = 1 + (i * 31 + t) % 700;
+                        let b = reg
+                            .with_heap_containing(h, |heap| alloc(heap, size, 0))
+                            .unwrap();
+                        assert!(usable_size(&reg, b).unwrap() >= size);
+                        free(&reg, b).unwrap();
+                    }
+                })
+            })
+            .collect();
+        // Meanwhile: publications (attach, detach) and psyncs of the heap.
+        for _ in 0..50 {
+            let p = reg
+                .attach("plain", Perm::Read, b"k", AttachOptions::default())
+                .unwrap();
+            reg.psync(h).unwrap();
+            reg.detach(p).unwrap();
+        }
+        for w in workers {
+            w.join().unwrap();
+        }
+        let heap = reg.heap_at(h).unwrap();
+        assert!(allocations(&heap).unwrap().is_empty());
+        check(&heap).unwrap();
+        drop(heap);
+        reg.detach(h).unwrap();
+        assert!(matches!(reg.heap_at(h), Err(CapiError::NotAttached(_))));
+        reg.pool_close().unwrap();
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 }

@@ -9,7 +9,7 @@
 //!   `PageSource::fill` and makes async-signal-safe system calls.
 //! - A slot's `inner` pointer is valid while the slot's `active` count is non-zero or the pointer
 //!   is published: [`unregister`] clears the pointer, then waits for `active` to drop to zero,
-//!   and only then may the view's memory and `Shared` state be freed. The handler increments
+//!   and only then may the view's memory and `ViewState` be freed. The handler increments
 //!   `active` *before* re-reading the pointer (both sequentially consistent), so it either sees
 //!   null or holds the count while it uses the view.
 //! - Faults that are not ours (address outside every view, a write to a read-only view, a
@@ -31,7 +31,10 @@ use std::sync::Once;
 
 use libc::{c_int, c_void, siginfo_t};
 
-use super::{sys, Shared, ViewError};
+use super::fault::{FaultKind, Outcome};
+use super::state::ViewState;
+use super::sys;
+use super::types::ViewError;
 
 /// `si_code` of a SIGBUS for a nonexistent physical address (userfaultfd with SIGBUS uses it).
 const BUS_ADRERR: c_int = 2;
@@ -45,7 +48,7 @@ struct Slot {
     claimed: AtomicBool,
     start: AtomicUsize,
     end: AtomicUsize,
-    inner: AtomicPtr<Shared>,
+    inner: AtomicPtr<ViewState>,
     active: AtomicUsize,
 }
 
@@ -152,9 +155,9 @@ pub fn install_handlers() -> Result<(), ViewError> {
     }
 }
 
-/// Publish `shared` (which must outlive the registration) for faults in its range.
+/// Publish `state` (which must outlive the registration) for faults in its range.
 /// Returns the slot index to pass to [`unregister`].
-pub fn register(shared: &Shared) -> Result<usize, ViewError> {
+pub fn register(state: &ViewState) -> Result<usize, ViewError> {
     install_handlers()?;
     for (index, slot) in SLOTS.iter().enumerate() {
         if slot
@@ -162,11 +165,13 @@ pub fn register(shared: &Shared) -> Result<usize, ViewError> {
             .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            slot.start.store(shared.base, Ordering::SeqCst);
+            slot.start.store(state.shared.base, Ordering::SeqCst);
             slot.end
-                .store(shared.base + shared.len_bytes, Ordering::SeqCst);
-            slot.inner
-                .store(shared as *const Shared as *mut Shared, Ordering::SeqCst);
+                .store(state.shared.base + state.shared.len_bytes, Ordering::SeqCst);
+            slot.inner.store(
+                state as *const ViewState as *mut ViewState,
+                Ordering::SeqCst,
+            );
             HIGH.fetch_max(index + 1, Ordering::SeqCst);
             return Ok(index);
         }
@@ -196,27 +201,18 @@ pub fn live_views() -> usize {
         .count()
 }
 
-/// What the dispatcher decided.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// The fault was served; return and let the access retry.
-    Handled,
-    /// Not ours: pass to the previous action.
-    NotOurs,
-}
-
 /// What the x86 page-fault error code in the signal context says about the access: bit 1 =
 /// write, bit 0 = protection violation on a present page. `None` where there is no error code.
-fn fault_kind(ctx: *mut c_void) -> super::FaultKind {
+fn fault_kind(ctx: *mut c_void) -> FaultKind {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
         if ctx.is_null() {
-            return super::FaultKind::default();
+            return FaultKind::default();
         }
         // SAFETY: the kernel passes a valid ucontext_t as the third handler argument.
         let uc = unsafe { &*(ctx as *const libc::ucontext_t) };
         let err = uc.uc_mcontext.gregs[libc::REG_ERR as usize];
-        super::FaultKind {
+        FaultKind {
             write: Some(err & 2 != 0),
             present: Some(err & 1 != 0),
         }
@@ -224,7 +220,7 @@ fn fault_kind(ctx: *mut c_void) -> super::FaultKind {
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     {
         let _ = ctx;
-        super::FaultKind::default()
+        FaultKind::default()
     }
 }
 
@@ -261,20 +257,20 @@ fn dispatch(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) -> Outcome {
         let p = slot.inner.load(Ordering::SeqCst);
         // SAFETY: a non-null `p` was published by `register` and cannot be freed while
         // `active` > 0 (see the module invariant).
-        let shared = (!p.is_null()).then(|| unsafe { &*p });
+        let state = (!p.is_null()).then(|| unsafe { &*p });
         // Registrations inherited from a parent process serve nothing here (their mapping was
         // not inherited); a live view of ours may cover the same range in another slot.
         let pid = match PID.load(Ordering::Relaxed) {
             0 => sys::getpid(),
             cached => cached,
         };
-        let outcome = match shared {
-            Some(shared)
-                if shared.owner_pid == pid
-                    && addr >= shared.base
-                    && addr < shared.base + shared.len_bytes =>
+        let outcome = match state {
+            Some(state)
+                if state.shared.owner_pid == pid
+                    && addr >= state.shared.base
+                    && addr < state.shared.base + state.shared.len_bytes =>
             {
-                Some(shared.service_fault(sig, addr, fault_kind(ctx)))
+                Some(state.service_fault(sig, addr, fault_kind(ctx)))
             }
             _ => None,
         };
@@ -284,15 +280,6 @@ fn dispatch(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) -> Outcome {
         }
     }
     Outcome::NotOurs
-}
-
-fn reset_to_default(sig: c_int) {
-    // SAFETY: zeroed sigaction = SIG_DFL with an empty mask; installing it is always valid.
-    unsafe {
-        let mut act: libc::sigaction = std::mem::zeroed();
-        act.sa_sigaction = libc::SIG_DFL;
-        libc::sigaction(sig, &act, std::ptr::null_mut());
-    }
 }
 
 /// Pass a signal that is not ours to the action we replaced.
@@ -323,74 +310,19 @@ fn chain(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
             // Default action (an ignored synchronous fault would loop forever, so treat SIG_IGN
             // as default too). Returning re-executes the faulting access, which now terminates
             // the process with `sig`; a signal sent by kill() is raised again instead.
-            reset_to_default(sig);
+            sys::reset_to_default(sig);
             // SAFETY: `info` is the kernel's siginfo (checked non-null) or we re-raise anyway.
             let from_fault = !info.is_null() && unsafe { (*info).si_code } > 0;
             if !from_fault {
-                raise_unblocked(sig);
+                sys::raise_unblocked(sig);
             }
         }
     }
 }
 
-/// Unblock `sig` for this thread and send it to this thread.
-fn raise_unblocked(sig: c_int) {
-    // SAFETY: sigset manipulation on a local set, then pthread_sigmask and raise, all
-    // async-signal-safe.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, sig);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-        libc::raise(sig);
-    }
-}
-
-/// Print `pmo: integrity error in PMO '<label>' page <n>: <reason>` (or another `what`) to stderr
-/// with write(2), then die with SIGBUS. Never returns.
-pub fn fatal(what: &str, label: &str, page: u64, reason: &str) -> ! {
-    let mut digits = [0u8; 20];
-    sys::write_stderr(b"pmo: ");
-    sys::write_stderr(what.as_bytes());
-    sys::write_stderr(b" in PMO '");
-    sys::write_stderr(label.as_bytes());
-    sys::write_stderr(b"' page ");
-    sys::write_stderr(decimal(page, &mut digits));
-    sys::write_stderr(b": ");
-    sys::write_stderr(reason.as_bytes());
-    sys::write_stderr(b"\n");
-    reset_to_default(libc::SIGBUS);
-    raise_unblocked(libc::SIGBUS);
-    // SIGBUS with the default action terminates; if something still ignored it, abort.
-    std::process::abort()
-}
-
-/// `n` in decimal, written into `buf` without allocating.
-fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    &buf[i..]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn decimal_formats_without_allocating() {
-        let mut buf = [0u8; 20];
-        assert_eq!(decimal(0, &mut buf), b"0");
-        assert_eq!(decimal(7, &mut buf), b"7");
-        assert_eq!(decimal(1234567890, &mut buf), b"1234567890");
-        assert_eq!(decimal(u64::MAX, &mut buf), b"18446744073709551615");
-    }
 
     #[test]
     fn error_code_bits_are_read_from_the_context() {

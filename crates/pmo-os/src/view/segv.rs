@@ -40,12 +40,11 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use super::registry::{self, Outcome};
+use super::bits::PageBits;
+use super::fault::{self, Outcome};
+use super::shared::{map_view, Shared, StatCounters};
 use super::sys;
-use super::{
-    map_view, Backend, Mechanism, PageBits, PageSource, Probe, Shared, StatCounters, ViewError,
-    ViewOptions, PAGE_SIZE,
-};
+use super::types::{Mechanism, PageSource, ViewError, ViewOptions, PAGE_SIZE};
 
 const ABSENT: u8 = 0;
 const BUSY: u8 = 1;
@@ -117,35 +116,6 @@ impl SegvState {
     }
 }
 
-static PROBE: Probe = Probe::new();
-
-/// Whether memfd + double mapping work here (cached).
-pub(crate) fn probe() -> Result<(), String> {
-    PROBE
-        .get_or_init(|| {
-            struct Zero;
-            impl PageSource for Zero {
-                fn fill(&self, _: u64, dst: &mut [u8; PAGE_SIZE]) -> Result<(), super::FillError> {
-                    dst.fill(0);
-                    Ok(())
-                }
-                fn label(&self) -> &str {
-                    "probe"
-                }
-            }
-            let opts = ViewOptions {
-                len_bytes: PAGE_SIZE,
-                placement: super::Placement::Anywhere,
-                writable: true,
-                mechanism: None,
-            };
-            create(&opts, Arc::new(Zero), Backing::Memfd)
-                .map(drop)
-                .map_err(|e| e.to_string())
-        })
-        .clone()
-}
-
 fn os(op: &'static str) -> impl Fn(i32) -> ViewError {
     move |errno| ViewError::Os { op, errno }
 }
@@ -162,11 +132,12 @@ pub(crate) enum Backing<'a> {
 }
 
 /// Create the backing, the alias and the application's `PROT_NONE` view.
+/// The caller puts the two halves together in a `ViewState`, whose drop unmaps both mappings.
 pub(crate) fn create(
     opts: &ViewOptions,
     source: Arc<dyn PageSource>,
     backing: Backing<'_>,
-) -> Result<Shared, ViewError> {
+) -> Result<(Shared, SegvState), ViewError> {
     const NAME: &CStr = c"pmo-view";
     let (fd, file_offset) = match backing {
         Backing::Memfd => {
@@ -240,7 +211,7 @@ pub(crate) fn create(
     let pages = (opts.len_bytes / PAGE_SIZE) as u64;
     std::mem::forget(alias_guard);
     std::mem::forget(base_guard);
-    Ok(Shared {
+    let shared = Shared {
         owner_pid: sys::getpid(),
         base,
         len_bytes: opts.len_bytes,
@@ -249,14 +220,15 @@ pub(crate) fn create(
         mechanism: Mechanism::Sigsegv,
         source,
         stats: StatCounters::default(),
-        backend: Backend::Segv(SegvState {
-            fd,
-            file_offset,
-            alias,
-            state: (0..pages).map(|_| AtomicU8::new(ABSENT)).collect(),
-            dirty: PageBits::new(pages),
-        }),
-    })
+    };
+    let st = SegvState {
+        fd,
+        file_offset,
+        alias,
+        state: (0..pages).map(|_| AtomicU8::new(ABSENT)).collect(),
+        dirty: PageBits::new(pages),
+    };
+    Ok((shared, st))
 }
 
 struct UnmapOnError {
@@ -295,14 +267,14 @@ pub(crate) fn service(shared: &Shared, st: &SegvState, page: u64, write: Option<
                 // SAFETY: we own the page (BUSY) and the application's view of it is PROT_NONE.
                 let dst = unsafe { st.alias_page(page) };
                 if let Err(e) = super::stack::on_fill_stack(|| shared.fill_page(page, dst)) {
-                    registry::fatal("integrity error", label, page, e.reason);
+                    fault::fatal("integrity error", label, page, e.reason);
                 }
                 if open_for_write {
                     st.dirty.set(page);
                 }
                 // SAFETY: the page is inside our view; we own it (BUSY).
                 if unsafe { sys::mprotect(addr, PAGE_SIZE, prot_for(open_for_write)) }.is_err() {
-                    registry::fatal(
+                    fault::fatal(
                         "fault service failed",
                         label,
                         page,
@@ -328,7 +300,7 @@ pub(crate) fn service(shared: &Shared, st: &SegvState, page: u64, write: Option<
                 st.dirty.set(page);
                 // SAFETY: the page is inside our view; we own it (BUSY).
                 if unsafe { sys::mprotect(addr, PAGE_SIZE, prot_for(true)) }.is_err() {
-                    registry::fatal(
+                    fault::fatal(
                         "fault service failed",
                         label,
                         page,

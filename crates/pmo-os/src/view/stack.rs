@@ -20,7 +20,8 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use super::{sys, PAGE_SIZE};
+use super::sys;
+use super::types::PAGE_SIZE;
 
 /// Number of fill stacks (how many fills can run at once in the process).
 pub const FILL_STACKS: usize = 64;

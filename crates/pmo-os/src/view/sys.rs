@@ -2,13 +2,15 @@
 //! wrappers around `mmap`, `mprotect`, `madvise`, `ioctl`, `memfd_create`, the monotonic clock and
 //! `write(2)` to stderr.
 //!
-//! Owns: every `libc` call of the view module except `sigaction` (which lives in
-//! [`super::registry`]). The kernel structures are copied from `<linux/userfaultfd.h>` and
-//! `<linux/fs.h>` (Linux 6.7+ for `PAGEMAP_SCAN` and `UFFD_FEATURE_WP_ASYNC`); their sizes are
+//! Owns: every `libc` call of the view module except installing the fault handler with
+//! `sigaction` (which lives in [`super::registry`]); resetting a signal to its default action
+//! and raising it (for the handler's chain and for [`super::fault::fatal`]) are here. The kernel
+//! structures are copied from `<linux/userfaultfd.h>` and `<linux/fs.h>` (Linux 6.7+ for `PAGEMAP_SCAN` and `UFFD_FEATURE_WP_ASYNC`); their sizes are
 //! checked at compile time against the ioctl numbers that encode them.
 //!
 //! Invariant: every function here that can be reached from a signal handler
-//! (`uffd_copy`, `mprotect`, `now_ns`, `write_stderr`, `errno`) is async-signal-safe: a system
+//! (`uffd_copy`, `mprotect`, `now_ns`, `write_stderr`, `errno`, `reset_to_default`,
+//! `raise_unblocked`) is async-signal-safe: a system
 //! call and nothing else, no allocation, no lock.
 #![allow(unsafe_code)] // system calls and ioctls on raw addresses are `unsafe` to call.
 
@@ -454,6 +456,29 @@ pub fn getpid() -> u32 {
 pub fn yield_cpu() {
     // SAFETY: plain system call without arguments.
     unsafe { libc::sched_yield() };
+}
+
+/// Reset `sig` to its default action (`SIG_DFL`, empty mask) (async-signal-safe).
+pub fn reset_to_default(sig: c_int) {
+    // SAFETY: zeroed sigaction = SIG_DFL with an empty mask; installing it is always valid.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(sig, &act, std::ptr::null_mut());
+    }
+}
+
+/// Unblock `sig` for this thread and send it to this thread (async-signal-safe).
+pub fn raise_unblocked(sig: c_int) {
+    // SAFETY: sigset manipulation on a local set, then pthread_sigmask and raise, all
+    // async-signal-safe.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+    }
 }
 
 /// The running kernel's `(major, minor)` version from `uname(2)`, if it parses.

@@ -39,15 +39,14 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::registry::{self, Outcome};
+use super::bits::PageBits;
+use super::fault::{self, FaultKind, Outcome};
+use super::shared::{map_view, Shared, StatCounters};
 use super::sys::{
     self, PageRegion, PmScanArg, UffdioApi, UffdioCopy, UffdioRange, UffdioRegister,
     UffdioWriteprotect,
 };
-use super::{
-    map_view, Backend, DirtyTracking, FaultKind, Mechanism, PageBits, PageSource, Probe, Shared,
-    StatCounters, ViewError, ViewOptions, PAGE_SIZE,
-};
+use super::types::{DirtyTracking, Mechanism, PageSource, ViewError, ViewOptions, PAGE_SIZE};
 
 /// Features every userfaultfd of a view asks for.
 const FEATURES: u64 = sys::UFFD_FEATURE_SIGBUS;
@@ -119,59 +118,6 @@ impl UffdState {
 #[repr(C, align(64))]
 struct PageBuf([u8; PAGE_SIZE]);
 
-static PROBE_SCAN: Probe = Probe::new();
-static PROBE_FAULT: Probe = Probe::new();
-static PROBE_DECLARED: Probe = Probe::new();
-static PROBE_TWIN: Probe = Probe::new();
-
-/// Whether userfaultfd works here with at least one kind of dirty tracking (cached).
-pub(crate) fn probe() -> Result<(), String> {
-    match probe_tracking(DirtyTracking::Scan) {
-        Ok(()) => Ok(()),
-        Err(scan) => probe_tracking(DirtyTracking::Fault)
-            .map_err(|fault| format!("with scan tracking: {scan}; with fault tracking: {fault}")),
-    }
-}
-
-/// Whether userfaultfd views with `tracking` work here (cached): a one-page writable view is
-/// filled, installed, written and collected, which exercises every system call involved.
-pub(crate) fn probe_tracking(tracking: DirtyTracking) -> Result<(), String> {
-    let cell = match tracking {
-        DirtyTracking::Scan => &PROBE_SCAN,
-        DirtyTracking::Fault => &PROBE_FAULT,
-        DirtyTracking::Declared => &PROBE_DECLARED,
-        DirtyTracking::Twin => &PROBE_TWIN,
-    };
-    cell.get_or_init(|| run_probe(tracking)).clone()
-}
-
-fn run_probe(tracking: DirtyTracking) -> Result<(), String> {
-    struct Zero;
-    impl PageSource for Zero {
-        fn fill(&self, _: u64, dst: &mut [u8; PAGE_SIZE]) -> Result<(), super::FillError> {
-            dst.fill(0);
-            Ok(())
-        }
-        fn label(&self) -> &str {
-            "probe"
-        }
-    }
-    let opts = ViewOptions {
-        len_bytes: PAGE_SIZE,
-        placement: super::Placement::Anywhere,
-        writable: true,
-        mechanism: None,
-    };
-    let shared = create(&opts, Arc::new(Zero), tracking).map_err(|e| e.to_string())?;
-    let Backend::Uffd(st) = &shared.backend else {
-        return Err("internal: wrong backend".into());
-    };
-    install(&shared, st, 0, &[0u8; PAGE_SIZE], false).map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    collect_dirty(&shared, st, &mut out, &mut Vec::new()).map_err(|e| e.to_string())?;
-    Ok(())
-}
-
 fn unsupported(why: String) -> ViewError {
     ViewError::Unsupported {
         mechanism: Mechanism::Userfaultfd,
@@ -241,11 +187,12 @@ fn process_uffd(features: u64) -> Result<Arc<OwnedFd>, ViewError> {
 }
 
 /// Create the state and mapping of a userfaultfd view (not yet registered with the handler).
+/// The caller puts the two halves together in a `ViewState`, whose drop unmaps the view.
 pub(crate) fn create(
     opts: &ViewOptions,
     source: Arc<dyn PageSource>,
     tracking: DirtyTracking,
-) -> Result<Shared, ViewError> {
+) -> Result<(Shared, UffdState), ViewError> {
     let scan = opts.writable && tracking == DirtyTracking::Scan;
     let features = FEATURES | if scan { FEATURES_SCAN } else { 0 };
     let uffd = process_uffd(features)?;
@@ -313,7 +260,7 @@ pub(crate) fn create(
         None
     };
     std::mem::forget(guard);
-    Ok(Shared {
+    let shared = Shared {
         owner_pid: sys::getpid(),
         base,
         len_bytes: opts.len_bytes,
@@ -322,17 +269,18 @@ pub(crate) fn create(
         mechanism: Mechanism::Userfaultfd,
         source,
         stats: StatCounters::default(),
-        backend: Backend::Uffd(UffdState {
-            uffd,
-            tracking,
-            pagemap,
-            present: PageBits::new(pages),
-            dirty: PageBits::new(if scan || !opts.writable { 0 } else { pages }),
-            twins,
-            around_limit: AtomicUsize::new(1),
-            around: AtomicUsize::new(1),
-        }),
-    })
+    };
+    let st = UffdState {
+        uffd,
+        tracking,
+        pagemap,
+        present: PageBits::new(pages),
+        dirty: PageBits::new(if scan || !opts.writable { 0 } else { pages }),
+        twins,
+        around_limit: AtomicUsize::new(1),
+        around: AtomicUsize::new(1),
+    };
+    Ok((shared, st))
 }
 
 /// This process's descriptor of `/proc/self/pagemap`, opened at the first scan-tracked view
@@ -493,7 +441,7 @@ fn unprotect_written(shared: &Shared, st: &UffdState, page: u64) -> Outcome {
     )
     .is_err()
     {
-        registry::fatal(
+        fault::fatal(
             "fault service failed",
             shared.source.label(),
             page,
@@ -583,7 +531,7 @@ fn fill_and_copy(
 ) -> Outcome {
     let mut bufs = Bufs(std::mem::MaybeUninit::uninit());
     if let Err(e) = shared.fill_page(page, bufs.page(0)) {
-        registry::fatal("integrity error", shared.source.label(), page, e.reason);
+        fault::fatal("integrity error", shared.source.label(), page, e.reason);
     }
     // Twin tracking: the fill is the page's committed contents, so keep it as the twin and
     // install the page writable (hot); collect compares it. Claimed before the install, so the
@@ -699,7 +647,7 @@ fn fill_and_copy(
             }
             Outcome::Handled
         }
-        Copied::Failed { .. } => registry::fatal(
+        Copied::Failed { .. } => fault::fatal(
             "fault service failed",
             shared.source.label(),
             page,

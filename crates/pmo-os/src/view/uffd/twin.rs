@@ -26,7 +26,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::super::{sys, DirtyTracking, PageBits, ViewError, PAGE_SIZE};
+use super::super::bits::PageBits;
+use super::super::sys;
+use super::super::types::{DirtyTracking, ViewError, PAGE_SIZE};
 
 /// Twins of pages that went cold are returned to the kernel in batches of this many pages (one
 /// `madvise` per run of them), so twin memory stays below `cap + FORGET_BATCH` pages while a
