@@ -17,6 +17,7 @@
 //! | [`stats`] | per-session counters and the session record |
 //!
 //! Everything `pub` here is for the layers above; the store's public API is `pmo-store`'s.
+#![deny(unsafe_code)]
 
 pub mod commit;
 pub mod engine;

@@ -1,24 +1,17 @@
-//! The pmo store: pools of named Persistent Memory Objects on any medium.
+//! The pmo store: pools of named Persistent Memory Objects on any medium. This crate is the
+//! store's façade, the one every other crate uses; the work is done by five layer crates, each
+//! knowing only those below it (`ARCHITECTURE.md`, "The store's layers"):
 //!
-//! | module      | owns |
-//! |-------------|------|
-//! | [`pool`]    | create/open(= recover) a pool; pcreate, pdestroy, list, info |
-//! | `handle`    | page-level [`PmoHandle`]: open a PMO, read and commit pages without a mapping |
-//! | `check`     | [`Pool::check`]: every checksum, the namespace, the space accounting |
-//! | [`engine`]  | one PMO's shadow-paging commit (psync) and recovery |
-//! | [`namespace`] | the in-memory namespace copy and the free-space map derived from it |
-//! | [`keys`]    | Argon2id master keys and key verifiers |
-//! | [`lifecycle`] | rename and rekey (a crash-consistent entry replacement) |
-//! | [`export`]  | export to and import from a self-contained file; copy to a new PMO |
-//! | [`rotate`] | re-encrypt a PMO under a new data key, page by page, resumable |
-//! | [`snapshot`] | a consistent copy of a PMO while its writer keeps working (export and copy use it) |
-//! | [`resize`]  | grow and shrink a PMO (a crash-consistent move to a new extent); grow a pool file |
-//! | [`locks`]   | attach and metadata locks across threads and processes |
-//! | [`attach`]  | mapped attach at a stable address, dirty tracking, psync, detach |
-//! | [`pptr`]    | relocatable typed offset pointers |
-//! | `upgrade`   | the upgrade of older pools on open (namespace mirror, page-map checks) |
-//! | [`predict`] | predictive decryption: stream detection at faults, workers that install the next pages |
-//! | [`tracking`] | the default dirty tracking of an attach, chosen from the PMO's size |
+//! | layer | owns | its modules here |
+//! |---|---|---|
+//! | `pmo-attach` | a PMO mapped at its stable address: [`Attachment`], dirty tracking, prediction, the detach worker, [`PPtr`] | [`attach`], [`tracking`], [`predict`], [`predict_history`], [`detach`], [`pptr`] |
+//! | `pmo-life` | life-cycle operations: rename, rekey, resize, rotate, snapshot, export/import/copy, check | [`lifecycle`], [`resize`], [`rotate`], [`snapshot`], [`export`] |
+//! | `pmo-pool` | a pool opened: pcreate, pdestroy, list, info; [`PmoHandle`] | (through [`Pool`]) |
+//! | `pmo-engine` | one PMO on the medium: shadow-paging commit and recovery, protection, the sub-page log | [`engine`], [`protect`], [`stats`] |
+//! | `pmo-meta` | pool metadata: [`StoreError`], schemes, keys, locks, the namespace | [`error`], [`scheme`], [`keys`], [`locks`], [`namespace`] |
+//!
+//! [`Pool`] (`facade.rs`) lists the constructors and every life-cycle and attach operation; the
+//! pool layer's own operations are reached through `Deref`.
 //!
 //! Invariants:
 //! - The store writes the medium only through [`pmo_medium::Medium`] (its writes, or a store
