@@ -26,6 +26,10 @@ pub enum StoreError {
     ReadOnly(String),
     #[error("not a pmo pool: {0}")]
     NotAPool(String),
+    /// No pool file (or device) at the path: the one answer of every interface (CLI, Rust, C,
+    /// Python) to a missing pool; errno `ENOENT`.
+    #[error("no pool at {}: create one with `pmo init --size 1GiB`, or name another with --pool or PMO_POOL", path.display())]
+    NoPool { path: std::path::PathBuf },
     #[error("pool file already exists: {0}")]
     PoolExists(String),
     #[error("corrupted pool: {0}")]
@@ -62,7 +66,7 @@ impl StoreError {
     pub fn errno(&self) -> i32 {
         match self {
             StoreError::WrongKey(_) | StoreError::ReadOnly(_) => libc_errno::EACCES,
-            StoreError::NotFound(_) => libc_errno::ENOENT,
+            StoreError::NotFound(_) | StoreError::NoPool { .. } => libc_errno::ENOENT,
             StoreError::Exists(_) | StoreError::PoolExists(_) => libc_errno::EEXIST,
             StoreError::NoSpace(_) => libc_errno::ENOSPC,
             StoreError::Busy { .. } | StoreError::AddressInUse { .. } => libc_errno::EBUSY,

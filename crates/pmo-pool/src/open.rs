@@ -207,9 +207,17 @@ impl Pool {
 
     /// Open with a forced backend.
     pub fn open_with(path: &Path, kind: Option<MediumKind>) -> Result<Pool> {
-        let meta = std::fs::metadata(path).map_err(|source| StoreError::Io {
-            op: format!("open {}", path.display()),
-            source,
+        let meta = std::fs::metadata(path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                StoreError::NoPool {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                StoreError::Io {
+                    op: format!("open {}", path.display()),
+                    source,
+                }
+            }
         })?;
         if meta.is_dir() {
             return Err(StoreError::NotAPool(format!(
