@@ -55,10 +55,8 @@ impl Ctx {
     pub(crate) fn open(&self) -> anyhow::Result<Pool> {
         let path = self.pool_path();
         if !path.exists() {
-            bail!(
-                "no pool at {}: create one with `pmo init --size 1GiB`, or name another with --pool or PMO_POOL",
-                path.display()
-            );
+            // The store's sentence, the same in Rust, C and Python.
+            return Err(pmo_store::StoreError::NoPool { path }.into());
         }
         if !is_pool_file_or_dax(&path) {
             bail!(

@@ -226,7 +226,14 @@ fn item5_errors_are_one_clear_line_with_the_fix() {
     let d = tmpdir("errors");
     let missing = d.0.join("missing.pool");
     let o = pmo(&missing, &["list"]);
-    one_line(&o, 1, &["no pool", "pmo init"]);
+    let line = one_line(&o, 1, &["no pool", "pmo init"]);
+    // Issue 31: word for word the sentence of Rust's StoreError::NoPool, C's and Python's.
+    let sentence = pmo_store::StoreError::NoPool {
+        path: missing.clone(),
+    }
+    .to_string();
+    assert_eq!(line.trim_end(), format!("pmo: {sentence}"));
+    assert!(!missing.exists(), "the missing pool was created");
     let o = pmo(Path::new("/dev/null"), &["list"]);
     one_line(&o, 1, &["not a pmo pool"]);
     let pool = d.0.join("p.pool");
