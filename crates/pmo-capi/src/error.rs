@@ -63,8 +63,6 @@ pub enum CapiError {
     Store(#[from] StoreError),
     #[error("invalid argument: {0}")]
     Invalid(String),
-    #[error("no pool file at {0}")]
-    PoolMissing(std::path::PathBuf),
     #[error("address {0:#x} is not inside any attached PMO of this process")]
     NotAttached(usize),
     #[error("too many live attachments in this process (the limit is {0})")]
@@ -128,7 +126,7 @@ impl CapiError {
     fn store_code(e: &StoreError) -> i32 {
         match e {
             StoreError::WrongKey(_) => PMO_E_WRONG_KEY,
-            StoreError::NotFound(_) => PMO_E_NOT_FOUND,
+            StoreError::NotFound(_) | StoreError::NoPool { .. } => PMO_E_NOT_FOUND,
             StoreError::Exists(_) | StoreError::PoolExists(_) => PMO_E_EXISTS,
             StoreError::NoSpace(_) => PMO_E_NO_SPACE,
             StoreError::Busy { .. } => PMO_E_BUSY,
@@ -157,7 +155,6 @@ impl CapiError {
         match self {
             CapiError::Store(e) => CapiError::store_code(e),
             CapiError::Invalid(_) => PMO_E_INVALID,
-            CapiError::PoolMissing(_) => PMO_E_NOT_FOUND,
             CapiError::NotAttached(_) => PMO_E_NOT_ATTACHED,
             CapiError::TooManyAttachments(_) => PMO_E_LIMIT,
             CapiError::PoolBusy(_) | CapiError::NotUpgraded(_) => PMO_E_BUSY,
@@ -185,7 +182,6 @@ impl CapiError {
             CapiError::NotABlock(_) => libc::EINVAL,
             CapiError::Overflow { .. } => libc::ENOMEM,
             CapiError::Invalid(_) | CapiError::NotAttached(_) => libc::EINVAL,
-            CapiError::PoolMissing(_) => libc::ENOENT,
             CapiError::TooManyAttachments(_) => libc::EMFILE,
             CapiError::PoolBusy(_) | CapiError::NotUpgraded(_) => libc::EBUSY,
             CapiError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),

@@ -278,9 +278,9 @@ fn kdf_from_env() -> Result<KdfParams> {
 fn open_or_create(path: &Path, create_size: Option<u64>) -> Result<Pool> {
     match Pool::open(path) {
         Ok(p) => return Ok(p),
-        Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+        Err(e @ StoreError::NoPool { .. }) => {
             if create_size.is_none() {
-                return Err(CapiError::PoolMissing(path.to_path_buf()));
+                return Err(e.into());
             }
         }
         Err(e) => return Err(e.into()),

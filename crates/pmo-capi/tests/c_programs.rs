@@ -820,3 +820,28 @@ fn benchmark_programs_compile() {
         run_ok(&mut cmd, &format!("cc {src}"));
     }
 }
+
+/// A pool that does not exist, named with no size to create it: `PMO_E_NOT_FOUND`, `ENOENT` and
+/// the `pmo` command's sentence (issue 31). Not created as a side effect.
+#[test]
+fn missing_named_pool_gives_not_found_and_the_cli_sentence() {
+    if !compiler_available("cc") {
+        eprintln!("note: no C compiler; skipped");
+        return;
+    }
+    let dir = scratch("nopool");
+    let exe = dir.join("pmo_no_pool");
+    build_c_static("pmo_no_pool.c", &exe, &[]);
+    let missing = dir.join("absent.pool");
+    let out = run_ok(
+        program(&exe, &dir.join("unused.pool")).arg(&missing),
+        "pmo_no_pool",
+    );
+    let want = format!(
+        "no pool at {}: create one with `pmo init --size 1GiB`, or name another with --pool or PMO_POOL",
+        missing.display()
+    );
+    assert!(out.contains(&format!("message={want}")), "{out}");
+    assert!(!missing.exists(), "the missing pool was created");
+    let _ = std::fs::remove_dir_all(&dir);
+}
