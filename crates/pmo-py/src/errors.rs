@@ -11,6 +11,12 @@ create_exception!(_pmo, WrongKey, Error, "The key does not open this PMO.");
 create_exception!(_pmo, NotFound, Error, "No PMO of that name.");
 create_exception!(
     _pmo,
+    PoolNotFound,
+    NotFound,
+    "No pool at the path (the same sentence as the `pmo` command's)."
+);
+create_exception!(
+    _pmo,
     Exists,
     Error,
     "A PMO (or pool file) of that name already exists."
@@ -74,10 +80,12 @@ create_exception!(
 /// the pool path) when given.
 pub fn to_py(e: StoreError, context: Option<&str>) -> PyErr {
     let msg = match context {
-        Some(c) => format!("{c}: {e}"),
-        None => e.to_string(),
+        // The sentence names the path already: no prefix, word for word the CLI's line.
+        Some(c) if !matches!(e, StoreError::NoPool { .. }) => format!("{c}: {e}"),
+        _ => e.to_string(),
     };
     match e {
+        StoreError::NoPool { .. } => PoolNotFound::new_err(msg),
         StoreError::WrongKey(_) => WrongKey::new_err(msg),
         StoreError::NotFound(_) => NotFound::new_err(msg),
         StoreError::Exists(_) | StoreError::PoolExists(_) => Exists::new_err(msg),
@@ -110,6 +118,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Error", py.get_type::<Error>())?;
     m.add("WrongKey", py.get_type::<WrongKey>())?;
     m.add("NotFound", py.get_type::<NotFound>())?;
+    m.add("PoolNotFound", py.get_type::<PoolNotFound>())?;
     m.add("Exists", py.get_type::<Exists>())?;
     m.add("Busy", py.get_type::<Busy>())?;
     m.add("PoolFull", py.get_type::<PoolFull>())?;

@@ -61,7 +61,8 @@ def test_errors_carry_the_cli_messages(pool):
 
 def test_pool_open_errors(tmp_path):
     missing = tmp_path / "missing.pool"
-    with pytest.raises(pmo.Error, match=f"^pool {missing}: "):
+    # The CLI's sentence alone (it names the path): no "pool PATH: " prefix (issue 31).
+    with pytest.raises(pmo.PoolNotFound, match=f"^no pool at {missing}: "):
         pmo.Pool(str(missing))
     junk = tmp_path / "junk.pool"
     junk.write_bytes(b"\x01" * (2 << 20))
@@ -418,3 +419,27 @@ def test_a_failed_init_leaves_no_pool_file(tmp_path):
         pmo.Pool.init(path, 8 << 20, kdf_mem_kib=0)
     assert os.path.exists(path)
     os.unlink(path)
+
+
+def test_missing_pool_is_pool_not_found_with_the_cli_sentence(tmp_path):
+    # Issue 31: the same kind and sentence as the `pmo` command, Rust and C; never created.
+    missing = tmp_path / "absent.pool"
+    want = (
+        f"no pool at {missing}: create one with `pmo init --size 1GiB`, "
+        "or name another with --pool or PMO_POOL"
+    )
+    with pytest.raises(pmo.PoolNotFound) as e:
+        pmo.Pool(str(missing))
+    assert str(e.value) == want
+    assert isinstance(e.value, pmo.NotFound)
+    assert not isinstance(e.value, pmo.MediumError)
+    assert e.value.exit_code == 1
+    assert not missing.exists()
+
+
+def test_missing_default_pool_is_pool_not_found_not_created(tmp_path, monkeypatch):
+    missing = tmp_path / "default.pool"
+    monkeypatch.setenv("PMO_POOL", str(missing))
+    with pytest.raises(pmo.PoolNotFound, match=f"^no pool at {missing}: create one with "):
+        pmo.Pool()
+    assert not missing.exists()
