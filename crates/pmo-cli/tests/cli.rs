@@ -131,6 +131,11 @@ fn user_errors_exit_1_with_one_line() {
         None,
     );
     one_line_error(&o, 1, "key");
+    // Issue 31: the Display of the StoreError Rust, C and Python report, after "pmo: ".
+    assert_eq!(
+        stderr(&o).trim_end(),
+        format!("pmo: {}", pmo_store::StoreError::WrongKey("x".into()))
+    );
     let o = pmo(&pool, Some("wrong"), &["destroy", "x"], None);
     one_line_error(&o, 1, "key");
     let o = pmo(
@@ -154,6 +159,11 @@ fn user_errors_exit_1_with_one_line() {
         None,
     );
     assert_eq!(code(&o), 1, "pool full: {}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("pmo: pool is full: "),
+        "StoreError::NoSpace's sentence: {}",
+        stderr(&o)
+    );
     let o = pmo(
         &pool,
         Some("right"),
