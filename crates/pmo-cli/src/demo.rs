@@ -67,7 +67,7 @@ pub(crate) fn command(ctx: &Ctx) -> anyhow::Result<()> {
 pub fn run(pool_path: &Path, key: &[u8]) -> anyhow::Result<()> {
     let pool = match Pool::open(pool_path) {
         Ok(p) => p,
-        Err(StoreError::Io { .. }) if !pool_path.exists() => {
+        Err(StoreError::NoPool { .. }) => {
             if let Some(dir) = pool_path.parent() {
                 std::fs::create_dir_all(dir)
                     .with_context(|| format!("create {}", dir.display()))?;
