@@ -66,20 +66,20 @@ impl Pool {
     /// Check every checksum, the namespace and the space accounting. PMOs attached for writing
     /// by someone else are skipped (listed in the report).
     pub fn check(&self) -> Result<CheckReport> {
-        crate::check::check(&self.core)
+        pmo_life::check::check(&self.core)
     }
 
     /// Rename PMO `name` to `new` (needs its key; fails with `Busy` while it is attached and
     /// with `Exists` if `new` is taken).
     pub fn rename(&self, name: &str, new: &str, key: &[u8]) -> Result<PmoInfo> {
-        crate::lifecycle::rename(&self.core, name, new, key)
+        pmo_life::lifecycle::rename(&self.core, name, new, key)
     }
 
     /// Change PMO `name`'s key from `key` to `new_key` without re-encrypting a page: the data
     /// master key is re-wrapped under the new key and the verifier replaced, so the old key is
     /// refused and the new one opens the same pages. Fails with `Busy` while attached.
     pub fn rekey(&self, name: &str, key: &[u8], new_key: &[u8]) -> Result<PmoInfo> {
-        crate::lifecycle::rekey(&self.core, name, key, new_key)
+        pmo_life::lifecycle::rekey(&self.core, name, key, new_key)
     }
 
     /// Grow or shrink PMO `name` to `new_size` bytes (rounded up to whole pages). New pages
@@ -95,7 +95,7 @@ impl Pool {
         key: &[u8],
         opts: ResizeOptions<'_>,
     ) -> Result<ResizeReport> {
-        crate::resize::resize(&self.core, name, new_size, key, opts)
+        pmo_life::resize::resize(&self.core, name, new_size, key, opts)
     }
 
     /// Grow the pool file at `path` to `new_size` bytes (rounded down to whole pages) and
@@ -107,27 +107,27 @@ impl Pool {
     /// processes that have the pool open keep its old size until they reopen it (their
     /// namespace changes are refused until then).
     pub fn grow_pool(path: &Path, new_size: u64) -> Result<Pool> {
-        crate::resize::grow_pool(path, new_size).map(Pool::from)
+        pmo_life::resize::grow_pool(path, new_size).map(Pool::from)
     }
 
     /// Grow this pool to `new_size` bytes on a medium that already has them (the crash tests'
     /// entry point: [`Pool::grow_pool`] extends the file, then does this).
     #[doc(hidden)]
     pub fn grow_on(&self, new_size: u64) -> Result<()> {
-        crate::resize::grow_on(&self.core, new_size)
+        pmo_life::resize::grow_on(&self.core, new_size)
     }
 
     /// Whether PMO `name` has a rotation record: a rotation a crash cut off (its next keyed
     /// open, or `rotate`, finishes it).
     pub fn rotation_unfinished(&self, name: &str) -> Result<bool> {
-        crate::rotate::rotation_unfinished(&self.core, name)
+        pmo_life::rotate::rotation_unfinished(&self.core, name)
     }
 
     /// Re-encrypt every page of PMO `name` under a new random data master key (module docs);
     /// the key stays `key`. Resumes a rotation a crash cut off. Fails with `Busy` while the
     /// PMO is attached; `Invalid` for an unencrypted PMO. `progress`: (pages done, pages).
     pub fn rotate(&self, name: &str, key: &[u8], progress: Progress) -> Result<PmoInfo> {
-        crate::rotate::rotate(&self.core, name, key, progress)
+        pmo_life::rotate::rotate(&self.core, name, key, progress)
     }
 
     /// Snapshot PMO `name` into a new PMO `new` of the same scheme, size and layout capacity (its own uuid,
@@ -142,7 +142,7 @@ impl Pool {
         new_key: Option<&[u8]>,
         progress: Progress,
     ) -> Result<(PmoInfo, SnapshotReport)> {
-        crate::copy::snapshot(&self.core, name, new, key, new_key, progress)
+        pmo_life::copy::snapshot(&self.core, name, new, key, new_key, progress)
     }
 
     /// Snapshot PMO `name` into an export file (`docs/format.md` §7; `file` must not exist)
@@ -154,13 +154,13 @@ impl Pool {
         file: &Path,
         progress: Progress,
     ) -> Result<SnapshotReport> {
-        crate::copy::snapshot_to_file(&self.core, name, key, file, progress)
+        pmo_life::copy::snapshot_to_file(&self.core, name, key, file, progress)
     }
 
     /// Export PMO `name` to `file` (which must not exist): its last psynced state, also while
     /// a writer keeps working (a live snapshot, [`Pool::snapshot_to_file`]). Returns the pages.
     pub fn export(&self, name: &str, key: &[u8], file: &Path, progress: Progress) -> Result<u64> {
-        crate::copy::export(&self.core, name, key, file, progress)
+        pmo_life::copy::export(&self.core, name, key, file, progress)
     }
 
     /// Import an export file as PMO `name` (`None`: the name it was exported under), checked
@@ -173,7 +173,7 @@ impl Pool {
         key: &[u8],
         progress: Progress,
     ) -> Result<PmoInfo> {
-        crate::export::import(&self.core, file, name, key, progress)
+        pmo_life::export::import(&self.core, file, name, key, progress)
     }
 
     /// Copy PMO `name` to a new PMO `new` (new uuid, salt and nonces; the key `new_key`, or
@@ -187,7 +187,7 @@ impl Pool {
         new_key: Option<&[u8]>,
         progress: Progress,
     ) -> Result<PmoInfo> {
-        crate::copy::copy(&self.core, name, new, key, new_key, progress)
+        pmo_life::copy::copy(&self.core, name, new, key, new_key, progress)
     }
 
     /// Create a pool file of `size` bytes at `path` (which must not exist), or format an existing

@@ -23,8 +23,34 @@
 
 pub use pmo_attach::{attach, detach, pptr, predict, predict_history, tracking};
 pub use pmo_engine::{engine, protect, stats};
-use pmo_life::{check, copy};
-pub use pmo_life::{export, lifecycle, resize, rotate, snapshot};
+use pmo_life::check;
+
+// The life-cycle modules as they were public before the split: their operations are `Pool`'s
+// methods (facade.rs), not these modules' functions over the pool layer's `Pool`.
+/// Rename and rekey (`Pool::rename`, `Pool::rekey`).
+pub mod lifecycle {
+    pub use pmo_life::lifecycle::header_copy;
+}
+/// Grow and shrink a PMO (`Pool::resize`, `Attachment::grow`, `Attachment::resize`).
+pub mod resize {
+    pub use pmo_attach::resize_attached::ResizeAttachedError;
+    pub use pmo_life::resize::{ResizeOptions, ResizeReport, ADDRESS_HEADROOM};
+}
+/// Re-encryption under a new data key (`Pool::rotate`).
+pub mod rotate {
+    pub use pmo_pool::rotation::{BATCH, RECORD_OFF};
+}
+/// The live snapshot (`Pool::snapshot`, `Pool::snapshot_to_file`).
+pub mod snapshot {
+    pub use pmo_engine::gate::GATE_OFF;
+    pub use pmo_life::snapshot::{SnapshotReport, FREE_PASSES, MAX_PASSES};
+}
+/// The export file (`Pool::export`, `Pool::import`, `Pool::copy`).
+pub mod export {
+    pub use pmo_life::export::{
+        partial_path, Progress, EXPORT_MAGIC, EXPORT_VERSION, HEADER_LEN, MAC_LEN, RECORD_LEN,
+    };
+}
 pub use pmo_meta::{error, keys, locks, namespace, scheme};
 use pmo_pool::{handle, pool};
 mod facade;
@@ -38,13 +64,12 @@ pub use engine::{CommitStats, Page};
 pub use error::{Result, StoreError};
 pub use facade::Pool;
 pub use handle::{PmoHandle, BUSY_ATTACHING, BUSY_READERS, BUSY_WRITER, BUSY_WRITER_HERE};
-pub use pmo_attach::resize_attached::ResizeAttachedError;
 pub use pmo_format::KdfParams;
 pub use pmo_os::view::{DirtyTracking, Mechanism};
 pub use pool::{AttachState, Perm, PmoInfo, PoolInfo, PoolOptions};
 pub use pptr::PPtr;
 pub use predict::{PredictConfig, PredictStats};
-pub use resize::{ResizeOptions, ResizeReport};
+pub use resize::{ResizeAttachedError, ResizeOptions, ResizeReport};
 pub use scheme::{Scheme, Shadow};
 pub use stats::SessionStats;
 
