@@ -306,6 +306,19 @@ typedef struct pmo_attach_opts {
 int pmo_attach_ex(const char *name, char perm, const char *key, const pmo_attach_opts *opts,
                   void **addr_out);
 
+/** Readers beside a writer (docs/readers.md): move the read-only attachment containing
+ * `addr` to the newest psync of its PMO. Pages changed since its snapshot are dropped and
+ * fill again from the new one; the others stay decrypted. No other thread may read the
+ * attachment meanwhile.
+ * @return the psync sequence number the attachment now shows (>= 0), or -1 with errno EINVAL
+ *         (a read-write attachment, or addr not inside an attachment), EIO. */
+long pmo_refresh(void *addr);
+
+/** The psync sequence number the attachment containing `addr` shows: a read-only attachment's
+ * snapshot, a read-write one's newest psync.
+ * @return >= 0, or -1 with errno EINVAL (addr not inside an attachment). */
+long pmo_snapshot_seq(void *addr);
+
 /** What one psync committed. */
 typedef struct pmo_psync_stats {
     uint64_t pages;           /* pages committed */

@@ -15,7 +15,8 @@ use pmo_os::view::{
     PAGE_SIZE,
 };
 
-use crate::source::{PlainSource, ProtectedSource};
+use crate::source::{PlainSource, ProtectedSource, ReaderSource};
+use crate::whole::{view_pages, whole_checksum_of};
 use pmo_engine::engine::{CommitSource, CommitStats, MappedPages};
 use pmo_meta::error::{Result, StoreError};
 use pmo_meta::scheme::Shadow;
@@ -51,6 +52,12 @@ pub struct AttachOptions {
     /// kernel's default, near the faulting CPU): the LPMO slides' near and far DRAM cache. An
     /// error for a PMO whose plaintext copy is on the medium, or for a node that does not exist.
     pub numa_node: Option<u32>,
+    /// A read-only attach excludes writers (the research kernel's rule: readers share the PMO,
+    /// a writer waits or gets `Busy`) instead of attaching beside a writer as a snapshot of one
+    /// psync (`docs/readers.md`). pmo-lmdb's `MDB_RDONLY` environments use it until LMDB's read
+    /// transactions refresh at their start (issue 28): a frozen snapshot would hide commits a
+    /// new read transaction must see.
+    pub exclusive_read: bool,
 }
 
 /// The NUMA node named by `PMO_NUMA_NODE` (unset or empty: none; anything else but a number:
@@ -157,7 +164,8 @@ pub fn attach_with(
     opts: AttachOptions,
 ) -> Result<Attachment> {
     let t0 = Instant::now();
-    let mut handle = pool.open_pmo_as(name, perm, key, opts.wait, opts.scheme)?;
+    let mut handle =
+        pool.open_pmo_with(name, perm, key, opts.wait, opts.scheme, opts.exclusive_read)?;
     let whole = handle.scheme().granularity() == pmo_meta::scheme::Granularity::Whole;
     // Where the plaintext copy lives: DRAM (a view of its own), or the PMO's plaintext area
     // on the medium (a view over the pool file, marked before anything is written there).
@@ -203,6 +211,13 @@ pub fn attach_with(
         h.resume(handle.core.uuid);
     }
     let make_source = |predict| -> Arc<dyn PageSource> {
+        if let Some(r) = handle.reader() {
+            return Arc::new(ReaderSource {
+                core: handle.core.clone(),
+                reader: r.clone(),
+                predict,
+            });
+        }
         match handle.protection() {
             Some(prot) => Arc::new(ProtectedSource {
                 prot: prot.clone(),
@@ -277,11 +292,9 @@ pub fn attach_with(
     if opts.populate || whole {
         view.populate_all().map_err(|e| named(view_err(e), name))?;
     }
-    if let Some(prot) = handle.protection() {
-        if prot.keeps_whole_checksum() {
-            prot.verify_whole(view_pages(&view))?;
-            handle.mark_whole_verified();
-        }
+    if let Some(prot) = whole_checksum_of(&handle) {
+        prot.verify_whole(view_pages(&view))?;
+        handle.mark_whole_verified();
     }
     let attach_ns = t0.elapsed().as_nanos() as u64;
     use pmo_engine::stats::SessionCounters as C;
@@ -311,16 +324,6 @@ pub fn attach_with(
     })
 }
 
-/// Every page of a fully populated view, in order (whole-PMO checksums).
-fn view_pages(view: &View) -> impl Iterator<Item = &[u8; PAGE_SIZE]> + '_ {
-    let base = view.addr();
-    (0..view.pages() as usize).map(move |p| {
-        // SAFETY: the page is inside the live mapping and present (populated, never discarded
-        // by this module); it is only read, and the view outlives the iterator.
-        unsafe { &*(base.add(p * PAGE_SIZE) as *const [u8; PAGE_SIZE]) }
-    })
-}
-
 /// Put the PMO's name into an integrity error that lacks it.
 fn named(e: StoreError, pmo: &str) -> StoreError {
     match e {
@@ -333,7 +336,7 @@ fn named(e: StoreError, pmo: &str) -> StoreError {
     }
 }
 
-fn view_err(e: ViewError) -> StoreError {
+pub(crate) fn view_err(e: ViewError) -> StoreError {
     match e {
         ViewError::Fill { page, reason } => StoreError::Integrity {
             name: String::new(),

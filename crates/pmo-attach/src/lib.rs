@@ -5,7 +5,9 @@
 //! | module | owns |
 //! |---|---|
 //! | [`attach`] | [`Attachment`](attach::Attachment): a handle plus a view; psync, rollback, detach; the page sources the fault handler calls |
-//! | `source` | the page sources a view calls on a fault |
+//! | `source` | the page sources a view calls on a fault (a reader beside a writer's included) |
+//! | `whole` | the whole-PMO checksum (`wedi`) over a populated view |
+//! | [`refresh`] | `Attachment::refresh`: a reader moves to the newest psync |
 //! | [`tracking`] | the default dirty tracking of an attach, chosen from the PMO's size |
 //! | [`predict`] | predictive decryption: streams seen at faults, workers that install the next pages |
 //! | [`predict_history`] | a predictor's learnt strides, kept across attaches in the process |
@@ -21,6 +23,8 @@ pub mod detach;
 pub mod pptr;
 pub mod predict;
 pub mod predict_history;
+pub mod refresh;
 pub mod resize_attached;
 mod source;
 pub mod tracking;
+mod whole;

@@ -67,6 +67,12 @@ impl Attachment {
             .ok_or_else(|| not_found(&ns, self.name()))?;
         drop(ns);
         keys::check_key(&old, key)?;
+        if pool.readers_of(&self.handle().core)?.0 > 0 {
+            return Err(StoreError::Busy {
+                name: old.name.clone(),
+                how: "read-only by readers beside its writer (detach them first)",
+            });
+        }
         if self.relocated() {
             return Err(StoreError::AddressInUse {
                 name: old.name.clone(),

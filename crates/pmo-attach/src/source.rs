@@ -30,6 +30,27 @@ impl PageSource for PlainSource {
     }
 }
 
+/// Fills a reader's pages as of its snapshot (`pmo_pool::reader`: readers beside a writer).
+pub(crate) struct ReaderSource {
+    pub(crate) core: Arc<PmoCore>,
+    pub(crate) reader: Arc<pmo_pool::reader::ReaderState>,
+    pub(crate) predict: Option<Arc<crate::predict::PredictHook>>,
+}
+
+impl PageSource for ReaderSource {
+    fn fill(&self, page_index: u64, dst: &mut [u8; PAGE_SIZE]) -> Result<(), FillError> {
+        if let Some(p) = &self.predict {
+            p.notify(page_index);
+        }
+        self.reader
+            .fill(&self.core, page_index, dst)
+            .map_err(|reason| FillError { reason })
+    }
+    fn label(&self) -> &str {
+        &self.core.name
+    }
+}
+
 /// Fills pages by decrypting and verifying them (protected PMOs).
 pub(crate) struct ProtectedSource {
     pub(crate) prot: Arc<pmo_engine::protect::Protection>,

@@ -4,7 +4,8 @@
 //! - per-page cost of the fill fault and of the dirty-tracking write fault, per mechanism, next
 //!   to a bare 4 KiB memcpy measured in the same run;
 //! - one psync of one dirty 4 KiB page on emulated PM, next to a PMDK transaction updating 4 KiB
-//!   (with the `peers` feature).
+//!   (with the `peers` feature);
+//! - readers beside a writer ([`crate::readers`]): psync beside readers, refresh, reads.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -78,6 +79,16 @@ fn size_name(bytes: u64) -> String {
 
 /// Run every store measurement, appending to `records`.
 pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchError> {
+    run_store(opts, records)?;
+    let mut schemes = vec![store_scheme()?];
+    let secure = pmo_store::Scheme::from_name("secure")?;
+    if !schemes.contains(&secure) {
+        schemes.push(secure);
+    }
+    crate::readers::run(&opts.dir, opts.repeats, &schemes, records)
+}
+
+fn run_store(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchError> {
     let sizes = [16 * MIB, opts.large_bytes];
     let ks = [1usize, 16, 256, 4096];
     let mechanisms = Mechanism::available();
@@ -509,5 +520,6 @@ pub fn table(records: &Records) -> String {
         }
         None => _ = writeln!(out, "  PMDK peer not measured (build with --features peers after crates/pmo-peers/install-deps.sh)"),
     }
+    crate::readers::table(records, &mut out);
     out
 }

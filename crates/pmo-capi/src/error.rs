@@ -128,7 +128,7 @@ impl CapiError {
             StoreError::WrongKey(_) => PMO_E_WRONG_KEY,
             StoreError::NotFound(_) | StoreError::NoPool { .. } => PMO_E_NOT_FOUND,
             StoreError::Exists(_) | StoreError::PoolExists(_) => PMO_E_EXISTS,
-            StoreError::NoSpace(_) => PMO_E_NO_SPACE,
+            StoreError::NoSpace(_) | StoreError::PinLimit { .. } => PMO_E_NO_SPACE,
             StoreError::Busy { .. } => PMO_E_BUSY,
             StoreError::AddressInUse { .. } => PMO_E_ADDRESS_IN_USE,
             StoreError::Invalid(_) => PMO_E_INVALID,

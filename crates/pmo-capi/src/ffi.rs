@@ -21,6 +21,8 @@
 #![allow(unsafe_code)] // C ABI: raw pointers and C strings from callers, malloc, strerror,
                        // pthread_atfork, the foreach callback.
 
+mod readers;
+
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};

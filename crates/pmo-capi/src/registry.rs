@@ -775,6 +775,27 @@ impl Registry {
         self.find(addr)?.psync_nochecksum()
     }
 
+    /// Move the read-only attachment containing `addr` to the newest psync
+    /// (`Attachment::refresh`): the psync it now shows.
+    pub fn refresh(&self, addr: usize) -> Result<u64> {
+        match self.find(addr)? {
+            Mapped::Plain(a) => Ok(a.refresh()?),
+            Mapped::Heap(_) => Err(CapiError::Invalid(
+                "a heap is attached read-write: only a read-only attachment refreshes".into(),
+            )),
+        }
+    }
+
+    /// The psync the attachment containing `addr` shows (a writer's: its newest).
+    pub fn snapshot_seq(&self, addr: usize) -> Result<u64> {
+        match self.find(addr)? {
+            Mapped::Plain(a) => Ok(a.snapshot_seq()),
+            Mapped::Heap(_) => Err(CapiError::Invalid(
+                "a heap's psync is not available through its address".into(),
+            )),
+        }
+    }
+
     /// Name of the PMO attached at `addr`.
     pub fn name_of(&self, addr: usize) -> Result<String> {
         Ok(self.find(addr)?.name().to_owned())

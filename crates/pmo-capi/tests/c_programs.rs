@@ -39,6 +39,8 @@ const HEADER_CALLS: &[&str] = &[
     "pmo_disable_debug",
     "pmo_attach",
     "pmo_attach_ex",
+    "pmo_refresh",
+    "pmo_snapshot_seq",
     "pmo_create",
     "pmo_create_ex",
     "pmo_create_max",

@@ -333,6 +333,13 @@ pub(crate) fn info(args: &InfoArgs, ctx: &Ctx) -> anyhow::Result<()> {
             )?;
             outln!("uuid:            {}", hex(&p.uuid))?;
             outln!("state:           {}", state_text(&p))?;
+            if p.readers > 0 {
+                outln!(
+                    "readers:         {} beside the writer, the oldest on psync {} (its page versions are kept for it)",
+                    p.readers,
+                    p.oldest_pin.map_or_else(|| "?".into(), |s| s.to_string())
+                )?;
+            }
             outln!("scheme:          {}", scheme_name(p.scheme))?;
             outln!("stable address:  {:#x}", p.base_addr)?;
             if p.capacity > p.size {
@@ -586,9 +593,14 @@ impl Drop for Created {
 }
 
 fn state_text(p: &pmo_store::PmoInfo) -> String {
-    match p.holder_pid {
+    let state = match p.holder_pid {
         Some(pid) => format!("{} by pid {pid}", p.state.name()),
         None => p.state.name().to_string(),
+    };
+    match p.readers {
+        0 => state,
+        n if p.state == pmo_store::AttachState::Readers => format!("{state} ({n})"),
+        n => format!("{state} +{n}r"),
     }
 }
 

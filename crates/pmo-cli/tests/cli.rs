@@ -728,7 +728,21 @@ fn snapshot_export_and_copy_work_while_a_writer_holds_the_pmo() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let o = pmo(&p, k, &["copy", "a", "c"], None);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // A reader beside the writer (issue 27): `pmo read` shows the newest psync, and `pmo info`
+    // counts no reader once it is done.
+    let o = pmo(&p, k, &["read", "a", "--len", "5"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(o.stdout, b"hello");
     w.write_at(0, b"later").unwrap();
+    let o = pmo(&p, k, &["read", "a", "--len", "5"], None);
+    assert_eq!(
+        (code(&o), o.stdout.as_slice()),
+        (0, &b"later"[..]),
+        "{}",
+        stderr(&o)
+    );
+    let o = pmo(&p, k, &["info", "a"], None);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("readers:"));
     one_line_error(&pmo(&p, k, &["snapshot", "a", "s"], None), 1, "exists");
     one_line_error(
         &pmo(&p, k, &["snapshot", "a", "--to-file", fs], None),

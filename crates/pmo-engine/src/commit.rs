@@ -125,6 +125,15 @@ impl PmoCore {
         if let Some(p) = prot {
             p.before_commit(pages, defer)?;
         }
+        // Readers beside this writer: keep the slot contents their snapshots show (pins.rs).
+        let pin_table = self.pins.for_commit(*seq)?;
+        if let Some(t) = &pin_table {
+            let mut current = |p: u64| match prot {
+                Some(pr) => Ok(pr.entry(p)),
+                None => self.map_entry(m, p),
+            };
+            self.keep_pinned(m, t, *seq, new_seq, pages, &mut current)?;
+        }
         let mut pending = ws_guard.as_deref().cloned();
         let trailer_len = if prot.is_some() { TRAILER_SIZE } else { 0 };
         let mut journal =
@@ -305,6 +314,9 @@ impl PmoCore {
         )?;
         // No fence: see step 4 in the module docs.
         *seq = new_seq;
+        if let Some(t) = &pin_table {
+            t.committed(new_seq, pages);
+        }
         let k = pages.len() as u64;
         let stats = CommitStats {
             seq: new_seq,

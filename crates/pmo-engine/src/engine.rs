@@ -167,6 +167,9 @@ pub struct PmoCore {
     pub gate: Option<pmo_meta::locks::Locker>,
     /// The sub-page commit log's state ([`crate::sublog`]).
     pub sublog: crate::log_state::LogCell,
+    /// The pin table of readers beside this writer (`pmo_pins`, [`crate::pins`]); unset for a core that
+    /// never commits.
+    pub pins: pmo_pins::WriterPins,
 }
 
 impl PmoCore {
@@ -198,6 +201,7 @@ impl PmoCore {
             stats: Default::default(),
             gate: None,
             sublog: Default::default(),
+            pins: Default::default(),
         })
     }
 

@@ -14,6 +14,7 @@
 //! | [`log_state`] | the in-memory state of the sub-page commit log |
 //! | [`sublog`] | the sub-page commit log: record, fold, recover |
 //! | [`gate`] | the snapshot gate every psync passes |
+//! | [`pins`] | the writer's side of readers beside it: keeping pinned versions |
 //! | [`stats`] | per-session counters and the session record |
 //!
 //! Everything `pub` here is for the layers above; the store's public API is `pmo-store`'s.
@@ -23,6 +24,7 @@ pub mod commit;
 pub mod engine;
 pub mod gate;
 pub mod log_state;
+pub mod pins;
 pub mod plain;
 pub mod protect;
 pub mod protect_open;

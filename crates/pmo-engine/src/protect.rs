@@ -352,46 +352,60 @@ impl Protection {
                 dst.fill(0);
                 Ok(())
             }
-            Some(PageLoc::Slot(s)) if e.is_plain() => {
-                // Committed as plaintext (BP on the medium): a copy, checked against its
-                // checksum where one was written at psync.
-                let layout: &PmoLayout = &self.core.layout;
-                let m = &*self.medium;
-                m.read(self.core.abs(layout.page(s, page)), dst)
-                    .map_err(|_| "medium read failed")?;
-                if self.scheme.cipher() == Cipher::XtsSha256 && !self.committed_unchecked(page) {
-                    let mut meta = [0u8; PAGE_META_LEN];
-                    m.read(self.core.abs(layout.tag(s, page)), &mut meta)
-                        .map_err(|_| "medium read failed")?;
-                    if pmo_crypt::verify_page_checksum(dst, &pmo_crypt::PageChecksum(meta)).is_err()
-                    {
-                        dst.fill(0);
-                        return Err("the page fails its integrity check (tampered or corrupted)");
-                    }
-                }
-                Ok(())
-            }
             Some(PageLoc::Slot(s)) => {
                 let layout: &PmoLayout = &self.core.layout;
                 let mut sealed: Page = [0u8; 4096];
                 let mut meta = [0u8; PAGE_META_LEN];
                 let m = &*self.medium;
-                m.read(self.core.abs(layout.page(s, page)), &mut sealed)
-                    .map_err(|_| "medium read failed")?;
+                if e.is_plain() {
+                    m.read(self.core.abs(layout.page(s, page)), dst)
+                        .map_err(|_| "medium read failed")?;
+                    sealed.copy_from_slice(&dst[..]);
+                } else {
+                    m.read(self.core.abs(layout.page(s, page)), &mut sealed)
+                        .map_err(|_| "medium read failed")?;
+                }
                 m.read(self.core.abs(layout.tag(s, page)), &mut meta)
                     .map_err(|_| "medium read failed")?;
-                // A page this session committed has no checksum yet (`*-id`, or a deferred
-                // psync): it is ours.
-                let opener = match self.sealer.as_ref().or(self.repair.as_ref()) {
-                    Some(unchecked) if self.committed_unchecked(page) => unchecked,
-                    _ => &self.protector,
-                };
-                opener
-                    .open(page, e.version(), &meta, &sealed, dst)
-                    .map_err(|_| "the page fails its integrity check (tampered or corrupted)")
+                self.open_bytes(page, e, &sealed, &meta, dst)
             }
             None => Err("corrupted page-map entry"),
         }
+    }
+
+    /// Decrypt and verify the at-rest bytes of `page` under map entry `e` (its slot's page and
+    /// metadata, read by the caller: from the medium, or from a version a writer kept for a
+    /// reader, `pmo-pins`) into `dst`.
+    pub fn open_bytes(
+        &self,
+        page: u64,
+        e: PageMapEntry,
+        sealed: &Page,
+        meta: &[u8; PAGE_META_LEN],
+        dst: &mut Page,
+    ) -> Result<(), &'static str> {
+        if e.is_plain() {
+            // Committed as plaintext (BP on the medium): a copy, checked against its
+            // checksum where one was written at psync.
+            dst.copy_from_slice(sealed);
+            if self.scheme.cipher() == Cipher::XtsSha256
+                && !self.committed_unchecked(page)
+                && pmo_crypt::verify_page_checksum(dst, &pmo_crypt::PageChecksum(*meta)).is_err()
+            {
+                dst.fill(0);
+                return Err("the page fails its integrity check (tampered or corrupted)");
+            }
+            return Ok(());
+        }
+        // A page this session committed has no checksum yet (`*-id`, or a deferred
+        // psync): it is ours.
+        let opener = match self.sealer.as_ref().or(self.repair.as_ref()) {
+            Some(unchecked) if self.committed_unchecked(page) => unchecked,
+            _ => &self.protector,
+        };
+        opener
+            .open(page, e.version(), meta, sealed, dst)
+            .map_err(|_| "the page fails its integrity check (tampered or corrupted)")
     }
 
     /// Whether sealing reads the plaintext exactly once, so that a page may be sealed straight

@@ -297,6 +297,10 @@ impl PmoLayout {
     /// attached read-write (u32, 0 = none). Informational only: written at attach and detach
     /// without a fence; the attach lock, not this word, decides who may attach.
     pub const HOLDER_OFF: u64 = 2048;
+    /// Offset in the header page of the readers word (u64, format version 8): non-zero while
+    /// a pin table for readers beside a writer may exist (`pmo-pins`); every writer checks it
+    /// before each psync. Coordination, written without a fence, meaningless after a crash.
+    pub const READERS_OFF: u64 = 2256;
     /// Offset (in the header page) of the copy of the PMO's namespace entry (format version 3):
     /// what `pmo check --repair` rebuilds a slot from when both namespace copies are damaged.
     pub const ENTRY_COPY_OFF: u64 = 1024;

@@ -35,8 +35,9 @@ pub const PAGE_SIZE: u64 = 4096;
 /// works, but holds unprotected PMOs only. Version 3 added the namespace mirror; version 4 the
 /// wide check of every page-map entry; version 5 the layout capacity of namespace entries;
 /// version 6 the sub-page commit log of PMOs created with one ([`sublog`]); version 7 key
-/// families ([`entry::FLAG_FAMILY`]).
-pub const FORMAT_VERSION: u32 = 7;
+/// families ([`entry::FLAG_FAMILY`]); version 8 readers beside a writer (the readers word,
+/// [`layout::PmoLayout::READERS_OFF`], which every writer checks before a psync).
+pub const FORMAT_VERSION: u32 = 8;
 /// The first format version with protected PMOs.
 pub const FORMAT_VERSION_PROTECTION: u32 = 2;
 /// The first format version with a namespace mirror (copy B of every slot). Older pools are
@@ -56,6 +57,11 @@ pub const FORMAT_VERSION_SUBLOG: u32 = 6;
 /// [`entry::FLAG_FAMILY`], the family salt at entry bytes 476..508). Older pools are upgraded
 /// (the superblock only) on open.
 pub const FORMAT_VERSION_FAMILY: u32 = 7;
+/// The first format version whose writers keep page versions for readers beside them (the
+/// readers word in the header page: [`layout::PmoLayout::READERS_OFF`]). An older build's
+/// writer would ignore the word and overwrite versions readers still read. Older pools are
+/// upgraded (the superblock only) on open.
+pub const FORMAT_VERSION_READERS: u32 = 8;
 
 /// Why a record does not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

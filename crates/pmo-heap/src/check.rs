@@ -34,7 +34,8 @@ fn holds_heap(a: &pmo_store::Attachment) -> Result<bool> {
 /// magic at its start), `Ok(Some(report))` when the heap passes every check (no overlapping
 /// blocks, the accounting identity `allocated + free + slab waste == capacity`, counters, bins,
 /// root), `Err` when it is corrupt (`PmoHeapError::Heap(HeapError::Corrupt{..})` and kin) or
-/// the PMO cannot be attached (wrong key, attached read-write by another user: `Busy`).
+/// the PMO cannot be attached (wrong key). Beside a writer (readers beside a writer,
+/// `docs/readers.md`) it checks the heap as of the writer's last psync.
 pub fn check_pmo(pool: &Pool, name: &str, key: &[u8]) -> Result<Option<CheckReport>> {
     let a = pool.attach_with(
         name,
@@ -51,8 +52,8 @@ pub fn check_pmo(pool: &Pool, name: &str, key: &[u8]) -> Result<Option<CheckRepo
     // SAFETY: the attachment maps `len` bytes at `addr` (page aligned) read-only until it is
     // dropped at the end of this function, after the heap. With `Protection::Off`, opening and
     // checking only read the region (module doc), so the read-only mapping suffices, and nothing
-    // else in this process writes it (the attachment is local; other processes' writes would
-    // need the write lock the store refused them while we hold a read attach).
+    // writes it: the attachment is this process's private snapshot of one psync (a writer, here
+    // or in another process, writes its own view, never this one).
     let heap = unsafe { Heap::open_with(a.addr(), a.len(), Protection::Off) }?;
     let report = heap.check()?;
     drop(heap);

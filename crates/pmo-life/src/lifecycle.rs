@@ -70,6 +70,7 @@ pub fn replace_entry(
     let Some(_attach) = pool.lock_attach_exclusive(&old, None)? else {
         return Err(pool.busy(&old));
     };
+    let _no_readers = pool.lock_no_readers(&old)?;
     let new_slot = ns.free_slot().ok_or_else(|| {
         StoreError::NoSpace(format!(
             "the namespace is full ({} PMOs): a changed entry needs a free slot",

@@ -167,6 +167,7 @@ pub fn resize(
     }
     // The PMO recovered and at rest, and nobody else attached until the switch is done.
     let h = pool.open_pmo(name, Perm::Write, key, None)?;
+    let _no_readers = pool.lock_no_readers(&old)?;
     let old_core = h.core.clone();
     let old_n = old_core.size_pages();
     let new_n = new_size / PAGE_SIZE;
@@ -553,6 +554,7 @@ fn resize_entry_only(pool: &Pool, old: &Entry, new_size: u64, key: &[u8]) -> Res
     let Some(_attach) = pool.lock_attach_exclusive(old, None)? else {
         return Err(pool.busy(old));
     };
+    let _no_readers = pool.lock_no_readers(old)?;
     let core = PmoCore::new(old)?;
     pmo_meta::entries::check_in_medium(old, m)?;
     let r = core

@@ -32,6 +32,7 @@ pub fn rotate(pool: &Pool, name: &str, key: &[u8], progress: Progress) -> Result
     let wrapped = {
         // The open finishes a rotation a crash cut off (step 2).
         let h = pool.open_pmo(name, Perm::Write, key, None)?;
+        let _no_readers = pool.lock_no_readers(&entry)?;
         let m = &*pool.inner.medium;
         match read_record(m, &h.core)? {
             Some(r) => r.wrapped,

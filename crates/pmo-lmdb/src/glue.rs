@@ -245,6 +245,10 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
     }
     let perm = if rdonly { Perm::Read } else { Perm::Write };
     let mut opts = backend.attach;
+    // LMDB's read transactions do not refresh the view yet (issue 28): a reader beside the
+    // writer would keep the state of its open for every later transaction. Readers exclude
+    // the writer, as before (docs/lmdb.md).
+    opts.exclusive_read = true;
     // A writer's pages are named by LMDB itself at commit (pmo_lmdb_declare): no write faults.
     // PMO_DIRTY or the backend's options choose another tracking (docs/lmdb.md).
     if !rdonly

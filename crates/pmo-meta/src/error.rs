@@ -16,6 +16,14 @@ pub enum StoreError {
     Exists(String),
     #[error("pool is full: {0}")]
     NoSpace(String),
+    /// Readers beside the writer pin more old page versions than the pin table holds
+    /// (`PMO_PIN_PAGES`): a psync refused before it wrote anything (`docs/readers.md`).
+    #[error("PMO '{name}' cannot be psynced now: readers keep {kept} old page versions of it, the most it may keep (PMO_PIN_PAGES); the oldest reader pins psync {oldest}: refresh or detach it, then psync again")]
+    PinLimit {
+        name: String,
+        kept: u64,
+        oldest: u64,
+    },
     #[error("PMO '{name}' is attached {how}")]
     Busy { name: String, how: &'static str },
     #[error("address range {addr:#x}+{len:#x} for PMO '{name}' is already mapped in this process (attach with relocation allowed to map it elsewhere)")]
@@ -68,7 +76,7 @@ impl StoreError {
             StoreError::WrongKey(_) | StoreError::ReadOnly(_) => libc_errno::EACCES,
             StoreError::NotFound(_) | StoreError::NoPool { .. } => libc_errno::ENOENT,
             StoreError::Exists(_) | StoreError::PoolExists(_) => libc_errno::EEXIST,
-            StoreError::NoSpace(_) => libc_errno::ENOSPC,
+            StoreError::NoSpace(_) | StoreError::PinLimit { .. } => libc_errno::ENOSPC,
             StoreError::Busy { .. } | StoreError::AddressInUse { .. } => libc_errno::EBUSY,
             StoreError::Invalid(_) | StoreError::NotAPool(_) => libc_errno::EINVAL,
             StoreError::Corrupt(_)

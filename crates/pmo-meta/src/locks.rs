@@ -42,6 +42,17 @@ pub fn rotate_word(extent_off: u64) -> u64 {
     ROTATE_BASE + extent_off / pmo_format::PAGE_SIZE
 }
 
+/// First lock word of the per-PMO pin-table locks (`pmo-pins`): shared by every process that
+/// has the PMO's pin table mapped (readers beside a writer, and a writer while readers exist),
+/// exclusive for the last one leaving (which removes the table) and for destroy, rename,
+/// resize and rotate (which refuse while readers exist).
+pub const PINS_BASE: u64 = (1 << 62) + (4 << 40);
+
+/// The pin-table lock of the PMO whose extent starts at `extent_off`.
+pub fn pins_word(extent_off: u64) -> u64 {
+    PINS_BASE + extent_off / pmo_format::PAGE_SIZE
+}
+
 /// The lock word of the PMO whose extent starts at `extent_off`.
 pub fn attach_word(extent_off: u64) -> u64 {
     ATTACH_BASE + extent_off / pmo_format::PAGE_SIZE

@@ -210,6 +210,22 @@ impl FileMapping {
         Ok(())
     }
 
+    /// The mapping as 64-bit atomic words (its length rounded down to 8 bytes): the only way
+    /// to share mutable state with other processes through a mapping without data races, as
+    /// the readers' pin table does (`pmo-pins`). Every access is atomic; what the words mean
+    /// and how they are ordered is the caller's.
+    pub fn as_atomic_words(&self) -> &[std::sync::atomic::AtomicU64] {
+        // SAFETY: the mapping is page aligned (so 8-byte aligned), readable and writable, and
+        // lives as long as `&self`; `AtomicU64` has the size and alignment of `u64` and may
+        // alias memory other processes change, because every access through it is atomic.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.ptr.cast::<std::sync::atomic::AtomicU64>(),
+                self.len / 8,
+            )
+        }
+    }
+
     /// Base address of the mapping, for code that must copy without bounds checks in a page-fault
     /// handler. Reading or writing through it is the caller's responsibility.
     pub fn base_ptr(&self) -> *mut u8 {

@@ -43,11 +43,47 @@ impl Pool {
         wait: Option<Duration>,
         scheme: Option<Scheme>,
     ) -> Result<PmoHandle> {
+        self.open_pmo_with(name, perm, key, wait, scheme, false)
+    }
+
+    /// [`Pool::open_pmo_as`]; `exclusive_read`: a reader excludes the writer (the research
+    /// kernel's rule: it shares the attach lock with other readers) instead of attaching
+    /// beside it as a snapshot (`crate::reader`).
+    pub fn open_pmo_with(
+        &self,
+        name: &str,
+        perm: Perm,
+        key: &[u8],
+        wait: Option<Duration>,
+        scheme: Option<Scheme>,
+        exclusive_read: bool,
+    ) -> Result<PmoHandle> {
         let run_as = scheme;
         let inner = &*self.inner;
         inner.alive()?;
         let entry = self.entry(name)?;
         let master = keys::check_key(&entry, key)?;
+        if perm == Perm::Read {
+            let own = Scheme::from_code(entry.scheme)?;
+            let runs = crate::reader::run_scheme(name, own, run_as)?;
+            if crate::reader::beside_writer(runs) && !exclusive_read {
+                // No writer: first the open every user makes (recovery of a half psync, a
+                // damaged record reported, a rotation finished, the sub-page log folded).
+                if let Some(g) = self.lock_attach_exclusive(&entry, None)? {
+                    drop(g);
+                    let h = self.open_pmo_with(name, Perm::Read, key, None, run_as, true)?;
+                    // A rotation a crash cut off, which a read-only open does not finish: its
+                    // pages are under two keys, which a snapshot cannot read. This reader
+                    // keeps the exclusive rule (a writer's open finishes the rotation).
+                    if runs.is_protected()
+                        && crate::rotation::read_record(&*inner.medium, &h.core)?.is_some()
+                    {
+                        return Ok(h);
+                    }
+                }
+                return self.open_snapshot_reader(entry, runs, master, key);
+            }
+        }
         let checked_uuid = entry.uuid;
         let word = locks::attach_word(entry.extent_off);
         let t_lock = std::time::Instant::now();
@@ -87,7 +123,7 @@ impl Pool {
         if entry.extent_off != first_extent {
             // Resized meanwhile: the lock taken is the old extent's; take the new one's.
             drop(guard);
-            return self.open_pmo_as(name, perm, key, wait, run_as);
+            return self.open_pmo_with(name, perm, key, wait, run_as, exclusive_read);
         }
         pmo_meta::entries::check_in_medium(&entry, &*inner.medium)?;
         let master = if entry.generation != checked_gen {
@@ -97,6 +133,7 @@ impl Pool {
         };
         let mut core = PmoCore::new(&entry)?;
         core.gate = Some(inner.locker.clone());
+        core.pins = pmo_pins::WriterPins::new(self.pins_at(&core));
         let core = Arc::new(core);
         pmo_engine::stats::SessionCounters::add(
             &core.stats.attach_stall_ns,
@@ -117,20 +154,7 @@ impl Pool {
                 scheme.tag_bytes()
             )));
         }
-        let scheme = match run_as {
-            Some(s) if s != scheme => {
-                if !scheme.same_at_rest(&s) {
-                    let names: Vec<String> =
-                        scheme.attachable_as().iter().map(|x| x.name()).collect();
-                    return Err(StoreError::Invalid(format!(
-                        "PMO '{name}' is stored as {scheme}; it can be attached as {}, not as {s}",
-                        names.join(", ")
-                    )));
-                }
-                s
-            }
-            _ => scheme,
-        };
+        let scheme = crate::reader::run_scheme(name, scheme, run_as)?;
         let master = if scheme.is_protected() {
             crate::rotation::on_open(self, &core, scheme, master, exclusive)?
         } else {
@@ -167,11 +191,64 @@ impl Pool {
             pool: self.clone(),
             core,
             perm,
-            _lock: guard,
+            _lock: Some(guard),
             master,
             prot,
             scrub: None,
             whole_verified: AtomicBool::new(false),
+            reader: None,
+        })
+    }
+
+    /// A read-only handle beside any writer (`crate::reader`): no attach lock, no recovery.
+    fn open_snapshot_reader(
+        &self,
+        entry: Entry,
+        scheme: Scheme,
+        master: MasterKey,
+        key: &[u8],
+    ) -> Result<PmoHandle> {
+        let inner = &*self.inner;
+        pmo_meta::entries::check_in_medium(&entry, &*inner.medium)?;
+        if entry.tag_bytes != scheme.tag_bytes() {
+            return Err(StoreError::Corrupt(format!(
+                "PMO '{}': scheme {scheme} with {} metadata bytes per page (expected {})",
+                entry.name,
+                entry.tag_bytes,
+                scheme.tag_bytes()
+            )));
+        }
+        let core = Arc::new(PmoCore::new(&entry)?);
+        if scheme.is_protected() && crate::rotation::read_record(&*inner.medium, &core)?.is_some() {
+            return Err(StoreError::Busy {
+                name: entry.name.clone(),
+                how:
+                    "read-write by a key rotation that has not finished (`pmo rotate` finishes it)",
+            });
+        }
+        let reader = self.open_reader(core.clone(), scheme, &master)?;
+        // Holding the pin-table lock now, the PMO cannot be destroyed, renamed or resized
+        // under us; it may have been before we took it.
+        let now = self.entry(&entry.name)?;
+        if now.uuid != entry.uuid
+            || now.extent_off != entry.extent_off
+            || now.size != entry.size
+            || now.generation != entry.generation
+        {
+            drop(reader);
+            let master = keys::check_key(&now, key)?;
+            return self.open_snapshot_reader(now, scheme, master, key);
+        }
+        Ok(PmoHandle {
+            pool: self.clone(),
+            core,
+            perm: Perm::Read,
+            _lock: None,
+            master,
+            prot: None,
+            scrub: None,
+            whole_verified: AtomicBool::new(false),
+            reader: Some(Arc::new(reader)),
         })
     }
 
@@ -367,7 +444,8 @@ pub struct PmoHandle {
     pool: Pool,
     pub core: Arc<PmoCore>,
     perm: Perm,
-    _lock: LockGuard,
+    /// The attach lock (`None` for a reader beside a writer, which takes none).
+    _lock: Option<LockGuard>,
     #[allow(dead_code)] // kept for the protection layer (detach-time work)
     pub master: MasterKey,
     /// At-rest protection (`None`: scheme `none`).
@@ -378,6 +456,8 @@ pub struct PmoHandle {
     /// Whether the whole-PMO checksum (`wedi`) was verified by this handle (a commit by the
     /// handle keeps it true: it computed the new checksum from verified pages).
     whole_verified: AtomicBool,
+    /// A reader beside a writer: its pin and snapshot (`crate::reader`).
+    reader: Option<Arc<crate::reader::ReaderState>>,
 }
 
 /// The plaintext-area pages a handle's drop zeroes.
@@ -409,9 +489,43 @@ impl PmoHandle {
     pub fn pool(&self) -> &Pool {
         &self.pool
     }
-    /// Sequence number of the newest committed psync.
+    /// Sequence number of the newest committed psync (a reader: the one its snapshot shows).
     pub fn seq(&self) -> u64 {
-        self.core.seq()
+        match &self.reader {
+            Some(r) => r.snapshot().seq,
+            None => self.core.seq(),
+        }
+    }
+
+    /// A reader beside a writer's state (`None`: a writer, or a reader excluding writers).
+    pub fn reader(&self) -> Option<&Arc<crate::reader::ReaderState>> {
+        self.reader.as_ref()
+    }
+
+    /// Move a reader to the newest psync (`crate::reader`); the caller drops the changed pages
+    /// it holds, then calls [`PmoHandle::refreshed`]. `Invalid` for a handle that is not a
+    /// reader beside a writer.
+    pub fn refresh(&self) -> Result<crate::reader::Refreshed> {
+        self.pool.inner.alive()?;
+        match &self.reader {
+            Some(r) => r.refresh(&self.core, &self.master),
+            None => Err(StoreError::Invalid(format!(
+                "PMO '{}' is attached {}: only a read-only attachment refreshes to a newer psync",
+                self.core.name,
+                if self.perm == Perm::Write {
+                    "read-write"
+                } else {
+                    "read-only under a scheme whose readers exclude the writer"
+                }
+            ))),
+        }
+    }
+
+    /// The pages a refresh changed are dropped: the old snapshot's pin goes.
+    pub fn refreshed(&self) {
+        if let Some(r) = &self.reader {
+            r.refreshed();
+        }
     }
     pub fn medium(&self) -> &dyn Medium {
         &*self.pool.inner.medium
@@ -419,6 +533,9 @@ impl PmoHandle {
 
     /// The PMO's protection scheme.
     pub fn scheme(&self) -> Scheme {
+        if let Some(r) = &self.reader {
+            return r.scheme();
+        }
         self.prot.as_ref().map_or(Scheme::NONE, |p| p.scheme())
     }
 
@@ -432,6 +549,20 @@ impl PmoHandle {
     /// byte is returned that the checksum does not cover.
     pub fn read_page(&self, page: u64, dst: &mut Page) -> Result<()> {
         self.pool.inner.alive()?;
+        if let Some(r) = &self.reader {
+            let snap = r.snapshot();
+            if let Some(p) = snap.protection().filter(|p| p.keeps_whole_checksum()) {
+                if !self.whole_verified.load(Ordering::Acquire) {
+                    let mut pages = vec![[0u8; PAGE_SIZE as usize]; self.size_pages_usize()];
+                    for (i, pg) in pages.iter_mut().enumerate() {
+                        self.reader_fill(r, i as u64, pg)?;
+                    }
+                    p.verify_whole(pages.iter())?;
+                    self.whole_verified.store(true, Ordering::Release);
+                }
+            }
+            return self.reader_fill(r, page, dst);
+        }
         match &self.prot {
             None => self.core.read_page(self.medium(), page, dst),
             Some(p) if p.keeps_whole_checksum() && !self.whole_verified.load(Ordering::Acquire) => {
@@ -445,6 +576,19 @@ impl PmoHandle {
                 reason: reason.into(),
             }),
         }
+    }
+
+    fn size_pages_usize(&self) -> usize {
+        (self.size() / PAGE_SIZE) as usize
+    }
+
+    fn reader_fill(&self, r: &crate::reader::ReaderState, page: u64, dst: &mut Page) -> Result<()> {
+        r.fill(&self.core, page, dst)
+            .map_err(|reason| StoreError::Integrity {
+                name: self.core.name.clone(),
+                page,
+                reason: reason.into(),
+            })
     }
 
     /// Read bytes at `offset` as of the last psync.

@@ -9,6 +9,7 @@
 //! | [`upgrade`] | the upgrade of older pools at open |
 //! | [`rotation`] | the rotation record and the re-encryption a keyed open resumes |
 //! | [`inflight`] | background detaches in flight, which an open waits for |
+//! | [`reader`] | readers beside a writer: a pinned snapshot of one psync, refresh |
 //!
 //! Knows no mappings: attach (`pmo-attach`) and the life-cycle operations (`pmo-life`) are
 //! built on this layer's public API. Everything `pub` here is for those layers; the store's
@@ -19,5 +20,6 @@ pub mod handle;
 pub mod inflight;
 pub mod open;
 pub mod pool;
+pub mod reader;
 pub mod rotation;
 pub mod upgrade;

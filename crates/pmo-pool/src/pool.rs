@@ -99,6 +99,11 @@ pub struct PmoInfo {
     /// Pid of the read-write holder, when `state` is `Writer` (as it recorded at attach).
     pub holder_pid: Option<u32>,
     pub created_unix_s: u64,
+    /// Readers attached beside any writer (`crate::reader`; readers of schemes whose readers
+    /// exclude the writer are not counted: `state` says `Readers`).
+    pub readers: u32,
+    /// The oldest psync those readers pin (its page versions are kept for them).
+    pub oldest_pin: Option<u64>,
 }
 
 /// What `Pool::info` reports about the pool.
@@ -411,6 +416,7 @@ impl Pool {
         let Some(_attach) = self.lock_attach_exclusive(&entry, None)? else {
             return Err(self.busy(&entry));
         };
+        let _no_readers = self.lock_no_readers(&entry)?;
         let r = (|| {
             // A plaintext copy left by a crash goes before the space is given back.
             PmoCore::new(&entry)?.scrub_for_destroy(m)?;
@@ -430,16 +436,22 @@ impl Pool {
         inner.poison(r)
     }
 
-    fn state_of(&self, e: &Entry) -> AttachState {
+    fn state_of(&self, e: &Entry, readers: u32) -> AttachState {
         match self.inner.locker.holder(locks::attach_word(e.extent_off)) {
             Ok(Some(LockKind::Exclusive)) => AttachState::Writer,
             Ok(Some(LockKind::Shared)) => AttachState::Readers,
+            _ if readers > 0 => AttachState::Readers,
             _ => AttachState::AtRest,
         }
     }
 
     pub fn info_of(&self, e: &Entry) -> PmoInfo {
-        let state = self.state_of(e);
+        let (readers, oldest_pin) = PmoCore::new(e)
+            .ok()
+            .and_then(|core| self.readers_of(&core).ok())
+            .unwrap_or((0, None));
+        let readers = readers as u32;
+        let state = self.state_of(e, readers);
         let holder_pid = (state == AttachState::Writer)
             .then(|| self.holder_word(e))
             .filter(|&p| p != 0);
@@ -455,6 +467,8 @@ impl Pool {
             scheme: e.scheme,
             state,
             created_unix_s: e.created_unix_s,
+            readers,
+            oldest_pin,
         }
     }
 

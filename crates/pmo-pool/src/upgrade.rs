@@ -7,6 +7,8 @@
 //!   log, entry flag bit 1; existing entries have none and keep page-granular psync).
 //! - to version 7: the superblock alone (PMOs created from then on may belong to a key family,
 //!   entry flag bit 2; existing entries keep their own Argon2id salt).
+//! - to version 8: the superblock alone (writers from then on check the readers word of the
+//!   header page before each psync; every existing PMO has it zero).
 //!
 //! Each step ends with the new superblock (copy A, then copy B, each fenced); a crash before
 //! copy A is durable leaves the older pool, which the next open upgrades again. Every write
@@ -17,7 +19,7 @@ use std::sync::Arc;
 use pmo_format::superblock::{SB_OFFSETS, SB_SIZE};
 use pmo_format::{
     Superblock, ENTRY_SIZE, FORMAT_VERSION, FORMAT_VERSION_CAPACITY, FORMAT_VERSION_FAMILY,
-    FORMAT_VERSION_MAP_CHECK, FORMAT_VERSION_MIRROR, FORMAT_VERSION_SUBLOG,
+    FORMAT_VERSION_MAP_CHECK, FORMAT_VERSION_MIRROR, FORMAT_VERSION_READERS, FORMAT_VERSION_SUBLOG,
 };
 use pmo_medium::Medium;
 use pmo_os::lock::LockKind;
@@ -71,7 +73,7 @@ pub fn upgrade(
     // Steps that change nothing on the medium but the version, which keeps older builds away
     // from what the new version allows. A crash before copy A is durable leaves the older
     // pool, which the next open upgrades.
-    let version_only: [(u32, &str); 3] = [
+    let version_only: [(u32, &str); 4] = [
         // Every existing entry has capacity 0 (= its size); older builds ignore bytes
         // 468..476 of an entry and would lay the extent out by the size.
         (
@@ -89,6 +91,12 @@ pub fn upgrade(
         (
             FORMAT_VERSION_FAMILY,
             "PMOs created from now on may belong to a key family",
+        ),
+        // No reader has announced itself (header word 2256 is zero in every PMO); older
+        // builds' writers would ignore the word and overwrite versions readers still read.
+        (
+            FORMAT_VERSION_READERS,
+            "readers may now attach beside a writer",
         ),
     ];
     for (version, what) in version_only {

@@ -85,6 +85,17 @@ impl Attachment {
         Ok(d)
     }
 
+    /// Move a read-only attachment to the newest psync (readers beside a writer); returns the
+    /// psync it now shows.
+    fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with_live(py, |a| a.refresh())
+    }
+
+    /// The psync this attachment shows (a reader's snapshot; a writer's newest psync).
+    fn snapshot_seq(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with_live(py, |a| Ok(a.snapshot_seq()))
+    }
+
     /// Undo every change since the last psync; returns the number of pages restored.
     fn rollback(&self, py: Python<'_>) -> PyResult<u64> {
         self.with_live(py, |a| a.rollback())

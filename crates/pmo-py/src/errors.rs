@@ -59,6 +59,12 @@ create_exception!(
 );
 create_exception!(
     _pmo,
+    PinLimit,
+    Error,
+    "Readers beside the writer pin more old page versions than PMO_PIN_PAGES allows: the psync was refused before it wrote anything (refresh or detach the oldest reader)."
+);
+create_exception!(
+    _pmo,
     Poisoned,
     Error,
     "The pool is unusable after a persistence failure."
@@ -90,6 +96,7 @@ pub fn to_py(e: StoreError, context: Option<&str>) -> PyErr {
         StoreError::NotFound(_) => NotFound::new_err(msg),
         StoreError::Exists(_) | StoreError::PoolExists(_) => Exists::new_err(msg),
         StoreError::NoSpace(_) => PoolFull::new_err(msg),
+        StoreError::PinLimit { .. } => PinLimit::new_err(msg),
         StoreError::Busy { .. } | StoreError::AddressInUse { .. } => Busy::new_err(msg),
         StoreError::ReadOnly(_) => ReadOnly::new_err(msg),
         StoreError::Invalid(_) => InvalidArgument::new_err(msg),
@@ -122,6 +129,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Exists", py.get_type::<Exists>())?;
     m.add("Busy", py.get_type::<Busy>())?;
     m.add("PoolFull", py.get_type::<PoolFull>())?;
+    m.add("PinLimit", py.get_type::<PinLimit>())?;
     m.add("ReadOnly", py.get_type::<ReadOnly>())?;
     m.add("InvalidArgument", py.get_type::<InvalidArgument>())?;
     m.add("NotAPool", py.get_type::<NotAPool>())?;

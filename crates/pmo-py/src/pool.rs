@@ -48,6 +48,8 @@ fn pmo_dict<'py>(py: Python<'py>, p: &PmoInfo) -> PyResult<Bound<'py, PyDict>> {
     d.set_item("scheme", scheme_name(p.scheme))?;
     d.set_item("state", p.state.name())?;
     d.set_item("holder_pid", p.holder_pid)?;
+    d.set_item("readers", p.readers)?;
+    d.set_item("oldest_pin", p.oldest_pin)?;
     d.set_item("base_addr", p.base_addr)?;
     d.set_item("extent_off", p.extent_off)?;
     d.set_item("extent_len", p.extent_len)?;

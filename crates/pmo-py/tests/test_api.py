@@ -262,8 +262,9 @@ def test_busy_across_processes_and_gil_released_while_waiting(pool):
     """, pool.path, KEY, stdin=subprocess.PIPE)
     try:
         assert holder.stdout.readline().strip() == "attached", holder.stderr.read()
-        with pytest.raises(pmo.Busy, match="PMO 'm' is attached"):
-            pool.attach("m", KEY)
+        # A second writer is refused (a reader would attach beside it: test_readers_...).
+        with pytest.raises(pmo.Busy, match="PMO 'm' is attached read-write by another process"):
+            pool.attach("m", KEY, mode="w")
         with pytest.raises(pmo.Busy):
             pool.destroy("m", KEY)
         # While attach waits for the holder, another Python thread runs: the GIL is released.
@@ -443,3 +444,45 @@ def test_missing_default_pool_is_pool_not_found_not_created(tmp_path, monkeypatc
     with pytest.raises(pmo.PoolNotFound, match=f"^no pool at {missing}: create one with "):
         pmo.Pool()
     assert not missing.exists()
+
+
+def test_readers_beside_a_writer_in_another_process_see_one_psync_and_refresh(pool):
+    """Issue 27: a reader attaches while another process writes, keeps the state of the
+    newest psync when it attached whatever the writer does, and moves on with refresh()."""
+    pool.create("m", 4 * 4096, KEY)
+    writer = child("""
+        pool = pmo.Pool(sys.argv[1])
+        obj = pool.attach("m", sys.argv[2], mode="w")
+        for line in sys.stdin:
+            gen = int(line)
+            memoryview(obj)[:] = bytes([gen]) * len(obj)
+            obj.psync()
+            print("psynced", gen, flush=True)
+        obj.detach()
+    """, pool.path, KEY, stdin=subprocess.PIPE)
+
+    def psync(gen):
+        writer.stdin.write(f"{gen}\n")
+        writer.stdin.flush()
+        assert writer.stdout.readline().split() == ["psynced", str(gen)], writer.stderr.read()
+
+    try:
+        psync(1)
+        with pool.attach("m", KEY) as ro:
+            assert bytes(memoryview(ro)[:4096]) == b"\x01" * 4096
+            seq = ro.snapshot_seq()
+            psync(2)
+            psync(3)
+            # Still psync 1's state, every page (pages first read now too).
+            assert bytes(memoryview(ro)) == b"\x01" * len(ro)
+            assert ro.snapshot_seq() == seq
+            assert ro.refresh() > seq
+            assert bytes(memoryview(ro)) == b"\x03" * len(ro)
+            info = pool.info("m")
+            assert info["state"] == "attached-rw" and info["readers"] == 1, info
+    finally:
+        writer.stdin.close()
+        writer.wait(timeout=30)
+    with pool.attach("m", KEY, mode="w") as rw:
+        with pytest.raises(pmo.InvalidArgument, match="only a read-only attachment refreshes"):
+            rw.refresh()

@@ -66,6 +66,7 @@ pub use facade::Pool;
 pub use handle::{PmoHandle, BUSY_ATTACHING, BUSY_READERS, BUSY_WRITER, BUSY_WRITER_HERE};
 pub use pmo_format::KdfParams;
 pub use pmo_os::view::{DirtyTracking, Mechanism};
+pub use pmo_pool::reader::{beside_writer as reader_beside_writer, Refreshed};
 pub use pool::{AttachState, Perm, PmoInfo, PoolInfo, PoolOptions};
 pub use pptr::PPtr;
 pub use predict::{PredictConfig, PredictStats};

@@ -704,3 +704,55 @@ fn entries_another_attach_left_unflushed_survive_two_later_commits() {
         assert_eq!(seen, [true, true], "{ctx}: both states seen");
     }
 }
+
+/// Readers beside a writer (`docs/readers.md`): psyncs that keep versions a reader pins, the
+/// reader's refresh, and the psync that frees the versions no pin needs any more, cut at every
+/// persist point. Pins and frames are volatile: every image recovers as of the last completed
+/// psync (or the one in flight), and while the run lasts the reader sees version 1 throughout.
+#[test]
+fn psyncs_keeping_pinned_versions_at_every_persist_point() {
+    for scheme in ["none", "secure", "sp-ip", "wedi"].map(|n| Scheme::from_name(n).unwrap()) {
+        let base = base_image(scheme);
+        let points = explore(
+            &base,
+            3,
+            SEED + 27,
+            |m| -> Result<(), StoreError> {
+                let pool = Pool::open_on(m.clone())?;
+                let reader = pool.open_pmo("a", Perm::Read, KEY, None)?;
+                let h = pool.open_pmo("a", Perm::Write, KEY, None)?;
+                let mut buf = [0u8; 4096];
+                for v in [2u8, 3, 4] {
+                    commit_version(&h, v)?;
+                    for p in 0..PMO_PAGES {
+                        reader.read_page(p, &mut buf)?;
+                        assert_eq!(buf, page(1, p), "{scheme}: the reader left psync 1");
+                    }
+                }
+                reader.refresh()?;
+                reader.refreshed();
+                reader.read_page(0, &mut buf)?;
+                assert_eq!(buf, page(4, 0), "{scheme}: the refreshed reader");
+                commit_version(&h, 5)
+            },
+            |cp| {
+                let ctx = format!(
+                    "{scheme}: pinned psyncs crash point {} variant {}",
+                    cp.point, cp.variant
+                );
+                common::assert_no_plaintext(&cp.image, scheme, FILLERS, &ctx);
+                let pool = open(cp.image.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+                let v = version_of(&pool, &ctx);
+                assert!((1..=5).contains(&v), "{ctx}: {v}");
+                if cp.completed {
+                    assert_eq!(v, 5, "{ctx}: a completed psync was lost");
+                }
+                assert_healthy(&pool, &ctx);
+            },
+        );
+        assert!(
+            points >= 8,
+            "{scheme}: four psyncs of two fences each, saw {points} persist points"
+        );
+    }
+}

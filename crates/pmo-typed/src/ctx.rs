@@ -39,7 +39,10 @@ fn root_data_offset<T>() -> usize {
 enum Backing {
     Write(PmoHeap),
     // Field order: the heap is dropped before the mapping.
-    Read { heap: Heap, _attachment: Attachment },
+    Read {
+        heap: Heap,
+        _attachment: Box<Attachment>,
+    },
 }
 
 /// The attached heap as containers see it: pass it to every container method. Obtained with
@@ -566,7 +569,7 @@ impl TypedReader {
         Ok(TypedReader {
             ctx: Ctx::new(Backing::Read {
                 heap,
-                _attachment: a,
+                _attachment: Box::new(a),
             }),
         })
     }

@@ -36,6 +36,7 @@ from ._pmo import (
     Poisoned,
     PoolNotFound,
     PoolFull,
+    PinLimit,
     ReadOnly,
     Unsupported,
     WrongKey,
@@ -54,6 +55,7 @@ __all__ = [
     "Exists",
     "Busy",
     "PoolFull",
+    "PinLimit",
     "ReadOnly",
     "InvalidArgument",
     "NotAPool",
@@ -104,6 +106,19 @@ class PmoObject(_pmo.Region):
     def rollback(self) -> int:
         """Undo every change since the last psync; returns the number of pages restored."""
         return self._native.rollback()
+
+    def refresh(self) -> int:
+        """Move a read-only attachment to the newest psync of its PMO (readers beside a
+        writer, in this process or another): pages changed since its snapshot are read again,
+        the others stay decrypted. Returns the psync sequence number it now shows. Raises
+        ``InvalidArgument`` for a read-write attachment. No other thread may read the PMO
+        meanwhile."""
+        return self._native.refresh()
+
+    def snapshot_seq(self) -> int:
+        """The psync sequence number this attachment shows: a reader's snapshot (it never
+        changes but by :meth:`refresh`), a writer's newest psync."""
+        return self._native.snapshot_seq()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator["PmoObject"]:

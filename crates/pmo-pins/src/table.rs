@@ -1,0 +1,421 @@
+//! One PMO's pin table: found or made by the first process that needs it, removed by the last
+//! one leaving.
+//!
+//! Every process with the table mapped holds the PMO's pin-table lock word on the pool file
+//! shared (`pmo_meta::locks::pins_word`). Joining: take it shared, open (or create) the table
+//! file, initialise it under the file's `INIT_BYTE` lock if it is new, stale or not announced
+//! yet, then set the PMO's readers word on the medium (`PmoLayout::READERS_OFF`), which tells
+//! the writer to track versions. Leaving: unmap, release the shared lock, and try the lock
+//! exclusively without waiting: whoever gets it is the last user, and removes the file and
+//! clears the readers word while holding it (a process joining meanwhile waits, then makes a
+//! fresh table). Destroy, rename, resize and rotate take the lock exclusively to refuse while
+//! readers exist (`Pool::lock_no_readers`).
+//!
+//! A medium without a file (the crash simulation) keeps its tables in this process's memory,
+//! one per PMO, for as long as a user holds it.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use pmo_format::PmoLayout;
+use pmo_medium::Medium;
+use pmo_meta::error::{Result, StoreError};
+use pmo_meta::locks::{self, LockGuard, Locker};
+use pmo_os::lock::{LockKind, RangeLock};
+use pmo_os::map::{FileMapping, MapMode};
+
+use crate::layout::*;
+
+/// Where a PMO's pin table is and what it is for.
+#[derive(Clone)]
+pub struct PinsAt {
+    pub locker: Locker,
+    pub medium: Arc<dyn Medium>,
+    pub pool_uuid: [u8; 16],
+    pub pmo_uuid: [u8; 16],
+    pub extent_off: u64,
+    /// Pages of the PMO's layout (its capacity).
+    pub npages: u64,
+}
+
+impl PinsAt {
+    fn readers_word(&self) -> u64 {
+        self.extent_off + PmoLayout::READERS_OFF
+    }
+
+    /// Whether the medium says a table may exist (a writer checks this before each psync).
+    pub fn announced(&self) -> Result<bool> {
+        let mut b = [0u8; 8];
+        self.medium.read(self.readers_word(), &mut b)?;
+        Ok(u64::from_le_bytes(b) != 0)
+    }
+
+    fn announce(&self, on: bool) -> Result<()> {
+        self.medium
+            .write(self.readers_word(), &u64::from(on).to_le_bytes())?;
+        Ok(())
+    }
+
+    /// The table file of this PMO (`PMO_PINS_DIR`, else `/dev/shm`).
+    pub fn path(&self) -> PathBuf {
+        dir().join(format!(
+            "pmo-pins-{}-{}",
+            hex(&self.pool_uuid[..8]),
+            hex(&self.pmo_uuid)
+        ))
+    }
+}
+
+/// Where pin tables live: `PMO_PINS_DIR`, else `/dev/shm`.
+pub fn dir() -> PathBuf {
+    match std::env::var_os("PMO_PINS_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from("/dev/shm"),
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn io(op: &str) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        op: op.to_string(),
+        source,
+    }
+}
+
+fn lock_err(e: pmo_os::lock::LockError) -> StoreError {
+    StoreError::Os(e.to_string())
+}
+
+enum Backing {
+    File {
+        map: FileMapping,
+        path: PathBuf,
+    },
+    /// Process memory (a medium without a file), shared by the users in this process.
+    Local(Arc<LocalTable>),
+}
+
+/// A table in process memory.
+pub(crate) struct LocalTable {
+    words: Box<[AtomicU64]>,
+}
+
+type LocalKey = ([u8; 16], [u8; 16]);
+
+fn local_tables() -> &'static Mutex<HashMap<LocalKey, Weak<LocalTable>>> {
+    static T: OnceLock<Mutex<HashMap<LocalKey, Weak<LocalTable>>>> = OnceLock::new();
+    T.get_or_init(Default::default)
+}
+
+/// The writer's own state (one writer per PMO at a time: the attach lock).
+#[derive(Default)]
+pub struct WriterState {
+    pub(crate) free: Vec<u64>,
+    /// Frames this writer knows to be in use (after the first scan).
+    pub(crate) used: Vec<u64>,
+    /// Whether `free` was built by a scan (else every frame not listed may be free).
+    pub(crate) scanned: bool,
+    /// `H_PINS_GEN` at the last reclaim.
+    pub(crate) reclaimed_gen: u64,
+    pub(crate) checked: Option<std::time::Instant>,
+    /// Slots whose reader was dead when last asked (with their claim words).
+    pub(crate) dead: Vec<(usize, u64)>,
+}
+
+/// One process's hold on a PMO's pin table. Dropping it leaves the table (module docs).
+pub struct PinTable {
+    backing: Option<Backing>,
+    pub(crate) layout: Layout,
+    at: PinsAt,
+    /// The pin-table lock word held shared (taken until drop).
+    shared: Option<LockGuard>,
+    /// Writer-only state: free frames found, when dead readers were last looked for.
+    pub(crate) writer: Mutex<WriterState>,
+}
+
+impl std::fmt::Debug for PinTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PinTable({:?})", self.layout)
+    }
+}
+
+impl PinTable {
+    /// Join the PMO's table. `create`: make one if there is none (a reader); otherwise
+    /// (a writer) `None` when no table is announced.
+    pub fn join(at: &PinsAt, create: bool) -> Result<Option<Arc<PinTable>>> {
+        if !create && !at.announced()? {
+            return Ok(None);
+        }
+        let nframes = frames_from_env().map_err(StoreError::Invalid)?;
+        match &at.locker {
+            Locker::Local(_) => Self::join_local(at, create, nframes),
+            Locker::Ofd(_) => Self::join_file(at, create, nframes),
+        }
+    }
+
+    fn join_local(at: &PinsAt, create: bool, nframes: u64) -> Result<Option<Arc<PinTable>>> {
+        let shared = at
+            .locker
+            .lock_blocking(locks::pins_word(at.extent_off), LockKind::Shared)?;
+        let mut tables = local_tables().lock().unwrap_or_else(|e| e.into_inner());
+        let key = (at.pool_uuid, at.pmo_uuid);
+        let existing = tables.get(&key).and_then(Weak::upgrade);
+        let table = match existing {
+            Some(t) if t.words.len() >= HEADER_WORDS => {
+                let npages = t.words[H_NPAGES].load(Ordering::Acquire);
+                let nframes = t.words[H_NFRAMES].load(Ordering::Acquire);
+                if npages != at.npages {
+                    return Err(StoreError::Busy {
+                        name: String::new(),
+                        how: "by readers of its earlier size",
+                    });
+                }
+                let layout = Layout { npages, nframes };
+                (t, layout)
+            }
+            _ => {
+                if !create {
+                    return Ok(None);
+                }
+                let layout = Layout {
+                    npages: at.npages,
+                    nframes,
+                };
+                let words: Box<[AtomicU64]> =
+                    (0..layout.words()).map(|_| AtomicU64::new(0)).collect();
+                let t = Arc::new(LocalTable { words });
+                init_header(&t.words, at, layout);
+                tables.insert(key, Arc::downgrade(&t));
+                (t, layout)
+            }
+        };
+        if create {
+            at.announce(true)?;
+        }
+        Ok(Some(Arc::new(PinTable {
+            backing: Some(Backing::Local(table.0)),
+            layout: table.1,
+            at: at.clone(),
+            shared: Some(shared),
+            writer: Default::default(),
+        })))
+    }
+
+    fn join_file(at: &PinsAt, create: bool, nframes: u64) -> Result<Option<Arc<PinTable>>> {
+        let shared = at
+            .locker
+            .lock_blocking(locks::pins_word(at.extent_off), LockKind::Shared)?;
+        // A last user may have removed the table while we waited.
+        if !create && !at.announced()? {
+            return Ok(None);
+        }
+        let path = at.path();
+        let file = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if !create && e.kind() == std::io::ErrorKind::NotFound => {
+                return Self::clear_stale(at, shared);
+            }
+            Err(e) => return Err(io("open pin table")(e)),
+        };
+        let init = RangeLock::acquire_blocking(&path, INIT_BYTE, 1, LockKind::Exclusive)
+            .map_err(lock_err)?;
+        let want = Layout {
+            npages: at.npages,
+            nframes,
+        };
+        let layout = match current_layout(&file, at)? {
+            // In use (announced) and made for this PMO: join it.
+            Some(l) if at.announced()? => l,
+            // New, stale (nobody announced it: no writer tracks into it), or another PMO's.
+            _ => {
+                if !create {
+                    drop(init);
+                    return Self::clear_stale(at, shared);
+                }
+                file.set_len(0).map_err(io("clear pin table"))?;
+                file.set_len(want.bytes()).map_err(io("size pin table"))?;
+                let map =
+                    FileMapping::new(file.try_clone().map_err(io("pin table"))?, MapMode::Shared)
+                        .map_err(|e| StoreError::Os(format!("map pin table: {e}")))?;
+                init_header(map.as_atomic_words(), at, want);
+                want
+            }
+        };
+        if create {
+            at.announce(true)?;
+        }
+        drop(init);
+        let map = FileMapping::new(file, MapMode::Shared)
+            .map_err(|e| StoreError::Os(format!("map pin table: {e}")))?;
+        if map.as_atomic_words().len() < layout.words() {
+            return Err(StoreError::Corrupt(format!(
+                "pin table {} is shorter than its header says",
+                path.display()
+            )));
+        }
+        Ok(Some(Arc::new(PinTable {
+            backing: Some(Backing::File { map, path }),
+            layout,
+            at: at.clone(),
+            shared: Some(shared),
+            writer: Default::default(),
+        })))
+    }
+
+    /// A writer found the readers word set without a table for it (a reader died while
+    /// making or removing one): clear it if nobody else uses the table lock, so that later
+    /// psyncs do not look again.
+    fn clear_stale(at: &PinsAt, shared: LockGuard) -> Result<Option<Arc<PinTable>>> {
+        drop(shared);
+        let word = locks::pins_word(at.extent_off);
+        if let Some(g) = at.locker.lock(word, LockKind::Exclusive, None)? {
+            remove_unused(at, &g)?;
+        }
+        Ok(None)
+    }
+
+    /// The table's words.
+    pub(crate) fn words(&self) -> &[AtomicU64] {
+        match self.backing.as_ref().expect("backing lives until drop") {
+            Backing::File { map, .. } => map.as_atomic_words(),
+            Backing::Local(t) => &t.words,
+        }
+    }
+
+    pub(crate) fn w(&self, i: usize) -> &AtomicU64 {
+        &self.words()[i]
+    }
+
+    /// The table file (`None`: in process memory).
+    pub fn path(&self) -> Option<&Path> {
+        match self.backing.as_ref()? {
+            Backing::File { path, .. } => Some(path),
+            Backing::Local(_) => None,
+        }
+    }
+
+    pub(crate) fn file(&self) -> Option<&File> {
+        match self.backing.as_ref()? {
+            Backing::File { map, .. } => Some(map.file()),
+            Backing::Local(_) => None,
+        }
+    }
+
+    /// Pages the table was made for.
+    pub fn npages(&self) -> u64 {
+        self.layout.npages
+    }
+
+    /// Frames (the most page versions kept at once).
+    pub fn nframes(&self) -> u64 {
+        self.layout.nframes
+    }
+
+    /// Frames holding a version some reader may need.
+    pub fn frames_used(&self) -> u64 {
+        self.w(H_FRAMES_USED).load(Ordering::Relaxed)
+    }
+}
+
+/// The layout of an existing table file made for this PMO, if it is one.
+fn current_layout(file: &File, at: &PinsAt) -> Result<Option<Layout>> {
+    let len = file.metadata().map_err(io("stat pin table"))?.len();
+    if len < (HEADER_WORDS * 8) as u64 {
+        return Ok(None);
+    }
+    let map = FileMapping::new(file.try_clone().map_err(io("pin table"))?, MapMode::Shared)
+        .map_err(|e| StoreError::Os(format!("map pin table: {e}")))?;
+    let w = map.as_atomic_words();
+    let get = |i: usize| w[i].load(Ordering::Acquire);
+    let uuid = |i: usize| {
+        let mut u = [0u8; 16];
+        u[..8].copy_from_slice(&get(i).to_le_bytes());
+        u[8..].copy_from_slice(&get(i + 1).to_le_bytes());
+        u
+    };
+    let l = Layout {
+        npages: get(H_NPAGES),
+        nframes: get(H_NFRAMES),
+    };
+    let ok = get(H_MAGIC) == MAGIC
+        && uuid(H_POOL_UUID) == at.pool_uuid
+        && uuid(H_PMO_UUID) == at.pmo_uuid
+        && l.npages == at.npages
+        && l.nframes > 0
+        && l.bytes() <= len;
+    Ok(ok.then_some(l))
+}
+
+fn init_header(w: &[AtomicU64], at: &PinsAt, l: Layout) {
+    let put = |i: usize, v: u64| w[i].store(v, Ordering::Relaxed);
+    put(H_NPAGES, l.npages);
+    put(H_NFRAMES, l.nframes);
+    put(H_KNOWN_FROM, NOT_TRACKED);
+    put(H_INFLIGHT, 0);
+    put(H_PINS_GEN, 0);
+    put(H_FRAMES_USED, 0);
+    for (i, half) in [(H_POOL_UUID, &at.pool_uuid), (H_PMO_UUID, &at.pmo_uuid)] {
+        put(
+            i,
+            u64::from_le_bytes(half[..8].try_into().expect("8 bytes")),
+        );
+        put(
+            i + 1,
+            u64::from_le_bytes(half[8..].try_into().expect("8 bytes")),
+        );
+    }
+    w[H_MAGIC].store(MAGIC, Ordering::Release);
+}
+
+impl Drop for PinTable {
+    fn drop(&mut self) {
+        let backing = self.backing.take();
+        match backing {
+            Some(Backing::Local(t)) => {
+                drop(t);
+                drop(self.shared.take());
+                let word = locks::pins_word(self.at.extent_off);
+                if let Ok(Some(_last)) = self.at.locker.lock(word, LockKind::Exclusive, None) {
+                    let _ = self.at.announce(false);
+                }
+            }
+            Some(Backing::File { map, path }) => {
+                drop(map);
+                drop(self.shared.take());
+                let word = locks::pins_word(self.at.extent_off);
+                if let Ok(Some(_last)) = self.at.locker.lock(word, LockKind::Exclusive, None) {
+                    let _ = std::fs::remove_file(&path);
+                    let _ = self.at.announce(false);
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+/// Remove the pin table of a PMO nobody uses (destroy, or a table a crash left), holding the
+/// pin-table lock exclusively (the caller's `guard`).
+pub fn remove_unused(at: &PinsAt, _guard: &LockGuard) -> Result<()> {
+    if let Locker::Ofd(_) = at.locker {
+        match std::fs::remove_file(at.path()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("remove pin table")(e)),
+        }
+    }
+    at.announce(false)
+}
