@@ -180,19 +180,22 @@ struct MapState {
     _lock_path: CString,
     /// The lock directory, released in this process's count at close.
     lock_dir: PathBuf,
+    /// The pool's file (canonical): when it is gone at close, so is the lock directory.
+    pool_file: Option<PathBuf>,
     /// Never psynced when attached: reads as an empty data file.
     fresh: bool,
 }
 
 /// PMO `name`'s lock directory, its owner recorded (`crate::lockdir`), counted open in this
-/// process until `pmo_lmdb_close`.
-fn lock_dir(backend: &Backend, name: &str) -> Result<PathBuf, LmdbError> {
+/// process until `pmo_lmdb_close`; and the pool file's path.
+fn lock_dir(backend: &Backend, name: &str) -> Result<(PathBuf, Option<PathBuf>), LmdbError> {
     let root = match &backend.lock_dir {
         Some(d) => d.clone(),
         None => lockdir::lock_root(),
     };
     // One lock file per (pool, PMO), whatever path the pool was opened by: the pool's uuid.
-    lockdir::prepare(&root, &lockdir::Owner::of(&backend.pool, name)?)
+    let owner = lockdir::Owner::of(&backend.pool, name)?;
+    Ok((lockdir::prepare(&root, &owner)?, owner.pool))
 }
 
 fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmdbMap>>, LmdbError> {
@@ -237,7 +240,7 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
     }
     let att = backend.pool.attach_with(&name, perm, &backend.key, opts)?;
     let fresh = att.handle().seq() == 0;
-    let dir = lock_dir(&backend, &name)?;
+    let (dir, pool_file) = lock_dir(&backend, &name)?;
     // With MDB_NOSUBDIR LMDB appends "-lock" to the path it is given: keep it in the directory.
     let lock = if flags & crate::ffi::MDB_NOSUBDIR != 0 {
         dir.join(lockdir::NOSUBDIR_BASE)
@@ -260,6 +263,7 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
         name,
         _lock_path: lock,
         lock_dir: dir,
+        pool_file,
         fresh,
     });
     let att = state.att.as_ref().expect("just set");
@@ -460,6 +464,17 @@ pub unsafe extern "C" fn pmo_lmdb_close(map: *mut PmoLmdbMap, sync: c_int) {
             if let Err(e) = att.detach() {
                 set_error(&e.into());
             }
+        }
+    }
+    // A pool file deleted while the environment was open: nothing will use its lock directory
+    // again. (A PMO cannot be destroyed while attached: `pmo destroy` removes its directory.)
+    if st
+        .pool_file
+        .as_deref()
+        .is_some_and(|p| matches!(p.try_exists(), Ok(false)))
+    {
+        if let Err(e) = lockdir::remove_at_close(&st.lock_dir) {
+            set_error(&e);
         }
     }
 }

@@ -229,6 +229,17 @@ fn open_here(dir: &Path) -> bool {
         .any(|(p, _)| p == dir)
 }
 
+/// A `struct flock` of type `kind` over byte 0.
+fn byte0(kind: i32) -> libc::flock {
+    // SAFETY: `libc::flock` is a plain C struct for which all-zero bytes are a valid value.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as i16;
+    fl.l_whence = libc::SEEK_SET as i16;
+    fl.l_start = 0;
+    fl.l_len = 1;
+    fl
+}
+
 /// The lock files of `dir` locked for writing (byte 0, OFD, not waiting), held until dropped;
 /// `None` when a process has one of them locked: an environment is open.
 fn lock_all(dir: &Path) -> std::io::Result<Option<Vec<File>>> {
@@ -246,12 +257,7 @@ fn lock_all(dir: &Path) -> std::io::Result<Option<Vec<File>>> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
         };
-        // SAFETY: `libc::flock` is a plain C struct for which all-zero bytes are a valid value.
-        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-        fl.l_type = libc::F_WRLCK as i16;
-        fl.l_whence = libc::SEEK_SET as i16;
-        fl.l_start = 0;
-        fl.l_len = 1;
+        let fl = byte0(libc::F_WRLCK);
         // SAFETY: F_OFD_SETLK reads a valid `struct flock` that lives for the call, on a
         // descriptor `f` owns.
         if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &fl) } != 0 {
@@ -327,6 +333,45 @@ pub fn remove(dir: &Path) -> Result<Removal, LmdbError> {
     let Some(_held) = lock_all(dir).map_err(err)? else {
         return Ok(Removal::InUse);
     };
+    remove_files(dir)?;
+    Ok(Removal::Removed)
+}
+
+/// At the close of an environment whose pool file is gone (deleted while it was open): remove
+/// its lock directory unless another process has the environment open. Called while LMDB in
+/// this process still holds its own lock on the file, so the probe is `F_GETLK`, which ignores
+/// this process's POSIX locks (closing the probe's descriptor drops them: harmless, LMDB is
+/// closing that environment). Another environment of this process on it keeps it.
+pub(crate) fn remove_at_close(dir: &Path) -> Result<Removal, LmdbError> {
+    if open_here(dir) {
+        return Ok(Removal::InUse);
+    }
+    if let Err(why) = recognise(dir) {
+        return Ok(Removal::NotOurs(why));
+    }
+    let err = |e: std::io::Error| LmdbError::Lock(format!("{}: {e}", dir.display()));
+    for name in LOCK_FILES {
+        let f = match File::open(dir.join(name)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(err(e)),
+        };
+        let mut fl = byte0(libc::F_WRLCK);
+        // SAFETY: F_GETLK reads and writes a valid `struct flock` that lives for the call, on a
+        // descriptor `f` owns.
+        if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETLK, &mut fl) } != 0 {
+            return Err(err(std::io::Error::last_os_error()));
+        }
+        if fl.l_type != libc::F_UNLCK as i16 {
+            return Ok(Removal::InUse);
+        }
+    }
+    remove_files(dir)?;
+    Ok(Removal::Removed)
+}
+
+fn remove_files(dir: &Path) -> Result<(), LmdbError> {
+    let err = |e: std::io::Error| LmdbError::Lock(format!("{}: {e}", dir.display()));
     for e in std::fs::read_dir(dir).map_err(err)? {
         let p = e.map_err(err)?.path();
         match std::fs::remove_file(&p) {
@@ -334,8 +379,7 @@ pub fn remove(dir: &Path) -> Result<Removal, LmdbError> {
             _ => {}
         }
     }
-    std::fs::remove_dir(dir).map_err(err)?;
-    Ok(Removal::Removed)
+    std::fs::remove_dir(dir).map_err(err)
 }
 
 /// After PMO `name` of `pool` was destroyed: remove its lock directory under `root`.

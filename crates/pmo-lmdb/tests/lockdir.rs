@@ -3,7 +3,8 @@
 //! `lockdir::remove_for` (what `pmo destroy` calls) and `lockdir::clean` (what `pmo lmdb locks
 //! --clean` calls), leaves nothing under the lock directory's parent. A directory in use (this
 //! process's environment, or another description's lock on `lock.mdb`) is never removed, nor
-//! one that is not recognisably pmo's.
+//! one that is not recognisably pmo's. The close of an environment whose pool file was deleted
+//! while it was open removes its directory itself.
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -86,6 +87,14 @@ fn put(name: &str, flags: u32) {
     )
     .unwrap();
     env.put1(b"k", name.as_bytes()).unwrap();
+}
+
+/// A writer's options, for a PMO of 1 MiB.
+fn small() -> EnvOptions {
+    EnvOptions {
+        flags: 0,
+        map_size: Some(1 << 20),
+    }
 }
 
 fn status_of(root: &Path, dir: &Path) -> (Status, bool) {
@@ -263,4 +272,31 @@ fn a_locked_or_foreign_directory_is_never_removed() {
     std::fs::remove_file(dx.join("data.mdb")).unwrap();
     assert_eq!(lockdir::remove(&dx).unwrap(), Removal::Removed);
     assert!(!dx.exists());
+}
+
+#[test]
+fn closing_an_environment_whose_pool_file_is_gone_removes_its_directory() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("close");
+    let pool = s.pool();
+    let (da, db) = (s.dir_of(&pool, "a"), s.dir_of(&pool, "b"));
+    let a = Env::open("pmo:a", small()).unwrap();
+    a.put1(b"k", b"v").unwrap();
+    let b = Env::open("pmo:b", small()).unwrap();
+    // b's lock file has another holder too (an OFD lock stands for another process's LMDB).
+    let held = hold_read_lock(&db.join("lock.mdb"));
+    std::fs::remove_file(&s.pool_path).unwrap();
+    drop(a);
+    assert!(!da.exists(), "the last close left {}", da.display());
+    drop(b);
+    assert!(
+        db.join("lock.mdb").is_file(),
+        "removed while another holder had it"
+    );
+    drop(held);
+    // With the pool file still there, a close leaves the directory for the next open.
+    drop(pool);
+    let pool = s.pool();
+    drop(Env::open("pmo:c", small()).unwrap());
+    assert!(s.dir_of(&pool, "c").join("lock.mdb").is_file());
 }
