@@ -892,13 +892,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             .collect()
     };
     // The most samples behind a study's medians, for the figures' axis labels.
-    let samples = |study: &str| {
-        in_study(study)
-            .iter()
-            .map(|r| r.samples)
-            .max()
-            .unwrap_or(0)
-    };
+    let samples = |study: &str| in_study(study).iter().map(|r| r.samples).max().unwrap_or(0);
     // Fig. 6 (and placement): per scheme, a bar as high as the geomean over workloads of its
     // wall time over the base's (the tables' figure), split into the store's seven categories
     // by their mean shares of the scheme's time.

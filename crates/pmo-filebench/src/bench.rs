@@ -1215,7 +1215,10 @@ mod tests {
             assert!(svg.contains("hollow / ?"), "{name}");
         }
         // Every figure is there as SVG and PNG; Fig. 10 groups its bars by personality.
-        for svg in figs.iter().filter(|f| f.extension().is_some_and(|e| e == "svg")) {
+        for svg in figs
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "svg"))
+        {
             let png = svg.with_extension("png");
             assert!(figs.contains(&png), "{} listed", png.display());
             let bytes = std::fs::read(&png).unwrap();

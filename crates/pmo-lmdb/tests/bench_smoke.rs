@@ -50,10 +50,16 @@ fn ycsb_bench_runs_every_store_and_workload() {
     // Each also as PNG, without librsvg; the workloads are grouped bars' categories.
     for f in &figures {
         let png = std::fs::read(f.with_extension("png")).unwrap();
-        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 8_000, "{f:?}");
+        assert!(
+            png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 8_000,
+            "{f:?}"
+        );
     }
     let svg = std::fs::read_to_string(tmp.join("ycsb-throughput.svg")).unwrap();
-    assert!(svg.contains(">YCSB workload<") && svg.contains(">F<"), "{svg}");
+    assert!(
+        svg.contains(">YCSB workload<") && svg.contains(">F<"),
+        "{svg}"
+    );
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
