@@ -79,7 +79,14 @@ pub fn stacked_bars(
     bars: &Bars,
     reference_y: Option<f64>,
 ) -> Result<(), BenchError> {
-    let width = (140 + 80 * bars.len() as u32 + LEGEND_W).clamp(1100, 2600);
+    // Each bar as wide as its label (about 7 px a character at 12 px), so labels never overlap.
+    let longest = bars
+        .iter()
+        .map(|b| b.label.chars().count() + 2)
+        .max()
+        .unwrap_or(0);
+    let per_bar = (7 * longest as u32 + 12).max(80);
+    let width = (140 + per_bar * bars.len() as u32 + LEGEND_W).clamp(1100, 4000);
     write_both(
         path,
         (width, 580),
