@@ -924,15 +924,21 @@ fn push_bar(series: &mut Vec<plot::Series>, name: &str, cat: usize, v: f64, unce
     }
 }
 
-/// The most samples behind a study's bandwidth medians (the runs per cell).
-fn runs(records: &Records, study: &str) -> usize {
-    records
+/// The statistic behind a study's bandwidths, for an axis label: "one run" (`--quick`) or
+/// "medians of N runs" (the most samples of a cell).
+fn runs(records: &Records, study: &str) -> String {
+    let n = records
         .records
         .iter()
         .filter(|r| r.bench == "filebench" && r.metric == "mb_per_s" && param(r, "study") == study)
         .map(|r| r.samples)
         .max()
-        .unwrap_or(0)
+        .unwrap_or(0);
+    if n <= 1 {
+        "one run".into()
+    } else {
+        format!("medians of {n} runs")
+    }
 }
 
 /// Draw the figures, each as SVG and PNG; their paths.
@@ -994,10 +1000,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         }
         if !bars.is_empty() {
             let p = dir.join(format!("filebench-fig10-{sync}.svg"));
-            let y = format!(
-                "bandwidth / wedi's (MB/s, medians of {} runs)",
-                runs(records, "fig10")
-            );
+            let y = format!("bandwidth / wedi's (MB/s, {})", runs(records, "fig10"));
             plot::grouped_bars(
                 &p,
                 &plot::BarChart {
@@ -1019,10 +1022,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             plot::stacked_bars(
                 &p,
                 &format!("Filebench: store time per op by category, sync {sync}"),
-                &format!(
-                    "store time (µs per op, medians of {} runs)",
-                    runs(records, "fig10")
-                ),
+                &format!("store time (µs per op, {})", runs(records, "fig10")),
                 &to_bars(cats),
                 None,
             )?;
@@ -1063,10 +1063,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             &plot::LineChart {
                 title: &title,
                 x_desc: "threads",
-                y_desc: &format!(
-                    "bandwidth (MB/s, median of {} runs)",
-                    runs(records, "threads")
-                ),
+                y_desc: &format!("bandwidth (MB/s, {})", runs(records, "threads")),
                 integer_x: true,
                 ..Default::default()
             },
@@ -1092,10 +1089,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         }
         if !bars.is_empty() {
             let p = dir.join(format!("filebench-lpmo-{sync}.svg"));
-            let y = format!(
-                "bandwidth / sp:medium's (MB/s, medians of {} runs)",
-                runs(records, "lpmo")
-            );
+            let y = format!("bandwidth / sp:medium's (MB/s, {})", runs(records, "lpmo"));
             plot::grouped_bars(
                 &p,
                 &plot::BarChart {
