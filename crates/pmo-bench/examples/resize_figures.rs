@@ -197,7 +197,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &LineChart {
             title: "Resize time against PMO size (median of 5; pools on /dev/shm)",
             x_desc: "PMO size (MiB)",
-            y_desc: "time (ms)",
+            y_desc: "resize time (ms, median of 5)",
             log: true,
             integer_x: true,
             x_label: None,

@@ -334,6 +334,7 @@ pub fn draw(records: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
             .collect();
         Series::plain(op, &pts)
     };
+    let n = records.records.iter().map(|r| r.samples).max().unwrap_or(0);
     let mut files = Vec::new();
     let rekey = out.join("lifecycle-rekey.svg");
     plot::lines(
@@ -341,7 +342,7 @@ pub fn draw(records: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
         &LineChart {
             title: "rekey time against PMO size (fast KDF)",
             x_desc: "PMO size (MiB)",
-            y_desc: "rekey (µs)",
+            y_desc: &format!("rekey time (µs, median of {n})"),
             log: true,
             ..Default::default()
         },
@@ -359,7 +360,7 @@ pub fn draw(records: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
         &LineChart {
             title: "snapshot and export against cp of the pool file and mdb_copy",
             x_desc: "PMO size (MiB)",
-            y_desc: "MiB/s of the bytes copied",
+            y_desc: &format!("MiB/s of the bytes copied (median of {n})"),
             log: true,
             ..Default::default()
         },

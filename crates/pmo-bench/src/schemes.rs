@@ -609,39 +609,48 @@ pub fn table(records: &Records) -> String {
     out
 }
 
-/// Draw Fig. 1 (cycle time by PMO size, one line per scheme, log-log) as SVG.
+/// Draw Fig. 1 (cycle time per PMO size, one bar per scheme in each size's group, log y) as
+/// SVG and PNG: the sizes are the paper's categories, as its own figure draws them.
 pub fn draw_fig1(records: &Records, path: &Path) -> Result<(), BenchError> {
+    let cells: Vec<_> = records
+        .records
+        .iter()
+        .filter(|r| r.metric == "cycle_us")
+        .filter_map(|r| {
+            let bytes = r.params.get("pmo_bytes")?.parse::<u64>().ok()?;
+            Some((r, r.params.get("scheme")?.clone(), bytes))
+        })
+        .collect();
+    let mut sizes: Vec<u64> = cells.iter().map(|c| c.2).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
     let mut series: Vec<crate::plot::Series> = Vec::new();
-    for r in records.records.iter().filter(|r| r.metric == "cycle_us") {
-        let (Some(s), Some(b)) = (r.params.get("scheme"), r.params.get("pmo_bytes")) else {
-            continue;
-        };
+    for (r, scheme, bytes) in &cells {
         let p = crate::plot::Point {
-            x: b.parse::<f64>().unwrap_or(1.0) / 1024.0,
+            x: sizes.iter().position(|s| s == bytes).unwrap_or(0) as f64,
             y: r.value,
             uncertain: false,
         };
-        match series.iter_mut().find(|x| &x.name == s) {
+        match series.iter_mut().find(|x| &x.name == scheme) {
             Some(e) => e.points.push(p),
             None => series.push(crate::plot::Series {
-                name: s.clone(),
+                name: scheme.clone(),
                 points: vec![p],
             }),
         }
     }
-    if series.is_empty() {
-        return Ok(());
-    }
-    crate::plot::lines(
+    let n = cells.iter().map(|c| c.0.samples).max().unwrap_or(0);
+    let y_desc = format!("cycle time (µs, median of {n}; log scale)");
+    crate::plot::grouped_bars(
         path,
-        &crate::plot::LineChart {
-            title: "Fig. 1: attach + update + psync + detach by PMO size (medians)",
-            x_desc: "PMO size (KiB)",
-            y_desc: "cycle time (µs, median)",
-            log: true,
-            integer_x: true,
+        &crate::plot::BarChart {
+            title: "Fig. 1: attach + update one page + psync + detach, per PMO size",
+            x_desc: "PMO size",
+            y_desc: &y_desc,
+            categories: sizes.iter().map(|&b| human(b)).collect(),
+            log_y: true,
             ..Default::default()
         },
-        &mut series,
+        &series,
     )
 }

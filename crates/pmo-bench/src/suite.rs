@@ -891,6 +891,8 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             .filter(|r| param(r, "study") == st)
             .collect()
     };
+    // The most samples behind a study's medians, for the figures' axis labels.
+    let samples = |study: &str| in_study(study).iter().map(|r| r.samples).max().unwrap_or(0);
     // Fig. 6 (and placement): per scheme, a bar as high as the geomean over workloads of its
     // wall time over the base's (the tables' figure), split into the store's seven categories
     // by their mean shares of the scheme's time.
@@ -954,14 +956,14 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             "breakdown",
             &(|_: &str| Some("wedi".to_string())) as &dyn Fn(&str) -> Option<String>,
             "Execution time by design / wedi (geomean over workloads; split by mean category shares)",
-            "time / wedi",
+            "wall time / wedi's (geomean of median ratios)",
             "suite-fig6-breakdown.svg",
         ),
         (
             "placement",
             &|s: &str| s.strip_suffix(":medium").map(str::to_string).or(Some(s.to_string())),
             "Plaintext copy in DRAM vs on the medium / DRAM (geomean over workloads)",
-            "time / same scheme with the copy in DRAM",
+            "wall time / copy in DRAM (geomean of median ratios)",
             "suite-placement.svg",
         ),
     ] {
@@ -981,7 +983,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         (
             "suite-fig7-session.svg",
             "Attach-session size K: time / wedi (geomean over workloads)",
-            "time / wedi",
+            "wall time / wedi's (geomean of median ratios)",
             session_schemes
                 .iter()
                 .filter(|s| *s != "wedi")
@@ -991,7 +993,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         (
             "suite-fig8-bp-vs-sp.svg",
             "BP/I_d vs SP/I_d, plaintext on the medium (geomean over workloads; < 1: BP faster)",
-            "bp-id:medium / sp-id:medium",
+            "wall time, bp-id:medium / sp-id:medium (geomean of medians)",
             vec![(
                 "bp-id:medium / sp-id:medium".to_string(),
                 "bp-id:medium".to_string(),
@@ -1079,7 +1081,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             &plot::LineChart {
                 title: "Thread scaling: wall time per workload and scheme (medians)",
                 x_desc: "threads",
-                y_desc: "wall time (s)",
+                y_desc: &format!("wall time (s, median of {})", samples("threads")),
                 integer_x: true,
                 ..Default::default()
             },
@@ -1087,6 +1089,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         )?;
         files.push(p);
     }
+    // Prediction depth: its values (off, 1, 2, ..., adaptive) are categories, so grouped bars.
     let mut series = by_series(
         "predict",
         "predict",
@@ -1098,18 +1101,26 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         false,
     );
     if !series.is_empty() {
+        let mut depths: Vec<f64> = series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.x))
+            .collect();
+        depths.sort_by(f64::total_cmp);
+        depths.dedup();
+        for p in series.iter_mut().flat_map(|s| s.points.iter_mut()) {
+            p.x = depths.iter().position(|d| *d == p.x).unwrap_or(0) as f64;
+        }
         let p = dir.join("suite-predict-depth.svg");
-        plot::lines(
+        plot::grouped_bars(
             &p,
-            &plot::LineChart {
-                title: "Prediction depth, scheme secure: wall time per workload (medians)",
+            &plot::BarChart {
+                title: "Prediction depth, scheme secure: wall time per workload",
                 x_desc: "prediction depth (pages decrypted ahead of use)",
-                y_desc: "wall time (s)",
-                integer_x: true,
-                x_label: Some(depth_label),
+                y_desc: &format!("wall time (s, median of {})", samples("predict")),
+                categories: depths.iter().map(|d| depth_label(*d)).collect(),
                 ..Default::default()
             },
-            &mut series,
+            &series,
         )?;
         files.push(p);
     }
@@ -1145,7 +1156,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         plot::stacked_bars(
             &p,
             "cxl-far with DRAM cache and prediction: time / wedi on dram (medians)",
-            "time / wedi on dram",
+            "wall time / wedi on dram's (ratio of medians)",
             &bars,
             Some(1.0),
         )?;

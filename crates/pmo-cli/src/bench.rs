@@ -264,6 +264,9 @@ pub(crate) fn command(args: &BenchArgs) -> anyhow::Result<()> {
             pmo_lmdb::bench::print_tables(&records);
             for f in pmo_lmdb::bench::draw(&records, out)? {
                 outln!("figure: {}", f.display())?;
+                if let Some(png) = pmo_bench::plot::to_png(&f) {
+                    outln!("figure: {}", png.display())?;
+                }
             }
             r?;
         }
@@ -277,6 +280,9 @@ pub(crate) fn command(args: &BenchArgs) -> anyhow::Result<()> {
             std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
             for f in pmo_bench::lifecycle::draw(&records, out)? {
                 outln!("figure: {}", f.display())?;
+                if let Some(png) = pmo_bench::plot::to_png(&f) {
+                    outln!("figure: {}", png.display())?;
+                }
             }
         }
         other => {

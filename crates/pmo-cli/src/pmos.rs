@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
+use pmo_lmdb::lockdir::Removal;
 use pmo_store::{Perm, StoreError};
 
 use crate::common::{
@@ -120,6 +121,25 @@ pub(crate) fn destroy(args: &DestroyArgs, ctx: &Ctx) -> anyhow::Result<()> {
     let key = ctx.key()?;
     pool.pdestroy(name, &key)?;
     outln!("destroyed PMO '{name}'")?;
+    // The lock directory of an LMDB environment it held goes with it (docs/lmdb.md).
+    let root = pmo_lmdb::lockdir::lock_root();
+    match pmo_lmdb::lockdir::remove_for(&root, &pool, name) {
+        Ok(Removal::Removed | Removal::Absent) => {}
+        Ok(Removal::InUse) => errln!(
+            "note: LMDB's lock directory of '{name}' under {} is in use: left; \
+             `pmo lmdb locks --clean` removes it once unused",
+            root.display()
+        ),
+        Ok(Removal::Failed(e)) => {
+            errln!("note: LMDB's lock directory of '{name}' not removed: {e}")
+        }
+        Ok(Removal::NotOurs(why)) => errln!(
+            "note: left {} ({why})",
+            root.join(pmo_lmdb::lockdir::dir_name(&pool.superblock().uuid, name))
+                .display()
+        ),
+        Err(e) => errln!("note: LMDB's lock directory of '{name}' not removed: {e}"),
+    }
     Ok(())
 }
 

@@ -48,6 +48,7 @@ pub mod checker;
 pub mod cli;
 pub mod config;
 pub mod error;
+mod fonts;
 pub mod kernels;
 mod model;
 pub mod pb;

@@ -659,6 +659,7 @@ fn bar_chart(
         .fold(0.0f64, f64::max)
         .max(1e-9)
         * 1.15;
+    crate::fonts::register();
     let root = SVGBackend::new(path, (960, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
     let n = categories.len().max(1);
@@ -728,6 +729,7 @@ fn line_chart(
         (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
     }
     let pad = ((y1 - y0) * 0.1).max(0.01);
+    crate::fonts::register();
     let root = SVGBackend::new(path, (960, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
     let mut chart = ChartBuilder::on(&root)

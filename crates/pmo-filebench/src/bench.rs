@@ -908,7 +908,40 @@ fn label_ratio(
     mb_ratio(v, base)
 }
 
-/// Draw the figures (SVG, and PNG when `rsvg-convert` exists); their paths.
+/// Add bar `v` of series `name` in category `cat` (a new series when `name` is new).
+fn push_bar(series: &mut Vec<plot::Series>, name: &str, cat: usize, v: f64, uncertain: bool) {
+    let p = plot::Point {
+        x: cat as f64,
+        y: v,
+        uncertain,
+    };
+    match series.iter_mut().find(|s| s.name == name) {
+        Some(s) => s.points.push(p),
+        None => series.push(plot::Series {
+            name: name.to_string(),
+            points: vec![p],
+        }),
+    }
+}
+
+/// The statistic behind a study's bandwidths, for an axis label: "one run" (`--quick`) or
+/// "medians of N runs" (the most samples of a cell).
+fn runs(records: &Records, study: &str) -> String {
+    let n = records
+        .records
+        .iter()
+        .filter(|r| r.bench == "filebench" && r.metric == "mb_per_s" && param(r, "study") == study)
+        .map(|r| r.samples)
+        .max()
+        .unwrap_or(0);
+    if n <= 1 {
+        "one run".into()
+    } else {
+        format!("medians of {n} runs")
+    }
+}
+
+/// Draw the figures, each as SVG and PNG; their paths.
 pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     let mut out = vec![];
     let emit = |p: PathBuf, out: &mut Vec<PathBuf>| {
@@ -920,6 +953,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     for sync in distinct(records, "fig10", "sync") {
         let mut bars = vec![];
         let mut cats = vec![];
+        let mut workloads = vec![];
         for w in distinct(records, "fig10", "workload") {
             let get = |s: &str| {
                 record(
@@ -932,17 +966,14 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             let Some(base) = get("wedi").filter(|b| b.value > 0.0) else {
                 continue;
             };
+            workloads.push(w.clone());
             // The POSIX peer (10-25x) is in the table; drawn, it would flatten the designs.
             for s in distinct(records, "fig10", "scheme")
                 .into_iter()
                 .filter(|s| s != "posix")
             {
                 if let Some((v, uncertain)) = mb_ratio(get(&s), Some(base)) {
-                    bars.push(plot::Bar {
-                        label: format!("{}:{s}", &w[..w.len().min(5)]),
-                        parts: vec![("MB/s vs wedi", v)],
-                        uncertain,
-                    });
+                    push_bar(&mut bars, &s, workloads.len() - 1, v, uncertain);
                 }
                 let parts: Vec<(&str, f64)> = pmo_store::SessionStats::default()
                     .categories()
@@ -969,12 +1000,20 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         }
         if !bars.is_empty() {
             let p = dir.join(format!("filebench-fig10-{sync}.svg"));
-            plot::stacked_bars(
+            let y = format!("bandwidth / wedi's (MB/s, {})", runs(records, "fig10"));
+            plot::grouped_bars(
                 &p,
-                &format!("Filebench (LOaPP Fig. 10): bandwidth per design / wedi, sync {sync}"),
-                "MB/s over wedi (medians)",
+                &plot::BarChart {
+                    title: &format!(
+                        "Filebench (LOaPP Fig. 10): bandwidth per design / wedi, sync {sync}"
+                    ),
+                    x_desc: "Filebench personality",
+                    y_desc: &y,
+                    categories: workloads,
+                    reference_y: Some(1.0),
+                    ..Default::default()
+                },
                 &bars,
-                Some(1.0),
             )?;
             emit(p, &mut out);
         }
@@ -983,7 +1022,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             plot::stacked_bars(
                 &p,
                 &format!("Filebench: store time per op by category, sync {sync}"),
-                "µs per op (medians)",
+                &format!("store time (µs per op, {})", runs(records, "fig10")),
                 &to_bars(cats),
                 None,
             )?;
@@ -1024,7 +1063,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             &plot::LineChart {
                 title: &title,
                 x_desc: "threads",
-                y_desc: "MB/s (medians)",
+                y_desc: &format!("bandwidth (MB/s, {})", runs(records, "threads")),
                 integer_x: true,
                 ..Default::default()
             },
@@ -1034,33 +1073,36 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     }
     for sync in distinct(records, "lpmo", "sync") {
         let mut bars = vec![];
-        for w in distinct(records, "lpmo", "workload") {
+        let workloads = distinct(records, "lpmo", "workload");
+        for (wi, w) in workloads.iter().enumerate() {
             let base = record(
                 records,
                 "lpmo",
                 "mb_per_s",
-                &[("workload", &w), ("sync", &sync), ("scheme", "sp:medium")],
+                &[("workload", w), ("sync", &sync), ("scheme", "sp:medium")],
             );
-            for (label, ..) in lpmo_bars(records, &w, &sync) {
-                let (v, uncertain) =
-                    label_ratio(records, &w, &sync, &label, base).unwrap_or((f64::NAN, false));
-                bars.push(plot::Bar {
-                    label: format!("{}:{label}", &w[..w.len().min(5)]),
-                    parts: vec![("MB/s vs sp:medium", v)],
-                    uncertain,
-                });
+            for (label, ..) in lpmo_bars(records, w, &sync) {
+                if let Some((v, uncertain)) = label_ratio(records, w, &sync, &label, base) {
+                    push_bar(&mut bars, &label, wi, v, uncertain);
+                }
             }
         }
         if !bars.is_empty() {
             let p = dir.join(format!("filebench-lpmo-{sync}.svg"));
-            plot::stacked_bars(
+            let y = format!("bandwidth / sp:medium's (MB/s, {})", runs(records, "lpmo"));
+            plot::grouped_bars(
                 &p,
-                &format!(
-                    "Filebench (LPMO): DRAM cache, prediction, integrity, cxl-far, sync {sync}"
-                ),
-                "MB/s over sp:medium (medians)",
+                &plot::BarChart {
+                    title: &format!(
+                        "Filebench (LPMO): DRAM cache, prediction, integrity, cxl-far, sync {sync}"
+                    ),
+                    x_desc: "Filebench personality",
+                    y_desc: &y,
+                    categories: workloads,
+                    reference_y: Some(1.0),
+                    ..Default::default()
+                },
                 &bars,
-                Some(1.0),
             )?;
             emit(p, &mut out);
         }
@@ -1166,7 +1208,21 @@ mod tests {
             let svg = std::fs::read_to_string(dir.join(name)).unwrap();
             assert!(svg.contains("hollow / ?"), "{name}");
         }
-        assert!(!figs.is_empty());
+        // Every figure is there as SVG and PNG; Fig. 10 groups its bars by personality.
+        for svg in figs
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "svg"))
+        {
+            let png = svg.with_extension("png");
+            assert!(figs.contains(&png), "{} listed", png.display());
+            let bytes = std::fs::read(&png).unwrap();
+            assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 8_000);
+        }
+        let fig10 = std::fs::read_to_string(dir.join("filebench-fig10-paper.svg")).unwrap();
+        // An SVG text element's content stands on a line of its own.
+        for text in ["varmail", "sp-id", "Filebench personality"] {
+            assert!(fig10.lines().any(|l| l.trim() == text), "{text}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

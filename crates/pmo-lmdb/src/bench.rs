@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use pmo_bench::plot::{Bar, LineChart, Series};
+use pmo_bench::plot::{Bar, BarChart, LineChart, Series};
 use pmo_bench::{median, BenchError, Record, Records, TempPool};
 use pmo_store::scheme::Granularity;
 use pmo_store::{AttachOptions, DirtyTracking, PredictConfig, Scheme};
@@ -1136,7 +1136,7 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
     let mut files = Vec::new();
     let ycsb = stores(rec, "ycsb");
     if !ycsb.is_empty() {
-        let mut series: Vec<Series> = ycsb
+        let series: Vec<Series> = ycsb
             .iter()
             .map(|s| {
                 let pts = ["a", "b", "c", "d", "e", "f"]
@@ -1149,33 +1149,31 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
                             "throughput_ops",
                             &[("store", s), ("workload", w), ("phase", "run")],
                         )
-                        .map(|v| (i as f64 + 1.0, v))
+                        .map(|v| (i as f64, v))
                     });
                 let mut series = Series::plain(s.clone(), &pts.collect::<Vec<_>>());
                 // C's point is hollow when its repeats cannot tell it from shm's.
                 let unsure = c_time_vs_shm(rec, s).is_some_and(|r| r.1);
-                for pt in series.points.iter_mut().filter(|pt| pt.x == 3.0) {
+                for pt in series.points.iter_mut().filter(|pt| pt.x == 2.0) {
                     pt.uncertain = unsure;
                 }
                 series
             })
             .collect();
         let p = out.join("ycsb-throughput.svg");
-        pmo_bench::plot::lines(
+        // The workloads are categories: grouped bars (as the papers draw them), a log axis
+        // because the stores span decades.
+        pmo_bench::plot::grouped_bars(
             &p,
-            &LineChart {
-                title: "YCSB A-F throughput per store",
-                x_desc: "workload",
-                y_desc: "ops/s",
-                integer_x: true,
-                x_label: Some(|x| {
-                    ["A", "B", "C", "D", "E", "F"]
-                        .get((x.round() as usize).wrapping_sub(1))
-                        .map_or_else(|| format!("{x}"), |w| w.to_string())
-                }),
+            &BarChart {
+                title: "YCSB A-F run phase: throughput per store",
+                x_desc: "YCSB workload",
+                y_desc: "throughput (ops/s, one run each; log scale)",
+                categories: ["A", "B", "C", "D", "E", "F"].map(String::from).to_vec(),
+                log_y: true,
                 ..Default::default()
             },
-            &mut series,
+            &series,
         )?;
         files.push(p);
         let mut cdf: Vec<Series> = ycsb
@@ -1205,9 +1203,9 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
         pmo_bench::plot::lines(
             &p,
             &LineChart {
-                title: "YCSB C read latency CDF",
-                x_desc: "latency (us)",
-                y_desc: "fraction of reads",
+                title: "YCSB C read latency CDF (every read of the run)",
+                x_desc: "read latency (µs)",
+                y_desc: "fraction of reads (cumulative)",
                 ..Default::default()
             },
             &mut cdf,
@@ -1266,8 +1264,8 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
         let p = out.join("lmdb-commit.svg");
         pmo_bench::plot::stacked_bars(
             &p,
-            "1 KiB durable commit (median, split by category)",
-            "µs",
+            "1 KiB durable commit (median over commits, split by category)",
+            "commit time (µs, median)",
             &bars,
             None,
         )?;

@@ -6,12 +6,12 @@
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 
 use pmo_store::{AttachOptions, Attachment, DirtyTracking, Perm, Pool, Scheme, StoreError};
 
-use crate::LmdbError;
+use crate::{lockdir, LmdbError};
 
 /// LMDB's `MDB_RDONLY` (lmdb.h).
 pub const MDB_RDONLY: c_uint = 0x20000;
@@ -178,39 +178,24 @@ struct MapState {
     att: Option<Arc<Attachment>>,
     name: String,
     _lock_path: CString,
+    /// The lock directory, released in this process's count at close.
+    lock_dir: PathBuf,
+    /// The pool's file (canonical): when it is gone at close, so is the lock directory.
+    pool_file: Option<PathBuf>,
     /// Never psynced when attached: reads as an empty data file.
     fresh: bool,
 }
 
-fn lock_path(backend: &Backend, name: &str) -> Result<PathBuf, LmdbError> {
-    let dir = match &backend.lock_dir {
+/// PMO `name`'s lock directory, its owner recorded (`crate::lockdir`), counted open in this
+/// process until `pmo_lmdb_close`; and the pool file's path.
+fn lock_dir(backend: &Backend, name: &str) -> Result<(PathBuf, Option<PathBuf>), LmdbError> {
+    let root = match &backend.lock_dir {
         Some(d) => d.clone(),
-        None => match std::env::var_os("PMO_LMDB_LOCKDIR") {
-            Some(d) if !d.is_empty() => PathBuf::from(d),
-            _ if Path::new("/dev/shm").is_dir() => PathBuf::from("/dev/shm"),
-            _ => std::env::temp_dir(),
-        },
+        None => lockdir::lock_root(),
     };
     // One lock file per (pool, PMO), whatever path the pool was opened by: the pool's uuid.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in backend.pool.superblock().uuid.iter().chain(name.as_bytes()) {
-        h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
-    }
-    let clean: String = name
-        .chars()
-        .take(48)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let path = dir.join(format!("pmo-lmdb-{clean}-{h:016x}"));
-    std::fs::create_dir_all(&path)
-        .map_err(|e| LmdbError::Lock(format!("{}: {e}", path.display())))?;
-    Ok(path)
+    let owner = lockdir::Owner::of(&backend.pool, name)?;
+    Ok((lockdir::prepare(&root, &owner)?, owner.pool))
 }
 
 fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmdbMap>>, LmdbError> {
@@ -259,9 +244,20 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
     }
     let att = backend.pool.attach_with(&name, perm, &backend.key, opts)?;
     let fresh = att.handle().seq() == 0;
-    let lock = lock_path(&backend, &name)?;
-    let lock = CString::new(lock.into_os_string().into_encoded_bytes())
-        .map_err(|_| LmdbError::Lock("lock path holds a NUL".into()))?;
+    let (dir, pool_file) = lock_dir(&backend, &name)?;
+    // With MDB_NOSUBDIR LMDB appends "-lock" to the path it is given: keep it in the directory.
+    let lock = if flags & crate::ffi::MDB_NOSUBDIR != 0 {
+        dir.join(lockdir::NOSUBDIR_BASE)
+    } else {
+        dir.clone()
+    };
+    let lock = match CString::new(lock.into_os_string().into_encoded_bytes()) {
+        Ok(l) => l,
+        Err(_) => {
+            lockdir::release(&dir);
+            return Err(LmdbError::Lock("lock path holds a NUL".into()));
+        }
+    };
     let att = Arc::new(att);
     OPEN.lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -270,6 +266,8 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
         att: Some(att),
         name,
         _lock_path: lock,
+        lock_dir: dir,
+        pool_file,
         fresh,
     });
     let att = state.att.as_ref().expect("just set");
@@ -455,6 +453,7 @@ pub unsafe extern "C" fn pmo_lmdb_close(map: *mut PmoLmdbMap, sync: c_int) {
     let map = unsafe { Box::from_raw(map) };
     // SAFETY: the handle was made with Box::into_raw in `open`, and is freed only here.
     let mut st = unsafe { Box::from_raw(map.handle.cast::<MapState>()) };
+    lockdir::release(&st.lock_dir);
     if let Some(att) = st.att.take() {
         OPEN.lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -469,6 +468,17 @@ pub unsafe extern "C" fn pmo_lmdb_close(map: *mut PmoLmdbMap, sync: c_int) {
             if let Err(e) = att.detach() {
                 set_error(&e.into());
             }
+        }
+    }
+    // A pool file deleted while the environment was open: nothing will use its lock directory
+    // again. (A PMO cannot be destroyed while attached: `pmo destroy` removes its directory.)
+    if st
+        .pool_file
+        .as_deref()
+        .is_some_and(|p| matches!(p.try_exists(), Ok(false)))
+    {
+        if let Err(e) = lockdir::remove_at_close(&st.lock_dir) {
+            set_error(&e);
         }
     }
 }

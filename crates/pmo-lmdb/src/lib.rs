@@ -10,6 +10,7 @@
 //! - [`Env`], [`Txn`]: a small safe Rust API over the same C library.
 //! - [`programs`]: LMDB's own programs (`mdb_stat`, `mdb_dump`, `mdb_load`, `mdb_copy`,
 //!   `mdb_drop`, `mtest` .. `mtest6`), unchanged, run in-process.
+//! - [`lockdir`]: the lock directories outside the pool: their owner files, orphans, removal.
 //! - [`kv`]: the YCSB store (`pmo_ycsb::KvStore`) over an environment.
 #![deny(unsafe_code)]
 
@@ -19,6 +20,7 @@ pub mod env;
 pub mod ffi;
 pub mod glue;
 pub mod kv;
+pub mod lockdir;
 pub mod programs;
 
 pub use env::{Env, EnvOptions, Txn};

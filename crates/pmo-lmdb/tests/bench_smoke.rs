@@ -47,6 +47,19 @@ fn ycsb_bench_runs_every_store_and_workload() {
     assert!(figures.iter().all(|f| std::fs::metadata(f)
         .map(|m| m.len() > 1000)
         .unwrap_or(false)));
+    // Each also as PNG, without librsvg; the workloads are grouped bars' categories.
+    for f in &figures {
+        let png = std::fs::read(f.with_extension("png")).unwrap();
+        assert!(
+            png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 8_000,
+            "{f:?}"
+        );
+    }
+    let svg = std::fs::read_to_string(tmp.join("ycsb-throughput.svg")).unwrap();
+    // An SVG text element's content stands on a line of its own.
+    for text in ["YCSB workload", "A", "F"] {
+        assert!(svg.lines().any(|l| l.trim() == text), "{text}: {svg}");
+    }
     let _ = std::fs::remove_dir_all(&tmp);
 }
 

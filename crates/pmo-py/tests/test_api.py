@@ -49,8 +49,18 @@ def test_errors_carry_the_cli_messages(pool):
         pool.attach("a", KEY, mode="x")
     with pytest.raises(pmo.InvalidArgument):
         pool.create("b", 4096, KEY, scheme="no-such-scheme")
-    with pytest.raises(pmo.PoolFull):
+    with pytest.raises(pmo.PoolFull, match="^pool is full: ") as e:
         pool.create("huge", 1 << 40, KEY)
+    assert e.value.exit_code == 1
+    w = pool.attach("a", KEY, mode="w")
+    try:
+        with pytest.raises(
+            pmo.Busy, match=r"^PMO 'a' is attached read-write by this process \(detach it first\)$"
+        ) as e:
+            pool.destroy("a", KEY)
+        assert e.value.exit_code == 1
+    finally:
+        w.detach()
     with pytest.raises(TypeError):
         pool.attach("a", 42)
     for bad in (-1.0, float("nan"), float("inf"), 1e300):
@@ -262,8 +272,9 @@ def test_busy_across_processes_and_gil_released_while_waiting(pool):
     """, pool.path, KEY, stdin=subprocess.PIPE)
     try:
         assert holder.stdout.readline().strip() == "attached", holder.stderr.read()
-        # A second writer is refused (a reader would attach beside it: test_readers_...).
-        with pytest.raises(pmo.Busy, match="PMO 'm' is attached read-write by another process"):
+        # The table's sentence, word for word (docs/c-api.md, "One situation, one answer"),
+        # for a second writer (a reader would attach beside it: test_readers_beside_...).
+        with pytest.raises(pmo.Busy, match="^PMO 'm' is attached read-write by another process$"):
             pool.attach("m", KEY, mode="w")
         with pytest.raises(pmo.Busy):
             pool.destroy("m", KEY)

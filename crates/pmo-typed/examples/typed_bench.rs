@@ -540,7 +540,7 @@ fn figures(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
         plot::stacked_bars(
             &f,
             "pmo-typed maps in a PMO against std in DRAM (thread CPU time, median)",
-            "M operations/s",
+            "throughput (M operations/s, median)",
             &bars,
             None,
         )?;
@@ -570,7 +570,7 @@ fn figures(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
             &plot::LineChart {
                 title: "N random 8-byte updates + psync (PHashMap) vs N PMDK transactions",
                 x_desc: "N updates",
-                y_desc: "µs (median)",
+                y_desc: "time (µs, median)",
                 log: true,
                 integer_x: true,
                 ..Default::default()
