@@ -2,7 +2,9 @@
 //! build-dependency, so Cargo downloads it; it is not linked): copies `mdb.c`, `midl.c`, the
 //! headers, the tools and `mtest*.c` into OUT_DIR, applies `patches/mdb-pmo.patch` to `mdb.c`
 //! with `patch(1)`, and compiles the patched library and each program (its `main` renamed
-//! `<program>_main`, so one Rust binary runs them all: `pmo-lmdb-run`). Nothing of LMDB is
+//! `<program>_main`, so one Rust binary runs them all: `pmo-lmdb-run`). Every exported LMDB
+//! function is compiled as `pmo_NAME` (`csrc/pmo_mdb_names.h`, forced in), and Rust exports
+//! the standard names (`src/ffi.rs`, `abi`). Nothing of LMDB is
 //! copied into this repository. `PMO_LMDB_SRC` names another `libraries/liblmdb` directory.
 
 use std::path::{Path, PathBuf};
@@ -32,6 +34,11 @@ fn main() {
         }
     }
     std::fs::copy(manifest.join("csrc/pmo_lmdb.h"), dst.join("pmo_lmdb.h")).unwrap();
+    std::fs::copy(
+        manifest.join("csrc/pmo_mdb_names.h"),
+        dst.join("pmo_mdb_names.h"),
+    )
+    .unwrap();
     let status = Command::new("patch")
         .args(["--batch", "--forward", "--silent", "-p1", "-d"])
         .arg(&dst)
@@ -73,6 +80,9 @@ fn common(b: &mut cc::Build, dir: &Path) {
         .warnings(false)
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-implicit-fallthrough")
+        // Every exported LMDB function compiled as pmo_NAME (src/ffi.rs forwards the names).
+        .flag("-include")
+        .flag(dir.join("pmo_mdb_names.h").to_str().unwrap())
         // Mutexes shared through the lock file, as LMDB's Makefile builds it on Linux.
         .flag("-pthread");
 }

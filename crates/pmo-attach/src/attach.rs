@@ -54,9 +54,8 @@ pub struct AttachOptions {
     pub numa_node: Option<u32>,
     /// A read-only attach excludes writers (the research kernel's rule: readers share the PMO,
     /// a writer waits or gets `Busy`) instead of attaching beside a writer as a snapshot of one
-    /// psync (`docs/readers.md`). pmo-lmdb's `MDB_RDONLY` environments use it until LMDB's read
-    /// transactions refresh at their start (issue 28): a frozen snapshot would hide commits a
-    /// new read transaction must see.
+    /// psync (`docs/readers.md`). pmo-lmdb's `MDB_RDONLY` environments attach beside the
+    /// writer and refresh when a read transaction begins, unless their backend sets this.
     pub exclusive_read: bool,
 }
 

@@ -5,6 +5,7 @@
 #ifndef PMO_LMDB_H
 #define PMO_LMDB_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -17,6 +18,11 @@ typedef struct pmo_lmdb_map {
 	void *handle;           /**< the glue's state */
 	int writemap;           /**< 1: a writer runs with MDB_WRITEMAP (the default); 0: it
 	                         * copies its pages in with pmo_lmdb_pwrite (PMO_LMDB_WRITEMAP=0) */
+	int snapshot;           /**< 1: a reader beside a writer: its view shows one psync and
+	                         * moves with pmo_lmdb_refresh when a read txn begins */
+	unsigned int lagging;   /**< live read txns showing an older psync than the lock file's
+	                         * txnid (an unpsynced commit): the view stays while any runs */
+	pthread_mutex_t txn_mutex; /**< guards lagging and the refresh (mdb.c takes it) */
 } pmo_lmdb_map;
 
 /** If `path` names a PMO ("pmo:NAME", or any path while PMO_LMDB=1), attach it (read-only
@@ -46,6 +52,11 @@ void pmo_lmdb_declare(pmo_lmdb_map *map, const void *addr, size_t len);
  * call (write(2) in mdb_env_copy) finds them filled: the kernel does not fault an attachment's
  * pages in itself. */
 void pmo_lmdb_prefault(pmo_lmdb_map *map, const void *addr, size_t len);
+
+/** A reader beside a writer (map->snapshot): move the view to the newest psync (the pages
+ * that changed drop from it and fill again). Called with map->txn_mutex held, when no live
+ * read txn of this environment is lagging. Returns 0 or an errno. */
+int pmo_lmdb_refresh(pmo_lmdb_map *map);
 
 /** psync (when `sync` is set), then detach and free `map`. */
 void pmo_lmdb_close(pmo_lmdb_map *map, int sync);

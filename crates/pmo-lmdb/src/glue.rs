@@ -7,6 +7,7 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use pmo_store::{AttachOptions, Attachment, DirtyTracking, Perm, Pool, Scheme, StoreError};
@@ -109,31 +110,26 @@ fn backend() -> Result<Arc<Backend>, LmdbError> {
     Ok(b)
 }
 
-static ALL_PATHS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static PATHS_ARE_NAMES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Make every environment path name a PMO in this process, as `PMO_LMDB=1` does.
-pub fn set_all_paths(on: bool) {
-    ALL_PATHS.store(on, std::sync::atomic::Ordering::Relaxed);
+/// Make every environment path a PMO name in this process (`pmo lmdb TOOL NAME`): `pmo:NAME`
+/// or `NAME`, its leading `./` and trailing `/` dropped. Otherwise paths map to PMOs by
+/// [`crate::paths`].
+pub fn set_paths_are_names(on: bool) {
+    PATHS_ARE_NAMES.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The PMO an environment path names: `pmo:NAME`, or with `PMO_LMDB=1` any path (its leading
-/// `./` and trailing `/` dropped, so `./testdb` and `testdb/` name the PMO `testdb`).
-pub fn pmo_name(path: &str) -> Option<String> {
-    if let Some(name) = path.strip_prefix("pmo:") {
-        return Some(name.to_string());
+/// The PMO an environment path names, if any (see [`set_paths_are_names`] and
+/// [`crate::paths`]).
+pub fn pmo_name(path: &str, flags: c_uint) -> Result<Option<String>, LmdbError> {
+    if PATHS_ARE_NAMES.load(std::sync::atomic::Ordering::Relaxed) {
+        let mut p = path.strip_prefix("pmo:").unwrap_or(path);
+        while let Some(rest) = p.strip_prefix("./") {
+            p = rest;
+        }
+        return Ok(Some(p.trim_end_matches('/').to_string()));
     }
-    let all = ALL_PATHS.load(std::sync::atomic::Ordering::Relaxed)
-        || std::env::var("PMO_LMDB")
-            .map(|v| !v.is_empty() && v != "0")
-            .unwrap_or(false);
-    if !all {
-        return None;
-    }
-    let mut p = path;
-    while let Some(rest) = p.strip_prefix("./") {
-        p = rest;
-    }
-    Some(p.trim_end_matches('/').to_string())
+    crate::paths::pmo_name(path, flags & crate::ffi::MDB_NOSUBDIR != 0, false)
 }
 
 thread_local! {
@@ -172,6 +168,10 @@ pub struct PmoLmdbMap {
     lock_path: *const c_char,
     handle: *mut c_void,
     writemap: c_int,
+    snapshot: c_int,
+    /// Read and written by mdb.c only, under `txn_mutex`.
+    lagging: c_uint,
+    txn_mutex: libc::pthread_mutex_t,
 }
 
 struct MapState {
@@ -183,7 +183,7 @@ struct MapState {
     /// The pool's file (canonical): when it is gone at close, so is the lock directory.
     pool_file: Option<PathBuf>,
     /// Never psynced when attached: reads as an empty data file.
-    fresh: bool,
+    fresh: AtomicBool,
 }
 
 /// PMO `name`'s lock directory, its owner recorded (`crate::lockdir`), counted open in this
@@ -199,7 +199,7 @@ fn lock_dir(backend: &Backend, name: &str) -> Result<(PathBuf, Option<PathBuf>),
 }
 
 fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmdbMap>>, LmdbError> {
-    let Some(name) = pmo_name(path) else {
+    let Some(name) = pmo_name(path, flags)? else {
         return Ok(None);
     };
     let backend = backend()?;
@@ -230,10 +230,9 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
     }
     let perm = if rdonly { Perm::Read } else { Perm::Write };
     let mut opts = backend.attach;
-    // LMDB's read transactions do not refresh the view yet (issue 28): a reader beside the
-    // writer would keep the state of its open for every later transaction. Readers exclude
-    // the writer, as before (docs/lmdb.md).
-    opts.exclusive_read = true;
+    // A read-only environment attaches beside the writer (unless the backend asks for the
+    // exclusive rule): each read transaction moves its view to the newest psync
+    // (pmo_lmdb_refresh from mdb_txn_renew0; docs/lmdb.md).
     // A writer's pages are named by LMDB itself at commit (pmo_lmdb_declare): no write faults.
     // PMO_DIRTY or the backend's options choose another tracking (docs/lmdb.md).
     if !rdonly
@@ -243,7 +242,8 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
         opts.tracking = Some(DirtyTracking::Declared);
     }
     let att = backend.pool.attach_with(&name, perm, &backend.key, opts)?;
-    let fresh = att.handle().seq() == 0;
+    let fresh = AtomicBool::new(att.handle().seq() == 0);
+    let snapshot = c_int::from(att.handle().reader().is_some());
     let (dir, pool_file) = lock_dir(&backend, &name)?;
     // With MDB_NOSUBDIR LMDB appends "-lock" to the path it is given: keep it in the directory.
     let lock = if flags & crate::ffi::MDB_NOSUBDIR != 0 {
@@ -281,6 +281,9 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
         lock_path: state._lock_path.as_ptr(),
         handle: Box::into_raw(state).cast(),
         writemap: c_int::from(writemap),
+        snapshot,
+        lagging: 0,
+        txn_mutex: libc::PTHREAD_MUTEX_INITIALIZER,
     })))
 }
 
@@ -298,10 +301,11 @@ pub fn parse_size(s: &str) -> Option<u64> {
 
 /// # Safety
 /// `map` comes from [`pmo_lmdb_open`] and is not closed.
-unsafe fn state<'a>(map: *mut PmoLmdbMap) -> &'a mut MapState {
-    // SAFETY: the caller's contract: `map` and its handle are live and used by one thread (LMDB
-    // calls these hooks under its writer mutex or during open and close).
-    unsafe { &mut *(*map).handle.cast::<MapState>() }
+unsafe fn state<'a>(map: *mut PmoLmdbMap) -> &'a MapState {
+    // SAFETY: the caller's contract: `map` and its handle are live until pmo_lmdb_close, which
+    // LMDB calls once no transaction runs; shared, as read transactions call from any thread
+    // (what changes is atomic or behind the attachment's own locks).
+    unsafe { &*(*map).handle.cast::<MapState>() }
 }
 
 /// # Safety
@@ -344,7 +348,7 @@ pub unsafe extern "C" fn pmo_lmdb_psync(map: *mut PmoLmdbMap) -> c_int {
     };
     match att.psync() {
         Ok(_) => {
-            st.fresh = false;
+            st.fresh.store(false, Ordering::Release);
             0
         }
         Err(e) => set_error(&e.into()),
@@ -366,7 +370,7 @@ pub unsafe extern "C" fn pmo_lmdb_pread(
     let Some(att) = st.att.as_ref() else {
         return -1;
     };
-    if st.fresh || off >= att.len() {
+    if st.fresh.load(Ordering::Acquire) || off >= att.len() {
         return 0;
     }
     let n = len.min(att.len() - off);
@@ -438,6 +442,22 @@ pub unsafe extern "C" fn pmo_lmdb_prefault(map: *mut PmoLmdbMap, addr: *const c_
         // `start` >= base, which is page-aligned); a volatile read makes the fault handler fill it.
         unsafe { std::ptr::read_volatile(p.max(base) as *const u8) };
         p += 4096;
+    }
+}
+
+/// # Safety
+/// Called by the patched `mdb.c` only, with a map from `pmo_lmdb_open`, not yet closed, its
+/// `txn_mutex` held.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_lmdb_refresh(map: *mut PmoLmdbMap) -> c_int {
+    // SAFETY: LMDB passes its live `env->me_pmo`.
+    let st = unsafe { state(map) };
+    let Some(att) = st.att.as_ref() else {
+        return libc::EINVAL;
+    };
+    match att.refresh() {
+        Ok(_) => 0,
+        Err(e) => set_error(&e.into()),
     }
 }
 

@@ -10,6 +10,9 @@
 //! - [`Env`], [`Txn`]: a small safe Rust API over the same C library.
 //! - [`programs`]: LMDB's own programs (`mdb_stat`, `mdb_dump`, `mdb_load`, `mdb_copy`,
 //!   `mdb_drop`, `mtest` .. `mtest6`), unchanged, run in-process.
+//! - [`paths`]: which environment paths are PMOs, and the PMO name a path maps to.
+//! - [`ffi`]: LMDB's C API; [`ffi::abi`] exports it under LMDB's names (`libpmo_lmdb.a`, the
+//!   drop-in `liblmdb.so.0` of crate `pmo-lmdb-dropin`).
 //! - [`lockdir`]: the lock directories outside the pool: their owner files, orphans, removal.
 //! - [`kv`]: the YCSB store (`pmo_ycsb::KvStore`) over an environment.
 #![deny(unsafe_code)]
@@ -21,6 +24,7 @@ pub mod ffi;
 pub mod glue;
 pub mod kv;
 pub mod lockdir;
+pub mod paths;
 pub mod programs;
 
 pub use env::{Env, EnvOptions, Txn};
@@ -47,6 +51,9 @@ pub enum LmdbError {
     /// Bad arguments or configuration.
     #[error("{0}")]
     Usage(String),
+    /// An environment path whose PMO name would be too long (`ENAMETOOLONG`).
+    #[error("{0}")]
+    Name(String),
 }
 
 impl LmdbError {
@@ -57,6 +64,7 @@ impl LmdbError {
             LmdbError::Mdb { code, .. } => *code,
             LmdbError::Lock(_) => libc::EIO,
             LmdbError::Usage(_) => libc::EINVAL,
+            LmdbError::Name(_) => libc::ENAMETOOLONG,
         }
     }
 

@@ -76,7 +76,7 @@ pub fn cli(
         )));
     }
     crate::glue::install(crate::Backend::new(pool, key));
-    crate::glue::set_all_paths(true);
+    crate::glue::set_paths_are_names(true);
     crate::glue::clear_last_error();
     let code = run(&format!("mdb_{tool}"), args).unwrap_or(1);
     let last = crate::glue::last_error();

@@ -25,13 +25,16 @@ fn mtests_pass_on_pmos_and_mdb_stat_reads_their_environments() {
     let _serial = serial();
     for scheme in SCHEMES {
         let tp = TestPool::new("mtest", scheme, 1 << 30);
+        // Each program opens "./testdb": under PMO_LMDB=1 a fresh PMO named after the data
+        // file's absolute path (pmo_lmdb::paths).
+        let testdb = tp.mapped("testdb");
+        assert!(testdb.ends_with("%2Ftestdb%2Fdata.mdb"), "{testdb}");
         for prog in ["mtest", "mtest2", "mtest3", "mtest4", "mtest5", "mtest6"] {
-            // Each program opens "./testdb": a fresh PMO `testdb` under PMO_LMDB=1.
-            let _ = tp.pool.pdestroy("testdb", common::KEY.as_bytes());
+            let _ = tp.pool.pdestroy(&testdb, common::KEY.as_bytes());
             tp.ok(prog, &[], true);
             let info = tp
                 .pool
-                .info("testdb")
+                .info(&testdb)
                 .expect("the mtest made its environment a PMO");
             assert_eq!(
                 info.scheme,
@@ -46,7 +49,7 @@ fn mtests_pass_on_pmos_and_mdb_stat_reads_their_environments() {
             );
             assert_eq!(stat_field(&stat, "Page size"), 4096);
             // And by its pmo: path, without PMO_LMDB.
-            let stat2 = tp.ok("mdb_stat", &["-e", "pmo:testdb"], false);
+            let stat2 = tp.ok("mdb_stat", &["-e", &format!("pmo:{testdb}")], false);
             assert_eq!(
                 stat_field(&stat2, "Last transaction ID"),
                 stat_field(&stat, "Last transaction ID")
@@ -63,8 +66,9 @@ fn mtests_pass_on_pmos_and_mdb_stat_reads_their_environments() {
 fn mtests_pass_on_a_pmo_without_writemap() {
     let _serial = serial();
     let tp = TestPool::new("nowritemap", "secure", 1 << 30);
+    let testdb = tp.mapped("testdb");
     for prog in ["mtest", "mtest2", "mtest3", "mtest5"] {
-        let _ = tp.pool.pdestroy("testdb", common::KEY.as_bytes());
+        let _ = tp.pool.pdestroy(&testdb, common::KEY.as_bytes());
         let out = tp.program_env(prog, &[], true, &[("PMO_LMDB_WRITEMAP", "0")]);
         assert!(
             out.status.success(),

@@ -6,6 +6,14 @@
 //! `pmo-lmdb-run --include-dir`: the directory of the `lmdb.h` to compile C programs with
 //! against `libpmo_lmdb.a`.
 //!
+//! `pmo-lmdb-run --lib-dir`: the folder holding the drop-in `liblmdb.so.0` (crate
+//! `pmo-lmdb-dropin`), for `LD_LIBRARY_PATH`: `PREFIX/lib/pmo/lmdb` of an installed pmo, or
+//! in a build tree `lmdb-dropin/` beside this program (made on first use, a link to the
+//! built `libpmo_lmdb_dropin.so`).
+//!
+//! `pmo-lmdb-run --pmo-name PATH [--nosubdir]`: the PMO an environment path maps to under
+//! `PMO_LMDB=1` or a matching `PMO_LMDB_PATHS` (`pmo_lmdb::paths`).
+//!
 //! `pmo-lmdb-run writer PATH`: a stream of committed write transactions for the crash tests:
 //! transaction i puts key `k%08d` (i) = value derived from i, and after its commit returns
 //! prints `i` on stdout. Runs until killed.
@@ -24,6 +32,32 @@ fn main() {
     if prog == "--include-dir" {
         // The patched source's directory: its lmdb.h is the header for libpmo_lmdb.a.
         println!("{}", concat!(env!("OUT_DIR"), "/liblmdb"));
+        return;
+    }
+    if prog == "--lib-dir" {
+        match lib_dir() {
+            Ok(dir) => println!("{}", dir.display()),
+            Err(e) => {
+                eprintln!("pmo-lmdb-run: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
+    if prog == "--pmo-name" {
+        let (Some(path), rest) = (args.get(1), &args[args.len().min(2)..]) else {
+            eprintln!("usage: pmo-lmdb-run --pmo-name PATH [--nosubdir]");
+            std::process::exit(1);
+        };
+        let nosubdir = rest.iter().any(|a| a == "--nosubdir");
+        match pmo_lmdb::paths::pmo_name(path, nosubdir, true) {
+            Ok(Some(name)) => println!("{name}"),
+            Ok(None) => unreachable!("every path names a PMO here"),
+            Err(e) => {
+                eprintln!("pmo-lmdb-run: {e}");
+                std::process::exit(1);
+            }
+        }
         return;
     }
     if prog == "writer" {
@@ -48,6 +82,40 @@ fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// The folder of the drop-in `liblmdb.so.0` (see the module's documentation).
+fn lib_dir() -> Result<std::path::PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
+    let bin = exe.parent().ok_or("this program has no directory")?;
+    if let Some(prefix) = bin.parent() {
+        let installed = prefix.join("lib/pmo/lmdb");
+        if installed.join("liblmdb.so.0").is_file() {
+            return Ok(installed);
+        }
+    }
+    let built = bin.join("libpmo_lmdb_dropin.so");
+    if !built.is_file() {
+        return Err(format!(
+            "no drop-in library: {} is missing (cargo build -p pmo-lmdb-dropin, or scripts/install)",
+            built.display()
+        ));
+    }
+    let dir = bin.join("lmdb-dropin");
+    let link = dir.join("liblmdb.so.0");
+    if std::fs::read_link(&link).ok().as_deref()
+        != Some(std::path::Path::new("../libpmo_lmdb_dropin.so"))
+    {
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let _ = std::fs::remove_file(&link);
+        if let Err(e) = std::os::unix::fs::symlink("../libpmo_lmdb_dropin.so", &link) {
+            // Another process may have made it in the meantime.
+            if !link.exists() {
+                return Err(format!("{}: {e}", link.display()));
+            }
+        }
+    }
+    Ok(dir)
 }
 
 fn writer(path: &str) -> i32 {

@@ -90,6 +90,14 @@ impl TestPool {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// The PMO name the environment path `rel`, relative to the programs' working directory,
+    /// maps to under `PMO_LMDB=1` (`pmo_lmdb::paths`; not `MDB_NOSUBDIR`).
+    pub fn mapped(&self, rel: &str) -> String {
+        let dir = self.dir.canonicalize().unwrap();
+        let abs = pmo_lmdb::paths::absolute(dir.join(rel).to_str().unwrap()).unwrap();
+        pmo_lmdb::paths::name_of_path(&abs.join(pmo_lmdb::paths::DATA_FILE)).unwrap()
+    }
+
     /// Install this pool as the process's backend for in-process environments.
     pub fn install(&self) {
         let mut b = pmo_lmdb::Backend::new(self.pool.clone(), KEY.as_bytes());
