@@ -302,6 +302,22 @@ fn bad_input_gets_lmdbs_error_and_the_stores_sentence() {
     att.read_at(0, &mut head).unwrap();
     assert_eq!(head, [0xA5; 16], "the foreign PMO was written");
     att.detach().unwrap();
+    // A writer creating a PMO larger than the pool: ENOSPC and the store's sentence; nothing
+    // is left behind.
+    let out = s
+        .cmd(&["open", "pmo/huge", "write"], KEY)
+        .env("MAP_SIZE", (1u64 << 40).to_string())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("No space left on device"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.len() > "store: ".len() && l.starts_with("store: ")),
+        "{text}"
+    );
+    assert!(!s.pool.exists(&s.mapped("pmo/huge")).unwrap());
     // Two writers: the second gets EBUSY and the sentence naming the holder.
     let mut first = s.cmd(&["open", "pmo/db", "write"], KEY);
     let mut first = first

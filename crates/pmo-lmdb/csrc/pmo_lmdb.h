@@ -58,6 +58,13 @@ void pmo_lmdb_prefault(pmo_lmdb_map *map, const void *addr, size_t len);
  * read txn of this environment is lagging. Returns 0 or an errno. */
 int pmo_lmdb_refresh(pmo_lmdb_map *map);
 
+/** A writer's mdb_env_set_mapsize beyond the PMO's size: grow the PMO to `size` bytes (in
+ * place within its layout capacity; otherwise psync, detach, resize and attach again, at the
+ * same address where it is free) and update map->base and map->size. Returns 0 or an errno
+ * (EBUSY: readers are attached; ENOSPC: the pool is full), the map unchanged; map->base is
+ * NULL if the PMO could not be attached again (the environment is then unusable). */
+int pmo_lmdb_grow(pmo_lmdb_map *map, size_t size);
+
 /** psync (when `sync` is set), then detach and free `map`. */
 void pmo_lmdb_close(pmo_lmdb_map *map, int sync);
 

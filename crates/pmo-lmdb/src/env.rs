@@ -144,6 +144,34 @@ impl Env {
         Ok(st)
     }
 
+    /// `mdb_env_set_mapsize` of the open environment: takes `&mut self`, so no transaction
+    /// of this `Env` runs (LMDB's condition). On a PMO a writer grows the PMO (in place
+    /// within its layout capacity, else moved, at the same address where it is free).
+    pub fn set_map_size(&mut self, size: usize) -> Result<(), LmdbError> {
+        glue::clear_last_error();
+        // SAFETY: live env, no transaction of it runs (exclusive borrow).
+        check("mdb_env_set_mapsize", unsafe {
+            ffi::mdb_env_set_mapsize(self.raw, size)
+        })
+    }
+
+    /// `mdb_env_info`: the map's address and size, the last page and txnid, the readers.
+    pub fn info(&self) -> Result<ffi::MDB_envinfo, LmdbError> {
+        let mut info = ffi::MDB_envinfo {
+            me_mapaddr: ptr::null_mut(),
+            me_mapsize: 0,
+            me_last_pgno: 0,
+            me_last_txnid: 0,
+            me_maxreaders: 0,
+            me_numreaders: 0,
+        };
+        // SAFETY: live env, out-pointer to a local.
+        check("mdb_env_info", unsafe {
+            ffi::mdb_env_info(self.raw, &mut info)
+        })?;
+        Ok(info)
+    }
+
     /// One key per transaction: put `key` = `value` and commit.
     pub fn put1(&self, key: &[u8], value: &[u8]) -> Result<(), LmdbError> {
         let mut t = self.begin(false)?;

@@ -184,6 +184,9 @@ struct MapState {
     pool_file: Option<PathBuf>,
     /// Never psynced when attached: reads as an empty data file.
     fresh: AtomicBool,
+    /// The pool and key, and the options of the attach, for a grow that attaches again.
+    backend: Arc<Backend>,
+    opts: AttachOptions,
 }
 
 /// PMO `name`'s lock directory, its owner recorded (`crate::lockdir`), counted open in this
@@ -233,6 +236,12 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
     // A read-only environment attaches beside the writer (unless the backend asks for the
     // exclusive rule): each read transaction moves its view to the newest psync
     // (pmo_lmdb_refresh from mdb_txn_renew0; docs/lmdb.md).
+    // Another environment of this process may have the PMO attached (several environments
+    // on one PMO, LMDB allows it): this one then maps it elsewhere. LMDB's pointers are
+    // offsets in the map, so only MDB_FIXEDMAP needs the stable address.
+    if flags & crate::ffi::MDB_FIXEDMAP == 0 {
+        opts.relocate = true;
+    }
     // A writer's pages are named by LMDB itself at commit (pmo_lmdb_declare): no write faults.
     // PMO_DIRTY or the backend's options choose another tracking (docs/lmdb.md).
     if !rdonly
@@ -269,6 +278,8 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
         lock_dir: dir,
         pool_file,
         fresh,
+        backend: backend.clone(),
+        opts,
     });
     let att = state.att.as_ref().expect("just set");
     let writemap = match backend.writemap {
@@ -459,6 +470,58 @@ pub unsafe extern "C" fn pmo_lmdb_refresh(map: *mut PmoLmdbMap) -> c_int {
         Ok(_) => 0,
         Err(e) => set_error(&e.into()),
     }
+}
+
+/// # Safety
+/// Called by the patched `mdb.c` only (`mdb_env_set_mapsize` of an open writer), with a map
+/// from `pmo_lmdb_open`, not yet closed, while no transaction of the environment runs
+/// (LMDB's own condition for a new map size): nothing else uses the map meanwhile.
+#[no_mangle]
+pub unsafe extern "C" fn pmo_lmdb_grow(map: *mut PmoLmdbMap, size: usize) -> c_int {
+    // SAFETY: LMDB passes its live `env->me_pmo`, and no other thread uses it during the call
+    // (the contract above), so this exclusive borrow is the only one.
+    let st = unsafe { &mut *(*map).handle.cast::<MapState>() };
+    let Some(arc) = st.att.take() else {
+        return libc::EINVAL;
+    };
+    let att = match Arc::try_unwrap(arc) {
+        Ok(a) => a,
+        Err(arc) => {
+            // session_stats holds it for a moment: try again later.
+            st.att = Some(arc);
+            return set_error(&LmdbError::Usage(format!(
+                "PMO '{}' is in use by a statistics reader: set the map size again",
+                st.name
+            )));
+        }
+    };
+    let (rc, att) = match att.resize(size as u64, &st.backend.key, st.opts, false) {
+        Ok((a, _report)) => (0, Some(a)),
+        Err(e) => {
+            let e = *e;
+            (set_error(&e.error.into()), e.attachment)
+        }
+    };
+    let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+    open.retain(|(n, w)| !(n == &st.name && w.strong_count() == 0));
+    match att {
+        Some(a) => {
+            let a = Arc::new(a);
+            open.push((st.name.clone(), Arc::downgrade(&a)));
+            // SAFETY: `map` is live (the contract above); LMDB reads these fields next.
+            unsafe {
+                (*map).base = a.addr().cast();
+                (*map).size = a.len();
+            }
+            st.att = Some(a);
+        }
+        // SAFETY: as above.
+        None => unsafe {
+            (*map).base = std::ptr::null_mut();
+            (*map).size = 0;
+        },
+    }
+    rc
 }
 
 /// # Safety

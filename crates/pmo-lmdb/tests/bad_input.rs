@@ -237,3 +237,86 @@ fn the_multi_process_rules_of_docs_lmdb_md_hold() {
     drop(reader);
     pmo_lmdb::uninstall();
 }
+
+/// `mdb_env_set_mapsize` of an open writer grows its PMO: a full environment takes more
+/// records after it, at the same address, and the PMO keeps the new size after a reopen.
+#[test]
+fn a_writer_grows_its_pmo_with_mdb_env_set_mapsize() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tp = TestPool::new("grow", "secure", 256 << 20);
+    tp.install();
+    let mut env = Env::open(
+        "pmo:grow",
+        EnvOptions {
+            map_size: Some(1 << 20),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let value = vec![7u8; 2000];
+    let mut n = 0u32;
+    let full = loop {
+        match env.put1(format!("key{n:06}").as_bytes(), &value) {
+            Ok(()) => n += 1,
+            Err(e) => break e,
+        }
+    };
+    assert!(full.is_map_full(), "{full}");
+    let before = env.info().unwrap();
+    assert_eq!(before.me_mapsize, 1 << 20);
+    // Twice: once within the PMO's layout capacity or past it, then far past it.
+    for size in [4usize << 20, 32 << 20] {
+        env.set_map_size(size).unwrap();
+        let info = env.info().unwrap();
+        assert_eq!(info.me_mapsize, size);
+        for _ in 0..200 {
+            env.put1(format!("key{n:06}").as_bytes(), &value).unwrap();
+            n += 1;
+        }
+    }
+    assert_eq!(tp.pool.info("grow").unwrap().size, 32 << 20);
+    drop(env);
+    let env = Env::open("pmo:grow", rdonly()).unwrap();
+    assert_eq!(env.info().unwrap().me_mapsize, 32 << 20);
+    let t = env.begin(true).unwrap();
+    for i in 0..n {
+        assert_eq!(
+            t.get(format!("key{i:06}").as_bytes()).unwrap().as_deref(),
+            Some(&value[..]),
+            "record {i} of {n}"
+        );
+    }
+    drop(t);
+    drop(env);
+    // A reader attached beside the writer: the writer cannot grow the PMO (EBUSY), and keeps
+    // working at its size.
+    let mut writer = Env::open("pmo:grow", EnvOptions::default()).unwrap();
+    let reader = Env::open("pmo:grow", rdonly()).unwrap();
+    let e = writer.set_map_size(64 << 20).unwrap_err();
+    assert_eq!(code(&e), libc::EBUSY, "{e}");
+    writer.put1(b"after", b"busy").unwrap();
+    // Several environments on one PMO in one process: a second reader too, each read
+    // transaction at the writer's newest commit.
+    let reader2 = Env::open("pmo:grow", rdonly()).unwrap();
+    for r in [&reader, &reader2] {
+        assert_eq!(
+            r.begin(true).unwrap().get(b"after").unwrap().as_deref(),
+            Some(&b"busy"[..])
+        );
+    }
+    writer.put1(b"after", b"again").unwrap();
+    for r in [&reader, &reader2] {
+        assert_eq!(
+            r.begin(true).unwrap().get(b"after").unwrap().as_deref(),
+            Some(&b"again"[..])
+        );
+        assert_eq!(
+            r.info().unwrap().me_last_txnid,
+            writer.info().unwrap().me_last_txnid
+        );
+    }
+    drop(reader2);
+    drop(reader);
+    drop(writer);
+    pmo_lmdb::uninstall();
+}

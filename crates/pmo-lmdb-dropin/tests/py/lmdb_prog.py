@@ -58,6 +58,20 @@ def basic(path):
     assert info["last_txnid"] == 4, info  # two open_db commits, then two of ours
     stat = env.stat()
     assert stat["psize"] == 4096 and stat["entries"] == 402, stat
+    assert env.reader_check() == 0
+    # A copy through a file descriptor: an ordinary data file (opened below with subdir=False).
+    fd_copy = os.environ["COPY_DIR"] + ".mdb"
+    with open(fd_copy, "wb") as f:
+        env.copyfd(f.fileno())
+    # The map grows: the PMO is resized, the environment goes on.
+    env.set_mapsize(16 << 20)
+    assert env.info()["map_size"] == 16 << 20, env.info()
+    with env.begin(write=True) as t:
+        for i in range(2000):
+            t.put(b"grown%05d" % i, b"g" * 2000)
+    with env.begin() as t:
+        assert t.get(b"grown01999") == b"g" * 2000
+        assert t.get(b"key00499") == b"value 499 " + b"x" * 199
     copy = os.environ["COPY_DIR"]
     os.makedirs(copy, exist_ok=True)  # LMDB copies into an existing directory
     env.copy(copy, compact=True)
@@ -66,7 +80,11 @@ def basic(path):
     plain = lmdb.open(copy, readonly=True)
     with plain.begin() as t:
         assert t.get(b"key00499") == b"value 499 " + b"x" * 199
-        assert sum(1 for _ in t.cursor()) == 402
+        assert sum(1 for _ in t.cursor()) == 402 + 2000  # and the records added after the growth
+    plain.close()
+    plain = lmdb.open(fd_copy, readonly=True, subdir=False, lock=False, max_dbs=4)
+    with plain.begin() as t:
+        assert t.get(b"user007", db=plain.open_db(b"users", txn=t)) == b"name 7"
     plain.close()
     print("basic ok")
 
@@ -136,7 +154,8 @@ def check_big(path):
 
 def open_only(path, mode):
     """Open (mode: read or write) and report."""
-    env = lmdb.open(path, readonly=(mode == "read"), map_size=8 << 20, create=(mode == "write"))
+    size = int(os.environ.get("MAP_SIZE", 8 << 20))
+    env = lmdb.open(path, readonly=(mode == "read"), map_size=size, create=(mode == "write"))
     with env.begin() as t:
         print("opened", t.stat()["entries"], flush=True)
     if mode == "write" and os.environ.get("HOLD"):
