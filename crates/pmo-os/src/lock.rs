@@ -76,7 +76,18 @@ impl RangeLock {
         len: u64,
         kind: LockKind,
     ) -> Result<Option<RangeLock>, LockError> {
-        let file = open_for_lock(path)?;
+        Self::try_acquire_file(open_for_lock(path)?, start, len, kind)
+    }
+
+    /// As [`RangeLock::try_acquire`], on an open file description the caller made (opened
+    /// for writing for an exclusive lock): the lock is on that very file, whatever its path
+    /// names meanwhile.
+    pub fn try_acquire_file(
+        file: File,
+        start: u64,
+        len: u64,
+        kind: LockKind,
+    ) -> Result<Option<RangeLock>, LockError> {
         let fl = flock(lock_type(kind), start, len);
         // SAFETY: F_OFD_SETLK reads a valid `struct flock` that lives for the call.
         let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
@@ -128,7 +139,16 @@ impl RangeLock {
         len: u64,
         kind: LockKind,
     ) -> Result<RangeLock, LockError> {
-        let file = open_for_lock(path)?;
+        Self::acquire_blocking_file(open_for_lock(path)?, start, len, kind)
+    }
+
+    /// As [`RangeLock::acquire_blocking`], on an open file description the caller made.
+    pub fn acquire_blocking_file(
+        file: File,
+        start: u64,
+        len: u64,
+        kind: LockKind,
+    ) -> Result<RangeLock, LockError> {
         let fl = flock(lock_type(kind), start, len);
         loop {
             // SAFETY: F_OFD_SETLKW reads a valid `struct flock` that lives for the call.
@@ -151,6 +171,11 @@ impl RangeLock {
                 }
             }
         }
+    }
+
+    /// The file the lock is on.
+    pub fn file(&self) -> &File {
+        &self.file
     }
 
     /// The kind of lock held.

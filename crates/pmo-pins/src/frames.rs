@@ -307,13 +307,4 @@ impl PinTable {
             return false;
         }
     }
-
-    /// Whether page `page` has any kept version (a reader's fast path skips the lookup).
-    pub fn has_frames(&self, page: u64) -> bool {
-        page < self.layout.npages
-            && self
-                .w(self.layout.page(page) + P_HEAD)
-                .load(Ordering::Acquire)
-                != 0
-    }
 }

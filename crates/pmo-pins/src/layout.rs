@@ -72,6 +72,10 @@ pub const DEFAULT_FRAMES: u64 = 4096;
 
 /// Byte of the table file whose lock serialises the table's initialisation.
 pub const INIT_BYTE: u64 = 1 << 40;
+/// Byte of the table file every process using the table holds shared, on the very file it
+/// mapped (checked to still be the one the path names): a table whose byte is free has no
+/// user, and [`crate::table::sweep_orphans`] removes it (users SIGKILLed with their pool).
+pub const USE_BYTE: u64 = INIT_BYTE + 1;
 /// Byte of the table file locked (exclusive) by the reader holding slot 0; slot `i` is at
 /// `SLOT_BYTE + i`. The kernel drops the lock when the reader dies: a free lock with a
 /// pin is a dead reader.

@@ -11,6 +11,12 @@
 //! fresh table). Destroy, rename, resize and rotate take the lock exclusively to refuse while
 //! readers exist (`Pool::lock_no_readers`).
 //!
+//! Every user also holds the table file's `USE_BYTE` shared, on the file it opened, once it
+//! has checked that the path still names that file (else it opens again). A table file whose
+//! byte nobody holds has no user: its users died with no one left to remove it (processes
+//! SIGKILLed, their pool file deleted), and [`sweep_orphans`] (run by every pool open)
+//! removes it.
+//!
 //! A medium without a file (the crash simulation) keeps its tables in this process's memory,
 //! one per PMO, for as long as a user holds it.
 
@@ -136,6 +142,8 @@ pub struct PinTable {
     at: PinsAt,
     /// The pin-table lock word held shared (taken until drop).
     shared: Option<LockGuard>,
+    /// The table file's `USE_BYTE` held shared (released after the drop's removal).
+    _using: Option<RangeLock>,
     /// Writer-only state: free frames found, when dead readers were last looked for.
     pub(crate) writer: Mutex<WriterState>,
 }
@@ -204,6 +212,7 @@ impl PinTable {
             layout: table.1,
             at: at.clone(),
             shared: Some(shared),
+            _using: None,
             writer: Default::default(),
         })))
     }
@@ -217,19 +226,40 @@ impl PinTable {
             return Ok(None);
         }
         let path = at.path();
-        let file = match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(create)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(f) => f,
-            Err(e) if !create && e.kind() == std::io::ErrorKind::NotFound => {
-                return Self::clear_stale(at, shared);
+        let mut tries = 0;
+        let (file, using) = loop {
+            let file = match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(create)
+                .truncate(false)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(f) => f,
+                Err(e) if !create && e.kind() == std::io::ErrorKind::NotFound => {
+                    return Self::clear_stale(at, shared);
+                }
+                Err(e) => return Err(io("open pin table")(e)),
+            };
+            let using = RangeLock::acquire_blocking_file(
+                file.try_clone().map_err(io("pin table"))?,
+                USE_BYTE,
+                1,
+                LockKind::Shared,
+            )
+            .map_err(lock_err)?;
+            // A sweep may have removed the file between the open and the lock.
+            if names_file(&path, &file)? {
+                break (file, using);
             }
-            Err(e) => return Err(io("open pin table")(e)),
+            tries += 1;
+            if tries > 1000 {
+                return Err(StoreError::Os(format!(
+                    "pin table {} keeps being replaced",
+                    path.display()
+                )));
+            }
         };
         let init = RangeLock::acquire_blocking(&path, INIT_BYTE, 1, LockKind::Exclusive)
             .map_err(lock_err)?;
@@ -272,6 +302,7 @@ impl PinTable {
             layout,
             at: at.clone(),
             shared: Some(shared),
+            _using: Some(using),
             writer: Default::default(),
         })))
     }
@@ -329,6 +360,47 @@ impl PinTable {
     pub fn frames_used(&self) -> u64 {
         self.w(H_FRAMES_USED).load(Ordering::Relaxed)
     }
+}
+
+/// Whether `path` names the open `file` (the same inode).
+fn names_file(path: &Path, file: &File) -> Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let open = file.metadata().map_err(io("stat pin table"))?;
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(m.dev() == open.dev() && m.ino() == open.ino()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io("stat pin table")(e)),
+    }
+}
+
+/// Remove the pin tables in `dir` that no process uses (their `USE_BYTE` free): tables whose
+/// users all died with nobody left to remove them. Returns the files removed. A table a
+/// process is joining is safe: it holds the byte before it checks the path, and a file
+/// removed under it is opened again (module docs).
+pub fn sweep_orphans(dir: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return removed;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if !name.to_string_lossy().starts_with("pmo-pins-") {
+            continue;
+        }
+        let path = e.path();
+        let Ok(file) = OpenOptions::new().read(true).write(true).open(&path) else {
+            continue;
+        };
+        let Ok(Some(lock)) = RangeLock::try_acquire_file(file, USE_BYTE, 1, LockKind::Exclusive)
+        else {
+            continue;
+        };
+        if matches!(names_file(&path, lock.file()), Ok(true)) && std::fs::remove_file(&path).is_ok()
+        {
+            removed.push(path);
+        }
+    }
+    removed
 }
 
 /// The layout of an existing table file made for this PMO, if it is one.
@@ -418,4 +490,55 @@ pub fn remove_unused(at: &PinsAt, _guard: &LockGuard) -> Result<()> {
         }
     }
     at.announce(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table file some process holds (its `USE_BYTE` taken shared on its own open file
+    /// description) is kept; once nobody holds it, the sweep removes it; other files stay.
+    #[test]
+    fn the_sweep_removes_only_tables_nobody_uses() {
+        let dir = std::env::temp_dir().join(format!("pmo-pins-sweep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let used = dir.join("pmo-pins-0011223344556677-aa");
+        let orphan = dir.join("pmo-pins-0011223344556677-bb");
+        let other = dir.join("not-a-pin-table");
+        for p in [&used, &orphan, &other] {
+            std::fs::write(p, [0u8; 64]).unwrap();
+        }
+        let user = RangeLock::acquire_blocking_file(
+            File::open(&used).unwrap(),
+            USE_BYTE,
+            1,
+            LockKind::Shared,
+        )
+        .unwrap();
+        assert_eq!(sweep_orphans(&dir), vec![orphan.clone()]);
+        assert!(used.exists() && !orphan.exists() && other.exists());
+        drop(user);
+        assert_eq!(sweep_orphans(&dir), vec![used.clone()]);
+        assert!(other.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The check a joiner makes after taking its byte: a path removed (or replaced) since its
+    /// open no longer names its file.
+    #[test]
+    fn a_removed_or_replaced_file_is_not_the_one_the_path_names() {
+        let dir = std::env::temp_dir().join(format!("pmo-pins-names-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("t");
+        std::fs::write(&p, b"x").unwrap();
+        let f = File::open(&p).unwrap();
+        assert!(names_file(&p, &f).unwrap());
+        std::fs::remove_file(&p).unwrap();
+        assert!(!names_file(&p, &f).unwrap());
+        std::fs::write(&p, b"y").unwrap();
+        assert!(!names_file(&p, &f).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

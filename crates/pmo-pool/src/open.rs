@@ -228,6 +228,7 @@ impl Pool {
         if meta.len() == 0 && meta.is_file() {
             return Err(StoreError::NotAPool(format!("{} is empty", path.display())));
         }
+        sweep_pin_tables_once();
         Self::open_on(pmo_medium::open_medium(path, kind)?)
     }
 
@@ -387,4 +388,14 @@ impl Pool {
         }
         Ok(())
     }
+}
+
+/// Once per process, at the first open of a pool file: remove the pin tables nobody uses
+/// (`pmo_pins::table::sweep_orphans`: their users were SIGKILLed with nobody left to remove
+/// them), so that such leftovers in `/dev/shm` do not outlive the next pmo program.
+fn sweep_pin_tables_once() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        pmo_pins::table::sweep_orphans(&pmo_pins::table::dir());
+    });
 }
