@@ -77,7 +77,7 @@ pub use protect::{PageProtector, PAGE_META_LEN};
 pub use record::{open_record, seal_record, RECORD_PAGE_INDEX};
 pub use version::VersionCounter;
 pub use vtable::{
-    mac_table, verify_table, TableTag, VersionTableMac, TABLE_TAG_LEN,
+    mac_table, verify_table, verify_table_update, TableTag, VersionTableMac, TABLE_TAG_LEN,
     UPDATE_BATCH as TABLE_UPDATE_BATCH,
 };
 

@@ -30,7 +30,7 @@ impl Protection {
         master: &MasterKey,
         pool_uuid: [u8; 16],
     ) -> Result<Protection> {
-        Self::open_with(core, medium, scheme, master, pool_uuid, Mode::Attach)
+        Self::open_with(core, medium, scheme, master, pool_uuid, Mode::Attach, None)
     }
 
     /// A rotation's protection (`crate::rotate`) over the current map `table`, unverified (the
@@ -52,6 +52,7 @@ impl Protection {
             master,
             pool_uuid,
             Mode::Fresh(table, floor),
+            None,
         )
     }
 
@@ -76,6 +77,34 @@ impl Protection {
             master,
             pool_uuid,
             Mode::Live(table, trailer),
+            None,
+        )
+    }
+
+    /// [`Protection::open_live`] for a reader moving on from its snapshot `prev` (the same
+    /// PMO, an older committed map): the version-table MAC is checked from `prev`'s verified
+    /// running state and the entries that changed (O(changed) AES blocks,
+    /// `pmo_crypt::verify_table_update`), exactly as strong as the whole check, which it falls
+    /// back to when `prev` has no MAC state for this table.
+    #[allow(clippy::too_many_arguments)] // open_live's, and the snapshot moved on from
+    pub fn open_live_after(
+        prev: &Protection,
+        core: Arc<PmoCore>,
+        medium: Arc<dyn Medium>,
+        scheme: Scheme,
+        master: &MasterKey,
+        pool_uuid: [u8; 16],
+        table: Vec<u64>,
+        trailer: Option<Trailer>,
+    ) -> Result<Protection> {
+        Self::open_with(
+            core,
+            medium,
+            scheme,
+            master,
+            pool_uuid,
+            Mode::Live(table, trailer),
+            Some(prev),
         )
     }
 
@@ -86,6 +115,7 @@ impl Protection {
         master: &MasterKey,
         pool_uuid: [u8; 16],
         mode: Mode,
+        prev: Option<&Protection>,
     ) -> Result<Protection> {
         let mut fresh_floor = 0;
         let (fresh, live) = match mode {
@@ -193,12 +223,13 @@ impl Protection {
                             "the newest commit's trailer fails its MAC (epoch, reservation or table tag altered)",
                         ));
                     }
-                    pmo_crypt::verify_table(
-                        keys,
-                        t.epoch,
-                        &mac_words(),
-                        &pmo_crypt::TableTag(t.table_tag),
-                    )
+                    let tag = pmo_crypt::TableTag(t.table_tag);
+                    match prev.and_then(|p| p.mac_changes(&table)) {
+                        Some((state, changes)) => pmo_crypt::verify_table_update(
+                            keys, &state, t.epoch, &changes, &tag,
+                        ),
+                        None => pmo_crypt::verify_table(keys, t.epoch, &mac_words(), &tag),
+                    }
                     .map_err(|_| {
                         integrity(
                             &core,
@@ -289,5 +320,40 @@ impl Protection {
             prot.crash_handler()?;
         }
         Ok(prot)
+    }
+}
+
+/// A verified version-table MAC state, and the changes `(index, old word, new word)` from its
+/// table to another.
+type MacChanges = (VersionTableMac, Vec<(u64, u64, u64)>);
+
+impl Protection {
+    /// This protection's verified version-table MAC state, and the changes `(index, old word,
+    /// new word)` from its map to `table`, if it has one for a table of that length.
+    fn mac_changes(&self, table: &[u64]) -> Option<MacChanges> {
+        if !matches!(self.protector, PageProtector::Aead { .. })
+            || self.entries.len() != table.len()
+        {
+            return None;
+        }
+        let state = self
+            .write
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .mac
+            .clone()?;
+        let changes = table
+            .iter()
+            .zip(self.entries.iter())
+            .enumerate()
+            .filter_map(|(i, (&new, old))| {
+                let (old, new) = (
+                    PageMapEntry(old.load(Ordering::Acquire)).mac_word(),
+                    PageMapEntry(new).mac_word(),
+                );
+                (old != new).then_some((i as u64, old, new))
+            })
+            .collect();
+        Some((state, changes))
     }
 }

@@ -131,7 +131,7 @@ impl Pool {
             .ok_or_else(|| StoreError::Os("pin table not made".into()))?;
         let slot = table.claim(&core.name)?;
         let medium = inner.medium.clone();
-        let snap = take(&core, &medium, &slot, scheme, master, &inner.sb.uuid)?;
+        let snap = take(&core, &medium, &slot, scheme, master, &inner.sb.uuid, None)?;
         Ok(ReaderState {
             slot,
             snap: RwLock::new(Arc::new(snap)),
@@ -183,6 +183,7 @@ fn take(
     scheme: Scheme,
     master: &MasterKey,
     pool_uuid: &[u8; 16],
+    prev: Option<&Protection>,
 ) -> Result<Snapshot> {
     let m = &**medium;
     for _ in 0..100_000 {
@@ -197,15 +198,28 @@ fn take(
             continue;
         }
         let (prot, table) = if scheme.is_protected() {
-            let p = Protection::open_live(
-                core.clone(),
-                medium.clone(),
-                scheme,
-                master,
-                *pool_uuid,
-                table,
-                trailer,
-            )?;
+            // Moving on from a snapshot: its verified MAC state and the changed entries.
+            let p = match prev {
+                Some(prev) => Protection::open_live_after(
+                    prev,
+                    core.clone(),
+                    medium.clone(),
+                    scheme,
+                    master,
+                    *pool_uuid,
+                    table,
+                    trailer,
+                )?,
+                None => Protection::open_live(
+                    core.clone(),
+                    medium.clone(),
+                    scheme,
+                    master,
+                    *pool_uuid,
+                    table,
+                    trailer,
+                )?,
+            };
             (Some(Arc::new(p)), Vec::new())
         } else {
             (None, table)
@@ -274,6 +288,7 @@ impl ReaderState {
             self.scheme,
             master,
             &self.pool_uuid,
+            old.prot.as_deref(),
         );
         let new = match r {
             Ok(s) => s,
