@@ -839,7 +839,13 @@ impl Registry {
 
     /// pdestroy in the open pool.
     pub fn destroy(&self, name: &str, key: &[u8]) -> Result<()> {
-        Ok(self.pool()?.pdestroy(name, key)?)
+        let pool = self.pool()?;
+        pool.pdestroy(name, key)?;
+        // LMDB's lock directory of an environment the PMO held goes with it, as with `pmo
+        // destroy` (docs/lmdb.md); one some process still has open is left for `pmo lmdb
+        // locks --clean`: the PMO is destroyed either way.
+        let _ = pmo_lmdb_lockdir::remove_for(&pmo_lmdb_lockdir::lock_root(), &pool, name);
+        Ok(())
     }
 
     /// Whether `name` exists in the open pool.

@@ -1,4 +1,6 @@
-//! LMDB's lock directories: where they live, who owns them, and their removal.
+//! LMDB's lock directories: where they live, who owns them, and their removal (crate
+//! `pmo-lmdb-lockdir`: no LMDB code, so that `pmo destroy`, C's `pmo_destroy` and Python's
+//! `destroy` remove a PMO's directory without linking LMDB).
 //!
 //! Every environment opened on a PMO keeps LMDB's lock file (`lock.mdb`: reader table, writer
 //! mutex) in a directory `pmo-lmdb-NAME-HASH/` of the lock directory ([`lock_root`]); HASH binds
@@ -26,7 +28,16 @@ use std::sync::Mutex;
 
 use pmo_store::{Pool, StoreError};
 
-use crate::LmdbError;
+/// Errors of the lock directories.
+#[derive(Debug, thiserror::Error)]
+pub enum LockDirError {
+    /// The pool underneath (its PMO's uuid for the owner file).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A file or directory of a lock directory.
+    #[error("LMDB lock file: {0}")]
+    Lock(String),
+}
 
 /// The start of every lock directory's name.
 pub const PREFIX: &str = "pmo-lmdb-";
@@ -36,12 +47,12 @@ pub const OWNER_FILE: &str = "owner";
 /// LMDB's suffix `-lock`.
 pub const LOCK_FILES: [&str; 2] = ["lock.mdb", "nosubdir-lock"];
 /// The base path the glue gives LMDB with `MDB_NOSUBDIR` (LMDB appends `-lock`).
-pub(crate) const NOSUBDIR_BASE: &str = "nosubdir";
+pub const NOSUBDIR_BASE: &str = "nosubdir";
 const OWNER_TMP: &str = "owner.tmp.";
 const MAGIC: &str = "pmo-lmdb lock directory 1";
 
 /// The lock directory's parent: `PMO_LMDB_LOCKDIR`, else `/dev/shm`, else the temporary
-/// directory (a [`crate::Backend`]'s `lock_dir` overrides it for its environments).
+/// directory (a `pmo_lmdb::Backend`'s `lock_dir` overrides it for its environments).
 pub fn lock_root() -> PathBuf {
     match std::env::var_os("PMO_LMDB_LOCKDIR") {
         Some(d) if !d.is_empty() => PathBuf::from(d),
@@ -83,7 +94,7 @@ pub struct Owner {
 
 impl Owner {
     /// The owner of PMO `name`'s environment in `pool`.
-    pub fn of(pool: &Pool, name: &str) -> Result<Owner, LmdbError> {
+    pub fn of(pool: &Pool, name: &str) -> Result<Owner, LockDirError> {
         let info = pool.pool_info()?;
         let pool_path = info.path.map(|p| std::fs::canonicalize(&p).unwrap_or(p));
         let pmo_uuid = match pool.info(name) {
@@ -187,9 +198,9 @@ static OPEN_HERE: Mutex<Vec<(PathBuf, usize)>> = Mutex::new(Vec::new());
 
 /// Create PMO `owner.pmo`'s lock directory under `root` (if missing), record its owner, and
 /// count it open in this process until [`release`]. Returns the directory.
-pub(crate) fn prepare(root: &Path, owner: &Owner) -> Result<PathBuf, LmdbError> {
+pub fn prepare(root: &Path, owner: &Owner) -> Result<PathBuf, LockDirError> {
     let dir = root.join(dir_name(&owner.pool_uuid, &owner.pmo));
-    let err = |e: std::io::Error, p: &Path| LmdbError::Lock(format!("{}: {e}", p.display()));
+    let err = |e: std::io::Error, p: &Path| LockDirError::Lock(format!("{}: {e}", p.display()));
     std::fs::create_dir_all(&dir).map_err(|e| err(e, &dir))?;
     // Written whole and renamed: a reader never sees half an owner file.
     let tmp = dir.join(format!("{OWNER_TMP}{}", std::process::id()));
@@ -211,7 +222,7 @@ pub(crate) fn prepare(root: &Path, owner: &Owner) -> Result<PathBuf, LmdbError> 
 }
 
 /// This process closed an environment of `dir` (from [`prepare`]).
-pub(crate) fn release(dir: &Path) {
+pub fn release(dir: &Path) {
     let mut open = OPEN_HERE.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(i) = open.iter().position(|(p, _)| p == dir) {
         open[i].1 -= 1;
@@ -322,14 +333,14 @@ pub enum Removal {
 
 /// Remove lock directory `dir` if it is ours and no process has its environment open. The
 /// lock files stay locked until the directory is gone, so no environment opens on them midway.
-pub fn remove(dir: &Path) -> Result<Removal, LmdbError> {
+pub fn remove(dir: &Path) -> Result<Removal, LockDirError> {
     if std::fs::symlink_metadata(dir).is_err() {
         return Ok(Removal::Absent);
     }
     if let Err(why) = recognise(dir) {
         return Ok(Removal::NotOurs(why));
     }
-    let err = |e: std::io::Error| LmdbError::Lock(format!("{}: {e}", dir.display()));
+    let err = |e: std::io::Error| LockDirError::Lock(format!("{}: {e}", dir.display()));
     let Some(_held) = lock_all(dir).map_err(err)? else {
         return Ok(Removal::InUse);
     };
@@ -342,14 +353,14 @@ pub fn remove(dir: &Path) -> Result<Removal, LmdbError> {
 /// this process still holds its own lock on the file, so the probe is `F_GETLK`, which ignores
 /// this process's POSIX locks (closing the probe's descriptor drops them: harmless, LMDB is
 /// closing that environment). Another environment of this process on it keeps it.
-pub(crate) fn remove_at_close(dir: &Path) -> Result<Removal, LmdbError> {
+pub fn remove_at_close(dir: &Path) -> Result<Removal, LockDirError> {
     if open_here(dir) {
         return Ok(Removal::InUse);
     }
     if let Err(why) = recognise(dir) {
         return Ok(Removal::NotOurs(why));
     }
-    let err = |e: std::io::Error| LmdbError::Lock(format!("{}: {e}", dir.display()));
+    let err = |e: std::io::Error| LockDirError::Lock(format!("{}: {e}", dir.display()));
     for name in LOCK_FILES {
         let f = match File::open(dir.join(name)) {
             Ok(f) => f,
@@ -370,8 +381,8 @@ pub(crate) fn remove_at_close(dir: &Path) -> Result<Removal, LmdbError> {
     Ok(Removal::Removed)
 }
 
-fn remove_files(dir: &Path) -> Result<(), LmdbError> {
-    let err = |e: std::io::Error| LmdbError::Lock(format!("{}: {e}", dir.display()));
+fn remove_files(dir: &Path) -> Result<(), LockDirError> {
+    let err = |e: std::io::Error| LockDirError::Lock(format!("{}: {e}", dir.display()));
     for e in std::fs::read_dir(dir).map_err(err)? {
         let p = e.map_err(err)?.path();
         match std::fs::remove_file(&p) {
@@ -383,7 +394,7 @@ fn remove_files(dir: &Path) -> Result<(), LmdbError> {
 }
 
 /// After PMO `name` of `pool` was destroyed: remove its lock directory under `root`.
-pub fn remove_for(root: &Path, pool: &Pool, name: &str) -> Result<Removal, LmdbError> {
+pub fn remove_for(root: &Path, pool: &Pool, name: &str) -> Result<Removal, LockDirError> {
     remove(&root.join(dir_name(&pool.superblock().uuid, name)))
 }
 
@@ -456,8 +467,8 @@ fn pool_state(path: &Path) -> Result<PoolState, String> {
 
 /// Every directory under `root` named like a lock directory, with its status; each pool is
 /// opened once (opening recovers it, as `pmo list` does).
-pub fn scan(root: &Path) -> Result<Vec<Found>, LmdbError> {
-    let err = |e: std::io::Error| LmdbError::Lock(format!("{}: {e}", root.display()));
+pub fn scan(root: &Path) -> Result<Vec<Found>, LockDirError> {
+    let err = |e: std::io::Error| LockDirError::Lock(format!("{}: {e}", root.display()));
     let mut dirs: Vec<PathBuf> = Vec::new();
     let rd = match std::fs::read_dir(root) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -519,7 +530,7 @@ pub fn scan(root: &Path) -> Result<Vec<Found>, LmdbError> {
 
 /// [`scan`], then remove every orphan no process uses; returns each directory found with what
 /// was done to it (`None`: not an orphan, left). A parent that does not exist holds none.
-pub fn clean(root: &Path) -> Result<Vec<(Found, Option<Removal>)>, LmdbError> {
+pub fn clean(root: &Path) -> Result<Vec<(Found, Option<Removal>)>, LockDirError> {
     let mut out = Vec::new();
     for f in scan(root)? {
         let done = match f.status {

@@ -561,7 +561,7 @@ pub unsafe extern "C" fn pmo_lmdb_close(map: *mut PmoLmdbMap, sync: c_int) {
         .is_some_and(|p| matches!(p.try_exists(), Ok(false)))
     {
         if let Err(e) = lockdir::remove_at_close(&st.lock_dir) {
-            set_error(&e);
+            set_error(&e.into());
         }
     }
 }

@@ -23,12 +23,13 @@ pub mod env;
 pub mod ffi;
 pub mod glue;
 pub mod kv;
-pub mod lockdir;
 pub mod paths;
 pub mod programs;
 
 pub use env::{Env, EnvOptions, Txn};
 pub use glue::{install, uninstall, Backend};
+/// LMDB's lock directories (crate `pmo-lmdb-lockdir`).
+pub use pmo_lmdb_lockdir as lockdir;
 
 use pmo_store::StoreError;
 
@@ -91,5 +92,14 @@ impl LmdbError {
                 ..
             }
         )
+    }
+}
+
+impl From<lockdir::LockDirError> for LmdbError {
+    fn from(e: lockdir::LockDirError) -> LmdbError {
+        match e {
+            lockdir::LockDirError::Store(e) => LmdbError::Store(e),
+            lockdir::LockDirError::Lock(m) => LmdbError::Lock(m),
+        }
     }
 }

@@ -340,7 +340,15 @@ impl Pool {
     /// Destroy a PMO (needs its key; fails with `Busy` while it is attached).
     fn destroy(&self, py: Python<'_>, name: &str, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let key = key_bytes(key)?;
-        py.allow_threads(|| self.pool.pdestroy(name, &key)).py()
+        py.allow_threads(|| {
+            self.pool.pdestroy(name, &key)?;
+            // LMDB's lock directory of an environment it held goes with it (as `pmo destroy`,
+            // docs/lmdb.md); one still in use is left for `pmo lmdb locks --clean`.
+            let root = pmo_lmdb_lockdir::lock_root();
+            let _ = pmo_lmdb_lockdir::remove_for(&root, &self.pool, name);
+            Ok(())
+        })
+        .py()
     }
 
     /// Every PMO, as a list of dicts.
