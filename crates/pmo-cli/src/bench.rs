@@ -262,6 +262,9 @@ pub(crate) fn command(args: &BenchArgs) -> anyhow::Result<()> {
             let r = pmo_lmdb::bench::run(&opts, which, &mut records);
             let _ = std::fs::remove_dir_all(&opts.disk_dir);
             pmo_lmdb::bench::print_tables(&records);
+            for l in pmo_ycsb_stores::lmdb10::versus(&records) {
+                outln!("{l}")?;
+            }
             for f in pmo_lmdb::bench::draw(&records, out)? {
                 outln!("figure: {}", f.display())?;
                 if let Some(png) = pmo_bench::plot::to_png(&f) {

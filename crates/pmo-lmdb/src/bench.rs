@@ -129,6 +129,10 @@ pub struct OtherStore {
     /// about `bytes` in all.
     pub open:
         fn(label: &str, dir: &Path, bytes: u64, records: u64) -> Result<YcsbStore, BenchError>,
+    /// Also in the durable-commit benchmark (its `update` of one record is one durable write
+    /// transaction) and in the cold scan (its [`YcsbStore`] can be reopened): the LMDB 1.0
+    /// encrypted peer (`pmo-ycsb-stores`' `lmdb10-enc`).
+    pub commit: bool,
 }
 
 impl Target {
@@ -184,16 +188,74 @@ impl KvStore for Opened {
     }
 }
 
+/// Open the same store again, read-only (for the cold scan), once the old handle is dropped.
+pub type Reopen = Box<dyn FnOnce() -> Result<Box<dyn KvStore>, BenchError>>;
+
 /// A store YCSB drives, and the pool it lives in (dropped after it: fields drop in order).
 pub struct YcsbStore {
     pub kv: Box<dyn KvStore>,
+    reopen: Option<Reopen>,
+    /// What removes the store's files, dropped after `kv`.
+    _keep: Option<Box<dyn std::any::Any>>,
     _pool: Option<TempPool>,
 }
 
 impl YcsbStore {
     /// `kv`, living in `pool` (if any), which is removed after `kv` is dropped.
     pub fn new(kv: Box<dyn KvStore>, pool: Option<TempPool>) -> YcsbStore {
-        YcsbStore { kv, _pool: pool }
+        YcsbStore {
+            kv,
+            reopen: None,
+            _keep: None,
+            _pool: pool,
+        }
+    }
+
+    /// `kv`, which `reopen` opens again, its files kept until `keep` is dropped (after `kv`).
+    pub fn reopenable(
+        kv: Box<dyn KvStore>,
+        reopen: Reopen,
+        keep: Box<dyn std::any::Any>,
+    ) -> YcsbStore {
+        YcsbStore {
+            kv,
+            reopen: Some(reopen),
+            _keep: Some(keep),
+            _pool: None,
+        }
+    }
+
+    /// Close the store and open it again through its reopen function.
+    pub fn reopen(mut self) -> Result<YcsbStore, BenchError> {
+        let f = self
+            .reopen
+            .take()
+            .ok_or_else(|| err("this store cannot be reopened"))?;
+        let placeholder: Box<dyn KvStore> = Box::new(Closed);
+        drop(std::mem::replace(&mut self.kv, placeholder));
+        self.kv = f()?;
+        Ok(self)
+    }
+}
+
+/// The store between its close and its reopening.
+struct Closed;
+
+impl KvStore for Closed {
+    fn name(&self) -> String {
+        "closed".into()
+    }
+    fn insert(&mut self, _: &[u8], _: &[u8]) -> Result<(), pmo_ycsb::StoreError> {
+        Err("closed".into())
+    }
+    fn update(&mut self, _: &[u8], _: &[u8]) -> Result<(), pmo_ycsb::StoreError> {
+        Err("closed".into())
+    }
+    fn read(&mut self, _: &[u8], _: &mut Vec<u8>) -> Result<bool, pmo_ycsb::StoreError> {
+        Err("closed".into())
+    }
+    fn scan(&mut self, _: &[u8], _: usize) -> Result<usize, pmo_ycsb::StoreError> {
+        Err("closed".into())
     }
 }
 
@@ -348,6 +410,9 @@ fn commit_bench(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<f
     } else {
         (preload, n)
     };
+    if let Target::Other(other) = t {
+        return other_commit_bench(other, o, preload, n, rec);
+    }
     let s = open(t, &o.dir, preload * 1100)?;
     let mut tx = s.kv.env.begin(false).map_err(err)?;
     for i in 0..preload {
@@ -384,36 +449,8 @@ fn commit_bench(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<f
             faults += a.faults - b.faults;
         }
     }
-    let label = t.label().to_string();
-    let p = [("store", label.clone())];
-    // The median commit, with the spread of the medians of 5 consecutive batches (so a ratio
-    // of two stores is marked uncertain when the batches overlap: pmo_bench::record::ratio).
-    let us: Vec<f64> = ns.iter().map(|v| v / 1e3).collect();
-    let med = median(&us);
-    let batches: Vec<f64> = us.chunks(us.len().div_ceil(5)).map(median).collect();
-    rec.push_samples("lmdb-commit", &p, "commit_us_p50", &batches, "us");
-    if let Some(r) = rec.records.last_mut() {
-        r.value = med;
-        r.samples = us.len();
-    }
-    let mut sorted = us.clone();
-    sorted.sort_by(|a, b| a.total_cmp(b));
-    rec.push(
-        "lmdb-commit",
-        &p,
-        "commit_us_p99",
-        sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)],
-        "us",
-        sorted.len(),
-    );
-    rec.push(
-        "lmdb-commit",
-        &p,
-        "commit_us_mean",
-        us.iter().sum::<f64>() / us.len() as f64,
-        "us",
-        us.len(),
-    );
+    let med = push_commits(t.label(), &ns, rec);
+    let p = [("store", t.label().to_string())];
     if !cats[0].is_empty() {
         for (metric, v) in [
             "psync_crypt_us",
@@ -444,6 +481,68 @@ fn commit_bench(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<f
     drop(s);
     cleanup(t);
     Ok(med)
+}
+
+/// The median commit, with the spread of the medians of 5 consecutive batches (so a ratio
+/// of two stores is marked uncertain when the batches overlap: pmo_bench::record::ratio); p99
+/// and mean. Returns the median (us).
+fn push_commits(label: &str, ns: &[f64], rec: &mut Records) -> f64 {
+    let p = [("store", label.to_string())];
+    let us: Vec<f64> = ns.iter().map(|v| v / 1e3).collect();
+    let med = median(&us);
+    let batches: Vec<f64> = us.chunks(us.len().div_ceil(5)).map(median).collect();
+    rec.push_samples("lmdb-commit", &p, "commit_us_p50", &batches, "us");
+    if let Some(r) = rec.records.last_mut() {
+        r.value = med;
+        r.samples = us.len();
+    }
+    let mut sorted = us.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    rec.push(
+        "lmdb-commit",
+        &p,
+        "commit_us_p99",
+        sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)],
+        "us",
+        sorted.len(),
+    );
+    rec.push(
+        "lmdb-commit",
+        &p,
+        "commit_us_mean",
+        us.iter().sum::<f64>() / us.len() as f64,
+        "us",
+        us.len(),
+    );
+    med
+}
+
+/// The commit benchmark on a store from outside this crate ([`OtherStore::commit`]): the same
+/// records, keys and durable one-record writes (its `update`), no time categories.
+fn other_commit_bench(
+    t: &OtherStore,
+    o: &LmdbBenchOptions,
+    preload: u64,
+    n: u64,
+    rec: &mut Records,
+) -> Result<f64, BenchError> {
+    let mut s = (t.open)(&t.label, &o.dir, preload * 1100, preload)?;
+    for i in 0..preload {
+        s.kv.insert(format!("user{i:010}").as_bytes(), &record_1k(i))
+            .map_err(err)?;
+    }
+    let mut ns = Vec::with_capacity(n as usize);
+    let mut x: u64 = 0x9e37_79b9;
+    for i in 0..n {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let key = format!("user{:010}", (x >> 33) % preload);
+        let t0 = Instant::now();
+        s.kv.update(key.as_bytes(), &record_1k(i)).map_err(err)?;
+        ns.push(t0.elapsed().as_nanos() as f64);
+    }
+    Ok(push_commits(&t.label, &ns, rec))
 }
 
 /// Name on stderr the properties YCSB's files set that the driver does not act on, so a
@@ -625,6 +724,9 @@ fn ycsb_bench(
 /// decrypted and verified), prediction off vs adaptive, and LMDB on /dev/shm (page cache).
 fn cold_scan(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<(), BenchError> {
     let n: u64 = if o.quick { 4000 } else { 40_000 };
+    if let Target::Other(other) = t {
+        return other_cold_scan(other, o, n, rec);
+    }
     let s = open(t, &o.dir, n * 1100)?;
     let mut tx = s.kv.env.begin(false).map_err(err)?;
     for i in 0..n {
@@ -698,7 +800,42 @@ fn cold_scan(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<(), 
         .as_deref()
         .and_then(glue::session_stats)
         .map_or(0.0, |s| s.predicted as f64);
-    let p = [("store", t.label().to_string())];
+    push_cold(t.label(), n, dt, predicted, rec);
+    drop(env);
+    drop(_pool);
+    cleanup(t);
+    Ok(())
+}
+
+/// The cold scan of a store from outside this crate ([`OtherStore::commit`]): the same records
+/// (one durable insert each), the store closed and reopened, then one scan over all of them.
+fn other_cold_scan(
+    t: &OtherStore,
+    o: &LmdbBenchOptions,
+    n: u64,
+    rec: &mut Records,
+) -> Result<(), BenchError> {
+    let mut s = (t.open)(&t.label, &o.dir, n * 1100, n)?;
+    for i in 0..n {
+        s.kv.insert(format!("user{i:010}").as_bytes(), &record_1k(i))
+            .map_err(err)?;
+    }
+    let mut s = s.reopen()?;
+    let t0 = Instant::now();
+    let seen = s.kv.scan(b"", n as usize + 1).map_err(err)?;
+    let dt = t0.elapsed().as_secs_f64();
+    if seen as u64 != n {
+        return Err(err(format!(
+            "{}: cold scan saw {seen} of {n} records",
+            t.label
+        )));
+    }
+    push_cold(&t.label, n, dt, 0.0, rec);
+    Ok(())
+}
+
+fn push_cold(label: &str, n: u64, dt: f64, predicted: f64, rec: &mut Records) {
+    let p = [("store", label.to_string())];
     rec.push("lmdb-cold-scan", &p, "scan_ms", dt * 1e3, "ms", 1);
     rec.push(
         "lmdb-cold-scan",
@@ -716,10 +853,6 @@ fn cold_scan(t: &Target, o: &LmdbBenchOptions, rec: &mut Records) -> Result<(), 
         "pages",
         1,
     );
-    drop(env);
-    drop(_pool);
-    cleanup(t);
-    Ok(())
 }
 
 /// Run the parts of `o`, appending to `rec`; prints progress on stderr.
@@ -775,6 +908,13 @@ pub fn run(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(), B
                 all.push(Target::pmo("bp-ip:medium"));
             }
         }
+        all.extend(
+            o.others
+                .iter()
+                .filter(|x| x.commit)
+                .cloned()
+                .map(Target::Other),
+        );
         for t in &all {
             progress("commit", t);
             commit_bench(t, o, rec)?;
@@ -806,6 +946,12 @@ pub fn run(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(), B
     if r.is_ok() && which == "lmdb" {
         eprintln!("[lmdb] targets: pmo-secure and shm side by side");
         r = targets(o, rec);
+        for peer in o.others.iter().filter(|x| x.commit) {
+            if r.is_ok() {
+                eprintln!("[lmdb] targets: pmo-secure and {} side by side", peer.label);
+                r = peer_rounds(o, peer, rec);
+            }
+        }
     }
     let _ = std::fs::remove_dir_all(
         o.dir
@@ -819,7 +965,7 @@ fn lpmo_cold(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(),
     let files = file_targets(o, false);
     let progress = |what: &str, t: &Target| eprintln!("[lmdb] {what}: {}", t.label());
     if which == "lmdb" && wants("lpmo") {
-        let cold = [
+        let cold: Vec<Target> = [
             Target::pmo("secure"),
             Target::Pmo {
                 label: "pmo-secure-predict".into(),
@@ -830,7 +976,16 @@ fn lpmo_cold(o: &LmdbBenchOptions, which: &str, rec: &mut Records) -> Result<(),
                 writemap: true,
             },
             files[0].clone(),
-        ];
+        ]
+        .into_iter()
+        .chain(
+            o.others
+                .iter()
+                .filter(|x| x.commit)
+                .cloned()
+                .map(Target::Other),
+        )
+        .collect();
         for t in &cold {
             progress("cold scan", t);
             cold_scan(t, o, rec)?;
@@ -1127,6 +1282,71 @@ fn targets(o: &LmdbBenchOptions, rec: &mut Records) -> Result<(), BenchError> {
     drop(pmo_s);
     drop(shm_s);
     cleanup(&shm_t);
+    Ok(())
+}
+
+/// Issue 28: `pmo-secure` and an encrypted peer ([`OtherStore::commit`]) open at once, loaded
+/// alike, then rounds alternating between them as [`targets`] does (YCSB C, then a batch of
+/// durable 1 KiB commits), so a stall of this shared machine hits both. Records, per peer
+/// (`lmdb-peer`, `store`): `read_ratio` and `commit_ratio`, pmo-secure's time over the peer's
+/// per round (below 1: pmo-secure ahead), and the medians of both.
+fn peer_rounds(
+    o: &LmdbBenchOptions,
+    peer: &OtherStore,
+    rec: &mut Records,
+) -> Result<(), BenchError> {
+    let (rounds, batch) = if o.quick { (5, 200u64) } else { (9, 1000) };
+    let mut c = Workload::find('c', o.ycsb_dir.as_deref()).map_err(err)?;
+    c.record_count = o.records.unwrap_or(if o.quick { 1000 } else { 10_000 });
+    c.operation_count = o.operations.unwrap_or(if o.quick { 5000 } else { 20_000 });
+    let bytes = c.record_count * (c.record_len() as u64 + 200);
+    let mut pmo_s = open(&Target::pmo("secure"), &o.dir, bytes + batch * 2048)?;
+    let mut peer_s = (peer.open)(&peer.label, &o.dir, bytes + batch * 2048, c.record_count)?;
+    pmo_ycsb::load(&mut pmo_s, &c, 1).map_err(err)?;
+    pmo_ycsb::load(peer_s.kv.as_mut(), &c, 1).map_err(err)?;
+    let (mut rr, mut cr) = (Vec::new(), Vec::new());
+    let (mut ra, mut rb, mut ca, mut cb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let seed = 1000 + round as u64;
+        let one = |kv: &mut dyn KvStore| -> Result<(f64, f64), BenchError> {
+            let tput = pmo_ycsb::run(kv, &c, seed).map_err(err)?.throughput();
+            let mut ns = Vec::with_capacity(batch as usize);
+            for i in 0..batch {
+                // A record's first 8 bytes stay its number: the driver checks them on reads.
+                let n = (seed * 7919 + i * 104_729) % c.record_count;
+                let key = pmo_ycsb::gen::key_name(n, true);
+                let t0 = Instant::now();
+                kv.update(key.as_bytes(), &record_1k(n)).map_err(err)?;
+                ns.push(t0.elapsed().as_nanos() as f64 / 1e3);
+            }
+            Ok((tput, median(&ns)))
+        };
+        // Alternate which store goes first.
+        let ((tp, cp), (tq, cq)) = if round % 2 == 0 {
+            let a = one(&mut pmo_s)?;
+            (a, one(peer_s.kv.as_mut())?)
+        } else {
+            let b = one(peer_s.kv.as_mut())?;
+            (one(&mut pmo_s)?, b)
+        };
+        rr.push(tq / tp);
+        cr.push(cp / cq);
+        ra.push(tp);
+        rb.push(tq);
+        ca.push(cp);
+        cb.push(cq);
+    }
+    let p = [("store", peer.label.clone())];
+    rec.push_samples("lmdb-peer", &p, "read_ratio", &rr, "x");
+    rec.push_samples("lmdb-peer", &p, "commit_ratio", &cr, "x");
+    for (m, v, unit) in [
+        ("read_ops_pmo", &ra, "ops/s"),
+        ("read_ops_peer", &rb, "ops/s"),
+        ("commit_us_pmo", &ca, "us"),
+        ("commit_us_peer", &cb, "us"),
+    ] {
+        rec.push("lmdb-peer", &p, m, median(v), unit, rounds);
+    }
     Ok(())
 }
 

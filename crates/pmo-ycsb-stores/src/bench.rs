@@ -8,6 +8,7 @@ use pmo_lmdb::bench::{OtherStore, YcsbStore};
 use pmo_store::Scheme;
 use pmo_typed::TypedHeap;
 
+use crate::lmdb10;
 use crate::pmdk::{self, PmdkKv};
 use crate::typed::{TypedBTreeKv, TypedHashKv};
 use crate::StoresError;
@@ -56,13 +57,15 @@ fn open_typed_hash(label: &str, dir: &Path, bytes: u64, _: u64) -> Result<YcsbSt
 }
 
 /// `pmdk-hash` (when this build has PMDK; else a note on stderr says why not), `typed-btree`,
-/// `typed-hash`.
+/// `typed-hash`, and `lmdb10-enc` (LMDB 1.0.2 encrypted, also in the commit benchmark and the
+/// cold scan).
 pub fn stores() -> Vec<OtherStore> {
     let mut v = Vec::new();
     if pmdk::available() {
         v.push(OtherStore {
             label: "pmdk-hash".into(),
             open: open_pmdk,
+            commit: false,
         });
     } else {
         eprintln!(
@@ -73,10 +76,17 @@ pub fn stores() -> Vec<OtherStore> {
     v.push(OtherStore {
         label: "typed-btree".into(),
         open: open_typed_btree,
+        commit: false,
     });
     v.push(OtherStore {
         label: "typed-hash".into(),
         open: open_typed_hash,
+        commit: false,
+    });
+    v.push(OtherStore {
+        label: lmdb10::LABEL.into(),
+        open: lmdb10::open_bench,
+        commit: true,
     });
     v
 }

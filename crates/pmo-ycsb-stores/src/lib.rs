@@ -6,6 +6,9 @@
 //!   elsewhere [`pmdk::PmdkKv::create`] returns [`StoresError::Unavailable`].
 //! - [`typed::TypedBTreeKv`] (`pmo_typed::kv::PKv`, a `PBTreeMap`) and [`typed::TypedHashKv`]
 //!   (a `PHashMap`): the typed persistent maps of pmo-typed in a PMO, through its public API.
+//! - [`lmdb10::Lmdb10Kv`]: LMDB 1.0.2 with its own page encryption (`pmo-lmdb10`: AES-256-GCM
+//!   per page through `mdb_env_set_encrypt`), the peer an LMDB user weighs pmo against
+//!   (issue 28); its files in a directory under `/dev/shm`, synchronous commits.
 //!
 //! [`bench::stores`] hands them to `pmo bench lmdb|ycsb` (`pmo_lmdb::bench::OtherStore`).
 //!
@@ -14,6 +17,7 @@
 //! so a driver skips YCSB E for them.
 
 pub mod bench;
+pub mod lmdb10;
 pub mod pmdk;
 pub mod typed;
 
@@ -36,4 +40,6 @@ pub enum StoresError {
     NoScan { store: String },
     #[error(transparent)]
     Typed(#[from] pmo_typed::TypedError),
+    #[error(transparent)]
+    Lmdb10(#[from] pmo_lmdb10::Lmdb10Error),
 }
