@@ -64,13 +64,19 @@ impl SchemesBenchOptions {
                     16 * KIB * KIB,
                 ]
             },
-            // Every scheme with the DRAM plaintext copy, and three with it on the medium (the
-            // LOaPP kernel's placement).
+            // Every scheme with the DRAM plaintext copy, `secure` under its other AEAD
+            // (AEGIS-256X4) beside it, and three with the copy on the medium (the LOaPP
+            // kernel's placement).
             schemes: Scheme::all()
                 .chain(
-                    ["wedi:medium", "sp-id:medium", "secure:medium"]
-                        .iter()
-                        .filter_map(|n| Scheme::from_name(n).ok()),
+                    [
+                        "secure:aegis",
+                        "wedi:medium",
+                        "sp-id:medium",
+                        "secure:medium",
+                    ]
+                    .iter()
+                    .filter_map(|n| Scheme::from_name(n).ok()),
                 )
                 .collect(),
         }
