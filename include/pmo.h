@@ -335,8 +335,9 @@ int64_t pmo_psync_ex(void *addr, pmo_psync_stats *stats);
 /** Create PMO `name` with protection scheme `scheme`: "secure" (AES-256-GCM per page with a MAC
  * over the page map: the default), "none", or the LOaPP paper's "wed", "wedi", "bp", "bp-ip",
  * "sp", "sp-ip", "bp-id", "sp-id" (`pmo scheme show` lists them); a ":medium" suffix keeps the
- * plaintext copy of an attached PMO on the medium instead of DRAM. NULL: the
- * pool's default (or PMO_SCHEME).
+ * plaintext copy of an attached PMO on the medium instead of DRAM; an ":aegis" suffix seals
+ * "secure"'s pages with AEGIS-256X4 instead of AES-256-GCM ("secure:aegis", format version 9).
+ * NULL: the pool's default (or PMO_SCHEME).
  * @return 0, or PMO_E_EXISTS, PMO_E_NO_SPACE, PMO_E_INVALID (bad name, size 0, unknown
  *         scheme), PMO_E_UNSUPPORTED (a scheme this build does not implement yet, or a pool
  *         too old for protection), PMO_E_IO. */

@@ -64,13 +64,19 @@ impl SchemesBenchOptions {
                     16 * KIB * KIB,
                 ]
             },
-            // Every scheme with the DRAM plaintext copy, and three with it on the medium (the
-            // LOaPP kernel's placement).
+            // Every scheme with the DRAM plaintext copy, `secure` under its other AEAD
+            // (AEGIS-256X4) beside it, and three with the copy on the medium (the LOaPP
+            // kernel's placement).
             schemes: Scheme::all()
                 .chain(
-                    ["wedi:medium", "sp-id:medium", "secure:medium"]
-                        .iter()
-                        .filter_map(|n| Scheme::from_name(n).ok()),
+                    [
+                        "secure:aegis",
+                        "wedi:medium",
+                        "sp-id:medium",
+                        "secure:medium",
+                    ]
+                    .iter()
+                    .filter_map(|n| Scheme::from_name(n).ok()),
                 )
                 .collect(),
         }
@@ -516,13 +522,15 @@ pub fn table(records: &Records) -> String {
         v.into_iter().map(|x| x.1).collect()
     };
     _ = writeln!(out, "Fig. 1: attach + update one element + psync + detach (medians, µs; in brackets: relative to wedi;\n  ?: the samples' spread is wider than the difference from wedi)");
-    _ = write!(out, "{:<13}", "scheme");
+    // As wide as the longest name (`secure:medium:aegis`), so the columns line up.
+    let w = schemes.iter().map(|s| s.len()).max().unwrap_or(0).max(13);
+    _ = write!(out, "{:<w$}", "scheme");
     for s in &sizes {
         _ = write!(out, " {s:>19}");
     }
     _ = writeln!(out);
     for sch in &schemes {
-        _ = write!(out, "{sch:<13}");
+        _ = write!(out, "{sch:<w$}");
         for size in &sizes {
             let v = records.get("cycle_us", &[("scheme", sch), ("pmo_size", size)]);
             let w = records.get("cycle_us", &[("scheme", "wedi"), ("pmo_size", size)]);
@@ -555,7 +563,7 @@ pub fn table(records: &Records) -> String {
             };
             _ = writeln!(
                 out,
-                "  {sch:<13} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+                "  {sch:<w$} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
                 g("attach_us"),
                 g("update_fault_us"),
                 g("psync_us"),

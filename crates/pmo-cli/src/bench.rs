@@ -20,8 +20,8 @@ pub(crate) struct BenchArgs {
     /// the four default personalities (repeatable)
     #[arg(long = "workload")]
     pub(crate) workloads: Vec<String>,
-    /// suite: only these schemes in the breakdown study; filebench, lmdb, ycsb: only these
-    /// schemes (repeatable)
+    /// suite: only these schemes in the breakdown study; schemes, filebench, lmdb, ycsb: only
+    /// these schemes (repeatable)
     #[arg(long = "scheme")]
     pub(crate) schemes: Vec<String>,
     /// suite: only these studies (repeatable): breakdown, session, predict, threads, cxl,
@@ -213,6 +213,12 @@ pub(crate) fn command(args: &BenchArgs) -> anyhow::Result<()> {
             let mut opts = pmo_bench::schemes::SchemesBenchOptions::new(*quick);
             if let Some(d) = dir {
                 opts.dir = d.clone();
+            }
+            if !schemes.is_empty() {
+                opts.schemes = schemes
+                    .iter()
+                    .map(|s| parse_scheme(s))
+                    .collect::<anyhow::Result<_>>()?;
             }
             pmo_bench::schemes::run(&opts, &mut records)?;
             out!("{}", pmo_bench::schemes::table(&records))?;

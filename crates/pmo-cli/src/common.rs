@@ -134,17 +134,25 @@ pub(crate) fn parse_scheme(name: &str) -> anyhow::Result<pmo_store::Scheme> {
     Ok(pmo_store::Scheme::from_name(name)?)
 }
 
-/// `scheme` with the plaintext placement of `--shadow` (`None`: as named).
+/// `scheme` with the plaintext placement of `--shadow` and the AEAD of `--cipher` (`None`:
+/// as named).
 pub(crate) fn with_shadow(
     scheme: pmo_store::Scheme,
     shadow: Option<&str>,
+    cipher: Option<&str>,
 ) -> anyhow::Result<pmo_store::Scheme> {
-    Ok(match shadow {
+    let scheme = match shadow {
         None => scheme,
         Some(s) => pmo_store::Scheme {
             shadow: pmo_store::Shadow::from_name(s).map_err(|e| anyhow!("--shadow: {e}"))?,
             ..scheme
         },
+    };
+    Ok(match cipher {
+        None => scheme,
+        Some(c) => pmo_store::scheme::aead_from_name(c)
+            .and_then(|c| scheme.with_aead(c))
+            .map_err(|e| anyhow!("--cipher: {e}"))?,
     })
 }
 

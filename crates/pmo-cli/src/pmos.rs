@@ -29,6 +29,10 @@ pub(crate) struct CreateArgs {
     /// Where the plaintext copy lives when attached: dram or medium (default: the scheme's)
     #[arg(long)]
     pub(crate) shadow: Option<String>,
+    /// The AEAD of `secure`'s pages: gcm (AES-256-GCM, the default) or aegis (AEGIS-256X4);
+    /// the same as the scheme suffix `:aegis`
+    #[arg(long)]
+    pub(crate) cipher: Option<String>,
     /// Lay the PMO out for this size (its layout capacity): `pmo resize` up to it, and
     /// any shrink, changes only metadata (default: the size; not with `wedi`)
     #[arg(long, value_parser = parse_bytes)]
@@ -87,19 +91,21 @@ pub(crate) fn create(args: &CreateArgs, ctx: &Ctx) -> anyhow::Result<()> {
         size,
         scheme,
         shadow,
+        cipher,
         max_size,
         ..
     } = args;
     let pool = ctx.open()?;
+    let cipher = cipher.as_deref();
     let scheme = match (scheme.as_deref(), shadow.as_deref()) {
-        (None, None) => None,
-        (Some(s), shadow) => Some(with_shadow(parse_scheme(s)?, shadow)?),
+        (None, None) if cipher.is_none() => None,
+        (Some(s), shadow) => Some(with_shadow(parse_scheme(s)?, shadow, cipher)?),
         (None, shadow) => {
             let base = match pmo_store::Scheme::from_env()? {
                 Some(s) => s,
                 None => pool.default_scheme()?,
             };
-            Some(with_shadow(base, shadow)?)
+            Some(with_shadow(base, shadow, cipher)?)
         }
     };
     let key = ctx.key()?;

@@ -41,6 +41,10 @@ pub(crate) struct InitArgs {
     /// Where the plaintext copy of an attached PMO lives: dram (default) or medium
     #[arg(long)]
     pub(crate) shadow: Option<String>,
+    /// The AEAD of `secure`'s pages: gcm (AES-256-GCM, the default) or aegis (AEGIS-256X4);
+    /// the same as the scheme suffix `:aegis`
+    #[arg(long)]
+    pub(crate) cipher: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -62,6 +66,10 @@ pub(crate) enum SchemeAction {
         /// Where the plaintext copy of an attached PMO lives: dram (default) or medium
         #[arg(long)]
         shadow: Option<String>,
+        /// The AEAD of `secure`'s pages: gcm (AES-256-GCM, the default) or aegis (AEGIS-256X4);
+        /// the same as the scheme suffix `:aegis`
+        #[arg(long)]
+        cipher: Option<String>,
     },
 }
 
@@ -111,6 +119,7 @@ pub(crate) fn init(args: &InitArgs, ctx: &Ctx) -> anyhow::Result<()> {
         sparse,
         scheme,
         shadow,
+        cipher,
     } = args;
     let path = ctx.pool_path();
     let medium = match medium {
@@ -145,7 +154,7 @@ pub(crate) fn init(args: &InitArgs, ctx: &Ctx) -> anyhow::Result<()> {
         base_addr: None,
         medium,
         preallocate: !*sparse,
-        scheme: with_shadow(parse_scheme(scheme)?, shadow.as_deref())?,
+        scheme: with_shadow(parse_scheme(scheme)?, shadow.as_deref(), cipher.as_deref())?,
     };
     let created_pool = Pool::create(&path, *size, &opts);
     if let Err(StoreError::PoolExists(_)) = &created_pool {
@@ -186,8 +195,12 @@ pub(crate) fn scheme(args: &SchemeArgs, ctx: &Ctx) -> anyhow::Result<()> {
     let SchemeArgs { action, .. } = args;
     let pool = ctx.open()?;
     match action {
-        SchemeAction::Set { name, shadow } => {
-            let s = with_shadow(parse_scheme(name)?, shadow.as_deref())?;
+        SchemeAction::Set {
+            name,
+            shadow,
+            cipher,
+        } => {
+            let s = with_shadow(parse_scheme(name)?, shadow.as_deref(), cipher.as_deref())?;
             pool.set_default_scheme(s)?;
             outln!("default scheme of new PMOs: {s}")?;
         }
@@ -221,6 +234,9 @@ pub(crate) fn scheme(args: &SchemeArgs, ctx: &Ctx) -> anyhow::Result<()> {
                     }
                 )?;
             }
+            outln!(
+                "secure's AEAD: aes-256-gcm (default) or aegis-256x4 (secure:aegis, or --cipher aegis)"
+            )?;
             let without: Vec<String> = pmo_store::Scheme::all()
                 .filter(|s| s.integrity_at() == pmo_store::scheme::IntegrityAt::Never)
                 .map(|s| s.name())

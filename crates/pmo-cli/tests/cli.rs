@@ -493,6 +493,65 @@ fn shadow_placement_is_chosen_at_create_and_shown() {
     one_line_error(&o, 1, "--shadow");
 }
 
+/// The page AEAD of `secure` (issue 30): chosen by the scheme suffix `:aegis` or `--cipher`, at
+/// create, as the pool's default, or at init; shown by `info` and `list`; refused for a scheme
+/// without an AEAD.
+#[test]
+fn the_cipher_is_chosen_at_create_and_shown() {
+    let d = tmpdir("cipher");
+    let pool = d.0.join("p.pool");
+    init(&pool, "64MiB");
+    let ok = |args: &[&str], stdin: Option<&[u8]>| {
+        let o = pmo(&pool, Some("k1"), args, stdin);
+        assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let out = ok(
+        &["create", "a", "--size", "64KiB", "--scheme", "secure:aegis"],
+        None,
+    );
+    assert!(out.contains("secure:aegis"), "{out}");
+    let out = ok(
+        &["create", "b", "--size", "64KiB", "--cipher", "aegis"],
+        None,
+    );
+    assert!(out.contains("secure:aegis"), "{out}");
+    ok(&["create", "g", "--size", "64KiB"], None);
+    for name in ["a", "b"] {
+        ok(
+            &["write", name, "--offset", "100"],
+            Some(b"sealed by aegis"),
+        );
+        assert_eq!(
+            ok(&["read", name, "--offset", "100", "--len", "15"], None),
+            "sealed by aegis"
+        );
+        let info = ok(&["info", name], None);
+        assert!(info.contains("scheme:          secure:aegis"), "{info}");
+        ok(&["check", name], None);
+    }
+    let info = ok(&["info", "g"], None);
+    assert!(info.contains("scheme:          secure\n"), "{info}");
+    ok(&["scheme", "set", "secure", "--cipher", "aegis"], None);
+    assert!(ok(&["scheme", "show"], None).contains("new PMOs: secure:aegis"));
+    let o = pmo(
+        &pool,
+        Some("k1"),
+        &[
+            "create", "x", "--size", "64KiB", "--scheme", "sp-ip", "--cipher", "aegis",
+        ],
+        None,
+    );
+    one_line_error(&o, 1, "--cipher");
+    let o = pmo(
+        &pool,
+        Some("k1"),
+        &["create", "x", "--size", "64KiB", "--cipher", "chacha"],
+        None,
+    );
+    one_line_error(&o, 1, "--cipher");
+}
+
 /// Issue 18 as a user met it: 4 bytes flipped inside namespace slot 0 of a pool holding `d`.
 /// One damaged copy is repaired from the mirror and reported once; both copies damaged is
 /// corruption everywhere (exit 2), a row of its own in `list`, and no allocation.

@@ -1,6 +1,7 @@
 //! Thin safe wrappers over the AWS-LC C API (through `aws-lc-sys`) for what `aws-lc-rs` does not
 //! offer: out-of-place AES-256-GCM on a pre-initialised context, AES-256-XTS, and the raw AES
-//! block function used as the version-table PRF.
+//! block function used as the version-table PRF; and the wipe of the `aegis` crate's per-call
+//! AEGIS-256X4 value ([`wipe_aegis`]), which holds a key copy and does not wipe itself.
 //!
 //! Why `unsafe` is allowed here: these are C calls on raw pointers. This is the only module of
 //! the crate that holds `unsafe`; each wrapper owns its C object, checks lengths before the call,
@@ -379,9 +380,41 @@ impl Drop for AesBlockKey {
     }
 }
 
+/// The `aegis` crate's per-call AEGIS-256X4 value: a `Copy` struct holding a copy of the key and
+/// the nonce, which does not wipe itself (its streaming states do).
+pub(crate) type Aegis256X4 = aegis::aegis256x4::Aegis256X4<16>;
+
+// The wipe below relies on the value being exactly the key and the nonce (two `[u8; 32]`): a
+// release of `aegis` that changes that fails to build here instead of being wiped wrongly.
+const _: () = assert!(std::mem::size_of::<Aegis256X4>() == 64);
+
+/// Overwrite `value`'s bytes with zeros (volatile writes: not optimised away), so the key copy it
+/// holds does not outlive the call that used it.
+pub(crate) fn wipe_aegis(value: &mut Aegis256X4) {
+    let ptr: *mut Aegis256X4 = value;
+    // SAFETY: `ptr` comes from a `&mut` (valid, aligned, exclusive for the slice's life); the
+    // type is `Copy` (no `Drop`, no references) and its 64 bytes are two byte arrays (asserted
+    // above), so every byte is initialised and all zero is a valid value of it.
+    let bytes = unsafe {
+        std::slice::from_raw_parts_mut(ptr.cast::<u8>(), std::mem::size_of::<Aegis256X4>())
+    };
+    bytes.zeroize();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aegis_value_is_wiped() {
+        let mut c = Aegis256X4::new(&[0x5A; 32], &[0xC3; 32]);
+        let ptr: *const Aegis256X4 = &c;
+        // SAFETY: reads the 64 initialised bytes of a live local (plain byte arrays).
+        let bytes = |p: *const Aegis256X4| unsafe { *p.cast::<[u8; 64]>() };
+        assert!(bytes(ptr).contains(&0x5A), "the value holds the key");
+        wipe_aegis(&mut c);
+        assert_eq!(bytes(&c), [0u8; 64]);
+    }
 
     /// IEEE 1619 / NIST XTS-AES-256 vector 10 (first 32 bytes of the data unit would need the full
     /// 512-byte vector): we instead check encrypt/decrypt inverse and tweak sensitivity, and AES

@@ -4,7 +4,8 @@
 //! user key --Argon2id (store)--> MasterKey (32 B, one per pool)
 //!   HKDF-Extract(salt = "pmo-crypt/v1 extract", IKM = master)                    -> PRK
 //!   HKDF-Expand(PRK, info = "pmo-crypt/v1" | len(label) | label | pool | pmo, L) -> subkey
-//!     "page-aead"       32 B  AES-256-GCM page sealing              (PmoKeys)
+//!     "page-aead"       32 B  AES-256-GCM page sealing              (PmoKeys, AES-256-GCM PMOs)
+//!     "page-aegis256x4" 32 B  AEGIS-256X4 page sealing              (PmoKeys, AEGIS-256X4 PMOs)
 //!     "metadata-mac"    32 B  HMAC-SHA256 over PMO metadata/headers (PmoKeys)
 //!     "vtable-entry"    32 B  AES-256 PRF over (index, version)      (PmoKeys)
 //!     "vtable-epoch"    32 B  AES-256 PRF over (epoch, length)       (PmoKeys)
@@ -18,8 +19,9 @@
 //! no `Debug` impl prints key bytes; keys are not `Clone` (one owner, one wipe).
 #![allow(clippy::module_name_repetitions)]
 
+use crate::cipher::{AeadCipher, PageAead};
 use crate::error::CryptError;
-use crate::ffi::{AeadKey, AesBlockKey};
+use crate::ffi::AesBlockKey;
 use aws_lc_rs::{constant_time, hkdf, hmac};
 use zeroize::{Zeroize, Zeroizing};
 
@@ -34,7 +36,11 @@ const INFO_PREFIX: &[u8] = b"pmo-crypt/v1";
 
 /// HKDF labels, one per subkey. Never reuse a label for another purpose.
 pub(crate) mod label {
-    pub(crate) const PAGE_AEAD: &[u8] = b"page-aead";
+    // The page keys' labels are the cipher module's (one per AEAD); named here for the tests.
+    #[cfg(test)]
+    pub(crate) const PAGE_AEAD: &[u8] = crate::cipher::LABEL_GCM;
+    #[cfg(test)]
+    pub(crate) const PAGE_AEGIS256X4: &[u8] = crate::cipher::LABEL_AEGIS256X4;
     pub(crate) const METADATA_MAC: &[u8] = b"metadata-mac";
     pub(crate) const VTABLE_ENTRY: &[u8] = b"vtable-entry";
     pub(crate) const VTABLE_EPOCH: &[u8] = b"vtable-epoch";
@@ -151,33 +157,50 @@ pub struct MetadataTag(pub [u8; 32]);
 
 /// The secure mode's subkeys for one PMO, derived once per attach.
 ///
-/// Holds the AES-256-GCM page key, the metadata HMAC key and the two version-table PRF keys, and
+/// Holds the page AEAD key (AES-256-GCM or AEGIS-256X4, [`AeadCipher`]), the metadata HMAC key and the two version-table PRF keys, and
 /// the (pool, PMO) they are bound to. Key bytes are wiped on drop.
 pub struct PmoKeys {
     pub(crate) pool_uuid: Uuid,
     pub(crate) pmo_uuid: Uuid,
-    pub(crate) page_aead: AeadKey,
+    pub(crate) page_aead: PageAead,
     pub(crate) metadata_mac: hmac::Key,
     pub(crate) vtable_entry: AesBlockKey,
     pub(crate) vtable_epoch: AesBlockKey,
 }
 
 impl PmoKeys {
-    /// Derive the secure-mode subkeys of PMO `pmo_uuid` in pool `pool_uuid` (once per attach).
+    /// Derive the secure-mode subkeys of PMO `pmo_uuid` in pool `pool_uuid` (once per attach),
+    /// with AES-256-GCM as the page AEAD.
     pub fn derive(master: &MasterKey, pool_uuid: Uuid, pmo_uuid: Uuid) -> Result<Self, CryptError> {
+        Self::derive_with(master, pool_uuid, pmo_uuid, AeadCipher::Aes256Gcm)
+    }
+
+    /// [`PmoKeys::derive`] with `cipher` as the page AEAD. Its key has its own HKDF label per
+    /// cipher; the other subkeys (metadata MAC, version-table PRFs) are the same for both.
+    pub fn derive_with(
+        master: &MasterKey,
+        pool_uuid: Uuid,
+        pmo_uuid: Uuid,
+        cipher: AeadCipher,
+    ) -> Result<Self, CryptError> {
         let prk = master.prk();
-        let aead = expand32(&prk, label::PAGE_AEAD, &pool_uuid, &pmo_uuid)?;
+        let aead = expand32(&prk, cipher.key_label(), &pool_uuid, &pmo_uuid)?;
         let mac = expand32(&prk, label::METADATA_MAC, &pool_uuid, &pmo_uuid)?;
         let entry = expand32(&prk, label::VTABLE_ENTRY, &pool_uuid, &pmo_uuid)?;
         let epoch = expand32(&prk, label::VTABLE_EPOCH, &pool_uuid, &pmo_uuid)?;
         Ok(Self {
             pool_uuid,
             pmo_uuid,
-            page_aead: AeadKey::new(&aead)?,
+            page_aead: PageAead::new(cipher, &aead)?,
             metadata_mac: hmac::Key::new(hmac::HMAC_SHA256, &mac[..]),
             vtable_entry: AesBlockKey::new(&entry)?,
             vtable_epoch: AesBlockKey::new(&epoch)?,
         })
+    }
+
+    /// The page AEAD these keys seal with.
+    pub fn cipher(&self) -> AeadCipher {
+        self.page_aead.cipher()
     }
 
     /// The pool these keys are bound to.
@@ -229,6 +252,7 @@ impl std::fmt::Debug for PmoKeys {
         f.debug_struct("PmoKeys")
             .field("pool_uuid", &self.pool_uuid)
             .field("pmo_uuid", &self.pmo_uuid)
+            .field("cipher", &self.cipher())
             .field("keys", &"<redacted>")
             .finish()
     }
@@ -254,9 +278,10 @@ mod tests {
         let b = x(&m, label::METADATA_MAC, &[1; 16], &[2; 16]).unwrap();
         let c = x(&m, label::PAGE_AEAD, &[9; 16], &[2; 16]).unwrap();
         let d = x(&m, label::PAGE_AEAD, &[1; 16], &[9; 16]).unwrap();
+        let e = x(&m, label::PAGE_AEGIS256X4, &[1; 16], &[2; 16]).unwrap();
         let again = x(&m, label::PAGE_AEAD, &[1; 16], &[2; 16]).unwrap();
         assert_eq!(*a, *again, "derivation is deterministic");
-        for other in [&b, &c, &d] {
+        for other in [&b, &c, &d, &e] {
             assert_ne!(**other, *a);
         }
         let m2 = MasterKey::from_bytes([2; 32]);

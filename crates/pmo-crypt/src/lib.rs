@@ -15,8 +15,10 @@
 //! - **version table**: the per-PMO array of page versions; authenticated by a
 //!   [`VersionTableMac`] tag stored in the PMO header.
 //! - **epoch**: the version-counter value the store takes for each version-table commit.
-//! - **secure mode**: AES-256-GCM per page ([`seal_page`], [`open_page`]) with the page's
-//!   (pool, PMO, index, version) as associated data, plus the version-table MAC.
+//! - **secure mode**: an AEAD per page ([`seal_page`], [`open_page`]) with the page's
+//!   (pool, PMO, index, version) as associated data, plus the version-table MAC. The AEAD is
+//!   AES-256-GCM or AEGIS-256X4 ([`AeadCipher`], chosen per PMO by [`PmoKeys::derive_with`]);
+//!   both are called, never implemented, here.
 //! - **faithful mode**: what the LOaPP reference kernel does: AES-256-XTS per page with the page
 //!   index as tweak ([`faithful`]), plus an unkeyed SHA-256 checksum per page or per PMO.
 //! - **page protector**: [`PageProtector`], one seal/open interface over plain, XTS, XTS +
@@ -52,6 +54,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod cipher;
 mod error;
 pub mod faithful;
 mod ffi;
@@ -64,6 +67,7 @@ mod version;
 mod vtable;
 pub mod wrap;
 
+pub use cipher::AeadCipher;
 pub use error::CryptError;
 pub use faithful::{
     page_checksum, verify_page_checksum, FaithfulKeys, PageChecksum, WholePmoChecksum,

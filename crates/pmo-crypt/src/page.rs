@@ -1,11 +1,12 @@
-//! Secure-mode page sealing: AES-256-GCM per page, nonce from the page's version, associated
-//! data binding (pool, PMO, page index, version).
+//! Secure-mode page sealing: the PMO's page AEAD (AES-256-GCM or AEGIS-256X4, [`crate::cipher`])
+//! per page, nonce from the page's version, associated data binding (pool, PMO, page index,
+//! version).
 //!
 //! Owns the nonce and associated-data encodings (both are format: changing them makes old PMOs
 //! unreadable).
 //!
 //! ```text
-//! nonce (12 B) = page_index as u32 LE | version as u64 LE
+//! nonce (12 B) = page_index as u32 LE | version as u64 LE   (AEGIS-256X4: then 20 zero bytes)
 //! aad   (57 B) = "pmo-pg/v1" (9) | pool_uuid (16) | pmo_uuid (16)
 //!                | page_index u64 LE (8) | version u64 LE (8)
 //! ```
@@ -23,8 +24,7 @@
 use crate::error::CryptError;
 use crate::ffi::{GCM_NONCE_LEN, GCM_TAG_LEN};
 use crate::keys::{PmoKeys, Uuid};
-use crate::{Page, PAGE_SIZE};
-use zeroize::Zeroize;
+use crate::Page;
 
 /// Length of a page tag in bytes.
 pub const TAG_LEN: usize = GCM_TAG_LEN;
@@ -95,14 +95,8 @@ pub fn seal_page(
 ) -> Result<Tag, CryptError> {
     let (nonce, aad) = ctx.check(keys)?;
     let mut tag = Tag::default();
-    keys.page_aead.seal(
-        &nonce,
-        &aad,
-        plaintext.as_ptr(),
-        out.as_mut_ptr(),
-        PAGE_SIZE,
-        &mut tag.0,
-    )?;
+    keys.page_aead
+        .seal(&nonce, &aad, plaintext, out, &mut tag.0)?;
     Ok(tag)
 }
 
@@ -114,9 +108,8 @@ pub fn seal_page_in_place(
 ) -> Result<Tag, CryptError> {
     let (nonce, aad) = ctx.check(keys)?;
     let mut tag = Tag::default();
-    let ptr = page.as_mut_ptr();
     keys.page_aead
-        .seal(&nonce, &aad, ptr, ptr, PAGE_SIZE, &mut tag.0)?;
+        .seal_in_place(&nonce, &aad, page, &mut tag.0)?;
     Ok(tag)
 }
 
@@ -133,18 +126,8 @@ pub fn open_page(
     out: &mut Page,
 ) -> Result<(), CryptError> {
     let (nonce, aad) = ctx.check(keys)?;
-    let result = keys.page_aead.open(
-        &nonce,
-        &aad,
-        sealed.as_ptr(),
-        out.as_mut_ptr(),
-        PAGE_SIZE,
-        &tag.0,
-    );
-    if result.is_err() {
-        out.zeroize();
-    }
-    result
+    // A failed open zeroes `out` (the cipher layer's invariant).
+    keys.page_aead.open(&nonce, &aad, sealed, out, &tag.0)
 }
 
 /// [`open_page`] in place: on success `page` holds the plaintext; on failure it is zeroed (the
@@ -156,20 +139,14 @@ pub fn open_page_in_place(
     tag: &Tag,
 ) -> Result<(), CryptError> {
     let (nonce, aad) = ctx.check(keys)?;
-    let ptr = page.as_mut_ptr();
-    let result = keys
-        .page_aead
-        .open(&nonce, &aad, ptr, ptr, PAGE_SIZE, &tag.0);
-    if result.is_err() {
-        page.zeroize();
-    }
-    result
+    keys.page_aead.open_in_place(&nonce, &aad, page, &tag.0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::MasterKey;
+    use crate::PAGE_SIZE;
 
     fn keys() -> PmoKeys {
         PmoKeys::derive(&MasterKey::from_bytes([5; 32]), [1; 16], [2; 16]).unwrap()

@@ -7,7 +7,7 @@
 //! | `Plain` | `none` | copy of the plaintext | zero |
 //! | `Xts { checksum: false }` | `wed`, `bp`, `sp` | AES-256-XTS | zero |
 //! | `Xts { checksum: true }` | `bp-ip`, `bp-id`, `sp-ip`, `sp-id` (faithful) | AES-256-XTS | SHA-256 of the plaintext |
-//! | `Aead` | secure default | AES-256-GCM | GCM tag (16 B) then 16 zero bytes |
+//! | `Aead` | secure default | AES-256-GCM or AEGIS-256X4 (the keys' [`crate::AeadCipher`]) | the tag (16 B) then 16 zero bytes |
 //!
 //! `wedi`'s whole-PMO checksum is not per page: use [`crate::WholePmoChecksum`] beside
 //! `Xts { checksum: false }`.
@@ -33,6 +33,8 @@ pub const PAGE_META_LEN: usize = 32;
 pub mod cost_hint_ns {
     /// AES-256-GCM seal or open of one page.
     pub const AEAD_PAGE: u64 = 400;
+    /// AEGIS-256X4 seal or open of one page.
+    pub const AEGIS_PAGE: u64 = 200;
     /// AES-256-XTS of one page.
     pub const XTS_PAGE: u64 = 300;
     /// SHA-256 of one page.
@@ -55,7 +57,8 @@ pub enum PageProtector {
         /// Whether to keep and verify a per-page checksum (the paper's `I` designs).
         checksum: bool,
     },
-    /// The secure default: AES-256-GCM bound to (pool, PMO, index, version).
+    /// The secure default: the keys' AEAD (AES-256-GCM or AEGIS-256X4) bound to (pool, PMO,
+    /// index, version).
     Aead {
         /// The PMO's keys.
         keys: PmoKeys,
@@ -73,7 +76,10 @@ impl PageProtector {
                 checksum: false, ..
             } => c::XTS_PAGE,
             Self::Xts { checksum: true, .. } => c::XTS_PAGE + c::SHA256_PAGE,
-            Self::Aead { .. } => c::AEAD_PAGE,
+            Self::Aead { keys } => match keys.cipher() {
+                crate::AeadCipher::Aes256Gcm => c::AEAD_PAGE,
+                crate::AeadCipher::Aegis256X4 => c::AEGIS_PAGE,
+            },
         }
     }
 
@@ -210,7 +216,7 @@ impl std::fmt::Debug for PageProtector {
             Self::Xts { checksum, .. } => {
                 write!(f, "PageProtector::Xts {{ checksum: {checksum} }}")
             }
-            Self::Aead { .. } => f.write_str("PageProtector::Aead"),
+            Self::Aead { keys } => write!(f, "PageProtector::Aead({})", keys.cipher().name()),
         }
     }
 }
@@ -234,6 +240,10 @@ mod tests {
             },
             PageProtector::Aead {
                 keys: PmoKeys::derive(&m, [1; 16], [2; 16]).unwrap(),
+            },
+            PageProtector::Aead {
+                keys: PmoKeys::derive_with(&m, [1; 16], [2; 16], crate::AeadCipher::Aegis256X4)
+                    .unwrap(),
             },
         ]
     }

@@ -1,5 +1,5 @@
-//! Sealing of sub-page commit log records (the store's `sublog`, `docs/format.md` §4): AES-256-GCM
-//! under the PMO's page key over a record body of any length.
+//! Sealing of sub-page commit log records (the store's `sublog`, `docs/format.md` §4): the PMO's
+//! page AEAD (AES-256-GCM or AEGIS-256X4) under its page key over a record body of any length.
 //!
 //! ```text
 //! nonce (12 B) = RECORD_PAGE_INDEX as u32 LE | version as u64 LE
@@ -16,7 +16,6 @@ use crate::error::CryptError;
 use crate::ffi::{GCM_NONCE_LEN, GCM_TAG_LEN};
 use crate::keys::PmoKeys;
 use crate::page::Tag;
-use zeroize::Zeroize;
 
 /// The page-index field of a record's nonce.
 pub const RECORD_PAGE_INDEX: u32 = u32::MAX;
@@ -44,9 +43,8 @@ pub fn seal_record(
 ) -> Result<Tag, CryptError> {
     let (nonce, aad) = nonce_aad(keys, version, header);
     let mut tag = Tag::default();
-    let ptr = body.as_mut_ptr();
     keys.page_aead
-        .seal(&nonce, &aad, ptr, ptr, body.len(), &mut tag.0)?;
+        .seal_in_place(&nonce, &aad, body, &mut tag.0)?;
     Ok(tag)
 }
 
@@ -60,12 +58,8 @@ pub fn open_record(
     tag: &[u8; GCM_TAG_LEN],
 ) -> Result<(), CryptError> {
     let (nonce, aad) = nonce_aad(keys, version, header);
-    let ptr = body.as_mut_ptr();
-    let r = keys.page_aead.open(&nonce, &aad, ptr, ptr, body.len(), tag);
-    if r.is_err() {
-        body.zeroize();
-    }
-    r
+    // A failed open zeroes `body` (the cipher layer's invariant).
+    keys.page_aead.open_in_place(&nonce, &aad, body, tag)
 }
 
 #[cfg(test)]

@@ -21,6 +21,10 @@ fn many_threads_share_one_pmos_keys() {
         PageProtector::Aead {
             keys: PmoKeys::derive(&m, [1; 16], [2; 16]).unwrap(),
         },
+        PageProtector::Aead {
+            keys: PmoKeys::derive_with(&m, [1; 16], [2; 16], pmo_crypt::AeadCipher::Aegis256X4)
+                .unwrap(),
+        },
         PageProtector::Xts {
             keys: FaithfulKeys::derive(&m, [1; 16], [2; 16]).unwrap(),
             checksum: true,

@@ -9,8 +9,8 @@
 
 use pmo_crypt::faithful::{page_checksum, verify_page_checksum};
 use pmo_crypt::{
-    open_page, open_page_in_place, seal_page, seal_page_in_place, FaithfulKeys, MasterKey, PageCtx,
-    PageProtector, PmoKeys, VersionTableMac, PAGE_SIZE,
+    open_page, open_page_in_place, seal_page, seal_page_in_place, AeadCipher, FaithfulKeys,
+    MasterKey, PageCtx, PageProtector, PmoKeys, VersionTableMac, PAGE_SIZE,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -67,6 +67,9 @@ fn page_paths_do_not_allocate() {
         PageProtector::Aead {
             keys: PmoKeys::derive(&master, [2; 16], [3; 16]).unwrap(),
         },
+        PageProtector::Aead {
+            keys: PmoKeys::derive_with(&master, [2; 16], [3; 16], AeadCipher::Aegis256X4).unwrap(),
+        },
     ];
     let plain = Box::new([0x77u8; PAGE_SIZE]);
     let mut sealed = Box::new([0u8; PAGE_SIZE]);
@@ -81,6 +84,10 @@ fn page_paths_do_not_allocate() {
     };
     let tag0 = seal_page(&keys, &ctx0, &plain, &mut sealed).unwrap();
     open_page(&keys, &ctx0, &sealed, &tag0, &mut out).unwrap();
+    for p in &protectors {
+        let meta = p.seal(0, 1, &plain, &mut sealed).unwrap();
+        p.open(0, 1, &meta, &sealed, &mut out).unwrap();
+    }
 
     let before = allocations();
     for i in 0..64u64 {
@@ -112,6 +119,9 @@ fn page_paths_do_not_allocate() {
         for p in &protectors {
             let meta = p.seal(i, 10 + i, &plain, &mut sealed).unwrap();
             p.open(i, 10 + i, &meta, &sealed, &mut out).unwrap();
+            let meta = p.seal_in_place(i, 10 + i, &mut out).unwrap();
+            p.open(i, 10 + i, &meta, &out, &mut sealed).unwrap();
+            assert_eq!(sealed[..], plain[..]);
         }
     }
     let after = allocations();

@@ -3,13 +3,16 @@
 //! mode (the paper's XTS + unkeyed SHA-256) the test asserts which ones it misses, because that
 //! is the documented weakness the secure mode fixes.
 //!
+//! Every secure-mode test runs under each page AEAD ([`AeadCipher::ALL`]: AES-256-GCM and
+//! AEGIS-256X4).
+//!
 //! A tiny in-memory model of a PMO at rest stands in for the medium: sealed pages, their tags,
 //! the version table and the header (epoch, table tag).
 
 use pmo_crypt::faithful::{page_checksum, verify_page_checksum};
 use pmo_crypt::{
-    mac_table, open_page, seal_page, verify_table, CryptError, FaithfulKeys, MasterKey, Page,
-    PageChecksum, PageCtx, PmoKeys, TableTag, Tag, VersionCounter, VersionTableMac,
+    mac_table, open_page, seal_page, verify_table, AeadCipher, CryptError, FaithfulKeys, MasterKey,
+    Page, PageChecksum, PageCtx, PmoKeys, TableTag, Tag, VersionCounter, VersionTableMac,
     WholePmoChecksum, PAGE_SIZE,
 };
 
@@ -45,8 +48,8 @@ struct SecurePmo {
 }
 
 impl SecurePmo {
-    fn create(pmo: [u8; 16], id: u8) -> Self {
-        let keys = PmoKeys::derive(&master(), POOL, pmo).unwrap();
+    fn create(cipher: AeadCipher, pmo: [u8; 16], id: u8) -> Self {
+        let keys = PmoKeys::derive_with(&master(), POOL, pmo, cipher).unwrap();
         let mut counter = VersionCounter::recover(0);
         let r = counter.propose_reservation(1000).unwrap();
         counter.confirm_reservation(r);
@@ -131,7 +134,13 @@ fn secure_read(
 
 #[test]
 fn secure_round_trip() {
-    let mut a = SecurePmo::create(PMO_A, 1);
+    for cipher in AeadCipher::ALL {
+        secure_round_trip_under(cipher);
+    }
+}
+
+fn secure_round_trip_under(cipher: AeadCipher) {
+    let mut a = SecurePmo::create(cipher, PMO_A, 1);
     a.write_page(2, 1, 5);
     for i in 0..PAGES {
         let g = if i == 2 { 5 } else { 0 };
@@ -144,7 +153,13 @@ fn secure_round_trip() {
 
 #[test]
 fn secure_detects_every_bit_flip_in_ciphertext_and_tag() {
-    let a = SecurePmo::create(PMO_A, 1);
+    for cipher in AeadCipher::ALL {
+        secure_detects_every_bit_flip_in_ciphertext_and_tag_under(cipher);
+    }
+}
+
+fn secure_detects_every_bit_flip_in_ciphertext_and_tag_under(cipher: AeadCipher) {
+    let a = SecurePmo::create(cipher, PMO_A, 1);
     for bit in [0usize, 1, 7, 8 * 100 + 3, 8 * 2048, 8 * PAGE_SIZE - 1] {
         let mut img = a.image.clone();
         img.pages[1][bit / 8] ^= 1 << (bit % 8);
@@ -167,7 +182,13 @@ fn secure_detects_every_bit_flip_in_ciphertext_and_tag() {
 
 #[test]
 fn secure_detects_changes_to_each_associated_data_field() {
-    let a = SecurePmo::create(PMO_A, 1);
+    for cipher in AeadCipher::ALL {
+        secure_detects_changes_to_each_associated_data_field_under(cipher);
+    }
+}
+
+fn secure_detects_changes_to_each_associated_data_field_under(cipher: AeadCipher) {
+    let a = SecurePmo::create(cipher, PMO_A, 1);
     let img = &a.image;
     let good = ctx(PMO_A, 1, img.versions[1]);
     let mut out = [0u8; PAGE_SIZE];
@@ -208,7 +229,7 @@ fn secure_detects_changes_to_each_associated_data_field() {
         );
     }
     // ... and under that pool/PMO's own keys the page does not open.
-    let other_pool = PmoKeys::derive(&master(), [0x11; 16], PMO_A).unwrap();
+    let other_pool = PmoKeys::derive_with(&master(), [0x11; 16], PMO_A, cipher).unwrap();
     let c = PageCtx {
         pool_uuid: [0x11; 16],
         ..good
@@ -221,7 +242,13 @@ fn secure_detects_changes_to_each_associated_data_field() {
 
 #[test]
 fn secure_detects_page_swap_within_pmo() {
-    let a = SecurePmo::create(PMO_A, 1);
+    for cipher in AeadCipher::ALL {
+        secure_detects_page_swap_within_pmo_under(cipher);
+    }
+}
+
+fn secure_detects_page_swap_within_pmo_under(cipher: AeadCipher) {
+    let a = SecurePmo::create(cipher, PMO_A, 1);
     let mut img = a.image.clone();
     img.pages.swap(0, 3);
     img.tags.swap(0, 3);
@@ -243,8 +270,14 @@ fn secure_detects_page_swap_within_pmo() {
 
 #[test]
 fn secure_detects_transplant_from_other_pmo() {
-    let a = SecurePmo::create(PMO_A, 1);
-    let b = SecurePmo::create(PMO_B, 2);
+    for cipher in AeadCipher::ALL {
+        secure_detects_transplant_from_other_pmo_under(cipher);
+    }
+}
+
+fn secure_detects_transplant_from_other_pmo_under(cipher: AeadCipher) {
+    let a = SecurePmo::create(cipher, PMO_A, 1);
+    let b = SecurePmo::create(cipher, PMO_B, 2);
     // Same index; even with B's version copied into A's table entry, nothing verifies.
     let mut img = a.image.clone();
     img.pages[1] = b.image.pages[1];
@@ -271,7 +304,13 @@ fn secure_detects_transplant_from_other_pmo() {
 
 #[test]
 fn secure_detects_single_page_rollback() {
-    let mut a = SecurePmo::create(PMO_A, 1);
+    for cipher in AeadCipher::ALL {
+        secure_detects_single_page_rollback_under(cipher);
+    }
+}
+
+fn secure_detects_single_page_rollback_under(cipher: AeadCipher) {
+    let mut a = SecurePmo::create(cipher, PMO_A, 1);
     let old = a.image.clone();
     a.write_page(2, 1, 9);
     // page and tag rolled back, table current: tag bound to the old version fails
@@ -304,7 +343,13 @@ fn secure_detects_single_page_rollback() {
 
 #[test]
 fn secure_detects_version_table_and_header_flips() {
-    let a = SecurePmo::create(PMO_A, 1);
+    for cipher in AeadCipher::ALL {
+        secure_detects_version_table_and_header_flips_under(cipher);
+    }
+}
+
+fn secure_detects_version_table_and_header_flips_under(cipher: AeadCipher) {
+    let a = SecurePmo::create(cipher, PMO_A, 1);
     for i in 0..PAGES {
         for bit in [0u32, 17, 63] {
             let mut img = a.image.clone();
@@ -339,8 +384,15 @@ fn secure_detects_version_table_and_header_flips() {
 
 #[test]
 fn secure_wrong_master_key_decrypts_nothing() {
-    let a = SecurePmo::create(PMO_A, 1);
-    let wrong = PmoKeys::derive(&MasterKey::from_bytes([0x43; 32]), POOL, PMO_A).unwrap();
+    for cipher in AeadCipher::ALL {
+        secure_wrong_master_key_decrypts_nothing_under(cipher);
+    }
+}
+
+fn secure_wrong_master_key_decrypts_nothing_under(cipher: AeadCipher) {
+    let a = SecurePmo::create(cipher, PMO_A, 1);
+    let wrong =
+        PmoKeys::derive_with(&MasterKey::from_bytes([0x43; 32]), POOL, PMO_A, cipher).unwrap();
     assert_eq!(
         secure_read(&wrong, PMO_A, &a.image, 0).map(|_| ()),
         Err(CryptError::Integrity)
@@ -357,11 +409,43 @@ fn secure_wrong_master_key_decrypts_nothing() {
     );
 }
 
+/// A page sealed under one AEAD never opens under the other (the PMO's cipher is bound into
+/// its key: one HKDF label per cipher), so relabelling a PMO's cipher reads nothing.
+#[test]
+fn secure_page_of_one_cipher_does_not_open_under_the_other() {
+    for (from, to) in [
+        (AeadCipher::Aes256Gcm, AeadCipher::Aegis256X4),
+        (AeadCipher::Aegis256X4, AeadCipher::Aes256Gcm),
+    ] {
+        let a = SecurePmo::create(from, PMO_A, 1);
+        let other = PmoKeys::derive_with(&master(), POOL, PMO_A, to).unwrap();
+        assert_eq!(other.cipher(), to);
+        assert_eq!(
+            secure_read(&other, PMO_A, &a.image, 0).map(|_| ()),
+            Err(CryptError::Integrity),
+            "{from:?} read as {to:?}"
+        );
+        let mut out = [0xEE; PAGE_SIZE];
+        let c = ctx(PMO_A, 0, a.image.versions[0]);
+        assert_eq!(
+            open_page(&other, &c, &a.image.pages[0], &a.image.tags[0], &mut out),
+            Err(CryptError::Integrity)
+        );
+        assert!(out.iter().all(|&b| b == 0));
+    }
+}
+
 /// Documented limit shared by both modes: the whole PMO (pages, tags, table, header) rolled
 /// back together to an older valid state is accepted without a trusted counter.
 #[test]
 fn whole_pmo_rollback_is_accepted_without_trusted_counter() {
-    let mut a = SecurePmo::create(PMO_A, 1);
+    for cipher in AeadCipher::ALL {
+        whole_pmo_rollback_is_accepted_without_trusted_counter_under(cipher);
+    }
+}
+
+fn whole_pmo_rollback_is_accepted_without_trusted_counter_under(cipher: AeadCipher) {
+    let mut a = SecurePmo::create(cipher, PMO_A, 1);
     let old = a.image.clone();
     a.write_page(2, 1, 9);
     assert_eq!(
@@ -538,8 +622,9 @@ mod properties {
             flip in 0usize..(8 * (PAGE_SIZE + 16)),
             other_index in 0u64..(1 << 32),
             other_version in 1u64..u64::MAX,
+            cipher in proptest::sample::select(AeadCipher::ALL.to_vec()),
         ) {
-            let keys = PmoKeys::derive(&master(), POOL, PMO_A).unwrap();
+            let keys = PmoKeys::derive_with(&master(), POOL, PMO_A, cipher).unwrap();
             let pt: Page = core::array::from_fn(|i| (seed.rotate_left(i as u32 % 64) as u8) ^ i as u8);
             let c = PageCtx { pool_uuid: POOL, pmo_uuid: PMO_A, page_index: index, version };
             let mut sealed = [0u8; PAGE_SIZE];

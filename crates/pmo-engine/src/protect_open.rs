@@ -163,7 +163,8 @@ impl Protection {
                     && !(live.is_some() && !fresh && pending),
             },
             Cipher::Aead => PageProtector::Aead {
-                keys: PmoKeys::derive(&crypt_master, pool_uuid, core.uuid).map_err(crypt_err)?,
+                keys: PmoKeys::derive_with(&crypt_master, pool_uuid, core.uuid, scheme.aead)
+                    .map_err(crypt_err)?,
             },
         };
         let bp_plain = scheme.shadow == pmo_meta::scheme::Shadow::Medium

@@ -36,8 +36,9 @@ pub const PAGE_SIZE: u64 = 4096;
 /// wide check of every page-map entry; version 5 the layout capacity of namespace entries;
 /// version 6 the sub-page commit log of PMOs created with one ([`sublog`]); version 7 key
 /// families ([`entry::FLAG_FAMILY`]); version 8 readers beside a writer (the readers word,
-/// [`layout::PmoLayout::READERS_OFF`], which every writer checks before a psync).
-pub const FORMAT_VERSION: u32 = 8;
+/// [`layout::PmoLayout::READERS_OFF`], which every writer checks before a psync); version 9 the
+/// AEAD field of a scheme code (bits 9-11: AES-256-GCM or AEGIS-256X4).
+pub const FORMAT_VERSION: u32 = 9;
 /// The first format version with protected PMOs.
 pub const FORMAT_VERSION_PROTECTION: u32 = 2;
 /// The first format version with a namespace mirror (copy B of every slot). Older pools are
@@ -62,6 +63,11 @@ pub const FORMAT_VERSION_FAMILY: u32 = 7;
 /// writer would ignore the word and overwrite versions readers still read. Older pools are
 /// upgraded (the superblock only) on open.
 pub const FORMAT_VERSION_READERS: u32 = 8;
+/// The first format version whose scheme codes may name an AEAD other than AES-256-GCM (bits
+/// 9-11 of the code: 1 = AEGIS-256X4, `docs/format.md` §3). An older build would read such a
+/// code as a damaged entry. Older pools are upgraded (the superblock only) on open; their PMOs
+/// keep AES-256-GCM.
+pub const FORMAT_VERSION_AEAD: u32 = 9;
 
 /// Why a record does not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

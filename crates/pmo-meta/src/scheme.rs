@@ -4,7 +4,7 @@
 //! | choice | values | field |
 //! |---|---|---|
 //! | what is protected and decrypted | the whole PMO at attach, or page by page on first touch | [`Granularity`] |
-//! | how a page is protected at rest | nothing, AES-256-XTS, XTS + SHA-256 per page, AES-256-GCM | [`Cipher`] |
+//! | how a page is protected at rest | nothing, AES-256-XTS, XTS + SHA-256 per page, an AEAD (AES-256-GCM or AEGIS-256X4) | [`Cipher`], and [`AeadCipher`] for the AEAD |
 //! | when integrity metadata is updated | at every psync (`I_p`), at detach (`I_d`) | [`IntegrityAt`] |
 //! | where the plaintext copy lives | DRAM (LPMO), the medium (LOaPP kernel) | [`Shadow`] |
 //!
@@ -43,13 +43,19 @@
 //! paper: between a psync and the detach, and after a crash until the next keyed attach, the
 //! committed copy of those pages is plaintext on the medium (docs/security.md).
 //!
+//! Which AEAD seals the pages of an AEAD scheme (`secure`) is a policy of its own, named by a
+//! suffix: `secure` (AES-256-GCM, the default and every PMO before format version 9),
+//! `secure:aegis` (AEGIS-256X4), with the placement in any order (`secure:medium:aegis`).
+//!
 //! On the medium a scheme is a `u32` code in the namespace entry (`docs/format.md` §3): bits 0-7
 //! the named scheme (0 none, 1 wed, 2 wedi, 3 bp, 4 bp-ip, 5 bp-id, 6 sp, 7 sp-ip, 8 sp-id,
-//! 9 secure), bit 8 set for `--shadow medium`; other bits zero.
+//! 9 secure), bit 8 set for `--shadow medium`, bits 9-11 the AEAD (0 AES-256-GCM, 1
+//! AEGIS-256X4; format version 9; non-zero only with `secure`); other bits zero.
 
 use std::fmt;
 
 use crate::error::{Result, StoreError};
+pub use pmo_crypt::AeadCipher;
 
 /// What is decrypted at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,6 +119,28 @@ pub struct Scheme {
     pub id: SchemeId,
     /// Where the plaintext copy lives.
     pub shadow: Shadow,
+    /// The AEAD that seals pages when [`Scheme::cipher`] is [`Cipher::Aead`] (`secure`);
+    /// AES-256-GCM for every other scheme.
+    pub aead: AeadCipher,
+}
+
+/// The suffix naming an AEAD in a scheme name (`secure:aegis`).
+fn aead_suffix(c: AeadCipher) -> &'static str {
+    match c {
+        AeadCipher::Aes256Gcm => "gcm",
+        AeadCipher::Aegis256X4 => "aegis",
+    }
+}
+
+/// Parse an AEAD name: `gcm` / `aes-256-gcm`, or `aegis` / `aegis-256x4`.
+pub fn aead_from_name(name: &str) -> Result<AeadCipher> {
+    match name.trim() {
+        "gcm" | "aes-256-gcm" => Ok(AeadCipher::Aes256Gcm),
+        "aegis" | "aegis-256x4" => Ok(AeadCipher::Aegis256X4),
+        other => Err(StoreError::Invalid(format!(
+            "unknown cipher '{other}' (gcm or aegis)"
+        ))),
+    }
 }
 
 /// The named schemes, in code order.
@@ -145,41 +173,94 @@ const IDS: [(SchemeId, &str); 10] = [
 
 /// Bit of a scheme code: the plaintext copy lives on the medium.
 pub const SHADOW_MEDIUM_BIT: u32 = 1 << 8;
+/// First bit of a scheme code's AEAD field (bits 9-11: 0 AES-256-GCM, 1 AEGIS-256X4).
+pub const AEAD_SHIFT: u32 = 9;
+/// The AEAD field of a scheme code.
+pub const AEAD_MASK: u32 = 0b111 << AEAD_SHIFT;
 
 impl Scheme {
     /// No protection.
     pub const NONE: Scheme = Scheme {
         id: SchemeId::None,
         shadow: Shadow::Dram,
+        aead: AeadCipher::Aes256Gcm,
     };
     /// The secure default for protected PMOs.
     pub const SECURE: Scheme = Scheme {
         id: SchemeId::Secure,
         shadow: Shadow::Dram,
+        aead: AeadCipher::Aes256Gcm,
+    };
+    /// `secure` with AEGIS-256X4 as its page AEAD (`secure:aegis`).
+    pub const SECURE_AEGIS: Scheme = Scheme {
+        aead: AeadCipher::Aegis256X4,
+        ..Scheme::SECURE
     };
 
-    /// Every named scheme with the DRAM shadow.
+    /// Every named scheme with the DRAM shadow (and the default AEAD).
     pub fn all() -> impl Iterator<Item = Scheme> {
         IDS.iter().map(|&(id, _)| Scheme {
             id,
             shadow: Shadow::Dram,
+            aead: AeadCipher::Aes256Gcm,
         })
     }
 
-    /// Every named scheme with each plaintext placement (DRAM first), supported or not.
+    /// Every named scheme with each plaintext placement (DRAM first), supported or not, and an
+    /// AEAD scheme under each AEAD (`secure`, `secure:aegis`, ...).
     pub fn all_placements() -> impl Iterator<Item = Scheme> {
         [Shadow::Dram, Shadow::Medium]
             .into_iter()
             .flat_map(|shadow| Scheme::all().map(move |s| Scheme { shadow, ..s }))
+            .flat_map(|s| {
+                let ciphers: &[AeadCipher] = if s.cipher() == Cipher::Aead {
+                    &AeadCipher::ALL
+                } else {
+                    &AeadCipher::ALL[..1]
+                };
+                ciphers.iter().map(move |&aead| Scheme { aead, ..s })
+            })
+    }
+
+    /// `self` with `aead` as its page AEAD: refused unless the scheme seals with an AEAD
+    /// (`secure`), since the others have no AEAD to choose.
+    pub fn with_aead(self, aead: AeadCipher) -> Result<Scheme> {
+        if aead != AeadCipher::Aes256Gcm && self.cipher() != Cipher::Aead {
+            return Err(StoreError::Invalid(format!(
+                "scheme '{}' has no AEAD to choose (a cipher is chosen for secure only)",
+                self.name()
+            )));
+        }
+        Ok(Scheme { aead, ..self })
     }
 
     /// Parse `name` (`none`, `wed`, `wedi`, `bp`, `bp-ip`, `bp-id`, `sp`, `sp-ip`, `sp-id`,
-    /// `secure`), optionally suffixed `:medium` or `:dram` for the shadow.
+    /// `secure`), optionally followed by `:medium` or `:dram` for the shadow and, for
+    /// `secure`, `:aegis` or `:gcm` for the AEAD (in either order).
     pub fn from_name(name: &str) -> Result<Scheme> {
-        let (base, shadow) = match name.trim().split_once(':') {
-            Some((b, shadow)) => (b, Shadow::from_name(shadow)?),
-            None => (name.trim(), Shadow::Dram),
-        };
+        let mut parts = name.trim().split(':');
+        let base = parts.next().unwrap_or("").trim();
+        let (mut shadow, mut aead) = (None, None);
+        for part in parts {
+            if let Ok(s) = Shadow::from_name(part) {
+                if shadow.replace(s).is_some() {
+                    return Err(StoreError::Invalid(format!(
+                        "scheme '{name}' names the plaintext placement twice"
+                    )));
+                }
+            } else if let Ok(c) = aead_from_name(part) {
+                if aead.replace(c).is_some() {
+                    return Err(StoreError::Invalid(format!(
+                        "scheme '{name}' names the cipher twice"
+                    )));
+                }
+            } else {
+                return Err(StoreError::Invalid(format!(
+                    "unknown suffix '{part}' in scheme '{name}' (dram, medium, gcm or aegis)"
+                )));
+            }
+        }
+        let shadow = shadow.unwrap_or(Shadow::Dram);
         let id = IDS
             .iter()
             .find(|(_, n)| *n == base)
@@ -191,7 +272,12 @@ impl Scheme {
                     names.join(", ")
                 ))
             })?;
-        Ok(Scheme { id, shadow })
+        Scheme {
+            id,
+            shadow,
+            aead: AeadCipher::Aes256Gcm,
+        }
+        .with_aead(aead.unwrap_or_default())
     }
 
     /// The scheme named by `PMO_SCHEME`, if set (an invalid value is an error).
@@ -202,44 +288,71 @@ impl Scheme {
         }
     }
 
-    /// The name, with `:medium` when the plaintext lives on the medium.
+    /// The name, with `:medium` when the plaintext lives on the medium and `:aegis` when the
+    /// pages are sealed with AEGIS-256X4 (AES-256-GCM, the default, adds nothing).
     pub fn name(&self) -> String {
         let base = IDS
             .iter()
             .find(|(id, _)| *id == self.id)
             .map_or("?", |(_, n)| n);
-        match self.shadow {
-            Shadow::Dram => base.to_string(),
-            Shadow::Medium => format!("{base}:medium"),
+        let mut name = base.to_string();
+        if self.shadow == Shadow::Medium {
+            name.push_str(":medium");
         }
+        if self.aead != AeadCipher::Aes256Gcm {
+            name.push(':');
+            name.push_str(aead_suffix(self.aead));
+        }
+        name
     }
 
     /// The on-medium code.
     pub fn code(&self) -> u32 {
         let id = IDS.iter().position(|(id, _)| *id == self.id).unwrap_or(0) as u32;
+        let aead = AeadCipher::ALL
+            .iter()
+            .position(|&c| c == self.aead)
+            .unwrap_or(0) as u32;
         id | if self.shadow == Shadow::Medium {
             SHADOW_MEDIUM_BIT
         } else {
             0
-        }
+        } | aead << AEAD_SHIFT
     }
 
-    /// Decode an on-medium code.
+    /// Decode an on-medium code. An AEAD field naming no cipher, or naming one for a scheme
+    /// without an AEAD, is corruption.
     pub fn from_code(code: u32) -> Result<Scheme> {
         let id = (code & 0xff) as usize;
-        if code & !(0xff | SHADOW_MEDIUM_BIT) != 0 || id >= IDS.len() {
-            return Err(StoreError::Corrupt(format!(
-                "unknown protection scheme code {code:#x}"
-            )));
+        let aead = ((code & AEAD_MASK) >> AEAD_SHIFT) as usize;
+        let bad = || StoreError::Corrupt(format!("unknown protection scheme code {code:#x}"));
+        if code & !(0xff | SHADOW_MEDIUM_BIT | AEAD_MASK) != 0
+            || id >= IDS.len()
+            || aead >= AeadCipher::ALL.len()
+        {
+            return Err(bad());
         }
-        Ok(Scheme {
+        Scheme {
             id: IDS[id].0,
             shadow: if code & SHADOW_MEDIUM_BIT != 0 {
                 Shadow::Medium
             } else {
                 Shadow::Dram
             },
-        })
+            aead: AeadCipher::Aes256Gcm,
+        }
+        .with_aead(AeadCipher::ALL[aead])
+        .map_err(|_| bad())
+    }
+
+    /// The AEAD that seals this scheme's pages, for an AEAD scheme (`secure`).
+    pub fn aead_cipher(&self) -> Option<AeadCipher> {
+        (self.cipher() == Cipher::Aead).then_some(self.aead)
+    }
+
+    /// Whether this scheme needs format version 9 (a code an older build cannot read).
+    pub fn needs_aead_field(&self) -> bool {
+        self.aead != AeadCipher::Aes256Gcm
     }
 
     /// What is decrypted at once.
@@ -290,12 +403,13 @@ impl Scheme {
         }
     }
 
-    /// Whether `other` stores a PMO exactly as this scheme does (same cipher, same whole-PMO
-    /// checksum, same plaintext placement), so that a PMO created under one can be attached
+    /// Whether `other` stores a PMO exactly as this scheme does (same cipher and AEAD, same
+    /// whole-PMO checksum, same plaintext placement), so that a PMO created under one can be attached
     /// under the other: the designs then differ only in what attach, fault, psync and detach
     /// do (granularity, integrity timing, BP or SP), as with the paper's run-time switch.
     pub fn same_at_rest(&self, other: &Scheme) -> bool {
         self.cipher() == other.cipher()
+            && self.aead == other.aead
             && self.whole_checksum() == other.whole_checksum()
             && self.shadow == other.shadow
     }
@@ -338,7 +452,52 @@ mod tests {
         assert!(Scheme::from_name("bogus").is_err());
         assert!(Scheme::from_name("sp:disk").is_err());
         assert!(Scheme::from_code(10).is_err());
-        assert!(Scheme::from_code(1 << 9).is_err());
+        assert!(Scheme::from_code(1 << 12).is_err());
+    }
+
+    #[test]
+    fn the_aead_is_a_suffix_and_bits_9_to_11_of_secure_only() {
+        for s in Scheme::all_placements() {
+            assert_eq!(Scheme::from_name(&s.name()).unwrap(), s, "{s}");
+            assert_eq!(Scheme::from_code(s.code()).unwrap(), s, "{s}");
+        }
+        let a = Scheme::from_name("secure:aegis").unwrap();
+        assert_eq!(a, Scheme::SECURE_AEGIS);
+        assert_eq!(a.code(), 9 | 1 << 9);
+        assert_eq!(a.aead_cipher(), Some(AeadCipher::Aegis256X4));
+        assert_eq!(Scheme::SECURE.code(), 9, "GCM PMOs keep their pre-9 code");
+        assert_eq!(Scheme::SECURE.aead_cipher(), Some(AeadCipher::Aes256Gcm));
+        assert_eq!(Scheme::from_name("secure:gcm").unwrap(), Scheme::SECURE);
+        let m = Scheme::from_name("secure:aegis:medium").unwrap();
+        assert_eq!(m, Scheme::from_name("secure:medium:aegis").unwrap());
+        assert_eq!(m.name(), "secure:medium:aegis");
+        assert_eq!(m.code(), 9 | SHADOW_MEDIUM_BIT | 1 << 9);
+        // Only `secure` has an AEAD; unknown ciphers and doubled suffixes are refused.
+        for bad in [
+            "sp-ip:aegis",
+            "none:aegis",
+            "secure:aegis:gcm",
+            "secure:medium:dram",
+            "secure:chacha",
+        ] {
+            assert!(Scheme::from_name(bad).is_err(), "{bad}");
+        }
+        assert!(Scheme::from_code(7 | 1 << 9).is_err(), "sp-ip with an AEAD");
+        assert!(
+            Scheme::from_code(9 | 2 << 9).is_err(),
+            "AEAD 2 is no cipher"
+        );
+        assert!(Scheme::from_code(9 | 7 << 9).is_err());
+        // The two ciphers are two at-rest formats: neither attaches as the other.
+        assert!(!Scheme::SECURE.same_at_rest(&Scheme::SECURE_AEGIS));
+        assert_eq!(
+            Scheme::SECURE_AEGIS
+                .attachable_as()
+                .iter()
+                .map(|x| x.name())
+                .collect::<Vec<_>>(),
+            ["secure:aegis"]
+        );
     }
 
     #[test]

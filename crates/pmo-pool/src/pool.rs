@@ -213,6 +213,13 @@ impl Pool {
                 self.inner.sb.version
             )));
         }
+        if scheme.needs_aead_field() && self.inner.sb.version < pmo_format::FORMAT_VERSION_AEAD {
+            return Err(StoreError::Unsupported(format!(
+                "this pool has format version {}, which predates the cipher choice of format version {}; reopen it with this build (it upgrades) for scheme '{scheme}'",
+                self.inner.sb.version,
+                pmo_format::FORMAT_VERSION_AEAD
+            )));
+        }
         Ok(())
     }
 

@@ -18,8 +18,9 @@ use std::sync::Arc;
 
 use pmo_format::superblock::{SB_OFFSETS, SB_SIZE};
 use pmo_format::{
-    Superblock, ENTRY_SIZE, FORMAT_VERSION, FORMAT_VERSION_CAPACITY, FORMAT_VERSION_FAMILY,
-    FORMAT_VERSION_MAP_CHECK, FORMAT_VERSION_MIRROR, FORMAT_VERSION_READERS, FORMAT_VERSION_SUBLOG,
+    Superblock, ENTRY_SIZE, FORMAT_VERSION, FORMAT_VERSION_AEAD, FORMAT_VERSION_CAPACITY,
+    FORMAT_VERSION_FAMILY, FORMAT_VERSION_MAP_CHECK, FORMAT_VERSION_MIRROR, FORMAT_VERSION_READERS,
+    FORMAT_VERSION_SUBLOG,
 };
 use pmo_medium::Medium;
 use pmo_os::lock::LockKind;
@@ -73,7 +74,7 @@ pub fn upgrade(
     // Steps that change nothing on the medium but the version, which keeps older builds away
     // from what the new version allows. A crash before copy A is durable leaves the older
     // pool, which the next open upgrades.
-    let version_only: [(u32, &str); 4] = [
+    let version_only: [(u32, &str); 5] = [
         // Every existing entry has capacity 0 (= its size); older builds ignore bytes
         // 468..476 of an entry and would lay the extent out by the size.
         (
@@ -97,6 +98,12 @@ pub fn upgrade(
         (
             FORMAT_VERSION_READERS,
             "readers may now attach beside a writer",
+        ),
+        // Every existing scheme code has zero in bits 9-11 (AES-256-GCM), so every PMO keeps
+        // its cipher; older builds would read a code naming AEGIS-256X4 as a damaged entry.
+        (
+            FORMAT_VERSION_AEAD,
+            "PMOs created from now on may seal their pages with AEGIS-256X4 (secure:aegis)",
         ),
     ];
     for (version, what) in version_only {

@@ -32,10 +32,11 @@ fn opts(scheme: Scheme) -> PoolOptions {
 }
 
 /// The schemes every crash test runs under: no protection, the secure default (AEAD + table
-/// MAC + version reservation), the paper's per-page designs (XTS + SHA-256 at psync, and at
-/// detach with the crash handler) and its whole-PMO baseline (whole checksum in the commit).
+/// MAC + version reservation) under each AEAD (AES-256-GCM, AEGIS-256X4), the paper's per-page
+/// designs (XTS + SHA-256 at psync, and at detach with the crash handler) and its whole-PMO
+/// baseline (whole checksum in the commit).
 fn schemes() -> Vec<Scheme> {
-    ["none", "secure", "sp-ip", "sp-id", "wedi"]
+    ["none", "secure", "secure:aegis", "sp-ip", "sp-id", "wedi"]
         .iter()
         .map(|n| Scheme::from_name(n).unwrap())
         .collect()
@@ -306,7 +307,12 @@ fn pool_creation_crash_leaves_no_half_pool() {
 #[test]
 fn plaintext_area_is_scrubbed_by_recovery_at_every_persist_point() {
     use pmo_format::layout::PmoLayout;
-    for name in ["sp-ip:medium", "secure:medium", "none:medium"] {
+    for name in [
+        "sp-ip:medium",
+        "secure:medium",
+        "secure:medium:aegis",
+        "none:medium",
+    ] {
         let scheme = Scheme::from_name(name).unwrap();
         let m = Arc::new(CrashMedium::from_image(base_image(scheme)));
         let pool = Pool::open_on(m.clone()).unwrap();
@@ -711,7 +717,9 @@ fn entries_another_attach_left_unflushed_survive_two_later_commits() {
 /// psync (or the one in flight), and while the run lasts the reader sees version 1 throughout.
 #[test]
 fn psyncs_keeping_pinned_versions_at_every_persist_point() {
-    for scheme in ["none", "secure", "sp-ip", "wedi"].map(|n| Scheme::from_name(n).unwrap()) {
+    for scheme in
+        ["none", "secure", "secure:aegis", "sp-ip", "wedi"].map(|n| Scheme::from_name(n).unwrap())
+    {
         let base = base_image(scheme);
         let points = explore(
             &base,

@@ -308,9 +308,11 @@ fn tampering_is_caught_by_the_secure_default_and_reported_for_the_paper_modes() 
         Attack::TransplantPage,
         Attack::LowerReservation,
     ];
-    let secure = Scheme::SECURE;
-    for a in attacks {
-        assert!(run_attack(secure, a), "secure missed {a:?}");
+    // Under each AEAD (AES-256-GCM, AEGIS-256X4): the same matrix, every attack caught.
+    for secure in [Scheme::SECURE, Scheme::SECURE_AEGIS] {
+        for a in attacks {
+            assert!(run_attack(secure, a), "{secure} missed {a:?}");
+        }
     }
     // The paper's per-page integrity (XTS + unkeyed SHA-256): catches bit flips, swaps and
     // transplants (the XTS tweak and the per-PMO key garble them), but a page rolled back to an
@@ -350,8 +352,21 @@ fn wedi_catches_a_flip_anywhere_at_attach() {
 #[test]
 fn editing_the_scheme_in_the_namespace_is_not_a_downgrade() {
     // An attacker who rewrites a protected entry as scheme `none` (CRC fixed up) must not get
-    // the next psync to write plaintext: the key check fails instead.
-    let (pool, tmp) = file_pool("downgrade", Scheme::SECURE);
+    // the next psync to write plaintext: the key check fails instead. The same for an entry
+    // whose AEAD is swapped for the other (the scheme code, AEAD bits included, is bound into
+    // the key verifier).
+    for (from, to) in [
+        (Scheme::SECURE, Scheme::NONE),
+        (Scheme::SECURE_AEGIS, Scheme::NONE),
+        (Scheme::SECURE_AEGIS, Scheme::SECURE),
+        (Scheme::SECURE, Scheme::SECURE_AEGIS),
+    ] {
+        rewrite_scheme_fails_the_key_check(from, to);
+    }
+}
+
+fn rewrite_scheme_fails_the_key_check(from: Scheme, to: Scheme) {
+    let (pool, tmp) = file_pool("downgrade", from);
     pool.pcreate("p", PAGES * 4096, KEY).unwrap();
     let info = pool.info("p").unwrap();
     drop(pool);
@@ -365,20 +380,26 @@ fn editing_the_scheme_in_the_namespace_is_not_a_downgrade() {
     let mut e = pmo_format::Entry::decode(&image[entry_off..entry_off + 512])
         .unwrap()
         .expect("a live entry");
-    e.scheme = 0;
-    e.tag_bytes = 0;
+    e.scheme = to.code();
+    e.tag_bytes = to.tag_bytes();
     image[entry_off..entry_off + 512].copy_from_slice(&e.encode());
     std::fs::write(&tmp.path, &image).unwrap();
     let pool = Pool::open(&tmp.path).unwrap();
     let r = pool.attach("p", Perm::Write, KEY);
     assert!(
         matches!(r, Err(StoreError::WrongKey(_))),
-        "downgraded entry accepted"
+        "{from} rewritten as {to}: entry accepted"
     );
 }
 
 #[test]
 fn versions_never_repeat_across_psyncs_crashes_and_recovery() {
+    for scheme in [Scheme::SECURE, Scheme::SECURE_AEGIS] {
+        versions_never_repeat_under(scheme);
+    }
+}
+
+fn versions_never_repeat_under(scheme: Scheme) {
     // Every (page, version) sealed is unique: within a run (strictly increasing), and across a
     // crash at any persist point: versions used after recovery lie at or above the reservation
     // the crash image holds, and every version the crashed run used lies below it.
@@ -387,7 +408,7 @@ fn versions_never_repeat_across_psyncs_crashes_and_recovery() {
         kdf: KdfParams::INSECURE_FAST,
         ns_capacity: Some(8),
         base_addr: Some(0x2100_0000_0000),
-        scheme: Scheme::SECURE,
+        scheme,
         ..Default::default()
     };
     let pool = Pool::create_on(m.clone(), &opts).unwrap();
@@ -485,7 +506,7 @@ fn versions_never_repeat_across_psyncs_crashes_and_recovery() {
             let before = versions_in(&cp.image);
             assert!(
                 before.iter().all(|&v| v < reserved),
-                "point {}: a version at or above the committed reservation {reserved} was used",
+                "{scheme} point {}: a version at or above the committed reservation {reserved} was used",
                 cp.point
             );
             let m2 = Arc::new(CrashMedium::from_image(cp.image.clone()));
@@ -498,7 +519,7 @@ fn versions_never_repeat_across_psyncs_crashes_and_recovery() {
             let fresh = PageMapEntry(u64::from_le_bytes(e)).version();
             assert!(
                 fresh >= reserved,
-                "point {}: version {fresh} after recovery is below the reservation {reserved}",
+                "{scheme} point {}: version {fresh} after recovery is below the reservation {reserved}",
                 cp.point
             );
             points_checked += 1;
@@ -526,8 +547,14 @@ fn fault_child_main() {
 
 #[test]
 fn a_load_from_a_tampered_page_ends_the_process_with_a_clear_report() {
+    for scheme in [Scheme::SECURE, Scheme::SECURE_AEGIS] {
+        tampered_page_load_ends_the_process(scheme);
+    }
+}
+
+fn tampered_page_load_ends_the_process(scheme: Scheme) {
     use std::os::unix::process::ExitStatusExt;
-    let (pool, tmp) = file_pool("fault", Scheme::SECURE);
+    let (pool, tmp) = file_pool("fault", scheme);
     pool.pcreate("p", PAGES * 4096, KEY).unwrap();
     fill_with_marker(&pool, "p", 1);
     let s3 = spot(&pool, "p", 3);
