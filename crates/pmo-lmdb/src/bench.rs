@@ -1,3 +1,6 @@
+//! (Over 800 lines on purpose: one benchmark driver whose stores, phases, rounds and report are
+//! read together; a child module for the peer's rounds would import its parent and back.)
+//!
 //! `pmo bench lmdb` and `pmo bench ycsb`: LMDB on PMOs side by side with LMDB on a file in
 //! `/dev/shm` (synchronous commits: the peer a user would pick instead) and on the disk
 //! (fsync), in one run.
