@@ -109,7 +109,7 @@ impl PersistBuffer {
         for (i, e) in self.entries.iter().enumerate() {
             if e.state != PbState::Empty
                 && e.tag == tag
-                && best.map_or(true, |b| e.age > self.entries[b].age)
+                && best.is_none_or(|b| e.age > self.entries[b].age)
             {
                 best = Some(i);
             }
@@ -138,7 +138,7 @@ impl PersistBuffer {
     fn lru_of(&self, state: PbState) -> Option<usize> {
         let mut best: Option<usize> = None;
         for (i, e) in self.entries.iter().enumerate() {
-            if e.state == state && best.map_or(true, |b| e.lru > self.entries[b].lru) {
+            if e.state == state && best.is_none_or(|b| e.lru > self.entries[b].lru) {
                 best = Some(i);
             }
         }

@@ -228,7 +228,7 @@ fn a_python_writer_killed_mid_commit_leaves_its_last_commit_whole() {
         // Let it commit a few times, then kill it at a moment of its own choosing.
         let started = Instant::now();
         let mut committed = None;
-        while committed.map_or(true, |c: u64| c < last_seen.map_or(5, |l| l + 5 + round)) {
+        while committed.is_none_or(|c: u64| c < last_seen.map_or(5, |l| l + 5 + round)) {
             match lines.next() {
                 Some(Ok(l)) => committed = Some(l.trim().parse().unwrap()),
                 _ => panic!("the writer stopped: {:?}", child.wait_with_output()),

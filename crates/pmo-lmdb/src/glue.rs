@@ -246,7 +246,7 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
     // PMO_DIRTY or the backend's options choose another tracking (docs/lmdb.md).
     if !rdonly
         && opts.tracking.is_none()
-        && std::env::var_os("PMO_DIRTY").map_or(true, |v| v.is_empty())
+        && std::env::var_os("PMO_DIRTY").is_none_or(|v| v.is_empty())
     {
         opts.tracking = Some(DirtyTracking::Declared);
     }
@@ -404,7 +404,7 @@ pub unsafe extern "C" fn pmo_lmdb_pwrite(
     // SAFETY: LMDB passes its live `env->me_pmo`.
     let st = unsafe { state(map) };
     let Some(att) = st.att.as_ref() else { return 0 };
-    if att.perm() != Perm::Write || off.checked_add(len).map_or(true, |end| end > att.len()) {
+    if att.perm() != Perm::Write || off.checked_add(len).is_none_or(|end| end > att.len()) {
         errno::set_errno(errno::Errno(libc::ENOSPC));
         return 0;
     }
