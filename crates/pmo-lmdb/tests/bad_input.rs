@@ -320,3 +320,45 @@ fn a_writer_grows_its_pmo_with_mdb_env_set_mapsize() {
     drop(writer);
     pmo_lmdb::uninstall();
 }
+
+/// A writer with `MDB_NOSYNC` publishes commits it has not psynced: a reader's transaction then
+/// reads the newest psynced commit, whole, and sees the later ones once the writer syncs.
+#[test]
+fn a_reader_beside_a_nosync_writer_reads_its_newest_psync() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tp = TestPool::new("nosync", "secure", 64 << 20);
+    tp.install();
+    let writer = Env::open(
+        "pmo:ns",
+        EnvOptions {
+            flags: pmo_lmdb::ffi::MDB_NOSYNC,
+            map_size: Some(4 << 20),
+        },
+    )
+    .unwrap();
+    writer.put1(b"k", b"v1").unwrap();
+    writer.sync().unwrap();
+    let reader = Env::open("pmo:ns", rdonly()).unwrap();
+    writer.put1(b"k", b"v2").unwrap();
+    writer.put1(b"k2", b"only after a sync").unwrap();
+    {
+        // The lock file says v2's commit is the newest; the newest psync is v1's.
+        let t = reader.begin(true).unwrap();
+        assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"v1"[..]));
+        assert_eq!(t.get(b"k2").unwrap(), None);
+        // A second transaction meanwhile reads the same psync (the view stays).
+        let t2 = reader.begin(true).unwrap();
+        assert_eq!(t2.get(b"k").unwrap().as_deref(), Some(&b"v1"[..]));
+    }
+    writer.sync().unwrap();
+    let t = reader.begin(true).unwrap();
+    assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"v2"[..]));
+    assert_eq!(
+        t.get(b"k2").unwrap().as_deref(),
+        Some(&b"only after a sync"[..])
+    );
+    drop(t);
+    drop(reader);
+    drop(writer);
+    pmo_lmdb::uninstall();
+}

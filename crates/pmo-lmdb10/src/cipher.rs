@@ -11,7 +11,7 @@
 //! repeated nonce. LMDB's meta pages (0 and 1) are not encrypted: LMDB's own design.
 //!
 //! `key[0]` is not key bytes: LMDB keeps a copy of it for the environment's life and frees it
-//! without wiping, so it gets the address of a [`PageCipher`] (an initialised AWS-LC context,
+//! without wiping, so it gets the address of a `PageCipher` (an initialised AWS-LC context,
 //! cleansed when dropped) and the raw key never reaches LMDB's memory.
 #![allow(unsafe_code)] // Reason: a C callback over LMDB's pointers, and AWS-LC's C API.
 
