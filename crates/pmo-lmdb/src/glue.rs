@@ -242,6 +242,18 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
     if flags & crate::ffi::MDB_FIXEDMAP == 0 {
         opts.relocate = true;
     }
+    // A reader with predictive decryption cannot move its view (a prediction worker may be
+    // installing a page of the old snapshot): such a read-only environment attaches
+    // exclusively instead (no writer meanwhile, nothing to refresh; docs/lmdb.md).
+    if rdonly {
+        let predict = match opts.predict {
+            Some(p) => p,
+            None => pmo_store::predict::PredictConfig::from_env()?,
+        };
+        if predict.is_on() {
+            opts.exclusive_read = true;
+        }
+    }
     // A writer's pages are named by LMDB itself at commit (pmo_lmdb_declare): no write faults.
     // PMO_DIRTY or the backend's options choose another tracking (docs/lmdb.md).
     if !rdonly

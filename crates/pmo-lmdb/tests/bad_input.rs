@@ -362,3 +362,32 @@ fn a_reader_beside_a_nosync_writer_reads_its_newest_psync() {
     drop(writer);
     pmo_lmdb::uninstall();
 }
+
+/// A read-only environment with predictive decryption cannot move its view: it attaches
+/// exclusively (a writer waits), and its read transactions work, each on the same state.
+#[test]
+fn a_reader_with_prediction_attaches_exclusively_and_reads() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tp = TestPool::new("predict", "secure", 256 << 20);
+    tp.install();
+    {
+        let w = Env::open("pmo:p", EnvOptions::default()).unwrap();
+        w.put1(b"k", b"v").unwrap();
+    }
+    let mut b = pmo_lmdb::Backend::new(tp.pool.clone(), common::KEY.as_bytes());
+    b.lock_dir = Some(tp.dir.join("locks"));
+    b.attach.predict = Some(pmo_store::PredictConfig::adaptive());
+    pmo_lmdb::install(b);
+    let reader = Env::open("pmo:p", rdonly()).unwrap();
+    for _ in 0..3 {
+        assert_eq!(
+            reader.begin(true).unwrap().get(b"k").unwrap().as_deref(),
+            Some(&b"v"[..])
+        );
+    }
+    // A writer in another process is refused while it reads (the exclusive rule).
+    let out = tp.program("mdb_load", &["-T", "pmo:p"], false);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    drop(reader);
+    pmo_lmdb::uninstall();
+}
