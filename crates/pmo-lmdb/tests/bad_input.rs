@@ -387,7 +387,12 @@ fn a_reader_with_prediction_attaches_exclusively_and_reads() {
     }
     // A writer in another process is refused while it reads (the exclusive rule).
     let out = tp.program("mdb_load", &["-T", "pmo:p"], false);
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     drop(reader);
     pmo_lmdb::uninstall();
 }
