@@ -1427,8 +1427,9 @@ pub fn draw(rec: &Records, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
             &p,
             &LineChart {
                 title: "YCSB C read latency CDF (every read of the run)",
-                x_desc: "read latency (µs)",
+                x_desc: "read latency (µs, log scale)",
                 y_desc: "fraction of reads (cumulative)",
+                log_x: true,
                 ..Default::default()
             },
             &mut cdf,

@@ -301,12 +301,21 @@ fn lines<DB: DrawingBackend>(
     let num_label = |v: &f64| human(*v);
     let y_range_log = ((y0 * 0.8).max(1e-9)..(y1 * 1.25).max(1e-9)).log_scale();
     let y_range_lin = 0f64..(y1 * 1.15).max(1e-9);
-    let x_hi = if spec.log {
+    let x_hi = if spec.log || spec.log_x {
         x1.max(x0 * 2.0)
     } else {
         x1.max(x0 + 1.0)
     };
     match (spec.log, spec.integer_x) {
+        (false, false) if spec.log_x => lines_on(
+            &mut builder,
+            (x0.max(1e-9)..x_hi).log_scale(),
+            y_range_lin,
+            spec,
+            series,
+            &num_label,
+            false,
+        ),
         (true, true) => lines_on(
             &mut builder,
             Ticks {

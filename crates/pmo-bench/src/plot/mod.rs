@@ -202,6 +202,27 @@ mod tests {
             texts.iter().any(|t| t.starts_with("hollow / ?")),
             "the uncertain point is explained"
         );
+        // A CDF: latencies over decades on a log x axis, fractions on a linear y axis.
+        let c = dir.join("cdf.svg");
+        let mut cdf = vec![Series::plain(
+            "reads",
+            &[(0.5, 0.1), (1.0, 0.5), (10.0, 0.99), (1000.0, 1.0)],
+        )];
+        let spec = LineChart {
+            title: "cdf",
+            x_desc: "latency",
+            y_desc: "fraction",
+            log_x: true,
+            ..Default::default()
+        };
+        lines(&c, &spec, &mut cdf).unwrap();
+        let texts = svg_texts(&std::fs::read_to_string(&c).unwrap());
+        let has = |t: &str| texts.iter().any(|x| x == t);
+        assert!(
+            has("1") && has("10") && has("100") && has("1 k"),
+            "decades on the x axis: {texts:?}"
+        );
+        assert!(!has("500"), "no linear x ticks: {texts:?}");
         let b = dir.join("bars.svg");
         stacked_bars(
             &b,

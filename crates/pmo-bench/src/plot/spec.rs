@@ -82,6 +82,9 @@ pub struct LineChart<'a> {
     pub y_desc: &'a str,
     /// Both axes on a log scale.
     pub log: bool,
+    /// Only the x axis on a log scale (a latency CDF: latencies span decades, fractions do
+    /// not); ignored with `log`.
+    pub log_x: bool,
     /// The x quantity is an integer: ticks only at the x values of the data, drawn as integers.
     pub integer_x: bool,
     /// How an integer x tick is labelled (default: the number), e.g. "adaptive" for 32.
