@@ -81,14 +81,14 @@ impl Protection {
         )
     }
 
-    /// [`Protection::open_live`] for a reader moving on from its snapshot `prev` (the same
-    /// PMO, an older committed map): the version-table MAC is checked from `prev`'s verified
-    /// running state and the entries that changed (O(changed) AES blocks,
+    /// [`Protection::open_live`] for a reader, moving on from its snapshot `prev` if it has one
+    /// (the same PMO, an older committed map): the version-table MAC is then checked from
+    /// `prev`'s verified running state and the entries that changed (O(changed) AES blocks,
     /// `pmo_crypt::verify_table_update`), exactly as strong as the whole check, which it falls
-    /// back to when `prev` has no MAC state for this table.
+    /// back to when `prev` is `None` or has no MAC state for this table.
     #[allow(clippy::too_many_arguments)] // open_live's, and the snapshot moved on from
     pub fn open_live_after(
-        prev: &Protection,
+        prev: Option<&Protection>,
         core: Arc<PmoCore>,
         medium: Arc<dyn Medium>,
         scheme: Scheme,
@@ -104,7 +104,7 @@ impl Protection {
             master,
             pool_uuid,
             Mode::Live(table, trailer),
-            Some(prev),
+            prev,
         )
     }
 

@@ -199,27 +199,16 @@ fn take(
         }
         let (prot, table) = if scheme.is_protected() {
             // Moving on from a snapshot: its verified MAC state and the changed entries.
-            let p = match prev {
-                Some(prev) => Protection::open_live_after(
-                    prev,
-                    core.clone(),
-                    medium.clone(),
-                    scheme,
-                    master,
-                    *pool_uuid,
-                    table,
-                    trailer,
-                )?,
-                None => Protection::open_live(
-                    core.clone(),
-                    medium.clone(),
-                    scheme,
-                    master,
-                    *pool_uuid,
-                    table,
-                    trailer,
-                )?,
-            };
+            let p = Protection::open_live_after(
+                prev,
+                core.clone(),
+                medium.clone(),
+                scheme,
+                master,
+                *pool_uuid,
+                table,
+                trailer,
+            )?;
             (Some(Arc::new(p)), Vec::new())
         } else {
             (None, table)
