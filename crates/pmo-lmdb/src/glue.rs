@@ -254,6 +254,13 @@ fn open(path: &str, flags: c_uint, want_size: usize) -> Result<Option<Box<PmoLmd
             opts.exclusive_read = true;
         }
     }
+    // A reader process starting with no writer makes a brief exclusive open (recovery) before
+    // it reads beside writers: a writer arriving then waits for it, as LMDB's writer waits
+    // for its mutex, instead of failing with EBUSY. A second writer still gets EBUSY, after
+    // this wait.
+    if !rdonly && opts.wait.is_none() {
+        opts.wait = Some(std::time::Duration::from_millis(500));
+    }
     // A writer's pages are named by LMDB itself at commit (pmo_lmdb_declare): no write faults.
     // PMO_DIRTY or the backend's options choose another tracking (docs/lmdb.md).
     if !rdonly
