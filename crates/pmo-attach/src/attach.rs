@@ -249,7 +249,25 @@ pub fn attach_with(
     };
     let mut relocated = false;
     let tracking = crate::tracking::resolve(opts.tracking, handle.size());
+    let node = match opts.numa_node {
+        Some(n) => Some(n),
+        None => numa_node_from_env()?,
+    };
+    // A PMO of a few pages gets a resident view (filled now, no faults, its mapping reused
+    // from this process's previous attach of it: `pmo_os::view::View::resident`), unless the
+    // caller chose how faults or writes are served, or where the pages live.
+    let resident = plain_area.is_none()
+        && hook.is_none()
+        && node.is_none()
+        && (span / PAGE_SIZE) as u64 <= pmo_os::view::resident_pages_max()
+        && opts.mechanism.is_none()
+        && Mechanism::from_env().is_none()
+        && matches!(
+            opts.tracking.or_else(DirtyTracking::from_env),
+            None | Some(DirtyTracking::Declared | DirtyTracking::Twin)
+        );
     let make_view = |vopts: ViewOptions, source: Arc<dyn PageSource>| match plain_area {
+        None if resident => View::resident(vopts, source, tracking),
         None => View::with_tracking(vopts, source, Some(tracking)),
         Some((file, off)) => View::over_file(vopts, source, file, off),
     };
@@ -258,7 +276,7 @@ pub fn attach_with(
         Err(ViewError::AddressInUse { .. }) if opts.relocate => {
             vopts.placement = Placement::Anywhere;
             relocated = true;
-            make_view(vopts, source).map_err(view_err)?
+            make_view(vopts, source).map_err(|e| named(view_err(e), name))?
         }
         Err(ViewError::AddressInUse { addr, len }) => {
             return Err(StoreError::AddressInUse {
@@ -267,14 +285,11 @@ pub fn attach_with(
                 len: len as u64,
             });
         }
-        Err(e) => return Err(view_err(e)),
+        // A resident view's fill failed: the page is named, as a fault would name it.
+        Err(e) => return Err(named(view_err(e), name)),
     };
     view.set_fault_around(fault_around);
     let view = Arc::new(view);
-    let node = match opts.numa_node {
-        Some(n) => Some(n),
-        None => numa_node_from_env()?,
-    };
     if let Some(n) = node {
         if plain_area.is_some() {
             return Err(StoreError::Invalid(format!(

@@ -100,7 +100,7 @@ fn rng(x: &mut u64) -> u64 {
 
 /// Run the benchmark, appending records.
 pub fn run(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(), BenchError> {
-    let steps = (opts.schemes.len() * opts.sizes.len()) as u64 + 2;
+    let steps = (opts.schemes.len() * opts.sizes.len()) as u64 + 3;
     let pb = ProgressBar::new(steps);
     pb.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
@@ -118,6 +118,9 @@ pub fn run(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(), Benc
     pb.inc(1);
     pb.set_message("per-page psync");
     per_page_psync(opts, records)?;
+    pb.inc(1);
+    pb.set_message("small sessions");
+    crate::small::run(&opts.dir, opts.repeats, records)?;
     pb.inc(1);
     pb.finish_and_clear();
     Ok(())
@@ -255,7 +258,7 @@ fn per_page_fault(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(
 
 /// Median µs of one AES-256-GCM seal (or open) of 4 KiB with the store's page context, on
 /// one page, hot in cache (used for the fault floor: a fault opens one page).
-fn aead_page_us(seal: bool) -> f64 {
+pub(crate) fn aead_page_us(seal: bool) -> f64 {
     use pmo_crypt::{open_page, seal_page, MasterKey, PageCtx, PmoKeys};
     let keys = match PmoKeys::derive(&MasterKey::from_bytes([7; 32]), [1; 16], [2; 16]) {
         Ok(k) => k,
@@ -446,7 +449,7 @@ fn per_page_psync(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(
 /// for `k` distinct pages a round. As a psync writes each page to the slot its last commit
 /// did not use, rounds alternate between two sets of `k` pages, so a round's destinations
 /// were last written two rounds before.
-fn persist_page_us(dir: &Path, k: usize) -> Result<f64, BenchError> {
+pub(crate) fn persist_page_us(dir: &Path, k: usize) -> Result<f64, BenchError> {
     let path = dir.join(format!("pmo-bench-persist-{}.bin", std::process::id()));
     let len = 2 * k as u64 * PAGE as u64;
     std::fs::write(&path, vec![0u8; len as usize]).map_err(|source| BenchError::Io {
@@ -614,6 +617,7 @@ pub fn table(records: &Records) -> String {
             f("psync_commit_per_dirty_page_us", &p),
         );
     }
+    out.push_str(&crate::small::table(records));
     out
 }
 

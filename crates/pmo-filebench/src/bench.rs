@@ -56,6 +56,26 @@ pub struct FbOptions {
     pub posix_dir: Option<PathBuf>,
     /// Where pools go.
     pub pool_dir: PathBuf,
+    /// Where the `posix-disk` peer of the fig10 study runs: a directory on a disk file system
+    /// (`None`: no such cell). The `posix` peer runs in `pool_dir` (tmpfs where that is
+    /// `/dev/shm`), persisting nothing; `posix-disk` pays real `fsync`s.
+    pub disk_dir: Option<PathBuf>,
+}
+
+/// The first directory of `PMO_FB_DISK_DIR`, `/var/tmp`, the temporary directory and the
+/// working directory that exists and is not on tmpfs: where the disk peer runs by default.
+pub fn default_disk_dir() -> Option<PathBuf> {
+    let candidates = std::env::var_os("PMO_FB_DISK_DIR")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([
+            PathBuf::from("/var/tmp"),
+            std::env::temp_dir(),
+            std::env::current_dir().unwrap_or_default(),
+        ]);
+    candidates
+        .into_iter()
+        .find(|d| d.is_dir() && !pmo_os::map::on_tmpfs(d))
 }
 
 fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -89,6 +109,7 @@ impl FbOptions {
             latency: vec!["dram".into()],
             studies: STUDIES.iter().map(|s| s.to_string()).collect(),
             posix_dir: None,
+            disk_dir: default_disk_dir(),
             pool_dir: if Path::new("/dev/shm").is_dir() {
                 "/dev/shm".into()
             } else {
@@ -234,6 +255,9 @@ fn cells(opts: &FbOptions, n_workloads: usize) -> Vec<Cell> {
                     }
                 }
                 out.push(base("fig10", w, "posix", sync));
+                if opts.disk_dir.is_some() {
+                    out.push(base("fig10", w, "posix-disk", sync));
+                }
             }
             if wants("threads") {
                 for s in ["wedi", "sp-id", "secure"] {
@@ -303,12 +327,15 @@ fn run_once(opts: &FbOptions, w: &Workload, c: &Cell, rep: usize) -> Result<Samp
         seed: 0x5eed + rep as u64,
     };
     let fail = |e: crate::run::RunError| BenchError::Other(format!("{} {}: {e}", w.name, c.target));
-    if c.target == "posix" {
-        let root = opts
-            .posix_dir
-            .clone()
-            .unwrap_or_else(|| opts.pool_dir.clone())
-            .join(format!("pmo-filebench-{}-{}", std::process::id(), w.name));
+    if c.target == "posix" || c.target == "posix-disk" {
+        let dir = match (c.target.as_str(), &opts.disk_dir) {
+            ("posix-disk", Some(d)) => d.clone(),
+            _ => opts
+                .posix_dir
+                .clone()
+                .unwrap_or_else(|| opts.pool_dir.clone()),
+        };
+        let root = dir.join(format!("pmo-filebench-{}-{}", std::process::id(), w.name));
         let _ = std::fs::remove_dir_all(&root);
         let b = PosixBackend::new(root.clone());
         let r = run(w, &b, &ro);
@@ -457,6 +484,21 @@ fn design_study(
     Ok(())
 }
 
+/// The file system a cell's files or pool live on.
+fn fs_of(opts: &FbOptions, c: &Cell) -> String {
+    let dir = match c.target.as_str() {
+        "posix-disk" => opts.disk_dir.clone(),
+        "posix" => Some(
+            opts.posix_dir
+                .clone()
+                .unwrap_or_else(|| opts.pool_dir.clone()),
+        ),
+        _ => Some(opts.pool_dir.clone()),
+    };
+    dir.and_then(|d| pmo_os::map::fs_name(&d))
+        .unwrap_or_else(|| "unknown".into())
+}
+
 /// Run every cell; progress on stderr; records into `out`. Cells that fail are reported and
 /// the rest still run; the error lists them.
 pub fn run_bench(opts: &FbOptions, records: &mut Records) -> Result<(), BenchError> {
@@ -514,8 +556,14 @@ pub fn run_bench(opts: &FbOptions, records: &mut Records) -> Result<(), BenchErr
             ("workload", w.name.clone()),
             (
                 "backend",
-                if c.target == "posix" { "posix" } else { "pmo" }.into(),
+                if c.target.starts_with("posix") {
+                    "posix"
+                } else {
+                    "pmo"
+                }
+                .into(),
             ),
+            ("fs", fs_of(opts, c)),
             ("scheme", c.target.clone()),
             ("sync", c.sync.name().into()),
             ("threads", c.threads.to_string()),
@@ -769,6 +817,52 @@ pub fn tables(records: &Records) -> String {
             })
             .unwrap_or_default();
         sayln!("{sizes}");
+        // Against the POSIX peers (issue 29): the file store's bandwidth over ext4's on the
+        // disk (real fsyncs) and over tmpfs's (persisting nothing), each measured in this run.
+        let peers: Vec<(String, String)> = ["posix-disk", "posix"]
+            .iter()
+            .filter_map(|p| {
+                records
+                    .records
+                    .iter()
+                    .find(|r| {
+                        param(r, "study") == "fig10"
+                            && param(r, "scheme") == *p
+                            && param(r, "sync") == sync
+                    })
+                    .map(|r| (p.to_string(), param(r, "fs").to_string()))
+            })
+            .collect();
+        if !peers.is_empty() {
+            sayln!("\nThe file store against POSIX file systems (sync {sync}): MB/s of each design / the peer's");
+            say!("{:<11} {:<18}", "workload", "peer");
+            let designs: Vec<&String> =
+                schemes.iter().filter(|s| !s.starts_with("posix")).collect();
+            for s in &designs {
+                say!(" {s:>9}");
+            }
+            sayln!();
+            for w in distinct(records, "fig10", "workload") {
+                let get = |s: &str| {
+                    record(
+                        records,
+                        "fig10",
+                        "mb_per_s",
+                        &[("workload", &w), ("sync", &sync), ("scheme", s)],
+                    )
+                };
+                for (p, fs) in &peers {
+                    say!("{w:<11} {:<18}", format!("{p} ({fs})"));
+                    for s in &designs {
+                        match mb_ratio(get(s), get(p)) {
+                            Some(r) => say!(" {:>9}", ratio_cell(r)),
+                            None => say!(" {:>9}", "-"),
+                        }
+                    }
+                    sayln!();
+                }
+            }
+        }
     }
     if !distinct(records, "design", "scheme").is_empty() {
         sayln!("\nFile layout (docs/filebench.md): us per fsync-heavy file operation (median; machine shared with other builds)");
@@ -970,7 +1064,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
             // The POSIX peer (10-25x) is in the table; drawn, it would flatten the designs.
             for s in distinct(records, "fig10", "scheme")
                 .into_iter()
-                .filter(|s| s != "posix")
+                .filter(|s| !s.starts_with("posix"))
             {
                 if let Some((v, uncertain)) = mb_ratio(get(&s), Some(base)) {
                     push_bar(&mut bars, &s, workloads.len() - 1, v, uncertain);

@@ -4,6 +4,16 @@
 //! `pmo_os::lock`): released by the kernel when the holder dies. The crash-simulation medium has
 //! no file, so it uses an in-process table with the same semantics.
 //!
+//! [`Locker::lock`] on a pool file takes its locks through **one** open file description per
+//! opened pool and process ([`OfdTable`]), opened at the first lock, not one per lock (an
+//! `open` and a `close` per attach session were a quarter of a small PMO's session: issue 29):
+//! the holders inside the process are arbitrated by the table (the same rules as
+//! [`LocalLocks`]: shared beside shared, exclusive alone), and the description holds the OFD
+//! lock while any of them holds the word, so other processes and other opens of the pool see
+//! exactly what they saw before. [`Locker::lock_blocking`] keeps a description of its own per
+//! lock (it sleeps in the kernel; two descriptions of one process conflict as two processes
+//! do, so mixing the two is sound).
+//!
 //! Lock words (byte offsets far beyond any medium's end, so they never touch data):
 //! - `META`: exclusive for namespace changes, pool recovery and configuration changes.
 //! - `ATTACH_BASE + extent_off / 4096`: one per PMO, shared by readers, exclusive for a writer.
@@ -71,16 +81,145 @@ pub struct LocalLocks {
     cv: Condvar,
 }
 
+/// The pool file's one open file description in this process (opened at the first lock; a
+/// fork child opens its own) and the holders of each word inside the process.
+pub struct OfdTable {
+    path: PathBuf,
+    state: Mutex<OfdState>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct OfdState {
+    /// The process that opened `file` (a fork child's inherited copy is not used).
+    pid: u32,
+    file: Option<Arc<std::fs::File>>,
+    /// word -> (readers, writer) inside this process.
+    held: HashMap<u64, (u32, bool)>,
+}
+
+impl OfdTable {
+    /// The table of the pool file at `path` (nothing opened yet).
+    pub fn new(path: PathBuf) -> OfdTable {
+        OfdTable {
+            path,
+            state: Mutex::new(OfdState::default()),
+            cv: Condvar::new(),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, OfdState> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = pmo_os::lock::pid();
+        if st.pid != pid {
+            // First use, or a fork child: the parent's description and holders are not ours
+            // (their guards, inherited, release nothing here: `LockGuard::drop`).
+            st.pid = pid;
+            st.file = None;
+            st.held.clear();
+        }
+        st
+    }
+
+    /// One attempt: `Ok(Some)` taken, `Ok(None)` held elsewhere (in or outside the process).
+    fn try_lock(self: &Arc<Self>, word: u64, kind: LockKind) -> Result<Option<LockGuard>> {
+        let mut st = self.state();
+        let (readers, writer) = st.held.get(&word).copied().unwrap_or((0, false));
+        let free_here = match kind {
+            LockKind::Shared => !writer,
+            LockKind::Exclusive => !writer && readers == 0,
+        };
+        if !free_here {
+            return Ok(None);
+        }
+        if readers == 0 && !writer {
+            // Nobody in the process holds it: the description takes it from the kernel.
+            let file = match &st.file {
+                Some(f) => f.clone(),
+                None => {
+                    let f = Arc::new(pmo_os::lock::open_lock_file(&self.path).map_err(io)?);
+                    st.file = Some(f.clone());
+                    f
+                }
+            };
+            if !pmo_os::lock::lock_file(&file, word, 1, kind).map_err(io)? {
+                return Ok(None);
+            }
+        }
+        let e = st.held.entry(word).or_insert((0, false));
+        match kind {
+            LockKind::Shared => e.0 += 1,
+            LockKind::Exclusive => e.1 = true,
+        }
+        Ok(Some(LockGuard::Table {
+            table: self.clone(),
+            word,
+            kind,
+            pid: st.pid,
+        }))
+    }
+
+    fn release(&self, word: u64, kind: LockKind, pid: u32) {
+        if pid != pmo_os::lock::pid() {
+            // A guard a fork child inherited: the lock is its parent's description's.
+            return;
+        }
+        let mut st = self.state();
+        if let Some(e) = st.held.get_mut(&word) {
+            match kind {
+                LockKind::Shared => e.0 = e.0.saturating_sub(1),
+                LockKind::Exclusive => e.1 = false,
+            }
+            if *e == (0, false) {
+                st.held.remove(&word);
+                if let Some(f) = &st.file {
+                    pmo_os::lock::unlock_file(f, word, 1);
+                }
+            }
+        }
+        self.cv.notify_all();
+    }
+
+    fn downgrade(&self, word: u64) -> Result<()> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = &st.file {
+            // The description's exclusive lock becomes shared atomically (never blocks).
+            if !pmo_os::lock::lock_file(f, word, 1, LockKind::Shared).map_err(io)? {
+                return Err(StoreError::Os("downgrading an OFD lock was refused".into()));
+            }
+        }
+        let e = st.held.entry(word).or_insert((0, false));
+        e.1 = false;
+        e.0 += 1;
+        self.cv.notify_all();
+        Ok(())
+    }
+}
+
 /// Where locks live.
 #[derive(Clone)]
 pub enum Locker {
-    Ofd(PathBuf),
+    Ofd(PathBuf, Arc<OfdTable>),
     Local(Arc<LocalLocks>),
+}
+
+impl Locker {
+    /// Locks on the pool file at `path`.
+    pub fn ofd(path: PathBuf) -> Locker {
+        Locker::Ofd(path.clone(), Arc::new(OfdTable::new(path)))
+    }
 }
 
 /// A held lock; released on drop.
 pub enum LockGuard {
     Ofd(RangeLock),
+    /// Held through the pool's one description in this process ([`OfdTable`]).
+    Table {
+        table: Arc<OfdTable>,
+        word: u64,
+        kind: LockKind,
+        pid: u32,
+    },
     Local {
         locks: Arc<LocalLocks>,
         word: u64,
@@ -107,9 +246,27 @@ impl Locker {
         wait: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
         match self {
-            Locker::Ofd(path) => Ok(RangeLock::acquire(path, word, 1, kind, wait)
-                .map_err(io)?
-                .map(LockGuard::Ofd)),
+            Locker::Ofd(_, table) => {
+                let deadline = wait.map(|w| Instant::now() + w);
+                let mut backoff = Duration::from_micros(50);
+                loop {
+                    if let Some(g) = table.try_lock(word, kind)? {
+                        return Ok(Some(g));
+                    }
+                    let Some(deadline) = deadline else {
+                        return Ok(None);
+                    };
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Ok(None);
+                    }
+                    // Woken by a release inside the process, or polling for one outside.
+                    let pause = backoff.min(deadline - now);
+                    let st = table.state.lock().unwrap_or_else(|e| e.into_inner());
+                    drop(table.cv.wait_timeout(st, pause));
+                    backoff = (backoff * 2).min(Duration::from_millis(20));
+                }
+            }
             Locker::Local(locks) => {
                 let deadline = wait.map(|w| Instant::now() + w);
                 let mut st = locks.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -151,7 +308,7 @@ impl Locker {
     /// Take `word` as `kind`, waiting as long as it takes.
     pub fn lock_blocking(&self, word: u64, kind: LockKind) -> Result<LockGuard> {
         match self {
-            Locker::Ofd(path) => Ok(LockGuard::Ofd(
+            Locker::Ofd(path, _) => Ok(LockGuard::Ofd(
                 RangeLock::acquire_blocking(path, word, 1, kind).map_err(io)?,
             )),
             Locker::Local(_) => loop {
@@ -165,7 +322,7 @@ impl Locker {
     /// Who holds `word` (None if free), as seen by a new lock attempt.
     pub fn holder(&self, word: u64) -> Result<Option<LockKind>> {
         match self {
-            Locker::Ofd(path) => {
+            Locker::Ofd(path, _) => {
                 let f = std::fs::File::open(path).map_err(|source| StoreError::Io {
                     op: "open pool".into(),
                     source,
@@ -189,6 +346,15 @@ impl LockGuard {
     pub fn downgrade(&mut self) -> Result<()> {
         match self {
             LockGuard::Ofd(l) => l.downgrade().map_err(io),
+            LockGuard::Table {
+                table, word, kind, ..
+            } => {
+                if *kind == LockKind::Exclusive {
+                    table.downgrade(*word)?;
+                    *kind = LockKind::Shared;
+                }
+                Ok(())
+            }
             LockGuard::Local { locks, word, kind } => {
                 if *kind == LockKind::Exclusive {
                     let mut st = locks.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -206,6 +372,16 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
+        if let LockGuard::Table {
+            table,
+            word,
+            kind,
+            pid,
+        } = self
+        {
+            table.release(*word, *kind, *pid);
+            return;
+        }
         if let LockGuard::Local { locks, word, kind } = self {
             let mut st = locks.state.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(e) = st.held.get_mut(word) {

@@ -207,6 +207,68 @@ impl Drop for RangeLock {
     }
 }
 
+/// Try once to take a lock on `[start, start + len)` through `file`'s open file description,
+/// which keeps it (no guard: the caller releases it with [`unlock_file`], or takes a shared
+/// lock over its own exclusive one to downgrade). `Ok(false)` when another description holds
+/// a conflicting lock. For a caller that arbitrates between its own holders itself (one
+/// description per pool in a process: `pmo_meta::locks`).
+pub fn lock_file(file: &File, start: u64, len: u64, kind: LockKind) -> Result<bool, LockError> {
+    let fl = flock(lock_type(kind), start, len);
+    // SAFETY: F_OFD_SETLK reads a valid `struct flock` that lives for the call.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    match last_errno() {
+        libc::EAGAIN | libc::EACCES => Ok(false),
+        errno => Err(LockError::Os {
+            op: "F_OFD_SETLK",
+            errno,
+        }),
+    }
+}
+
+/// Release what `file`'s description holds on `[start, start + len)`.
+pub fn unlock_file(file: &File, start: u64, len: u64) {
+    let fl = flock(libc::F_UNLCK as i16, start, len);
+    // SAFETY: as in `lock_file`.
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
+}
+
+/// Open `path` read-write for [`lock_file`].
+pub fn open_lock_file(path: &Path) -> Result<File, LockError> {
+    open_for_lock(path)
+}
+
+/// This process's id, without a system call after the first (a fork child learns its own
+/// through `pthread_atfork`). Not for signal handlers (the first call registers the hook).
+pub fn pid() -> u32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static PID: AtomicU32 = AtomicU32::new(0);
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    extern "C" fn child() {
+        PID.store(0, Ordering::SeqCst);
+    }
+    HOOK.call_once(|| {
+        // SAFETY: registers a child hook that only stores an atomic. Without it (ENOMEM) the
+        // cache is not used.
+        if unsafe { libc::pthread_atfork(None, None, Some(child)) } != 0 {
+            PID.store(u32::MAX, Ordering::SeqCst);
+        }
+    });
+    match PID.load(Ordering::Acquire) {
+        0 => {
+            // SAFETY: plain system call without arguments.
+            let p = unsafe { libc::getpid() } as u32;
+            let _ = PID.compare_exchange(0, p, Ordering::AcqRel, Ordering::Acquire);
+            p
+        }
+        // SAFETY: plain system call without arguments.
+        u32::MAX => unsafe { libc::getpid() as u32 },
+        p => p,
+    }
+}
+
 /// Who holds `[start, start+len)` as seen from `file`'s description: `None` if free, else the
 /// strongest conflicting kind (asking for an exclusive lock reveals both kinds).
 pub fn query(file: &File, start: u64, len: u64) -> Result<Option<LockKind>, LockError> {

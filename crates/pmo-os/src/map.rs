@@ -242,6 +242,31 @@ impl Drop for FileMapping {
 
 const TMPFS_MAGIC: i64 = 0x0102_1994;
 
+/// The file system `path` lives on, by name (`ext4`, `tmpfs`, `xfs`, `btrfs`, ...; the magic
+/// number in hex for others), for records that compare file systems; `None` if `statfs` fails.
+pub fn fs_name(path: &std::path::Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `c` is a valid NUL-terminated path and `st` is writable storage for one statfs.
+    if unsafe { libc::statfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statfs returned 0, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    #[allow(clippy::unnecessary_cast)]
+    let f_type = st.f_type as i64;
+    Some(match f_type {
+        TMPFS_MAGIC => "tmpfs".into(),
+        0xEF53 => "ext4".into(),
+        0x5846_5342 => "xfs".into(),
+        0x9123_683E => "btrfs".into(),
+        0x0102_1997 => "v9fs".into(),
+        0x794C_7630 => "overlay".into(),
+        other => format!("fs-{other:#x}"),
+    })
+}
+
 /// Whether `path` lives on a memory-backed file system (tmpfs, e.g. `/dev/shm`).
 pub fn on_tmpfs(path: &std::path::Path) -> bool {
     use std::os::unix::ffi::OsStrExt;

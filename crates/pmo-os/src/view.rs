@@ -51,8 +51,10 @@ mod bits;
 mod fault;
 mod probe;
 mod registry;
+mod resident;
 mod segv;
 mod shared;
+mod spare;
 mod stack;
 mod state;
 mod sys;
@@ -136,7 +138,8 @@ impl DirtyTracking {
 /// the `View` is dropped.
 pub struct View {
     state: Arc<ViewState>,
-    slot: usize,
+    /// The registry slot (`None`: a resident view, which serves no faults).
+    slot: Option<usize>,
 }
 
 impl fmt::Debug for View {
@@ -226,10 +229,46 @@ impl View {
         })
     }
 
+    /// A resident view (issue 29's small sessions): every page filled from `source` now, so
+    /// that no access faults, in mappings reused from an earlier resident view of the same
+    /// range where the process kept one (zeroed at that view's drop). Writes are found by
+    /// comparing each page with a twin ([`DirtyTracking::Twin`]), or with
+    /// [`DirtyTracking::Declared`] only declared pages are reported. For views of at most
+    /// [`resident_pages_max`] pages; a failed fill is an error. `mechanism` is what
+    /// [`View::mechanism`] reports (the process's choice for views that fault; this one never
+    /// does).
+    pub fn resident(
+        opts: ViewOptions,
+        source: Arc<dyn PageSource>,
+        tracking: DirtyTracking,
+    ) -> Result<View, ViewError> {
+        opts.check()?;
+        let mechanism = opts
+            .mechanism
+            .or_else(Mechanism::from_env)
+            .unwrap_or_else(Mechanism::best);
+        let (shared, st) = resident::create(&opts, source, tracking, mechanism)?;
+        Ok(View {
+            state: Arc::new(ViewState {
+                shared,
+                backend: Backend::Resident(st),
+            }),
+            slot: None,
+        })
+    }
+
+    /// Whether this view is resident ([`View::resident`]).
+    pub fn is_resident(&self) -> bool {
+        matches!(self.state.backend, Backend::Resident(_))
+    }
+
     fn register(state: ViewState) -> Result<View, ViewError> {
         let state = Arc::new(state);
         let slot = registry::register(&state)?;
-        Ok(View { state, slot })
+        Ok(View {
+            state,
+            slot: Some(slot),
+        })
     }
 
     /// First byte of the view.
@@ -262,6 +301,7 @@ impl View {
         match &self.state.backend {
             Backend::Uffd(st) => st.tracking(),
             Backend::Segv(_) => DirtyTracking::Fault,
+            Backend::Resident(st) => st.tracking(),
         }
     }
 
@@ -293,6 +333,9 @@ impl View {
         match &self.state.backend {
             Backend::Uffd(st) => uffd::collect_dirty(&self.state.shared, st, out, from_twin),
             Backend::Segv(st) => segv::collect_dirty(&self.state.shared, st, out),
+            Backend::Resident(st) => {
+                resident::collect_dirty(&self.state.shared, st, out, from_twin)
+            }
         }
     }
 
@@ -303,6 +346,9 @@ impl View {
             Backend::Uffd(st) if page_index < self.state.shared.pages => st
                 .twins()
                 .map(|t| t.base().wrapping_add(page_index as usize * PAGE_SIZE)),
+            Backend::Resident(st) if page_index < self.state.shared.pages => {
+                st.twin_addr(page_index).map(|a| a as *const u8)
+            }
             _ => None,
         }
     }
@@ -315,7 +361,7 @@ impl View {
     pub fn set_fault_around(&self, pages: usize) -> usize {
         match &self.state.backend {
             Backend::Uffd(st) => uffd::set_fault_around(st, pages),
-            Backend::Segv(_) => 1,
+            Backend::Segv(_) | Backend::Resident(_) => 1,
         }
     }
 
@@ -324,6 +370,13 @@ impl View {
         match &self.state.backend {
             Backend::Uffd(st) => st.twins().map_or(0, |t| t.hot_pages()),
             Backend::Segv(_) => 0,
+            Backend::Resident(st) => {
+                if st.twin_addr(0).is_some() {
+                    self.state.shared.pages
+                } else {
+                    0
+                }
+            }
         }
     }
 
@@ -331,6 +384,13 @@ impl View {
     /// the plaintext cache near or far from the CPUs that use it. Call before the pages are
     /// filled. A view over a file keeps its pages in the file: an error.
     pub fn bind_to_node(&self, node: u32) -> Result<(), ViewError> {
+        if let Backend::Resident(_) = &self.state.backend {
+            return Err(ViewError::Unsupported {
+                mechanism: self.state.shared.mechanism,
+                why: "a resident view is filled when it is made: too late to place its pages"
+                    .into(),
+            });
+        }
         if let Backend::Segv(st) = &self.state.backend {
             if st.file_backed() {
                 return Err(ViewError::Unsupported {
@@ -357,6 +417,7 @@ impl View {
         match &self.state.backend {
             Backend::Uffd(st) => st.is_present(page_index),
             Backend::Segv(st) => st.is_present(page_index),
+            Backend::Resident(_) => true,
         }
     }
 
@@ -367,6 +428,7 @@ impl View {
         match &self.state.backend {
             Backend::Uffd(st) => uffd::install(&self.state.shared, st, page_index, data, false),
             Backend::Segv(st) => segv::install(&self.state.shared, st, page_index, data, false),
+            Backend::Resident(_) => Ok(false),
         }
     }
 
@@ -418,6 +480,7 @@ impl View {
         match &self.state.backend {
             Backend::Uffd(st) => uffd::fill_range(&self.state.shared, st, pages, for_write),
             Backend::Segv(st) => segv::fill_range(&self.state.shared, st, pages, for_write),
+            Backend::Resident(_) => Ok(()),
         }
     }
 
@@ -433,6 +496,10 @@ impl View {
         match &self.state.backend {
             Backend::Uffd(st) => uffd::mark_dirty(&self.state.shared, st, page_index),
             Backend::Segv(st) => segv::mark_dirty(&self.state.shared, st, page_index),
+            Backend::Resident(st) => {
+                resident::mark_dirty(st, page_index);
+                Ok(())
+            }
         }
     }
 
@@ -444,6 +511,7 @@ impl View {
         match &self.state.backend {
             Backend::Uffd(st) => uffd::discard(&self.state.shared, st, page_index),
             Backend::Segv(st) => segv::discard(&self.state.shared, st, page_index),
+            Backend::Resident(st) => resident::discard(&self.state.shared, st, page_index),
         }
     }
 
@@ -457,7 +525,9 @@ impl Drop for View {
     fn drop(&mut self) {
         // Unregister and wait for handlers inside this view; `shared` (and with it the mappings
         // and descriptors) is dropped right after, when no handler can reach it any more.
-        registry::unregister(self.slot);
+        if let Some(slot) = self.slot {
+            registry::unregister(slot);
+        }
     }
 }
 
@@ -476,6 +546,11 @@ fn check_env(
         _ => Ok(()),
     }
 }
+
+pub use resident::{resident_pages_max, DEFAULT_RESIDENT_PAGES};
+pub use spare::{
+    kept_at as spare_kept_at, kept_bytes as spare_bytes_kept, release_all as release_spares,
+};
 
 /// Number of live views in the process (diagnostics).
 pub fn live_views() -> usize {

@@ -164,7 +164,7 @@ impl PinTable {
         let nframes = frames_from_env().map_err(StoreError::Invalid)?;
         match &at.locker {
             Locker::Local(_) => Self::join_local(at, create, nframes),
-            Locker::Ofd(_) => Self::join_file(at, create, nframes),
+            Locker::Ofd(..) => Self::join_file(at, create, nframes),
         }
     }
 
@@ -482,7 +482,7 @@ impl Drop for PinTable {
 /// Remove the pin table of a PMO nobody uses (destroy, or a table a crash left), holding the
 /// pin-table lock exclusively (the caller's `guard`).
 pub fn remove_unused(at: &PinsAt, _guard: &LockGuard) -> Result<()> {
-    if let Locker::Ofd(_) = at.locker {
+    if let Locker::Ofd(..) = at.locker {
         match std::fs::remove_file(at.path()) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

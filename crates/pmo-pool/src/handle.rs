@@ -185,7 +185,7 @@ impl Pool {
             guard.downgrade()?;
         }
         if perm == Perm::Write {
-            let _ = write_holder(&*inner.medium, &core, std::process::id());
+            let _ = write_holder(&*inner.medium, &core, pmo_os::lock::pid());
         }
         Ok(PmoHandle {
             pool: self.clone(),
@@ -312,7 +312,7 @@ impl Pool {
             // A writer records its pid in the holder word (informational, but its own pid is
             // only ever written by this process).
             _ => match self.writer_pid(e) {
-                pid if pid == std::process::id() => BUSY_WRITER_HERE,
+                pid if pid == pmo_os::lock::pid() => BUSY_WRITER_HERE,
                 // Held alone by an attach that names no writer: one still attaching.
                 0 => BUSY_ATTACHING,
                 _ => BUSY_WRITER,
@@ -384,7 +384,7 @@ impl PmoHandle {
 
     /// Mark the holder word "detaching" (informational: attaches then wait instead of failing).
     pub fn mark_detaching(&self) {
-        let _ = write_holder(self.medium(), &self.core, std::process::id() | DETACHING);
+        let _ = write_holder(self.medium(), &self.core, pmo_os::lock::pid() | DETACHING);
     }
 
     /// Record a finished writer session in the PMO header page (informational: no fence).

@@ -29,7 +29,7 @@ use crate::pool::{Pool, PoolOptions, BASE_ALIGN, BASE_HI, BASE_LO, POOL_SIZE_MIN
 
 fn locker_for(m: &Arc<dyn Medium>) -> Locker {
     match m.path() {
-        Some(p) => Locker::Ofd(p.to_path_buf()),
+        Some(p) => Locker::ofd(p.to_path_buf()),
         None => Locker::Local(Arc::new(LocalLocks::default())),
     }
 }

@@ -525,3 +525,57 @@ fn readers_attaching_at_once_all_succeed() {
     drop(w);
     let _ = std::fs::remove_file(&path);
 }
+
+/// A PMO of a few pages gets a resident view (issue 29): filled at attach, no fault, and after
+/// its detach the range it leaves mapped for the next attach holds nothing of the PMO: every
+/// byte reads zero (read here, at the stable address, after the detach). The next attach of
+/// the PMO takes the same range and shows the psynced contents again; what was written but
+/// not psynced is gone.
+#[test]
+fn a_small_pmo_leaves_only_zeros_in_its_reused_range() {
+    if std::env::var_os("PMO_FAULT").is_some() || std::env::var_os("PMO_DIRTY").is_some() {
+        return; // the process chose how faults or writes are served: no resident views.
+    }
+    for scheme in [pmo_store::Scheme::NONE, pmo_store::Scheme::SECURE] {
+        let (pool, path) = pool(&format!("resident-{scheme}"));
+        pool.pcreate_with("small", 4 * 4096, KEY, Some(scheme))
+            .unwrap();
+        let secret = b"the plaintext of a small PMO";
+        let a = pool.attach("small", Perm::Write, KEY).unwrap();
+        let base = a.addr() as usize;
+        let len = a.mapped_len();
+        a.write_at(8192, secret).unwrap();
+        a.psync().unwrap();
+        assert_eq!(a.session_stats().faults, 0, "{scheme}: filled at attach");
+        a.write_at(0, b"never psynced").unwrap();
+        a.detach().unwrap();
+        assert!(
+            pmo_os::view::spare_kept_at(base),
+            "{scheme}: the range is kept for the next attach"
+        );
+        // SAFETY: the range stays mapped (a spare of this process) and is only read here.
+        let bytes = unsafe { std::slice::from_raw_parts(base as *const u8, len) };
+        assert!(
+            bytes.iter().all(|&b| b == 0),
+            "{scheme}: plaintext readable after detach"
+        );
+        let r = pool.attach("small", Perm::Read, KEY).unwrap();
+        let mut got = vec![0u8; secret.len()];
+        r.read_at(8192, &mut got).unwrap();
+        assert_eq!(&got, secret, "{scheme}");
+        r.read_at(0, &mut got[..13]).unwrap();
+        assert_eq!(
+            &got[..13],
+            &[0u8; 13],
+            "{scheme}: the unsynced write is gone"
+        );
+        drop(r);
+        let w = pool.attach("small", Perm::Write, KEY).unwrap();
+        assert_eq!(w.addr() as usize, base, "{scheme}: the same stable address");
+        w.read_at(8192, &mut got).unwrap();
+        assert_eq!(&got, secret, "{scheme}");
+        drop(w);
+        drop(pool);
+        let _ = std::fs::remove_file(&path);
+    }
+}

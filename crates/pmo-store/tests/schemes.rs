@@ -531,7 +531,7 @@ fn versions_never_repeat_under(scheme: Scheme) {
 const CHILD_ENV: &str = "PMO_SCHEMES_FAULT_CHILD";
 
 /// Child half of the next test: attach the tampered pool and load from page 3 through the
-/// mapping. It must not return.
+/// mapping. It must not return. Run with `PMO_RESIDENT_PAGES=0`: the view faults its pages in.
 #[test]
 fn fault_child_main() {
     let Ok(path) = std::env::var(CHILD_ENV) else {
@@ -560,6 +560,22 @@ fn tampered_page_load_ends_the_process(scheme: Scheme) {
     let s3 = spot(&pool, "p", 3);
     drop(pool);
     flip(&tmp.path, s3.data + 9);
+    // A PMO this small gets a resident view (issue 29), filled at attach: the attach itself
+    // fails with the integrity error, naming the PMO and the page, and nothing is mapped.
+    if std::env::var_os("PMO_RESIDENT_PAGES").is_none()
+        && std::env::var_os("PMO_FAULT").is_none()
+        && std::env::var_os("PMO_DIRTY").is_none()
+    {
+        let pool = Pool::open(&tmp.path).unwrap();
+        match pool.attach("p", Perm::Read, KEY) {
+            Err(StoreError::Integrity { name, page, .. }) => {
+                assert_eq!((name.as_str(), page), ("p", 3), "{scheme}")
+            }
+            Err(e) => panic!("{scheme}: {e}"),
+            Ok(_) => panic!("{scheme}: a tampered page attached"),
+        }
+    }
+    // With faulting views, the load from the page ends the process with a clear report.
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -568,6 +584,7 @@ fn tampered_page_load_ends_the_process(scheme: Scheme) {
             "--test-threads=1",
         ])
         .env(CHILD_ENV, &tmp.path)
+        .env("PMO_RESIDENT_PAGES", "0")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

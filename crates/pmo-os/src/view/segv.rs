@@ -212,7 +212,7 @@ pub(crate) fn create(
     std::mem::forget(alias_guard);
     std::mem::forget(base_guard);
     let shared = Shared {
-        owner_pid: sys::getpid(),
+        owner_pid: crate::lock::pid(),
         base,
         len_bytes: opts.len_bytes,
         pages,

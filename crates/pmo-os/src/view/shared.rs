@@ -1,7 +1,7 @@
 //! What every view has whatever its mechanism: its range, its page source, its counters
 //! ([`Shared`]), and the mapping of its application range ([`map_view`]).
 //!
-//! The mechanisms (`uffd`, `segv`) take a [`Shared`] beside their own state; module `state`
+//! The mechanisms (`uffd`, `segv`, `resident`) take a [`Shared`] beside their own state; module `state`
 //! puts the two together, and unmaps the range when the view is dropped.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -105,7 +105,15 @@ pub(crate) fn map_view(
         Placement::Anywhere => (0, false),
         Placement::Fixed(addr) => (addr, true),
     };
-    match sys::map_at(hint, opts.len_bytes, prot, flags, fd, offset, fixed) {
+    let mut r = sys::map_at(hint, opts.len_bytes, prot, flags, fd, offset, fixed);
+    if fixed && matches!(r, Err(sys::MapError::AddressInUse)) {
+        // The zeroed mapping of an earlier resident view of this process may hold the range
+        // (`super::spare`): never let it make a stable address look taken.
+        if super::spare::evict_overlapping(hint, opts.len_bytes) {
+            r = sys::map_at(hint, opts.len_bytes, prot, flags, fd, offset, fixed);
+        }
+    }
+    match r {
         Ok(addr) => Ok(addr),
         Err(sys::MapError::AddressInUse) => Err(ViewError::AddressInUse {
             addr: hint,

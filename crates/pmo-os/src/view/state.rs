@@ -10,6 +10,7 @@
 #![allow(unsafe_code)] // `ViewState::drop` unmaps the view.
 
 use super::fault::{FaultKind, Outcome};
+use super::resident::{self, ResidentState};
 use super::segv::{self, SegvState};
 use super::shared::Shared;
 use super::sys;
@@ -20,6 +21,7 @@ use super::uffd::{self, UffdState};
 pub(crate) enum Backend {
     Uffd(UffdState),
     Segv(SegvState),
+    Resident(ResidentState),
 }
 
 /// The state shared between a [`View`](super::View) handle and the fault handler.
@@ -48,7 +50,12 @@ impl ViewState {
 
 impl Drop for ViewState {
     fn drop(&mut self) {
-        if sys::getpid() != self.shared.owner_pid {
+        if let Backend::Resident(st) = &mut self.backend {
+            // Zeroed and kept for reuse, or unmapped (module `spare`).
+            resident::release(st);
+            return;
+        }
+        if crate::lock::pid() != self.shared.owner_pid {
             // A fork child's copy: the mapping was never inherited, and the range may hold
             // something else of the child's by now. Only the descriptors (closed by their own
             // drops) are the child's.

@@ -155,7 +155,7 @@ fn open_uffd() -> Result<OwnedFd, ViewError> {
 fn process_uffd(features: u64) -> Result<Arc<OwnedFd>, ViewError> {
     type Cache = Vec<(u32, u64, Arc<OwnedFd>)>;
     static CACHE: std::sync::Mutex<Cache> = std::sync::Mutex::new(Vec::new());
-    let pid = sys::getpid();
+    let pid = crate::lock::pid();
     let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     // A fork child drops its parent's entries (its own copies of the descriptors only).
     c.retain(|(p, _, _)| *p == pid);
@@ -261,7 +261,7 @@ pub(crate) fn create(
     };
     std::mem::forget(guard);
     let shared = Shared {
-        owner_pid: sys::getpid(),
+        owner_pid: crate::lock::pid(),
         base,
         len_bytes: opts.len_bytes,
         pages,
@@ -291,7 +291,7 @@ pub(crate) fn create(
 /// no state in the open file, so concurrent scans of distinct views through it are fine.
 fn self_pagemap() -> Result<Arc<OwnedFd>, ViewError> {
     static CACHE: std::sync::Mutex<Option<(u32, Arc<OwnedFd>)>> = std::sync::Mutex::new(None);
-    let pid = sys::getpid();
+    let pid = crate::lock::pid();
     let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((p, fd)) = &*c {
         if *p == pid {

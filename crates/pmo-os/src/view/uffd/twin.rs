@@ -100,7 +100,7 @@ impl Twins {
             count: AtomicU64::new(0),
             cap: hot_cap(pages),
             lock: Mutex::new(Locked::default()),
-            owner_pid: sys::getpid(),
+            owner_pid: crate::lock::pid(),
         })
     }
 
@@ -226,7 +226,7 @@ impl Twins {
 
 impl Drop for Twins {
     fn drop(&mut self) {
-        if sys::getpid() != self.owner_pid {
+        if crate::lock::pid() != self.owner_pid {
             return; // a fork child's copy: the mapping was not inherited
         }
         // SAFETY: the twin mapping is ours and, the view being dropped, unused.
