@@ -57,6 +57,11 @@ pub struct AttachOptions {
     /// psync (`docs/readers.md`). pmo-lmdb's `MDB_RDONLY` environments attach beside the
     /// writer and refresh when a read transaction begins, unless their backend sets this.
     pub exclusive_read: bool,
+    /// The largest PMO, in pages, that gets a resident view (filled whole at attach, no
+    /// faults, its mapping reused by the next attach: `pmo_os::view::View::resident`). `None`:
+    /// `PMO_RESIDENT_PAGES`, else 16. A caller that touches every page of its sessions (the
+    /// file store reads and writes whole files) may raise it.
+    pub resident_pages: Option<u64>,
 }
 
 /// The NUMA node named by `PMO_NUMA_NODE` (unset or empty: none; anything else but a number:
@@ -259,7 +264,10 @@ pub fn attach_with(
     let resident = plain_area.is_none()
         && hook.is_none()
         && node.is_none()
-        && (span / PAGE_SIZE) as u64 <= pmo_os::view::resident_pages_max()
+        && (span / PAGE_SIZE) as u64
+            <= opts
+                .resident_pages
+                .unwrap_or_else(pmo_os::view::resident_pages_max)
         && opts.mechanism.is_none()
         && Mechanism::from_env().is_none()
         && matches!(

@@ -12,23 +12,31 @@ use crate::namespace::Namespace;
 /// no live PMO's range or headroom (`docs/lifecycle.md`, "The stable address").
 pub const ADDRESS_HEADROOM: u64 = 4;
 
-/// Live PMOs' address ranges (`[base, base + capacity)`), but `except`'s (a uuid), and with
-/// `headroom` their headroom too, sorted.
-pub fn taken_ranges(ns: &Namespace, except: Option<[u8; 16]>, headroom: bool) -> Vec<(u64, u64)> {
+/// Every entry's address range (`[base, base + capacity)`), but `except`'s (a uuid), and with
+/// `headroom` its headroom too, in ascending order of the base. Every entry counts, live or an
+/// older generation a crash left behind (superseded slots are cleaned at open): a superset of
+/// the live PMOs' ranges, so a new range overlapping none of them overlaps no live PMO; and
+/// the namespace's index keeps them in order, so no pcreate sorts or resolves every entry
+/// (at Filebench's sizes that was most of a create: issue 29).
+pub fn taken(
+    ns: &Namespace,
+    except: Option<[u8; 16]>,
+    headroom: bool,
+) -> impl Iterator<Item = (u64, u64)> + '_ {
     let k = if headroom { ADDRESS_HEADROOM } else { 1 };
-    let mut v: Vec<(u64, u64)> = ns
-        .live()
-        .into_iter()
-        .filter(|(_, e)| Some(e.uuid) != except)
-        .map(|(_, e)| {
+    ns.by_base_addr()
+        .filter(move |e| Some(e.uuid) != except)
+        .map(move |e| {
             // A PMO's range covers its layout capacity (a writer's view maps it all).
             let span = e.size.saturating_mul(k).max(e.capacity_bytes());
             let hi = e.base_addr.saturating_add(span);
             (e.base_addr, align_up(hi, PAGE_SIZE).unwrap_or(u64::MAX))
         })
-        .collect();
-    v.sort_unstable();
-    v
+}
+
+/// [`taken`], collected.
+pub fn taken_ranges(ns: &Namespace, except: Option<[u8; 16]>, headroom: bool) -> Vec<(u64, u64)> {
+    taken(ns, except, headroom).collect()
 }
 
 /// The lowest address from the pool's base up where a PMO of `size` bytes and its headroom
@@ -44,7 +52,7 @@ pub fn address_for(
         .and_then(|s| align_up(s, PAGE_SIZE));
     let mut a = sb.base_addr;
     if let Some(span) = span {
-        for (lo, hi) in taken_ranges(ns, except, true) {
+        for (lo, hi) in taken(ns, except, true) {
             if a.saturating_add(span) <= lo {
                 break;
             }
@@ -63,9 +71,6 @@ pub fn address_for(
 /// range (`except`: its own uuid).
 pub fn address_free(ns: &Namespace, base: u64, size: u64, except: [u8; 16]) -> bool {
     base.checked_add(size).is_some_and(|end| {
-        end <= 1 << 47
-            && taken_ranges(ns, Some(except), false)
-                .iter()
-                .all(|&(lo, hi)| end <= lo || hi <= base)
+        end <= 1 << 47 && taken(ns, Some(except), false).all(|(lo, hi)| end <= lo || hi <= base)
     })
 }

@@ -34,6 +34,12 @@ pub struct Namespace {
 struct Index {
     by_name: std::collections::HashMap<String, Vec<usize>>,
     by_uuid: std::collections::HashMap<[u8; 16], Vec<usize>>,
+    /// Every occupied slot by its entry's extent `(extent_off, extent_len, slot)`, ascending:
+    /// the free extents without sorting every entry per pcreate (issue 29).
+    by_extent: std::collections::BTreeSet<(u64, u64, usize)>,
+    /// Every occupied slot by its entry's stable address `(base_addr, slot)`, ascending: the
+    /// taken address ranges without sorting (`crate::address`).
+    by_base: std::collections::BTreeSet<(u64, usize)>,
 }
 
 impl Index {
@@ -56,6 +62,8 @@ impl Index {
                 v.insert(at, slot);
             }
         }
+        self.by_extent.insert((e.extent_off, e.extent_len, slot));
+        self.by_base.insert((e.base_addr, slot));
     }
 
     fn remove(&mut self, slot: usize, e: &Entry) {
@@ -71,6 +79,8 @@ impl Index {
                 self.by_uuid.remove(&e.uuid);
             }
         }
+        self.by_extent.remove(&(e.extent_off, e.extent_len, slot));
+        self.by_base.remove(&(e.base_addr, slot));
     }
 }
 
@@ -307,6 +317,15 @@ impl Namespace {
         winner
     }
 
+    /// Every entry (live or an older generation a crash left) in ascending order of its stable
+    /// address: what `crate::address` must not overlap.
+    pub fn by_base_addr(&self) -> impl Iterator<Item = &Entry> + '_ {
+        let ix = self.index.get_or_init(|| Index::build(&self.slots));
+        ix.by_base
+            .iter()
+            .filter_map(|&(_, slot)| self.slots.get(slot)?.as_ref())
+    }
+
     /// A slot that holds nothing (not even a corrupt entry).
     pub fn free_slot(&self) -> Option<usize> {
         (0..self.slots.len())
@@ -316,16 +335,15 @@ impl Namespace {
     /// Free extents of the heap, ascending: the gaps between live entries' extents (and the
     /// namespace mirror, when an upgrade placed it in the heap).
     pub fn free_extents(&self, sb: &Superblock) -> Vec<(u64, u64)> {
-        let mut used: Vec<(u64, u64)> = self
-            .slots
-            .iter()
-            .flatten()
-            .map(|e| (e.extent_off, e.extent_len))
-            .collect();
-        if sb.ns_mirror >= sb.heap_offset {
-            used.push((sb.ns_mirror, sb.ns_bytes()));
+        let ix = self.index.get_or_init(|| Index::build(&self.slots));
+        // Every entry's extent in ascending order (the index keeps them sorted), with the
+        // namespace mirror merged in where it lies.
+        let mirror = (sb.ns_mirror >= sb.heap_offset).then(|| (sb.ns_mirror, sb.ns_bytes()));
+        let mut used: Vec<(u64, u64)> = ix.by_extent.iter().map(|&(o, l, _)| (o, l)).collect();
+        if let Some(m) = mirror {
+            let at = used.partition_point(|u| *u < m);
+            used.insert(at, m);
         }
-        used.sort_unstable();
         let mut free = Vec::new();
         let mut cursor = sb.heap_offset;
         let end = sb.heap_offset + sb.heap_len;
@@ -480,11 +498,31 @@ mod tests {
                     let name = format!("p{}", rng.gen_range(0..5));
                     entry(&name, rng.gen_range(0..5), rng.gen_range(0..3))
                 });
+                let new = new.map(|mut e| {
+                    e.extent_off = rng.gen_range(0..8) * 4096;
+                    e.base_addr = rng.gen_range(0..8) << 30;
+                    e
+                });
                 ns.set_slot(slot, new);
                 for k in 0..6 {
                     let name = format!("p{k}");
                     assert_eq!(ns.find(&name).map(|(i, _)| i), find_by_scan(&ns, &name));
                 }
+                // The ordered sets follow too: every entry by base address and by extent.
+                let mut bases: Vec<u64> = ns.slots.iter().flatten().map(|e| e.base_addr).collect();
+                bases.sort_unstable();
+                let got: Vec<u64> = ns.by_base_addr().map(|e| e.base_addr).collect();
+                assert_eq!(got, bases);
+                let ix = ns.index.get().expect("built by the lookups");
+                let mut ext: Vec<(u64, u64)> = ns
+                    .slots
+                    .iter()
+                    .flatten()
+                    .map(|e| (e.extent_off, e.extent_len))
+                    .collect();
+                ext.sort_unstable();
+                let got: Vec<(u64, u64)> = ix.by_extent.iter().map(|&(o, l, _)| (o, l)).collect();
+                assert_eq!(got, ext);
             }
         }
     }

@@ -1,8 +1,8 @@
 //! Resident views (`View::resident`, issue 29): filled whole when made, no faults, writes found
 //! by comparing with a twin (or declared), plaintext zeroed at drop, mappings reused.
 //!
-//! The spare list is process-wide and the tests run in parallel: each uses its own address, and
-//! the reuse test asks about its own range (`spare_kept_at`), never about the list's total.
+//! The spare list is process-wide: the tests of this binary run one at a time (`serial`), so
+//! that none takes or unmaps a spare another is looking at.
 #![allow(unsafe_code)]
 
 mod view_common;
@@ -12,6 +12,12 @@ use std::sync::Arc;
 
 use pmo_os::view::{DirtyTracking, Placement, View, ViewOptions, PAGE_SIZE};
 use view_common::{dirty, read, word, write, Pattern};
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A fixed address far from everything else of the process, distinct per test.
 fn addr(n: usize) -> usize {
@@ -34,6 +40,7 @@ fn resident(at: usize, pages: usize, writable: bool, src: Arc<Pattern>) -> View 
 /// Every page is there when the view is made: reads match the source and fault nothing.
 #[test]
 fn a_resident_view_is_filled_whole_and_never_faults() {
+    let _serial = serial();
     let src = Pattern::new("whole");
     let v = resident(addr(1), 4, false, src.clone());
     assert!(v.is_resident());
@@ -51,6 +58,7 @@ fn a_resident_view_is_filled_whole_and_never_faults() {
 /// Writes are found by comparing with the twin, each once; the twin holds the reported contents.
 #[test]
 fn writes_are_reported_once_from_their_twins() {
+    let _serial = serial();
     let v = resident(addr(2), 4, true, Pattern::new("twin"));
     assert_eq!(v.dirty_tracking(), DirtyTracking::Twin);
     assert!(dirty(&v).is_empty(), "nothing written yet");
@@ -77,6 +85,7 @@ fn writes_are_reported_once_from_their_twins() {
 /// With declared tracking only declared pages are reported.
 #[test]
 fn declared_tracking_reports_only_declared_pages() {
+    let _serial = serial();
     let v = View::resident(
         opts(addr(3), 2, true),
         Pattern::new("declared"),
@@ -93,6 +102,7 @@ fn declared_tracking_reports_only_declared_pages() {
 /// A failed fill is an error, and the view's range is free or zeroed afterwards.
 #[test]
 fn a_failed_fill_is_an_error() {
+    let _serial = serial();
     let e = View::resident(
         opts(addr(4), 4, false),
         Pattern::failing("bad", 2),
@@ -118,6 +128,7 @@ fn perms_at(addr: usize) -> String {
 /// is a SIGSEGV, never the parent's plaintext.
 #[test]
 fn read_only_is_enforced_and_children_inherit_nothing() {
+    let _serial = serial();
     let v = resident(addr(5), 2, false, Pattern::new("ro"));
     let a = v.addr() as usize;
     assert!(perms_at(a).starts_with("r-"), "{}", perms_at(a));
@@ -144,6 +155,7 @@ fn read_only_is_enforced_and_children_inherit_nothing() {
 /// range takes them (same address, filled again) without mapping anything new.
 #[test]
 fn dropped_views_leave_zeros_and_their_mappings_are_reused() {
+    let _serial = serial();
     let at = addr(6);
     let v = resident(at, 4, true, Pattern::new("reuse"));
     write(&v, 2, 5, 0xABCD);
