@@ -258,21 +258,14 @@ pub fn attach_with(
         Some(n) => Some(n),
         None => numa_node_from_env()?,
     };
-    // A PMO of a few pages gets a resident view (filled now, no faults, its mapping reused
-    // from this process's previous attach of it: `pmo_os::view::View::resident`), unless the
-    // caller chose how faults or writes are served, or where the pages live.
     let resident = plain_area.is_none()
         && hook.is_none()
         && node.is_none()
-        && (span / PAGE_SIZE) as u64
-            <= opts
-                .resident_pages
-                .unwrap_or_else(pmo_os::view::resident_pages_max)
-        && opts.mechanism.is_none()
-        && Mechanism::from_env().is_none()
-        && matches!(
-            opts.tracking.or_else(DirtyTracking::from_env),
-            None | Some(DirtyTracking::Declared | DirtyTracking::Twin)
+        && crate::tracking::resident(
+            (span / PAGE_SIZE) as u64,
+            opts.resident_pages,
+            opts.mechanism,
+            opts.tracking,
         );
     let make_view = |vopts: ViewOptions, source: Arc<dyn PageSource>| match plain_area {
         None if resident => View::resident(vopts, source, tracking),

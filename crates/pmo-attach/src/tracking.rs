@@ -54,6 +54,29 @@ pub fn resolve(requested: Option<DirtyTracking>, bytes: u64) -> DirtyTracking {
         .unwrap_or_else(|| default_tracking(bytes))
 }
 
+/// Whether an attach of a view of `pages` pages gets a resident view (filled at attach, no
+/// faults, its mapping reused from this process's previous attach of the same range:
+/// `pmo_os::view::View::resident`): at most `max_pages` (the attach's `resident_pages`; else
+/// `PMO_RESIDENT_PAGES`, else 16) pages, and the caller chose neither the fault mechanism
+/// (`mechanism`, `PMO_FAULT`) nor a tracking (`tracking`, `PMO_DIRTY`) other than `twin` or
+/// `declared`. The caller also rules out prediction, a NUMA node and a plaintext area on the
+/// medium.
+pub fn resident(
+    pages: u64,
+    max_pages: Option<u64>,
+    mechanism: Option<pmo_os::view::Mechanism>,
+    tracking: Option<DirtyTracking>,
+) -> bool {
+    pages <= max_pages.unwrap_or_else(pmo_os::view::resident_pages_max)
+        && mechanism
+            .or_else(pmo_os::view::Mechanism::from_env)
+            .is_none()
+        && matches!(
+            tracking.or_else(DirtyTracking::from_env),
+            None | Some(DirtyTracking::Declared | DirtyTracking::Twin)
+        )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@
 //! | [`suite`] | the papers' benchmark suite (pmo-workloads) as studies: breakdown per design, attach-session size, prediction depth, threads, CXL latency |
 //! | [`schemes`] | every protection scheme: the paper's Fig. 1, a step breakdown, per-page costs against their floors, one small session against its floor (module `small`) |
 
+mod floors;
 pub mod lifecycle;
 pub mod plot;
 pub mod readers;

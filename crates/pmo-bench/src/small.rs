@@ -129,10 +129,10 @@ pub(crate) fn run(dir: &Path, repeats: usize, records: &mut Records) -> Result<(
     let rounds = (repeats * 100).clamp(200, 3000);
     let lock = lock_pair_us(dir, rounds)?;
     let copy = copy_us(rounds);
-    let open = 4.0 * crate::schemes::aead_page_us(false);
-    let seal = 4.0 * crate::schemes::aead_page_us(true);
-    let persist4 = PAGES as f64 * crate::schemes::persist_page_us(dir, PAGES)?;
-    let persist1 = crate::schemes::persist_page_us(dir, 1)?;
+    let open = 4.0 * crate::floors::aead_page_us(false);
+    let seal = 4.0 * crate::floors::aead_page_us(true);
+    let persist4 = PAGES as f64 * crate::floors::persist_page_us(dir, PAGES)?;
+    let persist1 = crate::floors::persist_page_us(dir, 1)?;
     for (op, v) in [
         ("ofd lock+unlock", lock),
         ("copy 16KiB", copy),

@@ -1,0 +1,95 @@
+//! Floors measured alone, for the benchmarks that print a figure beside its floor (`schemes`,
+//! and its small sessions): one AES-256-GCM page operation, one persisted page.
+
+use std::path::Path;
+use std::time::Instant;
+
+use pmo_medium::{Medium, MediumKind};
+
+use crate::{median, BenchError};
+
+const PAGE: usize = 4096;
+
+/// Median µs of one AES-256-GCM seal (or open) of 4 KiB with the store's page context, on
+/// one page, hot in cache (used for the fault floor: a fault opens one page).
+pub(crate) fn aead_page_us(seal: bool) -> f64 {
+    use pmo_crypt::{open_page, seal_page, MasterKey, PageCtx, PmoKeys};
+    let keys = match PmoKeys::derive(&MasterKey::from_bytes([7; 32]), [1; 16], [2; 16]) {
+        Ok(k) => k,
+        Err(_) => return f64::NAN,
+    };
+    let plain = [0x42u8; PAGE];
+    let mut sealed = [0u8; PAGE];
+    let mut out = [0u8; PAGE];
+    let ctx = |v| PageCtx {
+        pool_uuid: [1; 16],
+        pmo_uuid: [2; 16],
+        page_index: 5,
+        version: v,
+    };
+    let Ok(tag) = seal_page(&keys, &ctx(1), &plain, &mut sealed) else {
+        return f64::NAN;
+    };
+    let n = 2000;
+    let mut samples = Vec::new();
+    for round in 0..9u64 {
+        let t = Instant::now();
+        for i in 0..n {
+            if seal {
+                let _ = seal_page(&keys, &ctx(round * n + i + 2), &plain, &mut out);
+            } else {
+                let _ = open_page(&keys, &ctx(1), &sealed, &tag, &mut out);
+            }
+        }
+        samples.push(t.elapsed().as_secs_f64() * 1e6 / n as f64);
+    }
+    median(&samples)
+}
+
+/// Median µs per page to write 4 KiB to the medium, flush its lines and fence once a round,
+/// for `k` distinct pages a round. As a psync writes each page to the slot its last commit
+/// did not use, rounds alternate between two sets of `k` pages, so a round's destinations
+/// were last written two rounds before.
+pub(crate) fn persist_page_us(dir: &Path, k: usize) -> Result<f64, BenchError> {
+    let path = dir.join(format!("pmo-bench-persist-{}.bin", std::process::id()));
+    let len = 2 * k as u64 * PAGE as u64;
+    std::fs::write(&path, vec![0u8; len as usize]).map_err(|source| BenchError::Io {
+        op: "create scratch file".into(),
+        source,
+    })?;
+    let kind = if pmo_os::map::on_tmpfs(&path) {
+        MediumKind::EmulatedPmem
+    } else {
+        MediumKind::File
+    };
+    let m =
+        pmo_medium::open_medium(&path, Some(kind)).map_err(|e| BenchError::Other(e.to_string()));
+    let m: std::sync::Arc<dyn Medium> = match m {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+    };
+    let page = [0x77u8; PAGE];
+    let mut samples = Vec::new();
+    let mut result = Ok(());
+    for round in 0..11u64 {
+        let t = Instant::now();
+        for i in 0..k as u64 {
+            let off = ((round % 2) * k as u64 + i) * PAGE as u64;
+            if let Err(e) = m.write(off, &page).and_then(|_| m.flush(off, PAGE as u64)) {
+                result = Err(BenchError::Other(e.to_string()));
+            }
+        }
+        if let Err(e) = m.fence() {
+            result = Err(BenchError::Other(e.to_string()));
+        }
+        if round >= 2 {
+            samples.push(t.elapsed().as_secs_f64() * 1e6 / k as f64);
+        }
+    }
+    drop(m);
+    let _ = std::fs::remove_file(&path);
+    result.map(|_| median(&samples))
+}
