@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use pmo_medium::{Medium, MediumKind};
 use pmo_store::{AttachOptions, Perm, Scheme};
 
 use crate::{median, BenchError, Records, TempPool};
