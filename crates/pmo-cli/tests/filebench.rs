@@ -57,13 +57,32 @@ fn a_short_run_writes_records() {
     let text = std::fs::read_to_string(&json).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let recs = v["records"].as_array().unwrap();
-    let ops: Vec<f64> = recs
+    let ops: Vec<(String, f64)> = recs
         .iter()
         .filter(|r| r["metric"] == "ops")
-        .map(|r| r["value"].as_f64().unwrap())
+        .map(|r| {
+            let scheme = r["params"]["scheme"].as_str().unwrap_or("").to_string();
+            (scheme, r["value"].as_f64().unwrap())
+        })
         .collect();
-    assert_eq!(ops.len(), 3, "none, wedi and the POSIX peer");
-    assert!(ops.iter().all(|&n| n > 0.0), "{ops:?}");
+    let mut schemes: Vec<&str> = ops.iter().map(|(s, _)| s.as_str()).collect();
+    schemes.sort_unstable();
+    // The POSIX peers: tmpfs (`posix`, in the pool's directory), and a disk file system
+    // (`posix-disk`) when this machine has a directory that is not tmpfs.
+    assert!(
+        schemes == ["none", "posix", "posix-disk", "wedi"] || schemes == ["none", "posix", "wedi"],
+        "{schemes:?}"
+    );
+    assert!(ops.iter().all(|(_, n)| *n > 0.0), "{ops:?}");
+    for r in recs
+        .iter()
+        .filter(|r| r["params"]["scheme"] == "posix-disk")
+    {
+        assert_ne!(r["params"]["fs"], "tmpfs", "the disk peer ran on tmpfs");
+    }
+    if schemes.contains(&"posix-disk") {
+        assert!(String::from_utf8_lossy(&o.stdout).contains("against POSIX file systems"));
+    }
     assert!(recs
         .iter()
         .any(|r| r["metric"] == "write_bytes" && r["value"].as_f64() > Some(0.0)));
