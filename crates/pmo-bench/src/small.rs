@@ -1,7 +1,8 @@
 //! One small session (issue 29), each beside its floor measured in the same run: a 16 KiB
-//! (4-page) PMO's attach + read of every page + detach, its attach + write of every page +
-//! psync + detach, and a pcreate + pdestroy of a 16 KiB member of a key family, under `none`
-//! and `secure`.
+//! (4-page) PMO's attach + read of every page + detach (attached read-write, as the file store
+//! does, and read-only: a snapshot reader), its attach + write of every page + psync +
+//! detach, and a pcreate + pdestroy of a 16 KiB member of a key family, under `none` and
+//! `secure`.
 //!
 //! The floors are the same work's system calls, crypto and medium writes, timed alone:
 //! - an OFD lock + unlock of a word of the pool file (what any attach session's exclusion
@@ -72,8 +73,10 @@ fn copy_us(rounds: usize) -> f64 {
     median(&samples)
 }
 
-/// The session figures of one scheme: (read, write, pcreate + pdestroy), medians in µs.
-fn sessions(dir: &Path, scheme: Scheme, rounds: usize) -> Result<[f64; 3], BenchError> {
+/// The session figures of one scheme, medians in µs: a read session attached read-write (as
+/// the file store attaches), one attached read-only (a snapshot reader: `docs/readers.md`), a
+/// write session, and a pcreate + pdestroy. Each kind runs in a loop of its own.
+fn sessions(dir: &Path, scheme: Scheme, rounds: usize) -> Result<[f64; 4], BenchError> {
     let tp = TempPool::new(dir, &format!("small-{scheme}"), 64 << 20, scheme)?;
     let pool = &tp.pool;
     pool.pcreate("s", (PAGES * PAGE) as u64, KEY)?;
@@ -82,18 +85,28 @@ fn sessions(dir: &Path, scheme: Scheme, rounds: usize) -> Result<[f64; 3], Bench
         a.write_at(0, &[0x11u8; PAGES * PAGE])?;
         a.psync()?;
     }
+    let warm = rounds / 10;
     let mut buf = [0u8; PAGE];
-    let (mut read, mut write, mut life) = (vec![], vec![], vec![]);
-    let family = pool.family_salt(b"pmo-bench small");
-    for r in 0..rounds + rounds / 10 {
-        let t = Instant::now();
-        let a = pool.attach("s", Perm::Read, KEY)?;
-        for p in 0..PAGES {
-            a.read_at(p * PAGE, &mut buf)?;
-            std::hint::black_box(&buf);
+    let mut read = |perm: Perm| -> Result<f64, BenchError> {
+        let mut v = Vec::with_capacity(rounds);
+        for r in 0..rounds + warm {
+            let t = Instant::now();
+            let a = pool.attach("s", perm, KEY)?;
+            for p in 0..PAGES {
+                a.read_at(p * PAGE, &mut buf)?;
+                std::hint::black_box(&buf);
+            }
+            a.detach()?;
+            if r >= warm {
+                v.push(us(t));
+            }
         }
-        a.detach()?;
-        let tr = us(t);
+        Ok(median(&v))
+    };
+    let read_rw = read(Perm::Write)?;
+    let read_r = read(Perm::Read)?;
+    let mut write = Vec::with_capacity(rounds);
+    for r in 0..rounds + warm {
         let page = [r as u8; PAGE];
         let t = Instant::now();
         let a = pool.attach("s", Perm::Write, KEY)?;
@@ -102,26 +115,30 @@ fn sessions(dir: &Path, scheme: Scheme, rounds: usize) -> Result<[f64; 3], Bench
         }
         a.psync()?;
         a.detach()?;
-        let tw = us(t);
-        let t = Instant::now();
-        pool.pcreate_in_family("m", (PAGES * PAGE) as u64, KEY, None, &family)?;
-        pool.pdestroy("m", KEY)?;
-        let tl = us(t);
-        if r >= rounds / 10 {
-            read.push(tr);
-            write.push(tw);
-            life.push(tl);
+        if r >= warm {
+            write.push(us(t));
         }
     }
     // What the last write session made durable is what a new attach reads.
     let a = pool.attach("s", Perm::Read, KEY)?;
     a.read_at(3 * PAGE, &mut buf)?;
-    if buf[0] != ((rounds + rounds / 10 - 1) as u8) {
+    if buf[0] != ((rounds + warm - 1) as u8) {
         return Err(BenchError::Other(format!(
             "{scheme}: the last psynced write is not what a new attach reads"
         )));
     }
-    Ok([median(&read), median(&write), median(&life)])
+    drop(a);
+    let family = pool.family_salt(b"pmo-bench small");
+    let mut life = Vec::with_capacity(rounds);
+    for r in 0..rounds + warm {
+        let t = Instant::now();
+        pool.pcreate_in_family("m", (PAGES * PAGE) as u64, KEY, None, &family)?;
+        pool.pdestroy("m", KEY)?;
+        if r >= warm {
+            life.push(us(t));
+        }
+    }
+    Ok([read_rw, read_r, median(&write), median(&life)])
 }
 
 /// Run the small-session figures into `records` (bench `schemes`).
@@ -151,17 +168,22 @@ pub(crate) fn run(dir: &Path, repeats: usize, records: &mut Records) -> Result<(
         );
     }
     for scheme in [Scheme::NONE, Scheme::SECURE] {
-        let [read, write, life] = sessions(dir, scheme, rounds)?;
+        let [read_rw, read_r, write, life] = sessions(dir, scheme, rounds)?;
         let secure = scheme.is_protected();
+        let read_floor = lock + if secure { open + copy } else { 2.0 * copy };
         let floors = [
-            lock + if secure { open + copy } else { 2.0 * copy },
+            read_floor,
+            read_floor,
             lock + copy + if secure { seal } else { 0.0 } + persist4,
             4.0 * persist1,
         ];
-        for ((what, v), floor) in [("read", read), ("write", write), ("pcreate+pdestroy", life)]
-            .into_iter()
-            .zip(floors)
-        {
+        let figures = [
+            ("read", read_rw),
+            ("read (reader)", read_r),
+            ("write", write),
+            ("pcreate+pdestroy", life),
+        ];
+        for ((what, v), floor) in figures.into_iter().zip(floors) {
             let p = [("scheme", scheme.name()), ("session", what.to_string())];
             records.push("schemes", &p, "small_session_us", v, "us", rounds);
             records.push("schemes", &p, "small_session_floor_us", floor, "us", 1);
@@ -187,11 +209,12 @@ pub(crate) fn table(records: &Records) -> String {
         out,
         "One small session, a 16 KiB PMO (medians, µs; floor = the same work's lock, copies, crypto and persists alone):"
     );
-    for (scheme, targets) in [("none", [5.0, 10.0, 15.0]), ("secure", [8.0, 14.0, 15.0])] {
-        for (what, target) in ["read", "write", "pcreate+pdestroy"]
-            .into_iter()
-            .zip(targets)
-        {
+    let whats = ["read", "read (reader)", "write", "pcreate+pdestroy"];
+    for (scheme, targets) in [
+        ("none", [5.0, 5.0, 10.0, 15.0]),
+        ("secure", [8.0, 8.0, 14.0, 15.0]),
+    ] {
+        for (what, target) in whats.into_iter().zip(targets) {
             let p = [("scheme", scheme), ("session", what)];
             let v = f("small_session_us", &p).unwrap_or(f64::NAN);
             let floor = f("small_session_floor_us", &p).unwrap_or(f64::NAN);
