@@ -689,6 +689,21 @@ fn param<'a>(r: &'a pmo_bench::Record, k: &str) -> &'a str {
     r.params.get(k).map(|s| s.as_str()).unwrap_or("")
 }
 
+/// The fig10 study's MB/s record of one workload, sync mode and design (or peer).
+fn fig10_mb<'r>(
+    records: &'r Records,
+    w: &str,
+    sync: &str,
+    s: &str,
+) -> Option<&'r pmo_bench::Record> {
+    record(
+        records,
+        "fig10",
+        "mb_per_s",
+        &[("workload", w), ("sync", sync), ("scheme", s)],
+    )
+}
+
 fn record<'r>(
     records: &'r Records,
     study: &str,
@@ -783,14 +798,7 @@ pub fn tables(records: &Records) -> String {
         }
         sayln!();
         for w in distinct(records, "fig10", "workload") {
-            let get = |s: &str| {
-                record(
-                    records,
-                    "fig10",
-                    "mb_per_s",
-                    &[("workload", &w), ("sync", &sync), ("scheme", s)],
-                )
-            };
+            let get = |s: &str| fig10_mb(records, &w, &sync, s);
             let base = get("wedi");
             say!("{w:<11}");
             for s in &schemes {
@@ -843,14 +851,7 @@ pub fn tables(records: &Records) -> String {
             }
             sayln!();
             for w in distinct(records, "fig10", "workload") {
-                let get = |s: &str| {
-                    record(
-                        records,
-                        "fig10",
-                        "mb_per_s",
-                        &[("workload", &w), ("sync", &sync), ("scheme", s)],
-                    )
-                };
+                let get = |s: &str| fig10_mb(records, &w, &sync, s);
                 for (p, fs) in &peers {
                     say!("{w:<11} {:<18}", format!("{p} ({fs})"));
                     for s in &designs {
@@ -1049,14 +1050,7 @@ pub fn draw(records: &Records, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
         let mut cats = vec![];
         let mut workloads = vec![];
         for w in distinct(records, "fig10", "workload") {
-            let get = |s: &str| {
-                record(
-                    records,
-                    "fig10",
-                    "mb_per_s",
-                    &[("workload", &w), ("sync", &sync), ("scheme", s)],
-                )
-            };
+            let get = |s: &str| fig10_mb(records, &w, &sync, s);
             let Some(base) = get("wedi").filter(|b| b.value > 0.0) else {
                 continue;
             };

@@ -10,9 +10,9 @@
 //! the holders inside the process are arbitrated by the table (the same rules as
 //! [`LocalLocks`]: shared beside shared, exclusive alone), and the description holds the OFD
 //! lock while any of them holds the word, so other processes and other opens of the pool see
-//! exactly what they saw before. [`Locker::lock_blocking`] keeps a description of its own per
-//! lock (it sleeps in the kernel; two descriptions of one process conflict as two processes
-//! do, so mixing the two is sound).
+//! exactly what they saw before. [`Locker::lock_blocking`] goes through the table too, trying
+//! again at most 20 ms apart while another process holds the word (a release inside the
+//! process wakes it at once).
 //!
 //! Lock words (byte offsets far beyond any medium's end, so they never touch data):
 //! - `META`: exclusive for namespace changes, pool recovery and configuration changes.
@@ -308,9 +308,13 @@ impl Locker {
     /// Take `word` as `kind`, waiting as long as it takes.
     pub fn lock_blocking(&self, word: u64, kind: LockKind) -> Result<LockGuard> {
         match self {
-            Locker::Ofd(path, _) => Ok(LockGuard::Ofd(
-                RangeLock::acquire_blocking(path, word, 1, kind).map_err(io)?,
-            )),
+            // Through the pool's description (no `open` + `close` per lock: the metadata lock
+            // of every pcreate and pdestroy), polling while another process holds it.
+            Locker::Ofd(..) => loop {
+                if let Some(g) = self.lock(word, kind, Some(Duration::from_secs(3600)))? {
+                    return Ok(g);
+                }
+            },
             Locker::Local(_) => loop {
                 if let Some(g) = self.lock(word, kind, Some(Duration::from_secs(3600)))? {
                     return Ok(g);

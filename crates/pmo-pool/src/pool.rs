@@ -392,7 +392,10 @@ impl Pool {
         })();
         ns.after_own_change(m, &inner.sb, r.is_ok(), slot, Some(entry.clone()));
         inner.poison(r)?;
-        Ok(self.info_of(&entry))
+        // Just created: nobody has it attached or pinned (a query of its attach lock and of
+        // its pin table, which opened the pool file and looked for a table file, was a fifth
+        // of a small pcreate: issue 29).
+        Ok(self.info_with(&entry, AttachState::AtRest, 0, None))
     }
 
     /// Begin a namespace change: take the metadata lock, refuse if another process upgraded the
@@ -459,6 +462,17 @@ impl Pool {
             .unwrap_or((0, None));
         let readers = readers as u32;
         let state = self.state_of(e, readers);
+        self.info_with(e, state, readers, oldest_pin)
+    }
+
+    /// [`Pool::info_of`] with the attach state and the readers already known.
+    fn info_with(
+        &self,
+        e: &Entry,
+        state: AttachState,
+        readers: u32,
+        oldest_pin: Option<u64>,
+    ) -> PmoInfo {
         let holder_pid = (state == AttachState::Writer)
             .then(|| self.holder_word(e))
             .filter(|&p| p != 0);
