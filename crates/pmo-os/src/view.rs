@@ -167,17 +167,7 @@ impl View {
         source: Arc<dyn PageSource>,
         tracking: Option<DirtyTracking>,
     ) -> Result<View, ViewError> {
-        opts.check()?;
-        check_env("PMO_FAULT", "userfaultfd, sigsegv", |v| {
-            Mechanism::from_name(v).is_some()
-        })?;
-        check_env("PMO_DIRTY", "scan, fault, declared, twin", |v| {
-            DirtyTracking::from_name(v).is_some()
-        })?;
-        let mechanism = opts
-            .mechanism
-            .or_else(Mechanism::from_env)
-            .unwrap_or_else(Mechanism::best);
+        let mechanism = checked_mechanism(&opts)?;
         let state = match mechanism {
             Mechanism::Userfaultfd => {
                 let tracking = tracking
@@ -242,11 +232,7 @@ impl View {
         source: Arc<dyn PageSource>,
         tracking: DirtyTracking,
     ) -> Result<View, ViewError> {
-        opts.check()?;
-        let mechanism = opts
-            .mechanism
-            .or_else(Mechanism::from_env)
-            .unwrap_or_else(Mechanism::best);
+        let mechanism = checked_mechanism(&opts)?;
         let (shared, st) = resident::create(&opts, source, tracking, mechanism)?;
         Ok(View {
             state: Arc::new(ViewState {
@@ -529,6 +515,26 @@ impl Drop for View {
             registry::unregister(slot);
         }
     }
+}
+
+/// Check `opts` and the views' environment variables (a set but unparsable one is an error,
+/// whichever kind of view is made), and resolve the mechanism: `opts`', else `PMO_FAULT`'s,
+/// else the best available.
+fn checked_mechanism(opts: &ViewOptions) -> Result<Mechanism, ViewError> {
+    opts.check()?;
+    check_env("PMO_FAULT", "userfaultfd, sigsegv", |v| {
+        Mechanism::from_name(v).is_some()
+    })?;
+    check_env("PMO_DIRTY", "scan, fault, declared, twin", |v| {
+        DirtyTracking::from_name(v).is_some()
+    })?;
+    let number = |v: &str| v.trim().parse::<u64>().is_ok();
+    check_env("PMO_RESIDENT_PAGES", "a number of pages", number)?;
+    check_env("PMO_VIEW_SPARE_BYTES", "a number of bytes", number)?;
+    Ok(opts
+        .mechanism
+        .or_else(Mechanism::from_env)
+        .unwrap_or_else(Mechanism::best))
 }
 
 /// A set but unparsable `var` is an error rather than a silent fallback to the default.

@@ -326,11 +326,21 @@ fn views_fill_under_mlockall() {
 fn invalid_environment_is_an_error() {
     if let Ok(var) = std::env::var("PMO_VIEW_ENV_CHILD") {
         std::env::set_var(&var, "mprotect");
-        let r = pmo_os::view::View::new(pmo_os::view::ViewOptions::new(4096), Pattern::new("env"));
+        let opts = pmo_os::view::ViewOptions::new(4096);
+        let r = pmo_os::view::View::new(opts, Pattern::new("env"));
         let ok = matches!(r, Err(pmo_os::view::ViewError::InvalidEnv { .. }));
-        std::process::exit(if ok { 0 } else { 1 });
+        // A resident view (a small PMO's) checks the same variables.
+        let tracking = pmo_os::view::DirtyTracking::Twin;
+        let r = pmo_os::view::View::resident(opts, Pattern::new("env"), tracking);
+        let resident_ok = matches!(r, Err(pmo_os::view::ViewError::InvalidEnv { .. }));
+        std::process::exit(if ok && resident_ok { 0 } else { 1 });
     }
-    for var in ["PMO_FAULT", "PMO_DIRTY"] {
+    for var in [
+        "PMO_FAULT",
+        "PMO_DIRTY",
+        "PMO_RESIDENT_PAGES",
+        "PMO_VIEW_SPARE_BYTES",
+    ] {
         let out = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
@@ -340,6 +350,8 @@ fn invalid_environment_is_an_error() {
             .env("PMO_VIEW_ENV_CHILD", var)
             .env_remove("PMO_FAULT")
             .env_remove("PMO_DIRTY")
+            .env_remove("PMO_RESIDENT_PAGES")
+            .env_remove("PMO_VIEW_SPARE_BYTES")
             .output()
             .expect("spawn child");
         assert!(out.status.success(), "{var}: {:?}", out.status);

@@ -93,37 +93,37 @@ fn os(op: &'static str) -> impl Fn(i32) -> ViewError {
     move |errno| ViewError::Os { op, errno }
 }
 
+/// Map `len` bytes anywhere beside the view at `base` (its twin or alias), or unmap the view
+/// and fail.
+fn map_beside(
+    base: usize,
+    len: usize,
+    flags: i32,
+    fd: i32,
+    what: &'static str,
+) -> Result<usize, ViewError> {
+    let rw = libc::PROT_READ | libc::PROT_WRITE;
+    sys::map_at(0, len, rw, flags, fd, 0, false).map_err(|e| {
+        // SAFETY: the view's mapping, just made and known to nobody else.
+        unsafe { sys::unmap(base, len) };
+        let errno = match e {
+            sys::MapError::Os(errno) => errno,
+            sys::MapError::AddressInUse => libc::EEXIST,
+        };
+        ViewError::Os { op: what, errno }
+    })
+}
+
 /// Map the view's range and its twin or alias (not taken from the spare list).
 fn map_new(opts: &ViewOptions) -> Result<Mem, ViewError> {
     let len = opts.len_bytes;
-    let pid = crate::lock::pid();
-    let rw = libc::PROT_READ | libc::PROT_WRITE;
     // Populated at once: every page is written right away (the fill, the twin), and one call
     // allocates them cheaper than a first-touch fault each.
-    let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_POPULATE;
-    let mem = if opts.writable {
-        let base = map_view(opts, rw, anon, -1, 0)?;
-        let aux = match sys::map_at(0, len, rw, anon, -1, 0, false) {
-            Ok(a) => a,
-            Err(e) => {
-                // SAFETY: the mapping just made, known to nobody else.
-                unsafe { sys::unmap(base, len) };
-                return Err(ViewError::Os {
-                    op: "mmap (twin)",
-                    errno: match e {
-                        sys::MapError::Os(errno) => errno,
-                        sys::MapError::AddressInUse => libc::EEXIST,
-                    },
-                });
-            }
-        };
-        Mem {
-            base,
-            len,
-            writable: true,
-            aux,
-            pid,
-        }
+    let (base, aux) = if opts.writable {
+        let anon =
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_POPULATE;
+        let base = map_view(opts, libc::PROT_READ | libc::PROT_WRITE, anon, -1, 0)?;
+        (base, map_beside(base, len, anon, -1, "mmap (twin)")?)
     } else {
         // The mappings keep the memfd's pages; the descriptor closes at the end of this block.
         let fd = sys::memfd(c"pmo-resident").map_err(os("memfd_create"))?;
@@ -131,24 +131,17 @@ fn map_new(opts: &ViewOptions) -> Result<Mem, ViewError> {
         sys::ftruncate(fd.as_raw_fd(), len).map_err(os("ftruncate"))?;
         let shared = libc::MAP_SHARED | libc::MAP_POPULATE;
         let base = map_view(opts, libc::PROT_READ, shared, fd.as_raw_fd(), 0)?;
-        let aux = match sys::map_at(0, len, rw, shared, fd.as_raw_fd(), 0, false) {
-            Ok(a) => a,
-            Err(_) => {
-                // SAFETY: the mapping just made, known to nobody else.
-                unsafe { sys::unmap(base, len) };
-                return Err(ViewError::Os {
-                    op: "mmap (alias)",
-                    errno: libc::ENOMEM,
-                });
-            }
-        };
-        Mem {
+        (
             base,
-            len,
-            writable: false,
-            aux,
-            pid,
-        }
+            map_beside(base, len, shared, fd.as_raw_fd(), "mmap (alias)")?,
+        )
+    };
+    let mem = Mem {
+        base,
+        len,
+        writable: opts.writable,
+        aux,
+        pid: crate::lock::pid(),
     };
     // SAFETY: the mappings just made; advice changes no contents. A fork child must not
     // inherit a PMO's plaintext.
@@ -201,7 +194,7 @@ pub(crate) fn create(
         source,
         stats: StatCounters::default(),
     };
-    // On a failed fill the state's drop (below) zeroes what was filled.
+    // On a failed fill, what was filled is zeroed and the mappings kept (`release`).
     let mut st = st;
     for p in 0..pages {
         if let Err(e) = fill(&shared, &st, p) {
