@@ -522,10 +522,10 @@ impl Drop for View {
 /// else the best available.
 fn checked_mechanism(opts: &ViewOptions) -> Result<Mechanism, ViewError> {
     opts.check()?;
-    check_env("PMO_FAULT", "userfaultfd, sigsegv", |v| {
+    check_env("PMO_FAULT", "one of userfaultfd, sigsegv", |v| {
         Mechanism::from_name(v).is_some()
     })?;
-    check_env("PMO_DIRTY", "scan, fault, declared, twin", |v| {
+    check_env("PMO_DIRTY", "one of scan, fault, declared, twin", |v| {
         DirtyTracking::from_name(v).is_some()
     })?;
     let number = |v: &str| v.trim().parse::<u64>().is_ok();

@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 use pmo_store::{KdfParams, Perm, PmoHandle, Pool, PoolOptions, Scheme, StoreError};
 use rand::{Rng, SeedableRng};
 
+mod common;
+
 const KEY: &[u8] = b"snap-key";
 const KEY2: &[u8] = b"snap-key-2";
 const W: u64 = 4;
@@ -113,6 +115,7 @@ fn snapshots_under_a_live_writer_are_each_exactly_one_psync() {
     }
     for scheme in Scheme::all_placements() {
         let path = shm(&format!("live-{}", scheme.name().replace(':', "-")));
+        let _rm_path = common::RemoveOnDrop(path.clone());
         let _ = std::fs::remove_file(&path);
         let pool = Pool::create(&path, 16 << 20, &opts(scheme)).unwrap();
         match pool.pcreate("src", PAGES * 4096, KEY) {
@@ -146,6 +149,7 @@ fn snapshots_under_a_live_writer_are_each_exactly_one_psync() {
             .snapshot("src", "snap", KEY, None, &mut |_, _| {})
             .unwrap_or_else(|e| panic!("{ctx}: snapshot: {e}"));
         let file = shm(&format!("live-{}.pmox", scheme.name().replace(':', "-")));
+        let _rm_file = common::RemoveOnDrop(file.clone());
         let _ = std::fs::remove_file(&file);
         pool.export("src", KEY, &file, &mut |_, _| {})
             .unwrap_or_else(|e| panic!("{ctx}: export: {e}"));
@@ -300,6 +304,7 @@ fn sigkill_during_a_snapshot_under_a_live_writer_leaves_it_whole_or_absent() {
     for name in ["secure", "none", "sp-id", "wedi:medium"] {
         let scheme = Scheme::from_name(name).unwrap();
         let path = shm(&format!("kill-snap-{}", name.replace(':', "-")));
+        let _rm_path = common::RemoveOnDrop(path.clone());
         let _ = std::fs::remove_file(&path);
         let pool = Pool::create(&path, 32 << 20, &opts(scheme)).unwrap();
         pool.pcreate("src", PAGES * 4096, KEY).unwrap();
@@ -310,6 +315,7 @@ fn sigkill_during_a_snapshot_under_a_live_writer_leaves_it_whole_or_absent() {
         let (mut whole, mut absent) = (0, 0);
         for n in 0..kills() {
             let file = shm(&format!("kill-snap-{n}.pmox"));
+            let _rm_file = common::RemoveOnDrop(file.clone());
             let _ = std::fs::remove_file(&file);
             let (snap, steps) = spawn(
                 "snapshot",
@@ -368,6 +374,7 @@ fn sigkill_during_rekey_under_a_live_writer_leaves_one_key_and_a_psync() {
     for name in ["secure", "sp-ip", "none"] {
         let scheme = Scheme::from_name(name).unwrap();
         let path = shm(&format!("kill-rekey-{name}"));
+        let _rm_path = common::RemoveOnDrop(path.clone());
         let _ = std::fs::remove_file(&path);
         let pool = Pool::create(&path, 16 << 20, &opts(scheme)).unwrap();
         pool.pcreate("src", PAGES * 4096, KEY).unwrap();
@@ -405,6 +412,7 @@ fn sigkill_during_rotate_under_a_live_writer_leaves_a_psync_and_finishes() {
     for name in ["secure", "sp-id", "wedi:medium"] {
         let scheme = Scheme::from_name(name).unwrap();
         let path = shm(&format!("kill-rotate-{}", name.replace(':', "-")));
+        let _rm_path = common::RemoveOnDrop(path.clone());
         let _ = std::fs::remove_file(&path);
         let pool = Pool::create(&path, 16 << 20, &opts(scheme)).unwrap();
         pool.pcreate("src", PAGES * 4096, KEY).unwrap();

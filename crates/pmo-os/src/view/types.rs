@@ -230,7 +230,7 @@ pub enum ViewError {
     #[error("too many live views (at most {max})")]
     TooManyViews { max: usize },
     /// An environment variable that chooses a mechanism or tracking has an unknown value.
-    #[error("{var}={value:?} is not one of {expected}")]
+    #[error("{var}={value:?} is not {expected}")]
     InvalidEnv {
         var: &'static str,
         value: String,

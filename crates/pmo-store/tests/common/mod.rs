@@ -42,3 +42,13 @@ pub fn assert_no_plaintext(image: &[u8], scheme: Scheme, fillers: &[u8], ctx: &s
         );
     }
 }
+
+/// Removes a test's pool (or export) file when dropped, also when the test panics, so that a
+/// failing test leaves nothing in `/dev/shm`. Child processes of a test never hold one.
+pub struct RemoveOnDrop(pub std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
