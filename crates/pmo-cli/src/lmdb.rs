@@ -78,6 +78,10 @@ fn locks(args: &[String]) -> anyhow::Result<()> {
                 orphans += 1;
                 format!("orphan ({why})")
             }
+            Status::Ownerless => {
+                orphans += 1;
+                "orphan (made by an older pmo: no owner file, pool unknown)".to_string()
+            }
             Status::Unknown(why) => {
                 other += 1;
                 format!("unknown ({why}): kept")

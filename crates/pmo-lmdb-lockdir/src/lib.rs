@@ -14,7 +14,8 @@
 //! are known without probing: closing a descriptor of the file would drop LMDB's POSIX lock).
 //! Nothing that is not recognisably ours is touched: the directory must be named as ours, owned
 //! by this user, hold a parsable owner file whose pool uuid and PMO name give that very name,
-//! and hold nothing but the lock file and owner files.
+//! and hold nothing but the lock file and owner files; or, made by an older pmo before owner
+//! files ([`ownerless`]), be named as ours, owned by this user and hold only lock files.
 #![allow(unsafe_code)] // Reason: fcntl(F_OFD_SETLK) with a raw `struct flock`; geteuid.
 
 use std::collections::HashMap;
@@ -317,6 +318,38 @@ pub fn recognise(dir: &Path) -> Result<Owner, String> {
     Ok(owner)
 }
 
+/// Whether `dir` is a lock directory an older pmo made before owner files existed: named as
+/// ours (`pmo-lmdb-NAME-HASH`, HASH 16 hex digits), owned by this user, no owner file, nothing
+/// in it but LMDB's lock files. Its pool is unknown, but a lock file no process has open holds
+/// nothing an environment needs (the next open makes a new one), so an unused one may go.
+pub fn ownerless(dir: &Path) -> bool {
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return false;
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if !meta.is_dir() || meta.uid() != unsafe { libc::geteuid() } {
+        return false;
+    }
+    let base = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+    let shaped = base
+        .as_deref()
+        .and_then(|b| b.strip_prefix(PREFIX))
+        .is_some_and(|rest| {
+            rest.rsplit_once('-').is_some_and(|(_, h)| {
+                h.len() == 16
+                    && h.bytes()
+                        .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+            })
+        });
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    shaped
+        && entries
+            .into_iter()
+            .all(|e| e.is_ok_and(|e| LOCK_FILES.contains(&&*e.file_name().to_string_lossy())))
+}
+
 /// What [`remove`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Removal {
@@ -331,14 +364,17 @@ pub enum Removal {
     Failed(String),
 }
 
-/// Remove lock directory `dir` if it is ours and no process has its environment open. The
+/// Remove lock directory `dir` if it is ours (or [`ownerless`]) and no process has its
+/// environment open. The
 /// lock files stay locked until the directory is gone, so no environment opens on them midway.
 pub fn remove(dir: &Path) -> Result<Removal, LockDirError> {
     if std::fs::symlink_metadata(dir).is_err() {
         return Ok(Removal::Absent);
     }
     if let Err(why) = recognise(dir) {
-        return Ok(Removal::NotOurs(why));
+        if !ownerless(dir) {
+            return Ok(Removal::NotOurs(why));
+        }
     }
     let err = |e: std::io::Error| LockDirError::Lock(format!("{}: {e}", dir.display()));
     let Some(_held) = lock_all(dir).map_err(err)? else {
@@ -430,6 +466,9 @@ pub enum Status {
     Orphan(Orphan),
     /// Its pool could not be opened, or has no path: kept (why).
     Unknown(String),
+    /// Made by an older pmo, before owner files ([`ownerless`]): its pool is unknown; removed
+    /// by [`clean`] when no process uses it.
+    Ownerless,
     /// Named like ours but not recognisably ours: never touched (why).
     NotOurs(String),
 }
@@ -440,7 +479,8 @@ pub struct Found {
     pub dir: PathBuf,
     pub owner: Option<Owner>,
     pub status: Status,
-    /// A process has its environment open (probed for orphans only; `false` otherwise).
+    /// A process has its environment open (probed for orphans and ownerless ones only;
+    /// `false` otherwise).
     pub in_use: bool,
 }
 
@@ -490,6 +530,16 @@ pub fn scan(root: &Path) -> Result<Vec<Found>, LockDirError> {
         }
         let owner = match recognise(&dir) {
             Ok(o) => o,
+            Err(_) if ownerless(&dir) => {
+                let in_use = in_use(&dir).unwrap_or(true);
+                found.push(Found {
+                    dir,
+                    owner: None,
+                    status: Status::Ownerless,
+                    in_use,
+                });
+                continue;
+            }
             Err(why) => {
                 found.push(Found {
                     dir,
@@ -528,13 +578,13 @@ pub fn scan(root: &Path) -> Result<Vec<Found>, LockDirError> {
     Ok(found)
 }
 
-/// [`scan`], then remove every orphan no process uses; returns each directory found with what
+/// [`scan`], then remove every orphan and ownerless directory no process uses; returns each directory found with what
 /// was done to it (`None`: not an orphan, left). A parent that does not exist holds none.
 pub fn clean(root: &Path) -> Result<Vec<(Found, Option<Removal>)>, LockDirError> {
     let mut out = Vec::new();
     for f in scan(root)? {
         let done = match f.status {
-            Status::Orphan(_) => {
+            Status::Orphan(_) | Status::Ownerless => {
                 Some(remove(&f.dir).unwrap_or_else(|e| Removal::Failed(e.to_string())))
             }
             _ => None,
