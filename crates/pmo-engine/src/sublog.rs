@@ -50,7 +50,7 @@ use crate::engine::{CommitSource, CommitStats, Page, PmoCore};
 use crate::log_state::{LiveChange, LogState};
 use crate::protect::Protection;
 use pmo_meta::error::{Result, StoreError};
-use pmo_meta::scheme::Scheme;
+use pmo_meta::scheme::{AeadCipher, Scheme};
 use pmo_meta::Health;
 
 thread_local! {
@@ -60,14 +60,19 @@ thread_local! {
 
 /// Whether a PMO created now under `scheme` in a pool of format `version` gets a log area:
 /// `PMO_LOG=1` (or `Pool::pcreate_logged`, unless `PMO_LOG=0`), a version-6 pool, and scheme
-/// `none` or `secure`.
+/// `none` or `secure` under either AEAD (a record is sealed with the PMO's page AEAD,
+/// `pmo_crypt::seal_record`), plaintext in DRAM.
 pub fn wanted(scheme: Scheme, version: u32) -> bool {
     let env = std::env::var("PMO_LOG").ok();
     let env = env.as_deref().map(str::trim);
     let asked = env != Some("0") && (FORCE.with(Cell::get) || env == Some("1"));
     asked
         && version >= pmo_format::FORMAT_VERSION_SUBLOG
-        && (scheme == Scheme::NONE || scheme == Scheme::SECURE)
+        && (scheme == Scheme::NONE
+            || Scheme {
+                aead: AeadCipher::Aes256Gcm,
+                ..scheme
+            } == Scheme::SECURE)
 }
 
 /// The entry flags for a PMO created with (`log`) or without a log area.

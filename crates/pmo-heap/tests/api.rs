@@ -337,7 +337,9 @@ fn a_heap_for_declared_tracking_gets_a_sub_page_commit_log_by_default() {
     let mut sp = ScratchPool::new("sublog", 32 << 20);
     let scheme = sp.pool.default_scheme().unwrap();
     let logged = std::env::var("PMO_LOG").map_or(true, |v| v.trim() != "0")
-        && (scheme == pmo_store::Scheme::NONE || scheme == pmo_store::Scheme::SECURE);
+        && (scheme == pmo_store::Scheme::NONE
+            || scheme == pmo_store::Scheme::SECURE
+            || scheme == pmo_store::Scheme::SECURE_AEGIS);
     let attach = pmo_store::AttachOptions {
         tracking: Some(pmo_store::DirtyTracking::Declared),
         ..Default::default()

@@ -291,7 +291,10 @@ fn a_locked_or_foreign_directory_is_never_removed() {
     }
     assert!(!bare.exists(), "an unused ownerless directory is removed");
     assert_eq!(std::fs::read(dx.join("data.mdb")).unwrap(), b"precious");
-    assert_eq!(std::fs::read(bare_data.join("data.mdb")).unwrap(), b"precious");
+    assert_eq!(
+        std::fs::read(bare_data.join("data.mdb")).unwrap(),
+        b"precious"
+    );
     assert!(renamed.join("owner").exists() && unhashed.join("lock.mdb").exists());
 
     // Once the stray file is gone the orphan is recognisable again, and removed.

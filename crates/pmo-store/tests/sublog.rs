@@ -34,8 +34,8 @@ fn opts(scheme: Scheme) -> PoolOptions {
     }
 }
 
-fn schemes() -> [Scheme; 2] {
-    [Scheme::NONE, Scheme::SECURE]
+fn schemes() -> [Scheme; 3] {
+    [Scheme::NONE, Scheme::SECURE, Scheme::SECURE_AEGIS]
 }
 
 fn declared() -> AttachOptions {
