@@ -13,7 +13,9 @@
 //!   page context;
 //! - a write: 4 pages written to the medium, flushed and fenced;
 //! - pcreate + pdestroy: 4 fenced writes of a 4 KiB page (each change writes its entry into
-//!   the two namespace copies), nothing else.
+//!   the two namespace copies) and 4 OFD lock + unlock pairs: the metadata lock of each change
+//!   (another process may change the namespace), and the destroy's attach lock and pin-table
+//!   lock (it is refused while a writer or a reader in any process has the PMO).
 //!
 //! Medians over `rounds` sessions after warm-up; the PMO is attached and detached by the same
 //! thread, as the file store does per file operation.
@@ -175,7 +177,7 @@ pub(crate) fn run(dir: &Path, repeats: usize, records: &mut Records) -> Result<(
             read_floor,
             read_floor,
             lock + copy + if secure { seal } else { 0.0 } + persist4,
-            4.0 * persist1,
+            4.0 * lock + 4.0 * persist1,
         ];
         let figures = [
             ("read", read_rw),

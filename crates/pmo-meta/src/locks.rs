@@ -96,6 +96,9 @@ struct OfdState {
     file: Option<Arc<std::fs::File>>,
     /// word -> (readers, writer) inside this process.
     held: HashMap<u64, (u32, bool)>,
+    /// Threads of this process waiting in [`Locker::lock`] for a release: a release wakes
+    /// them only when there are some (a `notify_all` is a system call even with no waiter).
+    waiters: u32,
 }
 
 impl OfdTable {
@@ -117,6 +120,7 @@ impl OfdTable {
             st.pid = pid;
             st.file = None;
             st.held.clear();
+            st.waiters = 0;
         }
         st
     }
@@ -177,7 +181,9 @@ impl OfdTable {
                 }
             }
         }
-        self.cv.notify_all();
+        if st.waiters > 0 {
+            self.cv.notify_all();
+        }
     }
 
     fn downgrade(&self, word: u64) -> Result<()> {
@@ -191,7 +197,9 @@ impl OfdTable {
         let e = st.held.entry(word).or_insert((0, false));
         e.1 = false;
         e.0 += 1;
-        self.cv.notify_all();
+        if st.waiters > 0 {
+            self.cv.notify_all();
+        }
         Ok(())
     }
 }
@@ -262,8 +270,13 @@ impl Locker {
                     }
                     // Woken by a release inside the process, or polling for one outside.
                     let pause = backoff.min(deadline - now);
-                    let st = table.state.lock().unwrap_or_else(|e| e.into_inner());
-                    drop(table.cv.wait_timeout(st, pause));
+                    let mut st = table.state.lock().unwrap_or_else(|e| e.into_inner());
+                    st.waiters += 1;
+                    let (mut st, _) = table
+                        .cv
+                        .wait_timeout(st, pause)
+                        .unwrap_or_else(|e| e.into_inner());
+                    st.waiters -= 1;
                     backoff = (backoff * 2).min(Duration::from_millis(20));
                 }
             }

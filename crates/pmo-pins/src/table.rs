@@ -85,7 +85,13 @@ pub fn dir() -> PathBuf {
 }
 
 fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(2 * b.len());
+    for x in b {
+        s.push(char::from(DIGITS[usize::from(x >> 4)]));
+        s.push(char::from(DIGITS[usize::from(x & 0xf)]));
+    }
+    s
 }
 
 fn io(op: &str) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -522,6 +528,12 @@ mod tests {
         assert_eq!(sweep_orphans(&dir), vec![used.clone()]);
         assert!(other.exists());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn table_names_are_lowercase_hex() {
+        assert_eq!(hex(&[0x00, 0xab, 0x7f, 0xf0]), "00ab7ff0");
+        assert_eq!(hex(&[]), "");
     }
 
     /// The check a joiner makes after taking its byte: a path removed (or replaced) since its

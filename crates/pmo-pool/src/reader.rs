@@ -156,6 +156,20 @@ impl Pool {
     /// Destroy, rename, rekey, resize and rotate hold it for their whole change, so no reader
     /// attaches meanwhile; a table a crash left is removed.
     pub fn lock_no_readers(&self, e: &pmo_format::Entry) -> Result<pmo_meta::locks::LockGuard> {
+        self.lock_no_readers_as(e, false)
+    }
+
+    /// [`Pool::lock_no_readers`] for a destroy: a table file is removed only when the PMO's
+    /// readers word says one may exist. With the word clear, the only table file there can be
+    /// is one a reader died making before it set the word (nobody holds the lock now); the PMO
+    /// and its uuid are gone, so nobody can join that file, and the sweep the first pool open of
+    /// every pmo process runs removes it (`pmo_pins::table::sweep_orphans`). This saves a destroy the `unlink` of a
+    /// file that is almost never there (issue 29).
+    pub(crate) fn lock_no_readers_as(
+        &self,
+        e: &pmo_format::Entry,
+        destroying: bool,
+    ) -> Result<pmo_meta::locks::LockGuard> {
         let word = pmo_meta::locks::pins_word(e.extent_off);
         match self
             .inner
@@ -164,7 +178,10 @@ impl Pool {
         {
             Some(g) => {
                 let core = PmoCore::new(e)?;
-                pmo_pins::table::remove_unused(&self.pins_at(&core), &g)?;
+                let at = self.pins_at(&core);
+                if !destroying || at.announced()? {
+                    pmo_pins::table::remove_unused(&at, &g)?;
+                }
                 Ok(g)
             }
             None => Err(StoreError::Busy {
