@@ -48,10 +48,20 @@ impl PinTable {
             // The claim word: the pid, and above it a count of claims of this slot.
             let before = self.w(base + S_PID).load(Ordering::Acquire);
             let claim = (((before >> 32) + 1) << 32) | pid;
-            let lock = match self.path() {
-                Some(path) => {
-                    match RangeLock::try_acquire(path, SLOT_BYTE + i as u64, 1, LockKind::Exclusive)
-                        .map_err(|e| StoreError::Os(e.to_string()))?
+            let lock = match self.file() {
+                // On the description this user opened the table with (a duplicate descriptor,
+                // no `open` by path): another user's, in any process, is another description.
+                Some(file) => {
+                    let file = file
+                        .try_clone()
+                        .map_err(|e| StoreError::Os(e.to_string()))?;
+                    match RangeLock::try_acquire_file(
+                        file,
+                        SLOT_BYTE + i as u64,
+                        1,
+                        LockKind::Exclusive,
+                    )
+                    .map_err(|e| StoreError::Os(e.to_string()))?
                     {
                         Some(l) => Some(l),
                         None => continue,

@@ -267,36 +267,49 @@ impl PinTable {
                 )));
             }
         };
-        let init = RangeLock::acquire_blocking(&path, INIT_BYTE, 1, LockKind::Exclusive)
-            .map_err(lock_err)?;
+        // On this join's own description (a duplicate of its descriptor, no second `open`):
+        // it excludes every other joiner, in this process or another, as each opens its own.
+        let init = RangeLock::acquire_blocking_file(
+            file.try_clone().map_err(io("pin table"))?,
+            INIT_BYTE,
+            1,
+            LockKind::Exclusive,
+        )
+        .map_err(lock_err)?;
         let want = Layout {
             npages: at.npages,
             nframes,
         };
-        let layout = match current_layout(&file, at)? {
+        let map_err = |e| StoreError::Os(format!("map pin table: {e}"));
+        let (layout, made) = match current_layout(&file, at)? {
             // In use (announced) and made for this PMO: join it.
-            Some(l) if at.announced()? => l,
+            Some(l) if at.announced()? => (l, None),
             // New, stale (nobody announced it: no writer tracks into it), or another PMO's.
             _ => {
                 if !create {
                     drop(init);
                     return Self::clear_stale(at, shared);
                 }
-                file.set_len(0).map_err(io("clear pin table"))?;
+                if file.metadata().map_err(io("pin table"))?.len() != 0 {
+                    file.set_len(0).map_err(io("clear pin table"))?;
+                }
                 file.set_len(want.bytes()).map_err(io("size pin table"))?;
+                // The mapping the header is written through is the one this user keeps.
                 let map =
                     FileMapping::new(file.try_clone().map_err(io("pin table"))?, MapMode::Shared)
-                        .map_err(|e| StoreError::Os(format!("map pin table: {e}")))?;
+                        .map_err(map_err)?;
                 init_header(map.as_atomic_words(), at, want);
-                want
+                (want, Some(map))
             }
         };
         if create {
             at.announce(true)?;
         }
         drop(init);
-        let map = FileMapping::new(file, MapMode::Shared)
-            .map_err(|e| StoreError::Os(format!("map pin table: {e}")))?;
+        let map = match made {
+            Some(map) => map,
+            None => FileMapping::new(file, MapMode::Shared).map_err(map_err)?,
+        };
         if map.as_atomic_words().len() < layout.words() {
             return Err(StoreError::Corrupt(format!(
                 "pin table {} is shorter than its header says",
