@@ -21,49 +21,19 @@ const W: u64 = 4;
 const R: u64 = 28;
 const PAGES: u64 = W + R;
 
-fn stamp(k: u64, p: u64) -> Box<[u8; 4096]> {
-    let mut b = Box::new([(k as u8) ^ (p as u8); 4096]);
-    b[..8].copy_from_slice(&k.to_le_bytes());
-    b[8..16].copy_from_slice(&p.to_le_bytes());
-    b
-}
+mod common;
+
+use common::stamps::Stamps;
+
+const STAMPS: Stamps = Stamps { w: W, r: R };
 
 fn psync_k(h: &PmoHandle, k: u64) -> pmo_store::Result<()> {
-    let mut pages: Vec<u64> = (0..W).collect();
-    pages.push(W + k % R);
-    let bufs: Vec<Box<[u8; 4096]>> = pages.iter().map(|&p| stamp(k, p)).collect();
-    let list: Vec<(u64, &[u8; 4096])> = pages
-        .iter()
-        .copied()
-        .zip(bufs.iter().map(|b| &**b))
-        .collect();
-    h.commit_pages(&list).map(|_| ())
+    STAMPS.psync(h, k)
 }
 
 /// The psync a reader's pages are all exactly as of (panics on a mix).
 fn one_psync(h: &PmoHandle, ctx: &str) -> u64 {
-    let mut b = [0u8; 4096];
-    h.read_page(0, &mut b).unwrap();
-    let big_k = u64::from_le_bytes(b[..8].try_into().unwrap());
-    for p in 0..PAGES {
-        h.read_page(p, &mut b)
-            .unwrap_or_else(|e| panic!("{ctx}: page {p}: {e}"));
-        let want = if p < W {
-            Some(big_k)
-        } else {
-            let r = p - W;
-            (r..=big_k).rev().find(|k| k % R == r && *k >= 1)
-        };
-        match want {
-            Some(k) if big_k > 0 => assert!(
-                b == *stamp(k, p),
-                "{ctx}: page {p} is not psync {k}'s (K = {big_k}, it holds {})",
-                u64::from_le_bytes(b[..8].try_into().unwrap())
-            ),
-            _ => assert!(b.iter().all(|&x| x == 0), "{ctx}: page {p} should be zero"),
-        }
-    }
-    big_k
+    STAMPS.one_psync(h, ctx)
 }
 
 fn opts(scheme: Scheme) -> PoolOptions {

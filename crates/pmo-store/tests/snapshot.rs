@@ -30,24 +30,13 @@ const R: u64 = 252;
 const PAGES: u64 = W + R;
 const ROLE: &str = "PMO_SNAP_ROLE";
 
-fn stamp(k: u64, p: u64) -> Box<[u8; 4096]> {
-    let mut b = Box::new([(k as u8) ^ (p as u8); 4096]);
-    b[..8].copy_from_slice(&k.to_le_bytes());
-    b[8..16].copy_from_slice(&p.to_le_bytes());
-    b
-}
+use common::stamps::Stamps;
+
+const STAMPS: Stamps = Stamps { w: W, r: R };
 
 /// Psync `k` of the writer.
 fn psync_k(h: &PmoHandle, k: u64) -> pmo_store::Result<()> {
-    let mut pages: Vec<u64> = (0..W).collect();
-    pages.push(W + k % R);
-    let bufs: Vec<Box<[u8; 4096]>> = pages.iter().map(|&p| stamp(k, p)).collect();
-    let list: Vec<(u64, &[u8; 4096])> = pages
-        .iter()
-        .copied()
-        .zip(bufs.iter().map(|b| &**b))
-        .collect();
-    h.commit_pages(&list).map(|_| ())
+    STAMPS.psync(h, k)
 }
 
 /// The psync `name` is exactly as of (panics on a mix).
@@ -55,29 +44,7 @@ fn consistent(pool: &Pool, name: &str, key: &[u8], ctx: &str) -> u64 {
     let h = pool
         .open_pmo(name, Perm::Read, key, None)
         .unwrap_or_else(|e| panic!("{ctx}: open {name}: {e}"));
-    let mut b = [0u8; 4096];
-    h.read_page(0, &mut b).unwrap();
-    let big_k = u64::from_le_bytes(b[..8].try_into().unwrap());
-    for p in 0..PAGES {
-        h.read_page(p, &mut b).unwrap();
-        let want = if p < W {
-            Some(big_k)
-        } else {
-            let r = p - W;
-            (r..=big_k).rev().find(|k| k % R == r && *k >= 1)
-        };
-        match want {
-            Some(k) if big_k > 0 => assert!(
-                b == *stamp(k, p),
-                "{ctx}: {name} page {p} is not psync {k}'s (K = {big_k})"
-            ),
-            _ => assert!(
-                b.iter().all(|&x| x == 0),
-                "{ctx}: {name} page {p} should be zero"
-            ),
-        }
-    }
-    big_k
+    STAMPS.one_psync(&h, &format!("{ctx}: {name}"))
 }
 
 fn opts(scheme: Scheme) -> PoolOptions {

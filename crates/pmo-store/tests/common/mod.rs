@@ -2,6 +2,8 @@
 //! them). Not every test file uses every check.
 #![allow(dead_code)]
 
+pub mod stamps;
+
 use pmo_store::{Pool, Scheme};
 
 /// The pool is healthy: `Pool::check` finds no problem and used + free == heap (nothing leaked).
