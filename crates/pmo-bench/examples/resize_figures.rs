@@ -199,10 +199,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             x_desc: "PMO size (MiB)",
             y_desc: "resize time (ms, median of 5)",
             log: true,
-            log_x: false,
             integer_x: true,
-            x_label: None,
-            reference_y: None,
+            ..Default::default()
         },
         &mut series,
     )?;

@@ -11,7 +11,6 @@
 
 mod floors;
 pub mod lifecycle;
-pub mod plot;
 pub mod readers;
 pub mod record;
 pub mod schemes;
@@ -21,6 +20,9 @@ pub mod suite;
 
 pub use record::{Record, Records};
 
+/// The figures: the `pmo-plot` crate (SVG and PNG), under the path its users know.
+pub use pmo_plot as plot;
+
 /// Errors of the benchmark harness.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
@@ -28,6 +30,8 @@ pub enum BenchError {
     Store(#[from] pmo_store::StoreError),
     #[error("{op}: {source}")]
     Io { op: String, source: std::io::Error },
+    #[error(transparent)]
+    Plot(#[from] pmo_plot::PlotError),
     #[error("{0}")]
     Other(String),
 }

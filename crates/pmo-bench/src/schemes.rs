@@ -579,5 +579,6 @@ pub fn draw_fig1(records: &Records, path: &Path) -> Result<(), BenchError> {
             ..Default::default()
         },
         &series,
-    )
+    )?;
+    Ok(())
 }

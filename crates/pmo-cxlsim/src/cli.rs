@@ -208,7 +208,7 @@ pub enum Command {
     },
     /// Reproduce the paper's study (Figs. 1, 5, 6, 7, 8) under the schemes nopb (volatile
     /// switch), pb (persist buffer, drain at once) and pb-rf (read forwarding, drain 80% -> 60%),
-    /// as CSV, SVG and Markdown
+    /// as CSV, figures (SVG and PNG) and Markdown
     Study {
         /// Reduced study: smaller inputs, 3 repeats (seconds here; the default takes well under a minute)
         #[arg(long)]
@@ -403,7 +403,10 @@ fn execute(cmd: Command) -> Result<i32> {
             }
             let result = run_study(&config)?;
             println!("{}", result.summary);
-            println!("wrote CSV, SVG and summary.md to {}", out.display());
+            println!(
+                "wrote CSV, figures (SVG and PNG) and summary.md to {}",
+                out.display()
+            );
             Ok(0)
         }
         Command::Check {

@@ -57,14 +57,9 @@ pub enum CxlsimError {
     /// Unknown workload name.
     #[error("unknown workload {0:?} (known: fft, lu-cont, lu-noncont, cholesky, radix, ocean, raytrace)")]
     UnknownWorkload(String),
-    /// Drawing a figure failed.
-    #[error("plotting {path}: {reason}")]
-    Plot {
-        /// The figure file.
-        path: PathBuf,
-        /// The backend's message.
-        reason: String,
-    },
+    /// Drawing a figure (its SVG or its PNG) failed.
+    #[error(transparent)]
+    Plot(#[from] pmo_plot::PlotError),
 }
 
 impl CxlsimError {

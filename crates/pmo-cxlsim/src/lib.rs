@@ -14,7 +14,7 @@
 //! generators), `cache` (cache arrays), `pb` (the PB table), `model` (the checker's sequential
 //! model of the persistent domain, which `sim` runs), `sim` (the event-driven model), `checker`
 //! (the model's public face and crash-checked runs), `study` (the paper's figures), `cli`.
-//! This crate depends on no other pmo crate.
+//! This crate depends on no other pmo crate but `pmo-plot` (its figures, SVG and PNG).
 //!
 //! Record a persistence pattern from your own code and see what a persistent switch does to it:
 //!
@@ -48,7 +48,6 @@ pub mod checker;
 pub mod cli;
 pub mod config;
 pub mod error;
-mod fonts;
 pub mod kernels;
 mod model;
 pub mod pb;

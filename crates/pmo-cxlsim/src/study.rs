@@ -1,7 +1,7 @@
 //! The paper's study, reproduced on our model: runs the experiments behind Figs. 1, 5, 6, 7 and
-//! 8 and writes CSV tables, SVG figures and a Markdown summary.
+//! 8 and writes CSV tables, figures (SVG and PNG, drawn by `pmo_plot`) and a Markdown summary.
 //!
-//! Owns [`StudyConfig`], [`run_study`] and the figure drawing. Every run is one deterministic
+//! Owns [`StudyConfig`], [`run_study`] and what each figure shows. Every run is one deterministic
 //! simulation (`sim::simulate`); a run's checker violations fail the study, so the figures are
 //! only ever drawn from runs that kept every correctness criterion.
 
@@ -9,8 +9,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
+use pmo_plot::{BarChart, LineChart, Series};
 
 use crate::config::{Params, Scheme};
 use crate::error::{CxlsimError, Result};
@@ -130,8 +129,9 @@ pub struct StudyResult {
     pub summary: String,
 }
 
-/// Run the study and write `fig1_hops.csv/svg`, `fig5_speedup`, `fig6_latency`, `fig7_pb_rates`,
-/// `fig8_pb_entries` and `summary.md` into `config.out`.
+/// Run the study and write `fig1_hops.csv/svg/png`, `fig5_speedup`, `fig6a_persist_latency`,
+/// `fig6b_read_latency`, `fig7_pb_rates`, `fig8_pb_entries` (each figure as SVG and PNG) and
+/// `summary.md` into `config.out`.
 pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
     let started = Instant::now();
     std::fs::create_dir_all(&config.out).map_err(|e| CxlsimError::io(&config.out, e))?;
@@ -141,11 +141,7 @@ pub fn run_study(config: &StudyConfig) -> Result<StudyResult> {
             return Err(CxlsimError::UnknownWorkload(w.to_string()));
         }
     }
-    let fig1_workload = if workloads.contains(&"fft") {
-        "fft"
-    } else {
-        workloads.first().copied().unwrap_or("fft")
-    };
+    let fig1_workload = fig1_workload(&workloads);
     let strict_runs = if config.strict_ablation {
         3 * workloads.len() + 2 * config.pb_entries.len() * workloads.len()
     } else {
@@ -453,50 +449,39 @@ fn write_outputs(
         }
     }
     write_file(&out.join("fig1_hops.csv"), &csv)?;
-    bar_chart(
-        &out.join("fig1_hops.svg"),
-        "Fig. 1: persist latency vs switch hops (normalised to hops=0)",
-        &fig1
-            .iter()
-            .map(|r| format!("n={}", r.0))
-            .collect::<Vec<_>>(),
-        &[
-            (
-                "nopb".into(),
-                fig1.iter().map(|r| ratio(r.1, base1)).collect(),
-            ),
-            (
-                "pb".into(),
-                fig1.iter().map(|r| ratio(r.2, base1)).collect(),
-            ),
-        ],
-        "normalised persist latency",
-    )?;
-    if fig1_strict.len() == fig1.len() && !fig1.is_empty() {
-        bar_chart(
-            &out.join("fig1_hops_strict.svg"),
-            "Fig. 1, fence after every flush (normalised to nopb at hops=0)",
-            &fig1_strict
-                .iter()
-                .map(|r| format!("n={}", r.0))
-                .collect::<Vec<_>>(),
+    // What every figure's statistic is over: each configuration's runs are summed
+    // (`Stats::accumulate`), so a time is their total and a latency or rate is pooled over
+    // every persist, read or write of them.
+    let repeats = config.repeats.max(1);
+    let (runs, runs_of) = if repeats == 1 {
+        ("1 run".to_string(), "1 run's".to_string())
+    } else {
+        (format!("{repeats} runs"), format!("{repeats} runs'"))
+    };
+    let fig1_workload = fig1_workload(&config.workloads);
+    for (file, pattern, points, base) in [
+        ("fig1_hops.svg", "loop checkpoints", fig1, base1),
+        (
+            "fig1_hops_strict.svg",
+            "fence after every flush",
+            fig1_strict,
+            base_strict,
+        ),
+    ] {
+        if points.is_empty() {
+            continue;
+        }
+        bars(
+            &out.join(file),
+            &format!("Fig. 1: {fig1_workload} persist latency vs switch hops ({pattern})"),
+            "switches between host and PM (hops)",
+            &format!("persist latency / nopb at 0 hops (mean of {runs_of} persists)"),
+            points.iter().map(|r| r.0.to_string()).collect(),
             &[
-                (
-                    "nopb".into(),
-                    fig1_strict
-                        .iter()
-                        .map(|r| ratio(r.1, base_strict))
-                        .collect(),
-                ),
-                (
-                    "pb".into(),
-                    fig1_strict
-                        .iter()
-                        .map(|r| ratio(r.2, base_strict))
-                        .collect(),
-                ),
+                ("nopb", points.iter().map(|r| ratio(r.1, base)).collect()),
+                ("pb", points.iter().map(|r| ratio(r.2, base)).collect()),
             ],
-            "normalised persist latency",
+            Some(1.0),
         )?;
     }
 
@@ -507,78 +492,74 @@ fn write_outputs(
             &workloads_csv(config, strict_rows),
         )?;
     }
-    let mut names: Vec<String> = rows.iter().map(|r| r.workload.clone()).collect();
-    names.push("mean".into());
-    let with_mean = |f: &dyn Fn(&WorkloadRow) -> f64| -> Vec<f64> {
-        let mut v: Vec<f64> = rows.iter().map(f).collect();
-        let mean = if v.is_empty() {
-            0.0
-        } else {
-            v.iter().sum::<f64>() / v.len() as f64
-        };
-        v.push(mean);
-        v
-    };
-    bar_chart(
-        &out.join("fig5_speedup.svg"),
-        "Fig. 5: speedup over nopb",
-        &names,
-        &[
-            ("pb".into(), with_mean(&|r| r.speedup(1))),
-            ("pb-rf".into(), with_mean(&|r| r.speedup(2))),
-        ],
-        "speedup (nopb = 1)",
-    )?;
-    if !strict_rows.is_empty() {
-        let speedups = |s: usize| {
-            let mut v: Vec<f64> = strict_rows.iter().map(|r| r.speedup(s)).collect();
-            let mean = v.iter().sum::<f64>() / v.len() as f64;
-            v.push(mean);
-            v
-        };
-        let mut strict_names: Vec<String> =
-            strict_rows.iter().map(|r| r.workload.clone()).collect();
-        strict_names.push("mean".into());
-        bar_chart(
-            &out.join("fig5_speedup_strict.svg"),
+    // Figs. 5-7: one group per workload, then the mean of the workloads' values.
+    let workloads_x = "workload (mean: the workloads' mean)";
+    let speedup_y = format!("speedup over nopb (x; mean simulated time of {runs})");
+    for (file, title, rows) in [
+        ("fig5_speedup.svg", "Fig. 5: speedup over nopb", rows),
+        (
+            "fig5_speedup_strict.svg",
             "Fig. 5 ablation: speedup over nopb, fence after every flush",
-            &strict_names,
-            &[("pb".into(), speedups(1)), ("pb-rf".into(), speedups(2))],
-            "speedup (nopb = 1)",
+            strict_rows,
+        ),
+    ] {
+        if rows.is_empty() {
+            continue;
+        }
+        bars(
+            &out.join(file),
+            title,
+            workloads_x,
+            &speedup_y,
+            names_and_mean(rows),
+            &[
+                ("pb", with_mean(rows, &|r| r.speedup(1))),
+                ("pb-rf", with_mean(rows, &|r| r.speedup(2))),
+            ],
+            Some(1.0),
         )?;
     }
-    bar_chart(
+    bars(
         &out.join("fig6a_persist_latency.svg"),
         "Fig. 6a: persist latency normalised to nopb",
-        &names,
+        workloads_x,
+        &format!("persist latency / nopb (mean of {runs_of} persists)"),
+        names_and_mean(rows),
         &[
-            ("pb".into(), with_mean(&|r| r.persist_norm(1))),
-            ("pb-rf".into(), with_mean(&|r| r.persist_norm(2))),
+            ("pb", with_mean(rows, &|r| r.persist_norm(1))),
+            ("pb-rf", with_mean(rows, &|r| r.persist_norm(2))),
         ],
-        "persist latency / nopb",
+        Some(1.0),
     )?;
-    bar_chart(
+    bars(
         &out.join("fig6b_read_latency.svg"),
         "Fig. 6b: read latency (from LLC) normalised to nopb",
-        &names,
+        workloads_x,
+        &format!("read latency / nopb (mean of {runs_of} reads)"),
+        names_and_mean(rows),
         &[
-            ("pb".into(), with_mean(&|r| r.read_norm(1))),
-            ("pb-rf".into(), with_mean(&|r| r.read_norm(2))),
+            ("pb", with_mean(rows, &|r| r.read_norm(1))),
+            ("pb-rf", with_mean(rows, &|r| r.read_norm(2))),
         ],
-        "read latency / nopb",
+        Some(1.0),
     )?;
-    bar_chart(
+    bars(
         &out.join("fig7_pb_rates.svg"),
-        "Fig. 7: pb-rf read-hit and write-coalescing rates",
-        &names,
+        "Fig. 7: pb-rf read hits (of reads at the PB) and coalesced writes (of PB writes)",
+        workloads_x,
+        &format!("share (%, pooled over {runs})"),
+        names_and_mean(rows),
         &[
-            ("read hit".into(), with_mean(&|r| r.runs[2].read_hit_rate())),
             (
-                "write coalescing".into(),
-                with_mean(&|r| r.runs[2].coalesce_rate()),
+                "read hit",
+                with_mean(rows, &|r| 100.0 * r.runs[2].read_hit_rate()),
+            ),
+            (
+                "write coalescing",
+                with_mean(rows, &|r| 100.0 * r.runs[2].coalesce_rate()),
             ),
         ],
-        "fraction",
+        None,
     )?;
 
     let mut csv = String::from("pattern,workload,pb_entries,tag_ns,speedup_pb,speedup_pbrf\n");
@@ -604,173 +585,103 @@ fn write_outputs(
             fig8_strict,
         ),
     ] {
-        if points.is_empty() {
-            continue;
-        }
+        // Two lines per workload, sharing its colour: pb, then pb-rf.
         let mut series = Vec::new();
         for r in rows {
-            let pts: Vec<(f64, f64)> = points
-                .iter()
-                .filter(|f| f.0 == r.workload)
-                .map(|f| (f.1 as f64, f.2))
-                .collect();
-            series.push((format!("{} pb", r.workload), pts));
-            let pts: Vec<(f64, f64)> = points
-                .iter()
-                .filter(|f| f.0 == r.workload)
-                .map(|f| (f.1 as f64, f.3))
-                .collect();
-            series.push((format!("{} pb-rf", r.workload), pts));
+            let of = |speedup: fn(&(String, usize, f64, f64)) -> f64| -> Vec<(f64, f64)> {
+                points
+                    .iter()
+                    .filter(|f| f.0 == r.workload)
+                    .map(|f| (f.1 as f64, speedup(f)))
+                    .collect()
+            };
+            series.push(Series::plain(format!("{} pb", r.workload), &of(|f| f.2)));
+            series.push(Series::plain(format!("{} pb-rf", r.workload), &of(|f| f.3)));
         }
-        line_chart(&out.join(file), title, &series, "PB entries", "speedup")?;
+        // Nothing is drawn (and no file written) without a point.
+        pmo_plot::lines(
+            &out.join(file),
+            &LineChart {
+                title,
+                x_desc: "PB entries (log scale)",
+                y_desc: &speedup_y,
+                log_x: true,
+                integer_x: true,
+                reference_y: Some(1.0),
+                fit_y: true,
+                paired: true,
+                ..Default::default()
+            },
+            &mut series,
+        )?;
     }
     Ok(())
 }
 
-fn plot_err(path: &Path, e: impl std::fmt::Display) -> CxlsimError {
-    CxlsimError::Plot {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    }
-}
-
-const COLOURS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-];
-
-/// Grouped bar chart: one group per category, one bar per series.
-fn bar_chart(
-    path: &Path,
-    title: &str,
-    categories: &[String],
-    series: &[(String, Vec<f64>)],
-    y_label: &str,
-) -> Result<()> {
-    let y_max = series
+/// The workload of Fig. 1: FFT, as in the paper, else the first one.
+fn fig1_workload<S: AsRef<str>>(workloads: &[S]) -> &str {
+    workloads
         .iter()
-        .flat_map(|s| s.1.iter().copied())
-        .fold(0.0f64, f64::max)
-        .max(1e-9)
-        * 1.15;
-    crate::fonts::register();
-    let root = SVGBackend::new(path, (960, 480)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
-    let n = categories.len().max(1);
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..n as f64, 0f64..y_max)
-        .map_err(|e| plot_err(path, e))?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(0)
-        .y_desc(y_label)
-        .draw()
-        .map_err(|e| plot_err(path, e))?;
-    let k = series.len().max(1) as f64;
-    let width = 0.8 / k;
-    for (si, (name, values)) in series.iter().enumerate() {
-        let colour = COLOURS[si % COLOURS.len()];
-        chart
-            .draw_series(values.iter().enumerate().map(|(ci, &v)| {
-                let x0 = ci as f64 + 0.1 + si as f64 * width;
-                Rectangle::new([(x0, 0.0), (x0 + width * 0.95, v)], colour.filled())
-            }))
-            .map_err(|e| plot_err(path, e))?
-            .label(name.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled()));
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| plot_err(path, e))?;
-    // Category names centred under each group (the numeric axis has no labels of its own).
-    let label_style =
-        TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
-    for (i, name) in categories.iter().enumerate() {
-        let (x, y) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
-        root.draw(&Text::new(name.clone(), (x, y + 8), label_style.clone()))
-            .map_err(|e| plot_err(path, e))?;
-    }
-    root.present().map_err(|e| plot_err(path, e))?;
-    Ok(())
+        .map(AsRef::as_ref)
+        .find(|w| *w == "fft")
+        .or_else(|| workloads.first().map(AsRef::as_ref))
+        .unwrap_or("fft")
 }
 
-/// Line chart of (x, y) series.
-fn line_chart(
+/// The rows' workloads and then "mean", the categories of Figs. 5-7.
+fn names_and_mean(rows: &[WorkloadRow]) -> Vec<String> {
+    let mut names: Vec<String> = rows.iter().map(|r| r.workload.clone()).collect();
+    names.push("mean".into());
+    names
+}
+
+/// `f` of every row, then their mean (0 without a row).
+fn with_mean(rows: &[WorkloadRow], f: &dyn Fn(&WorkloadRow) -> f64) -> Vec<f64> {
+    let mut v: Vec<f64> = rows.iter().map(f).collect();
+    let mean = if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    v.push(mean);
+    v
+}
+
+/// Grouped bars (`pmo_plot`, SVG and the PNG beside it): one group per category, one bar per
+/// named series of values (one value per category); `reference_y` a dashed line (1 for a
+/// ratio to nopb).
+fn bars(
     path: &Path,
     title: &str,
-    series: &[(String, Vec<(f64, f64)>)],
-    x_label: &str,
-    y_label: &str,
+    x_desc: &str,
+    y_desc: &str,
+    categories: Vec<String>,
+    series: &[(&str, Vec<f64>)],
+    reference_y: Option<f64>,
 ) -> Result<()> {
-    let pts = series.iter().flat_map(|s| s.1.iter().copied());
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for (x, y) in pts {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y0 = y0.min(y);
-        y1 = y1.max(y);
-    }
-    if x0 > x1 {
-        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
-    }
-    let pad = ((y1 - y0) * 0.1).max(0.01);
-    crate::fonts::register();
-    let root = SVGBackend::new(path, (960, 540)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(x0..x1.max(x0 + 1.0), (y0 - pad)..(y1 + pad))
-        .map_err(|e| plot_err(path, e))?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .draw()
-        .map_err(|e| plot_err(path, e))?;
-    // Series come in pairs (pb, pb-rf) sharing a colour: pb solid, pb-rf with round markers.
-    for (si, (name, values)) in series.iter().enumerate() {
-        let colour = COLOURS[(si / 2) % COLOURS.len()];
-        let marked = si % 2 == 1;
-        let line = LineSeries::new(values.iter().copied(), colour.stroke_width(2));
-        let line = if marked { line.point_size(4) } else { line };
-        chart
-            .draw_series(line)
-            .map_err(|e| plot_err(path, e))?
-            .label(name.clone())
-            .legend(move |(x, y)| {
-                let radius = if marked { 3 } else { 0 };
-                EmptyElement::at((x, y))
-                    + PathElement::new(vec![(0, 0), (16, 0)], colour.stroke_width(2))
-                    + Circle::new((8, 0), radius, colour.filled())
-            });
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| plot_err(path, e))?;
-    root.present().map_err(|e| plot_err(path, e))?;
+    let series: Vec<Series> = series
+        .iter()
+        .map(|(name, values)| {
+            let points: Vec<(f64, f64)> = values
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (i as f64, v))
+                .collect();
+            Series::plain(*name, &points)
+        })
+        .collect();
+    pmo_plot::grouped_bars(
+        path,
+        &BarChart {
+            title,
+            x_desc,
+            y_desc,
+            categories,
+            reference_y,
+            ..Default::default()
+        },
+        &series,
+    )?;
     Ok(())
 }
 

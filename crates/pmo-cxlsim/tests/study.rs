@@ -1,10 +1,13 @@
-//! The study writes every table and figure (small size, few runs, so it stays a test).
+//! The study writes every table and figure (small size, few runs, so it stays a test): each
+//! figure as SVG and as a real PNG beside it, with tick labels a person would write.
+
+use std::path::Path;
 
 use pmo_cxlsim::kernels::Size;
 use pmo_cxlsim::study::{run_study, StudyConfig};
 
 #[test]
-fn study_writes_csv_svg_and_summary() {
+fn study_writes_csv_svg_png_and_summary() {
     let dir = std::env::temp_dir().join(format!("pmo-cxlsim-study-{}", std::process::id()));
     let mut config = StudyConfig::new(dir.clone(), true);
     config.size = Size::Small;
@@ -38,24 +41,107 @@ fn study_writes_csv_svg_and_summary() {
     );
     for file in [
         "fig1_hops.csv",
-        "fig1_hops.svg",
-        "fig1_hops_strict.svg",
         "workloads.csv",
         "workloads_strict.csv",
-        "fig5_speedup_strict.svg",
-        "fig5_speedup.svg",
-        "fig6a_persist_latency.svg",
-        "fig6b_read_latency.svg",
-        "fig7_pb_rates.svg",
         "fig8_pb_entries.csv",
-        "fig8_pb_entries.svg",
-        "fig8_pb_entries_strict.svg",
         "summary.md",
     ] {
         let meta = std::fs::metadata(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert!(meta.len() > 100, "{file} is nearly empty");
     }
-    let svg = std::fs::read_to_string(dir.join("fig5_speedup.svg")).expect("svg");
-    assert!(svg.contains("<svg") && svg.contains("cholesky"));
+    let figures = [
+        "fig1_hops",
+        "fig1_hops_strict",
+        "fig5_speedup",
+        "fig5_speedup_strict",
+        "fig6a_persist_latency",
+        "fig6b_read_latency",
+        "fig7_pb_rates",
+        "fig8_pb_entries",
+        "fig8_pb_entries_strict",
+    ];
+    for name in figures {
+        assert!(dir.join(format!("{name}.svg")).is_file(), "{name}.svg");
+    }
+    assert_eq!(assert_figures(&dir), figures.len(), "one SVG per figure");
+    let texts = |f: &str| pmo_plot::svg_texts(&std::fs::read_to_string(dir.join(f)).unwrap());
+    let fig5 = texts("fig5_speedup.svg");
+    for want in ["cholesky", "fft", "mean", "pb", "pb-rf"] {
+        assert!(fig5.iter().any(|t| t == want), "{want}: {fig5:?}");
+    }
+    // The axes name their unit and statistic: three runs of every configuration.
+    assert!(
+        fig5.iter()
+            .any(|t| t == "speedup over nopb (x; mean simulated time of 3 runs)"),
+        "{fig5:?}"
+    );
+    assert!(texts("fig6a_persist_latency.svg")
+        .iter()
+        .any(|t| t == "persist latency / nopb (mean of 3 runs' persists)"));
+    assert!(texts("fig7_pb_rates.svg")
+        .iter()
+        .any(|t| t == "share (%, pooled over 3 runs)"));
+    // Fig. 8: PB entries on the x axis, ticks at the entries the study ran.
+    let fig8 = texts("fig8_pb_entries.svg");
+    for want in ["8", "16", "PB entries (log scale)", "fft pb", "fft pb-rf"] {
+        assert!(fig8.iter().any(|t| t == want), "{want}: {fig8:?}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every SVG in `dir` has a real PNG beside it, and no text of it is a raw float such as
+/// `5000000.0`, `1.2000000000000002` or `12500`; its numeric tick labels are found. Returns
+/// how many SVGs there are.
+fn assert_figures(dir: &Path) -> usize {
+    let mut svgs = 0;
+    for entry in std::fs::read_dir(dir).expect("out dir") {
+        let svg = entry.expect("entry").path();
+        if svg.extension().is_none_or(|e| e != "svg") {
+            continue;
+        }
+        svgs += 1;
+        let png = svg.with_extension("png");
+        let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("{}: {e}", png.display()));
+        assert!(
+            bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.get(12..16) == Some(b"IHDR"),
+            "{} is no PNG",
+            png.display()
+        );
+        // A blank page compresses to a few hundred bytes; axes, text and bars do not.
+        assert!(
+            bytes.len() > 8_000,
+            "{}: {} bytes",
+            png.display(),
+            bytes.len()
+        );
+        let texts = pmo_plot::svg_texts(&std::fs::read_to_string(&svg).expect("svg"));
+        for t in &texts {
+            assert!(!raw_number(t), "{}: tick label {t:?}", svg.display());
+        }
+        assert!(
+            texts.iter().filter(|t| t.parse::<f64>().is_ok()).count() >= 3,
+            "{}: no numeric ticks in {texts:?}",
+            svg.display()
+        );
+    }
+    svgs
+}
+
+/// A number as a program prints it, not as a person writes a tick: a trailing `.0`, more than
+/// three decimals, or five digits and more without `k`/`M`.
+fn raw_number(t: &str) -> bool {
+    let Ok(v) = t.parse::<f64>() else {
+        return false;
+    };
+    t.ends_with(".0") || t.split('.').nth(1).is_some_and(|d| d.len() > 3) || v.abs() >= 10_000.0
+}
+
+#[test]
+fn raw_numbers_are_told_from_ticks() {
+    for raw in ["5000000.0", "1.0", "1.2000000000000002", "12500"] {
+        assert!(raw_number(raw), "{raw}");
+    }
+    for tick in ["0", "0.5", "1.25", "5 M", "10 k", "64", "fft", "n=0"] {
+        assert!(!raw_number(tick), "{tick}");
+    }
 }

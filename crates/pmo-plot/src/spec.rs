@@ -40,6 +40,17 @@ impl SeriesStyle {
             marker: (i % 4) as u8,
         }
     }
+
+    /// The style of series `i` when series come in pairs of one subject (a workload under two
+    /// schemes, [`LineChart::paired`]): a pair shares its colour, its first line is solid with
+    /// circles, its second dashed with triangles.
+    pub fn paired(i: usize) -> SeriesStyle {
+        SeriesStyle {
+            colour: PALETTE[(i / 2) % PALETTE.len()],
+            dashed: i % 2 == 1,
+            marker: (i % 2) as u8,
+        }
+    }
 }
 
 /// One point of a line; `uncertain`: the samples' spread is wider than the effect shown.
@@ -83,7 +94,7 @@ pub struct LineChart<'a> {
     /// Both axes on a log scale.
     pub log: bool,
     /// Only the x axis on a log scale (a latency CDF: latencies span decades, fractions do
-    /// not); ignored with `log`.
+    /// not; buffer sizes that double); ignored with `log`.
     pub log_x: bool,
     /// The x quantity is an integer: ticks only at the x values of the data, drawn as integers.
     pub integer_x: bool,
@@ -91,6 +102,23 @@ pub struct LineChart<'a> {
     pub x_label: Option<fn(f64) -> String>,
     /// A dashed horizontal reference line at this y (e.g. 1.0 for a ratio).
     pub reference_y: Option<f64>,
+    /// A linear y axis spans the data (and `reference_y`), padded, instead of starting at 0:
+    /// for ratios near 1 whose differences are the point (a line, unlike a bar, needs no 0).
+    pub fit_y: bool,
+    /// Series come in pairs of one subject (series 2k and 2k+1): styles from
+    /// [`SeriesStyle::paired`] instead of [`SeriesStyle::of`].
+    pub paired: bool,
+}
+
+impl LineChart<'_> {
+    /// How series `i` of this figure is drawn.
+    pub fn style(&self, i: usize) -> SeriesStyle {
+        if self.paired {
+            SeriesStyle::paired(i)
+        } else {
+            SeriesStyle::of(i)
+        }
+    }
 }
 
 /// One stacked bar; `uncertain`: the samples' spread is wider than the effect the bar shows.

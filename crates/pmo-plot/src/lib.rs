@@ -1,7 +1,8 @@
-//! Figures of the benchmarks, drawn with `plotters` twice from the same code: as SVG and as
-//! PNG (plotters' bitmap back end, text in DejaVu Sans compiled in, so neither librsvg nor
-//! fontconfig nor any installed font is needed). Kinds: lines (optionally log-log) for a
-//! numeric x axis, grouped bars for a categorical one, stacked bars for a breakdown.
+//! pmo's figures (the benchmarks' and the CXL simulator's study), drawn with `plotters` twice
+//! from the same code: as SVG and as PNG (plotters' bitmap back end, text in DejaVu Sans
+//! compiled in, so neither librsvg nor fontconfig nor any installed font is needed). Kinds:
+//! lines (optionally log-log) for a numeric x axis, grouped bars for a categorical one, stacked
+//! bars for a breakdown. This crate depends on no other pmo crate.
 //!
 //! Every figure keeps its legend in a panel of its own (it never hides a point), tells up to
 //! [`PALETTE`]`.len()` series apart by colour and each line also by marker shape and line
@@ -9,17 +10,31 @@
 //! marks a value whose samples' spread is wider than the effect it shows: a hollow marker or
 //! bar, a `?` after a stacked bar's label, with a note in the legend panel.
 
+#![deny(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
-
-use crate::BenchError;
 
 mod draw;
 mod spec;
 pub mod ticks;
 
 pub use spec::{Bar, BarChart, Bars, LineChart, Point, Series, SeriesStyle, PALETTE};
+
+/// Drawing a figure failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlotError {
+    /// plotters could not draw or write the figure (its SVG or its PNG).
+    #[error("plotting {}: {reason}", path.display())]
+    Draw {
+        /// The figure's file (the SVG, or the PNG beside it).
+        path: PathBuf,
+        /// The back end's message.
+        reason: String,
+    },
+}
 
 /// The PNG drawn beside an SVG figure of this module (every figure is written as both); its
 /// path, or `None` when it is not there.
@@ -51,9 +66,12 @@ fn register_fonts() {
 
 /// Draw a figure of `size` pixels twice, to `svg` and to the PNG beside it, the legend in a
 /// panel of `LEGEND_W` on the right.
-fn write_both(svg: &Path, size: (u32, u32), fig: draw::Figure) -> Result<(), BenchError> {
+fn write_both(svg: &Path, size: (u32, u32), fig: draw::Figure) -> Result<(), PlotError> {
     register_fonts();
-    let err = |e: &dyn std::fmt::Display| BenchError::Other(format!("{}: {e}", svg.display()));
+    let err = |e: &dyn std::fmt::Display| PlotError::Draw {
+        path: svg.to_path_buf(),
+        reason: e.to_string(),
+    };
     {
         let root = SVGBackend::new(svg, size).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(&e))?;
@@ -62,6 +80,10 @@ fn write_both(svg: &Path, size: (u32, u32), fig: draw::Figure) -> Result<(), Ben
         root.present().map_err(|e| err(&e))?;
     }
     let png = svg.with_extension("png");
+    let err = |e: &dyn std::fmt::Display| PlotError::Draw {
+        path: png.clone(),
+        reason: e.to_string(),
+    };
     let root = BitMapBackend::new(&png, size).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let (plot, legend) = root.split_horizontally(size.0 - LEGEND_W);
@@ -78,7 +100,7 @@ pub fn stacked_bars(
     y_desc: &str,
     bars: &Bars,
     reference_y: Option<f64>,
-) -> Result<(), BenchError> {
+) -> Result<(), PlotError> {
     // Each bar as wide as its label (about 7 px a character at 12 px), so labels never overlap.
     let longest = bars
         .iter()
@@ -102,7 +124,7 @@ pub fn stacked_bars(
 /// Grouped bars: one group per category of `spec`, one bar per series in each (a point's `x`
 /// is its category's index; a missing point is a missing bar). Writes `path` (SVG) and the
 /// PNG beside it; nothing when there is no point.
-pub fn grouped_bars(path: &Path, spec: &BarChart, series: &[Series]) -> Result<(), BenchError> {
+pub fn grouped_bars(path: &Path, spec: &BarChart, series: &[Series]) -> Result<(), PlotError> {
     if series.iter().all(|s| s.points.is_empty()) {
         return Ok(());
     }
@@ -113,7 +135,7 @@ pub fn grouped_bars(path: &Path, spec: &BarChart, series: &[Series]) -> Result<(
 
 /// One line per series (points sorted by x), for a numeric x axis. Writes `path` (SVG) and
 /// the PNG beside it; nothing when there is no point.
-pub fn lines(path: &Path, spec: &LineChart, series: &mut [Series]) -> Result<(), BenchError> {
+pub fn lines(path: &Path, spec: &LineChart, series: &mut [Series]) -> Result<(), PlotError> {
     for s in series.iter_mut() {
         s.points.sort_by(|a, b| a.x.total_cmp(&b.x));
     }
@@ -128,14 +150,23 @@ pub fn lines(path: &Path, spec: &LineChart, series: &mut [Series]) -> Result<(),
     )
 }
 
-/// The texts of an SVG file (tick labels, titles, legend entries), trimmed: for tests.
-#[cfg(test)]
-pub(crate) fn svg_texts(svg: &str) -> Vec<String> {
+/// The texts of an SVG file of this crate (tick labels, titles, legend entries), trimmed and
+/// unescaped: for tests of the figures.
+pub fn svg_texts(svg: &str) -> Vec<String> {
     svg.split("<text")
         .skip(1)
         .filter_map(|t| {
             let body = &t[t.find('>')? + 1..];
-            Some(body[..body.find("</text>")?].trim().to_string())
+            let text = body[..body.find("</text>")?].trim();
+            // The SVG back end escapes XML's five characters; `&amp;` last, so `&amp;lt;`
+            // stays `&lt;`.
+            Some(
+                text.replace("&lt;", "<")
+                    .replace("&gt;", ">")
+                    .replace("&quot;", "\"")
+                    .replace("&apos;", "'")
+                    .replace("&amp;", "&"),
+            )
         })
         .collect()
 }
@@ -161,6 +192,59 @@ mod tests {
             assert_ne!(styles[i].marker, styles[i + 1].marker);
             assert_ne!(styles[i].dashed, styles[i + 1].dashed);
         }
+    }
+
+    #[test]
+    fn paired_lines_share_a_colour_and_log_x_ticks_sit_at_the_data() {
+        let styles: Vec<SeriesStyle> = (0..6).map(SeriesStyle::paired).collect();
+        for pair in styles.chunks(2) {
+            assert_eq!(pair[0].colour, pair[1].colour, "a pair shares its colour");
+            assert!(!pair[0].dashed && pair[1].dashed);
+            assert_ne!(pair[0].marker, pair[1].marker);
+        }
+        assert_ne!(styles[0].colour, styles[2].colour);
+        assert_ne!(styles[2].colour, styles[4].colour);
+        let spec = LineChart {
+            title: "speedup vs buffer entries",
+            x_desc: "entries (log scale)",
+            y_desc: "speedup (x)",
+            log_x: true,
+            integer_x: true,
+            reference_y: Some(1.0),
+            fit_y: true,
+            paired: true,
+            ..Default::default()
+        };
+        assert_eq!(spec.style(3), SeriesStyle::paired(3));
+        let dir = std::env::temp_dir().join(format!("pmo-plot-paired-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("paired.svg");
+        let xs: [f64; 4] = [8.0, 16.0, 32.0, 64.0];
+        let mut series: Vec<Series> = ["a pb", "a pb-rf", "b pb", "b pb-rf"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let pts: Vec<(f64, f64)> = xs
+                    .iter()
+                    .map(|&x| (x, 1.0 + 0.01 * i as f64 * x.log2()))
+                    .collect();
+                Series::plain(*name, &pts)
+            })
+            .collect();
+        lines(&p, &spec, &mut series).unwrap();
+        let texts = svg_texts(&std::fs::read_to_string(&p).unwrap());
+        let has = |t: &str| texts.iter().any(|x| x == t);
+        for tick in ["8", "16", "32", "64", "a pb-rf", "entries (log scale)"] {
+            assert!(has(tick), "{tick}: {texts:?}");
+        }
+        assert!(
+            !has("10") && !has("20"),
+            "ticks at the data only: {texts:?}"
+        );
+        // The y axis spans the data (1 to 1.18), not 0 to 1.2.
+        assert!(!has("0") && !has("0.5"), "y fitted to the data: {texts:?}");
+        assert_png(&p.with_extension("png"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -300,7 +300,14 @@ fn lines<DB: DrawingBackend>(
     };
     let num_label = |v: &f64| human(*v);
     let y_range_log = ((y0 * 0.8).max(1e-9)..(y1 * 1.25).max(1e-9)).log_scale();
-    let y_range_lin = 0f64..(y1 * 1.15).max(1e-9);
+    let y_range_lin = if spec.fit_y && y1 > y0 {
+        let pad = (y1 - y0) * 0.08;
+        (y0 - pad)..(y1 + pad)
+    } else if spec.fit_y {
+        (y0 - 0.5)..(y1 + 0.5)
+    } else {
+        0f64..(y1 * 1.15).max(1e-9)
+    };
     let x_hi = if spec.log || spec.log_x {
         x1.max(x0 * 2.0)
     } else {
@@ -325,6 +332,20 @@ fn lines<DB: DrawingBackend>(
                 ticks: xs,
             },
             y_range_log,
+            spec,
+            series,
+            &int_label,
+            true,
+        ),
+        (false, true) if spec.log_x => lines_on(
+            &mut builder,
+            Ticks {
+                inner: plotters::coord::combinators::LogCoord::<f64>::from(
+                    (x0.max(1e-9) / 1.15..x_hi * 1.15).log_scale(),
+                ),
+                ticks: xs,
+            },
+            y_range_lin,
             spec,
             series,
             &int_label,
@@ -367,7 +388,7 @@ fn lines<DB: DrawingBackend>(
     let entries: Vec<(String, SeriesStyle)> = series
         .iter()
         .enumerate()
-        .map(|(i, s)| (s.name.clone(), SeriesStyle::of(i)))
+        .map(|(i, s)| (s.name.clone(), spec.style(i)))
         .collect();
     let uncertain = series.iter().any(|s| s.points.iter().any(|p| p.uncertain));
     legend(legend_area, &entries, false, uncertain)
@@ -412,7 +433,7 @@ where
             .map_err(s)?;
     }
     for (i, ser) in series.iter().enumerate() {
-        let st = SeriesStyle::of(i);
+        let st = spec.style(i);
         let line = st.colour.stroke_width(2);
         let pts: Vec<(f64, f64)> = ser.points.iter().map(|p| (p.x, p.y)).collect();
         if st.dashed {
