@@ -6,6 +6,7 @@ use plotters::coord::ranged1d::{
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::spec::{BarChart, Bars, LineChart, Series, SeriesStyle, UNCERTAIN_NOTE};
 use super::ticks::human;
@@ -82,6 +83,18 @@ fn category_label(names: &[String]) -> impl Fn(&f64) -> String + '_ {
     move |v| names.get(v.floor() as usize).cloned().unwrap_or_default()
 }
 
+/// The top of a stacked chart's linear axis when one bar dwarfs the others (more than 4x the
+/// next tallest, with at least three bars): 1.6x the next tallest, so the others stay
+/// readable; that bar is then cut at the top and labelled with its value. `None`: no cap.
+fn off_scale_cap(totals: &[f64], reference_y: Option<f64>) -> Option<f64> {
+    let mut t: Vec<f64> = totals.iter().copied().filter(|v| v.is_finite()).collect();
+    t.sort_by(f64::total_cmp);
+    let (&first, rest) = t.split_last()?;
+    let &second = rest.last()?;
+    let cap = second.max(reference_y.unwrap_or(0.0)) * 1.6;
+    (t.len() >= 3 && second > 0.0 && first > 4.0 * second && cap < first).then_some(cap)
+}
+
 /// Stacked bars over `plot`, the legend in `legend_area`.
 fn stacked<DB: DrawingBackend>(
     plot: &Root<DB>,
@@ -91,11 +104,15 @@ fn stacked<DB: DrawingBackend>(
     bars: &Bars,
     reference_y: Option<f64>,
 ) -> Drawn {
-    let top = bars
+    let totals: Vec<f64> = bars
         .iter()
         .map(|b| b.parts.iter().map(|p| p.1).sum::<f64>())
+        .collect();
+    let top = totals
+        .iter()
+        .copied()
         .fold(reference_y.unwrap_or(0.0), f64::max);
-    let ymax = top.max(1e-9) * 1.15;
+    let ymax = off_scale_cap(&totals, reference_y).unwrap_or(top.max(1e-9) * 1.15);
     let n = bars.len().max(1);
     let names: Vec<String> = bars
         .iter()
@@ -138,11 +155,25 @@ fn stacked<DB: DrawingBackend>(
                 let below: f64 = b.parts.iter().take(ci).map(|p| p.1).sum();
                 let v = b.parts.get(ci).map_or(0.0, |p| p.1);
                 let x = i as f64;
-                Rectangle::new([(x + 0.12, below), (x + 0.88, below + v)], c.filled())
+                let (y0, y1) = (below.min(ymax), (below + v).min(ymax));
+                Rectangle::new([(x + 0.12, y0), (x + 0.88, y1)], c.filled())
             })
             .collect();
         chart.draw_series(rects).map_err(s)?;
     }
+    // A bar cut at the top of the axis says so, with its value.
+    let cut = totals.iter().enumerate().filter(|(_, t)| **t > ymax);
+    let style =
+        TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
+    chart
+        .draw_series(cut.map(|(i, t)| {
+            Text::new(
+                format!("{} (off scale)", human(*t)),
+                (i as f64 + 0.5, ymax * 0.985),
+                style.clone(),
+            )
+        }))
+        .map_err(s)?;
     if let Some(r) = reference_y {
         chart
             .draw_series(DashedLineSeries::new(

@@ -176,8 +176,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn thirteen_series_look_different() {
-        let styles: Vec<SeriesStyle> = (0..13).map(SeriesStyle::of).collect();
+    fn sixteen_series_look_different() {
+        let styles: Vec<SeriesStyle> = (0..PALETTE.len()).map(SeriesStyle::of).collect();
         for (i, a) in styles.iter().enumerate() {
             for b in &styles[i + 1..] {
                 let d = |x: u8, y: u8| (x as i32 - y as i32).pow(2);
@@ -188,7 +188,7 @@ mod tests {
             }
         }
         // Neighbours also differ in marker and line style.
-        for i in 0..12 {
+        for i in 0..PALETTE.len() - 1 {
             assert_ne!(styles[i].marker, styles[i + 1].marker);
             assert_ne!(styles[i].dashed, styles[i + 1].dashed);
         }
@@ -333,7 +333,42 @@ mod tests {
             "uncertain bar marked: {texts:?}"
         );
         assert!(texts.iter().any(|t| t == "x"), "bar labels: {texts:?}");
-        for f in [&p, &b] {
+        // One bar dwarfing the others (a disk beside memory) is cut at the top and says so;
+        // the others keep a readable scale.
+        let o = dir.join("outlier.svg");
+        let bar = |label: &str, v: f64| Bar {
+            label: label.into(),
+            parts: vec![("c1", v * 0.5), ("c2", v * 0.5)],
+            uncertain: false,
+        };
+        stacked_bars(
+            &o,
+            "t",
+            "commit time (µs, median)",
+            &[
+                bar("a", 20.0),
+                bar("disk", 435.0),
+                bar("b", 15.0),
+                bar("c", 10.0),
+            ],
+            None,
+        )
+        .unwrap();
+        let texts = svg_texts(&std::fs::read_to_string(&o).unwrap());
+        assert!(
+            texts.iter().any(|t| t == "435 (off scale)"),
+            "the cut bar says so: {texts:?}"
+        );
+        assert!(
+            !texts.iter().any(|t| t == "400" || t == "100"),
+            "the axis stops near the next tallest bar: {texts:?}"
+        );
+        let texts = svg_texts(&std::fs::read_to_string(&b).unwrap());
+        assert!(
+            !texts.iter().any(|t| t.contains("off scale")),
+            "no bar is cut without an outlier: {texts:?}"
+        );
+        for f in [&p, &b, &o] {
             assert_png(&f.with_extension("png"));
             assert_eq!(to_png(f), Some(f.with_extension("png")));
         }

@@ -3,9 +3,9 @@
 
 use plotters::style::RGBColor;
 
-/// Thirteen colours that stay apart from each other on white (and for the common forms of
+/// Sixteen colours that stay apart from each other on white (and for the common forms of
 /// colour blindness, together with the markers and line styles of [`SeriesStyle`]).
-pub const PALETTE: [RGBColor; 13] = [
+pub const PALETTE: [RGBColor; 16] = [
     RGBColor(0, 114, 178),   // blue
     RGBColor(230, 159, 0),   // orange
     RGBColor(0, 158, 115),   // bluish green
@@ -19,6 +19,9 @@ pub const PALETTE: [RGBColor; 13] = [
     RGBColor(0, 90, 50),     // dark green
     RGBColor(170, 140, 0),   // olive
     RGBColor(255, 0, 200),   // magenta
+    RGBColor(0, 200, 220),   // cyan
+    RGBColor(140, 86, 40),   // brown
+    RGBColor(110, 190, 60),  // light green
 ];
 
 /// How series `i` is drawn: its colour, whether its line is dashed, and its marker.
@@ -32,7 +35,7 @@ pub struct SeriesStyle {
 
 impl SeriesStyle {
     /// The style of series `i`: colours in [`PALETTE`] order; markers and dashes cycle on
-    /// their own periods, so two series that share a colour (beyond 13) still differ.
+    /// their own periods, so two series that share a colour (beyond 16) still differ.
     pub fn of(i: usize) -> SeriesStyle {
         SeriesStyle {
             colour: PALETTE[i % PALETTE.len()],
