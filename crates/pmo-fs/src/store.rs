@@ -322,6 +322,17 @@ impl FileStore {
                 .attach
                 .resident_pages
                 .or(Some(FILE_RESIDENT_PAGES)),
+            // Every write of the file store goes through `Attachment::write_at`, which declares
+            // its bytes: the psync needs no comparison with a twin, and a small file's resident
+            // view maps none (half its mappings' memory and population: issue 29). The
+            // caller's or `PMO_DIRTY`'s choice still wins.
+            tracking: self
+                .inner
+                .opts
+                .attach
+                .tracking
+                .or_else(pmo_store::DirtyTracking::from_env)
+                .or(Some(pmo_store::DirtyTracking::Declared)),
             ..self.inner.opts.attach
         };
         self.inner

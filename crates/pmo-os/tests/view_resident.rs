@@ -99,6 +99,61 @@ fn declared_tracking_reports_only_declared_pages() {
     assert_eq!(dirty(&v), vec![1]);
 }
 
+/// A declared view maps no twin: its spare is half the bytes of a twin-tracking view's, and a
+/// view that compares with a twin never takes it (nor the reverse): it maps anew, and its
+/// writes are found from its own twin.
+#[test]
+fn a_declared_view_has_no_twin_and_its_spare_serves_only_its_kind() {
+    let _serial = serial();
+    pmo_os::view::release_spares();
+    let at = addr(9);
+    let d = View::resident(
+        opts(at, 4, true),
+        Pattern::new("no-twin"),
+        DirtyTracking::Declared,
+    )
+    .unwrap();
+    assert!(d.twin_addr(0).is_none(), "declared tracking has no twin");
+    write(&d, 1, 3, 0x77);
+    d.mark_dirty(1).unwrap();
+    assert_eq!(dirty(&d), vec![1]);
+    drop(d);
+    assert!(pmo_os::view::spare_kept_at(at));
+    assert_eq!(
+        pmo_os::view::spare_bytes_kept(),
+        4 * PAGE_SIZE,
+        "the view alone"
+    );
+    // A twin-tracking view of the range: not the twin-less spare.
+    let t = resident(at, 4, true, Pattern::new("no-twin"));
+    assert!(
+        !pmo_os::view::spare_kept_at(at),
+        "the twin-less spare was unmapped"
+    );
+    assert!(t.twin_addr(0).is_some());
+    assert_eq!(read(&t, 1, 3), word(1, 3), "filled, not the stale write");
+    write(&t, 2, 0, 9);
+    assert_eq!(dirty(&t), vec![2], "found by comparing with its twin");
+    drop(t);
+    assert_eq!(
+        pmo_os::view::spare_bytes_kept(),
+        8 * PAGE_SIZE,
+        "view and twin"
+    );
+    // And back: a declared view does not take the spare with a twin either.
+    let d = View::resident(
+        opts(at, 4, true),
+        Pattern::new("no-twin"),
+        DirtyTracking::Declared,
+    )
+    .unwrap();
+    assert!(!pmo_os::view::spare_kept_at(at));
+    assert!(d.twin_addr(0).is_none());
+    assert_eq!(read(&d, 2, 0), word(2, 0));
+    drop(d);
+    pmo_os::view::release_spares();
+}
+
 /// A failed fill is an error, and the view's range is free or zeroed afterwards.
 #[test]
 fn a_failed_fill_is_an_error() {

@@ -114,8 +114,9 @@ fn map_beside(
     })
 }
 
-/// Map the view's range and its twin or alias (not taken from the spare list).
-fn map_new(opts: &ViewOptions) -> Result<Mem, ViewError> {
+/// Map the view's range and its twin (`twin`: a writable view compared with one) or alias (a
+/// read-only view), not taken from the spare list.
+fn map_new(opts: &ViewOptions, twin: bool) -> Result<Mem, ViewError> {
     let len = opts.len_bytes;
     // Populated at once: every page is written right away (the fill, the twin), and one call
     // allocates them cheaper than a first-touch fault each.
@@ -123,7 +124,13 @@ fn map_new(opts: &ViewOptions) -> Result<Mem, ViewError> {
         let anon =
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_POPULATE;
         let base = map_view(opts, libc::PROT_READ | libc::PROT_WRITE, anon, -1, 0)?;
-        (base, map_beside(base, len, anon, -1, "mmap (twin)")?)
+        // Declared tracking knows its writes: no twin (half the memory and its population).
+        let aux = if twin {
+            map_beside(base, len, anon, -1, "mmap (twin)")?
+        } else {
+            0
+        };
+        (base, aux)
     } else {
         // The mappings keep the memfd's pages; the descriptor closes at the end of this block.
         let fd = sys::memfd(c"pmo-resident").map_err(os("memfd_create"))?;
@@ -147,7 +154,10 @@ fn map_new(opts: &ViewOptions) -> Result<Mem, ViewError> {
     // inherit a PMO's plaintext.
     unsafe {
         sys::madvise(mem.base, len, libc::MADV_DONTFORK).map_err(os("madvise(MADV_DONTFORK)"))?;
-        sys::madvise(mem.aux, len, libc::MADV_DONTFORK).map_err(os("madvise(MADV_DONTFORK)"))?;
+        if mem.aux != 0 {
+            sys::madvise(mem.aux, len, libc::MADV_DONTFORK)
+                .map_err(os("madvise(MADV_DONTFORK)"))?;
+        }
     }
     Ok(mem)
 }
@@ -161,23 +171,25 @@ pub(crate) fn create(
     mechanism: Mechanism,
 ) -> Result<(Shared, ResidentState), ViewError> {
     let len = opts.len_bytes;
+    let tracking = if tracking == DirtyTracking::Declared {
+        DirtyTracking::Declared
+    } else {
+        DirtyTracking::Twin
+    };
+    // A twin for a writable view that compares with one, an alias for a read-only view.
+    let aux = !opts.writable || tracking == DirtyTracking::Twin;
     let taken = match opts.placement {
         // Another spare over the range is unmapped by `map_view` if it is in the way.
-        Placement::Fixed(addr) => spare::take_at(addr, len, opts.writable),
+        Placement::Fixed(addr) => spare::take_at(addr, len, opts.writable, aux),
         // Never a spare: its range is some PMO's stable address, which a view placed anywhere
         // (a relocated attach) must not take from it.
         Placement::Anywhere => None,
     };
     let mem = match taken {
         Some(m) => m,
-        None => map_new(opts)?,
+        None => map_new(opts, aux && opts.writable)?,
     };
     let pages = (len / PAGE_SIZE) as u64;
-    let tracking = if tracking == DirtyTracking::Declared {
-        DirtyTracking::Declared
-    } else {
-        DirtyTracking::Twin
-    };
     let st = ResidentState {
         mem: Some(mem),
         tracking,

@@ -24,14 +24,26 @@ use super::sys;
 pub(crate) const DEFAULT_SPARE_BYTES: usize = 64 << 20;
 
 /// The mappings of one resident view: the application's range at `base` and, at `aux`, the
-/// twin (a writable view: the last committed contents of each page) or the writable alias of a
-/// read-only view (the memfd mapped again: fills and zeroing go through it).
+/// twin (a writable view compared with its twin: the last committed contents of each page) or
+/// the writable alias of a read-only view (the memfd mapped again: fills and zeroing go
+/// through it); `aux` is 0 for a writable view with declared tracking, which needs no twin.
 pub(crate) struct Mem {
     pub(crate) base: usize,
     pub(crate) len: usize,
     pub(crate) writable: bool,
     pub(crate) aux: usize,
     pub(crate) pid: u32,
+}
+
+impl Mem {
+    /// Bytes mapped: the view, and its twin or alias if it has one.
+    fn bytes(&self) -> usize {
+        if self.aux == 0 {
+            self.len
+        } else {
+            2 * self.len
+        }
+    }
 }
 
 impl Drop for Mem {
@@ -45,7 +57,9 @@ impl Drop for Mem {
         // nothing references them any more: the view that used them is gone.
         unsafe {
             sys::unmap(self.base, self.len);
-            sys::unmap(self.aux, self.len);
+            if self.aux != 0 {
+                sys::unmap(self.aux, self.len);
+            }
         }
     }
 }
@@ -88,15 +102,15 @@ pub(crate) fn spare_bytes() -> usize {
     })
 }
 
-/// Take the spare mapping at exactly `base..base + len` with the same writability, if kept.
-pub(crate) fn take_at(base: usize, len: usize, writable: bool) -> Option<Mem> {
+/// Take the spare mapping at exactly `base..base + len` with the same writability and, if
+/// `aux`, a twin or alias (else none), if kept.
+pub(crate) fn take_at(base: usize, len: usize, writable: bool, aux: bool) -> Option<Mem> {
     let mut l = list();
-    let i = l
-        .mems
-        .iter()
-        .rposition(|m| m.base == base && m.len == len && m.writable == writable)?;
+    let i = l.mems.iter().rposition(|m| {
+        m.base == base && m.len == len && m.writable == writable && (m.aux != 0) == aux
+    })?;
     let m = l.mems.remove(i);
-    l.bytes -= 2 * m.len;
+    l.bytes -= m.bytes();
     Some(m)
 }
 
@@ -109,7 +123,7 @@ pub(crate) fn evict_overlapping(addr: usize, len: usize) -> bool {
             .into_iter()
             .partition(|m| m.base < addr + len && addr < m.base + m.len);
         l.mems = kept;
-        l.bytes -= gone.iter().map(|m| 2 * m.len).sum::<usize>();
+        l.bytes -= gone.iter().map(Mem::bytes).sum::<usize>();
         gone
     };
     let any = !gone.is_empty();
@@ -120,18 +134,18 @@ pub(crate) fn evict_overlapping(addr: usize, len: usize) -> bool {
 /// Keep a zeroed `Mem` for reuse (or unmap it, and the oldest spares, beyond the bound).
 pub(crate) fn put(mem: Mem) {
     let bound = spare_bytes();
-    if mem.pid != crate::lock::pid() || 2 * mem.len > bound {
+    if mem.pid != crate::lock::pid() || mem.bytes() > bound {
         return;
     }
     let gone: Vec<Mem> = {
         let mut l = list();
         let mut gone = Vec::new();
-        while l.bytes + 2 * mem.len > bound && !l.mems.is_empty() {
+        while l.bytes + mem.bytes() > bound && !l.mems.is_empty() {
             let m = l.mems.remove(0);
-            l.bytes -= 2 * m.len;
+            l.bytes -= m.bytes();
             gone.push(m);
         }
-        l.bytes += 2 * mem.len;
+        l.bytes += mem.bytes();
         l.mems.push(mem);
         gone
     };
