@@ -8,8 +8,8 @@
 //! - **Breakdown** (the paper's Fig. 6, at the granularity measured here): attach, the update's
 //!   page fault (decrypt + verify + map + write tracking), psync, detach.
 //! - **Per-page costs of the secure default** against their floors, measured in the same run:
-//!   fault service per page vs (AES-GCM open of 4 KiB + a bare fault of the unprotected store),
-//!   psync per dirty page vs (AES-GCM seal of 4 KiB + persist of 4 KiB), each of those over
+//!   fault service per page vs (the default AEAD's open of 4 KiB + a bare fault of the unprotected store),
+//!   psync per dirty page vs (the default AEAD's seal of 4 KiB + persist of 4 KiB), each of those over
 //!   the same working set as the psync's: k distinct pages, one store each before a round, and
 //!   destinations alternating between two sets of k pages (the two slots). Targets: within 1.5x.
 //!
@@ -64,18 +64,13 @@ impl SchemesBenchOptions {
                 ]
             },
             // Every scheme with the DRAM plaintext copy, `secure` under its other AEAD
-            // (AEGIS-256X4) beside it, and three with the copy on the medium (the LOaPP
-            // kernel's placement).
+            // (AES-256-GCM, `secure:gcm`) beside it, and three with the copy on the medium (the
+            // LOaPP kernel's placement).
             schemes: Scheme::all()
                 .chain(
-                    [
-                        "secure:aegis",
-                        "wedi:medium",
-                        "sp-id:medium",
-                        "secure:medium",
-                    ]
-                    .iter()
-                    .filter_map(|n| Scheme::from_name(n).ok()),
+                    ["secure:gcm", "wedi:medium", "sp-id:medium", "secure:medium"]
+                        .iter()
+                        .filter_map(|n| Scheme::from_name(n).ok()),
                 )
                 .collect(),
         }
@@ -195,7 +190,7 @@ fn fig1_cell(
     Ok(())
 }
 
-/// Fault service per page: secure vs (GCM open of 4 KiB + the unprotected store's fault).
+/// Fault service per page: secure vs (its AEAD's open of 4 KiB + the unprotected store's fault).
 fn per_page_fault(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(), BenchError> {
     let size = 16 * KIB * KIB;
     let pages = (size / PAGE as u64) as usize;
@@ -237,7 +232,7 @@ fn per_page_fault(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(
     let open = crate::floors::aead_page_us(false);
     records.push(
         "schemes",
-        &[("op", "aes-gcm open 4KiB".into())],
+        &[("op", format!("{} open 4KiB", crate::floors::aead_name()))],
         "crypto_page_us",
         open,
         "us",
@@ -255,15 +250,14 @@ fn per_page_fault(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(
     Ok(())
 }
 
-/// Median µs per page to AES-256-GCM seal `k` distinct 4 KiB pages (the store's page context,
+/// Median µs per page to seal (the default AEAD) `k` distinct 4 KiB pages (the store's page context,
 /// fresh versions) into one output page, as a psync of `k` dirty pages must: before each
 /// round every page gets one store, like the pages the psync benchmark dirties, so the
 /// plaintext is where an application's writes leave it, not one page hot in L1.
 fn seal_pages_us(k: usize) -> f64 {
-    use pmo_crypt::{seal_page, MasterKey, PageCtx, PmoKeys};
-    let keys = match PmoKeys::derive(&MasterKey::from_bytes([7; 32]), [1; 16], [2; 16]) {
-        Ok(k) => k,
-        Err(_) => return f64::NAN,
+    use pmo_crypt::{seal_page, PageCtx};
+    let Some(keys) = crate::floors::page_keys() else {
+        return f64::NAN;
     };
     let mut plain = vec![[0x42u8; PAGE]; k];
     let mut out = [0u8; PAGE];
@@ -295,7 +289,7 @@ fn seal_pages_us(k: usize) -> f64 {
     median(&samples)
 }
 
-/// psync per dirty page (k = 256): secure vs (GCM seal of 4 KiB + persist of 4 KiB).
+/// psync per dirty page (k = 256): secure vs (its AEAD's seal of 4 KiB + persist of 4 KiB).
 fn per_page_psync(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(), BenchError> {
     let size = 16 * KIB * KIB;
     let k = 256usize;
@@ -382,7 +376,7 @@ fn per_page_psync(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(
     let seal = seal_pages_us(k);
     records.push(
         "schemes",
-        &[("op", "aes-gcm seal 4KiB".into())],
+        &[("op", format!("{} seal 4KiB", crate::floors::aead_name()))],
         "crypto_page_us",
         seal,
         "us",
@@ -490,24 +484,26 @@ pub fn table(records: &Records) -> String {
         }
     }
     let f = |m: &str, p: &[(&str, &str)]| records.find(m, p).unwrap_or(f64::NAN);
+    let aead = crate::floors::aead_name();
+    let (open_op, seal_op) = (format!("{aead} open 4KiB"), format!("{aead} seal 4KiB"));
     _ = writeln!(
         out,
         "Per-page costs of the secure default (16 MiB PMO, medians, µs):"
     );
     _ = writeln!(out,
-        "  fault service {:.2} vs floor {:.2} (GCM open {:.2} + unprotected fault {:.2}): {:.2}x (target <= 1.5x)",
+        "  fault service {:.2} vs floor {:.2} ({aead} open {:.2} + unprotected fault {:.2}): {:.2}x (target <= 1.5x)",
         f("fault_service_per_page_us", &[("scheme", "secure")]),
-        f("crypto_page_us", &[("op", "aes-gcm open 4KiB")])
+        f("crypto_page_us", &[("op", &open_op)])
             + f("fault_service_per_page_us", &[("scheme", "none")]),
-        f("crypto_page_us", &[("op", "aes-gcm open 4KiB")]),
+        f("crypto_page_us", &[("op", &open_op)]),
         f("fault_service_per_page_us", &[("scheme", "none")]),
         f("fault_service_vs_floor", &[("scheme", "secure")]),
     );
     _ = writeln!(out,
-        "  psync per dirty page (k=256 contiguous) {:.2} vs floor {:.2} (GCM seal {:.2} + persist 4 KiB {:.2}): {:.2}x (target <= 1.5x)",
+        "  psync per dirty page (k=256 contiguous) {:.2} vs floor {:.2} ({aead} seal {:.2} + persist 4 KiB {:.2}): {:.2}x (target <= 1.5x)",
         f("psync_per_dirty_page_us", &[("scheme", "secure"), ("layout", "contiguous")]),
-        f("crypto_page_us", &[("op", "aes-gcm seal 4KiB")]) + f("persist_page_us", &[("op", "persist 4KiB")]),
-        f("crypto_page_us", &[("op", "aes-gcm seal 4KiB")]),
+        f("crypto_page_us", &[("op", &seal_op)]) + f("persist_page_us", &[("op", "persist 4KiB")]),
+        f("crypto_page_us", &[("op", &seal_op)]),
         f("persist_page_us", &[("op", "persist 4KiB")]),
         f("psync_per_page_vs_floor", &[("scheme", "secure")]),
     );

@@ -9,8 +9,8 @@
 //!   costs: the attach lock);
 //! - a 16 KiB copy (the pages read out, or written in), and for `none` a second one (the pages
 //!   read from the medium);
-//! - `secure`: 4 AES-256-GCM opens (read) or seals (write) of a 4 KiB page with the store's
-//!   page context;
+//! - `secure`: 4 opens (read) or seals (write) of a 4 KiB page with the store's page context,
+//!   with `secure`'s default AEAD (AEGIS-256X4);
 //! - a write: 4 pages written to the medium, flushed and fenced;
 //! - pcreate + pdestroy: 4 fenced writes of a 4 KiB page (each change writes its entry into
 //!   the two namespace copies) and 4 OFD lock + unlock pairs: the metadata lock of each change
@@ -155,8 +155,14 @@ pub(crate) fn run(dir: &Path, repeats: usize, records: &mut Records) -> Result<(
     for (op, v) in [
         ("ofd lock+unlock", lock),
         ("copy 16KiB", copy),
-        ("aes-gcm open 4 pages", open),
-        ("aes-gcm seal 4 pages", seal),
+        (
+            &*format!("{} open 4 pages", crate::floors::aead_name()),
+            open,
+        ),
+        (
+            &*format!("{} seal 4 pages", crate::floors::aead_name()),
+            seal,
+        ),
         ("persist 4 pages + fence", persist4),
         ("persist 1 page + fence", persist1),
     ] {
@@ -228,13 +234,14 @@ pub(crate) fn table(records: &Records) -> String {
         }
     }
     let floor = |op: &str| f("small_floor_us", &[("op", op)]).unwrap_or(f64::NAN);
+    let aead = crate::floors::aead_name();
     _ = writeln!(
         out,
-        "  floors: lock+unlock {:.2}, copy 16 KiB {:.2}, GCM open 4 pages {:.2}, seal 4 pages {:.2}, persist 4 pages + fence {:.2}, 1 page + fence {:.2}",
+        "  floors: lock+unlock {:.2}, copy 16 KiB {:.2}, {aead} open 4 pages {:.2}, seal 4 pages {:.2}, persist 4 pages + fence {:.2}, 1 page + fence {:.2}",
         floor("ofd lock+unlock"),
         floor("copy 16KiB"),
-        floor("aes-gcm open 4 pages"),
-        floor("aes-gcm seal 4 pages"),
+        floor(&format!("{aead} open 4 pages")),
+        floor(&format!("{aead} seal 4 pages")),
         floor("persist 4 pages + fence"),
         floor("persist 1 page + fence"),
     );

@@ -29,8 +29,8 @@ pub(crate) struct CreateArgs {
     /// Where the plaintext copy lives when attached: dram or medium (default: the scheme's)
     #[arg(long)]
     pub(crate) shadow: Option<String>,
-    /// The AEAD of `secure`'s pages: gcm (AES-256-GCM, the default) or aegis (AEGIS-256X4);
-    /// the same as the scheme suffix `:aegis`
+    /// The AEAD of `secure`'s pages: aegis (AEGIS-256X4, the default) or gcm (AES-256-GCM);
+    /// the same as the scheme suffix `:aegis` or `:gcm`
     #[arg(long)]
     pub(crate) cipher: Option<String>,
     /// Lay the PMO out for this size (its layout capacity): `pmo resize` up to it, and

@@ -41,8 +41,8 @@ pub(crate) struct InitArgs {
     /// Where the plaintext copy of an attached PMO lives: dram (default) or medium
     #[arg(long)]
     pub(crate) shadow: Option<String>,
-    /// The AEAD of `secure`'s pages: gcm (AES-256-GCM, the default) or aegis (AEGIS-256X4);
-    /// the same as the scheme suffix `:aegis`
+    /// The AEAD of `secure`'s pages: aegis (AEGIS-256X4, the default) or gcm (AES-256-GCM);
+    /// the same as the scheme suffix `:aegis` or `:gcm`
     #[arg(long)]
     pub(crate) cipher: Option<String>,
 }
@@ -66,8 +66,8 @@ pub(crate) enum SchemeAction {
         /// Where the plaintext copy of an attached PMO lives: dram (default) or medium
         #[arg(long)]
         shadow: Option<String>,
-        /// The AEAD of `secure`'s pages: gcm (AES-256-GCM, the default) or aegis (AEGIS-256X4);
-        /// the same as the scheme suffix `:aegis`
+        /// The AEAD of `secure`'s pages: aegis (AEGIS-256X4, the default) or gcm (AES-256-GCM);
+        /// the same as the scheme suffix `:aegis` or `:gcm`
         #[arg(long)]
         cipher: Option<String>,
     },
@@ -235,7 +235,7 @@ pub(crate) fn scheme(args: &SchemeArgs, ctx: &Ctx) -> anyhow::Result<()> {
                 )?;
             }
             outln!(
-                "secure's AEAD: aes-256-gcm (default) or aegis-256x4 (secure:aegis, or --cipher aegis)"
+                "secure's AEAD: aegis-256x4 (default) or aes-256-gcm (secure:gcm, or --cipher gcm)"
             )?;
             let without: Vec<String> = pmo_store::Scheme::all()
                 .filter(|s| s.integrity_at() == pmo_store::scheme::IntegrityAt::Never)

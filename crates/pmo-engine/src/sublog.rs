@@ -50,7 +50,7 @@ use crate::engine::{CommitSource, CommitStats, Page, PmoCore};
 use crate::log_state::{LiveChange, LogState};
 use crate::protect::Protection;
 use pmo_meta::error::{Result, StoreError};
-use pmo_meta::scheme::{AeadCipher, Scheme};
+use pmo_meta::scheme::Scheme;
 use pmo_meta::Health;
 
 thread_local! {
@@ -70,7 +70,7 @@ pub fn wanted(scheme: Scheme, version: u32) -> bool {
         && version >= pmo_format::FORMAT_VERSION_SUBLOG
         && (scheme == Scheme::NONE
             || Scheme {
-                aead: AeadCipher::Aes256Gcm,
+                aead: Scheme::SECURE.aead,
                 ..scheme
             } == Scheme::SECURE)
 }

@@ -339,7 +339,7 @@ fn a_heap_for_declared_tracking_gets_a_sub_page_commit_log_by_default() {
     let logged = std::env::var("PMO_LOG").map_or(true, |v| v.trim() != "0")
         && (scheme == pmo_store::Scheme::NONE
             || scheme == pmo_store::Scheme::SECURE
-            || scheme == pmo_store::Scheme::SECURE_AEGIS);
+            || scheme == pmo_store::Scheme::SECURE_GCM);
     let attach = pmo_store::AttachOptions {
         tracking: Some(pmo_store::DirtyTracking::Declared),
         ..Default::default()

@@ -185,24 +185,38 @@ impl Scheme {
         shadow: Shadow::Dram,
         aead: AeadCipher::Aes256Gcm,
     };
-    /// The secure default for protected PMOs.
+    /// The secure default for protected PMOs: pages sealed with the default AEAD,
+    /// AEGIS-256X4 (`secure`, the same as `secure:aegis`).
     pub const SECURE: Scheme = Scheme {
         id: SchemeId::Secure,
         shadow: Shadow::Dram,
-        aead: AeadCipher::Aes256Gcm,
-    };
-    /// `secure` with AEGIS-256X4 as its page AEAD (`secure:aegis`).
-    pub const SECURE_AEGIS: Scheme = Scheme {
         aead: AeadCipher::Aegis256X4,
+    };
+    /// `secure` with AEGIS-256X4 as its page AEAD, named explicitly: [`Scheme::SECURE`].
+    pub const SECURE_AEGIS: Scheme = Scheme::SECURE;
+    /// `secure` with AES-256-GCM as its page AEAD (`secure:gcm`): every `secure` PMO created
+    /// before format version 9, and the default before AEGIS-256X4 became it.
+    pub const SECURE_GCM: Scheme = Scheme {
+        aead: AeadCipher::Aes256Gcm,
         ..Scheme::SECURE
     };
+
+    /// The AEAD a scheme gets when its name names none: the default AEAD for `secure`, the
+    /// placeholder AES-256-GCM (never used: no AEAD) for the others.
+    fn default_aead(id: SchemeId) -> AeadCipher {
+        if id == SchemeId::Secure {
+            AeadCipher::default()
+        } else {
+            AeadCipher::Aes256Gcm
+        }
+    }
 
     /// Every named scheme with the DRAM shadow (and the default AEAD).
     pub fn all() -> impl Iterator<Item = Scheme> {
         IDS.iter().map(|&(id, _)| Scheme {
             id,
             shadow: Shadow::Dram,
-            aead: AeadCipher::Aes256Gcm,
+            aead: Scheme::default_aead(id),
         })
     }
 
@@ -277,7 +291,7 @@ impl Scheme {
             shadow,
             aead: AeadCipher::Aes256Gcm,
         }
-        .with_aead(aead.unwrap_or_default())
+        .with_aead(aead.unwrap_or(Scheme::default_aead(id)))
     }
 
     /// The scheme named by `PMO_SCHEME`, if set (an invalid value is an error).
@@ -288,8 +302,8 @@ impl Scheme {
         }
     }
 
-    /// The name, with `:medium` when the plaintext lives on the medium and `:aegis` when the
-    /// pages are sealed with AEGIS-256X4 (AES-256-GCM, the default, adds nothing).
+    /// The name, with `:medium` when the plaintext lives on the medium and `:gcm` when the
+    /// pages are sealed with AES-256-GCM (AEGIS-256X4, the default, adds nothing).
     pub fn name(&self) -> String {
         let base = IDS
             .iter()
@@ -299,7 +313,7 @@ impl Scheme {
         if self.shadow == Shadow::Medium {
             name.push_str(":medium");
         }
-        if self.aead != AeadCipher::Aes256Gcm {
+        if self.cipher() == Cipher::Aead && self.aead != AeadCipher::default() {
             name.push(':');
             name.push_str(aead_suffix(self.aead));
         }
@@ -463,15 +477,30 @@ mod tests {
         }
         let a = Scheme::from_name("secure:aegis").unwrap();
         assert_eq!(a, Scheme::SECURE_AEGIS);
+        assert_eq!(
+            a,
+            Scheme::from_name("secure").unwrap(),
+            "AEGIS-256X4 is the default"
+        );
+        assert_eq!(a, Scheme::SECURE);
+        assert_eq!(a.name(), "secure");
         assert_eq!(a.code(), 9 | 1 << 9);
         assert_eq!(a.aead_cipher(), Some(AeadCipher::Aegis256X4));
-        assert_eq!(Scheme::SECURE.code(), 9, "GCM PMOs keep their pre-9 code");
-        assert_eq!(Scheme::SECURE.aead_cipher(), Some(AeadCipher::Aes256Gcm));
-        assert_eq!(Scheme::from_name("secure:gcm").unwrap(), Scheme::SECURE);
+        let g = Scheme::from_name("secure:gcm").unwrap();
+        assert_eq!(g, Scheme::SECURE_GCM);
+        assert_eq!(g.name(), "secure:gcm");
+        assert_eq!(g.code(), 9, "GCM PMOs keep their pre-9 code");
+        assert_eq!(g.aead_cipher(), Some(AeadCipher::Aes256Gcm));
+        assert!(!g.needs_aead_field() && a.needs_aead_field());
         let m = Scheme::from_name("secure:aegis:medium").unwrap();
-        assert_eq!(m, Scheme::from_name("secure:medium:aegis").unwrap());
-        assert_eq!(m.name(), "secure:medium:aegis");
+        assert_eq!(m, Scheme::from_name("secure:medium").unwrap());
+        assert_eq!(m.name(), "secure:medium");
         assert_eq!(m.code(), 9 | SHADOW_MEDIUM_BIT | 1 << 9);
+        let gm = Scheme::from_name("secure:gcm:medium").unwrap();
+        assert_eq!(gm.name(), "secure:medium:gcm");
+        assert_eq!(Scheme::from_name(&gm.name()).unwrap(), gm);
+        // The schemes without an AEAD name none.
+        assert_eq!(Scheme::from_name("sp-ip").unwrap().name(), "sp-ip");
         // Only `secure` has an AEAD; unknown ciphers and doubled suffixes are refused.
         for bad in [
             "sp-ip:aegis",
@@ -489,14 +518,14 @@ mod tests {
         );
         assert!(Scheme::from_code(9 | 7 << 9).is_err());
         // The two ciphers are two at-rest formats: neither attaches as the other.
-        assert!(!Scheme::SECURE.same_at_rest(&Scheme::SECURE_AEGIS));
+        assert!(!Scheme::SECURE_GCM.same_at_rest(&Scheme::SECURE_AEGIS));
         assert_eq!(
             Scheme::SECURE_AEGIS
                 .attachable_as()
                 .iter()
                 .map(|x| x.name())
                 .collect::<Vec<_>>(),
-            ["secure:aegis"]
+            ["secure"]
         );
     }
 

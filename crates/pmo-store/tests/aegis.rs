@@ -53,7 +53,7 @@ fn assert_reads(pool: &Pool, name: &str, v: u8, ctx: &str) {
 /// A version-8 pool (what the previous build wrote) with a GCM PMO "a" at version 1.
 fn version_8_image() -> Vec<u8> {
     let m = Arc::new(CrashMedium::new(2 << 20));
-    let pool = Pool::create_legacy_on(m.clone(), &opts(Scheme::SECURE), 8).unwrap();
+    let pool = Pool::create_legacy_on(m.clone(), &opts(Scheme::SECURE_GCM), 8).unwrap();
     assert_eq!(pool.superblock().version, 8);
     pool.pcreate("a", PAGES * 4096, KEY).unwrap();
     write(&pool, "a", 1);
@@ -76,7 +76,9 @@ fn a_version_8_pool_reads_unchanged_and_takes_aegis_pmos_after_its_upgrade() {
     assert_eq!(pmo_format::FORMAT_VERSION, 9);
     // The old PMO keeps AES-256-GCM (its code has no AEAD bits) and reads as written.
     let info = pool.info("a").unwrap();
-    assert_eq!(info.scheme, Scheme::SECURE.code());
+    assert_eq!(info.scheme, Scheme::SECURE_GCM.code());
+    // Its default for new PMOs stays the GCM it was made with.
+    assert_eq!(pool.default_scheme().unwrap(), Scheme::SECURE_GCM);
     assert_reads(&pool, "a", 1, "upgraded");
     write(&pool, "a", 2);
     assert_reads(&pool, "a", 2, "written after the upgrade");
@@ -88,7 +90,7 @@ fn a_version_8_pool_reads_unchanged_and_takes_aegis_pmos_after_its_upgrade() {
     assert_reads(&pool, "b", 3, "aegis");
     // It cannot be run as the GCM design: that is another at-rest format.
     let e = pool
-        .open_pmo_as("b", Perm::Read, KEY, None, Some(Scheme::SECURE))
+        .open_pmo_as("b", Perm::Read, KEY, None, Some(Scheme::SECURE_GCM))
         .err()
         .expect("an AEGIS PMO attached as GCM");
     assert!(matches!(e, StoreError::Invalid(_)), "{e}");
@@ -115,7 +117,7 @@ fn the_upgrade_to_9_at_every_persist_point() {
             let pool = Pool::open_on(m).unwrap_or_else(|e| panic!("{ctx}: {e}"));
             assert_eq!(pool.superblock().version, 9, "{ctx}");
             assert_reads(&pool, "a", 1, &ctx);
-            assert_eq!(pool.info("a").unwrap().scheme, Scheme::SECURE.code());
+            assert_eq!(pool.info("a").unwrap().scheme, Scheme::SECURE_GCM.code());
             pool.pcreate_with("b", 4096, KEY, Some(Scheme::SECURE_AEGIS))
                 .unwrap_or_else(|e| panic!("{ctx}: {e}"));
             assert_healthy(&pool, &ctx);
@@ -124,16 +126,17 @@ fn the_upgrade_to_9_at_every_persist_point() {
     assert!(points >= 2, "only {points} persist points");
 }
 
-/// The pool's default scheme may be `secure:aegis`: new PMOs then take it, PMOs created before
-/// keep theirs.
+/// A pool whose default scheme was `secure:gcm` (any pool made before AEGIS-256X4 became the
+/// default) may switch to `secure:aegis`: new PMOs then take it, PMOs created before keep
+/// theirs.
 #[test]
 fn aegis_as_a_pools_default_scheme() {
     let m = Arc::new(CrashMedium::new(2 << 20));
-    let pool = Pool::create_on(m.clone(), &opts(Scheme::SECURE)).unwrap();
+    let pool = Pool::create_on(m.clone(), &opts(Scheme::SECURE_GCM)).unwrap();
     pool.pcreate("gcm", PAGES * 4096, KEY).unwrap();
     pool.set_default_scheme(Scheme::SECURE_AEGIS).unwrap();
     pool.pcreate("new", PAGES * 4096, KEY).unwrap();
-    assert_eq!(pool.info("gcm").unwrap().scheme, Scheme::SECURE.code());
+    assert_eq!(pool.info("gcm").unwrap().scheme, Scheme::SECURE_GCM.code());
     assert_eq!(
         pool.info("new").unwrap().scheme,
         Scheme::SECURE_AEGIS.code()

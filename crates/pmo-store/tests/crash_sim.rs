@@ -36,7 +36,7 @@ fn opts(scheme: Scheme) -> PoolOptions {
 /// designs (XTS + SHA-256 at psync, and at detach with the crash handler) and its whole-PMO
 /// baseline (whole checksum in the commit).
 fn schemes() -> Vec<Scheme> {
-    ["none", "secure", "secure:aegis", "sp-ip", "sp-id", "wedi"]
+    ["none", "secure:gcm", "secure", "sp-ip", "sp-id", "wedi"]
         .iter()
         .map(|n| Scheme::from_name(n).unwrap())
         .collect()
@@ -456,9 +456,10 @@ fn format_upgrade_at_every_persist_point() {
     // 16 slots: the mirror fits before the heap; 120 slots: it does not.
     for slots in [16u64, 120] {
         let m = Arc::new(CrashMedium::new(POOL_BYTES));
+        // A pool of an old format: `secure` was AES-256-GCM then (AEGIS needs version 9).
         let o = PoolOptions {
             ns_capacity: Some(slots),
-            ..opts(Scheme::SECURE)
+            ..opts(Scheme::SECURE_GCM)
         };
         let pool = Pool::create_legacy_on(m.clone(), &o, 2).unwrap();
         assert_eq!(pool.superblock().version, 2);
@@ -561,7 +562,7 @@ fn age_entries(image: &mut [u8], pool: &Pool, name: &str, scheme: Scheme, clear:
 fn map_check_upgrade_at_every_persist_point() {
     let m = Arc::new(CrashMedium::new(POOL_BYTES));
     let none = Scheme::NONE;
-    let pool = Pool::create_legacy_on(m.clone(), &opts(Scheme::SECURE), 3).unwrap();
+    let pool = Pool::create_legacy_on(m.clone(), &opts(Scheme::SECURE_GCM), 3).unwrap();
     assert_eq!(pool.superblock().version, 3);
     pool.pcreate("a", PMO_PAGES * 4096, KEY).unwrap();
     pool.pcreate_with("b", 3 * 4096, KEY, Some(none)).unwrap();
@@ -575,7 +576,7 @@ fn map_check_upgrade_at_every_persist_point() {
     drop(h);
     let mut base = m.durable_image();
     let wide = pmo_format::PageMapEntry::WIDE_BITS;
-    age_entries(&mut base, &pool, "a", Scheme::SECURE, wide);
+    age_entries(&mut base, &pool, "a", Scheme::SECURE_GCM, wide);
     age_entries(&mut base, &pool, "b", none, wide | 0xF8);
     drop(pool);
     let read_b = |pool: &Pool, ctx: &str| {
@@ -718,7 +719,7 @@ fn entries_another_attach_left_unflushed_survive_two_later_commits() {
 #[test]
 fn psyncs_keeping_pinned_versions_at_every_persist_point() {
     for scheme in
-        ["none", "secure", "secure:aegis", "sp-ip", "wedi"].map(|n| Scheme::from_name(n).unwrap())
+        ["none", "secure:gcm", "secure", "sp-ip", "wedi"].map(|n| Scheme::from_name(n).unwrap())
     {
         let base = base_image(scheme);
         let points = explore(

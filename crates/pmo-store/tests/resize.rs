@@ -746,7 +746,7 @@ fn a_capacity_is_refused_where_it_cannot_work() {
 #[test]
 fn a_version_4_pool_is_upgraded_to_5_and_takes_a_capacity() {
     let m = Arc::new(CrashMedium::new(4 << 20));
-    let pool = Pool::create_legacy_on(m.clone(), &opts(Scheme::SECURE), 4).unwrap();
+    let pool = Pool::create_legacy_on(m.clone(), &opts(Scheme::SECURE_GCM), 4).unwrap();
     assert_eq!(pool.superblock().version, 4);
     pool.pcreate("a", PAGES * 4096, KEY).unwrap();
     write_page(&pool, 1);

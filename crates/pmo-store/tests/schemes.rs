@@ -309,7 +309,7 @@ fn tampering_is_caught_by_the_secure_default_and_reported_for_the_paper_modes() 
         Attack::LowerReservation,
     ];
     // Under each AEAD (AES-256-GCM, AEGIS-256X4): the same matrix, every attack caught.
-    for secure in [Scheme::SECURE, Scheme::SECURE_AEGIS] {
+    for secure in [Scheme::SECURE_GCM, Scheme::SECURE] {
         for a in attacks {
             assert!(run_attack(secure, a), "{secure} missed {a:?}");
         }
@@ -358,8 +358,8 @@ fn editing_the_scheme_in_the_namespace_is_not_a_downgrade() {
     for (from, to) in [
         (Scheme::SECURE, Scheme::NONE),
         (Scheme::SECURE_AEGIS, Scheme::NONE),
-        (Scheme::SECURE_AEGIS, Scheme::SECURE),
-        (Scheme::SECURE, Scheme::SECURE_AEGIS),
+        (Scheme::SECURE_AEGIS, Scheme::SECURE_GCM),
+        (Scheme::SECURE_GCM, Scheme::SECURE_AEGIS),
     ] {
         rewrite_scheme_fails_the_key_check(from, to);
     }
@@ -394,7 +394,7 @@ fn rewrite_scheme_fails_the_key_check(from: Scheme, to: Scheme) {
 
 #[test]
 fn versions_never_repeat_across_psyncs_crashes_and_recovery() {
-    for scheme in [Scheme::SECURE, Scheme::SECURE_AEGIS] {
+    for scheme in [Scheme::SECURE_GCM, Scheme::SECURE] {
         versions_never_repeat_under(scheme);
     }
 }
@@ -547,7 +547,7 @@ fn fault_child_main() {
 
 #[test]
 fn a_load_from_a_tampered_page_ends_the_process_with_a_clear_report() {
-    for scheme in [Scheme::SECURE, Scheme::SECURE_AEGIS] {
+    for scheme in [Scheme::SECURE_GCM, Scheme::SECURE] {
         tampered_page_load_ends_the_process(scheme);
     }
 }

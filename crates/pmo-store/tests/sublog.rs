@@ -35,7 +35,7 @@ fn opts(scheme: Scheme) -> PoolOptions {
 }
 
 fn schemes() -> [Scheme; 3] {
-    [Scheme::NONE, Scheme::SECURE, Scheme::SECURE_AEGIS]
+    [Scheme::NONE, Scheme::SECURE_GCM, Scheme::SECURE]
 }
 
 fn declared() -> AttachOptions {
