@@ -163,13 +163,14 @@ fn stacked<DB: DrawingBackend>(
     }
     // A bar cut at the top of the axis says so, with its value.
     let cut = totals.iter().enumerate().filter(|(_, t)| **t > ymax);
+    // Inside the bar, just below the axis' top (above it would run into the caption).
     let style =
-        TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
+        TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
     chart
         .draw_series(cut.map(|(i, t)| {
             Text::new(
                 format!("{} (off scale)", human(*t)),
-                (i as f64 + 0.5, ymax * 0.985),
+                (i as f64 + 0.5, ymax * 0.98),
                 style.clone(),
             )
         }))
