@@ -502,6 +502,20 @@ fn fs_of(opts: &FbOptions, c: &Cell) -> String {
 /// Run every cell; progress on stderr; records into `out`. Cells that fail are reported and
 /// the rest still run; the error lists them.
 pub fn run_bench(opts: &FbOptions, records: &mut Records) -> Result<(), BenchError> {
+    // What killed runs left where this one works (`leftovers`).
+    let dirs = [
+        Some(&opts.pool_dir),
+        opts.posix_dir.as_ref(),
+        opts.disk_dir.as_ref(),
+    ];
+    for dir in dirs.into_iter().flatten() {
+        for gone in crate::leftovers::sweep(dir) {
+            eprintln!(
+                "[filebench] removed {}, left by a run that was killed",
+                gone.display()
+            );
+        }
+    }
     let workloads = load_all(opts)?;
     if opts.posix_dir.is_none() && opts.studies.iter().any(|s| s == "design") {
         // As large as the first workload's fileset would be (at least 16 MiB).

@@ -12,6 +12,7 @@
 //! | [`run`] | the interpreter: fileset setup, threads, flowops, sync modes, per-flowop figures |
 //! | [`events`] | `eventgen`, and what `opslimit` and `finishoncount` count (Filebench's semantics) |
 //! | [`fuzzing`] | the body shared by the workload-language fuzz target and its smoke test |
+//! | [`leftovers`] | the scratch pools and trees a killed run left, removed by the next run |
 #![deny(unsafe_code)]
 
 pub mod backend;
@@ -19,6 +20,7 @@ pub mod bench;
 pub mod events;
 pub mod fuzzing;
 pub mod lang;
+pub mod leftovers;
 pub mod model;
 pub mod personalities;
 pub mod randvar;
