@@ -8,9 +8,9 @@
 //! - **Breakdown** (the paper's Fig. 6, at the granularity measured here): attach, the update's
 //!   page fault (decrypt + verify + map + write tracking), psync, detach.
 //! - **Per-page costs of the secure default** against their floors, measured in the same run:
-//!   fault service per page vs (the default AEAD's open of 4 KiB + a bare fault of the unprotected store),
-//!   psync per dirty page vs (the default AEAD's seal of 4 KiB + persist of 4 KiB), each of those over
-//!   the same working set as the psync's: k distinct pages, one store each before a round, and
+//!   fault service per page vs (the default AEAD's open of 4 KiB + a bare fault of the
+//!   unprotected store), psync per dirty page vs (the default AEAD's seal of 4 KiB + persist of
+//!   4 KiB), each of those over the same working set as the psync's: k distinct pages, one store each before a round, and
 //!   destinations alternating between two sets of k pages (the two slots). Targets: within 1.5x.
 //!
 //! Pools live in `dir` (default `/dev/shm`: emulated persistent memory, clwb + sfence).
@@ -250,8 +250,8 @@ fn per_page_fault(opts: &SchemesBenchOptions, records: &mut Records) -> Result<(
     Ok(())
 }
 
-/// Median µs per page to seal (the default AEAD) `k` distinct 4 KiB pages (the store's page context,
-/// fresh versions) into one output page, as a psync of `k` dirty pages must: before each
+/// Median µs per page to seal (the default AEAD) `k` distinct 4 KiB pages (the store's page
+/// context, fresh versions) into one output page, as a psync of `k` dirty pages must: before each
 /// round every page gets one store, like the pages the psync benchmark dirties, so the
 /// plaintext is where an application's writes leave it, not one page hot in L1.
 fn seal_pages_us(k: usize) -> f64 {

@@ -50,7 +50,7 @@ use crate::engine::{CommitSource, CommitStats, Page, PmoCore};
 use crate::log_state::{LiveChange, LogState};
 use crate::protect::Protection;
 use pmo_meta::error::{Result, StoreError};
-use pmo_meta::scheme::Scheme;
+use pmo_meta::scheme::{Cipher, Scheme, Shadow};
 use pmo_meta::Health;
 
 thread_local! {
@@ -69,10 +69,7 @@ pub fn wanted(scheme: Scheme, version: u32) -> bool {
     asked
         && version >= pmo_format::FORMAT_VERSION_SUBLOG
         && (scheme == Scheme::NONE
-            || Scheme {
-                aead: Scheme::SECURE.aead,
-                ..scheme
-            } == Scheme::SECURE)
+            || (scheme.cipher() == Cipher::Aead && scheme.shadow == Shadow::Dram))
 }
 
 /// The entry flags for a PMO created with (`log`) or without a log area.

@@ -289,8 +289,8 @@ pub fn in_use(dir: &Path) -> std::io::Result<bool> {
     lock_all(dir).map(|held| held.is_none())
 }
 
-/// `dir`'s owner when it is recognisably a lock directory of ours, else why not.
-pub fn recognise(dir: &Path) -> Result<Owner, String> {
+/// `dir` is a directory (not a link) owned by this user, else why not.
+fn own_directory(dir: &Path) -> Result<(), String> {
     let meta = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
     if !meta.is_dir() {
         return Err("not a directory".into());
@@ -299,6 +299,12 @@ pub fn recognise(dir: &Path) -> Result<Owner, String> {
     if meta.uid() != unsafe { libc::geteuid() } {
         return Err("owned by another user".into());
     }
+    Ok(())
+}
+
+/// `dir`'s owner when it is recognisably a lock directory of ours, else why not.
+pub fn recognise(dir: &Path) -> Result<Owner, String> {
+    own_directory(dir)?;
     let base = dir.file_name().map(|n| n.to_string_lossy().into_owned());
     let text = std::fs::read_to_string(dir.join(OWNER_FILE)).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => "no owner file: made before pmo wrote them".to_string(),
@@ -323,31 +329,24 @@ pub fn recognise(dir: &Path) -> Result<Owner, String> {
 /// in it but LMDB's lock files. Its pool is unknown, but a lock file no process has open holds
 /// nothing an environment needs (the next open makes a new one), so an unused one may go.
 pub fn ownerless(dir: &Path) -> bool {
-    let Ok(meta) = std::fs::symlink_metadata(dir) else {
-        return false;
-    };
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if !meta.is_dir() || meta.uid() != unsafe { libc::geteuid() } {
+    let shaped = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|b| b.strip_prefix(PREFIX))
+        .and_then(|rest| rest.rsplit_once('-'))
+        .is_some_and(|(_, h)| {
+            h.len() == 16
+                && h.bytes()
+                    .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+        });
+    if !shaped || own_directory(dir).is_err() {
         return false;
     }
-    let base = dir.file_name().map(|n| n.to_string_lossy().into_owned());
-    let shaped = base
-        .as_deref()
-        .and_then(|b| b.strip_prefix(PREFIX))
-        .is_some_and(|rest| {
-            rest.rsplit_once('-').is_some_and(|(_, h)| {
-                h.len() == 16
-                    && h.bytes()
-                        .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
-            })
-        });
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return false;
-    };
-    shaped
-        && entries
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
             .into_iter()
             .all(|e| e.is_ok_and(|e| LOCK_FILES.contains(&&*e.file_name().to_string_lossy())))
+    })
 }
 
 /// What [`remove`] did.
@@ -365,8 +364,8 @@ pub enum Removal {
 }
 
 /// Remove lock directory `dir` if it is ours (or [`ownerless`]) and no process has its
-/// environment open. The
-/// lock files stay locked until the directory is gone, so no environment opens on them midway.
+/// environment open. The lock files stay locked until the directory is gone, so no environment
+/// opens on them midway.
 pub fn remove(dir: &Path) -> Result<Removal, LockDirError> {
     if std::fs::symlink_metadata(dir).is_err() {
         return Ok(Removal::Absent);
@@ -578,8 +577,8 @@ pub fn scan(root: &Path) -> Result<Vec<Found>, LockDirError> {
     Ok(found)
 }
 
-/// [`scan`], then remove every orphan and ownerless directory no process uses; returns each directory found with what
-/// was done to it (`None`: not an orphan, left). A parent that does not exist holds none.
+/// [`scan`], then remove every orphan and ownerless directory no process uses; returns each
+/// directory found with what was done to it (`None`: not an orphan, left). A parent that does not exist holds none.
 pub fn clean(root: &Path) -> Result<Vec<(Found, Option<Removal>)>, LockDirError> {
     let mut out = Vec::new();
     for f in scan(root)? {

@@ -320,19 +320,12 @@ impl Locker {
 
     /// Take `word` as `kind`, waiting as long as it takes.
     pub fn lock_blocking(&self, word: u64, kind: LockKind) -> Result<LockGuard> {
-        match self {
-            // Through the pool's description (no `open` + `close` per lock: the metadata lock
-            // of every pcreate and pdestroy), polling while another process holds it.
-            Locker::Ofd(..) => loop {
-                if let Some(g) = self.lock(word, kind, Some(Duration::from_secs(3600)))? {
-                    return Ok(g);
-                }
-            },
-            Locker::Local(_) => loop {
-                if let Some(g) = self.lock(word, kind, Some(Duration::from_secs(3600)))? {
-                    return Ok(g);
-                }
-            },
+        // On a pool file through the pool's description (no `open` + `close` per lock: the
+        // metadata lock of every pcreate and pdestroy), polling while another process holds it.
+        loop {
+            if let Some(g) = self.lock(word, kind, Some(Duration::from_secs(3600)))? {
+                return Ok(g);
+            }
         }
     }
 

@@ -290,9 +290,7 @@ impl PinTable {
                     drop(init);
                     return Self::clear_stale(at, shared);
                 }
-                if file.metadata().map_err(io("pin table"))?.len() != 0 {
-                    file.set_len(0).map_err(io("clear pin table"))?;
-                }
+                file.set_len(0).map_err(io("clear pin table"))?;
                 file.set_len(want.bytes()).map_err(io("size pin table"))?;
                 // The mapping the header is written through is the one this user keeps.
                 let map =

@@ -162,9 +162,9 @@ impl Pool {
     /// [`Pool::lock_no_readers`] for a destroy: a table file is removed only when the PMO's
     /// readers word says one may exist. With the word clear, the only table file there can be
     /// is one a reader died making before it set the word (nobody holds the lock now); the PMO
-    /// and its uuid are gone, so nobody can join that file, and the sweep the first pool open of
-    /// every pmo process runs removes it (`pmo_pins::table::sweep_orphans`). This saves a destroy the `unlink` of a
-    /// file that is almost never there (issue 29).
+    /// and its uuid are gone, so nobody can join that file, and the sweep the first pool open
+    /// of every pmo process runs removes it (`pmo_pins::table::sweep_orphans`). This saves a
+    /// destroy the `unlink` of a file that is almost never there (issue 29).
     pub(crate) fn lock_no_readers_as(
         &self,
         e: &pmo_format::Entry,
