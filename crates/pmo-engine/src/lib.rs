@@ -11,6 +11,7 @@
 //! | [`wide_check`] | the 16-bit check of page-map entries (version-4 upgrade, `pmo check`) |
 //! | [`protect`] | at-rest protection: sealing, the verified page map, the version counter |
 //! | [`protect_open`] | opening a PMO's protection: keys, the verified page map, the version counter |
+//! | [`protect_live`] | a reader's verified page map moving on in place (a refresh) |
 //! | [`log_state`] | the in-memory state of the sub-page commit log |
 //! | [`sublog`] | the sub-page commit log: record, fold, recover |
 //! | [`gate`] | the snapshot gate every psync passes |
@@ -27,6 +28,7 @@ pub mod log_state;
 pub mod pins;
 pub mod plain;
 pub mod protect;
+pub mod protect_live;
 pub mod protect_open;
 pub mod recover;
 pub mod stats;

@@ -235,6 +235,52 @@ impl PmoCore {
         Ok(Some((before.map_or(0, |r| r.seq), table, trailer)))
     }
 
+    /// [`PmoCore::committed_map`] for `pages` only (ascending): their entries as of the newest
+    /// psync, read the same way; `None` if a psync committed while they were read.
+    pub fn committed_entries(&self, m: &dyn Medium, pages: &[u64]) -> Result<Option<CommittedMap>> {
+        use std::sync::atomic::{fence, Ordering};
+        let before = self.newest_record(m)?;
+        fence(Ordering::SeqCst);
+        let (journal, trailer) = match &before {
+            Some(r) => match self.journal_with_trailer(m, r) {
+                Ok(j) => j,
+                Err(_) if self.newest_record(m)?.map(|r| r.seq) != Some(r.seq) => return Ok(None),
+                Err(e) => return Err(e),
+            },
+            None => (Vec::new(), None),
+        };
+        let sorted = journal.windows(2).all(|w| w[0].page < w[1].page);
+        let mut entries = Vec::with_capacity(pages.len());
+        for &p in pages {
+            if p >= self.layout.npages {
+                return Err(StoreError::Invalid(format!(
+                    "PMO '{}': page {p} is beyond its {} pages",
+                    self.name, self.layout.npages
+                )));
+            }
+            // A psync's journal lists its pages ascending; one that does not is searched
+            // whole, applied as `committed_map` applies it (the last entry of a page wins).
+            let found = if sorted {
+                journal
+                    .binary_search_by_key(&p, |j| j.page)
+                    .ok()
+                    .map(|i| journal[i].entry)
+            } else {
+                journal.iter().rev().find(|j| j.page == p).map(|j| j.entry)
+            };
+            let e = match found {
+                Some(e) => e,
+                None => self.map_entry(m, p)?,
+            };
+            entries.push(e.0);
+        }
+        fence(Ordering::SeqCst);
+        if self.newest_record(m)?.map(|r| r.seq) != before.map(|r| r.seq) {
+            return Ok(None);
+        }
+        Ok(Some((before.map_or(0, |r| r.seq), entries, trailer)))
+    }
+
     /// The pages the newest committed psync wrote (its journal), with its sequence number.
     pub fn newest_pages(&self, m: &dyn Medium) -> Result<Option<(u64, Vec<u64>)>> {
         let Some(r) = self.newest_record(m)? else {

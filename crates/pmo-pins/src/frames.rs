@@ -136,7 +136,10 @@ impl PinTable {
             }
             self.w(b + P_PREV).store(prev | PENDING, Ordering::Release);
         }
-        // Frames published before any slot is written (the writes are non-temporal stores).
+        // The pages this psync changes, for readers' refreshes (changes.rs).
+        self.record_changes(new_seq, pages.iter().map(|o| o.page));
+        // Frames and changes published before any slot is written (the writes are
+        // non-temporal stores), so before the commit record.
         fence(Ordering::SeqCst);
         Ok(())
     }

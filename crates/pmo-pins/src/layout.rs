@@ -10,11 +10,14 @@
 //! | then | per page [`PAGE_WORDS`] words: the psync of its current version, the psync of the version before it (bit 63: a psync numbered `H_INFLIGHT` is writing the page), the first frame keeping an older version (frame + 1, 0 = none) |
 //! | then | per frame [`INDEX_WORDS`] words: generation (odd while changed), page + 1 (0 = free), slot, first and last-plus-one psync it serves, next frame of the page (+ 1) |
 //! | then | per frame [`FRAME_WORDS`] words: the slot's bytes as they were (the page, then its metadata) |
+//! | then | the change ring: [`Layout::ring`] entries of [`RING_WORDS`] words, the psync and the page of each page a psync writes, in psync order (`changes.rs`) |
 
 use pmo_format::PAGE_SIZE;
 
-/// `"PMOPINS1"`.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PMOPINS1");
+/// `"PMOPINS2"`: layout 2 (layout 1 had no change ring).
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PMOPINS2");
+/// The magic of layout 1, which processes of older builds may still be using.
+pub const MAGIC_V1: u64 = u64::from_le_bytes(*b"PMOPINS1");
 
 pub const H_MAGIC: usize = 0;
 pub const H_NPAGES: usize = 1;
@@ -32,6 +35,13 @@ pub const H_POOL_UUID: usize = 7;
 pub const H_PMO_UUID: usize = 9;
 /// The pid of the writer tracking versions (informational).
 pub const H_WRITER_PID: usize = 11;
+/// Change-ring entries a writer has begun to write (entry `i` is at `i % ring`): entries below
+/// this minus the ring's length may have been overwritten.
+pub const H_RING_RESERVED: usize = 12;
+/// Change-ring entries written and complete.
+pub const H_RING_HEAD: usize = 13;
+/// Entries in the change ring.
+pub const H_RING_LEN: usize = 14;
 pub const HEADER_WORDS: usize = 16;
 
 /// Value of `H_KNOWN_FROM` before any writer tracked.
@@ -61,6 +71,16 @@ pub const F_LO: usize = 3;
 pub const F_HI: usize = 4;
 pub const F_NEXT: usize = 5;
 
+pub const RING_WORDS: usize = 2;
+pub const R_SEQ: usize = 0;
+pub const R_PAGE: usize = 1;
+
+/// Entries of the change ring of a table of `npages` pages: one per page, at least 256 and at
+/// most 65 536 (1 MiB). A reader further behind than the ring reaches diffs the whole map.
+pub fn ring_len(npages: u64) -> u64 {
+    npages.clamp(256, 1 << 16)
+}
+
 /// Bytes a frame keeps: a page and up to 32 bytes of its metadata slot.
 pub const META_MAX: usize = 32;
 pub const FRAME_BYTES: usize = PAGE_SIZE as usize + META_MAX;
@@ -86,9 +106,20 @@ pub const SLOT_BYTE: u64 = 1 << 41;
 pub struct Layout {
     pub npages: u64,
     pub nframes: u64,
+    /// Change-ring entries.
+    pub ring: u64,
 }
 
 impl Layout {
+    /// The layout of a table of `npages` pages and `nframes` frames.
+    pub fn new(npages: u64, nframes: u64) -> Layout {
+        Layout {
+            npages,
+            nframes,
+            ring: ring_len(npages),
+        }
+    }
+
     pub fn slot(&self, i: usize) -> usize {
         HEADER_WORDS + i * SLOT_WORDS
     }
@@ -101,9 +132,13 @@ impl Layout {
     pub fn frame(&self, f: u64) -> usize {
         self.index(self.nframes) + f as usize * FRAME_WORDS
     }
+    /// Change-ring entry `i` (counted from the table's start, wrapping).
+    pub fn ring_entry(&self, i: u64) -> usize {
+        self.frame(self.nframes) + (i % self.ring) as usize * RING_WORDS
+    }
     /// Words in all.
     pub fn words(&self) -> usize {
-        self.frame(self.nframes)
+        self.frame(self.nframes) + self.ring as usize * RING_WORDS
     }
     pub fn bytes(&self) -> u64 {
         self.words() as u64 * 8
@@ -129,15 +164,15 @@ mod tests {
 
     #[test]
     fn regions_follow_each_other() {
-        let l = Layout {
-            npages: 3,
-            nframes: 2,
-        };
+        let l = Layout::new(3, 2);
         assert_eq!(l.slot(0), HEADER_WORDS);
         assert_eq!(l.page(0), HEADER_WORDS + SLOTS * SLOT_WORDS);
         assert_eq!(l.index(0), l.page(3));
         assert_eq!(l.frame(0), l.index(2));
-        assert_eq!(l.words(), l.frame(0) + 2 * FRAME_WORDS);
+        assert_eq!(l.ring, 256);
+        assert_eq!(l.ring_entry(0), l.frame(2));
+        assert_eq!(l.ring_entry(257), l.frame(2) + RING_WORDS);
+        assert_eq!(l.words(), l.frame(0) + 2 * FRAME_WORDS + 256 * RING_WORDS);
         assert_eq!(FRAME_WORDS * 8, FRAME_BYTES);
     }
 }

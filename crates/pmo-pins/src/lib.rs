@@ -18,9 +18,11 @@
 //! | [`table`] | finding, making and removing a PMO's table; the readers word on the medium |
 //! | [`readers`] | reader slots, pins, dead readers |
 //! | [`frames`] | the versions kept: before an overwrite, after a commit, a reader's lookup |
+//! | [`changes`] | the change ring: the pages each psync wrote, for a reader's refresh |
 //! | [`writer`] | a writer's hold on the table, joined when the medium announces one |
 #![deny(unsafe_code)]
 
+pub mod changes;
 pub mod frames;
 pub mod layout;
 pub mod readers;

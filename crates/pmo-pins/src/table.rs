@@ -191,17 +191,14 @@ impl PinTable {
                         how: "by readers of its earlier size",
                     });
                 }
-                let layout = Layout { npages, nframes };
+                let layout = Layout::new(npages, nframes);
                 (t, layout)
             }
             _ => {
                 if !create {
                     return Ok(None);
                 }
-                let layout = Layout {
-                    npages: at.npages,
-                    nframes,
-                };
+                let layout = Layout::new(at.npages, nframes);
                 let words: Box<[AtomicU64]> =
                     (0..layout.words()).map(|_| AtomicU64::new(0)).collect();
                 let t = Arc::new(LocalTable { words });
@@ -276,14 +273,18 @@ impl PinTable {
             LockKind::Exclusive,
         )
         .map_err(lock_err)?;
-        let want = Layout {
-            npages: at.npages,
-            nframes,
-        };
+        let want = Layout::new(at.npages, nframes);
         let map_err = |e| StoreError::Os(format!("map pin table: {e}"));
         let (layout, made) = match current_layout(&file, at)? {
             // In use (announced) and made for this PMO: join it.
-            Some(l) if at.announced()? => (l, None),
+            Some(Ok(l)) if at.announced()? => (l, None),
+            // An older build's table in use: its processes would not see ours, nor we theirs.
+            Some(Err(v1)) if at.announced()? && v1 => {
+                return Err(StoreError::Busy {
+                    name: String::new(),
+                    how: "by a process of an older pmo build, whose pin table this build does not share (detach it first)",
+                });
+            }
             // New, stale (nobody announced it: no writer tracks into it), or another PMO's.
             _ => {
                 if !create {
@@ -420,8 +421,10 @@ pub fn sweep_orphans(dir: &Path) -> Vec<PathBuf> {
     removed
 }
 
-/// The layout of an existing table file made for this PMO, if it is one.
-fn current_layout(file: &File, at: &PinsAt) -> Result<Option<Layout>> {
+/// The layout of an existing table file made for this PMO, if it is one (`Ok`); `Err(true)`
+/// for a table of layout 1 (an older build's) made for this PMO, `Err(false)` for anything
+/// else; `None` for a file too short to say.
+fn current_layout(file: &File, at: &PinsAt) -> Result<Option<std::result::Result<Layout, bool>>> {
     let len = file.metadata().map_err(io("stat pin table"))?.len();
     if len < (HEADER_WORDS * 8) as u64 {
         return Ok(None);
@@ -436,17 +439,19 @@ fn current_layout(file: &File, at: &PinsAt) -> Result<Option<Layout>> {
         u[8..].copy_from_slice(&get(i + 1).to_le_bytes());
         u
     };
-    let l = Layout {
-        npages: get(H_NPAGES),
-        nframes: get(H_NFRAMES),
-    };
+    let l = Layout::new(get(H_NPAGES), get(H_NFRAMES));
+    let ours = uuid(H_POOL_UUID) == at.pool_uuid && uuid(H_PMO_UUID) == at.pmo_uuid;
     let ok = get(H_MAGIC) == MAGIC
-        && uuid(H_POOL_UUID) == at.pool_uuid
-        && uuid(H_PMO_UUID) == at.pmo_uuid
+        && ours
         && l.npages == at.npages
         && l.nframes > 0
+        && get(H_RING_LEN) == l.ring
         && l.bytes() <= len;
-    Ok(ok.then_some(l))
+    Ok(Some(if ok {
+        Ok(l)
+    } else {
+        Err(get(H_MAGIC) == MAGIC_V1 && ours)
+    }))
 }
 
 fn init_header(w: &[AtomicU64], at: &PinsAt, l: Layout) {
@@ -457,6 +462,9 @@ fn init_header(w: &[AtomicU64], at: &PinsAt, l: Layout) {
     put(H_INFLIGHT, 0);
     put(H_PINS_GEN, 0);
     put(H_FRAMES_USED, 0);
+    put(H_RING_RESERVED, 0);
+    put(H_RING_HEAD, 0);
+    put(H_RING_LEN, l.ring);
     for (i, half) in [(H_POOL_UUID, &at.pool_uuid), (H_PMO_UUID, &at.pmo_uuid)] {
         put(
             i,

@@ -16,7 +16,7 @@
 //! writer): a checksum written into a slot a reader reads, or one plaintext area, cannot be
 //! shared.
 
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use pmo_engine::engine::{Page, PmoCore};
@@ -62,8 +62,10 @@ pub struct Snapshot {
     pub seq: u64,
     /// Sub-page log records over that commit it shows too (each one psync).
     pub records: u64,
-    /// The committed map (unprotected PMOs; a protected one's is in `prot`).
-    table: Vec<u64>,
+    /// The committed map (unprotected PMOs; a protected one's is in `prot`). A refresh that
+    /// knows the changed pages stores their entries in place (shared with the snapshot it
+    /// moved on from), as it does in `prot`: [`ReaderState`]'s `gen` keeps fills consistent.
+    table: Arc<[AtomicU64]>,
     prot: Option<Arc<Protection>>,
     live: Option<LiveRecords>,
 }
@@ -72,7 +74,11 @@ impl Snapshot {
     fn entry(&self, page: u64) -> PageMapEntry {
         match &self.prot {
             Some(p) => p.entry(page),
-            None => PageMapEntry(self.table.get(page as usize).copied().unwrap_or(u64::MAX)),
+            None => PageMapEntry(
+                self.table
+                    .get(page as usize)
+                    .map_or(u64::MAX, |e| e.load(Ordering::Acquire)),
+            ),
         }
     }
 
@@ -86,6 +92,9 @@ impl Snapshot {
 pub struct ReaderState {
     slot: ReaderSlot,
     snap: RwLock<Arc<Snapshot>>,
+    /// Odd while a refresh changes the snapshot's entries in place: a fill that saw it odd, or
+    /// saw it change, fills again (a seqlock).
+    gen: AtomicU64,
     scheme: Scheme,
     medium: Arc<dyn Medium>,
     pool_uuid: [u8; 16],
@@ -104,6 +113,9 @@ pub struct Refreshed {
     pub seq: u64,
     /// Pages whose contents may differ from the previous snapshot (ascending).
     pub changed: Vec<u64>,
+    /// Whether the pin table's change ring named the changed pages (else the whole committed
+    /// map was read and compared).
+    pub from_ring: bool,
 }
 
 impl Pool {
@@ -135,6 +147,7 @@ impl Pool {
         Ok(ReaderState {
             slot,
             snap: RwLock::new(Arc::new(snap)),
+            gen: AtomicU64::new(0),
             scheme,
             medium,
             pool_uuid: inner.sb.uuid,
@@ -226,9 +239,9 @@ fn take(
                 table,
                 trailer,
             )?;
-            (Some(Arc::new(p)), Vec::new())
+            (Some(Arc::new(p)), Arc::from([]))
         } else {
-            (None, table)
+            (None, table.into_iter().map(AtomicU64::new).collect())
         };
         let live = if core.layout.log_off.is_some() {
             match pmo_engine::sublog::read_live(core, m, prot.as_deref(), pool_uuid)? {
@@ -270,8 +283,21 @@ impl ReaderState {
 
     /// Fill `dst` with `page` as of the snapshot. Allocation-free (a page-fault handler).
     pub fn fill(&self, core: &PmoCore, page: u64, dst: &mut Page) -> Result<(), &'static str> {
-        let snap = self.snap.read().unwrap_or_else(|e| e.into_inner());
-        fill_from(&snap, core, &*self.medium, self.slot.table(), page, dst)
+        loop {
+            let g = self.gen.load(Ordering::Acquire);
+            if g & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let r = {
+                let snap = self.snap.read().unwrap_or_else(|e| e.into_inner());
+                fill_from(&snap, core, &*self.medium, self.slot.table(), page, dst)
+            };
+            fence(Ordering::Acquire);
+            if self.gen.load(Ordering::Relaxed) == g {
+                return r;
+            }
+        }
     }
 
     /// Move to the newest psync: the pages that changed since, for the view to drop.
@@ -283,10 +309,20 @@ impl ReaderState {
             return Ok(Refreshed {
                 seq: newest,
                 changed: Vec::new(),
+                from_ring: true,
             });
         }
         // The old pin stays until the view stops filling through the old snapshot.
         self.slot.begin_move();
+        match self.refresh_in_place(core, &old) {
+            Ok(Some(r)) => return Ok(r),
+            Ok(None) => {}
+            Err(e) => {
+                self.slot.pin(old.seq);
+                self.slot.end_move();
+                return Err(e);
+            }
+        }
         let r = take(
             core,
             &self.medium,
@@ -314,7 +350,92 @@ impl ReaderState {
         changed.dedup();
         let seq = new.seq;
         *self.snap.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
-        Ok(Refreshed { seq, changed })
+        Ok(Refreshed {
+            seq,
+            changed,
+            from_ring: false,
+        })
+    }
+
+    /// A refresh that reads only the pages the pin table's change ring names, and stores their
+    /// entries in place. `None`: the ring does not cover the psyncs since the snapshot (or the
+    /// protection cannot move in place): the caller reads the whole map. The slot has begun its
+    /// move (the old pin held).
+    fn refresh_in_place(&self, core: &Arc<PmoCore>, old: &Snapshot) -> Result<Option<Refreshed>> {
+        let m = &*self.medium;
+        for _ in 0..100_000 {
+            let newest = core.newest_record(m)?.map_or(0, |r| r.seq);
+            // Dekker with the writer, as `take`: the pin, then the newest record, then (after
+            // a full fence, in `changed_since`) the ring, which holds every page of every
+            // psync up to that record.
+            self.slot.pin(newest);
+            let Some(pages) = self.slot.table().changed_since(old.seq) else {
+                return Ok(None);
+            };
+            let Some((seq, entries, trailer)) = core.committed_entries(m, &pages)? else {
+                std::thread::yield_now();
+                continue;
+            };
+            if seq != newest {
+                continue;
+            }
+            let live = if core.layout.log_off.is_some() {
+                match pmo_engine::sublog::read_live(core, m, old.prot.as_deref(), &self.pool_uuid)?
+                {
+                    Some(l) if l.seq == seq => Some(l),
+                    _ => continue,
+                }
+            } else {
+                None
+            };
+            // The pages whose entries changed (a psync that failed before its commit point
+            // left pages in the ring that did not).
+            let changes: Vec<(u64, u64)> = pages
+                .iter()
+                .zip(&entries)
+                .filter(|&(&p, &e)| old.entry(p).0 != e)
+                .map(|(&p, &e)| (p, e))
+                .collect();
+            let plan = match &old.prot {
+                Some(prot) => match prot.check_refresh(&changes, trailer.as_ref())? {
+                    Some(plan) => Some(plan),
+                    None => return Ok(None),
+                },
+                None => None,
+            };
+            let mut changed: Vec<u64> = changes.iter().map(|&(p, _)| p).collect();
+            for l in [&old.live, &live].into_iter().flatten() {
+                changed.extend(l.pages());
+            }
+            changed.sort_unstable();
+            changed.dedup();
+            let new = Snapshot {
+                seq,
+                records: live.as_ref().map_or(0, |l| l.records),
+                table: old.table.clone(),
+                prot: old.prot.clone(),
+                live,
+            };
+            // Fills wait, and fill again, while the entries change under them.
+            self.gen.fetch_add(1, Ordering::AcqRel);
+            fence(Ordering::SeqCst);
+            match (&old.prot, plan) {
+                (Some(prot), Some(plan)) => prot.apply_refresh(plan),
+                _ => {
+                    for &(p, e) in &changes {
+                        old.table[p as usize].store(e, Ordering::Release);
+                    }
+                }
+            }
+            *self.snap.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
+            self.gen.fetch_add(1, Ordering::Release);
+            return Ok(Some(Refreshed {
+                seq,
+                changed,
+                from_ring: true,
+            }));
+        }
+        Ok(None)
     }
 
     /// The view has dropped the changed pages: the old snapshot's pin goes.

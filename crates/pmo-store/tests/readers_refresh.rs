@@ -1,0 +1,266 @@
+//! A reader's refresh that reads only the pages that changed (the pin table's change ring,
+//! `docs/readers.md`, issue 27): it names exactly the pages psynced since the snapshot, a page
+//! psynced twice included; a mapped reader's view shows the new psync on every page, changed
+//! or not; a reader further behind than the ring reaches reads the whole map and is as right;
+//! and under `secure` a map entry rolled back on the medium fails the refresh with an
+//! integrity error, the reader keeping its snapshot.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pmo_medium::crash::CrashMedium;
+use pmo_medium::Medium;
+use pmo_store::scheme::Cipher;
+use pmo_store::{AttachOptions, KdfParams, Perm, PmoHandle, Pool, PoolOptions, Scheme, StoreError};
+
+const KEY: &[u8] = b"refresh-key";
+const PAGES: u64 = 32;
+
+fn opts(scheme: Scheme) -> PoolOptions {
+    PoolOptions {
+        kdf: KdfParams::INSECURE_FAST,
+        ns_capacity: Some(16),
+        scheme,
+        ..Default::default()
+    }
+}
+
+/// Page `p` as psync-stamp `k` writes it.
+fn stamp(k: u64, p: u64) -> Box<[u8; 4096]> {
+    let mut b = Box::new([(k as u8) ^ (p as u8) ^ 0x5a; 4096]);
+    b[..8].copy_from_slice(&k.to_le_bytes());
+    b[8..16].copy_from_slice(&p.to_le_bytes());
+    b
+}
+
+fn commit(h: &PmoHandle, k: u64, pages: &[u64], model: &mut [u64]) {
+    let bufs: Vec<_> = pages.iter().map(|&p| stamp(k, p)).collect();
+    let list: Vec<(u64, &[u8; 4096])> = pages
+        .iter()
+        .copied()
+        .zip(bufs.iter().map(|b| &**b))
+        .collect();
+    h.commit_pages(&list).unwrap();
+    for &p in pages {
+        model[p as usize] = k;
+    }
+}
+
+fn check_handle(h: &PmoHandle, model: &[u64], ctx: &str) {
+    let mut b = [0u8; 4096];
+    for (p, &k) in model.iter().enumerate() {
+        h.read_page(p as u64, &mut b)
+            .unwrap_or_else(|e| panic!("{ctx}: page {p}: {e}"));
+        assert!(
+            b == *stamp(k, p as u64),
+            "{ctx}: page {p} is not stamp {k}'s"
+        );
+    }
+}
+
+/// Whether a refresh under `scheme` moves in place (the others read the whole map).
+fn in_place(scheme: Scheme) -> bool {
+    !scheme.whole_checksum() && scheme.cipher() != Cipher::XtsSha256
+}
+
+fn shm(tag: &str, scheme: Scheme) -> PathBuf {
+    PathBuf::from("/dev/shm").join(format!(
+        "pmo-refresh-{tag}-{}-{}",
+        scheme.name().replace(':', "-"),
+        std::process::id()
+    ))
+}
+
+/// Tiny xorshift: the rounds' page sets, the same in every run.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn pages(&mut self, n: u64) -> Vec<u64> {
+        let set: BTreeSet<u64> = (0..n).map(|_| self.next() % PAGES).collect();
+        set.into_iter().collect()
+    }
+}
+
+#[test]
+fn a_refresh_names_exactly_the_pages_psynced_since_its_snapshot() {
+    for scheme in Scheme::all_placements() {
+        if !pmo_store::reader_beside_writer(scheme) {
+            continue;
+        }
+        let ctx = scheme.name();
+        let pool = Pool::create_on(Arc::new(CrashMedium::new(8 << 20)), &opts(scheme)).unwrap();
+        pool.pcreate("a", PAGES * 4096, KEY).unwrap();
+        let w = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
+        let mut model = vec![0u64; PAGES as usize];
+        let all: Vec<u64> = (0..PAGES).collect();
+        commit(&w, 1, &all, &mut model);
+        let r = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+        check_handle(&r, &model, &ctx);
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut k = 1;
+        for round in 0..20 {
+            let seen = model.clone();
+            // Up to three psyncs between refreshes, which may write a page more than once.
+            let mut written = BTreeSet::new();
+            for _ in 0..=(round % 3) {
+                k += 1;
+                let pages = rng.pages(1 + round % 5);
+                commit(&w, k, &pages, &mut model);
+                written.extend(pages);
+            }
+            // Still the old snapshot until the refresh.
+            check_handle(&r, &seen, &format!("{ctx} round {round} before"));
+            let got = r.refresh().unwrap();
+            r.refreshed();
+            assert_eq!(got.seq, w.seq(), "{ctx} round {round}");
+            if in_place(scheme) {
+                assert!(got.from_ring, "{ctx} round {round}: the ring was not used");
+                let want: Vec<u64> = written.iter().copied().collect();
+                assert_eq!(got.changed, want, "{ctx} round {round}");
+            } else {
+                assert!(
+                    written.iter().all(|p| got.changed.contains(p)),
+                    "{ctx} round {round}"
+                );
+            }
+            check_handle(&r, &model, &format!("{ctx} round {round} after"));
+        }
+        // Nothing changed: nothing named.
+        let got = r.refresh().unwrap();
+        r.refreshed();
+        assert!(got.changed.is_empty(), "{ctx}");
+        drop(r);
+        drop(w);
+        assert!(pool.check().unwrap().problems.is_empty(), "{ctx}");
+    }
+}
+
+#[test]
+fn a_reader_further_behind_than_the_ring_reads_the_whole_map() {
+    for scheme in [Scheme::NONE, Scheme::SECURE] {
+        let ctx = scheme.name();
+        let pool = Pool::create_on(Arc::new(CrashMedium::new(8 << 20)), &opts(scheme)).unwrap();
+        pool.pcreate("a", PAGES * 4096, KEY).unwrap();
+        let w = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
+        let mut model = vec![0u64; PAGES as usize];
+        commit(&w, 1, &(0..PAGES).collect::<Vec<_>>(), &mut model);
+        let r = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+        // The ring of a 32-page PMO holds 256 entries: 300 pages written.
+        for k in 2..=31 {
+            let pages: BTreeSet<u64> = (0..10).map(|i| (k * 3 + i) % PAGES).collect();
+            commit(&w, k, &pages.into_iter().collect::<Vec<_>>(), &mut model);
+        }
+        let got = r.refresh().unwrap();
+        r.refreshed();
+        assert!(
+            !got.from_ring,
+            "{ctx}: the ring cannot reach back 300 entries"
+        );
+        check_handle(&r, &model, &format!("{ctx} after the whole map"));
+        commit(&w, 32, &[5, 6], &mut model);
+        let got = r.refresh().unwrap();
+        r.refreshed();
+        assert!(got.from_ring, "{ctx}");
+        assert_eq!(got.changed, vec![5, 6], "{ctx}");
+        check_handle(&r, &model, &format!("{ctx} after the ring"));
+    }
+}
+
+/// A mapped reader in this process (relocated beside the writer's mapping) shows the newest
+/// psync on every page after each refresh, pages it had decrypted before included.
+#[test]
+fn a_mapped_reader_shows_the_new_psync_on_every_page_after_a_refresh() {
+    for scheme in [Scheme::NONE, Scheme::SECURE] {
+        let path = shm("mapped", scheme);
+        let _ = std::fs::remove_file(&path);
+        let pool = Pool::create(&path, 16 << 20, &opts(scheme)).unwrap();
+        pool.pcreate("a", PAGES * 4096, KEY).unwrap();
+        let w = pool.attach("a", Perm::Write, KEY).unwrap();
+        let mut model = vec![0u64; PAGES as usize];
+        for p in 0..PAGES {
+            w.write_at((p * 4096) as usize, &stamp(1, p)[..]).unwrap();
+            model[p as usize] = 1;
+        }
+        w.psync().unwrap();
+        let r = pool
+            .attach_with(
+                "a",
+                Perm::Read,
+                KEY,
+                AttachOptions {
+                    relocate: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let mut rng = Rng(0xdead_beef_1234_5678);
+        let mut buf = vec![0u8; (PAGES * 4096) as usize];
+        for k in 2..40u64 {
+            // Every page decrypted in the reader's view before the psyncs.
+            r.read_at(0, &mut buf).unwrap();
+            for _ in 0..2 {
+                for p in rng.pages(3) {
+                    w.write_at((p * 4096) as usize, &stamp(k, p)[..]).unwrap();
+                    model[p as usize] = k;
+                }
+                w.psync().unwrap();
+            }
+            assert_eq!(r.refresh().unwrap(), w.snapshot_seq());
+            r.read_at(0, &mut buf).unwrap();
+            for (p, &want) in model.iter().enumerate() {
+                assert!(
+                    buf[p * 4096..(p + 1) * 4096] == stamp(want, p as u64)[..],
+                    "{} psync {k}: page {p} is not stamp {want}'s",
+                    scheme.name()
+                );
+            }
+        }
+        drop(r);
+        drop(w);
+        drop(pool);
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+/// Under `secure` the changed entries and the trailer are checked against the version-table
+/// MAC: a page's entry rolled back on the medium (the change left out) fails the refresh, and
+/// the reader keeps its snapshot; put back, the refresh goes through.
+#[test]
+fn a_rolled_back_entry_fails_the_refresh_and_the_reader_keeps_its_snapshot() {
+    let medium = Arc::new(CrashMedium::new(8 << 20));
+    let pool = Pool::create_on(medium.clone(), &opts(Scheme::SECURE)).unwrap();
+    pool.pcreate("a", PAGES * 4096, KEY).unwrap();
+    let w = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
+    let mut model = vec![0u64; PAGES as usize];
+    commit(&w, 1, &(0..PAGES).collect::<Vec<_>>(), &mut model);
+    let r = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+    let seen = model.clone();
+    // Page 5 in one psync, page 6 in the next: page 5's entry is then read from the map.
+    let at = w.core.abs(w.core.layout.map_entry(5));
+    let mut before = [0u8; 8];
+    medium.read(at, &mut before).unwrap();
+    commit(&w, 2, &[5], &mut model);
+    commit(&w, 3, &[6], &mut model);
+    let mut after = [0u8; 8];
+    medium.read(at, &mut after).unwrap();
+    assert_ne!(before, after);
+    medium.write(at, &before).unwrap();
+    match r.refresh() {
+        Err(StoreError::IntegrityPmo { .. }) => {}
+        other => panic!("a rolled-back entry refreshed: {other:?}"),
+    }
+    r.refreshed();
+    check_handle(&r, &seen, "after the failed refresh");
+    medium.write(at, &after).unwrap();
+    let got = r.refresh().unwrap();
+    r.refreshed();
+    assert!(got.from_ring);
+    assert_eq!(got.changed, vec![5, 6]);
+    check_handle(&r, &model, "after the refresh");
+}
