@@ -110,7 +110,8 @@ impl PinTable {
         st.dead = dead;
         let known_from = self.w(H_KNOWN_FROM).load(Ordering::Acquire);
         self.w(H_INFLIGHT).store(new_seq, Ordering::Release);
-        let mut buf: Option<Box<[u8; FRAME_BYTES]>> = None;
+        // A buffer kept between psyncs (no allocation per psync that keeps versions).
+        let mut buf = st.buf.take();
         for o in pages {
             let b = self.layout.page(o.page);
             let cur = self.w(b + P_CUR).load(Ordering::Acquire);
@@ -126,7 +127,8 @@ impl PinTable {
             {
                 let f = self.alloc(&mut st, &mut pins)?;
                 let data = buf.get_or_insert_with(|| Box::new([0u8; FRAME_BYTES]));
-                data.fill(0);
+                // The copy fills the page and the metadata it has; the rest stays zero.
+                data[pmo_format::PAGE_SIZE as usize..].fill(0);
                 if let Err(e) = copy(o.page, o.slot, data) {
                     st.free.push(f);
                     return Err(e);
@@ -136,6 +138,7 @@ impl PinTable {
             }
             self.w(b + P_PREV).store(prev | PENDING, Ordering::Release);
         }
+        st.buf = buf;
         // The pages this psync changes, for readers' refreshes (changes.rs).
         self.record_changes(new_seq, pages.iter().map(|o| o.page));
         // Frames and changes published before any slot is written (the writes are
@@ -255,9 +258,13 @@ impl PinTable {
         let gen = self.w(i + F_GEN);
         gen.fetch_add(1, Ordering::AcqRel);
         let d = self.layout.frame(f);
-        for (k, c) in data.chunks_exact(8).enumerate() {
-            let v = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-            self.w(d + k).store(v, Ordering::Relaxed);
+        // One bounds check for the frame, not one per word.
+        let words = &self.words()[d..d + FRAME_WORDS];
+        for (w, c) in words.iter().zip(data.chunks_exact(8)) {
+            w.store(
+                u64::from_le_bytes(c.try_into().expect("8 bytes")),
+                Ordering::Relaxed,
+            );
         }
         let head = self.w(self.layout.page(page) + P_HEAD);
         self.w(i + F_SLOT).store(u64::from(slot), Ordering::Relaxed);
@@ -300,8 +307,9 @@ impl PinTable {
                 if p1 == page + 1 && s == u64::from(slot) && lo <= pin && pin < hi {
                     // Serves our pin: the writer never changes it while we hold the pin.
                     let d = self.layout.frame(f1 - 1);
-                    for (k, c) in out.chunks_exact_mut(8).enumerate() {
-                        c.copy_from_slice(&self.w(d + k).load(Ordering::Relaxed).to_le_bytes());
+                    let words = &self.words()[d..d + FRAME_WORDS];
+                    for (w, c) in words.iter().zip(out.chunks_exact_mut(8)) {
+                        c.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
                     }
                     return true;
                 }

@@ -139,6 +139,8 @@ pub struct WriterState {
     pub(crate) checked: Option<std::time::Instant>,
     /// Slots whose reader was dead when last asked (with their claim words).
     pub(crate) dead: Vec<(usize, u64)>,
+    /// The buffer a slot is copied into before it is published as a frame.
+    pub(crate) buf: Option<Box<[u8; FRAME_BYTES]>>,
 }
 
 /// One process's hold on a PMO's pin table. Dropping it leaves the table (module docs).

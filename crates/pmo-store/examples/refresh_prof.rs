@@ -3,6 +3,10 @@
 //! refreshes and reads the changed pages back. For profiling (`perf record` around it). Prints
 //! the median µs of the refresh alone and of refresh + refill for each scheme.
 //!
+//! With `PMO_KEEP_PROF=1` it times instead the writer's psync of 4 scattered pages that keeps
+//! 4 versions for a reader refreshing every second psync (the `refreshing` case of `pmo bench
+//! store`'s readers part).
+//!
 //! ```text
 //! cargo run --release -p pmo-store --example refresh_prof -- [ROUNDS] [K] [SCHEME...]
 //! ```
@@ -55,6 +59,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ..Default::default()
             },
         )?;
+        if std::env::var("PMO_KEEP_PROF").is_ok_and(|v| v == "1") {
+            // Rounds alternate: a psync with no reader, and one keeping 4 versions for a
+            // reader that refreshed before the psync before it.
+            let h = pool.open_pmo("r", Perm::Read, b"key", None)?;
+            let (mut alone, mut keeping) = (Vec::new(), Vec::new());
+            let mut stamp = 0u64;
+            let mut four = |w: &pmo_store::Attachment| -> Result<f64, Box<dyn std::error::Error>> {
+                stamp += 1;
+                for i in 0..4 {
+                    w.write_at(i * (npages / 4) * PAGE + 64, &stamp.to_le_bytes())?;
+                }
+                let s = Instant::now();
+                w.psync()?;
+                Ok(s.elapsed().as_secs_f64() * 1e6)
+            };
+            for _ in 0..rounds {
+                h.refresh()?;
+                h.refreshed();
+                four(&w)?;
+                keeping.push(four(&w)?);
+            }
+            drop(h);
+            for _ in 0..rounds {
+                alone.push(four(&w)?);
+            }
+            println!(
+                "{scheme}: psync of 4 pages {:.2} µs with no reader, {:.2} µs keeping 4 versions for one (medians of {rounds})",
+                median(&mut alone),
+                median(&mut keeping)
+            );
+            drop(reader);
+            drop(w);
+            drop(pool);
+            let _ = std::fs::remove_file(&path);
+            continue;
+        }
         let mut buf = vec![0u8; size];
         reader.read_at(0, &mut buf)?;
         let (mut refresh, mut total) = (Vec::new(), Vec::new());

@@ -14,6 +14,10 @@ use pmo_medium::Medium;
 use pmo_store::scheme::Cipher;
 use pmo_store::{AttachOptions, KdfParams, Perm, PmoHandle, Pool, PoolOptions, Scheme, StoreError};
 
+mod common;
+
+use common::RemoveOnDrop;
+
 const KEY: &[u8] = b"refresh-key";
 const PAGES: u64 = 32;
 
@@ -179,6 +183,8 @@ fn a_mapped_reader_shows_the_new_psync_on_every_page_after_a_refresh() {
     for scheme in [Scheme::NONE, Scheme::SECURE] {
         let path = shm("mapped", scheme);
         let _ = std::fs::remove_file(&path);
+        // Removed also when an assertion fails.
+        let _guard = RemoveOnDrop(path.clone());
         let pool = Pool::create(&path, 16 << 20, &opts(scheme)).unwrap();
         pool.pcreate("a", PAGES * 4096, KEY).unwrap();
         let w = pool.attach("a", Perm::Write, KEY).unwrap();
@@ -224,7 +230,6 @@ fn a_mapped_reader_shows_the_new_psync_on_every_page_after_a_refresh() {
         drop(r);
         drop(w);
         drop(pool);
-        std::fs::remove_file(&path).unwrap();
     }
 }
 
