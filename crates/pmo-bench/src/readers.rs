@@ -219,12 +219,17 @@ pub fn table(records: &Records, out: &mut String) {
         for k in ["0", "1", "16", "256"] {
             let r = f("readers_refresh_us", &[("changed_pages", k)]);
             let t = f("readers_refresh_refill_us", &[("changed_pages", k)]);
-            let per = if k == "0" {
-                String::new()
+            let n = k.parse::<f64>().unwrap_or(1.0);
+            if k == "0" {
+                _ = write!(out, " k=0: {r:.2} + refill = {t:.2};");
             } else {
-                format!(", {:.2}/page", t / k.parse::<f64>().unwrap_or(1.0))
-            };
-            _ = write!(out, " k={k}: {r:.2} + refill = {t:.2}{per};");
+                _ = write!(
+                    out,
+                    " k={k}: {r:.2} ({:.2}/page) + refill = {t:.2} ({:.2}/page);",
+                    r / n,
+                    t / n
+                );
+            }
         }
         _ = writeln!(out);
         let (rd, wr) = (
