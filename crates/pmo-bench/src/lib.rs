@@ -5,12 +5,14 @@
 //! | module    | measures |
 //! |-----------|----------|
 //! | [`store`] | psync cost by dirty pages and PMO size, attach+detach, dirty-tracking faults, psync vs a PMDK transaction |
+//! | [`ranges`] | a small durable update: N declared ranges + psync beside its floor (part of `store`) |
 //! | [`readers`] | readers beside a writer: the writer's psync beside readers, a reader's refresh, reads through a reader's view (part of `store`) |
 //! | [`suite`] | the papers' benchmark suite (pmo-workloads) as studies: breakdown per design, attach-session size, prediction depth, threads, CXL latency |
 //! | [`schemes`] | every protection scheme: the paper's Fig. 1, a step breakdown, per-page costs against their floors, one small session against its floor (module `small`) |
 
 mod floors;
 pub mod lifecycle;
+pub mod ranges;
 pub mod readers;
 pub mod record;
 pub mod schemes;

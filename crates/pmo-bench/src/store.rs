@@ -85,7 +85,8 @@ pub fn run(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchE
     if !schemes.contains(&secure) {
         schemes.push(secure);
     }
-    crate::readers::run(&opts.dir, opts.repeats, &schemes, records)
+    crate::readers::run(&opts.dir, opts.repeats, &schemes, records)?;
+    crate::ranges::run(&opts.dir, opts.repeats, &schemes, records)
 }
 
 fn run_store(opts: &StoreBenchOptions, records: &mut Records) -> Result<(), BenchError> {
@@ -521,5 +522,6 @@ pub fn table(records: &Records) -> String {
         None => _ = writeln!(out, "  PMDK peer not measured (build with --features peers after crates/pmo-peers/install-deps.sh)"),
     }
     crate::readers::table(records, &mut out);
+    crate::ranges::table(records, &mut out);
     out
 }
