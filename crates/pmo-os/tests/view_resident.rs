@@ -264,3 +264,88 @@ fn dropped_views_leave_zeros_and_their_mappings_are_reused() {
     pmo_os::view::release_spares();
     assert!(!pmo_os::view::spare_kept_at(at));
 }
+
+/// Whether any byte of `addr..addr + len` is mapped (`mincore` fails with `ENOMEM` on a range
+/// with unmapped pages).
+fn mapped(addr: usize, len: usize) -> bool {
+    let mut vec = vec![0u8; len / PAGE_SIZE];
+    // SAFETY: mincore only reports residency into `vec`, which holds one byte per page.
+    unsafe { libc::mincore(addr as *mut libc::c_void, len, vec.as_mut_ptr()) == 0 }
+}
+
+/// A view of another range of the same shape takes a spare by moving it there: the old range
+/// is no longer mapped, the new view is filled from its own source and nothing of the old view
+/// shows; a range something else holds is never taken by a move.
+#[test]
+fn a_spare_of_the_same_shape_moves_to_another_range() {
+    let _serial = serial();
+    pmo_os::view::release_spares();
+    let (a, b, c) = (addr(20), addr(21), addr(22));
+    let v = resident(a, 4, true, Pattern::new("move-a"));
+    write(&v, 1, 1, 0x5151);
+    let twin = v.twin_addr(0).unwrap() as usize;
+    drop(v);
+    assert!(pmo_os::view::spare_kept_at(a));
+    let src = Pattern::new("move-b");
+    let w = resident(b, 4, true, src.clone());
+    assert_eq!(w.addr() as usize, b);
+    assert_eq!(
+        src.fills.load(std::sync::atomic::Ordering::Relaxed),
+        4,
+        "filled from its source"
+    );
+    assert!(!pmo_os::view::spare_kept_at(a), "the spare was taken");
+    assert!(
+        !mapped(a, 4 * PAGE_SIZE),
+        "the spare's old range was left mapped"
+    );
+    assert_eq!(
+        w.twin_addr(0).unwrap() as usize,
+        twin,
+        "its twin came with it"
+    );
+    for p in 0..4 {
+        for i in [0, 1, 511] {
+            assert_eq!(read(&w, p, i), word(p, i), "page {p} word {i}");
+        }
+    }
+    assert!(dirty(&w).is_empty(), "the twin was filled too");
+    drop(w);
+    // Another shape (8 pages) does not take it; a range held by a mapping of someone else's
+    // is refused by the move and reported as in use by the fresh map.
+    let x = resident(c, 8, true, Pattern::new("move-c"));
+    assert!(
+        pmo_os::view::spare_kept_at(b),
+        "a 4-page spare serves no 8-page view"
+    );
+    drop(x);
+    let d = addr(23);
+    // SAFETY: a fresh anonymous mapping of our own at a free address of the test's area.
+    let held = unsafe {
+        libc::mmap(
+            d as *mut libc::c_void,
+            4 * PAGE_SIZE,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    assert_eq!(held as usize, d);
+    let err = View::resident(
+        opts(d, 4, true),
+        Pattern::new("move-d"),
+        DirtyTracking::Twin,
+    );
+    assert!(
+        matches!(err, Err(pmo_os::view::ViewError::AddressInUse { .. })),
+        "the held range was taken"
+    );
+    assert!(
+        pmo_os::view::spare_kept_at(b),
+        "the spare stays where it was"
+    );
+    // SAFETY: the mapping made above, ours alone.
+    unsafe { libc::munmap(held, 4 * PAGE_SIZE) };
+    pmo_os::view::release_spares();
+}

@@ -179,8 +179,10 @@ pub(crate) fn create(
     // A twin for a writable view that compares with one, an alias for a read-only view.
     let aux = !opts.writable || tracking == DirtyTracking::Twin;
     let taken = match opts.placement {
-        // Another spare over the range is unmapped by `map_view` if it is in the way.
-        Placement::Fixed(addr) => spare::take_at(addr, len, opts.writable, aux),
+        // The spare of this range, else another of its shape moved here; another spare over
+        // the range is unmapped by `map_view` if it is in the way.
+        Placement::Fixed(addr) => spare::take_at(addr, len, opts.writable, aux)
+            .or_else(|| spare::take_moved(addr, len, opts.writable, aux)),
         // Never a spare: its range is some PMO's stable address, which a view placed anywhere
         // (a relocated attach) must not take from it.
         Placement::Anywhere => None,

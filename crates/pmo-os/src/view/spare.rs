@@ -1,6 +1,8 @@
 //! The mappings of resident views kept for reuse after their view is dropped (issue 29's
 //! "reuse the mapping"): a small PMO attached, detached and attached again in one process pays
-//! its `mmap`s, `madvise`s and first-touch page faults once, not per session.
+//! its `mmap`s, `madvise`s and first-touch page faults once, not per session; a view of another
+//! PMO of the same size takes a spare too, moved to its stable address (`mremap`: its pages go
+//! with it, none is allocated or zeroed again; the file store's files).
 //!
 //! Owns: every [`Mem`] not in use by a view, in a process-wide list bounded by
 //! [`spare_bytes`] (least recently returned evicted first, by `munmap`). A `Mem` is returned
@@ -12,7 +14,7 @@
 //! entries of another pid are forgotten, never unmapped); a spare range overlapping a range a
 //! new view must take at a fixed address is unmapped first ([`evict_overlapping`]), so the
 //! cache never makes a stable address look taken.
-#![allow(unsafe_code)] // unmapping spare mappings.
+#![allow(unsafe_code)] // unmapping and moving spare mappings.
 
 use std::sync::Mutex;
 
@@ -112,6 +114,43 @@ pub(crate) fn take_at(base: usize, len: usize, writable: bool, aux: bool) -> Opt
     let m = l.mems.remove(i);
     l.bytes -= m.bytes();
     Some(m)
+}
+
+/// A spare mapping of the shape [`take_at`] asks for, kept at another address, moved to
+/// `base..base + len` (its pages go with it: nothing is allocated, zeroed or faulted in, where a
+/// new mapping populates every page). The range is reserved first (`MAP_FIXED_NOREPLACE`), so
+/// nothing mapped there is ever replaced. `None` when no spare fits or the range is taken: the
+/// caller maps anew (which unmaps spares in its way, or reports the address in use).
+pub(crate) fn take_moved(base: usize, len: usize, writable: bool, aux: bool) -> Option<Mem> {
+    let mut m = {
+        let mut l = list();
+        let i = l
+            .mems
+            .iter()
+            .rposition(|m| m.len == len && m.writable == writable && (m.aux != 0) == aux)?;
+        let m = l.mems.remove(i);
+        l.bytes -= m.bytes();
+        m
+    };
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+    if sys::map_at(base, len, libc::PROT_NONE, flags, -1, 0, true).is_err() {
+        put(m);
+        return None;
+    }
+    // SAFETY: `m.base..+len` is the spare's own mapping, which nothing references (the list
+    // held it), and `base..+len` the reservation just made; the spare's pages are zero.
+    match unsafe { sys::move_mapping(m.base, len, base) } {
+        Ok(()) => {
+            m.base = base;
+            Some(m)
+        }
+        Err(_) => {
+            // SAFETY: the reservation just made, ours alone.
+            unsafe { sys::unmap(base, len) };
+            put(m);
+            None
+        }
+    }
 }
 
 /// Unmap the spare mappings overlapping `addr..addr + len` (a view about to be mapped there);

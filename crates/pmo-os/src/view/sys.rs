@@ -348,6 +348,36 @@ pub unsafe fn unmap(addr: usize, len: usize) {
     unsafe { libc::munmap(addr as *mut c_void, len) };
 }
 
+/// Move the mapping `[from, from + len)`, its pages and their contents, to `to`, over the
+/// caller's own mapping there (`mremap(MREMAP_MAYMOVE | MREMAP_FIXED)`): no page is allocated,
+/// zeroed or faulted, and `from` is left unmapped. On failure nothing moved.
+///
+/// # Safety
+/// Both ranges must be mappings owned by the caller that nothing references any more (the
+/// mapping at `to` is replaced; `from` goes away).
+pub unsafe fn move_mapping(from: usize, len: usize, to: usize) -> Result<(), i32> {
+    // SAFETY: forwarded to the caller: both ranges are the caller's own, unreferenced.
+    let p = unsafe {
+        libc::mremap(
+            from as *mut c_void,
+            len,
+            len,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            to as *mut c_void,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(errno());
+    }
+    if p as usize != to {
+        // Not where asked (cannot happen with MREMAP_FIXED): give the mapping back.
+        // SAFETY: the mapping just moved, ours alone.
+        unsafe { libc::munmap(p, len) };
+        return Err(libc::EINVAL);
+    }
+    Ok(())
+}
+
 /// `mprotect` (async-signal-safe).
 ///
 /// # Safety
