@@ -281,22 +281,22 @@ fn a_spare_of_the_same_shape_moves_to_another_range() {
     let _serial = serial();
     pmo_os::view::release_spares();
     let (a, b, c) = (addr(20), addr(21), addr(22));
-    let v = resident(a, 4, true, Pattern::new("move-a"));
+    let v = resident(a, 16, true, Pattern::new("move-a"));
     write(&v, 1, 1, 0x5151);
     let twin = v.twin_addr(0).unwrap() as usize;
     drop(v);
     assert!(pmo_os::view::spare_kept_at(a));
     let src = Pattern::new("move-b");
-    let w = resident(b, 4, true, src.clone());
+    let w = resident(b, 16, true, src.clone());
     assert_eq!(w.addr() as usize, b);
     assert_eq!(
         src.fills.load(std::sync::atomic::Ordering::Relaxed),
-        4,
+        16,
         "filled from its source"
     );
     assert!(!pmo_os::view::spare_kept_at(a), "the spare was taken");
     assert!(
-        !mapped(a, 4 * PAGE_SIZE),
+        !mapped(a, 16 * PAGE_SIZE),
         "the spare's old range was left mapped"
     );
     assert_eq!(
@@ -304,27 +304,35 @@ fn a_spare_of_the_same_shape_moves_to_another_range() {
         twin,
         "its twin came with it"
     );
-    for p in 0..4 {
+    for p in 0..16 {
         for i in [0, 1, 511] {
             assert_eq!(read(&w, p, i), word(p, i), "page {p} word {i}");
         }
     }
     assert!(dirty(&w).is_empty(), "the twin was filled too");
     drop(w);
-    // Another shape (8 pages) does not take it; a range held by a mapping of someone else's
-    // is refused by the move and reported as in use by the fresh map.
-    let x = resident(c, 8, true, Pattern::new("move-c"));
+    // Another shape (32 pages) does not take it, nor does a small view (4 pages: it maps
+    // anew, cheaper than a move); a range held by a mapping of someone else's is refused by
+    // the move and reported as in use by the fresh map.
+    let x = resident(c, 32, true, Pattern::new("move-c"));
     assert!(
         pmo_os::view::spare_kept_at(b),
-        "a 4-page spare serves no 8-page view"
+        "a 16-page spare serves no 32-page view"
     );
     drop(x);
+    drop(resident(addr(24), 4, true, Pattern::new("move-small")));
+    let small = resident(addr(25), 4, true, Pattern::new("move-small"));
+    assert!(
+        pmo_os::view::spare_kept_at(addr(24)),
+        "a 4-page view moved a spare"
+    );
+    drop(small);
     let d = addr(23);
     // SAFETY: a fresh anonymous mapping of our own at a free address of the test's area.
     let held = unsafe {
         libc::mmap(
             d as *mut libc::c_void,
-            4 * PAGE_SIZE,
+            16 * PAGE_SIZE,
             libc::PROT_READ,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
             -1,
@@ -333,7 +341,7 @@ fn a_spare_of_the_same_shape_moves_to_another_range() {
     };
     assert_eq!(held as usize, d);
     let err = View::resident(
-        opts(d, 4, true),
+        opts(d, 16, true),
         Pattern::new("move-d"),
         DirtyTracking::Twin,
     );
@@ -346,6 +354,6 @@ fn a_spare_of_the_same_shape_moves_to_another_range() {
         "the spare stays where it was"
     );
     // SAFETY: the mapping made above, ours alone.
-    unsafe { libc::munmap(held, 4 * PAGE_SIZE) };
+    unsafe { libc::munmap(held, 16 * PAGE_SIZE) };
     pmo_os::view::release_spares();
 }
