@@ -113,13 +113,7 @@ pub fn run(
 /// This part of `pmo bench store`'s table.
 pub fn table(records: &Records, out: &mut String) {
     use std::fmt::Write as _;
-    let mut schemes: Vec<String> = records
-        .records
-        .iter()
-        .filter(|r| r.metric == "ranges_update_us")
-        .filter_map(|r| r.params.get("scheme").cloned())
-        .collect();
-    schemes.dedup();
+    let schemes = records.param_values("ranges_update_us", "scheme");
     if schemes.is_empty() {
         return;
     }

@@ -177,16 +177,7 @@ pub fn run(
 /// The readers part of `pmo bench store`'s table.
 pub fn table(records: &Records, out: &mut String) {
     use std::fmt::Write as _;
-    let schemes: Vec<String> = {
-        let mut v: Vec<String> = records
-            .records
-            .iter()
-            .filter(|r| r.metric == "readers_psync4_us")
-            .filter_map(|r| r.params.get("scheme").cloned())
-            .collect();
-        v.dedup();
-        v
-    };
+    let schemes = records.param_values("readers_psync4_us", "scheme");
     for s in schemes {
         let f = |m: &str, p: &[(&str, &str)]| {
             let mut key = vec![("scheme", s.as_str())];

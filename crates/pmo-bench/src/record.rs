@@ -124,6 +124,20 @@ impl Records {
         self.get(metric, params).map(|r| r.value)
     }
 
+    /// The values parameter `param` takes in the records of `metric`, in record order, each
+    /// once.
+    pub fn param_values(&self, metric: &str, param: &str) -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for r in self.records.iter().filter(|r| r.metric == metric) {
+            if let Some(x) = r.params.get(param) {
+                if !v.contains(x) {
+                    v.push(x.clone());
+                }
+            }
+        }
+        v
+    }
+
     /// Read records written by [`Records::write_json`].
     pub fn read_json(path: &Path) -> Result<Records, BenchError> {
         let text = std::fs::read_to_string(path).map_err(|source| BenchError::Io {
@@ -190,6 +204,17 @@ fn csv_field(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn param_values_lists_each_value_of_a_metric_once_in_order() {
+        let mut r = Records::default();
+        for (s, m) in [("b", "x"), ("a", "x"), ("b", "x"), ("c", "y")] {
+            r.push("t", &[("scheme", s.to_string())], m, 1.0, "us", 1);
+        }
+        assert_eq!(r.param_values("x", "scheme"), vec!["b", "a"]);
+        assert_eq!(r.param_values("y", "scheme"), vec!["c"]);
+        assert!(r.param_values("x", "other").is_empty());
+    }
 
     #[test]
     fn csv_has_union_of_params() {

@@ -207,6 +207,61 @@ impl PmoCore {
     /// `s + 1` is the newest record, so an unchanged newest record after the reads means the
     /// journal and every other entry read were those of `s`.
     pub fn committed_map(&self, m: &dyn Medium) -> Result<Option<CommittedMap>> {
+        self.committed_read(m, |journal| {
+            let mut raw = vec![0u8; (self.layout.npages * 8) as usize];
+            m.read(self.abs(self.layout.map_off), &mut raw)?;
+            let mut table: Vec<u64> = raw
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect();
+            for e in journal {
+                table[e.page as usize] = e.entry.0;
+            }
+            Ok(table)
+        })
+    }
+
+    /// [`PmoCore::committed_map`] for `pages` only (ascending): their entries as of the newest
+    /// psync, read the same way; `None` if a psync committed while they were read.
+    pub fn committed_entries(&self, m: &dyn Medium, pages: &[u64]) -> Result<Option<CommittedMap>> {
+        self.committed_read(m, |journal| {
+            let sorted = journal.windows(2).all(|w| w[0].page < w[1].page);
+            let mut entries = Vec::with_capacity(pages.len());
+            for &p in pages {
+                if p >= self.layout.npages {
+                    return Err(StoreError::Invalid(format!(
+                        "PMO '{}': page {p} is beyond its {} pages",
+                        self.name, self.layout.npages
+                    )));
+                }
+                // A psync's journal lists its pages ascending; one that does not is searched
+                // whole, applied as `committed_map` applies it (the last entry of a page wins).
+                let found = if sorted {
+                    journal
+                        .binary_search_by_key(&p, |j| j.page)
+                        .ok()
+                        .map(|i| journal[i].entry)
+                } else {
+                    journal.iter().rev().find(|j| j.page == p).map(|j| j.entry)
+                };
+                let e = match found {
+                    Some(e) => e,
+                    None => self.map_entry(m, p)?,
+                };
+                entries.push(e.0);
+            }
+            Ok(entries)
+        })
+    }
+
+    /// The newest psync's journal, `read` (the map entries the caller wants, from the medium
+    /// with that journal applied), and the journal's trailer, bracketed by two reads of the
+    /// newest commit record: `None` if a psync committed meanwhile (`committed_map`).
+    fn committed_read(
+        &self,
+        m: &dyn Medium,
+        read: impl FnOnce(&[JournalEntry]) -> Result<Vec<u64>>,
+    ) -> Result<Option<CommittedMap>> {
         use std::sync::atomic::{fence, Ordering};
         let before = self.newest_record(m)?;
         fence(Ordering::SeqCst);
@@ -219,61 +274,7 @@ impl PmoCore {
             },
             None => (Vec::new(), None),
         };
-        let mut raw = vec![0u8; (self.layout.npages * 8) as usize];
-        m.read(self.abs(self.layout.map_off), &mut raw)?;
-        fence(Ordering::SeqCst);
-        if self.newest_record(m)?.map(|r| r.seq) != before.map(|r| r.seq) {
-            return Ok(None);
-        }
-        let mut table: Vec<u64> = raw
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
-        for e in journal {
-            table[e.page as usize] = e.entry.0;
-        }
-        Ok(Some((before.map_or(0, |r| r.seq), table, trailer)))
-    }
-
-    /// [`PmoCore::committed_map`] for `pages` only (ascending): their entries as of the newest
-    /// psync, read the same way; `None` if a psync committed while they were read.
-    pub fn committed_entries(&self, m: &dyn Medium, pages: &[u64]) -> Result<Option<CommittedMap>> {
-        use std::sync::atomic::{fence, Ordering};
-        let before = self.newest_record(m)?;
-        fence(Ordering::SeqCst);
-        let (journal, trailer) = match &before {
-            Some(r) => match self.journal_with_trailer(m, r) {
-                Ok(j) => j,
-                Err(_) if self.newest_record(m)?.map(|r| r.seq) != Some(r.seq) => return Ok(None),
-                Err(e) => return Err(e),
-            },
-            None => (Vec::new(), None),
-        };
-        let sorted = journal.windows(2).all(|w| w[0].page < w[1].page);
-        let mut entries = Vec::with_capacity(pages.len());
-        for &p in pages {
-            if p >= self.layout.npages {
-                return Err(StoreError::Invalid(format!(
-                    "PMO '{}': page {p} is beyond its {} pages",
-                    self.name, self.layout.npages
-                )));
-            }
-            // A psync's journal lists its pages ascending; one that does not is searched
-            // whole, applied as `committed_map` applies it (the last entry of a page wins).
-            let found = if sorted {
-                journal
-                    .binary_search_by_key(&p, |j| j.page)
-                    .ok()
-                    .map(|i| journal[i].entry)
-            } else {
-                journal.iter().rev().find(|j| j.page == p).map(|j| j.entry)
-            };
-            let e = match found {
-                Some(e) => e,
-                None => self.map_entry(m, p)?,
-            };
-            entries.push(e.0);
-        }
+        let entries = read(&journal)?;
         fence(Ordering::SeqCst);
         if self.newest_record(m)?.map(|r| r.seq) != before.map(|r| r.seq) {
             return Ok(None);
