@@ -95,6 +95,7 @@ mod tests {
 
     fn table(npages: u64, pmo: u8) -> (Arc<PinTable>, PinsAt) {
         let at = PinsAt {
+            name: "ring".into(),
             locker: Locker::Local(Arc::new(LocalLocks::default())),
             medium: Arc::new(CrashMedium::new(1 << 16)),
             pool_uuid: [7; 16],

@@ -39,6 +39,8 @@ use crate::layout::*;
 /// Where a PMO's pin table is and what it is for.
 #[derive(Clone)]
 pub struct PinsAt {
+    /// The PMO's name (for messages).
+    pub name: String,
     pub locker: Locker,
     pub medium: Arc<dyn Medium>,
     pub pool_uuid: [u8; 16],
@@ -189,7 +191,7 @@ impl PinTable {
                 let nframes = t.words[H_NFRAMES].load(Ordering::Acquire);
                 if npages != at.npages {
                     return Err(StoreError::Busy {
-                        name: String::new(),
+                        name: at.name.clone(),
                         how: "by readers of its earlier size",
                     });
                 }
@@ -283,7 +285,7 @@ impl PinTable {
             // An older build's table in use: its processes would not see ours, nor we theirs.
             Some(Err(v1)) if at.announced()? && v1 => {
                 return Err(StoreError::Busy {
-                    name: String::new(),
+                    name: at.name.clone(),
                     how: "by a process of an older pmo build, whose pin table this build does not share (detach it first)",
                 });
             }

@@ -122,6 +122,7 @@ impl Pool {
     /// Where `core`'s pin table is.
     pub fn pins_at(&self, core: &PmoCore) -> PinsAt {
         PinsAt {
+            name: core.name.clone(),
             locker: self.inner.locker.clone(),
             medium: self.inner.medium.clone(),
             pool_uuid: self.inner.sb.uuid,

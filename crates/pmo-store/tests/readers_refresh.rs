@@ -269,3 +269,36 @@ fn a_rolled_back_entry_fails_the_refresh_and_the_reader_keeps_its_snapshot() {
     assert_eq!(got.changed, vec![5, 6]);
     check_handle(&r, &model, "after the refresh");
 }
+
+/// A pin table of layout 1 (an older build's) in use for the PMO is refused with `Busy`, the
+/// PMO named: the two builds would not see each other's pins.
+#[test]
+fn an_older_builds_pin_table_in_use_is_refused() {
+    let path = shm("v1", Scheme::NONE);
+    let _ = std::fs::remove_file(&path);
+    let _guard = RemoveOnDrop(path.clone());
+    let pool = Pool::create(&path, 16 << 20, &opts(Scheme::NONE)).unwrap();
+    pool.pcreate("a", PAGES * 4096, KEY).unwrap();
+    let r = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+    let table = pool.pins_at(&r.core).path();
+    // The magic word as layout 1 wrote it, in place (the first reader keeps the file mapped).
+    let put_magic = |m: &[u8; 8]| {
+        use std::io::{Seek, Write};
+        let mut f = std::fs::OpenOptions::new().write(true).open(&table)?;
+        f.seek(std::io::SeekFrom::Start(0))?;
+        f.write_all(m)
+    };
+    put_magic(b"PMOPINS1").unwrap();
+    match pool.open_pmo("a", Perm::Read, KEY, None) {
+        Err(StoreError::Busy { name, how }) => {
+            assert_eq!(name, "a");
+            assert!(how.contains("older pmo build"), "{how}");
+        }
+        Err(e) => panic!("an older build's table gave {e}"),
+        Ok(_) => panic!("an older build's table was joined"),
+    }
+    put_magic(b"PMOPINS2").unwrap();
+    let again = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+    drop(again);
+    drop(r);
+}

@@ -119,13 +119,14 @@ pub(crate) fn take_at(base: usize, len: usize, writable: bool, aux: bool) -> Opt
 /// Views smaller than this map anew rather than move a spare: a move's two system calls and
 /// its TLB shootdown (the old range leaves every thread's TLB) cost more than populating a few
 /// fresh pages. Filebench varmail (16 KiB files) ran 20-25% slower when its 4-page views
-/// moved spares; fileserver (files up to 256 KiB) 10-15% faster (`docs/results.md`, issue 29).
+/// moved spares; with this bar it is even and fileserver (files up to 256 KiB) 7-13% faster
+/// (`docs/results.md`, issue 29, fourth pass).
 const MOVE_MIN_BYTES: usize = 16 * 4096;
 
 /// A spare mapping of the shape [`take_at`] asks for, kept at another address, moved to
 /// `base..base + len` (its pages go with it: nothing is allocated, zeroed or faulted in, where a
-/// new mapping populates every page), for views of at least [`MOVE_MIN_BYTES`]. The range is reserved first (`MAP_FIXED_NOREPLACE`), so
-/// nothing mapped there is ever replaced. `None` when no spare fits or the range is taken: the
+/// new mapping populates every page), for views of at least [`MOVE_MIN_BYTES`]. The range is
+/// reserved first (`MAP_FIXED_NOREPLACE`), so nothing mapped there is ever replaced. `None` when no spare fits or the range is taken: the
 /// caller maps anew (which unmaps spares in its way, or reports the address in use).
 pub(crate) fn take_moved(base: usize, len: usize, writable: bool, aux: bool) -> Option<Mem> {
     if len < MOVE_MIN_BYTES {
