@@ -39,8 +39,24 @@ pub fn run(
         w.write_at(0, &vec![1u8; size as usize])?;
         w.psync()?;
         let scheme_name = scheme.name();
-        // Psync of 4 scattered pages beside 0, 1, 8 readers.
-        for (n, refreshing) in [(0, false), (1, false), (8, false), (1, true), (8, true)] {
+        // Psync of 4 scattered pages beside 0, 1, 8 readers; last, beside none but with the
+        // readers' pin table kept by the pool handle for its next reader (`pmo_pins::at`):
+        // the writer tracks into it although nothing is pinned.
+        let modes = [
+            (0, "held"),
+            (1, "held"),
+            (8, "held"),
+            (1, "refreshing"),
+            (8, "refreshing"),
+            (0, "kept"),
+        ];
+        for (n, mode) in modes {
+            let refreshing = mode == "refreshing";
+            if mode == "kept" && tp.pool.kept.is_empty() {
+                return Err(BenchError::Other(
+                    "no pin table kept after the readers".into(),
+                ));
+            }
             let readers: Vec<_> = (0..n)
                 .map(|_| tp.pool.open_pmo("r", Perm::Read, KEY, None))
                 .collect::<Result<_, _>>()?;
@@ -70,10 +86,7 @@ pub fn run(
             let params = [
                 ("scheme", scheme_name.clone()),
                 ("readers", n.to_string()),
-                (
-                    "readers_mode",
-                    if refreshing { "refreshing" } else { "held" }.into(),
-                ),
+                ("readers_mode", mode.to_string()),
             ];
             records.push(
                 "store",
@@ -198,6 +211,7 @@ pub fn table(records: &Records, out: &mut String) {
             ("8", "held"),
             ("1", "refreshing"),
             ("8", "refreshing"),
+            ("0", "kept"),
         ] {
             let v = f(
                 "readers_psync4_us",

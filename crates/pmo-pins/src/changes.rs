@@ -102,6 +102,7 @@ mod tests {
             pmo_uuid: [pmo; 16],
             extent_off: 4096,
             npages,
+            keep: None,
         };
         (PinTable::join(&at, true).unwrap().unwrap(), at)
     }

@@ -15,6 +15,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`layout`] | the words of a table |
+//! | [`at`] | where a PMO's table is: its path, the readers word, the last user's leaving, the tables a pool handle keeps for its next reader |
 //! | [`table`] | finding, making and removing a PMO's table; the readers word on the medium |
 //! | [`readers`] | reader slots, pins, dead readers |
 //! | [`frames`] | the versions kept: before an overwrite, after a commit, a reader's lookup |
@@ -22,6 +23,7 @@
 //! | [`writer`] | a writer's hold on the table, joined when the medium announces one |
 #![deny(unsafe_code)]
 
+pub mod at;
 pub mod changes;
 pub mod frames;
 pub mod layout;
@@ -29,8 +31,10 @@ pub mod readers;
 pub mod table;
 pub mod writer;
 
+pub use at::KeptTables;
+pub use at::PinsAt;
 pub use frames::Overwrite;
 pub use layout::{FRAME_BYTES, META_MAX};
 pub use readers::ReaderSlot;
-pub use table::{PinTable, PinsAt};
+pub use table::PinTable;
 pub use writer::WriterPins;

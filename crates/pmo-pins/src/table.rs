@@ -27,81 +27,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use pmo_format::PmoLayout;
-use pmo_medium::Medium;
 use pmo_meta::error::{Result, StoreError};
 use pmo_meta::locks::{self, LockGuard, Locker};
 use pmo_os::lock::{LockKind, RangeLock};
 use pmo_os::map::{FileMapping, MapMode};
 
+pub use crate::at::{dir, PinsAt};
+use crate::at::{io, names_file, Kept};
 use crate::layout::*;
-
-/// Where a PMO's pin table is and what it is for.
-#[derive(Clone)]
-pub struct PinsAt {
-    /// The PMO's name (for messages).
-    pub name: String,
-    pub locker: Locker,
-    pub medium: Arc<dyn Medium>,
-    pub pool_uuid: [u8; 16],
-    pub pmo_uuid: [u8; 16],
-    pub extent_off: u64,
-    /// Pages of the PMO's layout (its capacity).
-    pub npages: u64,
-}
-
-impl PinsAt {
-    fn readers_word(&self) -> u64 {
-        self.extent_off + PmoLayout::READERS_OFF
-    }
-
-    /// Whether the medium says a table may exist (a writer checks this before each psync).
-    pub fn announced(&self) -> Result<bool> {
-        let mut b = [0u8; 8];
-        self.medium.read(self.readers_word(), &mut b)?;
-        Ok(u64::from_le_bytes(b) != 0)
-    }
-
-    fn announce(&self, on: bool) -> Result<()> {
-        self.medium
-            .write(self.readers_word(), &u64::from(on).to_le_bytes())?;
-        Ok(())
-    }
-
-    /// The table file of this PMO (`PMO_PINS_DIR`, else `/dev/shm`).
-    pub fn path(&self) -> PathBuf {
-        dir().join(format!(
-            "pmo-pins-{}-{}",
-            hex(&self.pool_uuid[..8]),
-            hex(&self.pmo_uuid)
-        ))
-    }
-}
-
-/// Where pin tables live: `PMO_PINS_DIR`, else `/dev/shm`.
-pub fn dir() -> PathBuf {
-    match std::env::var_os("PMO_PINS_DIR") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => PathBuf::from("/dev/shm"),
-    }
-}
-
-fn hex(b: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(2 * b.len());
-    for x in b {
-        s.push(char::from(DIGITS[usize::from(x >> 4)]));
-        s.push(char::from(DIGITS[usize::from(x & 0xf)]));
-    }
-    s
-}
-
-fn io(op: &str) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
-    move |source| StoreError::Io {
-        op: op.to_string(),
-        source,
-    }
-}
 
 fn lock_err(e: pmo_os::lock::LockError) -> StoreError {
     StoreError::Os(e.to_string())
@@ -153,7 +86,9 @@ pub struct PinTable {
     /// The pin-table lock word held shared (taken until drop).
     shared: Option<LockGuard>,
     /// The table file's `USE_BYTE` held shared (released after the drop's removal).
-    _using: Option<RangeLock>,
+    using: Option<RangeLock>,
+    /// A reader's table: kept for the next reader when this user leaves (`at.rs`, kept tables).
+    keeps: bool,
     /// Writer-only state: free frames found, when dead readers were last looked for.
     pub(crate) writer: Mutex<WriterState>,
 }
@@ -219,7 +154,8 @@ impl PinTable {
             layout: table.1,
             at: at.clone(),
             shared: Some(shared),
-            _using: None,
+            using: None,
+            keeps: false,
             writer: Default::default(),
         })))
     }
@@ -233,6 +169,31 @@ impl PinTable {
             return Ok(None);
         }
         let path = at.path();
+        // A table this pool handle kept after its last reader (`at.rs`, kept tables): used again if it
+        // is still the PMO's live table (checked under the lock just taken).
+        if let Some(mut k) = create
+            .then(|| at.keep.as_ref().and_then(Weak::upgrade))
+            .flatten()
+            .and_then(|keeper| keeper.take(at))
+        {
+            if k.still_live(at)? {
+                let (map, using) = (k.map.take(), k.using.take());
+                if let (Some(map), Some(using)) = (map, using) {
+                    let layout = k.layout;
+                    k.discard();
+                    return Ok(Some(Arc::new(PinTable {
+                        backing: Some(Backing::File { map, path }),
+                        layout,
+                        at: at.clone(),
+                        shared: Some(shared),
+                        using: Some(using),
+                        keeps: true,
+                        writer: Default::default(),
+                    })));
+                }
+            }
+            k.discard();
+        }
         let mut tries = 0;
         let (file, using) = loop {
             let file = match OpenOptions::new()
@@ -324,7 +285,8 @@ impl PinTable {
             layout,
             at: at.clone(),
             shared: Some(shared),
-            _using: Some(using),
+            using: Some(using),
+            keeps: create,
             writer: Default::default(),
         })))
     }
@@ -381,17 +343,6 @@ impl PinTable {
     /// Frames holding a version some reader may need.
     pub fn frames_used(&self) -> u64 {
         self.w(H_FRAMES_USED).load(Ordering::Relaxed)
-    }
-}
-
-/// Whether `path` names the open `file` (the same inode).
-fn names_file(path: &Path, file: &File) -> Result<bool> {
-    use std::os::unix::fs::MetadataExt;
-    let open = file.metadata().map_err(io("stat pin table"))?;
-    match std::fs::metadata(path) {
-        Ok(m) => Ok(m.dev() == open.dev() && m.ino() == open.ino()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(io("stat pin table")(e)),
     }
 }
 
@@ -495,12 +446,34 @@ impl Drop for PinTable {
                 }
             }
             Some(Backing::File { map, path }) => {
-                drop(map);
+                // A reader's table goes to the pool handle's kept tables (`at.rs`, kept tables), which
+                // hand back what may not stay (a full list's oldest, or this one).
+                let keeper = self
+                    .at
+                    .keep
+                    .as_ref()
+                    .and_then(Weak::upgrade)
+                    .filter(|_| self.keeps);
+                let (map, leaving) = match (keeper, self.using.take()) {
+                    (Some(keeper), Some(using)) => {
+                        let k = Kept::new(map, using, self.layout, path, self.at.clone());
+                        (None, keeper.put(k))
+                    }
+                    (_, using) => {
+                        self.using = using;
+                        (Some((map, path)), None)
+                    }
+                };
                 drop(self.shared.take());
-                let word = locks::pins_word(self.at.extent_off);
-                if let Ok(Some(_last)) = self.at.locker.lock(word, LockKind::Exclusive, None) {
-                    let _ = std::fs::remove_file(&path);
-                    let _ = self.at.announce(false);
+                drop(leaving);
+                if let Some((map, path)) = map {
+                    // While this pool handle keeps a table of the PMO, it counts as a user:
+                    // its writer's or a `pmo info`'s leaving does not remove it.
+                    let kept = self.at.keep.as_ref().and_then(Weak::upgrade);
+                    if !kept.is_some_and(|k| k.holds(&self.at)) {
+                        crate::at::leave(&self.at, &path, map.file());
+                    }
+                    drop(map);
                 }
             }
             None => {}
@@ -550,30 +523,6 @@ mod tests {
         drop(user);
         assert_eq!(sweep_orphans(&dir), vec![used.clone()]);
         assert!(other.exists());
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn table_names_are_lowercase_hex() {
-        assert_eq!(hex(&[0x00, 0xab, 0x7f, 0xf0]), "00ab7ff0");
-        assert_eq!(hex(&[]), "");
-    }
-
-    /// The check a joiner makes after taking its byte: a path removed (or replaced) since its
-    /// open no longer names its file.
-    #[test]
-    fn a_removed_or_replaced_file_is_not_the_one_the_path_names() {
-        let dir = std::env::temp_dir().join(format!("pmo-pins-names-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join("t");
-        std::fs::write(&p, b"x").unwrap();
-        let f = File::open(&p).unwrap();
-        assert!(names_file(&p, &f).unwrap());
-        std::fs::remove_file(&p).unwrap();
-        assert!(!names_file(&p, &f).unwrap());
-        std::fs::write(&p, b"y").unwrap();
-        assert!(!names_file(&p, &f).unwrap());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -5,10 +5,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pmo_format::{Entry, PmoLayout, PAGE_SIZE};
+use pmo_format::{Entry, PAGE_SIZE};
 use pmo_medium::Medium;
 use pmo_os::lock::LockKind;
 
+use crate::attach_lock::{write_holder, READER_ATTACH_STALL};
+pub use crate::attach_lock::{
+    BUSY_ATTACHING, BUSY_READERS, BUSY_WRITER, BUSY_WRITER_HERE, DETACHING,
+};
 use crate::pool::{Perm, Pool};
 use pmo_engine::engine::{CommitSource, CommitStats, Page, PmoCore};
 use pmo_engine::protect::Protection;
@@ -58,8 +62,26 @@ impl Pool {
         scheme: Option<Scheme>,
         exclusive_read: bool,
     ) -> Result<PmoHandle> {
+        self.open_held(name, perm, key, wait, scheme, exclusive_read, None)
+    }
+
+    /// [`Pool::open_pmo_with`]; `held`: the PMO's attach lock and the extent it was taken
+    /// for, already taken exclusively by the caller (a reader's open with no writer, whose handle is dropped at once: it is not
+    /// downgraded to shared then, and not taken twice).
+    #[allow(clippy::too_many_arguments)]
+    fn open_held(
+        &self,
+        name: &str,
+        perm: Perm,
+        key: &[u8],
+        wait: Option<Duration>,
+        scheme: Option<Scheme>,
+        exclusive_read: bool,
+        held: Option<(pmo_meta::locks::LockGuard, u64)>,
+    ) -> Result<PmoHandle> {
         let run_as = scheme;
         let inner = &*self.inner;
+        let passing = held.is_some();
         inner.alive()?;
         let entry = self.entry(name)?;
         let master = keys::check_key(&entry, key)?;
@@ -70,8 +92,8 @@ impl Pool {
                 // No writer: first the open every user makes (recovery of a half psync, a
                 // damaged record reported, a rotation finished, the sub-page log folded).
                 if let Some(g) = self.lock_attach_exclusive(&entry, None)? {
-                    drop(g);
-                    let h = self.open_pmo_with(name, Perm::Read, key, None, run_as, true)?;
+                    let held = Some((g, entry.extent_off));
+                    let h = self.open_held(name, Perm::Read, key, None, run_as, true, held)?;
                     // A rotation a crash cut off, which a read-only open does not finish: its
                     // pages are under two keys, which a snapshot cannot read. This reader
                     // keeps the exclusive rule (a writer's open finishes the rotation).
@@ -93,7 +115,11 @@ impl Pool {
         // A PMO whose plaintext copy lives on the medium has one user at a time, readers
         // included: each attach fills the shared plaintext area and each detach scrubs it.
         let sole = perm == Perm::Write || entry.scheme & pmo_meta::scheme::SHADOW_MEDIUM_BIT != 0;
-        let first = self.lock_attach_exclusive(&entry, if sole { wait } else { None })?;
+        let first = match held {
+            // Taken on the extent the entry still names (a resize before it was taken moves it).
+            Some((g, extent_off)) if extent_off == entry.extent_off => Some(g),
+            _ => self.lock_attach_exclusive(&entry, if sole { wait } else { None })?,
+        };
         let (mut guard, exclusive) = match first {
             Some(g) => (g, true),
             None if !sole => match inner.locker.lock(word, LockKind::Shared, wait)? {
@@ -181,7 +207,7 @@ impl Pool {
                 &inner.health,
             )?;
         }
-        if perm == Perm::Read && exclusive && !sole {
+        if perm == Perm::Read && exclusive && !sole && !passing {
             guard.downgrade()?;
         }
         if perm == Perm::Write {
@@ -251,104 +277,7 @@ impl Pool {
             reader: Some(Arc::new(reader)),
         })
     }
-
-    /// Take `e`'s attach lock exclusively, waiting up to `wait`; a holder finishing a detach
-    /// in the background is waited for regardless (the attach stall). `None`: still taken.
-    pub fn lock_attach_exclusive(
-        &self,
-        e: &Entry,
-        wait: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        let inner = &*self.inner;
-        let word = locks::attach_word(e.extent_off);
-        let detaching = || self.holder_word(e) & DETACHING != 0;
-        // Whether a background detach holds the lock is asked both before and after the try:
-        // asked only after, a detach that releases the lock and finishes between the failed
-        // try and the question looks like a live user, and an attach that follows a detach
-        // fails with `Busy` at random (seen under load). A detach that returned before this
-        // call is in flight or marked detaching here, or its lock is already free.
-        let before = detaching() || crate::inflight::in_flight(e.uuid);
-        let first = inner.locker.lock(word, LockKind::Exclusive, wait)?;
-        #[cfg(test)]
-        tests::after_first_try();
-        match first {
-            None if before || detaching() || crate::inflight::in_flight(e.uuid) => {
-                let stall = wait
-                    .unwrap_or_default()
-                    .max(crate::inflight::DETACH_STALL_MAX);
-                let t = std::time::Instant::now();
-                // This process's own background detach: wake when it is done, not by polling.
-                crate::inflight::wait_for_pmo(e.uuid, stall);
-                let left = stall.saturating_sub(t.elapsed());
-                inner.locker.lock(word, LockKind::Exclusive, Some(left))
-            }
-            other => Ok(other),
-        }
-    }
-
-    /// `e`'s holder word: the pid of the read-write holder (a writer records it), with
-    /// [`DETACHING`] while it finishes a detach; 0 when none is recorded, or unreadable.
-    pub fn holder_word(&self, e: &Entry) -> u32 {
-        let mut b = [0u8; 4];
-        match self
-            .inner
-            .medium
-            .read(e.extent_off + PmoLayout::HOLDER_OFF, &mut b)
-        {
-            Ok(()) => u32::from_le_bytes(b),
-            Err(_) => 0,
-        }
-    }
-
-    /// The pid of the writer the holder word names (0: none).
-    fn writer_pid(&self, e: &Entry) -> u32 {
-        self.holder_word(e) & !DETACHING
-    }
-
-    pub fn busy(&self, e: &Entry) -> StoreError {
-        let how = match self.inner.locker.holder(locks::attach_word(e.extent_off)) {
-            // Readers record no pid: the lock alone cannot say whose.
-            Ok(Some(LockKind::Shared)) => BUSY_READERS,
-            // A writer records its pid in the holder word (informational, but its own pid is
-            // only ever written by this process).
-            _ => match self.writer_pid(e) {
-                pid if pid == pmo_os::lock::pid() => BUSY_WRITER_HERE,
-                // Held alone by an attach that names no writer: one still attaching.
-                0 => BUSY_ATTACHING,
-                _ => BUSY_WRITER,
-            },
-        };
-        StoreError::Busy {
-            name: e.name.clone(),
-            how,
-        }
-    }
 }
-
-/// Record (or clear, with 0) the pid holding a PMO read-write. Flushed, not fenced: informational.
-fn write_holder(m: &dyn Medium, core: &PmoCore, pid: u32) -> Result<()> {
-    let off = core.extent_off + PmoLayout::HOLDER_OFF;
-    m.write(off, &pid.to_le_bytes())?;
-    m.flush(off, 4)?;
-    Ok(())
-}
-
-/// [`StoreError::Busy`]'s `how` when readers hold a PMO.
-pub const BUSY_READERS: &str = "read-only (by this process or another)";
-/// [`StoreError::Busy`]'s `how` when a writer in another process holds a PMO.
-pub const BUSY_WRITER: &str = "read-write by another process";
-/// [`StoreError::Busy`]'s `how` when this process holds the PMO read-write.
-pub const BUSY_WRITER_HERE: &str = "read-write by this process (detach it first)";
-/// [`StoreError::Busy`]'s `how` when an attach that has not named a writer yet holds the PMO
-/// alone (a reader recovering it, or a writer starting).
-pub const BUSY_ATTACHING: &str = "alone by an attach in progress (try again, or wait)";
-
-/// How long a reader waits, at least, for another attach that holds the PMO alone without
-/// naming a writer: a reader's attach holds it so only while it recovers the PMO.
-const READER_ATTACH_STALL: Duration = Duration::from_secs(2);
-
-/// Holder-word flag: the holder is finishing a detach in the background (attach waits).
-pub const DETACHING: u32 = 1 << 31;
 
 impl PmoHandle {
     /// Whether dropping this handle has work on the medium (a background detach is worth it).
@@ -746,55 +675,5 @@ impl PmoHandle {
     /// (`pmo_engine::sublog::scrub_log`).
     pub fn scrub_log(&self) -> Result<()> {
         pmo_engine::sublog::scrub_log(&self.core, &*self.pool.inner.medium, self.prot.as_deref())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::cell::RefCell;
-
-    use super::*;
-    use crate::pool::PoolOptions;
-    use pmo_medium::crash::CrashMedium;
-
-    thread_local! {
-        /// Run once between `lock_attach_exclusive`'s first try and its check for a
-        /// background detach (to replay an interleaving deterministically).
-        static AFTER_FIRST_TRY: RefCell<Option<Box<dyn FnOnce()>>> = RefCell::new(None);
-    }
-
-    pub(super) fn after_first_try() {
-        if let Some(f) = AFTER_FIRST_TRY.with(|h| h.borrow_mut().take()) {
-            f();
-        }
-    }
-
-    /// A background detach that releases the lock and finishes right after an attach's
-    /// first try failed: the attach takes the lock, never `Busy` (the flaky `schemes` test).
-    #[test]
-    fn a_detach_finishing_between_the_try_and_the_check_is_waited_for() {
-        let pool = Pool::create_on(
-            Arc::new(CrashMedium::new(1 << 20)),
-            &PoolOptions {
-                kdf: pmo_format::KdfParams::INSECURE_FAST,
-                ns_capacity: Some(4),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        pool.pcreate("p", 4 * PAGE_SIZE, b"k").unwrap();
-        let h = pool.open_pmo("p", Perm::Write, b"k", None).unwrap();
-        let uuid = h.core.uuid;
-        // As `detach::finish` does before its detach returns: queued, lock still held.
-        crate::inflight::track_for_test(uuid);
-        AFTER_FIRST_TRY.with(|f| {
-            *f.borrow_mut() = Some(Box::new(move || {
-                drop(h); // the worker's drop: releases the lock ...
-                crate::inflight::done_for_test(uuid); // ... then it is no longer in flight
-            }))
-        });
-        let again = pool.open_pmo("p", Perm::Write, b"k", None);
-        assert!(AFTER_FIRST_TRY.with(|f| f.borrow().is_none()), "hook ran");
-        assert!(again.is_ok(), "{:?}", again.err());
     }
 }

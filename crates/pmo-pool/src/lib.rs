@@ -4,6 +4,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`pool`] | [`Pool`](pool::Pool): create, open (= recover and upgrade) a pool; pcreate, pdestroy, list, info, configuration |
+//! | [`attach_lock`] | a PMO's attach lock: taking it, the holder word, who `Busy` names |
 //! | [`handle`] | [`PmoHandle`](handle::PmoHandle): one PMO opened by name and key (its attach lock, keys, protection, recovery), read and committed page by page |
 //! | [`open`] | create and open (recover, upgrade, repair) a pool |
 //! | [`upgrade`] | the upgrade of older pools at open |
@@ -16,6 +17,7 @@
 //! public API is `pmo-store`'s.
 #![deny(unsafe_code)]
 
+pub mod attach_lock;
 pub mod handle;
 pub mod inflight;
 pub mod open;

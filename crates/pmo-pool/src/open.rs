@@ -268,6 +268,7 @@ impl Pool {
                 health: Default::default(),
                 repairs: Mutex::new(repairs),
             }),
+            kept: Default::default(),
         };
         let r = pool.recover(&copies);
         pool.inner.poison(r)?;

@@ -128,6 +128,9 @@ pub struct PoolInfo {
 #[derive(Clone)]
 pub struct Pool {
     pub inner: Arc<PoolMeta>,
+    /// Pin tables kept after their last reader in this process, for the next reader
+    /// (`pmo_pins::at`, kept tables); they go when the last clone of this handle is dropped.
+    pub kept: Arc<pmo_pins::KeptTables>,
 }
 
 impl Pool {

@@ -129,6 +129,7 @@ impl Pool {
             pmo_uuid: core.uuid,
             extent_off: core.extent_off,
             npages: core.npages(),
+            keep: Some(Arc::downgrade(&self.kept)),
         }
     }
 
@@ -185,6 +186,8 @@ impl Pool {
         destroying: bool,
     ) -> Result<pmo_meta::locks::LockGuard> {
         let word = pmo_meta::locks::pins_word(e.extent_off);
+        // A table this handle kept for its next reader leaves first, as a last user would.
+        self.kept.forget(&e.uuid);
         match self
             .inner
             .locker
