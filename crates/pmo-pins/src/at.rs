@@ -17,8 +17,10 @@
 //! file stays at its path and the PMO's readers word stays set. The pin-table lock is **not**
 //! held while it is kept, so a kept table never refuses anything: destroy, rename, resize and
 //! rotate take the lock and remove the file as before, and a last user leaving in another
-//! process (or through another pool handle) removes it; in this pool handle a kept table
-//! counts as a user, so its own writer's or `pmo info`'s leaving does not. The next reader
+//! process (or through another pool handle) removes it, and so does a writer's leaving through
+//! this handle (else the handle's writers would join it and track into it session after
+//! session: at most the first writer session after a reader now pays for the join); a look at
+//! the readers (`pmo info`) leaves it kept. The next reader
 //! attach of the same PMO through the same pool handle takes the lock shared and uses the kept
 //! table again if the readers word is set and the path still names the kept file at its
 //! length: by the invariant above, such a file is the PMO's live table and was not
@@ -27,7 +29,7 @@
 //!
 //! The cost of keeping: while a table is kept and announced, a writer of the PMO tracks page
 //! versions into it as if a reader were attached (`docs/readers.md`, "What it costs"), until
-//! the pool handle drops it or a last user elsewhere removes it. At most
+//! that writer's leaving removes it. At most
 //! [`KeptTables::max`] tables are kept per pool handle (`PMO_PINS_KEEP`, default 8; 0 keeps
 //! none), the oldest dropped first; all go when the pool handle's last clone is dropped, each
 //! leaving as a last user would.

@@ -87,7 +87,10 @@ pub struct PinTable {
     shared: Option<LockGuard>,
     /// The table file's `USE_BYTE` held shared (released after the drop's removal).
     using: Option<RangeLock>,
-    /// A reader's table: kept for the next reader when this user leaves (`at.rs`, kept tables).
+    /// Who joined it (what its leaving does to a table the pool handle keeps).
+    role: Role,
+    /// Kept for the next reader when this user leaves (`at.rs`, kept tables): a reader's, or
+    /// a kept one a look took.
     keeps: bool,
     /// Writer-only state: free frames found, when dead readers were last looked for.
     pub(crate) writer: Mutex<WriterState>,
@@ -99,21 +102,45 @@ impl std::fmt::Debug for PinTable {
     }
 }
 
+/// Who joins a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// A reader: makes the table if there is none; its table is kept after it.
+    Reader,
+    /// A writer tracking versions: its leaving removes a table the pool handle keeps (so that
+    /// the handle's later writers do not join and track into it, session after session).
+    Writer,
+    /// A look at the readers (`pmo info`): leaves a kept table as it is.
+    Look,
+}
+
 impl PinTable {
     /// Join the PMO's table. `create`: make one if there is none (a reader); otherwise
-    /// (a writer) `None` when no table is announced.
+    /// (a look at its readers) `None` when no table is announced.
     pub fn join(at: &PinsAt, create: bool) -> Result<Option<Arc<PinTable>>> {
+        Self::join_as(at, if create { Role::Reader } else { Role::Look })
+    }
+
+    /// Join the PMO's table as its writer, which tracks versions into it: `None` when no
+    /// table is announced.
+    pub fn join_writer(at: &PinsAt) -> Result<Option<Arc<PinTable>>> {
+        Self::join_as(at, Role::Writer)
+    }
+
+    fn join_as(at: &PinsAt, role: Role) -> Result<Option<Arc<PinTable>>> {
+        let create = role == Role::Reader;
         if !create && !at.announced()? {
             return Ok(None);
         }
         let nframes = frames_from_env().map_err(StoreError::Invalid)?;
         match &at.locker {
-            Locker::Local(_) => Self::join_local(at, create, nframes),
-            Locker::Ofd(..) => Self::join_file(at, create, nframes),
+            Locker::Local(_) => Self::join_local(at, role, nframes),
+            Locker::Ofd(..) => Self::join_file(at, role, nframes),
         }
     }
 
-    fn join_local(at: &PinsAt, create: bool, nframes: u64) -> Result<Option<Arc<PinTable>>> {
+    fn join_local(at: &PinsAt, role: Role, nframes: u64) -> Result<Option<Arc<PinTable>>> {
+        let create = role == Role::Reader;
         let shared = at
             .locker
             .lock_blocking(locks::pins_word(at.extent_off), LockKind::Shared)?;
@@ -155,12 +182,14 @@ impl PinTable {
             at: at.clone(),
             shared: Some(shared),
             using: None,
+            role,
             keeps: false,
             writer: Default::default(),
         })))
     }
 
-    fn join_file(at: &PinsAt, create: bool, nframes: u64) -> Result<Option<Arc<PinTable>>> {
+    fn join_file(at: &PinsAt, role: Role, nframes: u64) -> Result<Option<Arc<PinTable>>> {
+        let create = role == Role::Reader;
         let shared = at
             .locker
             .lock_blocking(locks::pins_word(at.extent_off), LockKind::Shared)?;
@@ -169,11 +198,12 @@ impl PinTable {
             return Ok(None);
         }
         let path = at.path();
-        // A table this pool handle kept after its last reader (`at.rs`, kept tables): used again if it
-        // is still the PMO's live table (checked under the lock just taken).
-        if let Some(mut k) = create
-            .then(|| at.keep.as_ref().and_then(Weak::upgrade))
-            .flatten()
+        // A table this pool handle kept after its last reader (`at.rs`, kept tables): used
+        // again if it is still the PMO's live table (checked under the lock just taken).
+        if let Some(mut k) = at
+            .keep
+            .as_ref()
+            .and_then(Weak::upgrade)
             .and_then(|keeper| keeper.take(at))
         {
             if k.still_live(at)? {
@@ -187,7 +217,8 @@ impl PinTable {
                         at: at.clone(),
                         shared: Some(shared),
                         using: Some(using),
-                        keeps: true,
+                        role,
+                        keeps: role != Role::Writer,
                         writer: Default::default(),
                     })));
                 }
@@ -286,6 +317,7 @@ impl PinTable {
             at: at.clone(),
             shared: Some(shared),
             using: Some(using),
+            role,
             keeps: create,
             writer: Default::default(),
         })))
@@ -467,11 +499,19 @@ impl Drop for PinTable {
                 drop(self.shared.take());
                 drop(leaving);
                 if let Some((map, path)) = map {
-                    // While this pool handle keeps a table of the PMO, it counts as a user:
-                    // its writer's or a `pmo info`'s leaving does not remove it.
-                    let kept = self.at.keep.as_ref().and_then(Weak::upgrade);
-                    if !kept.is_some_and(|k| k.holds(&self.at)) {
-                        crate::at::leave(&self.at, &path, map.file());
+                    // While this pool handle keeps a table of the PMO, it counts as a user: a
+                    // look's leaving does not remove it. A writer's does: the handle's next
+                    // writer would join it and track into it again, session after session.
+                    let keeper = self.at.keep.as_ref().and_then(Weak::upgrade);
+                    match (self.role, keeper) {
+                        (Role::Writer, Some(keeper)) => {
+                            if let Some(k) = keeper.take(&self.at) {
+                                k.discard();
+                            }
+                            crate::at::leave(&self.at, &path, map.file());
+                        }
+                        (_, Some(keeper)) if keeper.holds(&self.at) => {}
+                        _ => crate::at::leave(&self.at, &path, map.file()),
                     }
                     drop(map);
                 }

@@ -35,12 +35,22 @@ impl WriterPins {
         if !at.announced()? {
             return Ok(None);
         }
-        if let Some(joined) = PinTable::join(at, false)? {
+        if let Some(joined) = PinTable::join_writer(at)? {
             joined.track(newest);
             *t = Some(joined.clone());
             return Ok(Some(joined));
         }
         Ok(None)
+    }
+
+    /// The writer leaves the table it joined (its detach): called while it still holds the
+    /// attach lock, so that the next writer, which may attach as soon as the lock is free,
+    /// finds the table gone if this writer was its last user (the core, which may outlive the
+    /// handle in a background detach, would otherwise hold it until it goes). Later psyncs of
+    /// this core join again.
+    pub fn leave(&self) {
+        let t = self.table.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop(t);
     }
 
     /// The table if this writer has joined one (`pmo info`).

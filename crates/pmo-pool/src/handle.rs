@@ -364,6 +364,9 @@ impl Drop for PmoHandle {
         if self.perm == Perm::Write && !self.pool.inner.health.is_poisoned() {
             let _ = write_holder(self.medium(), &self.core, 0);
         }
+        // Before the attach lock goes (a field dropped after this): the next writer must find
+        // the pin table left, not still held by this core (`WriterPins::leave`).
+        self.core.pins.leave();
     }
 }
 
