@@ -211,16 +211,11 @@ impl PinTable {
                 if let (Some(map), Some(using)) = (map, using) {
                     let layout = k.layout;
                     k.discard();
-                    return Ok(Some(Arc::new(PinTable {
-                        backing: Some(Backing::File { map, path }),
-                        layout,
-                        at: at.clone(),
-                        shared: Some(shared),
-                        using: Some(using),
-                        role,
-                        keeps: role != Role::Writer,
-                        writer: Default::default(),
-                    })));
+                    let file = Backing::File { map, path };
+                    let keeps = role != Role::Writer;
+                    return Ok(Some(Self::held(
+                        file, layout, at, shared, using, role, keeps,
+                    )));
                 }
             }
             k.discard();
@@ -311,16 +306,33 @@ impl PinTable {
                 path.display()
             )));
         }
-        Ok(Some(Arc::new(PinTable {
-            backing: Some(Backing::File { map, path }),
+        let file = Backing::File { map, path };
+        Ok(Some(Self::held(
+            file, layout, at, shared, using, role, create,
+        )))
+    }
+
+    /// A user's hold on a table file it joined: the pin-table lock `shared` and the file's
+    /// `USE_BYTE` (`using`) held until it leaves.
+    fn held(
+        backing: Backing,
+        layout: Layout,
+        at: &PinsAt,
+        shared: LockGuard,
+        using: RangeLock,
+        role: Role,
+        keeps: bool,
+    ) -> Arc<PinTable> {
+        Arc::new(PinTable {
+            backing: Some(backing),
             layout,
             at: at.clone(),
             shared: Some(shared),
             using: Some(using),
             role,
-            keeps: create,
+            keeps,
             writer: Default::default(),
-        })))
+        })
     }
 
     /// A writer found the readers word set without a table for it (a reader died while

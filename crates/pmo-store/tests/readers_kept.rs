@@ -8,11 +8,11 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
-use pmo_store::{KdfParams, Perm, PmoHandle, Pool, PoolOptions, Scheme};
+use pmo_store::{KdfParams, Perm, Pool, PoolOptions, Scheme};
 
 mod common;
 
-use common::stamps::stamp;
+use common::stamps::{check_stamps, commit_stamps};
 use common::{assert_healthy, RemoveOnDrop};
 
 const KEY: &[u8] = b"kept-key";
@@ -33,6 +33,16 @@ fn shm(tag: &str, scheme: Scheme) -> PathBuf {
         scheme.name().replace(':', "-"),
         std::process::id()
     ))
+}
+
+/// A pool at `path` (removed when the guard drops, also when a test fails) holding PMO "a" of
+/// `bytes` bytes.
+fn pool_with_a(path: PathBuf, scheme: Scheme, bytes: u64) -> (Pool, RemoveOnDrop) {
+    let _ = std::fs::remove_file(&path);
+    let guard = RemoveOnDrop(path.clone());
+    let pool = Pool::create(&path, 16 << 20, &opts(scheme)).unwrap();
+    pool.pcreate("a", bytes, KEY).unwrap();
+    (pool, guard)
 }
 
 fn table_path(pool: &Pool, name: &str) -> PathBuf {
@@ -57,31 +67,6 @@ fn readers_word(pool: &Pool, name: &str) -> u64 {
     u64::from_le_bytes(b)
 }
 
-fn commit(h: &PmoHandle, k: u64, pages: &[u64], model: &mut [u64]) {
-    let bufs: Vec<_> = pages.iter().map(|&p| stamp(k, p)).collect();
-    let list: Vec<(u64, &[u8; 4096])> = pages
-        .iter()
-        .copied()
-        .zip(bufs.iter().map(|b| &**b))
-        .collect();
-    h.commit_pages(&list).unwrap();
-    for &p in pages {
-        model[p as usize] = k;
-    }
-}
-
-fn check(h: &PmoHandle, model: &[u64], ctx: &str) {
-    let mut b = [0u8; 4096];
-    for (p, &k) in model.iter().enumerate() {
-        h.read_page(p as u64, &mut b)
-            .unwrap_or_else(|e| panic!("{ctx}: page {p}: {e}"));
-        assert!(
-            b == *stamp(k, p as u64),
-            "{ctx}: page {p} is not stamp {k}'s"
-        );
-    }
-}
-
 fn inode(p: &PathBuf) -> Option<u64> {
     std::fs::metadata(p).ok().map(|m| m.ino())
 }
@@ -90,21 +75,18 @@ fn inode(p: &PathBuf) -> Option<u64> {
 fn a_readers_table_is_kept_for_the_next_reader_and_goes_with_the_pool_handle() {
     for scheme in [Scheme::NONE, Scheme::SECURE] {
         let ctx = scheme.name();
-        let path = shm("next", scheme);
-        let _ = std::fs::remove_file(&path);
-        let _guard = RemoveOnDrop(path.clone());
-        let pool = Pool::create(&path, 16 << 20, &opts(scheme)).unwrap();
-        pool.pcreate("a", PAGES * 4096, KEY).unwrap();
+        let (pool, guard) = pool_with_a(shm("next", scheme), scheme, PAGES * 4096);
+        let path = guard.0.clone();
         let mut model = vec![0u64; PAGES as usize];
         {
             let w = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
-            commit(&w, 1, &(0..PAGES).collect::<Vec<_>>(), &mut model);
+            commit_stamps(&w, 1, &(0..PAGES).collect::<Vec<_>>(), &mut model);
         }
         let table = table_path(&pool, "a");
         assert_eq!(inode(&table), None, "{ctx}: no table before a reader");
 
         let r = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
-        check(&r, &model, &ctx);
+        check_stamps(&r, &model, &ctx);
         let first = inode(&table).expect("a reader's table");
         drop(r);
         assert_eq!(pool.kept.len(), 1, "{ctx}: kept after its last reader");
@@ -120,7 +102,7 @@ fn a_readers_table_is_kept_for_the_next_reader_and_goes_with_the_pool_handle() {
         let r = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
         assert_eq!(pool.kept.len(), 0, "{ctx}: in use, not kept");
         assert_eq!(inode(&table), Some(first), "{ctx}: the same table");
-        check(&r, &model, &ctx);
+        check_stamps(&r, &model, &ctx);
         drop(r);
         assert_eq!(pool.kept.len(), 1, "{ctx}");
 
@@ -140,14 +122,11 @@ fn a_readers_table_is_kept_for_the_next_reader_and_goes_with_the_pool_handle() {
 fn a_kept_table_refuses_nothing_and_a_stale_one_is_not_used() {
     for scheme in [Scheme::NONE, Scheme::SECURE] {
         let ctx = scheme.name();
-        let path = shm("stale", scheme);
-        let _ = std::fs::remove_file(&path);
-        let _guard = RemoveOnDrop(path.clone());
-        let pool = Pool::create(&path, 16 << 20, &opts(scheme)).unwrap();
-        pool.pcreate("a", PAGES * 4096, KEY).unwrap();
+        let (pool, guard) = pool_with_a(shm("stale", scheme), scheme, PAGES * 4096);
+        let path = guard.0.clone();
         let mut model = vec![0u64; PAGES as usize];
         let w = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
-        commit(&w, 1, &(0..PAGES).collect::<Vec<_>>(), &mut model);
+        commit_stamps(&w, 1, &(0..PAGES).collect::<Vec<_>>(), &mut model);
         drop(pool.open_pmo("a", Perm::Read, KEY, None).unwrap());
         assert_eq!(pool.kept.len(), 1, "{ctx}");
         let table = table_path(&pool, "a");
@@ -156,7 +135,7 @@ fn a_kept_table_refuses_nothing_and_a_stale_one_is_not_used() {
         // The writer psyncs while the table is kept (it joins the kept table: the same file),
         // then detaches: a writer's leaving removes a table its handle keeps, so that the
         // handle's later writers do not join and track into it session after session.
-        commit(&w, 2, &[1, 3], &mut model);
+        commit_stamps(&w, 2, &[1, 3], &mut model);
         assert_eq!(pool.kept.len(), 0, "{ctx}: the writer took the kept table");
         assert_eq!(inode(&table), Some(first), "{ctx}: the same file");
         drop(w);
@@ -167,11 +146,11 @@ fn a_kept_table_refuses_nothing_and_a_stale_one_is_not_used() {
         );
         assert_eq!(readers_word(&pool, "a"), 0, "{ctx}: and cleared the word");
         let w = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
-        commit(&w, 3, &[2], &mut model);
+        commit_stamps(&w, 3, &[2], &mut model);
         drop(w);
         assert_eq!(inode(&table), None, "{ctx}: a later writer makes none");
         let r = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
-        check(&r, &model, &format!("{ctx} after the writers left"));
+        check_stamps(&r, &model, &format!("{ctx} after the writers left"));
         let first = inode(&table).expect("a new table");
         drop(r);
         assert_eq!(pool.kept.len(), 1, "{ctx}");
@@ -185,7 +164,7 @@ fn a_kept_table_refuses_nothing_and_a_stale_one_is_not_used() {
         // makes a new one and sees that writer's psync.
         let other = Pool::open(&path).unwrap();
         let w = other.open_pmo("a", Perm::Write, KEY, None).unwrap();
-        commit(&w, 4, &[0, 5], &mut model);
+        commit_stamps(&w, 4, &[0, 5], &mut model);
         drop(w);
         assert_eq!(
             inode(&table),
@@ -195,7 +174,7 @@ fn a_kept_table_refuses_nothing_and_a_stale_one_is_not_used() {
         assert_eq!(readers_word(&pool, "a"), 0, "{ctx}");
         assert_eq!(pool.kept.len(), 1, "{ctx}: stale, still kept");
         let r = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
-        check(&r, &model, &format!("{ctx} after the other writer"));
+        check_stamps(&r, &model, &format!("{ctx} after the other writer"));
         let second = inode(&table).expect("a new table");
         assert_ne!(
             second, first,
@@ -216,10 +195,10 @@ fn a_kept_table_refuses_nothing_and_a_stale_one_is_not_used() {
         drop(other);
         let w = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
         let mut model = vec![0u64; PAGES as usize];
-        commit(&w, 7, &(0..PAGES).collect::<Vec<_>>(), &mut model);
+        commit_stamps(&w, 7, &(0..PAGES).collect::<Vec<_>>(), &mut model);
         drop(w);
         let r = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
-        check(&r, &model, &format!("{ctx} the new PMO"));
+        check_stamps(&r, &model, &format!("{ctx} the new PMO"));
         drop(r);
 
         // A destroy through the handle that keeps the table is not refused either.
@@ -264,14 +243,10 @@ fn table_path_exists_for_pool(pool: &Pool) -> bool {
 fn readers_on_a_kept_table_see_exactly_their_psync_beside_a_writer() {
     for scheme in [Scheme::NONE, Scheme::SECURE] {
         let ctx = scheme.name();
-        let path = shm("writer", scheme);
-        let _ = std::fs::remove_file(&path);
-        let _guard = RemoveOnDrop(path.clone());
-        let pool = Pool::create(&path, 16 << 20, &opts(scheme)).unwrap();
-        pool.pcreate("a", PAGES * 4096, KEY).unwrap();
+        let (pool, _guard) = pool_with_a(shm("writer", scheme), scheme, PAGES * 4096);
         let mut model = vec![0u64; PAGES as usize];
         let w = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
-        commit(&w, 1, &(0..PAGES).collect::<Vec<_>>(), &mut model);
+        commit_stamps(&w, 1, &(0..PAGES).collect::<Vec<_>>(), &mut model);
         let mut k = 1;
         for round in 0..12u64 {
             let r = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
@@ -283,18 +258,18 @@ fn readers_on_a_kept_table_see_exactly_their_psync_beside_a_writer() {
                 );
             }
             let seen = model.clone();
-            check(&r, &seen, &format!("{ctx} round {round} at attach"));
+            check_stamps(&r, &seen, &format!("{ctx} round {round} at attach"));
             for _ in 0..2 {
                 k += 1;
                 let pages: Vec<u64> = (0..PAGES).filter(|p| (p + round) % 3 != 0).collect();
-                commit(&w, k, &pages, &mut model);
+                commit_stamps(&w, k, &pages, &mut model);
             }
-            check(&r, &seen, &format!("{ctx} round {round} beside the writer"));
+            check_stamps(&r, &seen, &format!("{ctx} round {round} beside the writer"));
             drop(r);
             assert_eq!(pool.kept.len(), 1, "{ctx} round {round}: kept");
             // Psyncs with the table kept and no reader: tracked all the same.
             k += 1;
-            commit(&w, k, &[round % PAGES], &mut model);
+            commit_stamps(&w, k, &[round % PAGES], &mut model);
         }
         drop(w);
         assert_healthy(&pool, &ctx);
@@ -311,11 +286,7 @@ fn readers_on_a_kept_table_see_exactly_their_psync_beside_a_writer() {
 fn a_writer_after_a_reader_leaves_no_table_for_the_next_writer() {
     for scheme in [Scheme::NONE, Scheme::SECURE] {
         let ctx = scheme.name();
-        let path = shm("sessions", scheme);
-        let _ = std::fs::remove_file(&path);
-        let _guard = RemoveOnDrop(path.clone());
-        let pool = Pool::create(&path, 16 << 20, &opts(scheme)).unwrap();
-        pool.pcreate("a", 4 * 4096, KEY).unwrap();
+        let (pool, _guard) = pool_with_a(shm("sessions", scheme), scheme, 4 * 4096);
         let table = table_path(&pool, "a");
         let mut buf = [0u8; 4096];
         for _ in 0..3 {

@@ -12,11 +12,11 @@ use std::sync::Arc;
 use pmo_medium::crash::CrashMedium;
 use pmo_medium::Medium;
 use pmo_store::scheme::Cipher;
-use pmo_store::{AttachOptions, KdfParams, Perm, PmoHandle, Pool, PoolOptions, Scheme, StoreError};
+use pmo_store::{AttachOptions, KdfParams, Perm, Pool, PoolOptions, Scheme, StoreError};
 
 mod common;
 
-use common::stamps::stamp;
+use common::stamps::{check_stamps, commit_stamps, stamp};
 use common::{assert_healthy, RemoveOnDrop};
 
 const KEY: &[u8] = b"refresh-key";
@@ -28,31 +28,6 @@ fn opts(scheme: Scheme) -> PoolOptions {
         ns_capacity: Some(16),
         scheme,
         ..Default::default()
-    }
-}
-
-fn commit(h: &PmoHandle, k: u64, pages: &[u64], model: &mut [u64]) {
-    let bufs: Vec<_> = pages.iter().map(|&p| stamp(k, p)).collect();
-    let list: Vec<(u64, &[u8; 4096])> = pages
-        .iter()
-        .copied()
-        .zip(bufs.iter().map(|b| &**b))
-        .collect();
-    h.commit_pages(&list).unwrap();
-    for &p in pages {
-        model[p as usize] = k;
-    }
-}
-
-fn check_handle(h: &PmoHandle, model: &[u64], ctx: &str) {
-    let mut b = [0u8; 4096];
-    for (p, &k) in model.iter().enumerate() {
-        h.read_page(p as u64, &mut b)
-            .unwrap_or_else(|e| panic!("{ctx}: page {p}: {e}"));
-        assert!(
-            b == *stamp(k, p as u64),
-            "{ctx}: page {p} is not stamp {k}'s"
-        );
     }
 }
 
@@ -95,9 +70,9 @@ fn a_refresh_names_exactly_the_pages_psynced_since_its_snapshot() {
         let w = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
         let mut model = vec![0u64; PAGES as usize];
         let all: Vec<u64> = (0..PAGES).collect();
-        commit(&w, 1, &all, &mut model);
+        commit_stamps(&w, 1, &all, &mut model);
         let r = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
-        check_handle(&r, &model, &ctx);
+        check_stamps(&r, &model, &ctx);
         let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
         let mut k = 1;
         for round in 0..20 {
@@ -107,11 +82,11 @@ fn a_refresh_names_exactly_the_pages_psynced_since_its_snapshot() {
             for _ in 0..=(round % 3) {
                 k += 1;
                 let pages = rng.pages(1 + round % 5);
-                commit(&w, k, &pages, &mut model);
+                commit_stamps(&w, k, &pages, &mut model);
                 written.extend(pages);
             }
             // Still the old snapshot until the refresh.
-            check_handle(&r, &seen, &format!("{ctx} round {round} before"));
+            check_stamps(&r, &seen, &format!("{ctx} round {round} before"));
             let got = r.refresh().unwrap();
             r.refreshed();
             assert_eq!(got.seq, w.seq(), "{ctx} round {round}");
@@ -125,7 +100,7 @@ fn a_refresh_names_exactly_the_pages_psynced_since_its_snapshot() {
                     "{ctx} round {round}"
                 );
             }
-            check_handle(&r, &model, &format!("{ctx} round {round} after"));
+            check_stamps(&r, &model, &format!("{ctx} round {round} after"));
         }
         // Nothing changed: nothing named.
         let got = r.refresh().unwrap();
@@ -145,12 +120,12 @@ fn a_reader_further_behind_than_the_ring_reads_the_whole_map() {
         pool.pcreate("a", PAGES * 4096, KEY).unwrap();
         let w = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
         let mut model = vec![0u64; PAGES as usize];
-        commit(&w, 1, &(0..PAGES).collect::<Vec<_>>(), &mut model);
+        commit_stamps(&w, 1, &(0..PAGES).collect::<Vec<_>>(), &mut model);
         let r = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
         // The ring of a 32-page PMO holds 256 entries: 300 pages written.
         for k in 2..=31 {
             let pages: BTreeSet<u64> = (0..10).map(|i| (k * 3 + i) % PAGES).collect();
-            commit(&w, k, &pages.into_iter().collect::<Vec<_>>(), &mut model);
+            commit_stamps(&w, k, &pages.into_iter().collect::<Vec<_>>(), &mut model);
         }
         let got = r.refresh().unwrap();
         r.refreshed();
@@ -158,13 +133,13 @@ fn a_reader_further_behind_than_the_ring_reads_the_whole_map() {
             !got.from_ring,
             "{ctx}: the ring cannot reach back 300 entries"
         );
-        check_handle(&r, &model, &format!("{ctx} after the whole map"));
-        commit(&w, 32, &[5, 6], &mut model);
+        check_stamps(&r, &model, &format!("{ctx} after the whole map"));
+        commit_stamps(&w, 32, &[5, 6], &mut model);
         let got = r.refresh().unwrap();
         r.refreshed();
         assert!(got.from_ring, "{ctx}");
         assert_eq!(got.changed, vec![5, 6], "{ctx}");
-        check_handle(&r, &model, &format!("{ctx} after the ring"));
+        check_stamps(&r, &model, &format!("{ctx} after the ring"));
     }
 }
 
@@ -235,15 +210,15 @@ fn a_rolled_back_entry_fails_the_refresh_and_the_reader_keeps_its_snapshot() {
     pool.pcreate("a", PAGES * 4096, KEY).unwrap();
     let w = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
     let mut model = vec![0u64; PAGES as usize];
-    commit(&w, 1, &(0..PAGES).collect::<Vec<_>>(), &mut model);
+    commit_stamps(&w, 1, &(0..PAGES).collect::<Vec<_>>(), &mut model);
     let r = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
     let seen = model.clone();
     // Page 5 in one psync, page 6 in the next: page 5's entry is then read from the map.
     let at = w.core.abs(w.core.layout.map_entry(5));
     let mut before = [0u8; 8];
     medium.read(at, &mut before).unwrap();
-    commit(&w, 2, &[5], &mut model);
-    commit(&w, 3, &[6], &mut model);
+    commit_stamps(&w, 2, &[5], &mut model);
+    commit_stamps(&w, 3, &[6], &mut model);
     let mut after = [0u8; 8];
     medium.read(at, &mut after).unwrap();
     assert_ne!(before, after);
@@ -253,13 +228,13 @@ fn a_rolled_back_entry_fails_the_refresh_and_the_reader_keeps_its_snapshot() {
         other => panic!("a rolled-back entry refreshed: {other:?}"),
     }
     r.refreshed();
-    check_handle(&r, &seen, "after the failed refresh");
+    check_stamps(&r, &seen, "after the failed refresh");
     medium.write(at, &after).unwrap();
     let got = r.refresh().unwrap();
     r.refreshed();
     assert!(got.from_ring);
     assert_eq!(got.changed, vec![5, 6]);
-    check_handle(&r, &model, "after the refresh");
+    check_stamps(&r, &model, "after the refresh");
 }
 
 /// A pin table of layout 1 (an older build's) in use for the PMO is refused with `Busy`, the

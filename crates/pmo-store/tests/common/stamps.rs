@@ -67,3 +67,30 @@ impl Stamps {
         big_k
     }
 }
+
+/// Commit stamp `k` into `pages` at once and note it in `model` (page -> stamp).
+pub fn commit_stamps(h: &PmoHandle, k: u64, pages: &[u64], model: &mut [u64]) {
+    let bufs: Vec<_> = pages.iter().map(|&p| stamp(k, p)).collect();
+    let list: Vec<(u64, &[u8; 4096])> = pages
+        .iter()
+        .copied()
+        .zip(bufs.iter().map(|b| &**b))
+        .collect();
+    h.commit_pages(&list).unwrap();
+    for &p in pages {
+        model[p as usize] = k;
+    }
+}
+
+/// Every page `h` shows holds the stamp `model` names for it (panics, naming `ctx`).
+pub fn check_stamps(h: &PmoHandle, model: &[u64], ctx: &str) {
+    let mut b = [0u8; 4096];
+    for (p, &k) in model.iter().enumerate() {
+        h.read_page(p as u64, &mut b)
+            .unwrap_or_else(|e| panic!("{ctx}: page {p}: {e}"));
+        assert!(
+            b == *stamp(k, p as u64),
+            "{ctx}: page {p} is not stamp {k}'s"
+        );
+    }
+}
