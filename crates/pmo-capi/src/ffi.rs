@@ -243,8 +243,9 @@ fn reg() -> &'static registry::Registry {
         if unsafe { libc::pthread_atfork(None, None, Some(child_after_fork)) } == 0 {
             registry::set_fork_hook_installed();
         }
-        // SAFETY: registers a plain `extern "C" fn()` to run at normal exit; it only waits on
-        // a condition variable for the store's background detaches.
+        // SAFETY: registers a plain `extern "C" fn()` to run at normal exit; it waits on a
+        // condition variable for the store's background detaches and removes kept pin tables
+        // (without blocking on the registry: `try_read`).
         let _ = unsafe { libc::atexit(finish_detaches_at_exit) };
         if std::env::var_os("PMO_DEBUG").is_some_and(|v| v == "1") {
             DEBUG.store(true, Ordering::Relaxed);
@@ -254,9 +255,12 @@ fn reg() -> &'static registry::Registry {
 }
 
 /// At normal process exit: let background detaches (integrity-at-detach checksums) finish,
-/// so the next attach need not run the crash handler.
+/// so the next attach need not run the crash handler; then remove the pin tables the pool
+/// handle kept for its next reader (`pmo_pins::at`), which would otherwise stay in `/dev/shm`
+/// until the next pool open's sweep.
 extern "C" fn finish_detaches_at_exit() {
     let _ = catch_unwind(pmo_store::wait_for_background_detaches);
+    let _ = catch_unwind(|| registry::global().drop_kept_tables_at_exit());
 }
 
 fn attach_common(name: &str, perm: c_char, key: &[u8], opts: AttachOptions) -> Result<usize> {

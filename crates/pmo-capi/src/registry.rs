@@ -486,6 +486,16 @@ impl Registry {
 
     /// Close the pool. The next call that needs a pool opens one again (reading `PMO_POOL`
     /// anew). Closing when no pool is open succeeds.
+    /// At normal exit: the pin tables the pool handle keeps for its next reader go (the
+    /// registry's handle is never dropped), unless another thread holds the registry then.
+    pub fn drop_kept_tables_at_exit(&self) {
+        if let Ok(st) = self.state.try_read() {
+            if let Some(p) = &st.pool {
+                p.kept.clear();
+            }
+        }
+    }
+
     pub fn pool_close(&self) -> Result<()> {
         let mut st = self.lock();
         let busy = st.attachments.len() + st.attaching;

@@ -108,11 +108,24 @@ fn create_then_verify(tag: &str, fault: Option<&str>) {
         }
         c
     };
+    // Its read-only attaches' pin tables in a directory of the test's own (`PMO_PINS_DIR`).
+    let pins = dir.join("pins");
+    std::fs::create_dir_all(&pins).unwrap();
     let out = run_ok(
-        with_fault(program(&exe, &pool)).arg("create"),
+        with_fault(program(&exe, &pool))
+            .env("PMO_PINS_DIR", &pins)
+            .arg("create"),
         "pmo_test create",
     );
     assert!(out.contains("pmo_test create: ok"), "{out}");
+    // The pool handle kept a reader's table for its next reader; the exit removed it (the
+    // program never closes the pool).
+    let left: Vec<_> = std::fs::read_dir(&pins)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "pin tables left after exit: {left:?}");
     // Created on first use, in a directory that did not exist: 1 GiB, sparse.
     let meta = std::fs::metadata(&pool).expect("pool created by the C API");
     assert_eq!(meta.len(), 1 << 30);

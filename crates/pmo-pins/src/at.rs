@@ -324,6 +324,13 @@ impl KeptTables {
         t.remove(i)
     }
 
+    /// Drop every table kept, each leaving as a last user would (a process's exit, when the
+    /// handle itself is never dropped: the C API's registry).
+    pub fn clear(&self) {
+        let gone: Vec<Kept> = self.lock().drain(..).collect();
+        drop(gone);
+    }
+
     /// Drop the table kept for the PMO `pmo_uuid` (it is being destroyed, renamed, resized or
     /// rotated), leaving as a last user would. Call without holding its pin-table lock.
     pub fn forget(&self, pmo_uuid: &[u8; 16]) {
