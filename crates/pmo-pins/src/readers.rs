@@ -42,7 +42,7 @@ fn now_s() -> u64 {
 impl PinTable {
     /// Take a free reader slot. `Busy` when [`SLOTS`] readers are attached.
     pub fn claim(self: &Arc<Self>, name: &str) -> Result<ReaderSlot> {
-        let pid = u64::from(std::process::id());
+        let pid = u64::from(pmo_os::lock::pid());
         for i in 0..SLOTS {
             let base = self.layout.slot(i);
             // The claim word: the pid, and above it a count of claims of this slot.
