@@ -90,18 +90,7 @@ impl Pool {
             let runs = crate::reader::run_scheme(name, own, run_as)?;
             if crate::reader::beside_writer(runs) && !exclusive_read {
                 // No writer: first the open every user makes (recovery of a half psync, a
-                // damaged record reported, a rotation finished, the sub-page log folded),
-                // unless the last writer detached cleanly (its holder word cleared) and no
-                // rotation is cut off: then there is nothing for it to do that the snapshot
-                // does not do itself (it reads the newest committed psync, the log's records
-                // over it, and checks what it reads), and the reader skips its lock and open.
-                let clean = self.holder_word(&entry) == 0
-                    && !(runs.is_protected()
-                        && crate::rotation::read_record(&*inner.medium, &PmoCore::new(&entry)?)?
-                            .is_some());
-                if clean {
-                    return self.open_snapshot_reader(entry, runs, master, key);
-                }
+                // damaged record reported, a rotation finished, the sub-page log folded).
                 if let Some(g) = self.lock_attach_exclusive(&entry, None)? {
                     let held = Some((g, entry.extent_off));
                     let h = self.open_held(name, Perm::Read, key, None, run_as, true, held)?;
