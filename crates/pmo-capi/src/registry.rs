@@ -484,8 +484,6 @@ impl Registry {
         Ok(())
     }
 
-    /// Close the pool. The next call that needs a pool opens one again (reading `PMO_POOL`
-    /// anew). Closing when no pool is open succeeds.
     /// At normal exit: the pin tables the pool handle keeps for its next reader go (the
     /// registry's handle is never dropped), unless another thread holds the registry then.
     pub fn drop_kept_tables_at_exit(&self) {
@@ -496,6 +494,8 @@ impl Registry {
         }
     }
 
+    /// Close the pool. The next call that needs a pool opens one again (reading `PMO_POOL`
+    /// anew). Closing when no pool is open succeeds.
     pub fn pool_close(&self) -> Result<()> {
         let mut st = self.lock();
         let busy = st.attachments.len() + st.attaching;

@@ -10,29 +10,30 @@
 //! before it is used again.
 //!
 //! **Kept tables**: a process keeps a reader's pin table after its last reader of the PMO
-//! detached, for its next reader. Making a table file (`open`, locks, `ftruncate`, `mmap`, the header's first touches) and
-//! removing it (`munmap`, `unlink`, `close`) were four fifths of a read-only attach session of a
-//! small PMO: about 80 of 100 µs (issue 29). A reader's table, when its last user in this
-//! process leaves, is kept instead: its mapping, its descriptor and its `USE_BYTE` stay, the
-//! file stays at its path and the PMO's readers word stays set. The pin-table lock is **not**
-//! held while it is kept, so a kept table never refuses anything: destroy, rename, resize and
-//! rotate take the lock and remove the file as before, and a last user leaving in another
-//! process (or through another pool handle) removes it, and so does a writer's leaving through
-//! this handle (else the handle's writers would join it and track into it session after
-//! session: at most the first writer session after a reader now pays for the join); a look at
-//! the readers (`pmo info`) leaves it kept. The next reader
-//! attach of the same PMO through the same pool handle takes the lock shared and uses the kept
-//! table again if the readers word is set and the path still names the kept file at its
-//! length: by the invariant above, such a file is the PMO's live table and was not
-//! re-initialised since it was kept. Otherwise the kept table is dropped and the reader joins
-//! as before.
+//! detached, for its next reader. Making a table file (`open`, locks, `ftruncate`, `mmap`,
+//! the header's first touches) and removing it (`munmap`, `unlink`, `close`) were four fifths
+//! of a read-only attach session of a small PMO: about 80 of 100 µs (issue 29). Kept, its
+//! mapping, descriptor and `USE_BYTE` stay, the file stays at its path and the PMO's readers
+//! word stays set.
+//!
+//! The pin-table lock is **not** held while a table is kept, so it never refuses anything:
+//! destroy, rename, resize and rotate take the lock and remove the file as before; so does a
+//! last user leaving in another process (or through another pool handle), and a writer's
+//! leaving through this handle (else the handle's writers would join it and track into it
+//! session after session: only the first writer session after a reader pays for the join).
+//! A look at the readers (`pmo info`) leaves it kept.
+//!
+//! The next reader attach of the PMO through the same pool handle takes the lock shared and
+//! uses the kept table again if the readers word is set and the path still names the kept
+//! file at its length: by the invariant above, such a file is the PMO's live table and was
+//! not re-initialised since it was kept. Otherwise the kept table is dropped and the reader
+//! joins as before.
 //!
 //! The cost of keeping: while a table is kept and announced, a writer of the PMO tracks page
 //! versions into it as if a reader were attached (`docs/readers.md`, "What it costs"), until
-//! that writer's leaving removes it. At most
-//! [`KeptTables::max`] tables are kept per pool handle (`PMO_PINS_KEEP`, default 8; 0 keeps
-//! none), the oldest dropped first; all go when the pool handle's last clone is dropped, each
-//! leaving as a last user would.
+//! that writer's leaving removes it. At most [`KeptTables::max`] tables are kept per pool
+//! handle (`PMO_PINS_KEEP`, default 8; 0 keeps none), the oldest dropped first; all go when
+//! the pool handle's last clone is dropped, each leaving as a last user would.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -156,11 +157,11 @@ pub(crate) fn leave(at: &PinsAt, path: &Path, file: &File) {
 
 /// A table kept with nobody using it (module docs).
 pub(crate) struct Kept {
-    pub(crate) map: Option<FileMapping>,
-    pub(crate) using: Option<RangeLock>,
-    pub(crate) layout: Layout,
-    pub(crate) path: PathBuf,
-    pub(crate) at: PinsAt,
+    map: Option<FileMapping>,
+    using: Option<RangeLock>,
+    layout: Layout,
+    path: PathBuf,
+    at: PinsAt,
     /// Leave as a last user would when dropped (false once found stale: the path is another's).
     leave: bool,
 }
@@ -209,6 +210,13 @@ impl Kept {
             && get(H_NPAGES) == self.layout.npages
             && get(H_NFRAMES) == self.layout.nframes
             && get(H_RING_LEN) == self.layout.ring)
+    }
+
+    /// Its mapping, `USE_BYTE` lock and layout, for a user taking it again (it does not
+    /// leave: the taker is a user now).
+    pub(crate) fn into_parts(mut self) -> Option<(FileMapping, RangeLock, Layout)> {
+        self.leave = false;
+        Some((self.map.take()?, self.using.take()?, self.layout))
     }
 
     /// Drop without leaving: the path names another table (or none).

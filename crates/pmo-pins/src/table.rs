@@ -200,25 +200,21 @@ impl PinTable {
         let path = at.path();
         // A table this pool handle kept after its last reader (`at.rs`, kept tables): used
         // again if it is still the PMO's live table (checked under the lock just taken).
-        if let Some(mut k) = at
+        if let Some(k) = at
             .keep
             .as_ref()
             .and_then(Weak::upgrade)
             .and_then(|keeper| keeper.take(at))
         {
-            if k.still_live(at)? {
-                let (map, using) = (k.map.take(), k.using.take());
-                if let (Some(map), Some(using)) = (map, using) {
-                    let layout = k.layout;
-                    k.discard();
-                    let file = Backing::File { map, path };
-                    let keeps = role != Role::Writer;
-                    return Ok(Some(Self::held(
-                        file, layout, at, shared, using, role, keeps,
-                    )));
-                }
+            if !k.still_live(at)? {
+                k.discard();
+            } else if let Some((map, using, layout)) = k.into_parts() {
+                let file = Backing::File { map, path };
+                let keeps = role != Role::Writer;
+                return Ok(Some(Self::held(
+                    file, layout, at, shared, using, role, keeps,
+                )));
             }
-            k.discard();
         }
         let mut tries = 0;
         let (file, using) = loop {
@@ -490,43 +486,34 @@ impl Drop for PinTable {
                 }
             }
             Some(Backing::File { map, path }) => {
-                // A reader's table goes to the pool handle's kept tables (`at.rs`, kept tables), which
-                // hand back what may not stay (a full list's oldest, or this one).
-                let keeper = self
-                    .at
-                    .keep
-                    .as_ref()
-                    .and_then(Weak::upgrade)
-                    .filter(|_| self.keeps);
-                let (map, leaving) = match (keeper, self.using.take()) {
-                    (Some(keeper), Some(using)) => {
-                        let k = Kept::new(map, using, self.layout, path, self.at.clone());
-                        (None, keeper.put(k))
+                let keeper = self.at.keep.as_ref().and_then(Weak::upgrade);
+                // A reader's table goes to the pool handle's kept tables (`at.rs`), which hand
+                // back what may not stay (a full list's oldest, or this one), to drop after the
+                // pin-table lock.
+                if let Some(k) = keeper.as_ref().filter(|_| self.keeps) {
+                    if let Some(using) = self.using.take() {
+                        let at = self.at.clone();
+                        let leaving = k.put(Kept::new(map, using, self.layout, path, at));
+                        drop(self.shared.take());
+                        drop(leaving);
+                        return;
                     }
-                    (_, using) => {
-                        self.using = using;
-                        (Some((map, path)), None)
-                    }
-                };
-                drop(self.shared.take());
-                drop(leaving);
-                if let Some((map, path)) = map {
-                    // While this pool handle keeps a table of the PMO, it counts as a user: a
-                    // look's leaving does not remove it. A writer's does: the handle's next
-                    // writer would join it and track into it again, session after session.
-                    let keeper = self.at.keep.as_ref().and_then(Weak::upgrade);
-                    match (self.role, keeper) {
-                        (Role::Writer, Some(keeper)) => {
-                            if let Some(k) = keeper.take(&self.at) {
-                                k.discard();
-                            }
-                            crate::at::leave(&self.at, &path, map.file());
-                        }
-                        (_, Some(keeper)) if keeper.holds(&self.at) => {}
-                        _ => crate::at::leave(&self.at, &path, map.file()),
-                    }
-                    drop(map);
                 }
+                drop(self.shared.take());
+                // While this pool handle keeps a table of the PMO, it counts as a user: a look's
+                // leaving does not remove it. A writer's does: the handle's next writer would
+                // join it and track into it again, session after session.
+                match (self.role, keeper) {
+                    (Role::Writer, Some(keeper)) => {
+                        if let Some(k) = keeper.take(&self.at) {
+                            k.discard();
+                        }
+                        crate::at::leave(&self.at, &path, map.file());
+                    }
+                    (_, Some(keeper)) if keeper.holds(&self.at) => {}
+                    _ => crate::at::leave(&self.at, &path, map.file()),
+                }
+                drop(map);
             }
             None => {}
         }

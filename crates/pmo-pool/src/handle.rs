@@ -66,8 +66,8 @@ impl Pool {
     }
 
     /// [`Pool::open_pmo_with`]; `held`: the PMO's attach lock and the extent it was taken
-    /// for, already taken exclusively by the caller (a reader's open with no writer, whose handle is dropped at once: it is not
-    /// downgraded to shared then, and not taken twice).
+    /// for, already taken exclusively by the caller (a reader's open with no writer, whose
+    /// handle is dropped at once: it is not downgraded to shared then, and not taken twice).
     #[allow(clippy::too_many_arguments)]
     fn open_held(
         &self,

@@ -1,7 +1,8 @@
-//! Pin tables kept for the next reader (`pmo_pins::at` kept tables, issue 29's read-only session): a
-//! reader's table stays, unused and unlocked, when its last reader in the process detaches;
-//! the next reader of the PMO uses it again; it refuses nothing (a writer's detach, a destroy
-//! from another pool handle remove it) and a kept table that went stale is never used; the pool handle's drop removes what it kept. Readers that reuse a table beside a
+//! Pin tables kept for the next reader (`pmo_pins::at`, kept tables; issue 29's read-only
+//! session): a reader's table stays, unused and unlocked, when its last reader in the process
+//! detaches; the next reader of the PMO uses it again; it refuses nothing (a writer's detach,
+//! a destroy from another pool handle remove it) and a kept table that went stale is never
+//! used; the pool handle's drop removes what it kept. Readers that reuse a table beside a
 //! writer that psynced meanwhile see exactly the newest psync, and keep seeing it while the
 //! writer goes on.
 

@@ -219,8 +219,8 @@ fn readers_and_a_writer_in_processes_killed_at_random() {
             "{name}: space leaked"
         );
         // A reader after everyone died sees one generation; its table is kept for the next
-        // reader while the pool handle lives (`pmo_pins::at`, kept tables); when the handle goes, no
-        // table stays.
+        // reader while the pool handle lives (`pmo_pins::at`, kept tables); when the handle
+        // goes, no table stays.
         let a = pool.attach("a", Perm::Read, KEY).unwrap();
         assert!(generation(&a, &format!("{name} after")) >= 3);
         a.detach().unwrap();
