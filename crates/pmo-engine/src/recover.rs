@@ -9,6 +9,16 @@ use pmo_meta::error::{Result, StoreError};
 
 use crate::engine::{CommittedMap, PmoCore, RecoverReport};
 
+/// A journaled page whose map entry on the medium is newer than its journal entry.
+type Damaged = (JournalEntry, PageMapEntry);
+
+/// Whether map entry `cur` is newer than `journaled`, the newest intact commit's entry for
+/// the same page: no crash leaves that (psync `s` sets entries only after record `s` is
+/// durable), so a newer commit record is damaged.
+fn newer(cur: PageMapEntry, journaled: PageMapEntry) -> bool {
+    cur.loc().is_some() && cur.version() > journaled.version()
+}
+
 impl PmoCore {
     /// The journal trailer of the newest commit of a protected PMO (`None`: no commit yet).
     pub fn newest_trailer(&self, m: &dyn Medium) -> Result<Option<Trailer>> {
@@ -158,15 +168,8 @@ impl PmoCore {
         // durable), so one that is newer means record s was damaged, not torn.
         for e in &journal {
             let cur = self.map_entry(m, e.page)?;
-            if cur.loc().is_some() && cur.version() > e.entry.version() {
-                return Err(StoreError::Corrupt(format!(
-                    "PMO '{}': page {} is mapped at version {}, newer than the newest intact commit ({}, version {}): a newer commit record is damaged",
-                    self.name,
-                    e.page,
-                    cur.version(),
-                    record.seq,
-                    e.entry.version()
-                )));
+            if newer(cur, e.entry) {
+                return Err(self.newer_than_newest(e, cur, record.seq));
             }
         }
         for e in journal {
@@ -214,10 +217,15 @@ impl PmoCore {
                 .chunks_exact(8)
                 .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
                 .collect();
+            let mut damaged = None;
             for e in journal {
+                let cur = PageMapEntry(table[e.page as usize]);
+                if damaged.is_none() && newer(cur, e.entry) {
+                    damaged = Some((*e, cur));
+                }
                 table[e.page as usize] = e.entry.0;
             }
-            Ok(table)
+            Ok((table, damaged))
         })
     }
 
@@ -227,6 +235,7 @@ impl PmoCore {
         self.committed_read(m, |journal| {
             let sorted = journal.windows(2).all(|w| w[0].page < w[1].page);
             let mut entries = Vec::with_capacity(pages.len());
+            let mut damaged = None;
             for &p in pages {
                 if p >= self.layout.npages {
                     return Err(StoreError::Invalid(format!(
@@ -240,27 +249,41 @@ impl PmoCore {
                     journal
                         .binary_search_by_key(&p, |j| j.page)
                         .ok()
-                        .map(|i| journal[i].entry)
+                        .map(|i| journal[i])
                 } else {
-                    journal.iter().rev().find(|j| j.page == p).map(|j| j.entry)
+                    journal.iter().rev().find(|j| j.page == p).copied()
                 };
+                let cur = self.map_entry(m, p)?;
                 let e = match found {
-                    Some(e) => e,
-                    None => self.map_entry(m, p)?,
+                    Some(j) => {
+                        if damaged.is_none() && newer(cur, j.entry) {
+                            damaged = Some((j, cur));
+                        }
+                        j.entry
+                    }
+                    None => cur,
                 };
                 entries.push(e.0);
             }
-            Ok(entries)
+            Ok((entries, damaged))
         })
     }
 
     /// The newest psync's journal, `read` (the map entries the caller wants, from the medium
-    /// with that journal applied), and the journal's trailer, bracketed by two reads of the
+    /// with that journal applied, and the first journaled page whose entry on the medium is
+    /// newer than the journal's), and the journal's trailer, bracketed by two reads of the
     /// newest commit record: `None` if a psync committed meanwhile (`committed_map`).
+    ///
+    /// A page mapped newer than the newest intact commit says of a snapshot what it says of
+    /// recovery (`recover`): a newer commit record is damaged, and the map mixes two psyncs.
+    /// Under a scheme without tags nothing else would catch it, so it is an integrity error,
+    /// raised only once the second read of the record shows no psync committed meanwhile
+    /// (a psync sets map entries only after its record is durable, so within an unchanged
+    /// bracket no live psync explains it).
     fn committed_read(
         &self,
         m: &dyn Medium,
-        read: impl FnOnce(&[JournalEntry]) -> Result<Vec<u64>>,
+        read: impl FnOnce(&[JournalEntry]) -> Result<(Vec<u64>, Option<Damaged>)>,
     ) -> Result<Option<CommittedMap>> {
         use std::sync::atomic::{fence, Ordering};
         let before = self.newest_record(m)?;
@@ -274,12 +297,29 @@ impl PmoCore {
             },
             None => (Vec::new(), None),
         };
-        let entries = read(&journal)?;
+        let (entries, damaged) = read(&journal)?;
         fence(Ordering::SeqCst);
         if self.newest_record(m)?.map(|r| r.seq) != before.map(|r| r.seq) {
             return Ok(None);
         }
-        Ok(Some((before.map_or(0, |r| r.seq), entries, trailer)))
+        let seq = before.map_or(0, |r| r.seq);
+        if let Some((j, cur)) = damaged {
+            return Err(self.newer_than_newest(&j, cur, seq));
+        }
+        Ok(Some((seq, entries, trailer)))
+    }
+
+    /// The error of a page mapped at `cur`, newer than journal entry `j` of the newest intact
+    /// commit `seq`.
+    fn newer_than_newest(&self, j: &JournalEntry, cur: PageMapEntry, seq: u64) -> StoreError {
+        StoreError::Corrupt(format!(
+            "PMO '{}': page {} is mapped at version {}, newer than the newest intact commit ({}, version {}): a newer commit record is damaged",
+            self.name,
+            j.page,
+            cur.version(),
+            seq,
+            j.entry.version()
+        ))
     }
 
     /// The pages the newest committed psync wrote (its journal), with its sequence number.
