@@ -172,8 +172,11 @@ pub fn attach_with(
         pool.open_pmo_with(name, perm, key, opts.wait, opts.scheme, opts.exclusive_read)?;
     let whole = handle.scheme().granularity() == pmo_meta::scheme::Granularity::Whole;
     // Where the plaintext copy lives: DRAM (a view of its own), or the PMO's plaintext area
-    // on the medium (a view over the pool file, marked before anything is written there).
+    // on the medium (a view over the pool file, marked before anything is written there). A
+    // reader beside a writer has a DRAM view of its own under every placement: the area is
+    // the writer's.
     let plain_area = match handle.scheme().shadow {
+        _ if handle.reader().is_some() => None,
         Shadow::Dram => None,
         Shadow::Medium => {
             let file = pool.medium().file().ok_or_else(|| {

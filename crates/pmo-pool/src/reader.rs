@@ -11,10 +11,16 @@
 //! slot), from the frame: the slot is read first and the frame looked up after, so a slot being
 //! overwritten is never used (the writer publishes the frame before it writes the slot).
 //!
-//! Schemes whose pages' checksums are written at detach (`bp-id`, `sp-id`) and schemes with the
-//! plaintext copy on the medium keep the research kernel's rule instead (readers exclude the
-//! writer): a checksum written into a slot a reader reads, or one plaintext area, cannot be
-//! shared.
+//! A reader's view is its own, in DRAM, whatever the scheme's placement: a writer of a PMO
+//! whose plaintext copy lives on the medium keeps that area to itself (its psyncs seal into the
+//! shadow slots, which the reader reads like any other).
+//!
+//! Where a writer of the PMO may change the slots a reader reads other than by a psync, the
+//! research kernel's rule stays (readers exclude the writer): a scheme writing each page's
+//! checksum into its slot at detach (`bp-id`, `sp-id`), and on the medium `bp*`, whose psync
+//! commits plaintext into the slots and whose detach seals and then zeroes them. The rule goes
+//! by what is stored, not by what one user runs: a writer may run a PMO under any scheme of
+//! its class (`Scheme::attachable_as`), so a reader beside it must be safe under all of them.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -27,16 +33,30 @@ use pmo_format::PAGE_SIZE;
 use pmo_medium::Medium;
 use pmo_meta::error::{Result, StoreError};
 use pmo_meta::keys::MasterKey;
-use pmo_meta::scheme::{IntegrityAt, Scheme, Shadow};
+use pmo_meta::scheme::{IntegrityAt, Scheme, SchemeId, Shadow};
 use pmo_pins::{PinTable, PinsAt, ReaderSlot, FRAME_BYTES, META_MAX};
 
 use crate::pool::Pool;
 
-/// Whether readers of PMOs under `scheme` may attach beside a writer.
+/// Whether readers of PMOs under `scheme` may attach beside a writer: no scheme a writer may
+/// run the PMO under (its class, [`Scheme::attachable_as`]) changes a committed slot other
+/// than by a psync.
 pub fn beside_writer(scheme: Scheme) -> bool {
-    scheme.shadow != Shadow::Medium
-        && !(scheme.integrity_at() == IntegrityAt::Detach
-            && scheme.cipher() == pmo_meta::scheme::Cipher::XtsSha256)
+    scheme
+        .attachable_as()
+        .iter()
+        .all(|&s| only_psyncs_change_slots(s))
+}
+
+/// Whether a writer running `s` changes committed slots only by psyncs (which keep the
+/// versions readers pin): not with checksums written at detach, not with plaintext committed
+/// on the medium (`bp*:medium`).
+fn only_psyncs_change_slots(s: Scheme) -> bool {
+    let detach_checksums = s.integrity_at() == IntegrityAt::Detach
+        && s.cipher() == pmo_meta::scheme::Cipher::XtsSha256;
+    let plaintext_slots = s.shadow == Shadow::Medium
+        && matches!(s.id, SchemeId::Bp | SchemeId::BpIp | SchemeId::BpId);
+    !detach_checksums && !plaintext_slots
 }
 
 /// The scheme a PMO stored as `own` runs as when asked for `run_as`.
@@ -494,4 +514,33 @@ fn fill_from(
         l.apply(page, dst);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readers_beside_a_writer_go_by_the_stored_schemes_class() {
+        let beside: Vec<String> = Scheme::all_placements()
+            .filter(|&s| beside_writer(s))
+            .map(|s| s.name())
+            .collect();
+        assert_eq!(
+            beside,
+            [
+                "none",
+                "wed",
+                "wedi",
+                "bp",
+                "sp",
+                "secure:gcm",
+                "secure",
+                "none:medium",
+                "wedi:medium",
+                "secure:medium:gcm",
+                "secure:medium"
+            ]
+        );
+    }
 }

@@ -214,3 +214,48 @@ fn a_reader_over_the_pin_limit_gives_the_writer_a_typed_error_and_loses_nothing(
         }
     }
 }
+
+/// The schemes a writer of which may change a committed slot other than by a psync (checksums
+/// at detach, plaintext slots on the medium, or a class that holds such a scheme) keep the
+/// research kernel's rule: a reader excludes the writer and the writer the reader.
+#[test]
+fn readers_of_schemes_whose_writers_rewrite_slots_exclude_the_writer() {
+    let excluded: Vec<Scheme> = Scheme::all_placements().filter(|&s| !beside(s)).collect();
+    for name in [
+        "bp-ip",
+        "sp-ip",
+        "bp-id",
+        "sp-id",
+        "wed:medium",
+        "bp:medium",
+        "sp:medium",
+    ] {
+        assert!(
+            excluded.contains(&Scheme::from_name(name).unwrap()),
+            "{name} lets readers beside a writer"
+        );
+    }
+    for scheme in excluded {
+        for (pool, path) in pools(scheme, "excl") {
+            let ctx = scheme.to_string();
+            pool.pcreate("a", 4 * 4096, KEY).unwrap();
+            let w = pool.open_pmo("a", Perm::Write, KEY, None).unwrap();
+            match pool.open_pmo("a", Perm::Read, KEY, None) {
+                Err(StoreError::Busy { .. }) => {}
+                other => panic!("{ctx}: a reader beside the writer: {:?}", other.map(|_| ())),
+            }
+            drop(w);
+            let r = pool.open_pmo("a", Perm::Read, KEY, None).unwrap();
+            assert!(r.reader().is_none(), "{ctx}: a snapshot reader");
+            match pool.open_pmo("a", Perm::Write, KEY, None) {
+                Err(StoreError::Busy { .. }) => {}
+                other => panic!("{ctx}: a writer beside a reader: {:?}", other.map(|_| ())),
+            }
+            drop(r);
+            drop(pool);
+            if let Some(p) = path {
+                std::fs::remove_file(p).unwrap();
+            }
+        }
+    }
+}

@@ -57,7 +57,11 @@ fn generation(a: &Attachment, ctx: &str) -> u64 {
 }
 
 fn pool_path(scheme: &str) -> PathBuf {
-    PathBuf::from("/dev/shm").join(format!("pmo-rprocs-{scheme}-{}", std::process::id()))
+    PathBuf::from("/dev/shm").join(format!(
+        "pmo-rprocs-{}-{}",
+        scheme.replace(':', "-"),
+        std::process::id()
+    ))
 }
 
 fn child(role: &str, pool: &Path, seed: u64) -> Child {
@@ -180,7 +184,9 @@ fn readers_and_a_writer_in_processes_killed_at_random() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    for name in ["secure", "none"] {
+    // `secure:medium`: the writer's view is the plaintext area on the pool file, the readers'
+    // views their own DRAM copies.
+    for name in ["secure", "none", "secure:medium"] {
         let scheme = Scheme::from_name(name).unwrap();
         let path = pool_path(name);
         let _ = std::fs::remove_file(&path);
