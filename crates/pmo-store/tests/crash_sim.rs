@@ -718,8 +718,17 @@ fn entries_another_attach_left_unflushed_survive_two_later_commits() {
 /// psync (or the one in flight), and while the run lasts the reader sees version 1 throughout.
 #[test]
 fn psyncs_keeping_pinned_versions_at_every_persist_point() {
-    for scheme in
-        ["none", "secure:gcm", "secure", "sp-ip", "wedi"].map(|n| Scheme::from_name(n).unwrap())
+    // `sp`: an XTS scheme (`sp-ip`'s class holds `sp-id`, whose readers exclude the writer);
+    // `secure:medium`: a reader's own copy beside a writer whose plaintext is on the medium.
+    for scheme in [
+        "none",
+        "secure:gcm",
+        "secure",
+        "sp",
+        "wedi",
+        "secure:medium",
+    ]
+    .map(|n| Scheme::from_name(n).unwrap())
     {
         let base = base_image(scheme);
         let points = explore(
