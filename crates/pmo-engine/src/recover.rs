@@ -37,6 +37,12 @@ impl PmoCore {
         Ok(self.records(m)?.0)
     }
 
+    /// Whether both commit record slots hold a valid record or zeros: nothing a recovery
+    /// would clear and report (a reader with no writer may skip it then, `pmo-pool`).
+    pub fn records_intact(&self, m: &dyn Medium) -> Result<bool> {
+        Ok(self.records(m)?.1.is_empty())
+    }
+
     /// The newest valid commit record, and the record slots that hold neither zeros nor a
     /// valid record (`docs/format.md` §5: torn by a crash in step 3, or damaged).
     fn records(&self, m: &dyn Medium) -> Result<(Option<CommitRecord>, Vec<u64>)> {

@@ -89,6 +89,9 @@ impl Pool {
             let own = Scheme::from_code(entry.scheme)?;
             let runs = crate::reader::run_scheme(name, own, run_as)?;
             if crate::reader::beside_writer(runs) && !exclusive_read {
+                if self.pre_open_needless(&entry, runs)? {
+                    return self.open_snapshot_reader(entry, runs, master, key);
+                }
                 // No writer: first the open every user makes (recovery of a half psync, a
                 // damaged record reported, a rotation finished, the sub-page log folded).
                 if let Some(g) = self.lock_attach_exclusive(&entry, None)? {
@@ -224,6 +227,26 @@ impl Pool {
             whole_verified: AtomicBool::new(false),
             reader: None,
         })
+    }
+
+    /// Whether a reader may skip the open every user makes under the attach lock before its
+    /// snapshot (`docs/readers.md`): that open has nothing to do that the snapshot does not do
+    /// itself or refuse. The snapshot reads the newest committed psync as the map with its
+    /// journal applied (a half psync needs no replay) and the sub-page log's records over it
+    /// (no fold needed), and refuses a map newer than the newest intact record (a damaged
+    /// newest record). Left to that open: the last writer did not detach cleanly (its pid or
+    /// the detaching mark in the holder word), a record slot holds neither zeros nor a valid
+    /// record (recovery clears and reports it), a rotation was cut off (its pages are under
+    /// two keys), or plaintext a crash left on the medium is still to be scrubbed.
+    fn pre_open_needless(&self, entry: &Entry, runs: Scheme) -> Result<bool> {
+        if self.holder_word(entry) != 0 {
+            return Ok(false);
+        }
+        let m = &*self.inner.medium;
+        let core = PmoCore::new(entry)?;
+        Ok(core.records_intact(m)?
+            && !(runs.is_protected() && crate::rotation::read_record(m, &core)?.is_some())
+            && !(core.layout.plain_off.is_some() && core.plain_marked(m)?))
     }
 
     /// A read-only handle beside any writer (`crate::reader`): no attach lock, no recovery.
