@@ -416,7 +416,7 @@ mod tests {
     fn protect_and_recover_batches_for_a_protector() {
         let m = MasterKey::from_bytes([8; 32]);
         let protector = PageProtector::Aead {
-            keys: PmoKeys::derive(&m, [1; 16], [2; 16]).unwrap(),
+            keys: std::sync::Arc::new(PmoKeys::derive(&m, [1; 16], [2; 16]).unwrap()),
         };
         let pool = CryptoPool::with_limits(2, 1, 1).unwrap();
         let plain: Vec<Page> = (0..9).map(|i| [i as u8; PAGE_SIZE]).collect();

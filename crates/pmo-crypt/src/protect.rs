@@ -60,8 +60,8 @@ pub enum PageProtector {
     /// The secure default: the keys' AEAD (AES-256-GCM or AEGIS-256X4) bound to (pool, PMO,
     /// index, version).
     Aead {
-        /// The PMO's keys.
-        keys: PmoKeys,
+        /// The PMO's keys (shared: the store keeps them for the PMO's next attach).
+        keys: std::sync::Arc<PmoKeys>,
     },
 }
 
@@ -239,11 +239,13 @@ mod tests {
                 checksum: true,
             },
             PageProtector::Aead {
-                keys: PmoKeys::derive(&m, [1; 16], [2; 16]).unwrap(),
+                keys: std::sync::Arc::new(PmoKeys::derive(&m, [1; 16], [2; 16]).unwrap()),
             },
             PageProtector::Aead {
-                keys: PmoKeys::derive_with(&m, [1; 16], [2; 16], crate::AeadCipher::Aegis256X4)
-                    .unwrap(),
+                keys: std::sync::Arc::new(
+                    PmoKeys::derive_with(&m, [1; 16], [2; 16], crate::AeadCipher::Aegis256X4)
+                        .unwrap(),
+                ),
             },
         ]
     }

@@ -19,11 +19,13 @@ fn many_threads_share_one_pmos_keys() {
     let m = MasterKey::from_bytes([0x21; 32]);
     let protectors = Arc::new(vec![
         PageProtector::Aead {
-            keys: PmoKeys::derive(&m, [1; 16], [2; 16]).unwrap(),
+            keys: std::sync::Arc::new(PmoKeys::derive(&m, [1; 16], [2; 16]).unwrap()),
         },
         PageProtector::Aead {
-            keys: PmoKeys::derive_with(&m, [1; 16], [2; 16], pmo_crypt::AeadCipher::Aegis256X4)
-                .unwrap(),
+            keys: std::sync::Arc::new(
+                PmoKeys::derive_with(&m, [1; 16], [2; 16], pmo_crypt::AeadCipher::Aegis256X4)
+                    .unwrap(),
+            ),
         },
         PageProtector::Xts {
             keys: FaithfulKeys::derive(&m, [1; 16], [2; 16]).unwrap(),

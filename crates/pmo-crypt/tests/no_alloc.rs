@@ -65,10 +65,12 @@ fn page_paths_do_not_allocate() {
             checksum: true,
         },
         PageProtector::Aead {
-            keys: PmoKeys::derive(&master, [2; 16], [3; 16]).unwrap(),
+            keys: std::sync::Arc::new(PmoKeys::derive(&master, [2; 16], [3; 16]).unwrap()),
         },
         PageProtector::Aead {
-            keys: PmoKeys::derive_with(&master, [2; 16], [3; 16], AeadCipher::Aegis256X4).unwrap(),
+            keys: std::sync::Arc::new(
+                PmoKeys::derive_with(&master, [2; 16], [3; 16], AeadCipher::Aegis256X4).unwrap(),
+            ),
         },
     ];
     let plain = Box::new([0x77u8; PAGE_SIZE]);

@@ -6,8 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use pmo_crypt::{
-    FaithfulKeys, MasterKey as CryptMasterKey, PageProtector, PmoKeys, VersionCounter,
-    VersionTableMac,
+    FaithfulKeys, MasterKey as CryptMasterKey, PageProtector, VersionCounter, VersionTableMac,
 };
 use pmo_format::layout::{PageLoc, PageMapEntry};
 use pmo_format::Trailer;
@@ -163,7 +162,7 @@ impl Protection {
                     && !(live.is_some() && !fresh && pending),
             },
             Cipher::Aead => PageProtector::Aead {
-                keys: PmoKeys::derive_with(&crypt_master, pool_uuid, core.uuid, scheme.aead)
+                keys: pmo_meta::kept_keys::pmo_keys(master, pool_uuid, core.uuid, scheme.aead)
                     .map_err(crypt_err)?,
             },
         };

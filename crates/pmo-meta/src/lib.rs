@@ -5,6 +5,7 @@
 //! | [`error`] | [`StoreError`], the error of every layer of the store |
 //! | [`scheme`] | protection schemes: the four orthogonal policies and their names |
 //! | [`keys`] | Argon2id master keys, key verifiers, key families, key wrapping |
+//! | [`kept_keys`] | derived PMO keys kept per process for the next attach |
 //! | [`locks`] | attach, metadata, gate and rotation lock words, across threads and processes |
 //! | [`namespace`] | the in-memory namespace copy and the free-space map derived from it |
 //! | [`redundancy`] | the copies of every slot, of the configuration and of the superblock; repairs |
@@ -20,6 +21,7 @@
 pub mod address;
 pub mod entries;
 pub mod error;
+pub mod kept_keys;
 pub mod keys;
 pub mod locks;
 pub mod meta;
