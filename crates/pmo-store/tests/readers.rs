@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pmo_medium::crash::CrashMedium;
-use pmo_store::{KdfParams, Perm, PmoHandle, Pool, PoolOptions, Scheme, StoreError};
+use pmo_store::{Perm, PmoHandle, Pool, Scheme, StoreError};
 
 const KEY: &[u8] = b"readers-key";
 const W: u64 = 4;
@@ -22,6 +22,8 @@ const R: u64 = 28;
 const PAGES: u64 = W + R;
 
 mod common;
+
+use common::opts;
 
 use common::stamps::Stamps;
 
@@ -34,15 +36,6 @@ fn psync_k(h: &PmoHandle, k: u64) -> pmo_store::Result<()> {
 /// The psync a reader's pages are all exactly as of (panics on a mix).
 fn one_psync(h: &PmoHandle, ctx: &str) -> u64 {
     STAMPS.one_psync(h, ctx)
-}
-
-fn opts(scheme: Scheme) -> PoolOptions {
-    PoolOptions {
-        kdf: KdfParams::INSECURE_FAST,
-        ns_capacity: Some(16),
-        scheme,
-        ..Default::default()
-    }
 }
 
 fn shm(tag: &str) -> PathBuf {

@@ -11,9 +11,11 @@
 use std::sync::Arc;
 
 use pmo_medium::crash::CrashMedium;
-use pmo_store::{KdfParams, Perm, PmoHandle, Pool, PoolOptions, Scheme};
+use pmo_store::{Perm, PmoHandle, Pool, Scheme};
 
 mod common;
+
+use common::opts;
 
 use common::stamps::{commit_stamps, stamp};
 use common::RemoveOnDrop;
@@ -21,15 +23,6 @@ use common::RemoveOnDrop;
 const KEY: &[u8] = b"flips-key";
 const PAGES: u64 = 8;
 const RECORD: u64 = 64;
-
-fn opts(scheme: Scheme) -> PoolOptions {
-    PoolOptions {
-        kdf: KdfParams::INSECURE_FAST,
-        ns_capacity: Some(16),
-        scheme,
-        ..Default::default()
-    }
-}
 
 /// The offset on the medium of the newest commit record of PMO "a".
 fn newest_record(pool: &Pool) -> u64 {

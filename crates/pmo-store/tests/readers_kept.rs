@@ -9,24 +9,17 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
-use pmo_store::{KdfParams, Perm, Pool, PoolOptions, Scheme};
+use pmo_store::{Perm, Pool, Scheme};
 
 mod common;
+
+use common::opts;
 
 use common::stamps::{check_stamps, commit_stamps};
 use common::{assert_healthy, RemoveOnDrop};
 
 const KEY: &[u8] = b"kept-key";
 const PAGES: u64 = 8;
-
-fn opts(scheme: Scheme) -> PoolOptions {
-    PoolOptions {
-        kdf: KdfParams::INSECURE_FAST,
-        ns_capacity: Some(16),
-        scheme,
-        ..Default::default()
-    }
-}
 
 fn shm(tag: &str, scheme: Scheme) -> PathBuf {
     PathBuf::from("/dev/shm").join(format!(

@@ -12,24 +12,17 @@ use std::sync::Arc;
 use pmo_medium::crash::CrashMedium;
 use pmo_medium::Medium;
 use pmo_store::scheme::Cipher;
-use pmo_store::{AttachOptions, KdfParams, Perm, Pool, PoolOptions, Scheme, StoreError};
+use pmo_store::{AttachOptions, Perm, Pool, Scheme, StoreError};
 
 mod common;
+
+use common::opts;
 
 use common::stamps::{check_stamps, commit_stamps, stamp};
 use common::{assert_healthy, RemoveOnDrop};
 
 const KEY: &[u8] = b"refresh-key";
 const PAGES: u64 = 32;
-
-fn opts(scheme: Scheme) -> PoolOptions {
-    PoolOptions {
-        kdf: KdfParams::INSECURE_FAST,
-        ns_capacity: Some(16),
-        scheme,
-        ..Default::default()
-    }
-}
 
 /// Whether a refresh under `scheme` moves in place (the others read the whole map).
 fn in_place(scheme: Scheme) -> bool {

@@ -4,7 +4,17 @@
 
 pub mod stamps;
 
-use pmo_store::{Pool, Scheme};
+use pmo_store::{KdfParams, Pool, PoolOptions, Scheme};
+
+/// Options of a test pool under `scheme`: the fast (insecure) KDF, 16 namespace slots.
+pub fn opts(scheme: Scheme) -> PoolOptions {
+    PoolOptions {
+        kdf: KdfParams::INSECURE_FAST,
+        ns_capacity: Some(16),
+        scheme,
+        ..Default::default()
+    }
+}
 
 /// The pool is healthy: `Pool::check` finds no problem and used + free == heap (nothing leaked).
 pub fn assert_healthy(pool: &Pool, ctx: &str) {
