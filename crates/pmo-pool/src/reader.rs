@@ -91,7 +91,9 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    fn entry(&self, page: u64) -> PageMapEntry {
+    /// The map entry the snapshot shows for `page` (what a fill reads; also for a test's
+    /// diagnosis of a wrong page).
+    pub fn entry(&self, page: u64) -> PageMapEntry {
         match &self.prot {
             Some(p) => p.entry(page),
             None => PageMapEntry(

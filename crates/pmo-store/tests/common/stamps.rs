@@ -48,7 +48,7 @@ impl Stamps {
         let big_k = u64::from_le_bytes(b[..8].try_into().unwrap());
         for p in 0..self.pages() {
             h.read_page(p, &mut b)
-                .unwrap_or_else(|e| panic!("{ctx}: page {p}: {e}"));
+                .unwrap_or_else(|e| panic!("{ctx}: page {p}: {e} ({})", snapshot_of(h, p)));
             let want = if p < self.w {
                 Some(big_k)
             } else {
@@ -58,13 +58,33 @@ impl Stamps {
             match want {
                 Some(k) if big_k > 0 => assert!(
                     b == *stamp(k, p),
-                    "{ctx}: page {p} is not psync {k}'s (K = {big_k}, it holds {})",
-                    u64::from_le_bytes(b[..8].try_into().unwrap())
+                    "{ctx}: page {p} is not psync {k}'s (K = {big_k}, it holds {}; {})",
+                    u64::from_le_bytes(b[..8].try_into().unwrap()),
+                    snapshot_of(h, p)
                 ),
                 _ => assert!(b.iter().all(|&x| x == 0), "{ctx}: page {p} should be zero"),
             }
         }
         big_k
+    }
+}
+
+/// What a reader's snapshot says of page `p` (for a failure's message): its psync, and the
+/// slot and version its entry names.
+fn snapshot_of(h: &PmoHandle, p: u64) -> String {
+    match h.reader() {
+        Some(r) => {
+            let snap = r.snapshot();
+            let e = snap.entry(p);
+            format!(
+                "snapshot of psync {}, entry {:?} version {}, frames in use {}",
+                snap.seq,
+                e.loc(),
+                e.version(),
+                r.table().frames_used()
+            )
+        }
+        None => "not a snapshot reader".into(),
     }
 }
 
