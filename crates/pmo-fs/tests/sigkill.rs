@@ -102,7 +102,8 @@ fn run_kills(scheme: &str, kills: usize) {
             ])
             .env(CHILD_ENV, &path)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            // A child that stops before its first acknowledgement says why here.
+            .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
         let acked = Arc::new(AtomicU64::new(u64::MAX));
