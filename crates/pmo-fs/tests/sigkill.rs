@@ -73,9 +73,13 @@ fn run_kills(scheme: &str, kills: usize) {
     };
     let path = dir.join(format!("pmo-fs-sigkill-{}.pool", std::process::id()));
     let _ = std::fs::remove_file(&path);
+    // Room for `/log` to grow while the kills go on: a fast child appends a few hundred
+    // records before each kill, and the log's PMO growing from 4 to 8 MiB needs 16 MiB of
+    // free extent (two slots) beside the old one (in a 32 MiB pool, under load, that ran out:
+    // `NoSpace`, and the child stopped before acknowledging). The file is sparse on tmpfs.
     let pool = Pool::create(
         &path,
-        32 << 20,
+        128 << 20,
         &PoolOptions {
             kdf: KdfParams::INSECURE_FAST,
             scheme: Scheme::from_name(scheme).unwrap(),

@@ -24,7 +24,13 @@ use crate::table::PinTable;
 pub struct ReaderSlot {
     table: Arc<PinTable>,
     index: usize,
-    _lock: Option<RangeLock>,
+    /// The slot's lock, on the description of `table`'s file. Released in `drop` **before**
+    /// `table` goes: the last reader's table is then handed to the pool handle's kept tables
+    /// (`at.rs`), and a reader taking it on that same description may claim this very slot
+    /// (a description's own lock never conflicts with it). Released after, our unlock would
+    /// release the new reader's lock, and a writer would think it dead and free the versions
+    /// its snapshot needs (issue 27's flaky readers test: a reader saw pages of a newer psync).
+    lock: Option<RangeLock>,
 }
 
 impl std::fmt::Debug for ReaderSlot {
@@ -89,7 +95,7 @@ impl PinTable {
             return Ok(ReaderSlot {
                 table: self.clone(),
                 index: i,
-                _lock: lock,
+                lock,
             });
         }
         Err(StoreError::Busy {
@@ -201,5 +207,84 @@ impl Drop for ReaderSlot {
             .w(base + S_PID)
             .store(claim & !0xffff_ffff, Ordering::Release);
         self.table.w(H_PINS_GEN).fetch_add(1, Ordering::AcqRel);
+        // Before `table` is dropped (the field's comment says why).
+        drop(self.lock.take());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use pmo_medium::crash::CrashMedium;
+    use pmo_meta::locks::Locker;
+
+    use crate::at::KeptTables;
+    use crate::table::tests::AFTER_KEEP;
+    use crate::table::{PinTable, PinsAt};
+
+    /// A reader leaving hands its table to the pool handle's kept tables; a reader of the same
+    /// process taking it that instant claims the slot the first one held, on the same open file
+    /// description. The leaving reader's unlock must not release the new reader's slot: a
+    /// writer would find the slot's lock free, count the reader dead and drop its pin.
+    #[test]
+    fn a_reader_taking_a_kept_table_at_once_keeps_its_slot_alive() {
+        let tag = format!("{}-slot", std::process::id());
+        let pool = std::env::temp_dir().join(format!("pmo-pins-pool-{tag}"));
+        std::fs::write(&pool, [0u8; 4096]).unwrap();
+        let keep = Arc::new(KeptTables::new(4));
+        let mut pmo_uuid = [0u8; 16];
+        pmo_uuid[..4].copy_from_slice(&std::process::id().to_le_bytes());
+        pmo_uuid[15] = 0x51;
+        let at = PinsAt {
+            name: "slot".into(),
+            locker: Locker::ofd(pool.clone()),
+            medium: Arc::new(CrashMedium::new(1 << 16)),
+            pool_uuid: [0x5e; 16],
+            pmo_uuid,
+            extent_off: 4096,
+            npages: 8,
+            keep: Some(Arc::downgrade(&keep)),
+        };
+        let first = PinTable::join(&at, true)
+            .unwrap()
+            .unwrap()
+            .claim("slot")
+            .unwrap();
+        first.pin(10);
+        let index = first.index();
+        // The instant the first reader's table is kept, a second reader takes it and pins.
+        let second: Arc<Mutex<Option<super::ReaderSlot>>> = Arc::default();
+        {
+            let (at, second) = (at.clone(), second.clone());
+            AFTER_KEEP.with(|h| {
+                *h.borrow_mut() = Some(Box::new(move || {
+                    let t = PinTable::join(&at, true).unwrap().unwrap();
+                    let s = t.claim("slot").unwrap();
+                    s.pin(20);
+                    *second.lock().unwrap() = Some(s);
+                }))
+            });
+        }
+        drop(first);
+        let second = second.lock().unwrap().take().expect("the hook ran");
+        assert_eq!(
+            second.index(),
+            index,
+            "the second reader took the freed slot"
+        );
+        // A writer, on its own description, asks the kernel which readers are alive.
+        let writer = PinTable::join_writer(&at).unwrap().unwrap();
+        let mut dead = Vec::new();
+        assert_eq!(
+            writer.live_pins(&mut dead, true),
+            vec![20],
+            "the second reader's pin counts (dead: {dead:?})"
+        );
+        drop(second);
+        drop(writer);
+        keep.clear();
+        let _ = std::fs::remove_file(at.path());
+        std::fs::remove_file(&pool).unwrap();
     }
 }

@@ -496,6 +496,8 @@ impl Drop for PinTable {
                         let leaving = k.put(Kept::new(map, using, self.layout, path, at));
                         drop(self.shared.take());
                         drop(leaving);
+                        #[cfg(test)]
+                        tests::after_keep();
                         return;
                     }
                 }
@@ -534,8 +536,21 @@ pub fn remove_unused(at: &PinsAt, _guard: &LockGuard) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    thread_local! {
+        /// What a test runs the moment a table has been kept (`readers.rs`'s tests: another
+        /// reader taking it at once).
+        pub(crate) static AFTER_KEEP: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    pub(crate) fn after_keep() {
+        if let Some(f) = AFTER_KEEP.with(|h| h.borrow_mut().take()) {
+            f();
+        }
+    }
 
     /// A table file some process holds (its `USE_BYTE` taken shared on its own open file
     /// description) is kept; once nobody holds it, the sweep removes it; other files stay.
