@@ -7,8 +7,8 @@
 //! while the namespace changes.
 //!
 //! Write path: bytes go into the attached views; the header (size) into the first PMO's view;
-//! nothing is durable until [`FileHandle::fsync`] (or the last close of a written file), which
-//! psyncs the written segments and then the first PMO. Growth creates the next segment (a
+//! nothing is durable until [`FileHandle::fsync`] (or the file's write-back after its last
+//! close: `writeback.rs`), which psyncs the written segments and then the first PMO. Growth creates the next segment (a
 //! pcreate) before any byte of the write lands, so a full pool fails the write and changes
 //! nothing.
 
@@ -21,6 +21,7 @@ use pmo_store::{AttachOptions, Attachment, Perm, Pool, Scheme, SessionStats, Sto
 use crate::error::{FsError, Result};
 use crate::header::{self, Header, HEADER_BYTES, MAX_SEGMENTS};
 use crate::path::{FsPath, Kind};
+use crate::writeback::{Closed, Flusher, WriteBack};
 
 /// The largest file PMO (pages) attached resident unless the options say otherwise.
 pub const FILE_RESIDENT_PAGES: u64 = 64;
@@ -38,6 +39,8 @@ pub struct FsOptions {
     /// Options of every attach (relocation is always allowed; `wait` defaults to
     /// [`ATTACH_WAIT`]).
     pub attach: AttachOptions,
+    /// When a closed file is written back and detached (`writeback.rs`; default: within 1 s).
+    pub write_back: WriteBack,
 }
 
 impl Default for FsOptions {
@@ -46,6 +49,7 @@ impl Default for FsOptions {
             key: b"pmo-fs".to_vec(),
             scheme: None,
             attach: AttachOptions::default(),
+            write_back: WriteBack::default(),
         }
     }
 }
@@ -111,11 +115,28 @@ struct OpenFile {
     state: Mutex<FileState>,
 }
 
+/// A file in the table: open (`handles` > 0) or kept after its last close (`kept`: its number
+/// in the write-back list).
+struct Entry {
+    file: Arc<OpenFile>,
+    handles: usize,
+    kept: Option<u64>,
+}
+
+/// The files attached now, by path, and which of them are closed and kept (`writeback.rs`).
+#[derive(Default)]
+struct Tree {
+    files: HashMap<FsPath, Entry>,
+    closed: Closed,
+}
+
 struct Inner {
     pool: Pool,
     opts: FsOptions,
-    /// Open files by path, with the number of handles on each. Also the tree lock.
-    open: Mutex<HashMap<FsPath, (Arc<OpenFile>, usize)>>,
+    /// Files attached by path, with the number of handles on each. Also the tree lock.
+    open: Mutex<Tree>,
+    /// Errors of write-backs no caller waited for, for the next [`FileStore::sync_all`].
+    write_back_errors: Mutex<Vec<FsError>>,
     /// The store's share of the Fig. 6 time categories, summed over closed attach sessions.
     stats: Mutex<SessionStats>,
     /// What `open` repaired (leftovers of a crash), one line each.
@@ -128,9 +149,13 @@ struct Inner {
 /// The label of the file store's key family in its pool ([`Pool::family_salt`]).
 const FAMILY_LABEL: &[u8] = b"pmo-fs";
 
-/// The file store over one pool. Cheap to clone; shareable between threads.
+/// The file store over one pool. Cheap to clone; shareable between threads. Dropping the
+/// last clone (and the last [`FileHandle`]) writes back every kept file.
 #[derive(Clone)]
 pub struct FileStore {
+    // Dropped before `inner`: the write-back thread is joined, so the last write-back runs
+    // in the thread that drops the store.
+    _flusher: Option<Arc<Flusher>>,
     inner: Arc<Inner>,
 }
 
@@ -157,15 +182,27 @@ impl FileStore {
     /// a growth left: segment PMOs whose file is gone or whose size does not need them.
     pub fn open(pool: Pool, opts: FsOptions) -> Result<FileStore> {
         let family = pool.family_salt(FAMILY_LABEL);
+        let write_back = opts.write_back;
+        let inner = Arc::new(Inner {
+            family,
+            pool,
+            opts,
+            open: Mutex::new(Tree::default()),
+            write_back_errors: Mutex::new(Vec::new()),
+            stats: Mutex::new(SessionStats::default()),
+            repairs: Mutex::new(Vec::new()),
+        });
+        let flusher = if write_back.keeps() {
+            let every = (write_back.after / 4).max(std::time::Duration::from_millis(5));
+            let f = Flusher::start(Arc::downgrade(&inner), every, Inner::write_back_pass)
+                .map_err(|e| FsError::Store(StoreError::Os(format!("write-back thread: {e}"))))?;
+            Some(Arc::new(f))
+        } else {
+            None
+        };
         let fs = FileStore {
-            inner: Arc::new(Inner {
-                family,
-                pool,
-                opts,
-                open: Mutex::new(HashMap::new()),
-                stats: Mutex::new(SessionStats::default()),
-                repairs: Mutex::new(Vec::new()),
-            }),
+            _flusher: flusher,
+            inner,
         };
         fs.check_store_key()?;
         fs.repair()?;
@@ -452,13 +489,11 @@ impl FileStore {
             size: 0,
             first_pmo_bytes: first,
         };
-        let r = (|| {
-            let att = self.attach(&name)?;
-            att.write_at(0, &hdr.encode())?;
-            att.psync()?;
-            Ok(att)
-        })();
-        let att = match r {
+        // No header is written or psynced: a new PMO reads as zeros, and an all-zero header
+        // is an empty file of this first PMO's size (`Header::decode`), which is what `hdr`
+        // says. The first write that changes the size writes the header (issue 29: a psync
+        // per create saved).
+        let att = match self.attach(&name) {
             Ok(a) => a,
             Err(e) => {
                 let _ = self.inner.pool.pdestroy(&name, self.key());
@@ -473,7 +508,14 @@ impl FileStore {
                 dirty: false,
             }),
         });
-        tree.insert(path, (file.clone(), 1));
+        tree.files.insert(
+            path,
+            Entry {
+                file: file.clone(),
+                handles: 1,
+                kept: None,
+            },
+        );
         Ok(self.handle(file))
     }
 
@@ -488,9 +530,12 @@ impl FileStore {
     pub fn open_file(&self, path: &str) -> Result<FileHandle> {
         let path = FsPath::parse(path)?;
         let mut tree = lock(&self.inner.open);
-        if let Some((f, n)) = tree.get_mut(&path) {
-            *n += 1;
-            let f = f.clone();
+        if let Some(e) = tree.files.get_mut(&path) {
+            e.handles += 1;
+            let f = e.file.clone();
+            if let Some(n) = e.kept.take() {
+                tree.closed.remove(n);
+            }
             return Ok(self.handle(f));
         }
         let name = path.pmo_name(Kind::File);
@@ -527,50 +572,69 @@ impl FileStore {
                 dirty: false,
             }),
         });
-        tree.insert(path, (file.clone(), 1));
+        tree.files.insert(
+            path,
+            Entry {
+                file: file.clone(),
+                handles: 1,
+                kept: None,
+            },
+        );
         Ok(self.handle(file))
     }
 
     fn close_file(&self, file: Arc<OpenFile>) -> Result<()> {
-        let mut tree = lock(&self.inner.open);
-        let last = match tree.get_mut(&file.path) {
-            Some((_, n)) if *n > 1 => {
-                *n -= 1;
-                false
-            }
-            Some(_) => true,
-            None => return Err(FsError::BadHandle(file.path.to_string())),
+        let mut guard = lock(&self.inner.open);
+        let tree = &mut *guard;
+        let e = match tree.files.get_mut(&file.path) {
+            Some(e) if e.handles > 0 => e,
+            _ => return Err(FsError::BadHandle(file.path.to_string())),
         };
-        if !last {
+        e.handles -= 1;
+        if e.handles > 0 {
             return Ok(());
         }
-        tree.remove(&file.path);
-        drop(tree);
-        let mut st = lock(&file.state);
-        // Written data stays: a written file is psynced at its last close (a detach would
-        // discard it).
-        let r = if st.dirty { sync(&mut st) } else { Ok(()) };
-        let needed = header::segments_for(st.header.first_pmo_bytes, st.header.size) as usize;
-        let mut total = SessionStats::default();
-        let had = st.segs.len();
-        for seg in st.segs.drain(..) {
-            let s = seg.att.session_stats();
-            let t = Instant::now();
-            seg.att.detach()?;
-            let mut s = s;
-            s.detach_ns = t.elapsed().as_nanos() as u64;
-            total.accumulate(&s.with_compute());
+        let policy = self.inner.opts.write_back;
+        // Kept attached until its write-back, unless written back at once by the policy or
+        // because it shrank (the segments past its size go once the size is durable).
+        let (shrank, bytes) = {
+            let st = lock(&file.state);
+            let needed = header::segments_for(st.header.first_pmo_bytes, st.header.size) as usize;
+            let bytes: u64 = st.segs.iter().map(|g| g.att.len() as u64).sum();
+            (st.segs.len() > needed.max(1), bytes)
+        };
+        if !policy.keeps() || shrank {
+            tree.files.remove(&file.path);
+            drop(guard);
+            return self.inner.write_back(file);
         }
-        lock(&self.inner.stats).accumulate(&total);
-        if had > needed.max(1) && r.is_ok() {
-            // The file shrank and its size is durable: the segments past it are no longer
-            // needed (highest first).
-            for i in (needed.max(1)..had).rev() {
-                let name = file.path.pmo_name(Kind::Segment(i as u32));
-                self.inner.pool.pdestroy(&name, self.key())?;
+        e.kept = Some(tree.closed.push(file.path.clone(), bytes));
+        let due = self.inner.take_due(tree, false);
+        drop(guard);
+        self.inner.write_back_all(due)
+    }
+
+    /// Write back every kept file now (psync if written, detach): after it returns, every
+    /// file not open is durable and holds no plaintext in DRAM. Returns the first error of
+    /// this call's write-backs or of an earlier background one not reported yet.
+    pub fn sync_all(&self) -> Result<()> {
+        let due = self.inner.take_due(&mut lock(&self.inner.open), true);
+        let r = self.inner.write_back_all(due);
+        let mut earlier = lock(&self.inner.write_back_errors);
+        match (r, earlier.is_empty()) {
+            (Err(e), _) => {
+                earlier.clear();
+                Err(e)
             }
+            (Ok(()), true) => Ok(()),
+            (Ok(()), false) => Err(earlier.remove(0)),
         }
-        r
+    }
+
+    /// Files closed and kept attached until their write-back, and their PMOs' bytes.
+    pub fn kept(&self) -> (usize, u64) {
+        let t = lock(&self.inner.open);
+        (t.closed.len(), t.closed.bytes())
     }
 
     /// `stat`.
@@ -583,8 +647,8 @@ impl FileStore {
             });
         }
         let tree = lock(&self.inner.open);
-        if let Some((f, _)) = tree.get(&path) {
-            let f = f.clone();
+        if let Some(e) = tree.files.get(&path) {
+            let f = e.file.clone();
             drop(tree);
             let size = lock(&f.state).header.size;
             return Ok(Stat {
@@ -610,9 +674,23 @@ impl FileStore {
     /// `unlink`: remove a file that no handle has open.
     pub fn unlink(&self, path: &str) -> Result<()> {
         let path = FsPath::parse(path)?;
-        let tree = lock(&self.inner.open);
-        if tree.contains_key(&path) {
-            return Err(FsError::Busy(format!("{path} is open")));
+        let mut tree = lock(&self.inner.open);
+        match tree.files.get(&path) {
+            Some(e) if e.handles > 0 => return Err(FsError::Busy(format!("{path} is open"))),
+            Some(e) => {
+                // Kept after its last close: its unsynced writes go with it (detached unsynced).
+                let n = e.kept;
+                let file = tree.files.remove(&path).map(|e| e.file);
+                if let Some(n) = n {
+                    tree.closed.remove(n);
+                }
+                if let Some(file) = file {
+                    for seg in lock(&file.state).segs.drain(..) {
+                        seg.att.detach()?;
+                    }
+                }
+            }
+            None => {}
         }
         let name = path.pmo_name(Kind::File);
         match self.pdestroy_waiting(&name) {
@@ -739,7 +817,10 @@ impl FileStore {
                 continue;
             }
             r.files += 1;
-            let open = lock(&self.inner.open).get(path).map(|(f, _)| f.clone());
+            let open = lock(&self.inner.open)
+                .files
+                .get(path)
+                .map(|e| e.file.clone());
             let h = match open {
                 Some(f) => lock(&f.state).header,
                 None => match self.read_header(path) {
@@ -776,6 +857,8 @@ impl FileStore {
     /// or verify (under a scheme that verifies), or whose segments are missing, is a problem.
     /// Files open in another process are listed in `busy`.
     pub fn check_data(&self) -> Result<FsCheck> {
+        // Read from the medium, not from a kept file's views.
+        self.sync_all()?;
         let mut r = self.check()?;
         for (path, (_, is_file, _)) in self.scan()? {
             if !is_file || r.busy.iter().any(|b| *b == path.as_str()) {
@@ -791,6 +874,77 @@ impl FileStore {
             }
         }
         Ok(r)
+    }
+}
+
+impl Inner {
+    /// Take the kept files due for write-back (all of them if `all`) out of `tree`.
+    fn take_due(&self, tree: &mut Tree, all: bool) -> Vec<Arc<OpenFile>> {
+        let paths = tree.closed.due(&self.opts.write_back, Instant::now(), all);
+        paths
+            .into_iter()
+            .filter_map(|p| tree.files.remove(&p).map(|e| e.file))
+            .collect()
+    }
+
+    /// Write back `files` (taken out of the tree); the first error, after trying them all.
+    fn write_back_all(&self, files: Vec<Arc<OpenFile>>) -> Result<()> {
+        let mut first = Ok(());
+        for f in files {
+            if let Err(e) = self.write_back(f) {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+
+    /// The write-back thread's look: the kept files closed long enough ago.
+    fn write_back_pass(&self) {
+        let due = self.take_due(&mut lock(&self.open), false);
+        if let Err(e) = self.write_back_all(due) {
+            lock(&self.write_back_errors).push(e);
+        }
+    }
+
+    /// A file taken out of the tree: psync it if written, detach its PMOs, and destroy the
+    /// segments past its size once that size is durable.
+    fn write_back(&self, file: Arc<OpenFile>) -> Result<()> {
+        let mut st = lock(&file.state);
+        // Written data stays: a written file is psynced before its detach (which would discard
+        // it).
+        let r = if st.dirty { sync(&mut st) } else { Ok(()) };
+        let needed = header::segments_for(st.header.first_pmo_bytes, st.header.size) as usize;
+        let mut total = SessionStats::default();
+        let had = st.segs.len();
+        for seg in st.segs.drain(..) {
+            let s = seg.att.session_stats();
+            let t = Instant::now();
+            seg.att.detach()?;
+            let mut s = s;
+            s.detach_ns = t.elapsed().as_nanos() as u64;
+            total.accumulate(&s.with_compute());
+        }
+        lock(&self.stats).accumulate(&total);
+        if had > needed.max(1) && r.is_ok() {
+            // The file shrank and its size is durable: the segments past it are no longer
+            // needed (highest first).
+            for i in (needed.max(1)..had).rev() {
+                let name = file.path.pmo_name(Kind::Segment(i as u32));
+                self.pool.pdestroy(&name, &self.opts.key)?;
+            }
+        }
+        r
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The store's last reference: every kept file is written back (nobody is left to
+        // report an error to; `sync_all` first to see them).
+        let due = self.take_due(&mut lock(&self.open), true);
+        let _ = self.write_back_all(due);
     }
 }
 
