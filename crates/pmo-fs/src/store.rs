@@ -597,13 +597,16 @@ impl FileStore {
         let policy = self.inner.opts.write_back;
         // Kept attached until its write-back, unless written back at once by the policy or
         // because it shrank (the segments past its size go once the size is durable).
-        let (shrank, bytes) = {
+        let (shrank, dirty, bytes) = {
             let st = lock(&file.state);
             let needed = header::segments_for(st.header.first_pmo_bytes, st.header.size) as usize;
             let bytes: u64 = st.segs.iter().map(|g| g.att.len() as u64).sum();
-            (st.segs.len() > needed.max(1), bytes)
+            (st.segs.len() > needed.max(1), st.dirty, bytes)
         };
-        if !policy.keeps() || shrank {
+        // Only a file with unsynced writes is kept: that is the psync deferred. A clean one
+        // detaches now (its mapping goes to the spares), for each kept file holds its attach
+        // lock, and every lock held on the pool file slows every other lock operation.
+        if !policy.keeps() || shrank || !dirty {
             tree.files.remove(&file.path);
             drop(guard);
             return self.inner.write_back(file);

@@ -61,6 +61,7 @@ fn data(n: usize, seed: u8) -> Vec<u8> {
 const LONG: WriteBack = WriteBack {
     after: Duration::from_secs(3600),
     max_bytes: 1 << 30,
+    max_files: 1000,
 };
 
 #[test]
@@ -88,6 +89,7 @@ fn a_close_keeps_the_file_until_its_write_back_and_fsync_is_durable_at_once() {
         f.append(&data(5_000, 2)).unwrap();
         f.fsync().unwrap();
         f.close().unwrap();
+        assert_eq!(fs.kept().0, 0, "{scheme}: a clean close detaches");
         let mut want = data(30_000, 1);
         want.extend(data(5_000, 2));
         assert_eq!(after_power_cut(&m).read_file("/a").unwrap(), want);
@@ -114,6 +116,7 @@ fn the_write_back_comes_after_its_delay_and_when_the_store_is_dropped() {
         let quick = WriteBack {
             after: Duration::from_millis(50),
             max_bytes: 1 << 30,
+            max_files: 1000,
         };
         let fs = store(&m, scheme, quick);
         let f = fs.create("/a", 0).unwrap();
@@ -153,6 +156,7 @@ fn past_the_byte_bound_the_oldest_kept_file_is_written_back() {
         WriteBack {
             after: Duration::from_secs(3600),
             max_bytes: 3 * 4096,
+            max_files: 1000,
         },
     );
     for (name, seed) in [("/a", 5), ("/b", 6)] {
@@ -212,6 +216,7 @@ fn a_second_store_waits_for_the_kept_file() {
         WriteBack {
             after: Duration::from_millis(100),
             max_bytes: 1 << 30,
+            max_files: 1000,
         },
     );
     let f = fs.create("/a", 0).unwrap();
