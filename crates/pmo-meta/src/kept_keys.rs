@@ -9,17 +9,17 @@
 //! least recently used of more than [`KEPT_KEYS`] entries goes, and its keys are wiped when
 //! the last protection using them drops (`PmoKeys` wipes itself on drop).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use pmo_crypt::{AeadCipher, CryptError, MasterKey as CryptMasterKey, PmoKeys, Uuid};
 use sha2::{Digest, Sha256};
 
+use crate::lru::SharedLru;
+
 /// How many PMOs' keys a process keeps.
 pub const KEPT_KEYS: usize = 64;
 
-type Kept = (HashMap<[u8; 32], (Arc<PmoKeys>, u64)>, u64);
-static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
+static KEPT: SharedLru<Arc<PmoKeys>> = SharedLru::new(KEPT_KEYS);
 
 /// The keys of PMO `pmo_uuid` of pool `pool_uuid` under `master` with `cipher` as the page
 /// AEAD: kept ones, else derived ([`PmoKeys::derive_with`]) and kept.
@@ -30,33 +30,18 @@ pub fn pmo_keys(
     cipher: AeadCipher,
 ) -> Result<Arc<PmoKeys>, CryptError> {
     let id = fingerprint(master, &pool_uuid, &pmo_uuid, cipher);
-    if let Some((map, clock)) = KEPT.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        if let Some((keys, used)) = map.get_mut(&id) {
-            *clock += 1;
-            *used = *clock;
-            return Ok(keys.clone());
-        }
+    if let Some(keys) = KEPT.get(&id) {
+        return Ok(keys);
     }
     let crypt = CryptMasterKey::from_slice(master)?;
     let keys = Arc::new(PmoKeys::derive_with(&crypt, pool_uuid, pmo_uuid, cipher)?);
-    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-    let (map, clock) = kept.get_or_insert_with(|| (HashMap::new(), 0));
-    if map.len() >= KEPT_KEYS && !map.contains_key(&id) {
-        if let Some(lru) = map.iter().min_by_key(|(_, (_, u))| *u).map(|(k, _)| *k) {
-            map.remove(&lru);
-        }
-    }
-    *clock += 1;
-    map.insert(id, (keys.clone(), *clock));
+    KEPT.put(id, keys.clone());
     Ok(keys)
 }
 
 /// How many PMOs' keys are kept now.
 pub fn kept() -> usize {
-    KEPT.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .map_or(0, |(m, _)| m.len())
+    KEPT.len()
 }
 
 fn fingerprint(master: &[u8; 32], pool: &Uuid, pmo: &Uuid, cipher: AeadCipher) -> [u8; 32] {

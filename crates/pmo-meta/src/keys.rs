@@ -17,9 +17,6 @@
 //! A full cache evicts its least recently used entry (it used to empty itself: a file store
 //! that creates files then re-derived every open file's master, up to 40% of its opens).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use hkdf::Hkdf;
 use pmo_format::KdfParams;
 use sha2::{Digest, Sha256};
@@ -27,6 +24,7 @@ use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
 use crate::error::{Result, StoreError};
+use crate::lru::SharedLru;
 
 /// A per-PMO master key (zeroized on drop).
 pub type MasterKey = Zeroizing<[u8; 32]>;
@@ -34,10 +32,8 @@ pub type MasterKey = Zeroizing<[u8; 32]>;
 /// Most cached derivations kept per process.
 const CACHE_MAX: usize = 256;
 
-/// The cache: cache key -> (master, last use), and the use clock.
-type Cache = (HashMap<[u8; 32], (MasterKey, u64)>, u64);
-
-static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
+/// The cache: cache key -> master (values are `Zeroizing`: an evicted master is wiped).
+static CACHE: SharedLru<MasterKey> = SharedLru::new(CACHE_MAX);
 
 fn cache_key(uuid: &[u8; 16], salt: &[u8; 32], params: &KdfParams, key: &[u8]) -> [u8; 32] {
     cache_key_in(b"pmo/v1/kdf-cache", uuid, salt, params, key)
@@ -149,12 +145,8 @@ fn argon_cached(
     params: &KdfParams,
     key: &[u8],
 ) -> Result<MasterKey> {
-    if let Some((map, clock)) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        if let Some((m, used)) = map.get_mut(&ck) {
-            *clock += 1;
-            *used = *clock;
-            return Ok(m.clone());
-        }
+    if let Some(m) = CACHE.get(&ck) {
+        return Ok(m);
     }
     fits_in_memory(params.m_kib, pmo_os::mem_available())?;
     let argon = argon2::Argon2::new(
@@ -168,16 +160,7 @@ fn argon_cached(
         .hash_password_into(key, salt, out.as_mut())
         .map_err(|e| StoreError::Invalid(format!("key derivation: {e}")))?;
     DERIVATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    let (map, clock) = cache.get_or_insert_with(|| (HashMap::new(), 0));
-    if map.len() >= CACHE_MAX && !map.contains_key(&ck) {
-        // Values are Zeroizing: an evicted master is wiped.
-        if let Some(lru) = map.iter().min_by_key(|(_, (_, u))| *u).map(|(k, _)| *k) {
-            map.remove(&lru);
-        }
-    }
-    *clock += 1;
-    map.insert(ck, (out.clone(), *clock));
+    CACHE.put(ck, out.clone());
     Ok(out)
 }
 
@@ -307,11 +290,7 @@ mod tests {
 
     fn cached(uuid: &[u8; 16], salt: &[u8; 32], key: &[u8]) -> bool {
         let ck = cache_key(uuid, salt, &KdfParams::INSECURE_FAST, key);
-        CACHE
-            .lock()
-            .unwrap()
-            .as_ref()
-            .is_some_and(|(m, _)| m.contains_key(&ck))
+        CACHE.contains(&ck)
     }
 
     #[test]
@@ -351,7 +330,7 @@ mod tests {
         }
         assert!(cached(&hot.0, &hot.1, b"lru"), "the hot master was evicted");
         assert!(!cached(&first.0, &first.1, b"lru"), "nothing was evicted");
-        let len = CACHE.lock().unwrap().as_ref().map_or(0, |(m, _)| m.len());
+        let len = CACHE.len();
         assert!(len <= CACHE_MAX, "{len}");
     }
 

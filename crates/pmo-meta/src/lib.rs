@@ -6,6 +6,7 @@
 //! | [`scheme`] | protection schemes: the four orthogonal policies and their names |
 //! | [`keys`] | Argon2id master keys, key verifiers, key families, key wrapping |
 //! | [`kept_keys`] | derived PMO keys kept per process for the next attach |
+//! | `lru` | the least-recently-used map both key caches keep their entries in |
 //! | [`locks`] | attach, metadata, gate and rotation lock words, across threads and processes |
 //! | [`namespace`] | the in-memory namespace copy and the free-space map derived from it |
 //! | [`redundancy`] | the copies of every slot, of the configuration and of the superblock; repairs |
@@ -24,6 +25,7 @@ pub mod error;
 pub mod kept_keys;
 pub mod keys;
 pub mod locks;
+mod lru;
 pub mod meta;
 pub mod namespace;
 pub mod redundancy;
