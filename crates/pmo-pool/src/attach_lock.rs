@@ -30,7 +30,10 @@ impl Pool {
         // fails with `Busy` at random (seen under load). A detach that returned before this
         // call is in flight or marked detaching here, or its lock is already free.
         let before = detaching() || crate::inflight::in_flight(e.uuid);
-        let first = inner.locker.lock(word, LockKind::Exclusive, wait)?;
+        let span = locks::attach_span(e.extent_len);
+        let first = inner
+            .locker
+            .lock_span(word, span, LockKind::Exclusive, wait)?;
         #[cfg(test)]
         tests::after_first_try();
         match first {
@@ -42,7 +45,9 @@ impl Pool {
                 // This process's own background detach: wake when it is done, not by polling.
                 crate::inflight::wait_for_pmo(e.uuid, stall);
                 let left = stall.saturating_sub(t.elapsed());
-                inner.locker.lock(word, LockKind::Exclusive, Some(left))
+                inner
+                    .locker
+                    .lock_span(word, span, LockKind::Exclusive, Some(left))
             }
             other => Ok(other),
         }

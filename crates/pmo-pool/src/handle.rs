@@ -111,6 +111,7 @@ impl Pool {
         }
         let checked_uuid = entry.uuid;
         let word = locks::attach_word(entry.extent_off);
+        let span = locks::attach_span(entry.extent_len);
         let t_lock = std::time::Instant::now();
         // Take the lock exclusively first so a dead writer's half-done psync can be replayed,
         // then (readers) downgrade. Readers that find other readers just share.
@@ -125,14 +126,17 @@ impl Pool {
         };
         let (mut guard, exclusive) = match first {
             Some(g) => (g, true),
-            None if !sole => match inner.locker.lock(word, LockKind::Shared, wait)? {
+            None if !sole => match inner.locker.lock_span(word, span, LockKind::Shared, wait)? {
                 Some(g) => (g, false),
                 // Held alone, and no writer named in the holder word: another reader's attach,
                 // which holds the lock alone only while it recovers the PMO, then shares it.
                 // Wait for that instant rather than fail (readers starting together).
                 None if self.writer_pid(&entry) == 0 => {
                     let stall = wait.unwrap_or_default().max(READER_ATTACH_STALL);
-                    match inner.locker.lock(word, LockKind::Shared, Some(stall))? {
+                    match inner
+                        .locker
+                        .lock_span(word, span, LockKind::Shared, Some(stall))?
+                    {
                         Some(g) => (g, false),
                         None => return Err(self.busy(&entry)),
                     }
