@@ -603,10 +603,8 @@ impl FileStore {
             let bytes: u64 = st.segs.iter().map(|g| g.att.len() as u64).sum();
             (st.segs.len() > needed.max(1), st.dirty, bytes)
         };
-        // Only a file with unsynced writes is kept: that is the psync deferred. A clean one
-        // detaches now (its mapping goes to the spares), for each kept file holds its attach
-        // lock, and every lock held on the pool file slows every other lock operation.
-        if !policy.keeps() || shrank || !dirty {
+        // A clean file is kept only if the policy says so (`writeback.rs`).
+        if !policy.keeps() || shrank || !(dirty || policy.clean) {
             tree.files.remove(&file.path);
             drop(guard);
             return self.inner.write_back(file);

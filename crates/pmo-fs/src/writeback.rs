@@ -1,8 +1,8 @@
 //! Closed files kept attached until their write-back, as a kernel keeps a closed file's dirty
 //! pages in its page cache (issue 29: the file store against ext4).
 //!
-//! A file's last close used to psync it and detach its PMOs. If it has writes not yet psynced,
-//! the close now leaves them attached, the file *kept*, until the first of:
+//! A file's last close used to psync it and detach its PMOs. The close now leaves them
+//! attached, the file *kept*, until the first of:
 //! - [`WriteBack::after`] has passed since the close (a background thread of the store looks
 //!   every quarter of it);
 //! - the kept files' bytes exceed [`WriteBack::max_bytes`] (the oldest go first);
@@ -12,12 +12,14 @@
 //! Written-back means: psynced if written (segments, then the first PMO), then detached, which
 //! zeroes its plaintext (the security model's "nothing readable after detach" holds at the
 //! write-back, not at the close). A next open of a kept file takes it as it is: no attach, no
-//! decryption, no psync. A file without unsynced writes (never written, or fsynced) is
-//! detached at its close as before: keeping it would only save the next open's attach, and
-//! each kept file holds its attach lock, an OFD lock on the pool file; the kernel walks every
-//! lock of the file at each lock operation (0.5 µs a lock and unlock with none held, 5.7 µs
-//! with 1000 held, measured here), so kept clean files made Filebench's varmail, which fsyncs
-//! before its closes and creates and deletes as often, 10-20% slower.
+//! decryption, no psync, as a kernel serves a cached file. A file without unsynced writes is
+//! kept as well (its write-back is the detach alone): Filebench's webserver, which reads a
+//! thousand files whole, ran 9x faster for it. Each kept file holds its attach lock, an OFD
+//! lock on the pool file, and the kernel walks all of a file's locks at each lock operation;
+//! attach locks span their PMO's extent (`pmo_meta::locks::attach_span`) so that those of
+//! PMOs adjacent in the pool merge into one, which is what made keeping many files pay (before
+//! it, kept clean files made varmail 10-20% slower). [`WriteBack::clean`] off keeps only files
+//! with unsynced writes.
 //!
 //! What it changes for a user: **a close is no longer durable by itself**: `fsync` is, as in
 //! POSIX. After a crash a file reads as of its last fsync or write-back, so at most `after`
@@ -48,6 +50,9 @@ pub struct WriteBack {
     /// kernel walks every lock of the file at each lock and unlock: a thousand kept files made
     /// every attach, pcreate and pdestroy slower than the re-attaches they saved.
     pub max_files: usize,
+    /// Keep files closed without unsynced writes too (their next open takes them as they are;
+    /// `PMO_FS_WRITE_BACK_CLEAN=0` turns it off).
+    pub clean: bool,
 }
 
 impl WriteBack {
@@ -56,13 +61,15 @@ impl WriteBack {
         after: Duration::ZERO,
         max_bytes: 0,
         max_files: 0,
+        clean: false,
     };
 
-    /// The default: 1 s, 256 MiB, 1024 files.
+    /// The default: 1 s, 256 MiB, 1024 files, clean ones too.
     pub const DEFAULT: WriteBack = WriteBack {
         after: Duration::from_secs(1),
         max_bytes: 256 << 20,
         max_files: 1024,
+        clean: true,
     };
 
     /// Whether closed files are kept at all.
@@ -78,13 +85,15 @@ impl WriteBack {
         let num = |k: &str| std::env::var(k).ok()?.trim().parse::<u64>().ok();
         let ms = num("PMO_FS_WRITE_BACK_MS");
         let files = num("PMO_FS_WRITE_BACK_FILES");
-        if ms.is_none() && files.is_none() {
+        let clean = num("PMO_FS_WRITE_BACK_CLEAN");
+        if ms.is_none() && files.is_none() && clean.is_none() {
             return None;
         }
         let d = WriteBack::DEFAULT;
         Some(WriteBack {
             after: ms.map_or(d.after, Duration::from_millis),
             max_files: files.map_or(d.max_files, |f| f as usize),
+            clean: clean.map_or(d.clean, |c| c != 0),
             ..d
         })
     }
@@ -221,6 +230,7 @@ mod tests {
             after: Duration::from_secs(60),
             max_bytes: 100,
             max_files: 10,
+            clean: false,
         };
         let mut c = Closed::default();
         let a = c.push(p("/a"), 40);
@@ -261,6 +271,7 @@ mod tests {
             after: Duration::from_secs(60),
             max_bytes: 1 << 30,
             max_files: 2,
+            clean: false,
         };
         let mut c = Closed::default();
         for name in ["/a", "/b", "/c"] {

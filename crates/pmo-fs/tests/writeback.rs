@@ -62,6 +62,7 @@ const LONG: WriteBack = WriteBack {
     after: Duration::from_secs(3600),
     max_bytes: 1 << 30,
     max_files: 1000,
+    clean: false,
 };
 
 #[test]
@@ -117,6 +118,7 @@ fn the_write_back_comes_after_its_delay_and_when_the_store_is_dropped() {
             after: Duration::from_millis(50),
             max_bytes: 1 << 30,
             max_files: 1000,
+            clean: false,
         };
         let fs = store(&m, scheme, quick);
         let f = fs.create("/a", 0).unwrap();
@@ -157,6 +159,7 @@ fn past_the_byte_bound_the_oldest_kept_file_is_written_back() {
             after: Duration::from_secs(3600),
             max_bytes: 3 * 4096,
             max_files: 1000,
+            clean: false,
         },
     );
     for (name, seed) in [("/a", 5), ("/b", 6)] {
@@ -217,6 +220,7 @@ fn a_second_store_waits_for_the_kept_file() {
             after: Duration::from_millis(100),
             max_bytes: 1 << 30,
             max_files: 1000,
+            clean: false,
         },
     );
     let f = fs.create("/a", 0).unwrap();
@@ -232,4 +236,42 @@ fn a_second_store_waits_for_the_kept_file() {
     .unwrap();
     assert_eq!(other.read_file("/a").unwrap(), data(3_000, 9));
     assert_eq!(fs.kept().0, 0);
+}
+
+/// The default keeps clean files too: a fsynced file closed stays attached, its next open takes
+/// it as it is, and its write-back (the detach alone) changes nothing on the medium.
+#[test]
+fn a_clean_file_is_kept_by_default_and_its_write_back_writes_nothing() {
+    const { assert!(WriteBack::DEFAULT.clean) };
+    let m = medium();
+    let fs = store(
+        &m,
+        "secure",
+        WriteBack {
+            clean: true,
+            ..LONG
+        },
+    );
+    let f = fs.create("/a", 0).unwrap();
+    f.append(&data(12_000, 10)).unwrap();
+    f.fsync().unwrap();
+    f.close().unwrap();
+    assert_eq!(fs.kept().0, 1, "kept although clean");
+    let before = m.durable_image();
+    let f = fs.open_file("/a").unwrap();
+    assert_eq!(fs.kept().0, 0);
+    let mut b = vec![0u8; 12_000];
+    assert_eq!(f.pread(0, &mut b).unwrap(), 12_000);
+    assert_eq!(b, data(12_000, 10));
+    f.close().unwrap();
+    fs.sync_all().unwrap();
+    assert_eq!(fs.kept(), (0, 0));
+    assert!(
+        m.durable_image() == before,
+        "a clean file's write-back wrote to the medium"
+    );
+    assert_eq!(
+        after_power_cut(&m).read_file("/a").unwrap(),
+        data(12_000, 10)
+    );
 }
