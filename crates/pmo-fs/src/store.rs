@@ -130,6 +130,18 @@ struct Tree {
     closed: Closed,
 }
 
+impl Tree {
+    /// `file` at `path`, opened by its first handle.
+    fn opened(&mut self, path: FsPath, file: &Arc<OpenFile>) {
+        let e = Entry {
+            file: file.clone(),
+            handles: 1,
+            kept: None,
+        };
+        self.files.insert(path, e);
+    }
+}
+
 struct Inner {
     pool: Pool,
     opts: FsOptions,
@@ -508,14 +520,7 @@ impl FileStore {
                 dirty: false,
             }),
         });
-        tree.files.insert(
-            path,
-            Entry {
-                file: file.clone(),
-                handles: 1,
-                kept: None,
-            },
-        );
+        tree.opened(path, &file);
         Ok(self.handle(file))
     }
 
@@ -572,14 +577,7 @@ impl FileStore {
                 dirty: false,
             }),
         });
-        tree.files.insert(
-            path,
-            Entry {
-                file: file.clone(),
-                handles: 1,
-                kept: None,
-            },
-        );
+        tree.opened(path, &file);
         Ok(self.handle(file))
     }
 
