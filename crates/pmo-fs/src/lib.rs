@@ -4,7 +4,7 @@
 //! |---|---|
 //! | [`path`] | checked paths and the PMO names they map to |
 //! | [`header`] | a file's header (size, first segment's size) in its first PMO |
-//! | [`store`] | [`FileStore`]: create, open, close, pread, pwrite, append, fsync (= psync), stat, unlink, mkdir, readdir, check, check_data (`pmo fs check`) |
+//! | [`store`] | [`FileStore`]: create, open, close, pread, pwrite, append, fsync (= psync), stat, unlink, mkdir, readdir, check, check_data (`pmo fs check`); `store/handle.rs` an open file's calls, `store/kept.rs` the write-back of kept files |
 //! | [`writeback`] | closed files kept attached until their write-back ([`WriteBack`]) |
 //!
 //! Design (measured and argued in `docs/filebench.md`): one chain of PMOs per file, as the
