@@ -5,7 +5,8 @@
 //! attached, the file *kept*, until the first of:
 //! - [`WriteBack::after`] has passed since the close (a background thread of the store looks
 //!   every quarter of it);
-//! - the kept files' bytes exceed [`WriteBack::max_bytes`] (the oldest go first);
+//! - the kept files exceed [`WriteBack::max_bytes`] or [`WriteBack::max_files`] (the oldest
+//!   go first);
 //! - the store is dropped, or [`crate::FileStore::sync_all`] is called (every kept file);
 //! - another call needs the file detached (`unlink`; `check_data` writes every one back first).
 //!
@@ -25,7 +26,8 @@
 //! POSIX. After a crash a file reads as of its last fsync or write-back, so at most `after`
 //! (1 s by default) of closed, unsynced writes are lost, as ext4 loses up to its commit
 //! interval. Another process opening a kept file waits for its write-back (its attach waits up
-//! to [`crate::store::ATTACH_WAIT`]). A closed file's plaintext stays in DRAM for up to
+//! to [`crate::store::ATTACH_WAIT`]); a file this process opens again within `after` of each
+//! close stays kept, and another process finds it busy, as it would an open file. A closed file's plaintext stays in DRAM for up to
 //! `after`. [`WriteBack::AT_CLOSE`] keeps the old behaviour: every last close psyncs and
 //! detaches.
 //!
