@@ -621,19 +621,15 @@ impl FileStore {
     }
 
     /// Write back every kept file now (psync if written, detach): after it returns, every
-    /// file not open is durable and holds no plaintext in DRAM. Returns the first error of
-    /// this call's write-backs or of an earlier background one not reported yet.
+    /// file not open is durable and holds no plaintext in DRAM. Returns the oldest error not
+    /// reported yet, of a background write-back or of this call's; each is reported once.
     pub fn sync_all(&self) -> Result<()> {
         let due = self.inner.take_due(&mut lock(&self.inner.open), true);
         let r = self.inner.write_back_all(due);
-        let mut earlier = lock(&self.inner.write_back_errors);
-        match (r, earlier.is_empty()) {
-            (Err(e), _) => {
-                earlier.clear();
-                Err(e)
-            }
-            (Ok(()), true) => Ok(()),
-            (Ok(()), false) => Err(earlier.remove(0)),
+        let earlier = std::mem::take(&mut *lock(&self.inner.write_back_errors));
+        match earlier.into_iter().next() {
+            Some(e) => Err(e),
+            None => r,
         }
     }
 

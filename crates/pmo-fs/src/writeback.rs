@@ -32,7 +32,7 @@
 //! detaches.
 //!
 //! A write-back that fails (the medium failing under a psync) has no caller to tell: its error
-//! is kept and returned by the next [`crate::FileStore::sync_all`].
+//! is kept, and the next [`crate::FileStore::sync_all`] returns the oldest one kept.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, Weak};
